@@ -1,0 +1,374 @@
+//! Hint validation and matching: which offers satisfy an application's hints.
+//!
+//! Validation rejects hints that are malformed (an unknown enum value, an
+//! unknown flag bit, an inconsistent sub-attribute) with `FI_EINVAL` naming
+//! the field. Matching is a pure function of one offer and the hints; it
+//! returns the offer narrowed to what was asked, or the first field that
+//! cannot be satisfied.
+
+use crate::consts::*;
+use crate::error::{Error, Result};
+use crate::info::Info;
+
+/// Every capability bit libfabric 1.17 defines.
+const KNOWN_CAPS: u64 = FI_PRIMARY_CAPS | FI_SECONDARY_CAPS | FI_REMOTE_CQ_DATA;
+/// Every mode bit libfabric 1.17 defines.
+const KNOWN_MODES: u64 = FI_CONTEXT
+    | FI_MSG_PREFIX
+    | FI_ASYNC_IOV
+    | FI_RX_CQ_DATA
+    | FI_LOCAL_MR
+    | FI_NOTIFY_FLAGS_ONLY
+    | FI_RESTRICTED_COMP
+    | FI_CONTEXT2
+    | FI_BUFFERED_RECV;
+/// Every operation flag meaningful in tx/rx `op_flags`.
+const KNOWN_OP_FLAGS: u64 = FI_MULTI_RECV
+    | FI_REMOTE_CQ_DATA
+    | FI_MORE
+    | FI_PEEK
+    | FI_TRIGGER
+    | FI_FENCE
+    | FI_COMPLETION
+    | FI_INJECT
+    | FI_INJECT_COMPLETE
+    | FI_TRANSMIT_COMPLETE
+    | FI_DELIVERY_COMPLETE
+    | FI_COMMIT_COMPLETE
+    | FI_MATCH_COMPLETE;
+const KNOWN_MR_MODE: u32 = (1 << 12) - 1;
+const KNOWN_ORDER: u64 = order::FI_ORDER_STRICT
+    | order::FI_ORDER_DATA
+    | (0xff << 32);
+
+fn check_enum(field: &str, v: u32, max: u32) -> Result<()> {
+    if v > max && v & (1 << 31) == 0 {
+        return Err(Error::inval(format!(
+            "hints: {field} = {v} is not a valid value (0..={max})"
+        )));
+    }
+    Ok(())
+}
+
+fn check_bits(field: &str, v: u64, known: u64) -> Result<()> {
+    let unknown = v & !known & !(0xf << 60);
+    if unknown != 0 {
+        return Err(Error::inval(format!(
+            "hints: {field} has unknown bits {unknown:#x}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the requested API version.
+pub fn validate_version(version: u32) -> Result<()> {
+    let (major, minor) = (version >> 16, version & 0xffff);
+    if major != 1 {
+        return Err(Error::new(
+            crate::error::errno::FI_ENOSYS,
+            format!("API version {major}.{minor} is not supported (1.x only)"),
+        ));
+    }
+    if version > FI_VERSION_CURRENT {
+        return Err(Error::new(
+            crate::error::errno::FI_ENOSYS,
+            format!("API version {major}.{minor} is newer than this library's 1.17"),
+        ));
+    }
+    Ok(())
+}
+
+/// Rejects malformed hints with `FI_EINVAL` naming the offending field.
+pub fn validate_hints(h: &Info) -> Result<()> {
+    check_bits("caps", h.caps, KNOWN_CAPS)?;
+    check_bits("mode", h.mode, KNOWN_MODES)?;
+    check_enum("addr_format", h.addr_format, addr_format::FI_ADDR_CXI)?;
+    check_bits("tx_attr.caps", h.tx_attr.caps, KNOWN_CAPS)?;
+    check_bits("rx_attr.caps", h.rx_attr.caps, KNOWN_CAPS)?;
+    check_bits("tx_attr.mode", h.tx_attr.mode, KNOWN_MODES)?;
+    check_bits("rx_attr.mode", h.rx_attr.mode, KNOWN_MODES)?;
+    check_bits("tx_attr.op_flags", h.tx_attr.op_flags, KNOWN_OP_FLAGS)?;
+    check_bits("rx_attr.op_flags", h.rx_attr.op_flags, KNOWN_OP_FLAGS)?;
+    check_bits("tx_attr.msg_order", h.tx_attr.msg_order, KNOWN_ORDER)?;
+    check_bits("rx_attr.msg_order", h.rx_attr.msg_order, KNOWN_ORDER)?;
+    if h.caps != 0 {
+        if h.tx_attr.caps & !h.caps & FI_PRIMARY_CAPS != 0 {
+            return Err(Error::inval(
+                "hints: tx_attr.caps asks for capabilities that caps does not include",
+            ));
+        }
+        if h.rx_attr.caps & !h.caps & FI_PRIMARY_CAPS != 0 {
+            return Err(Error::inval(
+                "hints: rx_attr.caps asks for capabilities that caps does not include",
+            ));
+        }
+    }
+    check_enum("ep_attr.type", h.ep_attr.ep_type, ep_type::FI_EP_SOCK_DGRAM)?;
+    let d = &h.domain_attr;
+    check_enum("domain_attr.threading", d.threading, threading::FI_THREAD_ENDPOINT)?;
+    check_enum(
+        "domain_attr.control_progress",
+        d.control_progress,
+        progress::FI_PROGRESS_MANUAL,
+    )?;
+    check_enum(
+        "domain_attr.data_progress",
+        d.data_progress,
+        progress::FI_PROGRESS_MANUAL,
+    )?;
+    check_enum(
+        "domain_attr.resource_mgmt",
+        d.resource_mgmt,
+        resource_mgmt::FI_RM_ENABLED,
+    )?;
+    check_enum("domain_attr.av_type", d.av_type, av_type::FI_AV_TABLE)?;
+    if d.mr_mode & !KNOWN_MR_MODE != 0 {
+        return Err(Error::inval(format!(
+            "hints: domain_attr.mr_mode has unknown bits {:#x}",
+            d.mr_mode & !KNOWN_MR_MODE
+        )));
+    }
+    check_bits("domain_attr.caps", d.caps, KNOWN_CAPS)?;
+    check_bits("domain_attr.mode", d.mode, KNOWN_MODES)?;
+    if let Some(list) = &h.fabric_attr.prov_name {
+        ProviderFilter::parse(list)?;
+    }
+    for (field, key) in [
+        ("ep_attr.auth_key", &h.ep_attr.auth_key),
+        ("domain_attr.auth_key", &d.auth_key),
+    ] {
+        if let Some(k) = key {
+            if k.is_empty() {
+                return Err(Error::inval(format!("hints: {field} is empty")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An FI_PROVIDER-style list: `shm,tcp` (include) or `^tcp,udp` (exclude).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderFilter {
+    exclude: bool,
+    names: Vec<String>,
+}
+
+impl ProviderFilter {
+    /// Parses a list; an empty element is an error.
+    pub fn parse(text: &str) -> Result<Self> {
+        let t = text.trim();
+        let (exclude, rest) = match t.strip_prefix('^') {
+            Some(r) => (true, r),
+            None => (false, t),
+        };
+        let mut names = Vec::new();
+        for n in rest.split(',') {
+            let n = n.trim();
+            if n.is_empty() {
+                return Err(Error::inval(format!(
+                    "provider list '{text}' has an empty name"
+                )));
+            }
+            names.push(n.to_ascii_lowercase());
+        }
+        Ok(ProviderFilter { exclude, names })
+    }
+    /// True when a provider (possibly layered, `a;b`) passes the filter.
+    pub fn allows(&self, prov_name: &str) -> bool {
+        let lower = prov_name.to_ascii_lowercase();
+        let hit = self
+            .names
+            .iter()
+            .any(|n| *n == lower || lower.split(';').any(|c| c == n));
+        hit != self.exclude
+    }
+}
+
+fn le(field: &'static str, want: usize, have: usize) -> Result<(), &'static str> {
+    if want != 0 && want > have {
+        Err(field)
+    } else {
+        Ok(())
+    }
+}
+
+fn subset(field: &'static str, want: u64, have: u64) -> Result<(), &'static str> {
+    if want & !have != 0 {
+        Err(field)
+    } else {
+        Ok(())
+    }
+}
+
+fn pick<T: Copy + PartialEq + Default>(hint: T, offer: T) -> T {
+    if hint != T::default() {
+        hint
+    } else {
+        offer
+    }
+}
+
+/// Implied capabilities: asking for FI_MSG means send and receive, etc.
+pub fn expand_caps(caps: u64) -> u64 {
+    let mut c = caps;
+    if c & (FI_MSG | FI_TAGGED | FI_ATOMIC | FI_RMA) != 0 && c & (FI_SEND | FI_RECV) == 0 {
+        if c & (FI_MSG | FI_TAGGED) != 0 {
+            c |= FI_SEND | FI_RECV;
+        }
+        if c & (FI_RMA | FI_ATOMIC) != 0 && c & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) == 0 {
+            c |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+        }
+    }
+    c
+}
+
+/// Matches one offer against hints. On success, returns the offer narrowed
+/// to the hints (requested caps, queue sizes, threading, AV type); on
+/// failure, the name of the first field that cannot be satisfied.
+pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
+    let mut out = offer.clone();
+    if h.caps != 0 {
+        let want = h.caps & !FI_SECONDARY_CAPS;
+        subset("caps", want, offer.caps)?;
+        subset("caps", h.caps & FI_SECONDARY_CAPS & !(FI_RMA_EVENT | FI_SOURCE_ERR), offer.caps)?;
+        let asked = expand_caps(h.caps);
+        out.caps = (asked & offer.caps) | (offer.caps & FI_SECONDARY_CAPS & asked);
+        let opclass = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+        if h.caps & opclass == 0 {
+            out.caps |= offer.caps & opclass;
+            out.caps |= offer.caps & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+        }
+    }
+    subset("mode", offer.mode, h.mode)?;
+    if h.addr_format != 0 && h.addr_format != offer.addr_format {
+        return Err("addr_format");
+    }
+    if let Some(p) = &h.fabric_attr.prov_name {
+        let filt = ProviderFilter::parse(p).map_err(|_| "fabric_attr.prov_name")?;
+        if !filt.allows(offer.provider()) {
+            return Err("fabric_attr.prov_name");
+        }
+    }
+    if let Some(n) = &h.fabric_attr.name {
+        if Some(n) != offer.fabric_attr.name.as_ref() {
+            return Err("fabric_attr.name");
+        }
+    }
+    if h.fabric_attr.prov_version != 0 && h.fabric_attr.prov_version != offer.fabric_attr.prov_version {
+        return Err("fabric_attr.prov_version");
+    }
+    // Endpoint.
+    let (he, oe) = (&h.ep_attr, &offer.ep_attr);
+    if he.ep_type != 0 && he.ep_type != oe.ep_type {
+        return Err("ep_attr.type");
+    }
+    if he.protocol != 0 && he.protocol != oe.protocol {
+        return Err("ep_attr.protocol");
+    }
+    le("ep_attr.max_msg_size", he.max_msg_size, oe.max_msg_size)?;
+    le("ep_attr.msg_prefix_size", he.msg_prefix_size, oe.msg_prefix_size)?;
+    le("ep_attr.max_order_raw_size", he.max_order_raw_size, oe.max_order_raw_size)?;
+    le("ep_attr.max_order_war_size", he.max_order_war_size, oe.max_order_war_size)?;
+    le("ep_attr.max_order_waw_size", he.max_order_waw_size, oe.max_order_waw_size)?;
+    le("ep_attr.tx_ctx_cnt", he.tx_ctx_cnt, oe.tx_ctx_cnt)?;
+    le("ep_attr.rx_ctx_cnt", he.rx_ctx_cnt, oe.rx_ctx_cnt)?;
+    if he.mem_tag_format != 0 {
+        let offered_bits = if oe.mem_tag_format == 0 { 64 } else { oe.mem_tag_format.count_ones() };
+        if he.mem_tag_format.count_ones() > offered_bits {
+            return Err("ep_attr.mem_tag_format");
+        }
+        out.ep_attr.mem_tag_format = he.mem_tag_format;
+    }
+    if he.auth_key.is_some() {
+        out.ep_attr.auth_key = he.auth_key.clone();
+    }
+    // Transmit.
+    let (ht, ot) = (&h.tx_attr, &offer.tx_attr);
+    subset("tx_attr.caps", ht.caps, ot.caps)?;
+    subset("tx_attr.msg_order", ht.msg_order, ot.msg_order)?;
+    subset("tx_attr.comp_order", ht.comp_order, ot.comp_order)?;
+    subset("tx_attr.op_flags", ht.op_flags, ot.op_flags | KNOWN_OP_FLAGS & !(FI_COMMIT_COMPLETE | FI_MATCH_COMPLETE | FI_TRIGGER))?;
+    le("tx_attr.inject_size", ht.inject_size, ot.inject_size)?;
+    le("tx_attr.size", ht.size, ot.size)?;
+    le("tx_attr.iov_limit", ht.iov_limit, ot.iov_limit)?;
+    le("tx_attr.rma_iov_limit", ht.rma_iov_limit, ot.rma_iov_limit)?;
+    out.tx_attr.size = pick(ht.size, ot.size);
+    out.tx_attr.op_flags = ht.op_flags;
+    out.tx_attr.caps = if ht.caps != 0 { ht.caps } else { ot.caps & (out.caps | !FI_PRIMARY_CAPS) };
+    // Receive.
+    let (hr, or) = (&h.rx_attr, &offer.rx_attr);
+    subset("rx_attr.caps", hr.caps, or.caps)?;
+    subset("rx_attr.msg_order", hr.msg_order, or.msg_order)?;
+    subset("rx_attr.comp_order", hr.comp_order, or.comp_order)?;
+    subset("rx_attr.op_flags", hr.op_flags, or.op_flags | FI_MULTI_RECV | FI_COMPLETION)?;
+    le("rx_attr.total_buffered_recv", hr.total_buffered_recv, or.total_buffered_recv.max(1))?;
+    le("rx_attr.size", hr.size, or.size)?;
+    le("rx_attr.iov_limit", hr.iov_limit, or.iov_limit)?;
+    out.rx_attr.size = pick(hr.size, or.size);
+    out.rx_attr.op_flags = hr.op_flags;
+    out.rx_attr.caps = if hr.caps != 0 { hr.caps } else { or.caps & (out.caps | !FI_PRIMARY_CAPS) };
+    // Domain.
+    let (hd, od) = (&h.domain_attr, &offer.domain_attr);
+    if let Some(n) = &hd.name {
+        if Some(n) != od.name.as_ref() {
+            return Err("domain_attr.name");
+        }
+    }
+    if hd.threading != 0 {
+        // A thread-safe provider satisfies every model; otherwise exact.
+        if od.threading != threading::FI_THREAD_SAFE && od.threading != hd.threading {
+            return Err("domain_attr.threading");
+        }
+        out.domain_attr.threading = hd.threading;
+    }
+    // An application written for manual progress also runs on auto progress.
+    for (field, hv, ov) in [
+        ("domain_attr.control_progress", hd.control_progress, od.control_progress),
+        ("domain_attr.data_progress", hd.data_progress, od.data_progress),
+    ] {
+        if hv == progress::FI_PROGRESS_AUTO && ov != progress::FI_PROGRESS_AUTO {
+            return Err(field);
+        }
+    }
+    if hd.resource_mgmt == resource_mgmt::FI_RM_ENABLED && od.resource_mgmt != resource_mgmt::FI_RM_ENABLED {
+        return Err("domain_attr.resource_mgmt");
+    }
+    if hd.av_type != 0 {
+        if od.av_type != 0 && od.av_type != hd.av_type {
+            return Err("domain_attr.av_type");
+        }
+        out.domain_attr.av_type = hd.av_type;
+    }
+    if hd.mr_mode != 0 {
+        let legacy = mr_mode::FI_MR_BASIC | mr_mode::FI_MR_SCALABLE;
+        let need = od.mr_mode & !legacy;
+        if need & !hd.mr_mode != 0 {
+            return Err("domain_attr.mr_mode");
+        }
+    }
+    le("domain_attr.mr_key_size", hd.mr_key_size, od.mr_key_size)?;
+    le("domain_attr.cq_data_size", hd.cq_data_size, od.cq_data_size)?;
+    le("domain_attr.cq_cnt", hd.cq_cnt, od.cq_cnt)?;
+    le("domain_attr.ep_cnt", hd.ep_cnt, od.ep_cnt)?;
+    le("domain_attr.tx_ctx_cnt", hd.tx_ctx_cnt, od.tx_ctx_cnt)?;
+    le("domain_attr.rx_ctx_cnt", hd.rx_ctx_cnt, od.rx_ctx_cnt)?;
+    le("domain_attr.max_ep_tx_ctx", hd.max_ep_tx_ctx, od.max_ep_tx_ctx)?;
+    le("domain_attr.max_ep_rx_ctx", hd.max_ep_rx_ctx, od.max_ep_rx_ctx)?;
+    le("domain_attr.cntr_cnt", hd.cntr_cnt, od.cntr_cnt)?;
+    le("domain_attr.mr_iov_limit", hd.mr_iov_limit, od.mr_iov_limit)?;
+    le("domain_attr.mr_cnt", hd.mr_cnt, od.mr_cnt)?;
+    subset("domain_attr.caps", hd.caps, od.caps | FI_LOCAL_COMM | FI_REMOTE_COMM)?;
+    if hd.caps & FI_REMOTE_COMM != 0 && offer.caps & FI_REMOTE_COMM == 0 {
+        return Err("domain_attr.caps");
+    }
+    if hd.auth_key.is_some() {
+        out.domain_attr.auth_key = hd.auth_key.clone();
+    }
+    if h.src_addr.is_some() {
+        out.src_addr = h.src_addr.clone();
+    }
+    if h.dest_addr.is_some() {
+        out.dest_addr = h.dest_addr.clone();
+    }
+    Ok(out)
+}

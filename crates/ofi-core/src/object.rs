@@ -1,0 +1,771 @@
+//! The objects applications open: fabric, domain, endpoint, completion
+//! queue, counter, address vector and memory region (the raw layer).
+//!
+//! Raw data-transfer calls take caller-owned memory and a per-operation
+//! context and allocate nothing; they are `unsafe` because the memory must
+//! stay valid until the operation completes. Closing an object that others
+//! still depend on is refused with `FI_EBUSY` and the object is handed back.
+// The raw layer's unsafe is contract forwarding: each unsafe fn passes the
+// caller's memory promise on to the provider unchanged.
+#![allow(unsafe_code)]
+
+use crate::consts::*;
+use crate::error::{errno, Error, Result};
+use crate::info::{FabricAttr, Info};
+use crate::provider::{DomainOps, EndpointOps, FabricOps, Progress};
+use crate::util::av::{AvAttr, AvCore};
+use crate::util::cntr::{CntrAttr, CntrCore};
+use crate::util::cq::{CqAttr, CqCore, CqErrEntry, CqFormat};
+use crate::util::iov::IoVec;
+use crate::util::mr::{MrAttr, MrCore, MrMap};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A send (message or tagged) as the provider sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct SendOp<'a> {
+    /// Source ranges.
+    pub iov: &'a [IoVec],
+    /// Local descriptors (one per iov entry, or empty).
+    pub desc: &'a [u64],
+    /// Destination fi_addr.
+    pub dest: u64,
+    /// Tag (tagged sends).
+    pub tag: u64,
+    /// Remote CQ data (with FI_REMOTE_CQ_DATA).
+    pub data: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// Operation flags (FI_INJECT, FI_REMOTE_CQ_DATA, FI_COMPLETION …).
+    pub flags: u64,
+    /// Tagged or message queue.
+    pub tagged: bool,
+}
+
+/// A receive (or peek / claim / discard) as the provider sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvOp<'a> {
+    /// Destination ranges.
+    pub iov: &'a [IoVec],
+    /// Local descriptors.
+    pub desc: &'a [u64],
+    /// Accepted source (`FI_ADDR_UNSPEC`: any).
+    pub src: u64,
+    /// Tag.
+    pub tag: u64,
+    /// Ignore bits.
+    pub ignore: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// Operation flags (FI_MULTI_RECV, FI_PEEK, FI_CLAIM, FI_DISCARD, FI_COMPLETION …).
+    pub flags: u64,
+    /// Tagged or message queue.
+    pub tagged: bool,
+}
+
+/// What an endpoint is bound to when it is enabled.
+#[derive(Clone, Debug, Default)]
+pub struct EpBindings {
+    /// Transmit completions.
+    pub tx_cq: Option<Arc<CqCore>>,
+    /// Only operations with FI_COMPLETION complete into `tx_cq`.
+    pub tx_selective: bool,
+    /// Receive completions.
+    pub rx_cq: Option<Arc<CqCore>>,
+    /// Only operations with FI_COMPLETION complete into `rx_cq`.
+    pub rx_selective: bool,
+    /// Address vector.
+    pub av: Option<Arc<AvCore>>,
+    /// Counter of completed sends.
+    pub send_cntr: Option<Arc<CntrCore>>,
+    /// Counter of completed receives.
+    pub recv_cntr: Option<Arc<CntrCore>>,
+    /// Counter of completed reads.
+    pub read_cntr: Option<Arc<CntrCore>>,
+    /// Counter of completed writes.
+    pub write_cntr: Option<Arc<CntrCore>>,
+    /// The domain's registered regions.
+    pub mr_map: Option<Arc<MrMap>>,
+    /// The endpoint's attributes as opened.
+    pub info: Info,
+}
+
+/// Counts an object's open dependents; decremented when a dependent drops.
+#[derive(Debug)]
+struct DepGuard(Arc<AtomicUsize>);
+
+impl DepGuard {
+    fn new(c: &Arc<AtomicUsize>) -> Self {
+        c.fetch_add(1, Ordering::AcqRel);
+        DepGuard(c.clone())
+    }
+}
+
+impl Drop for DepGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn refuse<T>(obj: T, what: &str, n: usize) -> std::result::Result<(), (T, Error)> {
+    Err((obj, Error::busy(format!("{what} still has {n} open dependent object(s)"))))
+}
+
+/// A fabric: the root of one provider's objects.
+pub struct Fabric {
+    ops: Arc<dyn FabricOps>,
+    prov: String,
+    deps: Arc<AtomicUsize>,
+    _open: DepGuard,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric").field("provider", &self.prov).finish()
+    }
+}
+
+impl Fabric {
+    /// Opens the fabric of an offer (`fi_fabric`).
+    pub fn open(attr: &FabricAttr) -> Result<Fabric> {
+        let name = attr.prov_name.as_deref().ok_or_else(|| Error::inval("fabric_attr.prov_name is not set"))?;
+        let name = name.split(';').next().unwrap_or(name);
+        let (prov, open) = crate::registry::lookup(name)
+            .ok_or_else(|| Error::nodata(format!("no provider named '{name}' is registered")))?;
+        let ops = prov.fabric(attr)?;
+        Ok(Fabric { ops, prov: name.to_string(), deps: Arc::new(AtomicUsize::new(0)), _open: DepGuard::new(&open) })
+    }
+    /// The provider's name.
+    pub fn provider(&self) -> &str {
+        &self.prov
+    }
+    /// Opens a domain (`fi_domain`).
+    pub fn domain(&self, info: &Info) -> Result<Domain> {
+        let ops = self.ops.domain(info)?;
+        Ok(Domain {
+            ops,
+            info: info.clone(),
+            mr_map: MrMap::new(),
+            deps: Arc::new(AtomicUsize::new(0)),
+            _parent: DepGuard::new(&self.deps),
+        })
+    }
+    /// Closes the fabric; refused while domains are open.
+    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+        match self.deps.load(Ordering::Acquire) {
+            0 => Ok(()),
+            n => refuse(self, "fabric", n),
+        }
+    }
+}
+
+/// A domain: one provider's resource domain.
+pub struct Domain {
+    ops: Arc<dyn DomainOps>,
+    info: Info,
+    mr_map: Arc<MrMap>,
+    deps: Arc<AtomicUsize>,
+    _parent: DepGuard,
+}
+
+impl std::fmt::Debug for Domain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Domain").field("name", &self.info.domain_attr.name).finish()
+    }
+}
+
+impl Domain {
+    /// The offer this domain was opened with.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+    /// Opens a completion queue (`fi_cq_open`).
+    pub fn cq(&self, attr: &CqAttr) -> Result<CompletionQueue> {
+        let mut a = *attr;
+        if a.size == 0 {
+            a.size = self.info.rx_attr.size.max(self.info.tx_attr.size).max(1);
+        }
+        Ok(CompletionQueue { core: CqCore::new(&a)?, _parent: DepGuard::new(&self.deps) })
+    }
+    /// Opens a counter (`fi_cntr_open`).
+    pub fn cntr(&self, attr: &CntrAttr) -> Result<Counter> {
+        Ok(Counter { core: CntrCore::new(attr)?, _parent: DepGuard::new(&self.deps) })
+    }
+    /// Opens an address vector (`fi_av_open`).
+    pub fn av(&self, attr: &AvAttr) -> Result<AddressVector> {
+        let want = self.info.domain_attr.av_type;
+        if attr.av_type != av_type::FI_AV_UNSPEC && want != av_type::FI_AV_UNSPEC && attr.av_type != want {
+            return Err(Error::inval(format!(
+                "av_attr.type {} differs from the domain's av_type {want}",
+                attr.av_type
+            )));
+        }
+        Ok(AddressVector { core: AvCore::new(attr, self.ops.addr_ops())?, _parent: DepGuard::new(&self.deps) })
+    }
+    /// Registers memory (`fi_mr_reg` / `fi_mr_regv`).
+    ///
+    /// # Safety
+    /// The ranges must stay valid while the region is registered and used.
+    pub unsafe fn mr_reg(&self, attr: &MrAttr) -> Result<MemoryRegion> {
+        let limit = self.info.domain_attr.mr_iov_limit.max(1);
+        if attr.iov.len() > limit {
+            return Err(Error::inval(format!("mr: {} ranges exceed mr_iov_limit {limit}", attr.iov.len())));
+        }
+        let prov_key = self.info.domain_attr.mr_mode & mr_mode::FI_MR_PROV_KEY != 0;
+        Ok(MemoryRegion { core: self.mr_map.register(attr, prov_key)?, _parent: DepGuard::new(&self.deps) })
+    }
+    /// The domain's region map (for providers' RMA targets).
+    pub fn mr_map(&self) -> &Arc<MrMap> {
+        &self.mr_map
+    }
+    /// Opens an endpoint (`fi_endpoint`).
+    pub fn endpoint(&self, info: &Info) -> Result<Endpoint> {
+        let ops = self.ops.endpoint(info)?;
+        Ok(Endpoint {
+            ops,
+            info: info.clone(),
+            mr_map: self.mr_map.clone(),
+            state: Mutex::new(EpState::default()),
+            _parent: DepGuard::new(&self.deps),
+        })
+    }
+    /// Closes the domain; refused while endpoints, queues, AVs, counters or regions are open.
+    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+        match self.deps.load(Ordering::Acquire) {
+            0 => Ok(()),
+            n => refuse(self, "domain", n),
+        }
+    }
+}
+
+/// A completion queue.
+#[derive(Debug)]
+pub struct CompletionQueue {
+    core: Arc<CqCore>,
+    _parent: DepGuard,
+}
+
+impl CompletionQueue {
+    /// Reads up to `out.len()` completions (`fi_cq_read`).
+    #[inline]
+    pub fn read<E: CqFormat>(&self, out: &mut [E]) -> Result<usize> {
+        self.core.read(out)
+    }
+    /// Reads completions with source addresses (`fi_cq_readfrom`).
+    pub fn readfrom<E: CqFormat>(&self, out: &mut [E], src: &mut [u64]) -> Result<usize> {
+        self.core.readfrom(out, src)
+    }
+    /// Reads the next error completion (`fi_cq_readerr`).
+    pub fn readerr(&self) -> Result<CqErrEntry> {
+        self.core.readerr()
+    }
+    /// Blocks for completions (`fi_cq_sread`); `None` waits forever.
+    pub fn sread<E: CqFormat>(&self, out: &mut [E], timeout: Option<Duration>) -> Result<usize> {
+        self.core.sread(out, timeout)
+    }
+    /// Blocks for completions with sources (`fi_cq_sreadfrom`).
+    pub fn sreadfrom<E: CqFormat>(&self, out: &mut [E], src: &mut [u64], timeout: Option<Duration>) -> Result<usize> {
+        self.core.sreadfrom(out, src, timeout)
+    }
+    /// Wakes a blocked reader (`fi_cq_signal`).
+    pub fn signal(&self) {
+        self.core.signal()
+    }
+    /// The fd to put in epoll (`fi_control(FI_GETWAIT)`); call
+    /// [`trywait`](Self::trywait) before sleeping on it.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.core.wait_fd()
+    }
+    /// `fi_trywait`: Ok if it is safe to sleep on the wait fd.
+    pub fn trywait(&self) -> Result<()> {
+        self.core.trywait()
+    }
+    /// The shared core (for providers and the C ABI).
+    pub fn core(&self) -> &Arc<CqCore> {
+        &self.core
+    }
+    /// Closes the queue; refused while endpoints are bound to it.
+    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+        match self.core.bound.load(Ordering::Acquire) {
+            0 => Ok(()),
+            n => refuse(self, "completion queue", n),
+        }
+    }
+}
+
+/// A counter.
+#[derive(Debug)]
+pub struct Counter {
+    core: Arc<CntrCore>,
+    _parent: DepGuard,
+}
+
+impl Counter {
+    /// `fi_cntr_read`.
+    pub fn read(&self) -> u64 {
+        self.core.read()
+    }
+    /// `fi_cntr_readerr`.
+    pub fn readerr(&self) -> u64 {
+        self.core.readerr()
+    }
+    /// `fi_cntr_add`.
+    pub fn add(&self, n: u64) {
+        self.core.add(n)
+    }
+    /// `fi_cntr_set`.
+    pub fn set(&self, v: u64) {
+        self.core.set(v)
+    }
+    /// `fi_cntr_adderr`.
+    pub fn add_err(&self, n: u64) {
+        self.core.add_err(n)
+    }
+    /// `fi_cntr_seterr`.
+    pub fn set_err(&self, v: u64) {
+        self.core.set_err(v)
+    }
+    /// `fi_cntr_wait`.
+    pub fn wait(&self, threshold: u64, timeout: Option<Duration>) -> Result<()> {
+        self.core.wait(threshold, timeout)
+    }
+    /// The fd to put in epoll.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.core.wait_fd()
+    }
+    /// The shared core.
+    pub fn core(&self) -> &Arc<CntrCore> {
+        &self.core
+    }
+    /// Closes the counter; refused while endpoints are bound to it.
+    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+        match self.core.bound.load(Ordering::Acquire) {
+            0 => Ok(()),
+            n => refuse(self, "counter", n),
+        }
+    }
+}
+
+/// An address vector.
+#[derive(Debug)]
+pub struct AddressVector {
+    core: Arc<AvCore>,
+    _parent: DepGuard,
+}
+
+impl AddressVector {
+    /// Inserts raw addresses (`fi_av_insert`); see [`AvCore::insert`].
+    pub fn insert(&self, addrs: &[&[u8]], out: &mut [u64]) -> Result<usize> {
+        self.core.insert(addrs, out)
+    }
+    /// Inserts one address, returning its fi_addr or the reason it was rejected.
+    pub fn insert_one(&self, addr: &[u8]) -> Result<u64> {
+        let mut out = [0u64];
+        self.core.insert(&[addr], &mut out)?;
+        if out[0] == FI_ADDR_NOTAVAIL {
+            // Re-run the check to report why.
+            return Err(self.core_reason(addr));
+        }
+        Ok(out[0])
+    }
+    fn core_reason(&self, addr: &[u8]) -> Error {
+        Error::inval(format!("address '{}' was rejected", self.core.straddr(addr)))
+    }
+    /// `fi_av_insertsvc`.
+    pub fn insertsvc(&self, node: &str, service: &str) -> Result<u64> {
+        self.core.insertsvc(node, service)
+    }
+    /// `fi_av_remove`.
+    pub fn remove(&self, fi_addrs: &[u64]) -> Result<()> {
+        self.core.remove(fi_addrs)
+    }
+    /// `fi_av_lookup`.
+    pub fn lookup(&self, fi_addr: u64) -> Result<Vec<u8>> {
+        self.core.lookup(fi_addr).map(|a| a.to_vec())
+    }
+    /// `fi_av_straddr`.
+    pub fn straddr(&self, addr: &[u8]) -> String {
+        self.core.straddr(addr)
+    }
+    /// The shared core.
+    pub fn core(&self) -> &Arc<AvCore> {
+        &self.core
+    }
+    /// Closes the AV; refused while endpoints are bound to it.
+    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+        match self.core.bound.load(Ordering::Acquire) {
+            0 => Ok(()),
+            n => refuse(self, "address vector", n),
+        }
+    }
+}
+
+/// A registered memory region.
+#[derive(Debug)]
+pub struct MemoryRegion {
+    core: Arc<MrCore>,
+    _parent: DepGuard,
+}
+
+impl MemoryRegion {
+    /// The remote key (`fi_mr_key`).
+    pub fn key(&self) -> u64 {
+        self.core.key
+    }
+    /// The local descriptor (`fi_mr_desc`).
+    pub fn desc(&self) -> u64 {
+        self.core.desc()
+    }
+    /// The shared core.
+    pub fn core(&self) -> &Arc<MrCore> {
+        &self.core
+    }
+}
+
+#[derive(Default)]
+struct EpState {
+    b: EpBindings,
+    enabled: bool,
+}
+
+/// An endpoint.
+pub struct Endpoint {
+    ops: Arc<dyn EndpointOps>,
+    info: Info,
+    mr_map: Arc<MrMap>,
+    state: Mutex<EpState>,
+    _parent: DepGuard,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("provider", &self.info.provider()).finish()
+    }
+}
+
+fn single(buf: *const u8, len: usize) -> [IoVec; 1] {
+    [IoVec { base: buf as usize, len }]
+}
+
+impl Endpoint {
+    fn state(&self) -> std::sync::MutexGuard<'_, EpState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn not_enabled(&self, what: &str) -> Result<std::sync::MutexGuard<'_, EpState>> {
+        let s = self.state();
+        if s.enabled {
+            return Err(Error::new(errno::FI_EOPBADSTATE, format!("{what}: the endpoint is already enabled")));
+        }
+        Ok(s)
+    }
+
+    /// Binds a completion queue (`fi_ep_bind`) with FI_TRANSMIT and/or
+    /// FI_RECV, optionally FI_SELECTIVE_COMPLETION.
+    pub fn bind_cq(&self, cq: &CompletionQueue, flags: u64) -> Result<()> {
+        let known = FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION;
+        if flags & !known != 0 || flags & (FI_TRANSMIT | FI_RECV) == 0 {
+            return Err(Error::new(errno::FI_EBADFLAGS, format!("bind cq: flags {flags:#x} must be FI_TRANSMIT and/or FI_RECV")));
+        }
+        let mut s = self.not_enabled("bind cq")?;
+        let already = [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten().any(|c| Arc::ptr_eq(c, &cq.core));
+        let sel = flags & FI_SELECTIVE_COMPLETION != 0;
+        if flags & FI_TRANSMIT != 0 {
+            if s.b.tx_cq.is_some() {
+                return Err(Error::inval("bind cq: a transmit CQ is already bound"));
+            }
+            s.b.tx_cq = Some(cq.core.clone());
+            s.b.tx_selective = sel;
+        }
+        if flags & FI_RECV != 0 {
+            if s.b.rx_cq.is_some() {
+                return Err(Error::inval("bind cq: a receive CQ is already bound"));
+            }
+            s.b.rx_cq = Some(cq.core.clone());
+            s.b.rx_selective = sel;
+        }
+        if !already {
+            cq.core.bound.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Binds an address vector.
+    pub fn bind_av(&self, av: &AddressVector) -> Result<()> {
+        let mut s = self.not_enabled("bind av")?;
+        if s.b.av.is_some() {
+            return Err(Error::inval("bind av: an address vector is already bound"));
+        }
+        s.b.av = Some(av.core.clone());
+        av.core.bound.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Binds a counter for FI_SEND / FI_RECV / FI_READ / FI_WRITE events.
+    pub fn bind_cntr(&self, cntr: &Counter, flags: u64) -> Result<()> {
+        let known = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+        if flags & !known != 0 || flags == 0 {
+            return Err(Error::new(errno::FI_EBADFLAGS, format!("bind cntr: flags {flags:#x} name no counted event")));
+        }
+        let mut s = self.not_enabled("bind cntr")?;
+        let already = [&s.b.send_cntr, &s.b.recv_cntr, &s.b.read_cntr, &s.b.write_cntr]
+            .into_iter()
+            .flatten()
+            .any(|c| Arc::ptr_eq(c, &cntr.core));
+        let c = Some(cntr.core.clone());
+        if flags & FI_SEND != 0 {
+            s.b.send_cntr = c.clone();
+        }
+        if flags & FI_RECV != 0 {
+            s.b.recv_cntr = c.clone();
+        }
+        if flags & FI_READ != 0 {
+            s.b.read_cntr = c.clone();
+        }
+        if flags & FI_WRITE != 0 {
+            s.b.write_cntr = c;
+        }
+        if !already {
+            cntr.core.bound.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Enables the endpoint (`fi_enable`). An RDM endpoint needs an AV
+    /// (`FI_ENOAV`); transfers need a CQ or counter (`FI_ENOCQ`).
+    pub fn enable(&self) -> Result<()> {
+        let mut s = self.not_enabled("enable")?;
+        if self.info.ep_attr.ep_type == ep_type::FI_EP_RDM && s.b.av.is_none() {
+            return Err(Error::new(errno::FI_ENOAV, "enable: an RDM endpoint needs a bound address vector"));
+        }
+        if s.b.tx_cq.is_none() && s.b.send_cntr.is_none() && s.b.rx_cq.is_none() && s.b.recv_cntr.is_none() {
+            return Err(Error::new(errno::FI_ENOCQ, "enable: no completion queue or counter is bound"));
+        }
+        s.b.mr_map = Some(self.mr_map.clone());
+        s.b.info = self.info.clone();
+        self.ops.enable(s.b.clone())?;
+        let prog: Arc<dyn Progress> = self.ops.clone();
+        for cq in [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten() {
+            cq.attach(prog.clone())?;
+        }
+        for c in [&s.b.send_cntr, &s.b.recv_cntr, &s.b.read_cntr, &s.b.write_cntr].into_iter().flatten() {
+            c.attach(prog.clone())?;
+        }
+        s.enabled = true;
+        Ok(())
+    }
+
+    /// The endpoint's address (`fi_getname`).
+    pub fn getname(&self) -> Result<Vec<u8>> {
+        self.ops.getname()
+    }
+
+    /// The offer this endpoint was opened with.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    /// Sets an option (`fi_setopt`, level FI_OPT_ENDPOINT).
+    pub fn setopt(&self, name: i32, value: usize) -> Result<()> {
+        self.ops.setopt(name, value)
+    }
+
+    /// Reads an option (`fi_getopt`).
+    pub fn getopt(&self, name: i32) -> Result<usize> {
+        self.ops.getopt(name)
+    }
+
+    /// Cancels a posted receive (`fi_cancel`); it completes with FI_ECANCELED.
+    pub fn cancel(&self, context: usize) -> Result<()> {
+        self.ops.cancel(context)
+    }
+
+    /// Drives progress directly (what CQ reads do).
+    pub fn progress(&self) {
+        self.ops.progress()
+    }
+
+    /// `fi_sendmsg` / `fi_tsendmsg`: the general send.
+    ///
+    /// # Safety
+    /// The iov memory must stay valid until the send completes (with
+    /// FI_INJECT: until this call returns).
+    #[inline]
+    pub unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_send(op) }
+    }
+
+    /// `fi_recvmsg` / `fi_trecvmsg`: the general receive.
+    ///
+    /// # Safety
+    /// The iov memory must stay valid and unaliased until the receive completes.
+    #[inline]
+    pub unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_recv(op) }
+    }
+
+    /// `fi_send`.
+    ///
+    /// # Safety
+    /// `buf..buf+len` must stay valid until the send completes.
+    #[inline]
+    pub unsafe fn send(&self, buf: *const u8, len: usize, dest: u64, context: usize) -> Result<()> {
+        let iov = single(buf, len);
+        let op = SendOp { iov: &iov, desc: &[], dest, tag: 0, data: 0, context, flags: FI_COMPLETION, tagged: false };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_send(&op) }
+    }
+
+    /// `fi_senddata`: a send carrying remote CQ data.
+    ///
+    /// # Safety
+    /// As [`send`](Self::send).
+    pub unsafe fn senddata(&self, buf: *const u8, len: usize, data: u64, dest: u64, context: usize) -> Result<()> {
+        let iov = single(buf, len);
+        let op = SendOp { iov: &iov, desc: &[], dest, tag: 0, data, context, flags: FI_COMPLETION | FI_REMOTE_CQ_DATA, tagged: false };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_send(&op) }
+    }
+
+    /// `fi_sendv`.
+    ///
+    /// # Safety
+    /// Every iov range must stay valid until the send completes.
+    pub unsafe fn sendv(&self, iov: &[IoVec], dest: u64, context: usize) -> Result<()> {
+        let op = SendOp { iov, desc: &[], dest, tag: 0, data: 0, context, flags: FI_COMPLETION, tagged: false };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_send(&op) }
+    }
+
+    /// `fi_inject`: the buffer may be reused on return; no completion.
+    pub fn inject(&self, buf: &[u8], dest: u64) -> Result<()> {
+        let iov = [IoVec::from_slice(buf)];
+        let op = SendOp { iov: &iov, desc: &[], dest, tag: 0, data: 0, context: 0, flags: FI_INJECT, tagged: false };
+        // SAFETY: FI_INJECT copies before returning; buf is live for the call.
+        unsafe { self.ops.post_send(&op) }
+    }
+
+    /// `fi_injectdata`.
+    pub fn injectdata(&self, buf: &[u8], data: u64, dest: u64) -> Result<()> {
+        let iov = [IoVec::from_slice(buf)];
+        let op = SendOp { iov: &iov, desc: &[], dest, tag: 0, data, context: 0, flags: FI_INJECT | FI_REMOTE_CQ_DATA, tagged: false };
+        // SAFETY: FI_INJECT copies before returning; buf is live for the call.
+        unsafe { self.ops.post_send(&op) }
+    }
+
+    /// `fi_recv`.
+    ///
+    /// # Safety
+    /// `buf..buf+len` must stay valid and unaliased until the receive completes.
+    #[inline]
+    pub unsafe fn recv(&self, buf: *mut u8, len: usize, src: u64, context: usize) -> Result<()> {
+        let iov = single(buf, len);
+        let op = RecvOp { iov: &iov, desc: &[], src, tag: 0, ignore: 0, context, flags: FI_COMPLETION, tagged: false };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_recv(&op) }
+    }
+
+    /// `fi_recvv`.
+    ///
+    /// # Safety
+    /// Every iov range must stay valid and unaliased until the receive completes.
+    pub unsafe fn recvv(&self, iov: &[IoVec], src: u64, context: usize) -> Result<()> {
+        let op = RecvOp { iov, desc: &[], src, tag: 0, ignore: 0, context, flags: FI_COMPLETION, tagged: false };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_recv(&op) }
+    }
+
+    /// `fi_tsend`.
+    ///
+    /// # Safety
+    /// As [`send`](Self::send).
+    #[inline]
+    pub unsafe fn tsend(&self, buf: *const u8, len: usize, dest: u64, tag: u64, context: usize) -> Result<()> {
+        let iov = single(buf, len);
+        let op = SendOp { iov: &iov, desc: &[], dest, tag, data: 0, context, flags: FI_COMPLETION, tagged: true };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_send(&op) }
+    }
+
+    /// `fi_tsenddata`.
+    ///
+    /// # Safety
+    /// As [`send`](Self::send).
+    pub unsafe fn tsenddata(&self, buf: *const u8, len: usize, data: u64, dest: u64, tag: u64, context: usize) -> Result<()> {
+        let iov = single(buf, len);
+        let op = SendOp { iov: &iov, desc: &[], dest, tag, data, context, flags: FI_COMPLETION | FI_REMOTE_CQ_DATA, tagged: true };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_send(&op) }
+    }
+
+    /// `fi_tinject`.
+    pub fn tinject(&self, buf: &[u8], dest: u64, tag: u64) -> Result<()> {
+        let iov = [IoVec::from_slice(buf)];
+        let op = SendOp { iov: &iov, desc: &[], dest, tag, data: 0, context: 0, flags: FI_INJECT, tagged: true };
+        // SAFETY: FI_INJECT copies before returning; buf is live for the call.
+        unsafe { self.ops.post_send(&op) }
+    }
+
+    /// `fi_trecv`.
+    ///
+    /// # Safety
+    /// As [`recv`](Self::recv).
+    #[inline]
+    pub unsafe fn trecv(&self, buf: *mut u8, len: usize, src: u64, tag: u64, ignore: u64, context: usize) -> Result<()> {
+        let iov = single(buf, len);
+        let op = RecvOp { iov: &iov, desc: &[], src, tag, ignore, context, flags: FI_COMPLETION, tagged: true };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_recv(&op) }
+    }
+
+    /// The provider's endpoint (for the C ABI and tests).
+    pub fn ops(&self) -> &Arc<dyn EndpointOps> {
+        &self.ops
+    }
+
+    /// Closes the endpoint, releasing its bindings.
+    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+        Ok(())
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let s = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let prog: Arc<dyn Progress> = self.ops.clone();
+        if s.enabled {
+            for cq in [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten() {
+                cq.detach(&prog);
+            }
+            for c in [&s.b.send_cntr, &s.b.recv_cntr, &s.b.read_cntr, &s.b.write_cntr].into_iter().flatten() {
+                c.detach(&prog);
+            }
+        }
+        self.ops.shutdown();
+        // Release the bound counts taken at bind time (a CQ bound for both
+        // directions was counted once).
+        let mut seen: Vec<*const CqCore> = Vec::new();
+        for cq in [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten() {
+            let p = Arc::as_ptr(cq);
+            if !seen.contains(&p) {
+                seen.push(p);
+                cq.bound.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        if let Some(av) = &s.b.av {
+            av.bound.fetch_sub(1, Ordering::AcqRel);
+        }
+        let mut seen_c: Vec<*const CntrCore> = Vec::new();
+        for c in [&s.b.send_cntr, &s.b.recv_cntr, &s.b.read_cntr, &s.b.write_cntr].into_iter().flatten() {
+            let p = Arc::as_ptr(c);
+            if !seen_c.contains(&p) {
+                seen_c.push(p);
+                c.bound.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+}

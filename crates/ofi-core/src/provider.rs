@@ -1,0 +1,112 @@
+//! The provider interface: what a provider implements to plug into ofi.
+//!
+//! A provider answers getinfo with offers and opens fabrics; its fabric opens
+//! domains; its domain opens endpoints. Completion queues, counters, address
+//! vectors and memory regions are the core's shared implementations
+//! ([`crate::util`]), which providers fill and drive.
+
+// The endpoint trait declares the raw layer's unsafe send/receive entry points.
+#![allow(unsafe_code)]
+
+use crate::error::Result;
+use crate::info::{FabricAttr, Info};
+use crate::object::{EpBindings, RecvOp, SendOp};
+use crate::config::Tunable;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+/// The getinfo request a provider answers.
+#[derive(Clone, Copy, Debug)]
+pub struct GetinfoRequest<'a> {
+    /// Requested API version.
+    pub version: u32,
+    /// Node (host name or address), if any.
+    pub node: Option<&'a str>,
+    /// Service (port), if any.
+    pub service: Option<&'a str>,
+    /// getinfo flags (FI_SOURCE, FI_NUMERICHOST, FI_PROV_ATTR_ONLY).
+    pub flags: u64,
+    /// The application's hints, if any.
+    pub hints: Option<&'a Info>,
+}
+
+/// A provider: registers with one call to [`crate::registry::register`].
+pub trait Provider: Send + Sync + 'static {
+    /// Short name (`shm`, `tcp`).
+    fn name(&self) -> &str;
+    /// Provider version (`FI_VERSION(major, minor)` form).
+    fn version(&self) -> u32;
+    /// Offers for this request, before the core's generic hint filtering.
+    /// A provider may tailor them to the hints (addresses, progress model).
+    fn getinfo(&self, req: &GetinfoRequest<'_>) -> Result<Vec<Info>>;
+    /// Opens a fabric for one of its offers.
+    fn fabric(&self, attr: &FabricAttr) -> Result<Arc<dyn FabricOps>>;
+    /// Tunables this provider reads (listed by `ofi info -e`).
+    fn tunables(&self) -> Vec<Tunable> {
+        Vec::new()
+    }
+}
+
+/// A provider's fabric.
+pub trait FabricOps: Send + Sync {
+    /// Opens a domain for an offer.
+    fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>>;
+}
+
+/// Address handling that the core's address vector delegates to the provider.
+pub trait AddrOps: Send + Sync {
+    /// Checks a raw address before insertion; returns its canonical bytes.
+    fn canonical(&self, addr: &[u8]) -> Result<Vec<u8>>;
+    /// Formats an address (`fi_av_straddr`).
+    fn to_string(&self, addr: &[u8]) -> String;
+    /// Resolves node + service to an address (`fi_av_insertsvc`).
+    fn resolve(&self, node: &str, service: &str) -> Result<Vec<u8>>;
+}
+
+/// A provider's domain.
+pub trait DomainOps: Send + Sync {
+    /// Opens an endpoint for an offer.
+    fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>>;
+    /// The domain's address handling, shared with its address vectors.
+    fn addr_ops(&self) -> Arc<dyn AddrOps>;
+}
+
+/// Something the core drives: the manual-progress and wait hooks of an endpoint.
+pub trait Progress: Send + Sync {
+    /// Makes progress: receive, match, complete. Called from CQ, counter and EQ reads.
+    fn progress(&self);
+    /// About to block: arm the wake-up and return true if it is safe to sleep
+    /// (nothing is pending). Every `arm` is followed by a `disarm`.
+    fn arm(&self) -> bool;
+    /// Woken or done waiting: drain the wake-up and clear the armed state.
+    fn disarm(&self);
+    /// A file descriptor that becomes readable when `progress` has work.
+    fn wait_fd(&self) -> Option<RawFd>;
+}
+
+/// A provider's endpoint.
+pub trait EndpointOps: Progress {
+    /// Enables the endpoint with its bindings.
+    fn enable(&self, bindings: EpBindings) -> Result<()>;
+    /// The endpoint's own address.
+    fn getname(&self) -> Result<Vec<u8>>;
+    /// Posts a send (msg or tagged).
+    ///
+    /// # Safety
+    /// The iov memory must stay valid until the operation completes (or, with
+    /// FI_INJECT, until this call returns).
+    unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()>;
+    /// Posts a receive (msg or tagged), or a peek / claim / discard.
+    ///
+    /// # Safety
+    /// The iov memory must stay valid and unaliased until the receive completes.
+    unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()>;
+    /// Cancels a posted receive by context; a canceled receive completes with FI_ECANCELED.
+    fn cancel(&self, context: usize) -> Result<()>;
+    /// Sets an endpoint option (`FI_OPT_*`).
+    fn setopt(&self, name: i32, value: usize) -> Result<()>;
+    /// Reads an endpoint option.
+    fn getopt(&self, name: i32) -> Result<usize>;
+    /// Releases the endpoint's resources; called once when it closes.
+    fn shutdown(&self);
+}

@@ -1,0 +1,248 @@
+//! The provider registry and getinfo.
+//!
+//! Built-in providers register with one call; external providers load at run
+//! time from a shared object exporting a versioned entry point (see
+//! [`export_provider!`](crate::export_provider)). A provider whose fabrics are
+//! still open cannot be deregistered.
+
+use crate::config;
+use crate::error::{errno, Error, Result};
+use crate::hints;
+use crate::info::Info;
+use crate::provider::{GetinfoRequest, Provider};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Once, RwLock};
+
+/// ABI version of the external provider entry point.
+pub const EXTERNAL_ABI_VERSION: u32 = 1;
+/// Symbol an external provider exports.
+pub const EXTERNAL_ENTRY_SYMBOL: &str = "ofi_provider_entry_v1";
+/// Build identity both sides of an external load must share: the core's
+/// version and the layouts the provider interface depends on.
+pub fn build_id() -> String {
+    format!(
+        "ofi-core {} info{} attr{}",
+        env!("CARGO_PKG_VERSION"),
+        std::mem::size_of::<Info>(),
+        std::mem::size_of::<crate::info::DomainAttr>()
+    )
+}
+
+/// Where a provider came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled in.
+    Builtin,
+    /// Loaded from a shared object at this path.
+    External(String),
+}
+
+pub(crate) struct Entry {
+    pub(crate) prov: Arc<dyn Provider>,
+    pub(crate) priority: i32,
+    pub(crate) open_fabrics: Arc<AtomicUsize>,
+    pub(crate) origin: Origin,
+}
+
+static REGISTRY: RwLock<Vec<Entry>> = RwLock::new(Vec::new());
+static EXTERNAL_INIT: Once = Once::new();
+
+fn registry_read() -> std::sync::RwLockReadGuard<'static, Vec<Entry>> {
+    REGISTRY.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn registry_write() -> std::sync::RwLockWriteGuard<'static, Vec<Entry>> {
+    REGISTRY.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers a provider. Higher priority ranks its offers first.
+/// A second provider with the same name is refused (`FI_EALREADY`).
+pub fn register(prov: Arc<dyn Provider>, priority: i32) -> Result<()> {
+    register_from(prov, priority, Origin::Builtin)
+}
+
+fn register_from(prov: Arc<dyn Provider>, priority: i32, origin: Origin) -> Result<()> {
+    let mut reg = registry_write();
+    if reg.iter().any(|e| e.prov.name() == prov.name()) {
+        return Err(Error::new(
+            errno::FI_EALREADY,
+            format!("provider '{}' is already registered", prov.name()),
+        ));
+    }
+    tracing::debug!(provider = prov.name(), ?origin, "registered provider");
+    reg.push(Entry {
+        prov,
+        priority,
+        open_fabrics: Arc::new(AtomicUsize::new(0)),
+        origin,
+    });
+    reg.sort_by(|a, b| b.priority.cmp(&a.priority));
+    Ok(())
+}
+
+/// Removes a provider. Refused (`FI_EBUSY`) while any of its fabrics is open.
+pub fn deregister(name: &str) -> Result<()> {
+    let mut reg = registry_write();
+    let idx = reg
+        .iter()
+        .position(|e| e.prov.name() == name)
+        .ok_or_else(|| Error::new(errno::FI_ENOENT, format!("no provider named '{name}'")))?;
+    let open = reg[idx].open_fabrics.load(Ordering::Acquire);
+    if open > 0 {
+        return Err(Error::busy(format!(
+            "provider '{name}' still has {open} open fabric(s)"
+        )));
+    }
+    reg.remove(idx);
+    Ok(())
+}
+
+/// True when a provider of this name is registered.
+pub fn is_registered(name: &str) -> bool {
+    registry_read().iter().any(|e| e.prov.name() == name)
+}
+
+/// Names, versions and origins of registered providers, best first.
+pub fn providers() -> Vec<(String, u32, Origin)> {
+    load_external_from_env();
+    registry_read()
+        .iter()
+        .map(|e| (e.prov.name().to_string(), e.prov.version(), e.origin.clone()))
+        .collect()
+}
+
+/// Every tunable of the core and of every registered provider.
+pub fn tunables() -> Vec<config::Tunable> {
+    load_external_from_env();
+    let mut all = config::core_tunables();
+    for e in registry_read().iter() {
+        all.extend(e.prov.tunables());
+    }
+    all
+}
+
+/// Finds a provider and the counter of its open fabrics.
+pub(crate) fn lookup(name: &str) -> Option<(Arc<dyn Provider>, Arc<AtomicUsize>)> {
+    registry_read()
+        .iter()
+        .find(|e| e.prov.name() == name)
+        .map(|e| (e.prov.clone(), e.open_fabrics.clone()))
+}
+
+/// Returns every offer that satisfies the hints, best first.
+///
+/// `version` is the API version the caller is written for
+/// ([`crate::consts::FI_VERSION_CURRENT`]). Malformed hints give `FI_EINVAL`
+/// naming the field; hints nobody can satisfy give `FI_ENODATA`.
+pub fn getinfo(
+    version: u32,
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: u64,
+    hints: Option<&Info>,
+) -> Result<Vec<Info>> {
+    config::init_logging();
+    hints::validate_version(version)?;
+    if let Some(h) = hints {
+        hints::validate_hints(h)?;
+    }
+    load_external_from_env();
+    let env_filter = config::provider_filter()?;
+    let hint_filter = match hints.and_then(|h| h.fabric_attr.prov_name.as_deref()) {
+        Some(p) => Some(hints::ProviderFilter::parse(p)?),
+        None => None,
+    };
+    let provs: Vec<Arc<dyn Provider>> = registry_read().iter().map(|e| e.prov.clone()).collect();
+    let req = GetinfoRequest { version, node, service, flags, hints };
+    let mut out = Vec::new();
+    let mut reasons = Vec::new();
+    let mut hard_error = None;
+    for prov in provs {
+        let name = prov.name().to_string();
+        if env_filter.as_ref().is_some_and(|f| !f.allows(&name)) {
+            reasons.push(format!("{name}: excluded by FI_PROVIDER"));
+            continue;
+        }
+        if hint_filter.as_ref().is_some_and(|f| !f.allows(&name)) {
+            continue;
+        }
+        let offers = match prov.getinfo(&req) {
+            Ok(o) => o,
+            Err(e) if e.code() == errno::FI_ENODATA => {
+                reasons.push(format!("{name}: {}", e.message()));
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!(provider = %name, error = %e, "getinfo failed");
+                reasons.push(format!("{name}: {}", e.message()));
+                hard_error.get_or_insert(e);
+                continue;
+            }
+        };
+        for offer in offers {
+            match hints {
+                None => out.push(offer),
+                Some(h) => match hints::match_offer(&offer, h) {
+                    Ok(m) => out.push(m),
+                    Err(field) => {
+                        tracing::debug!(provider = %name, field, "offer does not satisfy hints");
+                        reasons.push(format!("{name}: {field}"));
+                    }
+                },
+            }
+        }
+    }
+    if out.is_empty() {
+        if let Some(e) = hard_error {
+            if e.code() != errno::FI_ENODATA && reasons.len() == 1 {
+                return Err(e);
+            }
+        }
+        reasons.dedup();
+        let why = if reasons.is_empty() {
+            "no provider is registered".to_string()
+        } else {
+            format!("no offer satisfies the hints ({})", reasons.join("; "))
+        };
+        return Err(Error::nodata(why));
+    }
+    Ok(out)
+}
+
+/// Loads the providers named in FI_PROVIDER_PATH (once per process):
+/// shared objects, or directories whose `*.so` files are loaded.
+pub fn load_external_from_env() {
+    EXTERNAL_INIT.call_once(|| {
+        let Ok(path) = std::env::var("FI_PROVIDER_PATH") else {
+            return;
+        };
+        for part in path.split(':').filter(|p| !p.is_empty()) {
+            let p = std::path::Path::new(part);
+            let files: Vec<std::path::PathBuf> = if p.is_dir() {
+                std::fs::read_dir(p)
+                    .map(|d| {
+                        d.filter_map(|e| e.ok().map(|e| e.path()))
+                            .filter(|f| f.extension().is_some_and(|x| x == "so"))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            } else {
+                vec![p.to_path_buf()]
+            };
+            for f in files {
+                if let Err(e) = load_external(&f.to_string_lossy()) {
+                    tracing::warn!(path = %f.display(), error = %e, "external provider not loaded");
+                }
+            }
+        }
+    });
+}
+
+/// Loads one external provider from a shared object and registers it.
+/// Returns the provider's name.
+pub fn load_external(path: &str) -> Result<String> {
+    let prov = crate::external::open(path)?;
+    let name = prov.name().to_string();
+    register_from(prov, 0, Origin::External(path.to_string()))?;
+    Ok(name)
+}

@@ -1,0 +1,163 @@
+//! Address vectors (map and table): raw addresses stored by index, a reverse
+//! map for FI_SOURCE, and a generation number endpoints use to validate their
+//! per-peer caches.
+
+use crate::consts::{av_type, FI_ADDR_NOTAVAIL};
+use crate::error::{errno, Error, Result};
+use crate::provider::AddrOps;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Address vector attributes (`struct fi_av_attr`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AvAttr {
+    /// `av_type::FI_AV_MAP` or `FI_AV_TABLE` (unspecified: table).
+    pub av_type: u32,
+    /// Expected number of addresses.
+    pub count: usize,
+}
+
+#[derive(Default)]
+struct Table {
+    slots: Vec<Option<Arc<[u8]>>>,
+    free: Vec<usize>,
+    reverse: HashMap<Arc<[u8]>, u64>,
+}
+
+/// The address vector shared by the core and providers.
+pub struct AvCore {
+    kind: u32,
+    table: RwLock<Table>,
+    generation: AtomicU64,
+    ops: Arc<dyn AddrOps>,
+    pub(crate) bound: AtomicUsize,
+}
+
+impl std::fmt::Debug for AvCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AvCore").field("kind", &self.kind).finish()
+    }
+}
+
+impl AvCore {
+    /// Creates an address vector using the domain's address handling.
+    pub fn new(attr: &AvAttr, ops: Arc<dyn AddrOps>) -> Result<Arc<Self>> {
+        let kind = match attr.av_type {
+            av_type::FI_AV_UNSPEC => av_type::FI_AV_TABLE,
+            av_type::FI_AV_MAP | av_type::FI_AV_TABLE => attr.av_type,
+            v => return Err(Error::inval(format!("av_attr.type = {v} is not an AV type"))),
+        };
+        let t = Table { slots: Vec::with_capacity(attr.count), ..Default::default() };
+        Ok(Arc::new(AvCore {
+            kind,
+            table: RwLock::new(t),
+            generation: AtomicU64::new(0),
+            ops,
+            bound: AtomicUsize::new(0),
+        }))
+    }
+
+    /// The AV type in force.
+    pub fn kind(&self) -> u32 {
+        self.kind
+    }
+
+    /// Changes whenever an address is removed; endpoints drop cached peers then.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Inserts addresses. `out[i]` receives each fi_addr, or
+    /// `FI_ADDR_NOTAVAIL` for a rejected address. Returns how many succeeded;
+    /// the first rejection's reason is logged.
+    pub fn insert(&self, addrs: &[&[u8]], out: &mut [u64]) -> Result<usize> {
+        if out.len() < addrs.len() {
+            return Err(Error::inval("av insert: output array shorter than the address list"));
+        }
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        let mut ok = 0;
+        for (i, a) in addrs.iter().enumerate() {
+            match self.ops.canonical(a) {
+                Ok(c) => {
+                    let c: Arc<[u8]> = c.into();
+                    let idx = match t.free.pop() {
+                        Some(i) => {
+                            t.slots[i] = Some(c.clone());
+                            i
+                        }
+                        None => {
+                            t.slots.push(Some(c.clone()));
+                            t.slots.len() - 1
+                        }
+                    };
+                    t.reverse.entry(c).or_insert(idx as u64);
+                    out[i] = idx as u64;
+                    ok += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "av insert: address rejected");
+                    out[i] = FI_ADDR_NOTAVAIL;
+                }
+            }
+        }
+        Ok(ok)
+    }
+
+    /// `fi_av_insertsvc`: resolves node + service and inserts the result.
+    pub fn insertsvc(&self, node: &str, service: &str) -> Result<u64> {
+        let a = self.ops.resolve(node, service)?;
+        let mut out = [0u64];
+        if self.insert(&[&a], &mut out)? != 1 {
+            return Err(Error::inval(format!("address for {node}:{service} was rejected")));
+        }
+        Ok(out[0])
+    }
+
+    /// Removes addresses; an unknown fi_addr is `FI_EINVAL` and nothing is removed.
+    pub fn remove(&self, fi_addrs: &[u64]) -> Result<()> {
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        for &a in fi_addrs {
+            if t.slots.get(a as usize).and_then(|s| s.as_ref()).is_none() {
+                return Err(Error::inval(format!("av remove: fi_addr {a} is not in the AV")));
+            }
+        }
+        for &a in fi_addrs {
+            if let Some(old) = t.slots[a as usize].take() {
+                if t.reverse.get(&old) == Some(&a) {
+                    t.reverse.remove(&old);
+                }
+                t.free.push(a as usize);
+            }
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// `fi_av_lookup`: the raw address of an fi_addr.
+    pub fn lookup(&self, fi_addr: u64) -> Result<Arc<[u8]>> {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.slots
+            .get(fi_addr as usize)
+            .and_then(|s| s.clone())
+            .ok_or_else(|| Error::new(errno::FI_ENOENT, format!("fi_addr {fi_addr} is not in the AV")))
+    }
+
+    /// The fi_addr of a raw address (FI_SOURCE), if inserted.
+    pub fn reverse(&self, addr: &[u8]) -> Option<u64> {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.reverse.get(addr).copied()
+    }
+
+    /// `fi_av_straddr`.
+    pub fn straddr(&self, addr: &[u8]) -> String {
+        self.ops.to_string(addr)
+    }
+
+    /// Number of live entries.
+    pub fn count(&self) -> usize {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.slots.iter().filter(|s| s.is_some()).count()
+    }
+}

@@ -1,0 +1,124 @@
+//! Counters: success and error counts, add/set, and waits with a timeout.
+
+use super::driver::Driver;
+use crate::consts::wait_obj;
+use crate::error::{errno, Error, Result};
+use crate::provider::Progress;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Counter attributes (`struct fi_cntr_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CntrAttr {
+    /// Events counted (`FI_CNTR_EVENTS_COMP`).
+    pub events: u32,
+    /// Wait object.
+    pub wait_obj: u32,
+}
+
+impl Default for CntrAttr {
+    fn default() -> Self {
+        CntrAttr { events: 0, wait_obj: wait_obj::FI_WAIT_UNSPEC }
+    }
+}
+
+/// The counter shared by the core and providers.
+pub struct CntrCore {
+    value: AtomicU64,
+    errors: AtomicU64,
+    driver: Driver,
+    pub(crate) bound: AtomicUsize,
+}
+
+impl std::fmt::Debug for CntrCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CntrCore")
+            .field("value", &self.value.load(Ordering::Relaxed))
+            .field("errors", &self.errors.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl CntrCore {
+    /// Creates a counter.
+    pub fn new(attr: &CntrAttr) -> Result<Arc<Self>> {
+        if attr.events != 0 {
+            return Err(Error::inval(format!("cntr_attr.events = {} is not FI_CNTR_EVENTS_COMP", attr.events)));
+        }
+        let waitable = match attr.wait_obj {
+            wait_obj::FI_WAIT_NONE => false,
+            wait_obj::FI_WAIT_UNSPEC | wait_obj::FI_WAIT_FD | wait_obj::FI_WAIT_YIELD | wait_obj::FI_WAIT_POLLFD => true,
+            v => return Err(Error::inval(format!("cntr_attr.wait_obj = {v} is not supported"))),
+        };
+        Ok(Arc::new(CntrCore {
+            value: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            driver: Driver::new(waitable)?,
+            bound: AtomicUsize::new(0),
+        }))
+    }
+    /// `fi_cntr_read`: drives progress, returns the success count.
+    pub fn read(&self) -> u64 {
+        self.driver.progress();
+        self.value.load(Ordering::Acquire)
+    }
+    /// `fi_cntr_readerr`.
+    pub fn readerr(&self) -> u64 {
+        self.driver.progress();
+        self.errors.load(Ordering::Acquire)
+    }
+    /// `fi_cntr_add` (also the provider's increment).
+    pub fn add(&self, n: u64) {
+        self.value.fetch_add(n, Ordering::AcqRel);
+        self.driver.wake();
+    }
+    /// `fi_cntr_set`.
+    pub fn set(&self, v: u64) {
+        self.value.store(v, Ordering::Release);
+        self.driver.wake();
+    }
+    /// `fi_cntr_adderr` (also the provider's error increment).
+    pub fn add_err(&self, n: u64) {
+        self.errors.fetch_add(n, Ordering::AcqRel);
+        self.driver.wake();
+    }
+    /// `fi_cntr_seterr`.
+    pub fn set_err(&self, v: u64) {
+        self.errors.store(v, Ordering::Release);
+        self.driver.wake();
+    }
+    /// `fi_cntr_wait`: until the count reaches `threshold`. `FI_ETIMEDOUT`
+    /// on timeout; `FI_EAVAIL` if the error count rises meanwhile.
+    pub fn wait(&self, threshold: u64, timeout: Option<Duration>) -> Result<()> {
+        if self.driver.wait_set().is_none() {
+            return Err(Error::nosys("wait on a counter opened with FI_WAIT_NONE"));
+        }
+        let errs = self.errors.load(Ordering::Acquire);
+        let r = self.driver.block(timeout, || {
+            self.value.load(Ordering::Acquire) >= threshold || self.errors.load(Ordering::Acquire) != errs
+        });
+        match r {
+            Ok(()) if self.value.load(Ordering::Acquire) >= threshold => Ok(()),
+            Ok(()) => Err(Error::new(errno::FI_EAVAIL, "the error count rose while waiting")),
+            Err(e) if e.is_again() => Err(Error::new(
+                errno::FI_ETIMEDOUT,
+                format!("counter did not reach {threshold} in time"),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+    /// The wait fd for epoll.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.driver.wait_set().map(|w| w.as_raw_fd())
+    }
+    /// Attaches an endpoint's progress.
+    pub fn attach(&self, p: Arc<dyn Progress>) -> Result<()> {
+        self.driver.attach(p)
+    }
+    /// Detaches an endpoint.
+    pub fn detach(&self, p: &Arc<dyn Progress>) {
+        self.driver.detach(p)
+    }
+}

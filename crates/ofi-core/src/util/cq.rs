@@ -1,0 +1,375 @@
+//! The completion queue every provider fills: libfabric's entry layouts,
+//! error entries in order, read / readfrom / readerr / sread, and a wait fd.
+
+use super::driver::Driver;
+use crate::consts::{cq_format, wait_obj, FI_ADDR_NOTAVAIL};
+use crate::error::{errno, Error, Result};
+use crate::provider::Progress;
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// `struct fi_cq_entry`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqEntry {
+    /// The operation's context.
+    pub op_context: usize,
+}
+
+/// `struct fi_cq_msg_entry`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqMsgEntry {
+    /// The operation's context.
+    pub op_context: usize,
+    /// Completion flags (FI_SEND, FI_RECV, FI_TAGGED, FI_REMOTE_CQ_DATA, FI_MULTI_RECV …).
+    pub flags: u64,
+    /// Bytes received.
+    pub len: usize,
+}
+
+/// `struct fi_cq_data_entry`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqDataEntry {
+    /// The operation's context.
+    pub op_context: usize,
+    /// Completion flags.
+    pub flags: u64,
+    /// Bytes received.
+    pub len: usize,
+    /// Where the data landed (multi-receive).
+    pub buf: usize,
+    /// Remote CQ data.
+    pub data: u64,
+}
+
+/// `struct fi_cq_tagged_entry`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqTaggedEntry {
+    /// The operation's context.
+    pub op_context: usize,
+    /// Completion flags.
+    pub flags: u64,
+    /// Bytes received.
+    pub len: usize,
+    /// Where the data landed (multi-receive).
+    pub buf: usize,
+    /// Remote CQ data.
+    pub data: u64,
+    /// The message's tag.
+    pub tag: u64,
+}
+
+/// `struct fi_cq_err_entry` (1.5 layout).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqErrEntry {
+    /// The operation's context.
+    pub op_context: usize,
+    /// Completion flags.
+    pub flags: u64,
+    /// Bytes transferred.
+    pub len: usize,
+    /// Buffer.
+    pub buf: usize,
+    /// Remote CQ data.
+    pub data: u64,
+    /// Tag.
+    pub tag: u64,
+    /// Bytes that did not fit (truncation).
+    pub olen: usize,
+    /// Positive `FI_E*` error number.
+    pub err: i32,
+    /// Provider error number.
+    pub prov_errno: i32,
+    /// Provider error data (unused: always null).
+    pub err_data: usize,
+    /// Provider error data size.
+    pub err_data_size: usize,
+}
+
+const _: () = assert!(std::mem::size_of::<CqTaggedEntry>() == 48);
+const _: () = assert!(std::mem::size_of::<CqErrEntry>() == 80);
+
+/// An entry format a CQ can be read in.
+pub trait CqFormat: Copy + Default {
+    /// The libfabric format number.
+    const FORMAT: u32;
+    /// Builds the entry from a full completion.
+    fn from_tagged(e: &CqTaggedEntry) -> Self;
+}
+
+impl CqFormat for CqEntry {
+    const FORMAT: u32 = cq_format::FI_CQ_FORMAT_CONTEXT;
+    #[inline]
+    fn from_tagged(e: &CqTaggedEntry) -> Self {
+        CqEntry { op_context: e.op_context }
+    }
+}
+impl CqFormat for CqMsgEntry {
+    const FORMAT: u32 = cq_format::FI_CQ_FORMAT_MSG;
+    #[inline]
+    fn from_tagged(e: &CqTaggedEntry) -> Self {
+        CqMsgEntry { op_context: e.op_context, flags: e.flags, len: e.len }
+    }
+}
+impl CqFormat for CqDataEntry {
+    const FORMAT: u32 = cq_format::FI_CQ_FORMAT_DATA;
+    #[inline]
+    fn from_tagged(e: &CqTaggedEntry) -> Self {
+        CqDataEntry { op_context: e.op_context, flags: e.flags, len: e.len, buf: e.buf, data: e.data }
+    }
+}
+impl CqFormat for CqTaggedEntry {
+    const FORMAT: u32 = cq_format::FI_CQ_FORMAT_TAGGED;
+    #[inline]
+    fn from_tagged(e: &CqTaggedEntry) -> Self {
+        *e
+    }
+}
+
+/// Completion queue attributes (`struct fi_cq_attr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqAttr {
+    /// Queue depth (0: provider default).
+    pub size: usize,
+    /// Entry format (`cq_format::*`).
+    pub format: u32,
+    /// Wait object (`wait_obj::*`).
+    pub wait_obj: u32,
+}
+
+impl Default for CqAttr {
+    fn default() -> Self {
+        CqAttr { size: 0, format: cq_format::FI_CQ_FORMAT_CONTEXT, wait_obj: wait_obj::FI_WAIT_UNSPEC }
+    }
+}
+
+enum Slot {
+    Ok(CqTaggedEntry, u64),
+    Err(CqErrEntry),
+}
+
+/// The completion queue shared by the core and providers.
+pub struct CqCore {
+    attr: CqAttr,
+    queue: Mutex<VecDeque<Slot>>,
+    driver: Driver,
+    pending_errs: AtomicUsize,
+    /// Endpoints bound to this queue (a busy queue cannot close).
+    pub(crate) bound: AtomicUsize,
+}
+
+impl std::fmt::Debug for CqCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CqCore").field("attr", &self.attr).finish()
+    }
+}
+
+/// Default queue depth.
+pub const DEFAULT_CQ_SIZE: usize = 1024;
+
+impl CqCore {
+    /// Creates a queue; an unknown format or wait object is `FI_EINVAL`.
+    pub fn new(attr: &CqAttr) -> Result<Arc<Self>> {
+        let mut attr = *attr;
+        if attr.format == cq_format::FI_CQ_FORMAT_UNSPEC {
+            attr.format = cq_format::FI_CQ_FORMAT_CONTEXT;
+        }
+        if attr.format > cq_format::FI_CQ_FORMAT_TAGGED {
+            return Err(Error::inval(format!("cq_attr.format = {} is not a CQ format", attr.format)));
+        }
+        let waitable = match attr.wait_obj {
+            wait_obj::FI_WAIT_NONE => false,
+            wait_obj::FI_WAIT_UNSPEC | wait_obj::FI_WAIT_FD | wait_obj::FI_WAIT_YIELD | wait_obj::FI_WAIT_POLLFD => true,
+            wait_obj::FI_WAIT_SET | wait_obj::FI_WAIT_MUTEX_COND => {
+                return Err(Error::nosys(format!("cq_attr.wait_obj = {} is not supported", attr.wait_obj)));
+            }
+            v => return Err(Error::inval(format!("cq_attr.wait_obj = {v} is not a wait object"))),
+        };
+        if attr.size == 0 {
+            attr.size = DEFAULT_CQ_SIZE;
+        }
+        if attr.size > 1 << 24 {
+            return Err(Error::inval(format!("cq_attr.size = {} is larger than 16M entries", attr.size)));
+        }
+        Ok(Arc::new(CqCore {
+            attr,
+            queue: Mutex::new(VecDeque::with_capacity(attr.size)),
+            driver: Driver::new(waitable)?,
+            pending_errs: AtomicUsize::new(0),
+            bound: AtomicUsize::new(0),
+        }))
+    }
+
+    /// The attributes in force.
+    pub fn attr(&self) -> &CqAttr {
+        &self.attr
+    }
+
+    /// The driver (bound endpoints, waiting).
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Provider side: writes a successful completion with its source address.
+    #[inline]
+    pub fn push(&self, e: CqTaggedEntry, src: u64) {
+        self.lock().push_back(Slot::Ok(e, src));
+        self.driver.wake();
+    }
+
+    /// Provider side: writes an error completion.
+    pub fn push_err(&self, e: CqErrEntry, src: u64) {
+        self.pending_errs.fetch_add(1, Ordering::Release);
+        let _ = src;
+        self.lock().push_back(Slot::Err(e));
+        self.driver.wake();
+    }
+
+    /// Number of queued entries (successes and errors).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn take<E: CqFormat>(&self, out: &mut [E], mut src: Option<&mut [u64]>) -> Result<usize> {
+        if out.is_empty() {
+            return Err(Error::inval("cq read: zero-length output"));
+        }
+        let mut q = self.lock();
+        let mut n = 0;
+        while n < out.len() {
+            match q.front() {
+                Some(Slot::Ok(e, s)) => {
+                    out[n] = E::from_tagged(e);
+                    if let Some(sv) = src.as_deref_mut() {
+                        if n < sv.len() {
+                            sv[n] = *s;
+                        }
+                    }
+                    q.pop_front();
+                    n += 1;
+                }
+                Some(Slot::Err(..)) => {
+                    if n == 0 {
+                        return Err(Error::new(errno::FI_EAVAIL, "an error completion is available: call readerr"));
+                    }
+                    break;
+                }
+                None => break,
+            }
+        }
+        if n == 0 {
+            Err(Error::again())
+        } else {
+            Ok(n)
+        }
+    }
+
+    /// `fi_cq_read`: drives progress, then returns up to `out.len()` entries.
+    /// `FI_EAGAIN` when empty; `FI_EAVAIL` when an error entry is next.
+    #[inline]
+    pub fn read<E: CqFormat>(&self, out: &mut [E]) -> Result<usize> {
+        self.driver.progress();
+        self.take(out, None)
+    }
+
+    /// `fi_cq_readfrom`: as `read`, also giving each entry's source address
+    /// (`FI_ADDR_NOTAVAIL` when unknown).
+    pub fn readfrom<E: CqFormat>(&self, out: &mut [E], src: &mut [u64]) -> Result<usize> {
+        self.driver.progress();
+        self.take(out, Some(src))
+    }
+
+    /// `fi_cq_readerr`: takes the next error entry.
+    pub fn readerr(&self) -> Result<CqErrEntry> {
+        self.driver.progress();
+        let mut q = self.lock();
+        let pos = q.iter().position(|s| matches!(s, Slot::Err(..)));
+        match pos.and_then(|p| q.remove(p)) {
+            Some(Slot::Err(e)) => {
+                self.pending_errs.fetch_sub(1, Ordering::Release);
+                Ok(e)
+            }
+            _ => Err(Error::again()),
+        }
+    }
+
+    /// `fi_cq_sread`: blocks up to `timeout` (None: forever) for entries.
+    pub fn sread<E: CqFormat>(&self, out: &mut [E], timeout: Option<Duration>) -> Result<usize> {
+        self.sreadfrom_inner(out, None, timeout)
+    }
+
+    /// `fi_cq_sreadfrom`.
+    pub fn sreadfrom<E: CqFormat>(&self, out: &mut [E], src: &mut [u64], timeout: Option<Duration>) -> Result<usize> {
+        self.sreadfrom_inner(out, Some(src), timeout)
+    }
+
+    fn sreadfrom_inner<E: CqFormat>(&self, out: &mut [E], src: Option<&mut [u64]>, timeout: Option<Duration>) -> Result<usize> {
+        if self.driver.wait_set().is_none() {
+            return Err(Error::new(errno::FI_ENOSYS, "sread on a CQ opened with FI_WAIT_NONE"));
+        }
+        match self.driver.block(timeout, || !self.lock().is_empty()) {
+            Ok(()) => self.take(out, src),
+            Err(e) if e.is_again() => Err(e),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `fi_cq_signal`: wakes a blocked `sread`.
+    pub fn signal(&self) {
+        self.driver.signal();
+    }
+
+    /// The wait fd for epoll (`FI_GETWAIT`); none for `FI_WAIT_NONE`.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.driver.wait_set().map(|w| w.as_raw_fd())
+    }
+
+    /// `fi_trywait`: arms bound endpoints and returns Ok when it is safe to
+    /// block on the wait fd, `FI_EAGAIN` when entries are ready.
+    pub fn trywait(&self) -> Result<()> {
+        self.driver.progress();
+        if !self.lock().is_empty() {
+            return Err(Error::again());
+        }
+        Ok(())
+    }
+
+    /// Attaches an endpoint's progress.
+    pub fn attach(&self, p: Arc<dyn Progress>) -> Result<()> {
+        self.driver.attach(p)
+    }
+
+    /// Detaches an endpoint.
+    pub fn detach(&self, p: &Arc<dyn Progress>) {
+        self.driver.detach(p)
+    }
+}
+
+/// A convenience for providers: a successful completion.
+pub fn completion(op_context: usize, flags: u64, len: usize, buf: usize, data: u64, tag: u64) -> CqTaggedEntry {
+    CqTaggedEntry { op_context, flags, len, buf, data, tag }
+}
+
+/// A convenience for providers: an error completion.
+pub fn error_completion(op_context: usize, flags: u64, err: i32, len: usize, olen: usize, tag: u64) -> CqErrEntry {
+    CqErrEntry { op_context, flags, len, olen, err, tag, ..Default::default() }
+}
+
+/// Source address value when the sender is not in the AV.
+pub const SRC_UNKNOWN: u64 = FI_ADDR_NOTAVAIL;

@@ -1,0 +1,151 @@
+//! What a CQ or counter shares: the list of endpoints to drive, and blocking
+//! waits that spin briefly and then sleep on the wait set.
+
+use super::wait::WaitSet;
+use crate::error::{errno, Error, Result};
+use crate::provider::Progress;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Drives bound endpoints and blocks for a wait object.
+pub struct Driver {
+    sources: Mutex<Vec<Arc<dyn Progress>>>,
+    waits: Option<WaitSet>,
+    sleepers: AtomicU32,
+    spin: Duration,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").field("spin", &self.spin).finish()
+    }
+}
+
+impl Driver {
+    /// A driver; `waitable` creates the wait set (`FI_WAIT_NONE` does not).
+    pub fn new(waitable: bool) -> Result<Self> {
+        let spin = crate::config::core_tunable("cq_spin_us").get_size()?;
+        Ok(Driver {
+            sources: Mutex::new(Vec::new()),
+            waits: if waitable { Some(WaitSet::new()?) } else { None },
+            sleepers: AtomicU32::new(0),
+            spin: Duration::from_micros(spin as u64),
+        })
+    }
+
+    /// Adds an endpoint to drive (and its wake-up fd to the wait set).
+    pub fn attach(&self, p: Arc<dyn Progress>) -> Result<()> {
+        if let (Some(w), Some(fd)) = (&self.waits, p.wait_fd()) {
+            w.add(fd)?;
+        }
+        let mut s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        if !s.iter().any(|x| Arc::ptr_eq(x, &p)) {
+            s.push(p);
+        }
+        Ok(())
+    }
+
+    /// Removes an endpoint.
+    pub fn detach(&self, p: &Arc<dyn Progress>) {
+        let mut s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = s.iter().position(|x| Arc::ptr_eq(x, p)) {
+            let gone = s.swap_remove(i);
+            if let (Some(w), Some(fd)) = (&self.waits, gone.wait_fd()) {
+                if !s.iter().any(|x| x.wait_fd() == Some(fd)) {
+                    w.remove(fd);
+                }
+            }
+        }
+    }
+
+    /// Runs one round of progress over every bound endpoint.
+    #[inline]
+    pub fn progress(&self) {
+        let s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        for p in s.iter() {
+            p.progress();
+        }
+    }
+
+    /// Wakes a blocked waiter if there is one (cheap when nobody sleeps).
+    #[inline]
+    pub fn wake(&self) {
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            if let Some(w) = &self.waits {
+                w.signal();
+            }
+        }
+    }
+
+    /// Forces a wake-up (`fi_cq_signal`).
+    pub fn signal(&self) {
+        if let Some(w) = &self.waits {
+            w.signal();
+        }
+    }
+
+    /// The wait set, if waitable.
+    pub fn wait_set(&self) -> Option<&WaitSet> {
+        self.waits.as_ref()
+    }
+
+    /// Blocks until `ready()` or the timeout. Progress runs throughout.
+    /// `None` waits forever. Returns `FI_EAGAIN` on timeout.
+    pub fn block(&self, timeout: Option<Duration>, mut ready: impl FnMut() -> bool) -> Result<()> {
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        loop {
+            self.progress();
+            if ready() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Error::new(errno::FI_EAGAIN, "timed out waiting"));
+            }
+            if now.duration_since(start) < self.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            let Some(w) = &self.waits else {
+                std::thread::yield_now();
+                continue;
+            };
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            let sources: Vec<Arc<dyn Progress>> = self
+                .sources
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let mut safe = true;
+            for s in &sources {
+                safe &= s.arm();
+            }
+            self.progress();
+            if safe && !ready() {
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                // Sleep in slices so a source that cannot signal (a peer that
+                // died before ringing) never turns into a hang.
+                let slice = left.map_or(Duration::from_millis(100), |l| l.min(Duration::from_millis(100)));
+                let r = w.wait(Some(slice));
+                w.drain();
+                for s in &sources {
+                    s.disarm();
+                }
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                r?;
+            } else {
+                for s in &sources {
+                    s.disarm();
+                }
+                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Number of bound endpoints.
+    pub fn attached(&self) -> usize {
+        self.sources.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}

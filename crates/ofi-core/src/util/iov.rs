@@ -1,0 +1,106 @@
+//! Scatter-gather copies for the raw layer: the caller's promise (made when
+//! it posted the operation with `unsafe`) is what makes these sound.
+#![allow(unsafe_code)]
+
+/// `struct iovec`: a caller-owned memory range, as addresses.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoVec {
+    /// Start address.
+    pub base: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+const _: () = assert!(std::mem::size_of::<IoVec>() == std::mem::size_of::<libc::iovec>());
+
+impl IoVec {
+    /// An iov over a slice (the slice must outlive the operation).
+    pub fn from_slice(s: &[u8]) -> Self {
+        IoVec { base: s.as_ptr() as usize, len: s.len() }
+    }
+    /// An iov over a mutable slice.
+    pub fn from_mut(s: &mut [u8]) -> Self {
+        IoVec { base: s.as_mut_ptr() as usize, len: s.len() }
+    }
+}
+
+/// Total length of an iov list.
+pub fn iov_len(iov: &[IoVec]) -> usize {
+    iov.iter().fold(0usize, |a, v| a.saturating_add(v.len))
+}
+
+/// Copies `src` into the iov list starting at byte `offset`; returns the
+/// bytes copied (less than `src.len()` when the list is too short).
+///
+/// # Safety
+/// Every range in `iov` must be valid for writes and not alias `src`.
+pub unsafe fn copy_to_iov(iov: &[IoVec], mut offset: usize, src: &[u8]) -> usize {
+    let mut done = 0;
+    for v in iov {
+        if done == src.len() {
+            break;
+        }
+        if offset >= v.len {
+            offset -= v.len;
+            continue;
+        }
+        let n = (v.len - offset).min(src.len() - done);
+        // SAFETY: the caller guarantees the range is writable; n stays inside
+        // both the iov entry and src.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(done), (v.base as *mut u8).add(offset), n);
+        }
+        done += n;
+        offset = 0;
+    }
+    done
+}
+
+/// Copies from the iov list, starting at byte `offset`, into `dst`; returns
+/// the bytes copied.
+///
+/// # Safety
+/// Every range in `iov` must be valid for reads and not alias `dst`.
+pub unsafe fn copy_from_iov(iov: &[IoVec], mut offset: usize, dst: &mut [u8]) -> usize {
+    let mut done = 0;
+    for v in iov {
+        if done == dst.len() {
+            break;
+        }
+        if offset >= v.len {
+            offset -= v.len;
+            continue;
+        }
+        let n = (v.len - offset).min(dst.len() - done);
+        // SAFETY: the caller guarantees the range is readable; n stays inside
+        // both the iov entry and dst.
+        unsafe {
+            std::ptr::copy_nonoverlapping((v.base as *const u8).add(offset), dst.as_mut_ptr().add(done), n);
+        }
+        done += n;
+        offset = 0;
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn scatter_and_gather_cross_entries() {
+        let mut a = [0u8; 3];
+        let mut b = [0u8; 5];
+        let iov = [IoVec::from_mut(&mut a), IoVec::from_mut(&mut b)];
+        // SAFETY: a and b are live and distinct from the source.
+        let n = unsafe { copy_to_iov(&iov, 1, b"abcdefgh") };
+        assert_eq!(n, 7);
+        assert_eq!(&a, b"\0ab");
+        assert_eq!(&b, b"cdefg");
+        let mut out = [0u8; 4];
+        // SAFETY: a and b are live and readable.
+        let n = unsafe { copy_from_iov(&iov, 2, &mut out) };
+        assert_eq!(n, 4);
+        assert_eq!(&out, b"bcde");
+    }
+}

@@ -1,0 +1,12 @@
+//! Reusable parts providers share instead of re-implementing them: the
+//! completion queue, counters, address vectors, memory regions, receive
+//! matching, scatter-gather copies and wait objects.
+
+pub mod av;
+pub mod cntr;
+pub mod cq;
+pub mod driver;
+pub mod iov;
+pub mod matching;
+pub mod mr;
+pub mod wait;

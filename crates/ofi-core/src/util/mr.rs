@@ -1,0 +1,166 @@
+//! Memory regions: registration with access flags, keys (provider-chosen and
+//! random, or requested by the user), and bounds checks.
+
+use crate::consts::*;
+use crate::error::{errno, Error, Result};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+/// Registration attributes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MrAttr {
+    /// Memory ranges as (address, length).
+    pub iov: Vec<(usize, usize)>,
+    /// Access flags (FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE).
+    pub access: u64,
+    /// Requested key (ignored when the provider chooses keys).
+    pub requested_key: u64,
+    /// Offset added to addresses for offset-based addressing.
+    pub offset: u64,
+}
+
+/// A registered region.
+#[derive(Debug)]
+pub struct MrCore {
+    /// The remote key.
+    pub key: u64,
+    /// Access flags.
+    pub access: u64,
+    /// The ranges.
+    pub iov: Vec<(usize, usize)>,
+    /// Requested offset.
+    pub offset: u64,
+    map: Weak<MrMap>,
+}
+
+const ACCESS_ALL: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+impl MrCore {
+    /// The local descriptor (`fi_mr_desc`): the key.
+    pub fn desc(&self) -> u64 {
+        self.key
+    }
+    /// Total registered length.
+    pub fn len(&self) -> usize {
+        self.iov.iter().map(|(_, l)| *l).sum()
+    }
+    /// True when nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Checks that `[addr, addr+len)` lies inside one range and that `access`
+    /// is granted. Virtual addresses (FI_MR_VIRT_ADDR) or offsets from the
+    /// region start are both accepted per `virt`.
+    pub fn check(&self, addr: u64, len: usize, access: u64, virt: bool) -> Result<usize> {
+        if access & !self.access != 0 {
+            return Err(Error::new(errno::FI_EACCES, format!("region {:#x} does not grant {:#x}", self.key, access)));
+        }
+        let mut base_off = 0u64;
+        for &(base, l) in &self.iov {
+            let (start, end) = if virt {
+                (base as u64, base as u64 + l as u64)
+            } else {
+                (self.offset + base_off, self.offset + base_off + l as u64)
+            };
+            if addr >= start && addr.checked_add(len as u64).is_some_and(|e| e <= end) {
+                return Ok(base + (addr - start) as usize);
+            }
+            base_off += l as u64;
+        }
+        Err(Error::new(errno::FI_EACCES, format!("[{addr:#x}, +{len}) is outside region {:#x}", self.key)))
+    }
+}
+
+impl Drop for MrCore {
+    fn drop(&mut self) {
+        if let Some(m) = self.map.upgrade() {
+            m.keys.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+        }
+    }
+}
+
+/// A domain's key → region map.
+#[derive(Debug, Default)]
+pub struct MrMap {
+    keys: Mutex<HashMap<u64, Weak<MrCore>>>,
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    let mut got = 0;
+    while got < 8 {
+        // The getrandom syscall through libc's safe-to-call wrapper.
+        match getrandom_fill(&mut b[got..]) {
+            Some(n) if n > 0 => got += n,
+            _ => break,
+        }
+    }
+    if got < 8 {
+        // Fallback: time and address entropy through the std hasher.
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        return h.finish();
+    }
+    u64::from_ne_bytes(b)
+}
+
+#[allow(unsafe_code)]
+fn getrandom_fill(buf: &mut [u8]) -> Option<usize> {
+    // SAFETY: buf is a valid writable slice of buf.len() bytes.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    (n >= 0).then_some(n as usize)
+}
+
+impl MrMap {
+    /// A new, empty map.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+    /// Registers a region. `prov_key`: the provider picks a random,
+    /// non-sequential key; otherwise the requested key must be unused
+    /// (`FI_ENOKEY`).
+    pub fn register(self: &Arc<Self>, attr: &MrAttr, prov_key: bool) -> Result<Arc<MrCore>> {
+        if attr.iov.is_empty() {
+            return Err(Error::inval("mr: no memory ranges given"));
+        }
+        if attr.access & !ACCESS_ALL != 0 {
+            return Err(Error::new(errno::FI_EBADFLAGS, format!("mr: unknown access bits {:#x}", attr.access & !ACCESS_ALL)));
+        }
+        for &(base, len) in &attr.iov {
+            if base.checked_add(len).is_none() {
+                return Err(Error::inval("mr: range wraps around the address space"));
+            }
+            if base == 0 && len > 0 {
+                return Err(Error::inval("mr: null base address"));
+            }
+        }
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let key = if prov_key {
+            loop {
+                let k = random_u64();
+                if k != 0 && k != u64::MAX && !keys.contains_key(&k) {
+                    break k;
+                }
+            }
+        } else {
+            if keys.get(&attr.requested_key).is_some_and(|w| w.strong_count() > 0) {
+                return Err(Error::new(errno::FI_ENOKEY, format!("mr: key {:#x} is already in use", attr.requested_key)));
+            }
+            attr.requested_key
+        };
+        let mr = Arc::new(MrCore {
+            key,
+            access: if attr.access == 0 { ACCESS_ALL } else { attr.access },
+            iov: attr.iov.clone(),
+            offset: attr.offset,
+            map: Arc::downgrade(self),
+        });
+        keys.insert(key, Arc::downgrade(&mr));
+        Ok(mr)
+    }
+    /// The region of a key, if registered.
+    pub fn lookup(&self, key: u64) -> Option<Arc<MrCore>> {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner()).get(&key).and_then(Weak::upgrade)
+    }
+}
