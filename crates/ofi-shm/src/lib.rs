@@ -1,0 +1,16 @@
+//! ofi-shm: the one home of ofi's shared-memory `unsafe`: segments in
+//! /dev/shm, the lock-free slot ring, doorbells, process liveness and
+//! cross-process copies. Everything above it (the shm provider) is safe code.
+
+#[cfg(not(loom))]
+pub mod cma;
+#[cfg(not(loom))]
+pub mod doorbell;
+#[cfg(not(loom))]
+pub mod proc;
+#[allow(unsafe_code)]
+pub mod ring;
+#[cfg(not(loom))]
+pub mod segment;
+mod sync;
+
