@@ -323,6 +323,18 @@ impl Segment {
         Some((p, self.geo.pool_buf_size))
     }
 
+    /// Runs `f` on a bounce buffer the caller owns (taken with
+    /// `alloc_bounce`, or named by an entry the caller popped). None for an
+    /// out-of-range index.
+    pub fn with_bounce<R>(&self, idx: u64, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        let (p, len) = self.bounce(idx)?;
+        // SAFETY: the range is inside the mapping; ownership of the buffer
+        // passes through the free ring and the message ring, so one side at a
+        // time touches it (a misbehaving peer can scribble on bytes, never
+        // outside the mapping).
+        Some(f(unsafe { std::slice::from_raw_parts_mut(p, len) }))
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -339,6 +351,26 @@ impl Drop for Segment {
                 unsafe { libc::unlink(c.as_ptr()) };
             }
         }
+    }
+}
+
+impl ShmRing<'_> {
+    /// Claims a slot and lets `fill` write its payload bytes.
+    #[inline]
+    pub fn push_with<R>(&self, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R, ring::PushError> {
+        // SAFETY: the ring hands out a claimed slot's payload exclusively.
+        ring::push(self, |p, n| fill(unsafe { std::slice::from_raw_parts_mut(p, n) }))
+    }
+    /// Takes the oldest entry and lets `read` see (and scratch) its bytes.
+    #[inline]
+    pub fn pop_with<R>(&self, read: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        // SAFETY: the ring hands out a claimed slot's payload exclusively.
+        ring::pop(self, |p, n| read(unsafe { std::slice::from_raw_parts_mut(p, n) }))
+    }
+    /// True when an entry is ready to pop.
+    #[inline]
+    pub fn ready(&self) -> bool {
+        ring::ready(self)
     }
 }
 

@@ -66,21 +66,16 @@ fn two_producers_one_consumer() {
                 let h = h.clone();
                 loom::thread::spawn(move || {
                     let mut sent = 0;
-                    for i in 0..2u64 {
-                        if put(&h, t * 10 + i) {
-                            sent += 1;
-                        }
+                    if put(&h, t * 10) {
+                        sent += 1;
                     }
                     sent
                 })
             })
             .collect();
         let mut got = Vec::new();
-        for _ in 0..3 {
-            if let Some(v) = take(&h) {
-                got.push(v);
-            }
-            loom::thread::yield_now();
+        if let Some(v) = take(&h) {
+            got.push(v);
         }
         let sent: u64 = ps.into_iter().map(|p| p.join().unwrap()).sum();
         while let Some(v) = take(&h) {

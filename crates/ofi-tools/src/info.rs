@@ -1,0 +1,144 @@
+//! `ofi info`: fi_info's flags and output shape.
+
+use crate::args::Args;
+use ofi::consts::*;
+use ofi::info::short_summary;
+use ofi::Info;
+
+const USAGE: &str = "Usage: ofi info [OPTIONS]
+  -n, --node NODE          node name or address
+  -P, --port PORT          port number
+  -c, --caps CAP1|CAP2     capabilities (FI_MSG|FI_TAGGED …)
+  -m, --mode MOD1|MOD2     modes the application supports
+  -t, --ep_type EPTYPE     endpoint type (FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM)
+  -a, --addr_format FMT    address format (FI_ADDR_STR, FI_SOCKADDR_IN …)
+  -p, --provider PROV      provider name or list (shm, ^tcp)
+  -d, --domain DOMAIN      domain name
+  -f, --fabric FABRIC      fabric name
+  -s, --source             node is the source address
+  -l, --list               list providers
+  -v, --verbose            print every attribute
+  -e, --env                print every tunable with its default and help
+  -g SUBSTR                only tunables whose name contains SUBSTR (with -e)
+  -h, --help               this text";
+
+fn long_to_short(a: &mut Args) {
+    for (l, s) in [
+        ("node", "n"),
+        ("port", "P"),
+        ("caps", "c"),
+        ("mode", "m"),
+        ("ep_type", "t"),
+        ("addr_format", "a"),
+        ("provider", "p"),
+        ("domain", "d"),
+        ("fabric", "f"),
+        ("source", "s"),
+        ("list", "l"),
+        ("verbose", "v"),
+        ("env", "e"),
+        ("help", "h"),
+    ] {
+        if let Some(v) = a.opts.remove(l) {
+            a.opts.insert(s.into(), v);
+        }
+    }
+}
+
+/// Runs `ofi info`; returns the exit code.
+pub fn run(argv: &[String]) -> i32 {
+    let mut a = match Args::parse(argv, "nPcmtapdfg", &["node", "port", "caps", "mode", "ep_type", "addr_format", "provider", "domain", "fabric"]) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ofi info: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    long_to_short(&mut a);
+    if a.has("h") {
+        println!("{USAGE}");
+        return 0;
+    }
+    if a.has("e") {
+        return env(a.get("g"));
+    }
+    ofi::init();
+    if a.has("l") {
+        for (name, ver, _) in ofi::registry::providers() {
+            println!("{name}:\n    version: {}.{}", ver >> 16, ver & 0xffff);
+        }
+        return 0;
+    }
+    let hints = match build_hints(&a) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("ofi info: {e}");
+            return 2;
+        }
+    };
+    let flags = if a.has("s") { FI_SOURCE } else { 0 };
+    match ofi::getinfo(FI_VERSION_CURRENT, a.get("n"), a.get("P"), flags, Some(&hints)) {
+        Ok(list) => {
+            for i in &list {
+                if a.has("v") {
+                    println!("---");
+                    print!("{i}");
+                } else {
+                    print!("{}", short_summary(i));
+                }
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("fi_getinfo: -{} ({})", e.code(), e);
+            1
+        }
+    }
+}
+
+/// Builds hints from fi_info-style options.
+pub fn build_hints(a: &Args) -> Result<Info, String> {
+    let mut h = Info::hints();
+    if let Some(c) = a.get("c") {
+        h.caps = parse_bits(CAP_NAMES, "FI_", c)?;
+    }
+    if let Some(m) = a.get("m") {
+        h.mode = parse_bits(MODE_NAMES, "FI_", m)?;
+    }
+    if let Some(t) = a.get("t") {
+        h.ep_attr.ep_type = enum_value(EP_TYPE_NAMES, "FI_EP_", t).ok_or_else(|| format!("unknown endpoint type '{t}'"))?;
+    }
+    if let Some(f) = a.get("a") {
+        h.addr_format = enum_value(ADDR_FORMAT_NAMES, "FI_", f).ok_or_else(|| format!("unknown address format '{f}'"))?;
+    }
+    if let Some(p) = a.get("p") {
+        h.fabric_attr.prov_name = Some(p.to_string());
+    }
+    if let Some(d) = a.get("d") {
+        h.domain_attr.name = Some(d.to_string());
+    }
+    if let Some(f) = a.get("f") {
+        h.fabric_attr.name = Some(f.to_string());
+    }
+    Ok(h)
+}
+
+fn env(filter: Option<&str>) -> i32 {
+    ofi::init();
+    for t in ofi::registry::tunables() {
+        let name = t.env_name();
+        if let Some(g) = filter {
+            if !name.to_ascii_lowercase().contains(&g.to_ascii_lowercase()) {
+                continue;
+            }
+        }
+        println!("# {name}: {}", t.type_name());
+        println!("# {}", t.help);
+        match t.raw() {
+            Some(v) => println!("{name} = {v} (default: {})", t.default),
+            None => println!("# {name} = {} (default)", t.default),
+        }
+        println!();
+    }
+    0
+}

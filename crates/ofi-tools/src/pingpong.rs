@@ -1,0 +1,493 @@
+//! `ofi pingpong`: fi_pingpong's flags, control channel and output columns,
+//! plus latency percentiles, CSV and an SVG plot.
+//!
+//! It measures the raw layer (as fi_pingpong measures libfabric's C API), so
+//! its two post calls are `unsafe`: the buffers outlive every operation.
+#![allow(unsafe_code)]
+
+use crate::args::Args;
+use crate::plot;
+use ofi::consts::*;
+use ofi::errno;
+use ofi::{AvAttr, CqAttr, CqEntry, Endpoint, Info};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "Usage:
+  ofi pingpong [OPTIONS]             start server
+  ofi pingpong [OPTIONS] <srv_addr>  connect to server
+Options:
+ -B <src_port>   source control port (server: 47592)
+ -P <dst_port>   destination control port (client: 47592)
+ -p <provider>   provider name (default: the best offer)
+ -e <ep_type>    endpoint type: msg|rdm|dgram (rdm)
+ -I <number>     iterations (10)
+ -S <size>       transfer size or 'all' (all)
+ -c              check data integrity
+ -m <mode>       transmit mode: msg|tagged (msg)
+ -W <count>      warm-up iterations per size (10)
+ --block         wait for completions with a blocking read (spin, then sleep)
+ --csv FILE      write the results as CSV
+ --svg FILE      plot latency and bandwidth against size
+ --local         run both sides here (server in a child process)
+ -h              this text";
+
+/// fi_pingpong's default size list.
+fn all_sizes() -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut p = 1usize;
+    while p <= 1 << 23 {
+        v.push(p);
+        if p >= 4 && p + p / 2 <= 1 << 23 {
+            v.push(p + p / 2);
+        }
+        p *= 2;
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn parse_size(s: &str) -> Option<usize> {
+    let t = s.trim().to_ascii_lowercase();
+    let (n, m) = match t.chars().last()? {
+        'k' => (&t[..t.len() - 1], 1 << 10),
+        'm' => (&t[..t.len() - 1], 1 << 20),
+        'g' => (&t[..t.len() - 1], 1 << 30),
+        _ => (&t[..], 1),
+    };
+    n.parse::<usize>().ok().map(|x| x * m)
+}
+
+/// fi_pingpong's number formats: counts in thousands, bytes in KiB.
+fn cnt_str(v: u64) -> String {
+    if v >= 1_000_000_000 {
+        format!("{}g", v / 1_000_000_000)
+    } else if v >= 1_000_000 {
+        format!("{}m", v / 1_000_000)
+    } else if v >= 1_000 {
+        format!("{}k", v / 1_000)
+    } else {
+        v.to_string()
+    }
+}
+
+fn size_str(v: u64) -> String {
+    if v >= 1 << 30 {
+        format!("{}g", v >> 30)
+    } else if v >= 1 << 20 {
+        format!("{}m", v >> 20)
+    } else if v >= 1 << 10 {
+        format!("{}k", v >> 10)
+    } else {
+        v.to_string()
+    }
+}
+
+/// One size's result.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Message size.
+    pub size: usize,
+    /// Iterations.
+    pub iters: usize,
+    /// Seconds for all iterations.
+    pub secs: f64,
+    /// One-way latency percentiles (µs): p50, p99, max.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl Row {
+    fn xfers(&self) -> f64 {
+        2.0 * self.iters as f64
+    }
+    /// MB/s as fi_pingpong counts it (both directions).
+    pub fn mbps(&self) -> f64 {
+        self.xfers() * self.size as f64 / self.secs / 1e6
+    }
+    /// µs per one-way transfer.
+    pub fn usec(&self) -> f64 {
+        self.secs * 1e6 / self.xfers()
+    }
+}
+
+const HEADER: &str = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec   p50(us)   p99(us)   max(us)";
+
+fn print_row(r: &Row) {
+    let total = 2 * r.iters as u64 * r.size as u64;
+    println!(
+        "{:<8}{:<8}={:<8}{:<8}{:>9.2}s{:>11.2}{:>13.2}{:>13.2}{:>10.2}{:>10.2}{:>10.2}",
+        size_str(r.size as u64),
+        cnt_str(r.iters as u64),
+        cnt_str(r.iters as u64),
+        size_str(total),
+        r.secs,
+        r.mbps(),
+        r.usec(),
+        r.xfers() / r.secs / 1e6,
+        r.p50,
+        r.p99,
+        r.max
+    );
+}
+
+struct Oob(TcpStream);
+
+impl Oob {
+    fn send(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.0.write_all(&(b.len() as u32).to_le_bytes())?;
+        self.0.write_all(b)
+    }
+    fn recv(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut l = [0u8; 4];
+        self.0.read_exact(&mut l)?;
+        let n = u32::from_le_bytes(l) as usize;
+        if n > 4096 {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "control message too long"));
+        }
+        let mut v = vec![0u8; n];
+        self.0.read_exact(&mut v)?;
+        Ok(v)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.0.write_all(&[1])?;
+        let mut b = [0u8];
+        self.0.read_exact(&mut b)
+    }
+}
+
+struct Ctx {
+    ep: Endpoint,
+    cq: ofi::CompletionQueue,
+    peer: u64,
+    tagged: bool,
+    inject: usize,
+    block: bool,
+    _av: ofi::AddressVector,
+    _domain: ofi::Domain,
+    _fabric: ofi::Fabric,
+}
+
+const RX_CTX: usize = 1;
+const TX_CTX: usize = 2;
+const TAG: u64 = 0x1234;
+
+impl Ctx {
+    fn post_rx(&self, buf: &mut [u8], size: usize) -> ofi::Result<()> {
+        loop {
+            // SAFETY: `buf` outlives the receive: the caller waits for its
+            // completion before touching or dropping the buffer.
+            let r = unsafe {
+                if self.tagged {
+                    self.ep.trecv(buf.as_mut_ptr(), size, FI_ADDR_UNSPEC, TAG, 0, RX_CTX)
+                } else {
+                    self.ep.recv(buf.as_mut_ptr(), size, FI_ADDR_UNSPEC, RX_CTX)
+                }
+            };
+            match r {
+                Err(e) if e.is_again() => self.ep.progress(),
+                r => return r,
+            }
+        }
+    }
+    /// Sends; returns true if a send completion will follow.
+    fn tx(&self, buf: &[u8], size: usize) -> ofi::Result<bool> {
+        loop {
+            let r = if size <= self.inject {
+                let b = &buf[..size];
+                if self.tagged {
+                    self.ep.tinject(b, self.peer, TAG)
+                } else {
+                    self.ep.inject(b, self.peer)
+                }
+                .map(|_| false)
+            } else {
+                // SAFETY: `buf` outlives the send: the caller waits for its
+                // completion before reusing the buffer.
+                unsafe {
+                    if self.tagged {
+                        self.ep.tsend(buf.as_ptr(), size, self.peer, TAG, TX_CTX)
+                    } else {
+                        self.ep.send(buf.as_ptr(), size, self.peer, TX_CTX)
+                    }
+                }
+                .map(|_| true)
+            };
+            match r {
+                Err(e) if e.is_again() => self.ep.progress(),
+                r => return r,
+            }
+        }
+    }
+    /// Waits until the completions wanted have arrived.
+    fn wait(&self, mut rx: usize, mut tx: usize) -> ofi::Result<()> {
+        let mut ents = [CqEntry::default(); 8];
+        while rx + tx > 0 {
+            let r = if self.block {
+                self.cq.sread(&mut ents, Some(Duration::from_secs(30)))
+            } else {
+                self.cq.read(&mut ents)
+            };
+            match r {
+                Ok(n) => {
+                    for e in &ents[..n] {
+                        match e.op_context {
+                            RX_CTX => rx = rx.saturating_sub(1),
+                            TX_CTX => tx = tx.saturating_sub(1),
+                            _ => {}
+                        }
+                    }
+                }
+                Err(e) if e.is_again() && !self.block => {}
+                Err(e) if e.code() == errno::FI_EAVAIL => {
+                    let err = self.cq.readerr()?;
+                    return Err(ofi::Error::new(err.err, format!("completion error (context {}, len {}, olen {})", err.op_context, err.len, err.olen)));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn fill(buf: &mut [u8], size: usize, seed: usize) {
+    for (i, b) in buf[..size].iter_mut().enumerate() {
+        *b = (i.wrapping_mul(31).wrapping_add(seed * 7) % 251) as u8;
+    }
+}
+
+fn check(buf: &[u8], size: usize, seed: usize) -> Result<(), String> {
+    for (i, b) in buf[..size].iter().enumerate() {
+        let want = (i.wrapping_mul(31).wrapping_add(seed * 7) % 251) as u8;
+        if *b != want {
+            return Err(format!("data check failed at byte {i} of {size}: got {b:#x}, want {want:#x}"));
+        }
+    }
+    Ok(())
+}
+
+fn open(a: &Args) -> Result<(Info, ofi::Fabric, ofi::Domain, Endpoint, ofi::CompletionQueue, ofi::AddressVector, bool), String> {
+    let mut hints = Info::hints();
+    let tagged = match a.get("m").unwrap_or("msg") {
+        "msg" => false,
+        "tagged" => true,
+        m => return Err(format!("unknown transmit mode '{m}' (msg|tagged)")),
+    };
+    hints.caps = if tagged { FI_TAGGED } else { FI_MSG };
+    hints.mode = FI_CONTEXT | FI_CONTEXT2;
+    hints.ep_attr.ep_type = match a.get("e").unwrap_or("rdm") {
+        "rdm" => ep_type::FI_EP_RDM,
+        "msg" => ep_type::FI_EP_MSG,
+        "dgram" => ep_type::FI_EP_DGRAM,
+        e => return Err(format!("unknown endpoint type '{e}' (msg|rdm|dgram)")),
+    };
+    if let Some(p) = a.get("p") {
+        hints.fabric_attr.prov_name = Some(p.to_string());
+    }
+    if let Some(d) = a.get("d") {
+        hints.domain_attr.name = Some(d.to_string());
+    }
+    let infos = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&hints)).map_err(|e| format!("fi_getinfo: {e}"))?;
+    let info = infos.into_iter().next().ok_or("no offer")?;
+    let fabric = ofi::Fabric::open(&info.fabric_attr).map_err(|e| format!("fi_fabric: {e}"))?;
+    let domain = fabric.domain(&info).map_err(|e| format!("fi_domain: {e}"))?;
+    let block = a.has("block");
+    let cq = domain
+        .cq(&CqAttr { size: 0, format: cq_format::FI_CQ_FORMAT_CONTEXT, wait_obj: if block { wait_obj::FI_WAIT_FD } else { wait_obj::FI_WAIT_NONE } })
+        .map_err(|e| format!("fi_cq_open: {e}"))?;
+    let av = domain.av(&AvAttr::default()).map_err(|e| format!("fi_av_open: {e}"))?;
+    let ep = domain.endpoint(&info).map_err(|e| format!("fi_endpoint: {e}"))?;
+    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).map_err(|e| format!("fi_ep_bind: {e}"))?;
+    ep.bind_av(&av).map_err(|e| format!("fi_ep_bind: {e}"))?;
+    ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
+    Ok((info, fabric, domain, ep, cq, av, tagged))
+}
+
+/// Runs `ofi pingpong`; returns the exit code.
+pub fn run(argv: &[String]) -> i32 {
+    let a = match Args::parse(argv, "BPpeISmdWs", &["csv", "svg"]) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ofi pingpong: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    if a.has("h") || a.has("help") {
+        println!("{USAGE}");
+        return 0;
+    }
+    if a.has("local") {
+        return local(argv);
+    }
+    match session(&a) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ofi pingpong: {e}");
+            1
+        }
+    }
+}
+
+/// Runs the server in a child process (pinned to CPU 0 when taskset is
+/// available) and the client here (CPU 1): the README's main job.
+fn local(argv: &[String]) -> i32 {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("ofi pingpong --local: {e}");
+            return 1;
+        }
+    };
+    let port = 47592 + (std::process::id() % 1000) as u16;
+    let rest: Vec<String> = argv.iter().filter(|x| *x != "--local").cloned().collect();
+    let have_taskset = std::process::Command::new("taskset").arg("-V").output().is_ok();
+    let spawn = |cpu: &str, extra: &[String]| {
+        let mut c = if have_taskset {
+            let mut c = std::process::Command::new("taskset");
+            c.arg("-c").arg(cpu).arg(&exe);
+            c
+        } else {
+            std::process::Command::new(&exe)
+        };
+        c.arg("pingpong").args(&rest).args(extra);
+        c
+    };
+    let mut server = match spawn("0", &["-B".into(), port.to_string()]).stdout(std::process::Stdio::null()).spawn() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ofi pingpong --local: starting the server: {e}");
+            return 1;
+        }
+    };
+    let client = spawn("1", &["-P".into(), port.to_string(), "127.0.0.1".into()]).status();
+    let _ = server.wait();
+    match client {
+        Ok(s) => s.code().unwrap_or(1),
+        Err(e) => {
+            eprintln!("ofi pingpong --local: starting the client: {e}");
+            1
+        }
+    }
+}
+
+fn connect(a: &Args) -> Result<(Oob, bool), String> {
+    if let Some(host) = a.pos.first() {
+        let port: u16 = a.get("P").unwrap_or("47592").parse().map_err(|_| "bad -P port")?;
+        let start = Instant::now();
+        loop {
+            match TcpStream::connect((host.as_str(), port)) {
+                Ok(s) => {
+                    let _ = s.set_nodelay(true);
+                    return Ok((Oob(s), true));
+                }
+                Err(e) if start.elapsed() < Duration::from_secs(10) => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(format!("connecting to {host}:{port}: {e}")),
+            }
+        }
+    }
+    let port: u16 = a.get("B").unwrap_or("47592").parse().map_err(|_| "bad -B port")?;
+    let bind = a.get("s").unwrap_or("0.0.0.0");
+    let l = TcpListener::bind((bind, port)).map_err(|e| format!("listening on {bind}:{port}: {e}"))?;
+    let (s, _) = l.accept().map_err(|e| format!("accept: {e}"))?;
+    let _ = s.set_nodelay(true);
+    Ok((Oob(s), false))
+}
+
+fn session(a: &Args) -> Result<(), String> {
+    let (mut oob, client) = connect(a)?;
+    let (info, fabric, domain, ep, cq, av, tagged) = open(a)?;
+    let me = ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
+    oob.send(&me).map_err(|e| e.to_string())?;
+    let theirs = oob.recv().map_err(|e| e.to_string())?;
+    let peer = av.insert_one(&theirs).map_err(|e| format!("fi_av_insert: {e}"))?;
+    let ctx = Ctx {
+        ep,
+        cq,
+        peer,
+        tagged,
+        inject: info.tx_attr.inject_size,
+        block: a.has("block"),
+        _av: av,
+        _domain: domain,
+        _fabric: fabric,
+    };
+    let iters: usize = a.get("I").unwrap_or("10").parse().map_err(|_| "bad -I")?;
+    let warm: usize = a.get("W").unwrap_or("10").parse().map_err(|_| "bad -W")?;
+    let sizes = match a.get("S").unwrap_or("all") {
+        "all" => all_sizes(),
+        s => vec![parse_size(s).ok_or_else(|| format!("bad size '{s}'"))?],
+    };
+    let verify = a.has("c");
+    let max = *sizes.iter().max().unwrap_or(&1);
+    let mut tx = vec![0u8; max.max(1)];
+    let mut rx = vec![0u8; max.max(1)];
+    let mut rows = Vec::new();
+    let mut lat = Vec::with_capacity(iters);
+    println!("{HEADER}");
+    for &size in &sizes {
+        oob.sync().map_err(|e| e.to_string())?;
+        fill(&mut tx, size, 0);
+        lat.clear();
+        ctx.post_rx(&mut rx, size).map_err(|e| format!("fi_recv: {e}"))?;
+        let mut start = Instant::now();
+        for i in 0..warm + iters {
+            if i == warm {
+                start = Instant::now();
+            }
+            let t0 = Instant::now();
+            if verify {
+                fill(&mut tx, size, i);
+            }
+            if client {
+                let txc = ctx.tx(&tx, size).map_err(|e| format!("fi_send: {e}"))?;
+                ctx.wait(1, usize::from(txc)).map_err(|e| e.to_string())?;
+            } else {
+                ctx.wait(1, 0).map_err(|e| e.to_string())?;
+            }
+            if verify {
+                check(&rx, size, i)?;
+            }
+            if i + 1 < warm + iters || !client {
+                ctx.post_rx(&mut rx, size).map_err(|e| format!("fi_recv: {e}"))?;
+            }
+            if !client {
+                let txc = ctx.tx(&tx, size).map_err(|e| format!("fi_send: {e}"))?;
+                if txc {
+                    ctx.wait(0, 1).map_err(|e| e.to_string())?;
+                }
+            }
+            if i >= warm {
+                lat.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        if !client {
+            // The last posted receive is left over: cancel it for the next size.
+            let _ = ctx.ep.cancel(RX_CTX);
+            let mut e = [CqEntry::default(); 1];
+            let _ = ctx.cq.read(&mut e);
+            let _ = ctx.cq.readerr();
+        }
+        lat.sort_by(|x, y| x.total_cmp(y));
+        let pick = |q: f64| lat.get(((lat.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
+        let row = Row { size, iters, secs, p50: pick(0.5), p99: pick(0.99), max: pick(1.0) };
+        print_row(&row);
+        rows.push(row);
+    }
+    oob.sync().map_err(|e| e.to_string())?;
+    if let Some(f) = a.get("csv") {
+        plot::write_csv(f, &rows).map_err(|e| format!("{f}: {e}"))?;
+    }
+    if let Some(f) = a.get("svg") {
+        plot::write_svg(f, &rows, info.provider()).map_err(|e| format!("{f}: {e}"))?;
+    }
+    Ok(())
+}

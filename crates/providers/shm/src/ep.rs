@@ -1,0 +1,1129 @@
+//! The shm RDM endpoint: sends into peers' rings, receives from its own,
+//! matches, copies and completes.
+//!
+//! The raw layer's memory contract (iov ranges stay valid until completion,
+//! promised by the `unsafe` post calls) is what the few `unsafe` blocks here
+//! rely on; each names it.
+#![allow(unsafe_code)]
+
+use crate::addr::ShmAddr;
+use crate::peer::Peer;
+use crate::{Config, INJECT_SIZE, IOV_LIMIT};
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::info::Info;
+use ofi_core::object::{EpBindings, RecvOp, SendOp};
+use ofi_core::provider::{EndpointOps, Progress};
+use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
+use ofi_core::util::iov::{copy_from_iov, copy_to_iov, iov_len, IoVec};
+use ofi_core::util::matching::{MatchQueues, PostedRecv, Unexpected, MAX_IOV};
+use ofi_shm::cma::{self, Range};
+use ofi_shm::doorbell::Bell;
+use ofi_shm::proc;
+use ofi_shm::segment::{bell_path, reclaim_stale, segment_path, Geometry, Segment};
+use ofi_wire::shm::{flag, op, Entry, Repr, HDR_LEN, MAX_RTS_IOV};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::RawFd;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::time::{Duration, Instant};
+
+/// Bytes per ring slot: an 8-byte sequence, the 48-byte header, 4104 inline bytes.
+const SLOT_SIZE: usize = 4160;
+/// Largest message carried inline.
+pub const INLINE_MAX: usize = SLOT_SIZE - 8 - HDR_LEN;
+/// Entries handled per progress call.
+const BUDGET: usize = 64;
+/// How often pending operations check their peers' liveness.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(20);
+
+const _: () = assert!(INLINE_MAX >= INJECT_SIZE);
+const _: () = assert!(MAX_RTS_IOV >= IOV_LIMIT && MAX_IOV >= IOV_LIMIT);
+
+static NEXT_IDX: AtomicU32 = AtomicU32::new(0);
+static RECLAIM: Once = Once::new();
+
+/// Where an incoming message's bytes are.
+enum Src<'a> {
+    Inline(&'a [u8]),
+    Bounce(u64),
+    Rts { sender: u64, cookie: u64, iov: [(u64, u64); MAX_RTS_IOV], cnt: u8 },
+}
+
+/// An unexpected message's bytes, held until a receive matches it.
+#[derive(Debug)]
+enum Payload {
+    Inline(Vec<u8>),
+    Bounce(u64),
+    Rts { sender: u64, cookie: u64, iov: [(u64, u64); MAX_RTS_IOV], cnt: u8 },
+}
+
+/// What the receiver needs to know about a message.
+#[derive(Clone, Copy, Debug)]
+struct Meta {
+    tagged: bool,
+    tag: u64,
+    data: u64,
+    cq_data: bool,
+    total: usize,
+    src_addr: u64,
+}
+
+/// A send waiting for the receiver's ACK (large messages).
+struct PendingSend {
+    peer: Arc<Peer>,
+    iov: [IoVec; MAX_IOV],
+    cnt: usize,
+    len: usize,
+    context: usize,
+    flags: u64,
+    completion: bool,
+    gen: u32,
+}
+
+/// A receive being filled by DATA entries (the no-CMA fallback).
+struct Reasm {
+    sender: u64,
+    cookie: u64,
+    iov: [IoVec; MAX_IOV],
+    cnt: usize,
+    offset: usize,
+    cap: usize,
+    received: usize,
+    meta: Meta,
+    context: usize,
+    cq_flags: u64,
+    completion: bool,
+    buf: usize,
+}
+
+/// A send being pushed through the receiver's ring after a NACK.
+struct Push {
+    slot: u32,
+    offset: usize,
+}
+
+struct Inner {
+    b: EpBindings,
+    need_src: bool,
+    av_gen: u64,
+    peers: Vec<Option<Arc<Peer>>>,
+    by_id: HashMap<u64, Arc<Peer>>,
+    src_cache: HashMap<u64, u64>,
+    src_gen: u64,
+    mq: MatchQueues<Payload>,
+    unexpected: usize,
+    sends: Vec<Option<PendingSend>>,
+    free_sends: Vec<u32>,
+    next_gen: u32,
+    pushes: VecDeque<Push>,
+    reasm: Vec<Reasm>,
+    ctrl: VecDeque<(u64, Repr)>,
+    pool: Vec<Vec<u8>>,
+    min_multi_recv: usize,
+    last_check: Instant,
+}
+
+/// An shm RDM endpoint.
+pub struct ShmEndpoint {
+    me: ShmAddr,
+    seg: Segment,
+    bell: Bell,
+    cfg: Config,
+    caps: u64,
+    enabled: AtomicBool,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for ShmEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmEndpoint").field("me", &self.me).finish()
+    }
+}
+
+fn tx_flags(tagged: bool) -> u64 {
+    FI_SEND | if tagged { FI_TAGGED } else { FI_MSG }
+}
+
+fn rx_flags(m: &Meta) -> u64 {
+    FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG } | if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 }
+}
+
+fn status_code(v: u64) -> i32 {
+    match i32::try_from(v) {
+        Ok(c) if c > 0 && c < 1024 => c,
+        _ => errno::FI_EIO,
+    }
+}
+
+impl ShmEndpoint {
+    /// Creates the endpoint's segment and doorbell (mode 0600), reclaiming
+    /// stale segments of dead processes first (once per process).
+    pub fn open(cfg: Config, info: &Info) -> Result<ShmEndpoint> {
+        let uid = proc::uid();
+        RECLAIM.call_once(|| {
+            let n = reclaim_stale(uid);
+            if n > 0 {
+                tracing::info!(removed = n, "reclaimed stale shm segments");
+            }
+        });
+        let me = ShmAddr { pid: std::process::id(), idx: NEXT_IDX.fetch_add(1, Ordering::Relaxed) };
+        let geo = Geometry {
+            ring_slots: cfg.ring_slots,
+            slot_size: SLOT_SIZE,
+            pool_bufs: cfg.bounce_bufs.max(1),
+            pool_buf_size: cfg.bounce_size,
+        };
+        let seg = Segment::create(&segment_path(uid, me.pid, me.idx), geo)
+            .map_err(|e| Error::os(e, "shm: creating the endpoint segment"))?;
+        let bell = Bell::create(&bell_path(uid, me.pid, me.idx)).map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
+        let depth = info.rx_attr.size.max(64);
+        Ok(ShmEndpoint {
+            me,
+            seg,
+            bell,
+            caps: if info.caps == 0 { crate::offer().caps } else { info.caps },
+            inner: Mutex::new(Inner {
+                b: EpBindings::default(),
+                need_src: false,
+                av_gen: u64::MAX,
+                peers: Vec::new(),
+                by_id: HashMap::new(),
+                src_cache: HashMap::new(),
+                src_gen: u64::MAX,
+                mq: MatchQueues::new(depth),
+                unexpected: 0,
+                sends: Vec::with_capacity(64),
+                free_sends: Vec::with_capacity(64),
+                next_gen: 1,
+                pushes: VecDeque::new(),
+                reasm: Vec::new(),
+                ctrl: VecDeque::new(),
+                pool: Vec::new(),
+                min_multi_recv: 0,
+                last_check: Instant::now(),
+            }),
+            cfg,
+            enabled: AtomicBool::new(false),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    // ---- completions -------------------------------------------------
+
+    fn tx_complete(&self, g: &Inner, context: usize, flags: u64, completion: bool) {
+        if completion {
+            if let Some(cq) = &g.b.tx_cq {
+                cq.push(CqTaggedEntry { op_context: context, flags, ..Default::default() }, FI_ADDR_NOTAVAIL);
+            }
+        }
+        if let Some(c) = &g.b.send_cntr {
+            c.add(1);
+        }
+    }
+
+    fn tx_error(&self, g: &Inner, context: usize, flags: u64, err: i32, len: usize) {
+        if let Some(cq) = &g.b.tx_cq {
+            cq.push_err(CqErrEntry { op_context: context, flags, len, err, prov_errno: err, ..Default::default() }, FI_ADDR_NOTAVAIL);
+        }
+        if let Some(c) = &g.b.send_cntr {
+            c.add_err(1);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rx_complete(&self, g: &Inner, context: usize, flags: u64, m: &Meta, got: usize, buf: usize, completion: bool) {
+        if got < m.total {
+            if let Some(cq) = &g.b.rx_cq {
+                cq.push_err(
+                    CqErrEntry {
+                        op_context: context,
+                        flags,
+                        len: got,
+                        buf,
+                        data: m.data,
+                        tag: m.tag,
+                        olen: m.total - got,
+                        err: errno::FI_ETRUNC,
+                        prov_errno: errno::FI_ETRUNC,
+                        ..Default::default()
+                    },
+                    m.src_addr,
+                );
+            }
+            if let Some(c) = &g.b.recv_cntr {
+                c.add_err(1);
+            }
+            return;
+        }
+        if completion || flags & FI_MULTI_RECV != 0 {
+            if let Some(cq) = &g.b.rx_cq {
+                cq.push(CqTaggedEntry { op_context: context, flags, len: got, buf, data: m.data, tag: m.tag }, m.src_addr);
+            }
+        }
+        if let Some(c) = &g.b.recv_cntr {
+            c.add(1);
+        }
+    }
+
+    fn rx_error(&self, g: &Inner, context: usize, flags: u64, err: i32, tag: u64) {
+        if let Some(cq) = &g.b.rx_cq {
+            cq.push_err(CqErrEntry { op_context: context, flags, err, prov_errno: err, tag, ..Default::default() }, FI_ADDR_NOTAVAIL);
+        }
+        if let Some(c) = &g.b.recv_cntr {
+            c.add_err(1);
+        }
+    }
+
+    // ---- peers -----------------------------------------------------
+
+    fn peer_by_id(&self, g: &mut Inner, id: u64) -> Result<Arc<Peer>> {
+        if let Some(p) = g.by_id.get(&id) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Peer::open(ShmAddr::from_id(id))?);
+        g.by_id.insert(id, p.clone());
+        Ok(p)
+    }
+
+    #[inline]
+    fn peer_for(&self, g: &mut Inner, dest: u64) -> Result<Arc<Peer>> {
+        let av = g.b.av.as_ref().ok_or_else(|| Error::new(errno::FI_ENOAV, "shm: no address vector bound"))?;
+        let gen = av.generation();
+        if gen != g.av_gen {
+            g.peers.clear();
+            g.av_gen = gen;
+        }
+        if let Some(Some(p)) = g.peers.get(dest as usize) {
+            return Ok(p.clone());
+        }
+        let bytes = av
+            .lookup(dest)
+            .map_err(|_| Error::inval(format!("shm: destination fi_addr {dest} is not in the address vector")))?;
+        let addr = ShmAddr::parse(&bytes)?;
+        let p = self.peer_by_id(g, addr.id())?;
+        let i = dest as usize;
+        if i < 1 << 24 {
+            if g.peers.len() <= i {
+                g.peers.resize(i + 1, None);
+            }
+            g.peers[i] = Some(p.clone());
+        }
+        Ok(p)
+    }
+
+    fn src_addr(&self, g: &mut Inner, id: u64) -> u64 {
+        if !g.need_src {
+            return FI_ADDR_NOTAVAIL;
+        }
+        let Some(av) = g.b.av.clone() else { return FI_ADDR_NOTAVAIL };
+        let gen = av.generation();
+        if gen != g.src_gen {
+            g.src_cache.clear();
+            g.src_gen = gen;
+        }
+        if let Some(a) = g.src_cache.get(&id) {
+            return *a;
+        }
+        match av.reverse(&ShmAddr::from_id(id).to_bytes()) {
+            Some(a) => {
+                g.src_cache.insert(id, a);
+                a
+            }
+            None => FI_ADDR_NOTAVAIL,
+        }
+    }
+
+    fn ring_full(&self, peer: &Peer) -> Error {
+        if peer.dead() {
+            Error::new(errno::FI_EIO, format!("shm: peer {}.{} has exited", peer.addr.pid, peer.addr.idx))
+        } else {
+            Error::again()
+        }
+    }
+
+    /// Sends a control entry now, or queues it until the peer's ring has room.
+    fn send_ctrl(&self, g: &mut Inner, to: u64, r: Repr) {
+        if g.ctrl.is_empty() && self.try_ctrl(g, to, &r) {
+            return;
+        }
+        g.ctrl.push_back((to, r));
+    }
+
+    fn try_ctrl(&self, g: &mut Inner, to: u64, r: &Repr) -> bool {
+        let peer = match self.peer_by_id(g, to) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(error = %e, "shm: control entry dropped, peer unreachable");
+                return true;
+            }
+        };
+        let ok = peer
+            .seg
+            .msg_ring()
+            .push_with(|b| r.emit(&mut Entry::new_unchecked(b)))
+            .is_ok();
+        if ok {
+            peer.notify();
+            return true;
+        }
+        peer.dead()
+    }
+
+    fn flush_ctrl(&self, g: &mut Inner) {
+        while let Some((to, r)) = g.ctrl.front().copied() {
+            if !self.try_ctrl(g, to, &r) {
+                break;
+            }
+            g.ctrl.pop_front();
+        }
+    }
+
+    // ---- sending ---------------------------------------------------
+
+    fn alloc_send(&self, g: &mut Inner, s: PendingSend) -> u64 {
+        let gen = s.gen;
+        let idx = match g.free_sends.pop() {
+            Some(i) => {
+                g.sends[i as usize] = Some(s);
+                i
+            }
+            None => {
+                g.sends.push(Some(s));
+                (g.sends.len() - 1) as u32
+            }
+        };
+        (u64::from(gen) << 32) | u64::from(idx)
+    }
+
+    fn take_send(&self, g: &mut Inner, cookie: u64) -> Option<PendingSend> {
+        let idx = cookie as u32;
+        let gen = (cookie >> 32) as u32;
+        let slot = g.sends.get_mut(idx as usize)?;
+        if slot.as_ref().is_some_and(|s| s.gen == gen) {
+            let s = slot.take();
+            g.free_sends.push(idx);
+            g.pushes.retain(|p| p.slot != idx);
+            return s;
+        }
+        None
+    }
+
+    fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(errno::FI_EOPBADSTATE, "shm: send on an endpoint that is not enabled"));
+        }
+        if op.iov.len() > IOV_LIMIT {
+            return Err(Error::inval(format!("shm: {} iov entries exceed the limit of {IOV_LIMIT}", op.iov.len())));
+        }
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if self.caps & need == 0 {
+            return Err(Error::new(errno::FI_EOPNOTSUPP, "shm: the endpoint was opened without this capability"));
+        }
+        let len = iov_len(op.iov);
+        let inject = op.flags & FI_INJECT != 0;
+        if inject && len > INJECT_SIZE {
+            return Err(Error::new(errno::FI_EMSGSIZE, format!("shm: inject of {len} bytes exceeds inject_size {INJECT_SIZE}")));
+        }
+        let mut g = self.lock();
+        let peer = self.peer_for(&mut g, op.dest)?;
+        let completion = !inject && (!g.b.tx_selective || op.flags & FI_COMPLETION != 0);
+        let fl = if op.tagged { flag::TAGGED } else { 0 } | if op.flags & FI_REMOTE_CQ_DATA != 0 { flag::CQ_DATA } else { 0 };
+        let data = if op.flags & FI_REMOTE_CQ_DATA != 0 { op.data } else { 0 };
+        let mut r = Repr { flags: fl, src: self.me.id(), tag: op.tag, data, total: len as u64, ..Default::default() };
+        if len <= INLINE_MAX {
+            r.op = op::INLINE;
+            r.len = len as u32;
+            let pushed = peer.seg.msg_ring().push_with(|b| {
+                let mut e = Entry::new_unchecked(b);
+                r.emit(&mut e);
+                // SAFETY: post_send's caller keeps the iov readable for this call.
+                unsafe { copy_from_iov(op.iov, 0, &mut e.payload_mut()[..len]) };
+            });
+            if pushed.is_err() {
+                return Err(self.ring_full(&peer));
+            }
+            peer.notify();
+            self.tx_complete(&g, op.context, tx_flags(op.tagged), completion);
+            return Ok(());
+        }
+        if len <= self.cfg.bounce_size {
+            if let Some(idx) = peer.seg.alloc_bounce() {
+                let copied = peer.seg.with_bounce(idx, |buf| {
+                    let l = len.min(buf.len());
+                    // SAFETY: post_send's caller keeps the iov readable for this call.
+                    unsafe { copy_from_iov(op.iov, 0, &mut buf[..l]) }
+                });
+                if copied == Some(len) {
+                    r.op = op::BOUNCE;
+                    r.cookie = idx;
+                    if peer.seg.msg_ring().push_with(|b| r.emit(&mut Entry::new_unchecked(b))).is_ok() {
+                        peer.notify();
+                        self.tx_complete(&g, op.context, tx_flags(op.tagged), completion);
+                        return Ok(());
+                    }
+                }
+                peer.seg.free_bounce(idx);
+                if copied == Some(len) {
+                    return Err(self.ring_full(&peer));
+                }
+            }
+        }
+        // Large (or no bounce buffer free): the receiver copies from us.
+        let mut iov = [IoVec::default(); MAX_IOV];
+        iov[..op.iov.len()].copy_from_slice(op.iov);
+        let gen = g.next_gen;
+        g.next_gen = g.next_gen.wrapping_add(1).max(1);
+        let cookie = self.alloc_send(
+            &mut g,
+            PendingSend {
+                peer: peer.clone(),
+                iov,
+                cnt: op.iov.len(),
+                len,
+                context: op.context,
+                flags: tx_flags(op.tagged),
+                completion,
+                gen,
+            },
+        );
+        r.op = op::RTS;
+        r.iov_cnt = op.iov.len().max(1) as u8;
+        r.cookie = cookie;
+        let pushed = peer.seg.msg_ring().push_with(|b| {
+            let mut e = Entry::new_unchecked(b);
+            r.emit(&mut e);
+            let p = e.payload_mut();
+            for (i, v) in op.iov.iter().enumerate() {
+                p[i * 16..i * 16 + 8].copy_from_slice(&(v.base as u64).to_le_bytes());
+                p[i * 16 + 8..i * 16 + 16].copy_from_slice(&(v.len as u64).to_le_bytes());
+            }
+            if op.iov.is_empty() {
+                p[..16].fill(0);
+            }
+        });
+        if pushed.is_err() {
+            self.take_send(&mut g, cookie);
+            return Err(self.ring_full(&peer));
+        }
+        peer.notify();
+        Ok(())
+    }
+
+    /// Pushes DATA entries of sends whose receiver cannot copy across processes.
+    fn run_pushes(&self, g: &mut Inner) {
+        let mut i = 0;
+        while i < g.pushes.len() {
+            let Push { slot, mut offset } = g.pushes[i];
+            let Some(s) = g.sends.get(slot as usize).and_then(|s| s.as_ref()) else {
+                g.pushes.remove(i);
+                continue;
+            };
+            let (peer, len, cookie) = (s.peer.clone(), s.len, (u64::from(s.gen) << 32) | u64::from(slot));
+            let iov = s.iov;
+            let cnt = s.cnt;
+            let mut pushed_any = false;
+            while offset < len {
+                let n = (len - offset).min(INLINE_MAX);
+                let r = Repr { op: op::DATA, len: n as u32, src: self.me.id(), total: offset as u64, cookie, ..Default::default() };
+                let ok = peer
+                    .seg
+                    .msg_ring()
+                    .push_with(|b| {
+                        let mut e = Entry::new_unchecked(b);
+                        r.emit(&mut e);
+                        // SAFETY: a pending send's iov stays valid until it completes.
+                        unsafe { copy_from_iov(&iov[..cnt], offset, &mut e.payload_mut()[..n]) };
+                    })
+                    .is_ok();
+                if !ok {
+                    break;
+                }
+                pushed_any = true;
+                offset += n;
+            }
+            if pushed_any {
+                peer.notify();
+            }
+            if offset >= len {
+                g.pushes.remove(i);
+            } else {
+                g.pushes[i].offset = offset;
+                i += 1;
+            }
+        }
+    }
+
+    // ---- receiving -------------------------------------------------
+
+    /// Copies a message into a receive and completes it (or starts the
+    /// cross-process copy / fallback). `off` is the multi-receive offset.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(&self, g: &mut Inner, iov: &[IoVec], off: usize, cap: usize, m: Meta, src: Src<'_>, context: usize, mut cq_flags: u64, completion: bool) {
+        let buf = iov.first().map_or(0, |v| v.base + off);
+        cq_flags |= rx_flags(&m);
+        let want = m.total.min(cap);
+        match src {
+            Src::Inline(bytes) => {
+                // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+                let n = unsafe { copy_to_iov(iov, off, &bytes[..want.min(bytes.len())]) };
+                self.rx_complete(g, context, cq_flags, &m, n, buf, completion);
+            }
+            Src::Bounce(idx) => {
+                let n = self.seg.with_bounce(idx, |b| {
+                    let w = want.min(b.len());
+                    // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+                    unsafe { copy_to_iov(iov, off, &b[..w]) }
+                });
+                self.seg.free_bounce(idx);
+                match n {
+                    Some(n) => self.rx_complete(g, context, cq_flags, &m, n, buf, completion),
+                    None => self.rx_error(g, context, cq_flags, errno::FI_EIO, m.tag),
+                }
+            }
+            Src::Rts { sender, cookie, iov: riov, cnt } => {
+                let remote: Vec<Range> = riov[..cnt as usize]
+                    .iter()
+                    .map(|&(a, l)| Range { base: a as usize, len: l as usize })
+                    .collect();
+                let local = clip(iov, off, want);
+                let res = if self.cfg.disable_cma {
+                    Err(std::io::Error::from_raw_os_error(libc_eperm()))
+                } else {
+                    // SAFETY: post_recv's caller keeps the receive iov writable until completion.
+                    unsafe { cma::read_from(ShmAddr::from_id(sender).pid, &local, &remote) }
+                };
+                match res {
+                    Ok(n) => {
+                        self.rx_complete(g, context, cq_flags, &m, n.min(want), buf, completion);
+                        self.send_ctrl(g, sender, Repr { op: op::ACK, src: self.me.id(), cookie, ..Default::default() });
+                    }
+                    Err(e) if matches!(e.raw_os_error(), Some(c) if c == libc_eperm() || c == libc_enosys()) => {
+                        if let Ok(p) = self.peer_by_id(g, sender) {
+                            p.cma_ok.store(false, Ordering::Relaxed);
+                        }
+                        let mut v = [IoVec::default(); MAX_IOV];
+                        v[..iov.len().min(MAX_IOV)].copy_from_slice(&iov[..iov.len().min(MAX_IOV)]);
+                        g.reasm.push(Reasm {
+                            sender,
+                            cookie,
+                            iov: v,
+                            cnt: iov.len().min(MAX_IOV),
+                            offset: off,
+                            cap,
+                            received: 0,
+                            meta: m,
+                            context,
+                            cq_flags,
+                            completion,
+                            buf,
+                        });
+                        self.send_ctrl(g, sender, Repr { op: op::NACK, src: self.me.id(), cookie, ..Default::default() });
+                    }
+                    Err(e) => {
+                        let code = match e.raw_os_error() {
+                            Some(c) if c == libc_efault() => errno::FI_EFAULT,
+                            _ => errno::FI_EIO,
+                        };
+                        tracing::debug!(error = %e, "shm: cross-process copy failed");
+                        self.rx_error(g, context, cq_flags, code, m.tag);
+                        self.send_ctrl(g, sender, Repr { op: op::ACK, src: self.me.id(), cookie, data: code as u64, ..Default::default() });
+                    }
+                }
+            }
+        }
+    }
+
+    /// A message arrived: match a posted receive or queue it as unexpected.
+    fn incoming(&self, g: &mut Inner, m: Meta, src: Src<'_>) {
+        let found = g.mq.find_posted(m.tagged, m.src_addr, m.tag);
+        let Some(i) = found else {
+            let payload = match src {
+                Src::Inline(b) => {
+                    let mut v = g.pool.pop().unwrap_or_default();
+                    v.clear();
+                    v.extend_from_slice(&b[..m.total.min(b.len())]);
+                    Payload::Inline(v)
+                }
+                Src::Bounce(idx) => Payload::Bounce(idx),
+                Src::Rts { sender, cookie, iov, cnt } => Payload::Rts { sender, cookie, iov, cnt },
+            };
+            g.unexpected += 1;
+            g.mq.push_unexpected(
+                m.tagged,
+                Unexpected {
+                    src: m.src_addr,
+                    tag: m.tag,
+                    data: m.data,
+                    flags: if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 },
+                    len: m.total,
+                    claimed: None,
+                    payload,
+                },
+            );
+            return;
+        };
+        let (recv, off, cap, extra) = self.claim_posted(g, m.tagged, i, m.total);
+        let completion = recv.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+        self.deliver(g, &recv.iov[..recv.iov_cnt], off, cap, m, src, recv.context, extra, completion);
+    }
+
+    /// Takes a posted receive for a message of `total` bytes: a plain receive
+    /// leaves the queue; a multi-receive buffer gives up space and leaves
+    /// once less than the minimum remains. Returns the receive, the offset
+    /// and room for this message, and extra completion flags.
+    fn claim_posted(&self, g: &mut Inner, tagged: bool, i: usize, total: usize) -> (PostedRecv, usize, usize, u64) {
+        let min = g.min_multi_recv;
+        let Some(r) = g.mq.posted_mut(tagged, i) else {
+            return (PostedRecv::default(), 0, 0, 0);
+        };
+        if r.flags & FI_MULTI_RECV == 0 {
+            let r = g.mq.take_posted(tagged, i).unwrap_or_default();
+            return (r, 0, r.len, 0);
+        }
+        let off = r.consumed;
+        let cap = r.len - off;
+        r.consumed += total.min(cap);
+        let left = r.len - r.consumed;
+        let copy = *r;
+        if left < min.max(1) {
+            g.mq.take_posted(tagged, i);
+            (copy, off, cap, FI_MULTI_RECV)
+        } else {
+            (copy, off, cap, 0)
+        }
+    }
+
+    fn handle(&self, g: &mut Inner, b: &mut [u8]) {
+        let e = Entry::new_unchecked(&*b);
+        let r = match Repr::parse(&e) {
+            Ok(r) => r,
+            Err(err) => {
+                tracing::warn!(error = %err, "shm: dropping a malformed ring entry");
+                return;
+            }
+        };
+        match r.op {
+            op::INLINE | op::BOUNCE | op::RTS => {
+                let src_addr = self.src_addr(g, r.src);
+                let m = Meta {
+                    tagged: r.flags & flag::TAGGED != 0,
+                    tag: r.tag,
+                    data: r.data,
+                    cq_data: r.flags & flag::CQ_DATA != 0,
+                    total: r.total as usize,
+                    src_addr,
+                };
+                match r.op {
+                    op::INLINE => self.incoming(g, m, Src::Inline(&e.payload()[..r.len as usize])),
+                    op::BOUNCE => {
+                        if self.seg.bounce(r.cookie).is_none() || m.total > self.cfg.bounce_size {
+                            tracing::warn!(index = r.cookie, "shm: dropping an entry naming an invalid bounce buffer");
+                            return;
+                        }
+                        self.incoming(g, m, Src::Bounce(r.cookie))
+                    }
+                    _ => self.incoming(g, m, Src::Rts { sender: r.src, cookie: r.cookie, iov: r.rts_iov(&e), cnt: r.iov_cnt }),
+                }
+            }
+            op::ACK => {
+                if let Some(s) = self.take_send(g, r.cookie) {
+                    if r.data == 0 {
+                        self.tx_complete(g, s.context, s.flags, s.completion);
+                    } else {
+                        self.tx_error(g, s.context, s.flags, status_code(r.data), 0);
+                    }
+                }
+            }
+            op::NACK => {
+                let idx = r.cookie as u32;
+                if g.sends.get(idx as usize).and_then(|s| s.as_ref()).is_some_and(|s| s.gen == (r.cookie >> 32) as u32) {
+                    g.pushes.push_back(Push { slot: idx, offset: 0 });
+                }
+            }
+            op::DATA => self.data_chunk(g, &r, &e.payload()[..r.len as usize]),
+            _ => {}
+        }
+    }
+
+    fn data_chunk(&self, g: &mut Inner, r: &Repr, bytes: &[u8]) {
+        let Some(i) = g.reasm.iter().position(|x| x.sender == r.src && x.cookie == r.cookie) else {
+            tracing::warn!("shm: DATA entry for no pending receive");
+            return;
+        };
+        let x = &mut g.reasm[i];
+        let at = r.total as usize;
+        if at < x.cap {
+            let n = bytes.len().min(x.cap - at);
+            // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+            unsafe { copy_to_iov(&x.iov[..x.cnt], x.offset + at, &bytes[..n]) };
+        }
+        x.received += bytes.len();
+        if x.received >= x.meta.total {
+            let x = g.reasm.swap_remove(i);
+            self.rx_complete(g, x.context, x.cq_flags, &x.meta, x.meta.total.min(x.cap), x.buf, x.completion);
+            self.send_ctrl(g, x.sender, Repr { op: op::ACK, src: self.me.id(), cookie: x.cookie, ..Default::default() });
+        }
+    }
+
+    fn poll_ring(&self, g: &mut Inner) {
+        let ring = self.seg.msg_ring();
+        for _ in 0..BUDGET {
+            if g.unexpected >= self.cfg.max_unexpected {
+                break;
+            }
+            if ring.pop_with(|b| self.handle(g, b)).is_none() {
+                break;
+            }
+        }
+    }
+
+    fn check_liveness(&self, g: &mut Inner) {
+        if g.sends.len() == g.free_sends.len() && g.reasm.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        if now.duration_since(g.last_check) < LIVENESS_PERIOD {
+            return;
+        }
+        g.last_check = now;
+        let dead: Vec<u64> = g
+            .sends
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().filter(|s| s.peer.dead()).map(|s| (u64::from(s.gen) << 32) | i as u64))
+            .collect();
+        for cookie in dead {
+            if let Some(s) = self.take_send(g, cookie) {
+                tracing::warn!(pid = s.peer.addr.pid, "shm: peer died with a send in flight");
+                self.tx_error(g, s.context, s.flags, errno::FI_EIO, 0);
+            }
+        }
+        let mut i = 0;
+        while i < g.reasm.len() {
+            let sender = g.reasm[i].sender;
+            let dead = self.peer_by_id(g, sender).map(|p| p.dead()).unwrap_or(true);
+            if dead {
+                let x = g.reasm.swap_remove(i);
+                self.rx_error(g, x.context, x.cq_flags, errno::FI_EIO, x.meta.tag);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn progress_locked(&self, g: &mut Inner) {
+        if !g.ctrl.is_empty() {
+            self.flush_ctrl(g);
+        }
+        if !g.pushes.is_empty() {
+            self.run_pushes(g);
+        }
+        self.poll_ring(g);
+        self.check_liveness(g);
+    }
+
+    /// Frees what an unexpected message holds without delivering it.
+    fn release(&self, g: &mut Inner, p: Payload) {
+        match p {
+            Payload::Inline(v) => {
+                if g.pool.len() < 256 {
+                    g.pool.push(v);
+                }
+            }
+            Payload::Bounce(idx) => self.seg.free_bounce(idx),
+            Payload::Rts { sender, cookie, .. } => {
+                self.send_ctrl(g, sender, Repr { op: op::ACK, src: self.me.id(), cookie, ..Default::default() })
+            }
+        }
+    }
+
+    fn take_unexpected(&self, g: &mut Inner, tagged: bool, i: usize) -> Option<Unexpected<Payload>> {
+        let u = g.mq.take_unexpected(tagged, i)?;
+        g.unexpected = g.unexpected.saturating_sub(1);
+        Some(u)
+    }
+
+    /// Delivers an unexpected message into a receive.
+    fn deliver_unexpected(&self, g: &mut Inner, u: Unexpected<Payload>, tagged: bool, recv: &RecvOp<'_>, completion: bool) {
+        let m = Meta {
+            tagged,
+            tag: u.tag,
+            data: u.data,
+            cq_data: u.flags & FI_REMOTE_CQ_DATA != 0,
+            total: u.len,
+            src_addr: u.src,
+        };
+        let cap = iov_len(recv.iov);
+        let extra = if recv.flags & FI_MULTI_RECV != 0 { FI_MULTI_RECV } else { 0 };
+        match u.payload {
+            Payload::Inline(v) => {
+                self.deliver(g, recv.iov, 0, cap, m, Src::Inline(&v), recv.context, extra, completion);
+                if g.pool.len() < 256 {
+                    g.pool.push(v);
+                }
+            }
+            Payload::Bounce(idx) => self.deliver(g, recv.iov, 0, cap, m, Src::Bounce(idx), recv.context, extra, completion),
+            Payload::Rts { sender, cookie, iov, cnt } => {
+                self.deliver(g, recv.iov, 0, cap, m, Src::Rts { sender, cookie, iov, cnt }, recv.context, extra, completion)
+            }
+        }
+    }
+
+    fn recv_inner(&self, op: &RecvOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(errno::FI_EOPBADSTATE, "shm: receive on an endpoint that is not enabled"));
+        }
+        if op.iov.len() > IOV_LIMIT {
+            return Err(Error::inval(format!("shm: {} iov entries exceed the limit of {IOV_LIMIT}", op.iov.len())));
+        }
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if self.caps & need == 0 {
+            return Err(Error::new(errno::FI_EOPNOTSUPP, "shm: the endpoint was opened without this capability"));
+        }
+        if op.flags & FI_MULTI_RECV != 0 && (op.iov.len() != 1 || op.tagged) {
+            return Err(Error::inval("shm: FI_MULTI_RECV takes one untagged buffer"));
+        }
+        if op.src != FI_ADDR_UNSPEC && self.caps & FI_DIRECTED_RECV == 0 {
+            // Without FI_DIRECTED_RECV the source is ignored, as libfabric does.
+        }
+        let tagged = op.tagged;
+        let ignore = if tagged { op.ignore } else { u64::MAX };
+        let mut g = self.lock();
+        let src = if self.caps & FI_DIRECTED_RECV != 0 { op.src } else { FI_ADDR_UNSPEC };
+        let completion = op.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+        let peek = op.flags & FI_PEEK != 0;
+        let claim = op.flags & FI_CLAIM != 0;
+        let discard = op.flags & FI_DISCARD != 0;
+        if (peek || claim || discard) && !tagged {
+            return Err(Error::new(errno::FI_EBADFLAGS, "shm: FI_PEEK / FI_CLAIM / FI_DISCARD apply to tagged receives"));
+        }
+        if peek {
+            self.progress_locked(&mut g);
+            let Some(i) = g.mq.find_unexpected(true, src, op.tag, ignore) else {
+                self.rx_error(&g, op.context, FI_RECV | FI_TAGGED, errno::FI_ENOMSG, op.tag);
+                return Ok(());
+            };
+            let (len, tag, data, fl) = {
+                let u = g.mq.unexpected_mut(true, i).expect("index from find");
+                (u.len, u.tag, u.data, u.flags)
+            };
+            let src_addr = g.mq.unexpected_mut(true, i).map_or(FI_ADDR_NOTAVAIL, |u| u.src);
+            if discard {
+                if let Some(u) = self.take_unexpected(&mut g, true, i) {
+                    self.release(&mut g, u.payload);
+                }
+            } else if claim {
+                if let Some(u) = g.mq.unexpected_mut(true, i) {
+                    u.claimed = Some(op.context);
+                }
+            }
+            if let Some(cq) = &g.b.rx_cq {
+                cq.push(
+                    CqTaggedEntry { op_context: op.context, flags: FI_RECV | FI_TAGGED | (fl & FI_REMOTE_CQ_DATA), len, buf: 0, data, tag },
+                    src_addr,
+                );
+            }
+            return Ok(());
+        }
+        if claim {
+            let i = g
+                .mq
+                .find_claimed(true, op.context)
+                .ok_or_else(|| Error::inval("shm: FI_CLAIM names a context that claimed no message"))?;
+            let u = self.take_unexpected(&mut g, true, i).expect("index from find");
+            if discard {
+                let (tag, src_addr) = (u.tag, u.src);
+                self.release(&mut g, u.payload);
+                if let Some(cq) = &g.b.rx_cq {
+                    cq.push(CqTaggedEntry { op_context: op.context, flags: FI_RECV | FI_TAGGED, tag, ..Default::default() }, src_addr);
+                }
+            } else {
+                self.deliver_unexpected(&mut g, u, true, op, completion);
+            }
+            return Ok(());
+        }
+        // Pick up what already arrived so ordering holds against the unexpected queue.
+        self.poll_ring(&mut g);
+        if op.flags & FI_MULTI_RECV != 0 {
+            // Fill the multi-receive buffer from unexpected messages first.
+            let mut posted = PostedRecv {
+                iov: [IoVec::default(); MAX_IOV],
+                iov_cnt: 1,
+                len: iov_len(op.iov),
+                src,
+                tag: 0,
+                ignore: 0,
+                context: op.context,
+                flags: op.flags,
+                consumed: 0,
+            };
+            posted.iov[0] = op.iov[0];
+            let min = g.min_multi_recv.max(1);
+            while let Some(i) = g.mq.find_unexpected(false, src, 0, u64::MAX) {
+                let u = self.take_unexpected(&mut g, false, i).expect("index from find");
+                let off = posted.consumed;
+                let cap = posted.len - off;
+                posted.consumed += u.len.min(cap);
+                let done = posted.len - posted.consumed < min;
+                let m = Meta { tagged: false, tag: 0, data: u.data, cq_data: u.flags & FI_REMOTE_CQ_DATA != 0, total: u.len, src_addr: u.src };
+                let extra = if done { FI_MULTI_RECV } else { 0 };
+                let iov = [posted.iov[0]];
+                match u.payload {
+                    Payload::Inline(v) => {
+                        self.deliver(&mut g, &iov, off, cap, m, Src::Inline(&v), op.context, extra, completion);
+                        g.pool.push(v);
+                    }
+                    Payload::Bounce(idx) => self.deliver(&mut g, &iov, off, cap, m, Src::Bounce(idx), op.context, extra, completion),
+                    Payload::Rts { sender, cookie, iov: r, cnt } => {
+                        self.deliver(&mut g, &iov, off, cap, m, Src::Rts { sender, cookie, iov: r, cnt }, op.context, extra, completion)
+                    }
+                }
+                if done {
+                    return Ok(());
+                }
+            }
+            g.mq.post(false, posted);
+            return Ok(());
+        }
+        if let Some(i) = g.mq.find_unexpected(tagged, src, op.tag, ignore) {
+            let u = self.take_unexpected(&mut g, tagged, i).expect("index from find");
+            self.deliver_unexpected(&mut g, u, tagged, op, completion);
+            return Ok(());
+        }
+        let mut posted = PostedRecv {
+            iov: [IoVec::default(); MAX_IOV],
+            iov_cnt: op.iov.len(),
+            len: iov_len(op.iov),
+            src,
+            tag: op.tag,
+            ignore: if tagged { op.ignore } else { 0 },
+            context: op.context,
+            flags: op.flags | if completion { FI_COMPLETION } else { 0 },
+            consumed: 0,
+        };
+        posted.iov[..op.iov.len()].copy_from_slice(op.iov);
+        g.mq.post(tagged, posted);
+        Ok(())
+    }
+}
+
+fn clip(iov: &[IoVec], mut off: usize, mut want: usize) -> Vec<Range> {
+    let mut out = Vec::with_capacity(iov.len());
+    for v in iov {
+        if want == 0 {
+            break;
+        }
+        if off >= v.len {
+            off -= v.len;
+            continue;
+        }
+        let n = (v.len - off).min(want);
+        out.push(Range { base: v.base + off, len: n });
+        want -= n;
+        off = 0;
+    }
+    out
+}
+
+fn libc_eperm() -> i32 {
+    1
+}
+fn libc_enosys() -> i32 {
+    38
+}
+fn libc_efault() -> i32 {
+    14
+}
+
+impl Progress for ShmEndpoint {
+    #[inline]
+    fn progress(&self) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        // Another thread already progressing this endpoint is as good as us.
+        let Ok(mut g) = self.inner.try_lock() else { return };
+        self.progress_locked(&mut g);
+    }
+    fn arm(&self) -> bool {
+        let h = self.seg.header();
+        h.sleeping.fetch_add(1, Ordering::SeqCst);
+        // SYNC POINT: pairs with Peer::notify's fence (Dekker).
+        fence(Ordering::SeqCst);
+        if self.seg.msg_ring().ready() {
+            return false;
+        }
+        let g = self.lock();
+        g.ctrl.is_empty() && g.pushes.is_empty()
+    }
+    fn disarm(&self) {
+        self.seg.header().sleeping.fetch_sub(1, Ordering::SeqCst);
+        self.bell.drain();
+    }
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.bell.fd())
+    }
+}
+
+impl EndpointOps for ShmEndpoint {
+    fn enable(&self, b: EpBindings) -> Result<()> {
+        let mut g = self.lock();
+        g.need_src = self.caps & (FI_SOURCE | FI_DIRECTED_RECV) != 0;
+        g.b = b;
+        drop(g);
+        self.enabled.store(true, Ordering::Release);
+        Ok(())
+    }
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(self.me.to_bytes())
+    }
+    unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
+        self.send_inner(op)
+    }
+    unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
+        self.recv_inner(op)
+    }
+    fn cancel(&self, context: usize) -> Result<()> {
+        let mut g = self.lock();
+        match g.mq.cancel(context) {
+            Some((tagged, r)) => {
+                let fl = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG } | (r.flags & FI_MULTI_RECV);
+                self.rx_error(&g, context, fl, errno::FI_ECANCELED, r.tag);
+                Ok(())
+            }
+            None => Err(Error::new(errno::FI_ENOENT, "shm: no posted receive has this context")),
+        }
+    }
+    fn setopt(&self, name: i32, value: usize) -> Result<()> {
+        match name {
+            opt::FI_OPT_MIN_MULTI_RECV => {
+                self.lock().min_multi_recv = value;
+                Ok(())
+            }
+            _ => Err(Error::new(errno::FI_ENOPROTOOPT, format!("shm: option {name} is not supported"))),
+        }
+    }
+    fn getopt(&self, name: i32) -> Result<usize> {
+        match name {
+            opt::FI_OPT_MIN_MULTI_RECV => Ok(self.lock().min_multi_recv),
+            _ => Err(Error::new(errno::FI_ENOPROTOOPT, format!("shm: option {name} is not supported"))),
+        }
+    }
+    fn shutdown(&self) {
+        self.enabled.store(false, Ordering::Release);
+        let mut g = self.lock();
+        let (_, unexp) = g.mq.drain_all();
+        for u in unexp {
+            self.release(&mut g, u.payload);
+        }
+        self.flush_ctrl(&mut g);
+        g.peers.clear();
+        g.by_id.clear();
+        g.sends.clear();
+        g.b = EpBindings::default();
+    }
+}

@@ -1,0 +1,197 @@
+//! The shm provider: reliable-datagram endpoints between processes of one
+//! node, over lock-free rings in a shared-memory segment per endpoint.
+//!
+//! Small messages travel inline in ring entries, medium ones through bounce
+//! buffers in the receiver's segment, large ones by a single cross-process
+//! copy (process_vm_readv) that falls back to pushing the data through the
+//! ring when the kernel refuses it.
+
+#![deny(unsafe_code)]
+
+pub mod addr;
+mod domain;
+mod ep;
+mod fabric;
+mod peer;
+
+use ofi_core::config::Tunable;
+use ofi_core::consts::*;
+use ofi_core::error::Result;
+use ofi_core::info::*;
+use ofi_core::provider::{FabricOps, GetinfoRequest, Provider};
+use std::sync::Arc;
+
+/// Provider name.
+pub const NAME: &str = "shm";
+/// Provider version.
+pub const VERSION: u32 = fi_version(1, 0);
+/// Largest FI_INJECT send.
+pub const INJECT_SIZE: usize = 4096;
+/// Most iov entries per operation.
+pub const IOV_LIMIT: usize = 4;
+
+/// Settings read from the FI_SHM_* tunables.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Message ring slots.
+    pub ring_slots: usize,
+    /// Bounce buffers per endpoint.
+    pub bounce_bufs: usize,
+    /// Bytes per bounce buffer; messages up to this size use one.
+    pub bounce_size: usize,
+    /// Never use cross-process copies (always push data through the ring).
+    pub disable_cma: bool,
+    /// Unexpected messages held before the ring is left to fill.
+    pub max_unexpected: usize,
+}
+
+fn tunables() -> Vec<Tunable> {
+    vec![
+        Tunable::size(NAME, "ring_slots", 256, "Inbound ring entries per endpoint (power of two); each holds up to 4 KiB inline"),
+        Tunable::size(NAME, "bounce_bufs", 64, "Bounce buffers per endpoint for medium messages (power of two)"),
+        Tunable::size(NAME, "bounce_size", 32768, "Bytes per bounce buffer; larger messages use a single cross-process copy"),
+        Tunable::boolean(NAME, "disable_cma", false, "Do not use process_vm_readv; push large messages through the ring"),
+        Tunable::size(NAME, "max_unexpected", 4096, "Unexpected messages buffered before senders see backpressure"),
+    ]
+}
+
+impl Config {
+    /// Reads the tunables; a malformed value is an error naming the variable.
+    pub fn from_env() -> Result<Config> {
+        let t = tunables();
+        let get = |n: &str| t.iter().find(|x| x.name == n).expect("declared tunable");
+        let c = Config {
+            ring_slots: get("ring_slots").get_size()?,
+            bounce_bufs: get("bounce_bufs").get_size()?,
+            bounce_size: get("bounce_size").get_size()?,
+            disable_cma: get("disable_cma").get_bool()?,
+            max_unexpected: get("max_unexpected").get_size()?.max(1),
+        };
+        let bad = |m: String| Err(ofi_core::Error::inval(m));
+        if !c.ring_slots.is_power_of_two() || !(2..=65536).contains(&c.ring_slots) {
+            return bad(format!("FI_SHM_RING_SLOTS={} must be a power of two in 2..=65536", c.ring_slots));
+        }
+        if !c.bounce_bufs.is_power_of_two() || c.bounce_bufs > 65536 {
+            return bad(format!("FI_SHM_BOUNCE_BUFS={} must be a power of two up to 65536", c.bounce_bufs));
+        }
+        if c.bounce_size < INJECT_SIZE || c.bounce_size % 4096 != 0 || c.bounce_size > 16 << 20 {
+            return bad(format!("FI_SHM_BOUNCE_SIZE={} must be a multiple of 4096 in 4096..=16MiB", c.bounce_size));
+        }
+        Ok(c)
+    }
+}
+
+/// The shm provider.
+#[derive(Debug, Default)]
+pub struct ShmProvider;
+
+impl ShmProvider {
+    /// A new provider instance.
+    pub fn new() -> Self {
+        ShmProvider
+    }
+}
+
+/// The offer shm makes.
+pub fn offer() -> Info {
+    let caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_LOCAL_COMM;
+    Info {
+        caps,
+        mode: 0,
+        addr_format: addr_format::FI_ADDR_STR,
+        src_addr: None,
+        dest_addr: None,
+        tx_attr: TxAttr {
+            caps: FI_MSG | FI_TAGGED | FI_SEND,
+            mode: 0,
+            op_flags: 0,
+            msg_order: order::FI_ORDER_SAS,
+            comp_order: order::FI_ORDER_NONE,
+            inject_size: INJECT_SIZE,
+            size: 1024,
+            iov_limit: IOV_LIMIT,
+            rma_iov_limit: 0,
+            tclass: 0,
+        },
+        rx_attr: RxAttr {
+            caps: FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV,
+            mode: 0,
+            op_flags: 0,
+            msg_order: order::FI_ORDER_SAS,
+            comp_order: order::FI_ORDER_NONE,
+            total_buffered_recv: 0,
+            size: 1024,
+            iov_limit: IOV_LIMIT,
+        },
+        ep_attr: EpAttr {
+            ep_type: ep_type::FI_EP_RDM,
+            protocol: protocol::FI_PROTO_SHM,
+            protocol_version: 1,
+            max_msg_size: usize::MAX,
+            mem_tag_format: 0xaaaa_aaaa_aaaa_aaaa,
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            ..Default::default()
+        },
+        domain_attr: DomainAttr {
+            name: Some(NAME.into()),
+            threading: threading::FI_THREAD_SAFE,
+            control_progress: progress::FI_PROGRESS_AUTO,
+            data_progress: progress::FI_PROGRESS_MANUAL,
+            resource_mgmt: resource_mgmt::FI_RM_ENABLED,
+            av_type: av_type::FI_AV_UNSPEC,
+            mr_mode: 0,
+            mr_key_size: 8,
+            cq_data_size: 8,
+            cq_cnt: 1024,
+            ep_cnt: 256,
+            tx_ctx_cnt: 1024,
+            rx_ctx_cnt: 1024,
+            max_ep_tx_ctx: 1,
+            max_ep_rx_ctx: 1,
+            cntr_cnt: 1024,
+            mr_iov_limit: IOV_LIMIT,
+            caps: FI_LOCAL_COMM,
+            mr_cnt: 65536,
+            ..Default::default()
+        },
+        fabric_attr: FabricAttr {
+            name: Some(NAME.into()),
+            prov_name: Some(NAME.into()),
+            prov_version: VERSION,
+            api_version: FI_VERSION_CURRENT,
+        },
+    }
+}
+
+impl Provider for ShmProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn version(&self) -> u32 {
+        VERSION
+    }
+    fn getinfo(&self, req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
+        Config::from_env()?;
+        let mut o = offer();
+        o.fabric_attr.api_version = req.version;
+        Ok(vec![o])
+    }
+    fn fabric(&self, _attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {
+        Ok(Arc::new(fabric::ShmFabric::new(Config::from_env()?)))
+    }
+    fn tunables(&self) -> Vec<Tunable> {
+        tunables()
+    }
+}
+
+/// Registers shm with the core (idempotent).
+pub fn register() -> Result<()> {
+    if ofi_core::registry::is_registered(NAME) {
+        return Ok(());
+    }
+    match ofi_core::registry::register(Arc::new(ShmProvider), 100) {
+        Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
+        r => r,
+    }
+}

@@ -1,0 +1,64 @@
+//! Peers: another endpoint's mapped segment, its doorbell and its liveness.
+
+use crate::addr::ShmAddr;
+use ofi_core::error::{errno, Error, Result};
+use ofi_shm::doorbell::Bell;
+use ofi_shm::proc::{self, Watch};
+use ofi_shm::segment::{bell_path, segment_path, Segment};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// A mapped peer endpoint.
+pub struct Peer {
+    /// Its address.
+    pub addr: ShmAddr,
+    /// Its segment.
+    pub seg: Segment,
+    bell: OnceLock<Option<Bell>>,
+    watch: Watch,
+    /// False once the peer refused a cross-process copy (EPERM).
+    pub cma_ok: AtomicBool,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer").field("addr", &self.addr).finish()
+    }
+}
+
+impl Peer {
+    /// Maps a peer's segment; a missing or dead peer is `FI_EHOSTUNREACH`.
+    pub fn open(addr: ShmAddr) -> Result<Peer> {
+        let uid = proc::uid();
+        let path = segment_path(uid, addr.pid, addr.idx);
+        let seg = Segment::open(&path, addr.pid).map_err(|e| {
+            Error::new(errno::FI_EHOSTUNREACH, format!("shm peer {}.{} is not reachable: {e}", addr.pid, addr.idx))
+        })?;
+        let watch = Watch::new(addr.pid, seg.header().start_time);
+        if watch.dead() {
+            return Err(Error::new(errno::FI_EHOSTUNREACH, format!("shm peer {}.{} has exited", addr.pid, addr.idx)));
+        }
+        Ok(Peer { addr, seg, bell: OnceLock::new(), watch, cma_ok: AtomicBool::new(true) })
+    }
+
+    /// Wakes the peer if it sleeps. Call after publishing an entry.
+    #[inline]
+    pub fn notify(&self) {
+        // SYNC POINT: pairs with the owner's fence after setting `sleeping`
+        // (Dekker): either it sees our entry, or we see it asleep.
+        fence(Ordering::SeqCst);
+        if self.seg.header().sleeping.load(Ordering::Relaxed) != 0 {
+            let bell = self.bell.get_or_init(|| {
+                Bell::open_peer(&bell_path(proc::uid(), self.addr.pid, self.addr.idx)).ok()
+            });
+            if let Some(b) = bell {
+                b.ring();
+            }
+        }
+    }
+
+    /// True once the peer's process has exited.
+    pub fn dead(&self) -> bool {
+        self.watch.dead()
+    }
+}
