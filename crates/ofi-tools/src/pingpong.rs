@@ -168,6 +168,8 @@ struct Ctx {
     tagged: bool,
     inject: usize,
     block: bool,
+    /// Completions read ahead of the wait that wants them: (rx, tx).
+    banked: std::cell::Cell<(usize, usize)>,
     _av: ofi::AddressVector,
     _domain: ofi::Domain,
     _fabric: ofi::Fabric,
@@ -227,6 +229,11 @@ impl Ctx {
     /// Waits until the completions wanted have arrived.
     fn wait(&self, mut rx: usize, mut tx: usize) -> ofi::Result<()> {
         let mut ents = [CqEntry::default(); 8];
+        let (mut brx, mut btx) = self.banked.get();
+        let take = brx.min(rx);
+        (brx, rx) = (brx - take, rx - take);
+        let take = btx.min(tx);
+        (btx, tx) = (btx - take, tx - take);
         while rx + tx > 0 {
             let r = if self.block {
                 self.cq.sread(&mut ents, Some(Duration::from_secs(30)))
@@ -237,8 +244,10 @@ impl Ctx {
                 Ok(n) => {
                     for e in &ents[..n] {
                         match e.op_context {
-                            RX_CTX => rx = rx.saturating_sub(1),
-                            TX_CTX => tx = tx.saturating_sub(1),
+                            RX_CTX if rx > 0 => rx -= 1,
+                            RX_CTX => brx += 1,
+                            TX_CTX if tx > 0 => tx -= 1,
+                            TX_CTX => btx += 1,
                             _ => {}
                         }
                     }
@@ -251,6 +260,7 @@ impl Ctx {
                 Err(e) => return Err(e),
             }
         }
+        self.banked.set((brx, btx));
         Ok(())
     }
 }
@@ -415,6 +425,7 @@ fn session(a: &Args) -> Result<(), String> {
         tagged,
         inject: info.tx_attr.inject_size,
         block: a.has("block"),
+        banked: std::cell::Cell::new((0, 0)),
         _av: av,
         _domain: domain,
         _fabric: fabric,

@@ -19,7 +19,7 @@
 //! println!("{}", offers[0].provider());
 //! ```
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod safe;
 

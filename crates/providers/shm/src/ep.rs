@@ -706,6 +706,7 @@ impl ShmEndpoint {
                 return;
             }
         };
+        tracing::trace!(op = r.op, len = r.len, total = r.total, cookie = r.cookie, "shm: entry");
         match r.op {
             op::INLINE | op::BOUNCE | op::RTS => {
                 let src_addr = self.src_addr(g, r.src);

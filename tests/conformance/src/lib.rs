@@ -1,0 +1,1 @@
+//! Conformance suite helpers (filled in by the suite).
