@@ -70,7 +70,7 @@ pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
 
 /// Exports a provider constructor as the versioned external entry point.
 ///
-/// ```ignore
+/// ```text
 /// ofi_core::export_provider!(MyProvider::new);
 /// ```
 #[macro_export]
