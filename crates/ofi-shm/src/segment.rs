@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// Magic at the start of every segment.
 pub const MAGIC: u64 = 0x6f66_695f_7368_6d31; // "ofi_shm1"
 /// Layout version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const READY: u32 = 0x5245_4459;
 /// Directory segments live in.
 pub const SHM_DIR: &str = "/dev/shm";
@@ -67,6 +67,36 @@ const MSG_RING_OFF: usize = 256;
 const FREE_RING_OFF: usize = 512;
 const SLOTS_OFF: usize = 4096;
 const FREE_SLOT_SIZE: usize = 16;
+/// Cooperative transfer descriptors per segment.
+pub const XFER_DESCS: usize = 16;
+
+/// A cooperative large-message copy: the receiver publishes its buffer
+/// ranges, and both processes claim chunks and copy them across (the
+/// receiver reading, the sender writing) until all are done. Lives in the
+/// receiver's segment; every field is atomic.
+#[repr(C)]
+pub struct XferDesc {
+    /// `generation << 32 | next chunk`: claims are CAS'd against the
+    /// generation the sender was told, so a stale claim fails.
+    pub claim: AtomicU64,
+    /// Chunks finished (by either side).
+    pub done: AtomicU64,
+    /// First error number a copier met, 0 when none.
+    pub failed: AtomicU64,
+    /// Number of chunks.
+    pub nchunks: AtomicU64,
+    /// Bytes per chunk.
+    pub chunk: AtomicU64,
+    /// Bytes to copy.
+    pub total: AtomicU64,
+    /// Receiver ranges in use.
+    pub recv_cnt: AtomicU64,
+    _pad: AtomicU64,
+    /// Receiver buffer ranges (address, length) in the receiver's address space.
+    pub recv_iov: [[AtomicU64; 2]; 4],
+}
+
+const _: () = assert!(std::mem::size_of::<XferDesc>() == 128);
 
 /// Sizes of a segment's parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,8 +132,11 @@ impl Geometry {
     fn free_slots_off(&self) -> usize {
         SLOTS_OFF + self.ring_slots * self.slot_size
     }
+    fn xfer_off(&self) -> usize {
+        (self.free_slots_off() + self.pool_bufs * FREE_SLOT_SIZE).next_multiple_of(128)
+    }
     fn pool_off(&self) -> usize {
-        (self.free_slots_off() + self.pool_bufs * FREE_SLOT_SIZE).next_multiple_of(4096)
+        (self.xfer_off() + XFER_DESCS * std::mem::size_of::<XferDesc>()).next_multiple_of(4096)
     }
     /// Total bytes of a segment with these sizes.
     pub fn total(&self) -> usize {
@@ -333,6 +366,16 @@ impl Segment {
         // time touches it (a misbehaving peer can scribble on bytes, never
         // outside the mapping).
         Some(f(unsafe { std::slice::from_raw_parts_mut(p, len) }))
+    }
+
+    /// A cooperative transfer descriptor, or None for an out-of-range index.
+    pub fn xfer(&self, idx: u64) -> Option<&XferDesc> {
+        if idx >= XFER_DESCS as u64 {
+            return None;
+        }
+        // SAFETY: idx < XFER_DESCS, so the descriptor lies inside the mapping
+        // (validated geometry); it is 128-aligned and all-atomic.
+        Some(unsafe { &*(self.base.add(self.geo.xfer_off() + idx as usize * 128) as *const XferDesc) })
     }
 
     /// The file's path.

@@ -4,10 +4,10 @@
 //! ```text
 //!  0  op u8 | 1 flags u8 | 2 iov_cnt u8 | 3 reserved u8 | 4 len u32
 //!  8  src u64      sender endpoint id (pid << 32 | index)
-//! 16  tag u64      tag (tagged) / bounce index (BOUNCE)
-//! 24  data u64     remote CQ data / ACK status
+//! 16  tag u64      tag (tagged) / descriptor index (CTS)
+//! 24  data u64     remote CQ data / ACK status / descriptor generation (CTS)
 //! 32  total u64    message length / DATA offset
-//! 40  cookie u64   sender's operation id (RTS, ACK, NACK, DATA)
+//! 40  cookie u64   sender's operation id (RTS, ACK, NACK, DATA, CTS) / bounce index (BOUNCE)
 //! 48  payload      inline bytes, or iov_cnt × (addr u64, len u64) for RTS
 //! ```
 
@@ -22,7 +22,7 @@ pub const MAX_RTS_IOV: usize = 4;
 pub mod op {
     /// A whole message inline in the entry.
     pub const INLINE: u8 = 1;
-    /// A message in a bounce buffer of the receiver's segment (`tag` field: index).
+    /// A message in a bounce buffer of the receiver's segment (`cookie`: index).
     pub const BOUNCE: u8 = 2;
     /// Request to send: the receiver copies from the sender's iov list.
     pub const RTS: u8 = 3;
@@ -32,8 +32,11 @@ pub mod op {
     pub const NACK: u8 = 5;
     /// A chunk of an RTS message pushed inline (`total`: offset).
     pub const DATA: u8 = 6;
+    /// Clear to send: help copy an RTS message through transfer descriptor
+    /// `tag` of generation `data` in the receiver's segment.
+    pub const CTS: u8 = 7;
     /// Highest known opcode.
-    pub const MAX: u8 = 6;
+    pub const MAX: u8 = 7;
 }
 
 /// Flag bits.

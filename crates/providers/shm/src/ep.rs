@@ -20,7 +20,7 @@ use ofi_core::util::matching::{MatchQueues, PostedRecv, Unexpected, MAX_IOV};
 use ofi_shm::cma::{self, Range};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc;
-use ofi_shm::segment::{bell_path, reclaim_stale, segment_path, Geometry, Segment};
+use ofi_shm::segment::{bell_path, reclaim_stale, segment_path, Geometry, Segment, XferDesc, XFER_DESCS};
 use ofi_wire::shm::{flag, op, Entry, Repr, HDR_LEN, MAX_RTS_IOV};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -122,6 +122,8 @@ struct Inner {
     pool: Vec<Vec<u8>>,
     min_multi_recv: usize,
     last_check: Instant,
+    xfer_free: Vec<u32>,
+    xfer_gen: u32,
 }
 
 /// An shm RDM endpoint.
@@ -202,6 +204,8 @@ impl ShmEndpoint {
                 pool: Vec::new(),
                 min_multi_recv: 0,
                 last_check: Instant::now(),
+                xfer_free: (0..XFER_DESCS as u32).rev().collect(),
+                xfer_gen: 0,
             }),
             cfg,
             enabled: AtomicBool::new(false),
@@ -590,6 +594,18 @@ impl ShmEndpoint {
                     .map(|&(a, l)| Range { base: a as usize, len: l as usize })
                     .collect();
                 let local = clip(iov, off, want);
+                let coop = !self.cfg.disable_cma && self.cfg.coop_threshold > 0 && want >= self.cfg.coop_threshold;
+                if coop {
+                    if let Some(res) = self.coop_read(g, sender, cookie, &local, &remote, want) {
+                        match res {
+                            Ok(n) => self.rx_complete(g, context, cq_flags, &m, n, buf, completion),
+                            Err(code) => self.rx_error(g, context, cq_flags, code, m.tag),
+                        }
+                        let status = res.err().map_or(0, |c| c as u64);
+                        self.send_ctrl(g, sender, Repr { op: op::ACK, src: self.me.id(), cookie, data: status, ..Default::default() });
+                        return;
+                    }
+                }
                 let res = if self.cfg.disable_cma {
                     Err(std::io::Error::from_raw_os_error(libc_eperm()))
                 } else {
@@ -634,6 +650,114 @@ impl ShmEndpoint {
                     }
                 }
             }
+        }
+    }
+
+    /// Copies a large message with the sender's help: chunk 0 first (which
+    /// proves the kernel allows it), then a CTS invites the sender to claim
+    /// chunks and write them while this side reads the others. None when a
+    /// cooperative copy could not start (no descriptor, copies refused).
+    fn coop_read(&self, g: &mut Inner, sender: u64, cookie: u64, local: &[Range], remote: &[Range], want: usize) -> Option<std::result::Result<usize, i32>> {
+        let pid = ShmAddr::from_id(sender).pid;
+        let chunk = (want / 8).clamp(32 << 10, self.cfg.coop_chunk.max(32 << 10)).next_multiple_of(4096);
+        let n = want.div_ceil(chunk) as u64;
+        let peer = self.peer_by_id(g, sender).ok()?;
+        // Until a copy from this peer has worked, do chunk 0 alone first: a
+        // refusal then falls back cleanly, before the sender is involved.
+        let first = if peer.cma_proven.load(Ordering::Relaxed) {
+            0
+        } else {
+            if let Err(e) = copy_chunk(pid, local, remote, 0, chunk, want, false) {
+                return match e.raw_os_error() {
+                    Some(c) if c == libc_eperm() || c == libc_enosys() => None,
+                    _ => Some(Err(errno::FI_EIO)),
+                };
+            }
+            peer.cma_proven.store(true, Ordering::Relaxed);
+            1
+        };
+        if n == first {
+            return Some(Ok(want));
+        }
+        let di = g.xfer_free.pop()?;
+        let d = self.seg.xfer(u64::from(di))?;
+        g.xfer_gen = g.xfer_gen.wrapping_add(1).max(1);
+        let gen = u64::from(g.xfer_gen);
+        d.total.store(want as u64, Ordering::Relaxed);
+        d.chunk.store(chunk as u64, Ordering::Relaxed);
+        d.nchunks.store(n, Ordering::Relaxed);
+        d.done.store(first, Ordering::Relaxed);
+        d.failed.store(0, Ordering::Relaxed);
+        d.recv_cnt.store(local.len() as u64, Ordering::Relaxed);
+        for (slot, r) in d.recv_iov.iter().zip(local) {
+            slot[0].store(r.base as u64, Ordering::Relaxed);
+            slot[1].store(r.len as u64, Ordering::Relaxed);
+        }
+        // SYNC POINT: publishes the descriptor to the sender's acquire of `claim`.
+        d.claim.store((gen << 32) | first, Ordering::Release);
+        self.send_ctrl(g, sender, Repr { op: op::CTS, src: self.me.id(), cookie, tag: u64::from(di), data: gen, ..Default::default() });
+        while let Some(c) = claim(d, gen, n) {
+            if let Err(e) = copy_chunk(pid, local, remote, c as usize, chunk, want, false) {
+                let _ = d.failed.compare_exchange(0, e.raw_os_error().unwrap_or(5) as u64, Ordering::AcqRel, Ordering::Relaxed);
+            }
+            d.done.fetch_add(1, Ordering::AcqRel);
+        }
+        // Wait for the chunks the sender claimed; it is copying them now.
+        let start = Instant::now();
+        let mut last = start;
+        // SYNC POINT: acquires the sender's release of `done` (its copies are visible).
+        while d.done.load(Ordering::Acquire) < n {
+            std::hint::spin_loop();
+            let now = Instant::now();
+            if now.duration_since(last) > Duration::from_millis(5) {
+                last = now;
+                let dead = self.peer_by_id(g, sender).map(|p| p.dead()).unwrap_or(true);
+                if dead || now.duration_since(start) > Duration::from_secs(30) {
+                    let _ = d.failed.compare_exchange(0, errno::FI_EIO as u64, Ordering::AcqRel, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+        // Retire the generation so no stale claim can succeed, then reuse.
+        d.claim.store(0, Ordering::Release);
+        g.xfer_free.push(di);
+        match d.failed.load(Ordering::Acquire) {
+            0 => Some(Ok(want)),
+            14 => Some(Err(errno::FI_EFAULT)),
+            _ => Some(Err(errno::FI_EIO)),
+        }
+    }
+
+    /// The sender's half of a cooperative copy: claim chunks and write them
+    /// into the receiver's buffer until none are left.
+    fn coop_write(&self, g: &mut Inner, r: &Repr) {
+        let idx = r.cookie as u32;
+        let Some(s) = g.sends.get(idx as usize).and_then(|s| s.as_ref()).filter(|s| s.gen == (r.cookie >> 32) as u32) else {
+            return;
+        };
+        let Some(d) = s.peer.seg.xfer(r.tag) else {
+            tracing::warn!(index = r.tag, "shm: CTS names an invalid transfer descriptor");
+            return;
+        };
+        let (gen, n) = (r.data, d.nchunks.load(Ordering::Relaxed));
+        let (chunk, total) = (d.chunk.load(Ordering::Relaxed) as usize, d.total.load(Ordering::Relaxed) as usize);
+        let cnt = (d.recv_cnt.load(Ordering::Relaxed) as usize).min(4);
+        if chunk == 0 || total > s.len || n != total.div_ceil(chunk) as u64 {
+            tracing::warn!("shm: CTS describes an impossible transfer");
+            return;
+        }
+        let remote: Vec<Range> = d.recv_iov[..cnt]
+            .iter()
+            .map(|x| Range { base: x[0].load(Ordering::Relaxed) as usize, len: x[1].load(Ordering::Relaxed) as usize })
+            .collect();
+        let local: Vec<Range> = s.iov[..s.cnt].iter().map(|v| Range { base: v.base, len: v.len }).collect();
+        let pid = s.peer.addr.pid;
+        while let Some(c) = claim(d, gen, n) {
+            if let Err(e) = copy_chunk(pid, &local, &remote, c as usize, chunk, total, true) {
+                let _ = d.failed.compare_exchange(0, e.raw_os_error().unwrap_or(5) as u64, Ordering::AcqRel, Ordering::Relaxed);
+            }
+            // SYNC POINT: releases this chunk's bytes to the receiver's acquire of `done`.
+            d.done.fetch_add(1, Ordering::AcqRel);
         }
     }
 
@@ -746,6 +870,7 @@ impl ShmEndpoint {
                 }
             }
             op::DATA => self.data_chunk(g, &r, &e.payload()[..r.len as usize]),
+            op::CTS => self.coop_write(g, &r),
             _ => {}
         }
     }
@@ -1028,6 +1153,55 @@ fn clip(iov: &[IoVec], mut off: usize, mut want: usize) -> Vec<Range> {
         off = 0;
     }
     out
+}
+
+/// Claims the next chunk of a cooperative copy of generation `gen`.
+fn claim(d: &XferDesc, gen: u64, n: u64) -> Option<u64> {
+    // SYNC POINT: acquires the receiver's release of the descriptor.
+    let mut cur = d.claim.load(Ordering::Acquire);
+    loop {
+        if cur >> 32 != gen || cur & 0xffff_ffff >= n {
+            return None;
+        }
+        match d.claim.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(cur & 0xffff_ffff),
+            Err(x) => cur = x,
+        }
+    }
+}
+
+fn clip_ranges(r: &[Range], mut off: usize, mut want: usize) -> Vec<Range> {
+    let mut out = Vec::with_capacity(r.len());
+    for v in r {
+        if want == 0 {
+            break;
+        }
+        if off >= v.len {
+            off -= v.len;
+            continue;
+        }
+        let n = (v.len - off).min(want);
+        out.push(Range { base: v.base + off, len: n });
+        want -= n;
+        off = 0;
+    }
+    out
+}
+
+/// Copies chunk `c` of a transfer between `local` (this process) and
+/// `remote` (process `pid`): a write when `write`, else a read.
+fn copy_chunk(pid: u32, local: &[Range], remote: &[Range], c: usize, chunk: usize, total: usize, write: bool) -> std::io::Result<usize> {
+    let off = c * chunk;
+    let len = chunk.min(total.saturating_sub(off));
+    let l = clip_ranges(local, off, len);
+    let r = clip_ranges(remote, off, len);
+    if write {
+        // SAFETY: `local` is a pending send's iov, readable until it completes.
+        unsafe { cma::write_to(pid, &l, &r) }
+    } else {
+        // SAFETY: `local` is a matched receive's iov, writable until it completes.
+        unsafe { cma::read_from(pid, &l, &r) }
+    }
 }
 
 fn libc_eperm() -> i32 {

@@ -43,6 +43,10 @@ pub struct Config {
     pub disable_cma: bool,
     /// Unexpected messages held before the ring is left to fill.
     pub max_unexpected: usize,
+    /// Messages at least this large are copied by both processes at once.
+    pub coop_threshold: usize,
+    /// Chunk size of a cooperative copy.
+    pub coop_chunk: usize,
 }
 
 fn tunables() -> Vec<Tunable> {
@@ -52,6 +56,8 @@ fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "bounce_size", 32768, "Bytes per bounce buffer; larger messages use a single cross-process copy"),
         Tunable::boolean(NAME, "disable_cma", false, "Do not use process_vm_readv; push large messages through the ring"),
         Tunable::size(NAME, "max_unexpected", 4096, "Unexpected messages buffered before senders see backpressure"),
+        Tunable::size(NAME, "coop_threshold", 65536, "Messages at least this large are copied by sender and receiver together, in chunks (0: never)"),
+        Tunable::size(NAME, "coop_chunk", 131072, "Chunk size of a cooperative copy"),
     ]
 }
 
@@ -66,8 +72,13 @@ impl Config {
             bounce_size: get("bounce_size").get_size()?,
             disable_cma: get("disable_cma").get_bool()?,
             max_unexpected: get("max_unexpected").get_size()?.max(1),
+            coop_threshold: get("coop_threshold").get_size()?,
+            coop_chunk: get("coop_chunk").get_size()?,
         };
         let bad = |m: String| Err(ofi_core::Error::inval(m));
+        if c.coop_chunk < 4096 {
+            return bad(format!("FI_SHM_COOP_CHUNK={} must be at least 4096", c.coop_chunk));
+        }
         if !c.ring_slots.is_power_of_two() || !(2..=65536).contains(&c.ring_slots) {
             return bad(format!("FI_SHM_RING_SLOTS={} must be a power of two in 2..=65536", c.ring_slots));
         }

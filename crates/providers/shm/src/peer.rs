@@ -18,6 +18,8 @@ pub struct Peer {
     watch: Watch,
     /// False once the peer refused a cross-process copy (EPERM).
     pub cma_ok: AtomicBool,
+    /// True once a cross-process copy from this peer succeeded.
+    pub cma_proven: AtomicBool,
 }
 
 impl std::fmt::Debug for Peer {
@@ -38,7 +40,7 @@ impl Peer {
         if watch.dead() {
             return Err(Error::new(errno::FI_EHOSTUNREACH, format!("shm peer {}.{} has exited", addr.pid, addr.idx)));
         }
-        Ok(Peer { addr, seg, bell: OnceLock::new(), watch, cma_ok: AtomicBool::new(true) })
+        Ok(Peer { addr, seg, bell: OnceLock::new(), watch, cma_ok: AtomicBool::new(true), cma_proven: AtomicBool::new(false) })
     }
 
     /// Wakes the peer if it sleeps. Call after publishing an entry.
