@@ -33,9 +33,28 @@ fn offer() -> Info {
     Info {
         caps: FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_LOCAL_COMM,
         addr_format: addr_format::FI_ADDR_STR,
-        tx_attr: TxAttr { caps: FI_MSG | FI_TAGGED | FI_SEND, inject_size: 1024, size: 256, iov_limit: MAX_IOV, msg_order: order::FI_ORDER_SAS, ..Default::default() },
-        rx_attr: RxAttr { caps: FI_MSG | FI_TAGGED | FI_RECV, size: 256, iov_limit: MAX_IOV, msg_order: order::FI_ORDER_SAS, ..Default::default() },
-        ep_attr: EpAttr { ep_type: ep_type::FI_EP_RDM, max_msg_size: 1 << 30, tx_ctx_cnt: 1, rx_ctx_cnt: 1, ..Default::default() },
+        tx_attr: TxAttr {
+            caps: FI_MSG | FI_TAGGED | FI_SEND,
+            inject_size: 1024,
+            size: 256,
+            iov_limit: MAX_IOV,
+            msg_order: order::FI_ORDER_SAS,
+            ..Default::default()
+        },
+        rx_attr: RxAttr {
+            caps: FI_MSG | FI_TAGGED | FI_RECV,
+            size: 256,
+            iov_limit: MAX_IOV,
+            msg_order: order::FI_ORDER_SAS,
+            ..Default::default()
+        },
+        ep_attr: EpAttr {
+            ep_type: ep_type::FI_EP_RDM,
+            max_msg_size: 1 << 30,
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            ..Default::default()
+        },
         domain_attr: DomainAttr {
             name: Some(NAME.into()),
             threading: threading::FI_THREAD_SAFE,
@@ -48,7 +67,12 @@ fn offer() -> Info {
             mr_iov_limit: 1,
             ..Default::default()
         },
-        fabric_attr: FabricAttr { name: Some(NAME.into()), prov_name: Some(NAME.into()), prov_version: fi_version(0, 1), api_version: FI_VERSION_CURRENT },
+        fabric_attr: FabricAttr {
+            name: Some(NAME.into()),
+            prov_name: Some(NAME.into()),
+            prov_version: fi_version(0, 1),
+            api_version: FI_VERSION_CURRENT,
+        },
         ..Default::default()
     }
 }
@@ -94,7 +118,9 @@ impl AddrOps for LoopAddr {
         Ok(format!("loop://{}\0", parse(addr)?).into_bytes())
     }
     fn to_string(&self, addr: &[u8]) -> String {
-        parse(addr).map(|n| format!("loop://{n}")).unwrap_or_else(|_| "loop://?".into())
+        parse(addr)
+            .map(|n| format!("loop://{n}"))
+            .unwrap_or_else(|_| "loop://?".into())
     }
     fn resolve(&self, node: &str, _service: &str) -> Result<Vec<u8>> {
         self.canonical(format!("loop://{node}").as_bytes())
@@ -105,8 +131,17 @@ impl DomainOps for LoopDomain {
     fn endpoint(&self, _info: &Info) -> Result<Arc<dyn EndpointOps>> {
         static NEXT: AtomicU32 = AtomicU32::new(1);
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        let ep = Arc::new(LoopEp { id, st: Mutex::new(State { b: None, mq: MatchQueues::new(64) }) });
-        directory().lock().unwrap_or_else(|e| e.into_inner()).insert(id, Arc::downgrade(&ep));
+        let ep = Arc::new(LoopEp {
+            id,
+            st: Mutex::new(State {
+                b: None,
+                mq: MatchQueues::new(64),
+            }),
+        });
+        directory()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, Arc::downgrade(&ep));
         Ok(ep)
     }
     fn addr_ops(&self) -> Arc<dyn AddrOps> {
@@ -142,9 +177,29 @@ impl LoopEp {
         let flags = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
         if let Some(cq) = &b.rx_cq {
             if n < data.len() {
-                cq.push_err(CqErrEntry { op_context: r.context, flags, len: n, olen: data.len() - n, err: errno::FI_ETRUNC, tag, ..Default::default() }, FI_ADDR_NOTAVAIL);
+                cq.push_err(
+                    CqErrEntry {
+                        op_context: r.context,
+                        flags,
+                        len: n,
+                        olen: data.len() - n,
+                        err: errno::FI_ETRUNC,
+                        tag,
+                        ..Default::default()
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
             } else {
-                cq.push(CqTaggedEntry { op_context: r.context, flags, len: n, tag, ..Default::default() }, FI_ADDR_NOTAVAIL);
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: r.context,
+                        flags,
+                        len: n,
+                        tag,
+                        ..Default::default()
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
             }
         }
     }
@@ -171,15 +226,26 @@ impl EndpointOps for LoopEp {
     }
     #[allow(unsafe_code)]
     unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
-        let b = self.lock().b.clone().ok_or_else(|| Error::new(errno::FI_EOPBADSTATE, "loop: endpoint not enabled"))?;
-        let av = b.av.as_ref().ok_or_else(|| Error::new(errno::FI_ENOAV, "loop: no AV"))?;
+        let b = self
+            .lock()
+            .b
+            .clone()
+            .ok_or_else(|| Error::new(errno::FI_EOPBADSTATE, "loop: endpoint not enabled"))?;
+        let av =
+            b.av.as_ref()
+                .ok_or_else(|| Error::new(errno::FI_ENOAV, "loop: no AV"))?;
         let dest = parse(&av.lookup(op.dest)?)?;
         let peer = directory()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&dest)
             .and_then(Weak::upgrade)
-            .ok_or_else(|| Error::new(errno::FI_EHOSTUNREACH, format!("loop: endpoint {dest} is gone")))?;
+            .ok_or_else(|| {
+                Error::new(
+                    errno::FI_EHOSTUNREACH,
+                    format!("loop: endpoint {dest} is gone"),
+                )
+            })?;
         let mut data = vec![0u8; iov_len(op.iov)];
         // SAFETY: the send's poster promised the iov is readable for this call.
         unsafe { copy_from_iov(op.iov, 0, &mut data) };
@@ -192,12 +258,30 @@ impl EndpointOps for LoopEp {
                     drop(st);
                     LoopEp::complete_recv(&pb, &r, &data, op.tag, op.tagged);
                 }
-                _ => st.mq.push_unexpected(op.tagged, Unexpected { src: FI_ADDR_NOTAVAIL, tag: op.tag, data: 0, flags: 0, len: data.len(), claimed: None, payload: data }),
+                _ => st.mq.push_unexpected(
+                    op.tagged,
+                    Unexpected {
+                        src: FI_ADDR_NOTAVAIL,
+                        tag: op.tag,
+                        data: 0,
+                        flags: 0,
+                        len: data.len(),
+                        claimed: None,
+                        payload: data,
+                    },
+                ),
             }
         }
         if op.flags & FI_INJECT == 0 {
             if let Some(cq) = &b.tx_cq {
-                cq.push(CqTaggedEntry { op_context: op.context, flags: FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG }, ..Default::default() }, FI_ADDR_NOTAVAIL);
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: op.context,
+                        flags: FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG },
+                        ..Default::default()
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
             }
         }
         Ok(())
@@ -208,12 +292,29 @@ impl EndpointOps for LoopEp {
             return Err(Error::inval("loop: too many iov entries"));
         }
         let mut st = self.lock();
-        let b = st.b.clone().ok_or_else(|| Error::new(errno::FI_EOPBADSTATE, "loop: endpoint not enabled"))?;
-        let mut r = PostedRecv { iov_cnt: op.iov.len(), len: iov_len(op.iov), src: FI_ADDR_UNSPEC, tag: op.tag, ignore: op.ignore, context: op.context, flags: op.flags, ..Default::default() };
+        let b =
+            st.b.clone()
+                .ok_or_else(|| Error::new(errno::FI_EOPBADSTATE, "loop: endpoint not enabled"))?;
+        let mut r = PostedRecv {
+            iov_cnt: op.iov.len(),
+            len: iov_len(op.iov),
+            src: FI_ADDR_UNSPEC,
+            tag: op.tag,
+            ignore: op.ignore,
+            context: op.context,
+            flags: op.flags,
+            ..Default::default()
+        };
         r.iov[..op.iov.len()].copy_from_slice(op.iov);
         let ignore = if op.tagged { op.ignore } else { u64::MAX };
-        if let Some(i) = st.mq.find_unexpected(op.tagged, FI_ADDR_UNSPEC, op.tag, ignore) {
-            let u = st.mq.take_unexpected(op.tagged, i).expect("index from find");
+        if let Some(i) = st
+            .mq
+            .find_unexpected(op.tagged, FI_ADDR_UNSPEC, op.tag, ignore)
+        {
+            let u = st
+                .mq
+                .take_unexpected(op.tagged, i)
+                .expect("index from find");
             drop(st);
             LoopEp::complete_recv(&b, &r, &u.payload, u.tag, op.tagged);
             return Ok(());
@@ -223,20 +324,40 @@ impl EndpointOps for LoopEp {
     }
     fn cancel(&self, context: usize) -> Result<()> {
         let mut st = self.lock();
-        let (tagged, r) = st.mq.cancel(context).ok_or_else(|| Error::new(errno::FI_ENOENT, "loop: no such receive"))?;
+        let (tagged, r) = st
+            .mq
+            .cancel(context)
+            .ok_or_else(|| Error::new(errno::FI_ENOENT, "loop: no such receive"))?;
         if let Some(cq) = st.b.as_ref().and_then(|b| b.rx_cq.clone()) {
-            cq.push_err(CqErrEntry { op_context: r.context, flags: FI_RECV | if tagged { FI_TAGGED } else { FI_MSG }, err: errno::FI_ECANCELED, ..Default::default() }, FI_ADDR_NOTAVAIL);
+            cq.push_err(
+                CqErrEntry {
+                    op_context: r.context,
+                    flags: FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                    err: errno::FI_ECANCELED,
+                    ..Default::default()
+                },
+                FI_ADDR_NOTAVAIL,
+            );
         }
         Ok(())
     }
     fn setopt(&self, name: i32, _value: usize) -> Result<()> {
-        Err(Error::new(errno::FI_ENOPROTOOPT, format!("loop: option {name} is not supported")))
+        Err(Error::new(
+            errno::FI_ENOPROTOOPT,
+            format!("loop: option {name} is not supported"),
+        ))
     }
     fn getopt(&self, name: i32) -> Result<usize> {
-        Err(Error::new(errno::FI_ENOPROTOOPT, format!("loop: option {name} is not supported")))
+        Err(Error::new(
+            errno::FI_ENOPROTOOPT,
+            format!("loop: option {name} is not supported"),
+        ))
     }
     fn shutdown(&self) {
-        directory().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
+        directory()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
         let mut st = self.lock();
         st.mq.drain_all();
         st.b = None;

@@ -52,16 +52,44 @@ fn parse_bool(text: &str) -> Option<bool> {
 
 impl Tunable {
     /// A size tunable.
-    pub fn size(prov: &'static str, name: &'static str, default: usize, help: &'static str) -> Self {
-        Tunable { prov, name, kind: TunableKind::Size, default: default.to_string(), help }
+    pub fn size(
+        prov: &'static str,
+        name: &'static str,
+        default: usize,
+        help: &'static str,
+    ) -> Self {
+        Tunable {
+            prov,
+            name,
+            kind: TunableKind::Size,
+            default: default.to_string(),
+            help,
+        }
     }
     /// A boolean tunable.
-    pub fn boolean(prov: &'static str, name: &'static str, default: bool, help: &'static str) -> Self {
-        Tunable { prov, name, kind: TunableKind::Bool, default: default.to_string(), help }
+    pub fn boolean(
+        prov: &'static str,
+        name: &'static str,
+        default: bool,
+        help: &'static str,
+    ) -> Self {
+        Tunable {
+            prov,
+            name,
+            kind: TunableKind::Bool,
+            default: default.to_string(),
+            help,
+        }
     }
     /// A text tunable.
     pub fn text(prov: &'static str, name: &'static str, default: &str, help: &'static str) -> Self {
-        Tunable { prov, name, kind: TunableKind::Str, default: default.to_string(), help }
+        Tunable {
+            prov,
+            name,
+            kind: TunableKind::Str,
+            default: default.to_string(),
+            help,
+        }
     }
     /// The environment variable name: `FI_SHM_SPIN_US`.
     pub fn var(&self) -> String {
@@ -76,7 +104,11 @@ impl Tunable {
         match self.raw() {
             None => Ok(parse_size(&self.default).unwrap_or(0)),
             Some(v) => parse_size(&v).ok_or_else(|| {
-                Error::inval(format!("{}='{}' is not a size (e.g. 64, 4k, 1m)", self.var(), v))
+                Error::inval(format!(
+                    "{}='{}' is not a size (e.g. 64, 4k, 1m)",
+                    self.var(),
+                    v
+                ))
             }),
         }
     }
@@ -85,7 +117,11 @@ impl Tunable {
         match self.raw() {
             None => Ok(parse_bool(&self.default).unwrap_or(false)),
             Some(v) => parse_bool(&v).ok_or_else(|| {
-                Error::inval(format!("{}='{}' is not a boolean (0/1, true/false)", self.var(), v))
+                Error::inval(format!(
+                    "{}='{}' is not a boolean (0/1, true/false)",
+                    self.var(),
+                    v
+                ))
             }),
         }
     }
@@ -106,10 +142,30 @@ impl Tunable {
 /// Tunables of the core itself.
 pub fn core_tunables() -> Vec<Tunable> {
     vec![
-        Tunable::text("", "provider", "", "Only use (or with ^, exclude) these providers: a comma-separated list"),
-        Tunable::text("", "log_level", "warn", "Log level: warn, trace, info, debug"),
-        Tunable::text("", "provider_path", "", "Colon-separated list of shared objects or directories of external providers to load"),
-        Tunable::size("", "cq_spin_us", 20, "Microseconds a blocking CQ or counter wait polls before it sleeps"),
+        Tunable::text(
+            "",
+            "provider",
+            "",
+            "Only use (or with ^, exclude) these providers: a comma-separated list",
+        ),
+        Tunable::text(
+            "",
+            "log_level",
+            "warn",
+            "Log level: warn, trace, info, debug",
+        ),
+        Tunable::text(
+            "",
+            "provider_path",
+            "",
+            "Colon-separated list of shared objects or directories of external providers to load",
+        ),
+        Tunable::size(
+            "",
+            "cq_spin_us",
+            20,
+            "Microseconds a blocking CQ or counter wait polls before it sleeps",
+        ),
     ]
 }
 

@@ -30,12 +30,16 @@ fn dlerror_text() -> String {
 }
 
 pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
-    let cpath = CString::new(path).map_err(|_| Error::inval("provider path contains a NUL byte"))?;
+    let cpath =
+        CString::new(path).map_err(|_| Error::inval("provider path contains a NUL byte"))?;
     // SAFETY: cpath is a valid C string; RTLD_NOW resolves every symbol now
     // so a broken object fails here rather than later.
     let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
-        return Err(Error::new(errno::FI_ENOENT, format!("dlopen {path}: {}", dlerror_text())));
+        return Err(Error::new(
+            errno::FI_ENOENT,
+            format!("dlopen {path}: {}", dlerror_text()),
+        ));
     }
     let sym = CString::new(EXTERNAL_ENTRY_SYMBOL).expect("static symbol name");
     // SAFETY: handle is a live handle from dlopen; sym is a valid C string.
@@ -58,7 +62,10 @@ pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
         unsafe { libc::dlclose(handle) };
         return Err(Error::new(
             errno::FI_ENOSYS,
-            format!("{path} refused ABI {EXTERNAL_ABI_VERSION} / build '{}'", build_id()),
+            format!(
+                "{path} refused ABI {EXTERNAL_ABI_VERSION} / build '{}'",
+                build_id()
+            ),
         ));
     }
     // SAFETY: a non-null return is a Box<Arc<dyn Provider>> leaked by

@@ -37,9 +37,7 @@ const KNOWN_OP_FLAGS: u64 = FI_MULTI_RECV
     | FI_COMMIT_COMPLETE
     | FI_MATCH_COMPLETE;
 const KNOWN_MR_MODE: u32 = (1 << 12) - 1;
-const KNOWN_ORDER: u64 = order::FI_ORDER_STRICT
-    | order::FI_ORDER_DATA
-    | (0xff << 32);
+const KNOWN_ORDER: u64 = order::FI_ORDER_STRICT | order::FI_ORDER_DATA | (0xff << 32);
 
 fn check_enum(field: &str, v: u32, max: u32) -> Result<()> {
     if v > max && v & (1 << 31) == 0 {
@@ -105,7 +103,11 @@ pub fn validate_hints(h: &Info) -> Result<()> {
     }
     check_enum("ep_attr.type", h.ep_attr.ep_type, ep_type::FI_EP_SOCK_DGRAM)?;
     let d = &h.domain_attr;
-    check_enum("domain_attr.threading", d.threading, threading::FI_THREAD_ENDPOINT)?;
+    check_enum(
+        "domain_attr.threading",
+        d.threading,
+        threading::FI_THREAD_ENDPOINT,
+    )?;
     check_enum(
         "domain_attr.control_progress",
         d.control_progress,
@@ -215,7 +217,9 @@ pub fn expand_caps(caps: u64) -> u64 {
         if c & (FI_MSG | FI_TAGGED) != 0 {
             c |= FI_SEND | FI_RECV;
         }
-        if c & (FI_RMA | FI_ATOMIC) != 0 && c & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) == 0 {
+        if c & (FI_RMA | FI_ATOMIC) != 0
+            && c & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) == 0
+        {
             c |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
         }
     }
@@ -230,13 +234,18 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
     if h.caps != 0 {
         let want = h.caps & !FI_SECONDARY_CAPS;
         subset("caps", want, offer.caps)?;
-        subset("caps", h.caps & FI_SECONDARY_CAPS & !(FI_RMA_EVENT | FI_SOURCE_ERR), offer.caps)?;
+        subset(
+            "caps",
+            h.caps & FI_SECONDARY_CAPS & !(FI_RMA_EVENT | FI_SOURCE_ERR),
+            offer.caps,
+        )?;
         let asked = expand_caps(h.caps);
         out.caps = (asked & offer.caps) | (offer.caps & FI_SECONDARY_CAPS & asked);
         let opclass = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
         if h.caps & opclass == 0 {
             out.caps |= offer.caps & opclass;
-            out.caps |= offer.caps & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+            out.caps |= offer.caps
+                & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
         }
     }
     subset("mode", offer.mode, h.mode)?;
@@ -254,7 +263,9 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
             return Err("fabric_attr.name");
         }
     }
-    if h.fabric_attr.prov_version != 0 && h.fabric_attr.prov_version != offer.fabric_attr.prov_version {
+    if h.fabric_attr.prov_version != 0
+        && h.fabric_attr.prov_version != offer.fabric_attr.prov_version
+    {
         return Err("fabric_attr.prov_version");
     }
     // Endpoint.
@@ -266,14 +277,34 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
         return Err("ep_attr.protocol");
     }
     le("ep_attr.max_msg_size", he.max_msg_size, oe.max_msg_size)?;
-    le("ep_attr.msg_prefix_size", he.msg_prefix_size, oe.msg_prefix_size)?;
-    le("ep_attr.max_order_raw_size", he.max_order_raw_size, oe.max_order_raw_size)?;
-    le("ep_attr.max_order_war_size", he.max_order_war_size, oe.max_order_war_size)?;
-    le("ep_attr.max_order_waw_size", he.max_order_waw_size, oe.max_order_waw_size)?;
+    le(
+        "ep_attr.msg_prefix_size",
+        he.msg_prefix_size,
+        oe.msg_prefix_size,
+    )?;
+    le(
+        "ep_attr.max_order_raw_size",
+        he.max_order_raw_size,
+        oe.max_order_raw_size,
+    )?;
+    le(
+        "ep_attr.max_order_war_size",
+        he.max_order_war_size,
+        oe.max_order_war_size,
+    )?;
+    le(
+        "ep_attr.max_order_waw_size",
+        he.max_order_waw_size,
+        oe.max_order_waw_size,
+    )?;
     le("ep_attr.tx_ctx_cnt", he.tx_ctx_cnt, oe.tx_ctx_cnt)?;
     le("ep_attr.rx_ctx_cnt", he.rx_ctx_cnt, oe.rx_ctx_cnt)?;
     if he.mem_tag_format != 0 {
-        let offered_bits = if oe.mem_tag_format == 0 { 64 } else { oe.mem_tag_format.count_ones() };
+        let offered_bits = if oe.mem_tag_format == 0 {
+            64
+        } else {
+            oe.mem_tag_format.count_ones()
+        };
         if he.mem_tag_format.count_ones() > offered_bits {
             return Err("ep_attr.mem_tag_format");
         }
@@ -287,26 +318,46 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
     subset("tx_attr.caps", ht.caps, ot.caps)?;
     subset("tx_attr.msg_order", ht.msg_order, ot.msg_order)?;
     subset("tx_attr.comp_order", ht.comp_order, ot.comp_order)?;
-    subset("tx_attr.op_flags", ht.op_flags, ot.op_flags | KNOWN_OP_FLAGS & !(FI_COMMIT_COMPLETE | FI_MATCH_COMPLETE | FI_TRIGGER))?;
+    subset(
+        "tx_attr.op_flags",
+        ht.op_flags,
+        ot.op_flags | KNOWN_OP_FLAGS & !(FI_COMMIT_COMPLETE | FI_MATCH_COMPLETE | FI_TRIGGER),
+    )?;
     le("tx_attr.inject_size", ht.inject_size, ot.inject_size)?;
     le("tx_attr.size", ht.size, ot.size)?;
     le("tx_attr.iov_limit", ht.iov_limit, ot.iov_limit)?;
     le("tx_attr.rma_iov_limit", ht.rma_iov_limit, ot.rma_iov_limit)?;
     out.tx_attr.size = pick(ht.size, ot.size);
     out.tx_attr.op_flags = ht.op_flags;
-    out.tx_attr.caps = if ht.caps != 0 { ht.caps } else { ot.caps & (out.caps | !FI_PRIMARY_CAPS) };
+    out.tx_attr.caps = if ht.caps != 0 {
+        ht.caps
+    } else {
+        ot.caps & (out.caps | !FI_PRIMARY_CAPS)
+    };
     // Receive.
     let (hr, or) = (&h.rx_attr, &offer.rx_attr);
     subset("rx_attr.caps", hr.caps, or.caps)?;
     subset("rx_attr.msg_order", hr.msg_order, or.msg_order)?;
     subset("rx_attr.comp_order", hr.comp_order, or.comp_order)?;
-    subset("rx_attr.op_flags", hr.op_flags, or.op_flags | FI_MULTI_RECV | FI_COMPLETION)?;
-    le("rx_attr.total_buffered_recv", hr.total_buffered_recv, or.total_buffered_recv.max(1))?;
+    subset(
+        "rx_attr.op_flags",
+        hr.op_flags,
+        or.op_flags | FI_MULTI_RECV | FI_COMPLETION,
+    )?;
+    le(
+        "rx_attr.total_buffered_recv",
+        hr.total_buffered_recv,
+        or.total_buffered_recv.max(1),
+    )?;
     le("rx_attr.size", hr.size, or.size)?;
     le("rx_attr.iov_limit", hr.iov_limit, or.iov_limit)?;
     out.rx_attr.size = pick(hr.size, or.size);
     out.rx_attr.op_flags = hr.op_flags;
-    out.rx_attr.caps = if hr.caps != 0 { hr.caps } else { or.caps & (out.caps | !FI_PRIMARY_CAPS) };
+    out.rx_attr.caps = if hr.caps != 0 {
+        hr.caps
+    } else {
+        or.caps & (out.caps | !FI_PRIMARY_CAPS)
+    };
     // Domain.
     let (hd, od) = (&h.domain_attr, &offer.domain_attr);
     if let Some(n) = &hd.name {
@@ -323,14 +374,24 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
     }
     // An application written for manual progress also runs on auto progress.
     for (field, hv, ov) in [
-        ("domain_attr.control_progress", hd.control_progress, od.control_progress),
-        ("domain_attr.data_progress", hd.data_progress, od.data_progress),
+        (
+            "domain_attr.control_progress",
+            hd.control_progress,
+            od.control_progress,
+        ),
+        (
+            "domain_attr.data_progress",
+            hd.data_progress,
+            od.data_progress,
+        ),
     ] {
         if hv == progress::FI_PROGRESS_AUTO && ov != progress::FI_PROGRESS_AUTO {
             return Err(field);
         }
     }
-    if hd.resource_mgmt == resource_mgmt::FI_RM_ENABLED && od.resource_mgmt != resource_mgmt::FI_RM_ENABLED {
+    if hd.resource_mgmt == resource_mgmt::FI_RM_ENABLED
+        && od.resource_mgmt != resource_mgmt::FI_RM_ENABLED
+    {
         return Err("domain_attr.resource_mgmt");
     }
     if hd.av_type != 0 {
@@ -352,12 +413,24 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
     le("domain_attr.ep_cnt", hd.ep_cnt, od.ep_cnt)?;
     le("domain_attr.tx_ctx_cnt", hd.tx_ctx_cnt, od.tx_ctx_cnt)?;
     le("domain_attr.rx_ctx_cnt", hd.rx_ctx_cnt, od.rx_ctx_cnt)?;
-    le("domain_attr.max_ep_tx_ctx", hd.max_ep_tx_ctx, od.max_ep_tx_ctx)?;
-    le("domain_attr.max_ep_rx_ctx", hd.max_ep_rx_ctx, od.max_ep_rx_ctx)?;
+    le(
+        "domain_attr.max_ep_tx_ctx",
+        hd.max_ep_tx_ctx,
+        od.max_ep_tx_ctx,
+    )?;
+    le(
+        "domain_attr.max_ep_rx_ctx",
+        hd.max_ep_rx_ctx,
+        od.max_ep_rx_ctx,
+    )?;
     le("domain_attr.cntr_cnt", hd.cntr_cnt, od.cntr_cnt)?;
     le("domain_attr.mr_iov_limit", hd.mr_iov_limit, od.mr_iov_limit)?;
     le("domain_attr.mr_cnt", hd.mr_cnt, od.mr_cnt)?;
-    subset("domain_attr.caps", hd.caps, od.caps | FI_LOCAL_COMM | FI_REMOTE_COMM)?;
+    subset(
+        "domain_attr.caps",
+        hd.caps,
+        od.caps | FI_LOCAL_COMM | FI_REMOTE_COMM,
+    )?;
     if hd.caps & FI_REMOTE_COMM != 0 && offer.caps & FI_REMOTE_COMM == 0 {
         return Err("domain_attr.caps");
     }

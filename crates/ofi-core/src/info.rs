@@ -203,7 +203,11 @@ pub fn addr_to_string(format: u32, addr: &[u8]) -> String {
             let port = u16::from_be_bytes([addr[2], addr[3]]);
             let mut o = [0u8; 16];
             o.copy_from_slice(&addr[8..24]);
-            format!("fi_sockaddr_in6://[{}]:{}", std::net::Ipv6Addr::from(o), port)
+            format!(
+                "fi_sockaddr_in6://[{}]:{}",
+                std::net::Ipv6Addr::from(o),
+                port
+            )
         }
         _ => {
             let mut s = String::from("fi_addr_unspec://");
@@ -240,7 +244,11 @@ impl fmt::Display for TxAttr {
         writeln!(f, "    fi_tx_attr:")?;
         writeln!(f, "        caps: {}", bits_to_string(CAP_NAMES, self.caps))?;
         writeln!(f, "        mode: {}", bits_to_string(MODE_NAMES, self.mode))?;
-        writeln!(f, "        op_flags: {}", bits_to_string(OP_FLAG_NAMES, self.op_flags))?;
+        writeln!(
+            f,
+            "        op_flags: {}",
+            bits_to_string(OP_FLAG_NAMES, self.op_flags)
+        )?;
         writeln!(f, "        msg_order: {}", order_str(self.msg_order))?;
         writeln!(f, "        comp_order: {}", order_str(self.comp_order))?;
         writeln!(f, "        inject_size: {}", self.inject_size)?;
@@ -256,10 +264,18 @@ impl fmt::Display for RxAttr {
         writeln!(f, "    fi_rx_attr:")?;
         writeln!(f, "        caps: {}", bits_to_string(CAP_NAMES, self.caps))?;
         writeln!(f, "        mode: {}", bits_to_string(MODE_NAMES, self.mode))?;
-        writeln!(f, "        op_flags: {}", bits_to_string(OP_FLAG_NAMES, self.op_flags))?;
+        writeln!(
+            f,
+            "        op_flags: {}",
+            bits_to_string(OP_FLAG_NAMES, self.op_flags)
+        )?;
         writeln!(f, "        msg_order: {}", order_str(self.msg_order))?;
         writeln!(f, "        comp_order: {}", order_str(self.comp_order))?;
-        writeln!(f, "        total_buffered_recv: {}", self.total_buffered_recv)?;
+        writeln!(
+            f,
+            "        total_buffered_recv: {}",
+            self.total_buffered_recv
+        )?;
         writeln!(f, "        size: {}", self.size)?;
         writeln!(f, "        iov_limit: {}", self.iov_limit)
     }
@@ -269,7 +285,11 @@ impl fmt::Display for EpAttr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "    fi_ep_attr:")?;
         writeln!(f, "        type: {}", enum_str(EP_TYPE_NAMES, self.ep_type))?;
-        writeln!(f, "        protocol: {}", enum_str(PROTOCOL_NAMES, self.protocol))?;
+        writeln!(
+            f,
+            "        protocol: {}",
+            enum_str(PROTOCOL_NAMES, self.protocol)
+        )?;
         writeln!(f, "        protocol_version: {}", self.protocol_version)?;
         writeln!(f, "        max_msg_size: {}", self.max_msg_size)?;
         writeln!(f, "        msg_prefix_size: {}", self.msg_prefix_size)?;
@@ -291,8 +311,16 @@ impl fmt::Display for DomainAttr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "    fi_domain_attr:")?;
         writeln!(f, "        domain: 0x0")?;
-        writeln!(f, "        name: {}", self.name.as_deref().unwrap_or("(null)"))?;
-        writeln!(f, "        threading: {}", enum_str(THREADING_NAMES, self.threading))?;
+        writeln!(
+            f,
+            "        name: {}",
+            self.name.as_deref().unwrap_or("(null)")
+        )?;
+        writeln!(
+            f,
+            "        threading: {}",
+            enum_str(THREADING_NAMES, self.threading)
+        )?;
         writeln!(
             f,
             "        control_progress: {}",
@@ -303,8 +331,16 @@ impl fmt::Display for DomainAttr {
             "        data_progress: {}",
             enum_str(PROGRESS_NAMES, self.data_progress)
         )?;
-        writeln!(f, "        resource_mgmt: {}", enum_str(RM_NAMES, self.resource_mgmt))?;
-        writeln!(f, "        av_type: {}", enum_str(AV_TYPE_NAMES, self.av_type))?;
+        writeln!(
+            f,
+            "        resource_mgmt: {}",
+            enum_str(RM_NAMES, self.resource_mgmt)
+        )?;
+        writeln!(
+            f,
+            "        av_type: {}",
+            enum_str(AV_TYPE_NAMES, self.av_type)
+        )?;
         writeln!(
             f,
             "        mr_mode: {}",
@@ -338,13 +374,21 @@ impl fmt::Display for DomainAttr {
 impl fmt::Display for FabricAttr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "    fi_fabric_attr:")?;
-        writeln!(f, "        name: {}", self.name.as_deref().unwrap_or("(null)"))?;
+        writeln!(
+            f,
+            "        name: {}",
+            self.name.as_deref().unwrap_or("(null)")
+        )?;
         writeln!(
             f,
             "        prov_name: {}",
             self.prov_name.as_deref().unwrap_or("(null)")
         )?;
-        writeln!(f, "        prov_version: {}", version_str(self.prov_version))?;
+        writeln!(
+            f,
+            "        prov_version: {}",
+            version_str(self.prov_version)
+        )?;
         writeln!(f, "        api_version: {}", version_str(self.api_version))
     }
 }

@@ -109,8 +109,14 @@ impl Drop for DepGuard {
     }
 }
 
-fn refuse<T>(obj: T, what: &str, n: usize) -> std::result::Result<(), (T, Error)> {
-    Err((obj, Error::busy(format!("{what} still has {n} open dependent object(s)"))))
+/// The result of `close`: on refusal (`FI_EBUSY`) the object comes back with the error.
+pub type CloseResult<T> = std::result::Result<(), Box<(T, Error)>>;
+
+fn refuse<T>(obj: T, what: &str, n: usize) -> CloseResult<T> {
+    Err(Box::new((
+        obj,
+        Error::busy(format!("{what} still has {n} open dependent object(s)")),
+    )))
 }
 
 /// A fabric: the root of one provider's objects.
@@ -123,19 +129,29 @@ pub struct Fabric {
 
 impl std::fmt::Debug for Fabric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fabric").field("provider", &self.prov).finish()
+        f.debug_struct("Fabric")
+            .field("provider", &self.prov)
+            .finish()
     }
 }
 
 impl Fabric {
     /// Opens the fabric of an offer (`fi_fabric`).
     pub fn open(attr: &FabricAttr) -> Result<Fabric> {
-        let name = attr.prov_name.as_deref().ok_or_else(|| Error::inval("fabric_attr.prov_name is not set"))?;
+        let name = attr
+            .prov_name
+            .as_deref()
+            .ok_or_else(|| Error::inval("fabric_attr.prov_name is not set"))?;
         let name = name.split(';').next().unwrap_or(name);
         let (prov, open) = crate::registry::lookup(name)
             .ok_or_else(|| Error::nodata(format!("no provider named '{name}' is registered")))?;
         let ops = prov.fabric(attr)?;
-        Ok(Fabric { ops, prov: name.to_string(), deps: Arc::new(AtomicUsize::new(0)), _open: DepGuard::new(&open) })
+        Ok(Fabric {
+            ops,
+            prov: name.to_string(),
+            deps: Arc::new(AtomicUsize::new(0)),
+            _open: DepGuard::new(&open),
+        })
     }
     /// The provider's name.
     pub fn provider(&self) -> &str {
@@ -153,7 +169,7 @@ impl Fabric {
         })
     }
     /// Closes the fabric; refused while domains are open.
-    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+    pub fn close(self) -> CloseResult<Self> {
         match self.deps.load(Ordering::Acquire) {
             0 => Ok(()),
             n => refuse(self, "fabric", n),
@@ -172,7 +188,9 @@ pub struct Domain {
 
 impl std::fmt::Debug for Domain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Domain").field("name", &self.info.domain_attr.name).finish()
+        f.debug_struct("Domain")
+            .field("name", &self.info.domain_attr.name)
+            .finish()
     }
 }
 
@@ -187,22 +205,34 @@ impl Domain {
         if a.size == 0 {
             a.size = self.info.rx_attr.size.max(self.info.tx_attr.size).max(1);
         }
-        Ok(CompletionQueue { core: CqCore::new(&a)?, _parent: DepGuard::new(&self.deps) })
+        Ok(CompletionQueue {
+            core: CqCore::new(&a)?,
+            _parent: DepGuard::new(&self.deps),
+        })
     }
     /// Opens a counter (`fi_cntr_open`).
     pub fn cntr(&self, attr: &CntrAttr) -> Result<Counter> {
-        Ok(Counter { core: CntrCore::new(attr)?, _parent: DepGuard::new(&self.deps) })
+        Ok(Counter {
+            core: CntrCore::new(attr)?,
+            _parent: DepGuard::new(&self.deps),
+        })
     }
     /// Opens an address vector (`fi_av_open`).
     pub fn av(&self, attr: &AvAttr) -> Result<AddressVector> {
         let want = self.info.domain_attr.av_type;
-        if attr.av_type != av_type::FI_AV_UNSPEC && want != av_type::FI_AV_UNSPEC && attr.av_type != want {
+        if attr.av_type != av_type::FI_AV_UNSPEC
+            && want != av_type::FI_AV_UNSPEC
+            && attr.av_type != want
+        {
             return Err(Error::inval(format!(
                 "av_attr.type {} differs from the domain's av_type {want}",
                 attr.av_type
             )));
         }
-        Ok(AddressVector { core: AvCore::new(attr, self.ops.addr_ops())?, _parent: DepGuard::new(&self.deps) })
+        Ok(AddressVector {
+            core: AvCore::new(attr, self.ops.addr_ops())?,
+            _parent: DepGuard::new(&self.deps),
+        })
     }
     /// Registers memory (`fi_mr_reg` / `fi_mr_regv`).
     ///
@@ -211,10 +241,16 @@ impl Domain {
     pub unsafe fn mr_reg(&self, attr: &MrAttr) -> Result<MemoryRegion> {
         let limit = self.info.domain_attr.mr_iov_limit.max(1);
         if attr.iov.len() > limit {
-            return Err(Error::inval(format!("mr: {} ranges exceed mr_iov_limit {limit}", attr.iov.len())));
+            return Err(Error::inval(format!(
+                "mr: {} ranges exceed mr_iov_limit {limit}",
+                attr.iov.len()
+            )));
         }
         let prov_key = self.info.domain_attr.mr_mode & mr_mode::FI_MR_PROV_KEY != 0;
-        Ok(MemoryRegion { core: self.mr_map.register(attr, prov_key)?, _parent: DepGuard::new(&self.deps) })
+        Ok(MemoryRegion {
+            core: self.mr_map.register(attr, prov_key)?,
+            _parent: DepGuard::new(&self.deps),
+        })
     }
     /// The domain's region map (for providers' RMA targets).
     pub fn mr_map(&self) -> &Arc<MrMap> {
@@ -232,7 +268,7 @@ impl Domain {
         })
     }
     /// Closes the domain; refused while endpoints, queues, AVs, counters or regions are open.
-    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+    pub fn close(self) -> CloseResult<Self> {
         match self.deps.load(Ordering::Acquire) {
             0 => Ok(()),
             n => refuse(self, "domain", n),
@@ -266,7 +302,12 @@ impl CompletionQueue {
         self.core.sread(out, timeout)
     }
     /// Blocks for completions with sources (`fi_cq_sreadfrom`).
-    pub fn sreadfrom<E: CqFormat>(&self, out: &mut [E], src: &mut [u64], timeout: Option<Duration>) -> Result<usize> {
+    pub fn sreadfrom<E: CqFormat>(
+        &self,
+        out: &mut [E],
+        src: &mut [u64],
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
         self.core.sreadfrom(out, src, timeout)
     }
     /// Wakes a blocked reader (`fi_cq_signal`).
@@ -287,7 +328,7 @@ impl CompletionQueue {
         &self.core
     }
     /// Closes the queue; refused while endpoints are bound to it.
-    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+    pub fn close(self) -> CloseResult<Self> {
         match self.core.bound.load(Ordering::Acquire) {
             0 => Ok(()),
             n => refuse(self, "completion queue", n),
@@ -340,7 +381,7 @@ impl Counter {
         &self.core
     }
     /// Closes the counter; refused while endpoints are bound to it.
-    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+    pub fn close(self) -> CloseResult<Self> {
         match self.core.bound.load(Ordering::Acquire) {
             0 => Ok(()),
             n => refuse(self, "counter", n),
@@ -371,7 +412,10 @@ impl AddressVector {
         Ok(out[0])
     }
     fn core_reason(&self, addr: &[u8]) -> Error {
-        Error::inval(format!("address '{}' was rejected", self.core.straddr(addr)))
+        Error::inval(format!(
+            "address '{}' was rejected",
+            self.core.straddr(addr)
+        ))
     }
     /// `fi_av_insertsvc`.
     pub fn insertsvc(&self, node: &str, service: &str) -> Result<u64> {
@@ -394,7 +438,7 @@ impl AddressVector {
         &self.core
     }
     /// Closes the AV; refused while endpoints are bound to it.
-    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+    pub fn close(self) -> CloseResult<Self> {
         match self.core.bound.load(Ordering::Acquire) {
             0 => Ok(()),
             n => refuse(self, "address vector", n),
@@ -441,12 +485,17 @@ pub struct Endpoint {
 
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint").field("provider", &self.info.provider()).finish()
+        f.debug_struct("Endpoint")
+            .field("provider", &self.info.provider())
+            .finish()
     }
 }
 
 fn single(buf: *const u8, len: usize) -> [IoVec; 1] {
-    [IoVec { base: buf as usize, len }]
+    [IoVec {
+        base: buf as usize,
+        len,
+    }]
 }
 
 impl Endpoint {
@@ -457,7 +506,10 @@ impl Endpoint {
     fn not_enabled(&self, what: &str) -> Result<std::sync::MutexGuard<'_, EpState>> {
         let s = self.state();
         if s.enabled {
-            return Err(Error::new(errno::FI_EOPBADSTATE, format!("{what}: the endpoint is already enabled")));
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                format!("{what}: the endpoint is already enabled"),
+            ));
         }
         Ok(s)
     }
@@ -467,10 +519,16 @@ impl Endpoint {
     pub fn bind_cq(&self, cq: &CompletionQueue, flags: u64) -> Result<()> {
         let known = FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION;
         if flags & !known != 0 || flags & (FI_TRANSMIT | FI_RECV) == 0 {
-            return Err(Error::new(errno::FI_EBADFLAGS, format!("bind cq: flags {flags:#x} must be FI_TRANSMIT and/or FI_RECV")));
+            return Err(Error::new(
+                errno::FI_EBADFLAGS,
+                format!("bind cq: flags {flags:#x} must be FI_TRANSMIT and/or FI_RECV"),
+            ));
         }
         let mut s = self.not_enabled("bind cq")?;
-        let already = [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten().any(|c| Arc::ptr_eq(c, &cq.core));
+        let already = [&s.b.tx_cq, &s.b.rx_cq]
+            .into_iter()
+            .flatten()
+            .any(|c| Arc::ptr_eq(c, &cq.core));
         let sel = flags & FI_SELECTIVE_COMPLETION != 0;
         if flags & FI_TRANSMIT != 0 {
             if s.b.tx_cq.is_some() {
@@ -507,13 +565,21 @@ impl Endpoint {
     pub fn bind_cntr(&self, cntr: &Counter, flags: u64) -> Result<()> {
         let known = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
         if flags & !known != 0 || flags == 0 {
-            return Err(Error::new(errno::FI_EBADFLAGS, format!("bind cntr: flags {flags:#x} name no counted event")));
+            return Err(Error::new(
+                errno::FI_EBADFLAGS,
+                format!("bind cntr: flags {flags:#x} name no counted event"),
+            ));
         }
         let mut s = self.not_enabled("bind cntr")?;
-        let already = [&s.b.send_cntr, &s.b.recv_cntr, &s.b.read_cntr, &s.b.write_cntr]
-            .into_iter()
-            .flatten()
-            .any(|c| Arc::ptr_eq(c, &cntr.core));
+        let already = [
+            &s.b.send_cntr,
+            &s.b.recv_cntr,
+            &s.b.read_cntr,
+            &s.b.write_cntr,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|c| Arc::ptr_eq(c, &cntr.core));
         let c = Some(cntr.core.clone());
         if flags & FI_SEND != 0 {
             s.b.send_cntr = c.clone();
@@ -538,10 +604,20 @@ impl Endpoint {
     pub fn enable(&self) -> Result<()> {
         let mut s = self.not_enabled("enable")?;
         if self.info.ep_attr.ep_type == ep_type::FI_EP_RDM && s.b.av.is_none() {
-            return Err(Error::new(errno::FI_ENOAV, "enable: an RDM endpoint needs a bound address vector"));
+            return Err(Error::new(
+                errno::FI_ENOAV,
+                "enable: an RDM endpoint needs a bound address vector",
+            ));
         }
-        if s.b.tx_cq.is_none() && s.b.send_cntr.is_none() && s.b.rx_cq.is_none() && s.b.recv_cntr.is_none() {
-            return Err(Error::new(errno::FI_ENOCQ, "enable: no completion queue or counter is bound"));
+        if s.b.tx_cq.is_none()
+            && s.b.send_cntr.is_none()
+            && s.b.rx_cq.is_none()
+            && s.b.recv_cntr.is_none()
+        {
+            return Err(Error::new(
+                errno::FI_ENOCQ,
+                "enable: no completion queue or counter is bound",
+            ));
         }
         s.b.mr_map = Some(self.mr_map.clone());
         s.b.info = self.info.clone();
@@ -550,7 +626,15 @@ impl Endpoint {
         for cq in [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten() {
             cq.attach(prog.clone())?;
         }
-        for c in [&s.b.send_cntr, &s.b.recv_cntr, &s.b.read_cntr, &s.b.write_cntr].into_iter().flatten() {
+        for c in [
+            &s.b.send_cntr,
+            &s.b.recv_cntr,
+            &s.b.read_cntr,
+            &s.b.write_cntr,
+        ]
+        .into_iter()
+        .flatten()
+        {
             c.attach(prog.clone())?;
         }
         s.enabled = true;
@@ -615,7 +699,16 @@ impl Endpoint {
     #[inline]
     pub unsafe fn send(&self, buf: *const u8, len: usize, dest: u64, context: usize) -> Result<()> {
         let iov = single(buf, len);
-        let op = SendOp { iov: &iov, desc: &[], dest, tag: 0, data: 0, context, flags: FI_COMPLETION, tagged: false };
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest,
+            tag: 0,
+            data: 0,
+            context,
+            flags: FI_COMPLETION,
+            tagged: false,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_send(&op) }
     }
@@ -624,9 +717,25 @@ impl Endpoint {
     ///
     /// # Safety
     /// As [`send`](Self::send).
-    pub unsafe fn senddata(&self, buf: *const u8, len: usize, data: u64, dest: u64, context: usize) -> Result<()> {
+    pub unsafe fn senddata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        context: usize,
+    ) -> Result<()> {
         let iov = single(buf, len);
-        let op = SendOp { iov: &iov, desc: &[], dest, tag: 0, data, context, flags: FI_COMPLETION | FI_REMOTE_CQ_DATA, tagged: false };
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest,
+            tag: 0,
+            data,
+            context,
+            flags: FI_COMPLETION | FI_REMOTE_CQ_DATA,
+            tagged: false,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_send(&op) }
     }
@@ -636,7 +745,16 @@ impl Endpoint {
     /// # Safety
     /// Every iov range must stay valid until the send completes.
     pub unsafe fn sendv(&self, iov: &[IoVec], dest: u64, context: usize) -> Result<()> {
-        let op = SendOp { iov, desc: &[], dest, tag: 0, data: 0, context, flags: FI_COMPLETION, tagged: false };
+        let op = SendOp {
+            iov,
+            desc: &[],
+            dest,
+            tag: 0,
+            data: 0,
+            context,
+            flags: FI_COMPLETION,
+            tagged: false,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_send(&op) }
     }
@@ -644,7 +762,16 @@ impl Endpoint {
     /// `fi_inject`: the buffer may be reused on return; no completion.
     pub fn inject(&self, buf: &[u8], dest: u64) -> Result<()> {
         let iov = [IoVec::from_slice(buf)];
-        let op = SendOp { iov: &iov, desc: &[], dest, tag: 0, data: 0, context: 0, flags: FI_INJECT, tagged: false };
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest,
+            tag: 0,
+            data: 0,
+            context: 0,
+            flags: FI_INJECT,
+            tagged: false,
+        };
         // SAFETY: FI_INJECT copies before returning; buf is live for the call.
         unsafe { self.ops.post_send(&op) }
     }
@@ -652,7 +779,16 @@ impl Endpoint {
     /// `fi_injectdata`.
     pub fn injectdata(&self, buf: &[u8], data: u64, dest: u64) -> Result<()> {
         let iov = [IoVec::from_slice(buf)];
-        let op = SendOp { iov: &iov, desc: &[], dest, tag: 0, data, context: 0, flags: FI_INJECT | FI_REMOTE_CQ_DATA, tagged: false };
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest,
+            tag: 0,
+            data,
+            context: 0,
+            flags: FI_INJECT | FI_REMOTE_CQ_DATA,
+            tagged: false,
+        };
         // SAFETY: FI_INJECT copies before returning; buf is live for the call.
         unsafe { self.ops.post_send(&op) }
     }
@@ -664,7 +800,16 @@ impl Endpoint {
     #[inline]
     pub unsafe fn recv(&self, buf: *mut u8, len: usize, src: u64, context: usize) -> Result<()> {
         let iov = single(buf, len);
-        let op = RecvOp { iov: &iov, desc: &[], src, tag: 0, ignore: 0, context, flags: FI_COMPLETION, tagged: false };
+        let op = RecvOp {
+            iov: &iov,
+            desc: &[],
+            src,
+            tag: 0,
+            ignore: 0,
+            context,
+            flags: FI_COMPLETION,
+            tagged: false,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_recv(&op) }
     }
@@ -674,7 +819,16 @@ impl Endpoint {
     /// # Safety
     /// Every iov range must stay valid and unaliased until the receive completes.
     pub unsafe fn recvv(&self, iov: &[IoVec], src: u64, context: usize) -> Result<()> {
-        let op = RecvOp { iov, desc: &[], src, tag: 0, ignore: 0, context, flags: FI_COMPLETION, tagged: false };
+        let op = RecvOp {
+            iov,
+            desc: &[],
+            src,
+            tag: 0,
+            ignore: 0,
+            context,
+            flags: FI_COMPLETION,
+            tagged: false,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_recv(&op) }
     }
@@ -684,9 +838,25 @@ impl Endpoint {
     /// # Safety
     /// As [`send`](Self::send).
     #[inline]
-    pub unsafe fn tsend(&self, buf: *const u8, len: usize, dest: u64, tag: u64, context: usize) -> Result<()> {
+    pub unsafe fn tsend(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        tag: u64,
+        context: usize,
+    ) -> Result<()> {
         let iov = single(buf, len);
-        let op = SendOp { iov: &iov, desc: &[], dest, tag, data: 0, context, flags: FI_COMPLETION, tagged: true };
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest,
+            tag,
+            data: 0,
+            context,
+            flags: FI_COMPLETION,
+            tagged: true,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_send(&op) }
     }
@@ -695,9 +865,26 @@ impl Endpoint {
     ///
     /// # Safety
     /// As [`send`](Self::send).
-    pub unsafe fn tsenddata(&self, buf: *const u8, len: usize, data: u64, dest: u64, tag: u64, context: usize) -> Result<()> {
+    pub unsafe fn tsenddata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        tag: u64,
+        context: usize,
+    ) -> Result<()> {
         let iov = single(buf, len);
-        let op = SendOp { iov: &iov, desc: &[], dest, tag, data, context, flags: FI_COMPLETION | FI_REMOTE_CQ_DATA, tagged: true };
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest,
+            tag,
+            data,
+            context,
+            flags: FI_COMPLETION | FI_REMOTE_CQ_DATA,
+            tagged: true,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_send(&op) }
     }
@@ -705,7 +892,16 @@ impl Endpoint {
     /// `fi_tinject`.
     pub fn tinject(&self, buf: &[u8], dest: u64, tag: u64) -> Result<()> {
         let iov = [IoVec::from_slice(buf)];
-        let op = SendOp { iov: &iov, desc: &[], dest, tag, data: 0, context: 0, flags: FI_INJECT, tagged: true };
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest,
+            tag,
+            data: 0,
+            context: 0,
+            flags: FI_INJECT,
+            tagged: true,
+        };
         // SAFETY: FI_INJECT copies before returning; buf is live for the call.
         unsafe { self.ops.post_send(&op) }
     }
@@ -715,9 +911,26 @@ impl Endpoint {
     /// # Safety
     /// As [`recv`](Self::recv).
     #[inline]
-    pub unsafe fn trecv(&self, buf: *mut u8, len: usize, src: u64, tag: u64, ignore: u64, context: usize) -> Result<()> {
+    pub unsafe fn trecv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        src: u64,
+        tag: u64,
+        ignore: u64,
+        context: usize,
+    ) -> Result<()> {
         let iov = single(buf, len);
-        let op = RecvOp { iov: &iov, desc: &[], src, tag, ignore, context, flags: FI_COMPLETION, tagged: true };
+        let op = RecvOp {
+            iov: &iov,
+            desc: &[],
+            src,
+            tag,
+            ignore,
+            context,
+            flags: FI_COMPLETION,
+            tagged: true,
+        };
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_recv(&op) }
     }
@@ -728,7 +941,7 @@ impl Endpoint {
     }
 
     /// Closes the endpoint, releasing its bindings.
-    pub fn close(self) -> std::result::Result<(), (Self, Error)> {
+    pub fn close(self) -> CloseResult<Self> {
         Ok(())
     }
 }
@@ -741,7 +954,15 @@ impl Drop for Endpoint {
             for cq in [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten() {
                 cq.detach(&prog);
             }
-            for c in [&s.b.send_cntr, &s.b.recv_cntr, &s.b.read_cntr, &s.b.write_cntr].into_iter().flatten() {
+            for c in [
+                &s.b.send_cntr,
+                &s.b.recv_cntr,
+                &s.b.read_cntr,
+                &s.b.write_cntr,
+            ]
+            .into_iter()
+            .flatten()
+            {
                 c.detach(&prog);
             }
         }
@@ -760,7 +981,15 @@ impl Drop for Endpoint {
             av.bound.fetch_sub(1, Ordering::AcqRel);
         }
         let mut seen_c: Vec<*const CntrCore> = Vec::new();
-        for c in [&s.b.send_cntr, &s.b.recv_cntr, &s.b.read_cntr, &s.b.write_cntr].into_iter().flatten() {
+        for c in [
+            &s.b.send_cntr,
+            &s.b.recv_cntr,
+            &s.b.read_cntr,
+            &s.b.write_cntr,
+        ]
+        .into_iter()
+        .flatten()
+        {
             let p = Arc::as_ptr(c);
             if !seen_c.contains(&p) {
                 seen_c.push(p);

@@ -8,10 +8,10 @@
 // The endpoint trait declares the raw layer's unsafe send/receive entry points.
 #![allow(unsafe_code)]
 
+use crate::config::Tunable;
 use crate::error::Result;
 use crate::info::{FabricAttr, Info};
 use crate::object::{EpBindings, RecvOp, SendOp};
-use crate::config::Tunable;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 

@@ -76,7 +76,7 @@ fn register_from(prov: Arc<dyn Provider>, priority: i32, origin: Origin) -> Resu
         open_fabrics: Arc::new(AtomicUsize::new(0)),
         origin,
     });
-    reg.sort_by(|a, b| b.priority.cmp(&a.priority));
+    reg.sort_by_key(|e| std::cmp::Reverse(e.priority));
     Ok(())
 }
 
@@ -107,7 +107,13 @@ pub fn providers() -> Vec<(String, u32, Origin)> {
     load_external_from_env();
     registry_read()
         .iter()
-        .map(|e| (e.prov.name().to_string(), e.prov.version(), e.origin.clone()))
+        .map(|e| {
+            (
+                e.prov.name().to_string(),
+                e.prov.version(),
+                e.origin.clone(),
+            )
+        })
         .collect()
 }
 
@@ -153,7 +159,13 @@ pub fn getinfo(
         None => None,
     };
     let provs: Vec<Arc<dyn Provider>> = registry_read().iter().map(|e| e.prov.clone()).collect();
-    let req = GetinfoRequest { version, node, service, flags, hints };
+    let req = GetinfoRequest {
+        version,
+        node,
+        service,
+        flags,
+        hints,
+    };
     let mut out = Vec::new();
     let mut reasons = Vec::new();
     let mut hard_error = None;

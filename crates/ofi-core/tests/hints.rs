@@ -7,13 +7,44 @@ use ofi_core::hints::{match_offer, validate_hints, ProviderFilter};
 use ofi_core::info::*;
 use proptest::prelude::*;
 
+/// A change to hints.
+type Edit = Box<dyn Fn(&mut Info)>;
+
 fn offer() -> Info {
     Info {
-        caps: FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_LOCAL_COMM,
+        caps: FI_MSG
+            | FI_TAGGED
+            | FI_SEND
+            | FI_RECV
+            | FI_MULTI_RECV
+            | FI_SOURCE
+            | FI_DIRECTED_RECV
+            | FI_LOCAL_COMM,
         addr_format: addr_format::FI_ADDR_STR,
-        tx_attr: TxAttr { caps: FI_MSG | FI_TAGGED | FI_SEND, inject_size: 4096, size: 1024, iov_limit: 4, msg_order: order::FI_ORDER_SAS, ..Default::default() },
-        rx_attr: RxAttr { caps: FI_MSG | FI_TAGGED | FI_RECV, size: 1024, iov_limit: 4, msg_order: order::FI_ORDER_SAS, ..Default::default() },
-        ep_attr: EpAttr { ep_type: ep_type::FI_EP_RDM, protocol: protocol::FI_PROTO_SHM, max_msg_size: 1 << 40, mem_tag_format: 0xaaaa_aaaa_aaaa_aaaa, tx_ctx_cnt: 1, rx_ctx_cnt: 1, ..Default::default() },
+        tx_attr: TxAttr {
+            caps: FI_MSG | FI_TAGGED | FI_SEND,
+            inject_size: 4096,
+            size: 1024,
+            iov_limit: 4,
+            msg_order: order::FI_ORDER_SAS,
+            ..Default::default()
+        },
+        rx_attr: RxAttr {
+            caps: FI_MSG | FI_TAGGED | FI_RECV,
+            size: 1024,
+            iov_limit: 4,
+            msg_order: order::FI_ORDER_SAS,
+            ..Default::default()
+        },
+        ep_attr: EpAttr {
+            ep_type: ep_type::FI_EP_RDM,
+            protocol: protocol::FI_PROTO_SHM,
+            max_msg_size: 1 << 40,
+            mem_tag_format: 0xaaaa_aaaa_aaaa_aaaa,
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            ..Default::default()
+        },
         domain_attr: DomainAttr {
             name: Some("shm".into()),
             threading: threading::FI_THREAD_SAFE,
@@ -27,37 +58,84 @@ fn offer() -> Info {
             mr_iov_limit: 4,
             ..Default::default()
         },
-        fabric_attr: FabricAttr { name: Some("shm".into()), prov_name: Some("shm".into()), prov_version: fi_version(1, 0), api_version: FI_VERSION_CURRENT },
+        fabric_attr: FabricAttr {
+            name: Some("shm".into()),
+            prov_name: Some("shm".into()),
+            prov_version: fi_version(1, 0),
+            api_version: FI_VERSION_CURRENT,
+        },
         ..Default::default()
     }
 }
 
 #[test]
 fn empty_hints_match_everything() {
-    assert_eq!(match_offer(&offer(), &Info::hints()).unwrap().caps, offer().caps);
+    assert_eq!(
+        match_offer(&offer(), &Info::hints()).unwrap().caps,
+        offer().caps
+    );
 }
 
 #[test]
 fn each_unsatisfiable_field_is_named() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Info)>)> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         ("caps", Box::new(|h| h.caps = FI_RMA)),
-        ("ep_attr.type", Box::new(|h| h.ep_attr.ep_type = ep_type::FI_EP_MSG)),
-        ("addr_format", Box::new(|h| h.addr_format = addr_format::FI_SOCKADDR_IN)),
-        ("fabric_attr.prov_name", Box::new(|h| h.fabric_attr.prov_name = Some("tcp".into()))),
-        ("fabric_attr.name", Box::new(|h| h.fabric_attr.name = Some("other".into()))),
-        ("domain_attr.name", Box::new(|h| h.domain_attr.name = Some("other".into()))),
-        ("tx_attr.inject_size", Box::new(|h| h.tx_attr.inject_size = 1 << 20)),
+        (
+            "ep_attr.type",
+            Box::new(|h| h.ep_attr.ep_type = ep_type::FI_EP_MSG),
+        ),
+        (
+            "addr_format",
+            Box::new(|h| h.addr_format = addr_format::FI_SOCKADDR_IN),
+        ),
+        (
+            "fabric_attr.prov_name",
+            Box::new(|h| h.fabric_attr.prov_name = Some("tcp".into())),
+        ),
+        (
+            "fabric_attr.name",
+            Box::new(|h| h.fabric_attr.name = Some("other".into())),
+        ),
+        (
+            "domain_attr.name",
+            Box::new(|h| h.domain_attr.name = Some("other".into())),
+        ),
+        (
+            "tx_attr.inject_size",
+            Box::new(|h| h.tx_attr.inject_size = 1 << 20),
+        ),
         ("tx_attr.size", Box::new(|h| h.tx_attr.size = 1 << 20)),
         ("tx_attr.iov_limit", Box::new(|h| h.tx_attr.iov_limit = 64)),
         ("rx_attr.size", Box::new(|h| h.rx_attr.size = 1 << 20)),
         ("rx_attr.iov_limit", Box::new(|h| h.rx_attr.iov_limit = 64)),
-        ("tx_attr.msg_order", Box::new(|h| h.tx_attr.msg_order = order::FI_ORDER_RAW)),
-        ("ep_attr.max_msg_size", Box::new(|h| h.ep_attr.max_msg_size = usize::MAX)),
-        ("ep_attr.protocol", Box::new(|h| h.ep_attr.protocol = protocol::FI_PROTO_XNET)),
-        ("domain_attr.data_progress", Box::new(|h| h.domain_attr.data_progress = progress::FI_PROGRESS_AUTO)),
-        ("domain_attr.mr_mode", Box::new(|h| h.domain_attr.mr_mode = mr_mode::FI_MR_LOCAL)),
-        ("domain_attr.cq_data_size", Box::new(|h| h.domain_attr.cq_data_size = 16)),
-        ("domain_attr.ep_cnt", Box::new(|h| h.domain_attr.ep_cnt = 1 << 20)),
+        (
+            "tx_attr.msg_order",
+            Box::new(|h| h.tx_attr.msg_order = order::FI_ORDER_RAW),
+        ),
+        (
+            "ep_attr.max_msg_size",
+            Box::new(|h| h.ep_attr.max_msg_size = usize::MAX),
+        ),
+        (
+            "ep_attr.protocol",
+            Box::new(|h| h.ep_attr.protocol = protocol::FI_PROTO_XNET),
+        ),
+        (
+            "domain_attr.data_progress",
+            Box::new(|h| h.domain_attr.data_progress = progress::FI_PROGRESS_AUTO),
+        ),
+        (
+            "domain_attr.mr_mode",
+            Box::new(|h| h.domain_attr.mr_mode = mr_mode::FI_MR_LOCAL),
+        ),
+        (
+            "domain_attr.cq_data_size",
+            Box::new(|h| h.domain_attr.cq_data_size = 16),
+        ),
+        (
+            "domain_attr.ep_cnt",
+            Box::new(|h| h.domain_attr.ep_cnt = 1 << 20),
+        ),
         ("mode", Box::new(|h| h.mode = 0)),
     ];
     for (field, set) in cases {
@@ -82,7 +160,11 @@ fn satisfiable_hints_narrow_the_offer() {
     h.domain_attr.mr_mode = mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_LOCAL;
     h.domain_attr.data_progress = progress::FI_PROGRESS_MANUAL;
     let m = match_offer(&offer(), &h).unwrap();
-    assert_eq!(m.caps & (FI_TAGGED | FI_MSG), FI_TAGGED, "only the asked operation class");
+    assert_eq!(
+        m.caps & (FI_TAGGED | FI_MSG),
+        FI_TAGGED,
+        "only the asked operation class"
+    );
     assert_ne!(m.caps & FI_SEND, 0, "FI_TAGGED implies send and receive");
     assert_eq!(m.tx_attr.size, 16);
     assert_eq!(m.rx_attr.size, 32);
@@ -92,31 +174,65 @@ fn satisfiable_hints_narrow_the_offer() {
 
 #[test]
 fn malformed_hints_are_einval_naming_the_field() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Info)>)> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         ("caps", Box::new(|h| h.caps = 1)),
         ("mode", Box::new(|h| h.mode = 1 << 3)),
         ("ep_attr.type", Box::new(|h| h.ep_attr.ep_type = 99)),
         ("addr_format", Box::new(|h| h.addr_format = 77)),
-        ("domain_attr.threading", Box::new(|h| h.domain_attr.threading = 9)),
-        ("domain_attr.control_progress", Box::new(|h| h.domain_attr.control_progress = 3)),
-        ("domain_attr.data_progress", Box::new(|h| h.domain_attr.data_progress = 3)),
-        ("domain_attr.resource_mgmt", Box::new(|h| h.domain_attr.resource_mgmt = 3)),
-        ("domain_attr.av_type", Box::new(|h| h.domain_attr.av_type = 3)),
-        ("domain_attr.mr_mode", Box::new(|h| h.domain_attr.mr_mode = 1 << 20)),
-        ("tx_attr.op_flags", Box::new(|h| h.tx_attr.op_flags = 1 << 14)),
-        ("tx_attr.caps", Box::new(|h| {
-            h.caps = FI_MSG;
-            h.tx_attr.caps = FI_TAGGED;
-        })),
-        ("ep_attr.auth_key", Box::new(|h| h.ep_attr.auth_key = Some(Vec::new()))),
-        ("provider list", Box::new(|h| h.fabric_attr.prov_name = Some("shm,,tcp".into()))),
+        (
+            "domain_attr.threading",
+            Box::new(|h| h.domain_attr.threading = 9),
+        ),
+        (
+            "domain_attr.control_progress",
+            Box::new(|h| h.domain_attr.control_progress = 3),
+        ),
+        (
+            "domain_attr.data_progress",
+            Box::new(|h| h.domain_attr.data_progress = 3),
+        ),
+        (
+            "domain_attr.resource_mgmt",
+            Box::new(|h| h.domain_attr.resource_mgmt = 3),
+        ),
+        (
+            "domain_attr.av_type",
+            Box::new(|h| h.domain_attr.av_type = 3),
+        ),
+        (
+            "domain_attr.mr_mode",
+            Box::new(|h| h.domain_attr.mr_mode = 1 << 20),
+        ),
+        (
+            "tx_attr.op_flags",
+            Box::new(|h| h.tx_attr.op_flags = 1 << 14),
+        ),
+        (
+            "tx_attr.caps",
+            Box::new(|h| {
+                h.caps = FI_MSG;
+                h.tx_attr.caps = FI_TAGGED;
+            }),
+        ),
+        (
+            "ep_attr.auth_key",
+            Box::new(|h| h.ep_attr.auth_key = Some(Vec::new())),
+        ),
+        (
+            "provider list",
+            Box::new(|h| h.fabric_attr.prov_name = Some("shm,,tcp".into())),
+        ),
     ];
     for (field, set) in cases {
         let mut h = Info::hints();
         set(&mut h);
         let e = validate_hints(&h).unwrap_err();
         assert_eq!(e.code(), errno::FI_EINVAL, "{field}");
-        assert!(e.message().contains(field), "message '{}' should name {field}", e.message());
+        assert!(
+            e.message().contains(field),
+            "message '{}' should name {field}",
+            e.message()
+        );
     }
 }
 
@@ -124,7 +240,10 @@ fn malformed_hints_are_einval_naming_the_field() {
 fn provider_lists() {
     let inc = ProviderFilter::parse("shm, TCP").unwrap();
     assert!(inc.allows("shm") && inc.allows("tcp") && !inc.allows("udp"));
-    assert!(inc.allows("tcp;ofi_rxm"), "a layered name matches by component");
+    assert!(
+        inc.allows("tcp;ofi_rxm"),
+        "a layered name matches by component"
+    );
     let exc = ProviderFilter::parse("^tcp,udp").unwrap();
     assert!(exc.allows("shm") && !exc.allows("tcp") && !exc.allows("udp"));
     assert!(ProviderFilter::parse("").is_err());
@@ -132,8 +251,23 @@ fn provider_lists() {
 }
 
 fn arb_caps() -> impl Strategy<Value = u64> {
-    prop::sample::subsequence(vec![FI_MSG, FI_TAGGED, FI_RMA, FI_ATOMIC, FI_SEND, FI_RECV, FI_MULTI_RECV, FI_SOURCE, FI_DIRECTED_RECV, FI_LOCAL_COMM, FI_REMOTE_COMM], 0..5)
-        .prop_map(|v| v.into_iter().fold(0, |a, b| a | b))
+    prop::sample::subsequence(
+        vec![
+            FI_MSG,
+            FI_TAGGED,
+            FI_RMA,
+            FI_ATOMIC,
+            FI_SEND,
+            FI_RECV,
+            FI_MULTI_RECV,
+            FI_SOURCE,
+            FI_DIRECTED_RECV,
+            FI_LOCAL_COMM,
+            FI_REMOTE_COMM,
+        ],
+        0..5,
+    )
+    .prop_map(|v| v.into_iter().fold(0, |a, b| a | b))
 }
 
 proptest! {

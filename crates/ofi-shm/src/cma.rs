@@ -14,7 +14,12 @@ pub struct Range {
 }
 
 fn to_iovec(r: &[Range]) -> Vec<libc::iovec> {
-    r.iter().map(|x| libc::iovec { iov_base: x.base as *mut _, iov_len: x.len }).collect()
+    r.iter()
+        .map(|x| libc::iovec {
+            iov_base: x.base as *mut _,
+            iov_len: x.len,
+        })
+        .collect()
 }
 
 /// Reads the remote ranges of `pid` into the local ranges. Returns bytes
@@ -39,7 +44,11 @@ pub unsafe fn write_to(pid: u32, local: &[Range], remote: &[Range]) -> io::Resul
 }
 
 unsafe fn transfer(pid: u32, local: &[Range], remote: &[Range], write: bool) -> io::Result<usize> {
-    let want: usize = local.iter().map(|r| r.len).sum::<usize>().min(remote.iter().map(|r| r.len).sum());
+    let want: usize = local
+        .iter()
+        .map(|r| r.len)
+        .sum::<usize>()
+        .min(remote.iter().map(|r| r.len).sum());
     let mut done = 0usize;
     while done < want {
         let l = to_iovec(&advance(local, done));
@@ -47,16 +56,37 @@ unsafe fn transfer(pid: u32, local: &[Range], remote: &[Range], write: bool) -> 
         let n = if write {
             // SAFETY: iovecs describe caller-guaranteed local memory and remote
             // addresses the kernel checks.
-            unsafe { libc::process_vm_writev(pid as libc::pid_t, l.as_ptr(), l.len() as _, r.as_ptr(), r.len() as _, 0) }
+            unsafe {
+                libc::process_vm_writev(
+                    pid as libc::pid_t,
+                    l.as_ptr(),
+                    l.len() as _,
+                    r.as_ptr(),
+                    r.len() as _,
+                    0,
+                )
+            }
         } else {
             // SAFETY: as above.
-            unsafe { libc::process_vm_readv(pid as libc::pid_t, l.as_ptr(), l.len() as _, r.as_ptr(), r.len() as _, 0) }
+            unsafe {
+                libc::process_vm_readv(
+                    pid as libc::pid_t,
+                    l.as_ptr(),
+                    l.len() as _,
+                    r.as_ptr(),
+                    r.len() as _,
+                    0,
+                )
+            }
         };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "cross-process copy made no progress"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "cross-process copy made no progress",
+            ));
         }
         done += n as usize;
     }
@@ -70,7 +100,10 @@ fn advance(r: &[Range], mut skip: usize) -> Vec<Range> {
             skip -= x.len;
             continue;
         }
-        out.push(Range { base: x.base + skip, len: x.len - skip });
+        out.push(Range {
+            base: x.base + skip,
+            len: x.len - skip,
+        });
         skip = 0;
     }
     out

@@ -17,7 +17,8 @@ pub struct Bell {
 }
 
 fn cpath(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
 }
 
 fn open(c: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
@@ -42,14 +43,22 @@ impl Bell {
         }
         // O_RDWR keeps the FIFO open for writing too, so it never reports EOF.
         let fd = open(&c, libc::O_RDWR)?;
-        Ok(Bell { fd, path: path.to_path_buf(), owner: true })
+        Ok(Bell {
+            fd,
+            path: path.to_path_buf(),
+            owner: true,
+        })
     }
 
     /// Opens a peer's doorbell for ringing.
     pub fn open_peer(path: &Path) -> io::Result<Bell> {
         let c = cpath(path)?;
         let fd = open(&c, libc::O_WRONLY)?;
-        Ok(Bell { fd, path: path.to_path_buf(), owner: false })
+        Ok(Bell {
+            fd,
+            path: path.to_path_buf(),
+            owner: false,
+        })
     }
 
     /// Rings (a full pipe already means "rung").

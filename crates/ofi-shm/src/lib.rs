@@ -13,4 +13,3 @@ pub mod ring;
 #[cfg(not(loom))]
 pub mod segment;
 mod sync;
-

@@ -43,13 +43,21 @@ impl Watch {
         let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
         // SAFETY: r is a fresh fd we own when non-negative.
         let fd = (r >= 0).then(|| unsafe { OwnedFd::from_raw_fd(r as i32) });
-        Watch { pid, start: (start != 0).then_some(start), fd }
+        Watch {
+            pid,
+            start: (start != 0).then_some(start),
+            fd,
+        }
     }
 
     /// True once the process has exited (or its pid now names another process).
     pub fn dead(&self) -> bool {
         if let Some(fd) = &self.fd {
-            let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
             // SAFETY: polling one valid pollfd without blocking.
             let n = unsafe { libc::poll(&mut p, 1, 0) };
             return n > 0 && p.revents & libc::POLLIN != 0;

@@ -58,7 +58,12 @@ pub fn push<S: Slots, R>(s: &S, fill: impl FnOnce(*mut u8, usize) -> R) -> Resul
         let seq = s.seq(pos & mask).load(Ordering::Acquire);
         let dif = seq.wrapping_sub(pos) as i64;
         if dif == 0 {
-            match s.tail().compare_exchange_weak(pos, pos.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed) {
+            match s.tail().compare_exchange_weak(
+                pos,
+                pos.wrapping_add(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => break,
                 Err(p) => pos = p,
             }
@@ -77,7 +82,8 @@ pub fn push<S: Slots, R>(s: &S, fill: impl FnOnce(*mut u8, usize) -> R) -> Resul
     // until it publishes the sequence below.
     let r = unsafe { s.with_payload(pos & mask, fill) };
     // SYNC POINT: releases the payload to the consumer that acquires seq == pos + 1.
-    s.seq(pos & mask).store(pos.wrapping_add(1), Ordering::Release);
+    s.seq(pos & mask)
+        .store(pos.wrapping_add(1), Ordering::Release);
     Ok(r)
 }
 
@@ -92,7 +98,12 @@ pub fn pop<S: Slots, R>(s: &S, read: impl FnOnce(*mut u8, usize) -> R) -> Option
         let seq = s.seq(pos & mask).load(Ordering::Acquire);
         let dif = seq.wrapping_sub(pos.wrapping_add(1)) as i64;
         if dif == 0 {
-            match s.head().compare_exchange_weak(pos, pos.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed) {
+            match s.head().compare_exchange_weak(
+                pos,
+                pos.wrapping_add(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => break,
                 Err(p) => pos = p,
             }
@@ -111,7 +122,8 @@ pub fn pop<S: Slots, R>(s: &S, read: impl FnOnce(*mut u8, usize) -> R) -> Option
     // until it releases the sequence below.
     let r = unsafe { s.with_payload(pos & mask, read) };
     // SYNC POINT: releases the slot to the producer that acquires seq == pos + capacity.
-    s.seq(pos & mask).store(pos.wrapping_add(mask + 1), Ordering::Release);
+    s.seq(pos & mask)
+        .store(pos.wrapping_add(mask + 1), Ordering::Release);
     Some(r)
 }
 
@@ -125,5 +137,7 @@ pub fn ready<S: Slots>(s: &S) -> bool {
 
 /// Slots claimed by producers that are published or still being filled.
 pub fn occupancy<S: Slots>(s: &S) -> u64 {
-    s.tail().load(Ordering::Relaxed).wrapping_sub(s.head().load(Ordering::Relaxed))
+    s.tail()
+        .load(Ordering::Relaxed)
+        .wrapping_sub(s.head().load(Ordering::Relaxed))
 }

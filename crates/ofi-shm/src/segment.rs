@@ -118,13 +118,16 @@ impl Geometry {
         if !self.ring_slots.is_power_of_two() || !(2..=65536).contains(&self.ring_slots) {
             return bad("ring_slots must be a power of two in 2..=65536");
         }
-        if self.slot_size % 64 != 0 || !(128..=1 << 20).contains(&self.slot_size) {
+        if !self.slot_size.is_multiple_of(64) || !(128..=1 << 20).contains(&self.slot_size) {
             return bad("slot_size must be a multiple of 64 in 128..=1MiB");
         }
         if !self.pool_bufs.is_power_of_two() || self.pool_bufs > 65536 {
             return bad("pool_bufs must be a power of two up to 65536");
         }
-        if self.pool_buf_size % 4096 != 0 || self.pool_buf_size == 0 || self.pool_buf_size > 16 << 20 {
+        if !self.pool_buf_size.is_multiple_of(4096)
+            || self.pool_buf_size == 0
+            || self.pool_buf_size > 16 << 20
+        {
             return bad("pool_buf_size must be a multiple of 4096 up to 16MiB");
         }
         Ok(())
@@ -170,13 +173,21 @@ unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
 fn cpath(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
 }
 
 fn map(fd: libc::c_int, len: usize) -> io::Result<*mut u8> {
     // SAFETY: mapping a file we hold open; the result is checked.
     let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
     };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
@@ -193,7 +204,13 @@ impl Segment {
         let mut fd;
         loop {
             // SAFETY: c is a valid C string; flags create a new private file.
-            fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600) };
+            fd = unsafe {
+                libc::open(
+                    c.as_ptr(),
+                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                    0o600,
+                )
+            };
             if fd >= 0 {
                 break;
             }
@@ -208,7 +225,11 @@ impl Segment {
         let total = geo.total();
         // SAFETY: fd is our new file.
         let r = unsafe { libc::ftruncate(fd, total as libc::off_t) };
-        let mapped = if r < 0 { Err(io::Error::last_os_error()) } else { map(fd, total) };
+        let mapped = if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            map(fd, total)
+        };
         // SAFETY: the mapping (if any) keeps the file; the fd is no longer needed.
         unsafe { libc::close(fd) };
         let base = match mapped {
@@ -219,7 +240,13 @@ impl Segment {
                 return Err(e);
             }
         };
-        let seg = Segment { base, len: total, geo, path: path.to_path_buf(), owner: true };
+        let seg = Segment {
+            base,
+            len: total,
+            geo,
+            path: path.to_path_buf(),
+            owner: true,
+        };
         let pid = std::process::id();
         // SAFETY: freshly mapped, zeroed, nobody else has it yet; header is in bounds.
         let h = unsafe { &mut *(base as *mut SegHeader) };
@@ -259,7 +286,10 @@ impl Segment {
         let res = if r < 0 {
             Err(io::Error::last_os_error())
         } else if size < SLOTS_OFF {
-            Err(io::Error::new(io::ErrorKind::InvalidData, "segment too small"))
+            Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "segment too small",
+            ))
         } else {
             map(fd, size)
         };
@@ -269,7 +299,12 @@ impl Segment {
         let mut seg = Segment {
             base,
             len: size,
-            geo: Geometry { ring_slots: 2, slot_size: 128, pool_bufs: 1, pool_buf_size: 4096 },
+            geo: Geometry {
+                ring_slots: 2,
+                slot_size: 128,
+                pool_bufs: 1,
+                pool_buf_size: 4096,
+            },
             path: path.to_path_buf(),
             owner: false,
         };
@@ -337,13 +372,17 @@ impl Segment {
     /// Takes a free bounce buffer index.
     pub fn alloc_bounce(&self) -> Option<u64> {
         // SAFETY: the payload holds the 8-byte index written by `free_bounce`.
-        ring::pop(&self.free_ring(), |p, _| unsafe { (p as *const u64).read_unaligned() })
+        ring::pop(&self.free_ring(), |p, _| unsafe {
+            (p as *const u64).read_unaligned()
+        })
     }
 
     /// Returns a bounce buffer index (by the segment's owner).
     pub fn free_bounce(&self, idx: u64) {
         // SAFETY: the payload has room for the 8-byte index.
-        let _ = ring::push(&self.free_ring(), |p, _| unsafe { (p as *mut u64).write_unaligned(idx) });
+        let _ = ring::push(&self.free_ring(), |p, _| unsafe {
+            (p as *mut u64).write_unaligned(idx)
+        });
     }
 
     /// A bounce buffer's memory, or None for an out-of-range index.
@@ -352,7 +391,10 @@ impl Segment {
             return None;
         }
         // SAFETY: idx < pool_bufs, so the buffer lies inside the mapping.
-        let p = unsafe { self.base.add(self.geo.pool_off() + idx as usize * self.geo.pool_buf_size) };
+        let p = unsafe {
+            self.base
+                .add(self.geo.pool_off() + idx as usize * self.geo.pool_buf_size)
+        };
         Some((p, self.geo.pool_buf_size))
     }
 
@@ -375,7 +417,9 @@ impl Segment {
         }
         // SAFETY: idx < XFER_DESCS, so the descriptor lies inside the mapping
         // (validated geometry); it is 128-aligned and all-atomic.
-        Some(unsafe { &*(self.base.add(self.geo.xfer_off() + idx as usize * 128) as *const XferDesc) })
+        Some(unsafe {
+            &*(self.base.add(self.geo.xfer_off() + idx as usize * 128) as *const XferDesc)
+        })
     }
 
     /// The file's path.
@@ -402,13 +446,17 @@ impl ShmRing<'_> {
     #[inline]
     pub fn push_with<R>(&self, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R, ring::PushError> {
         // SAFETY: the ring hands out a claimed slot's payload exclusively.
-        ring::push(self, |p, n| fill(unsafe { std::slice::from_raw_parts_mut(p, n) }))
+        ring::push(self, |p, n| {
+            fill(unsafe { std::slice::from_raw_parts_mut(p, n) })
+        })
     }
     /// Takes the oldest entry and lets `read` see (and scratch) its bytes.
     #[inline]
     pub fn pop_with<R>(&self, read: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
         // SAFETY: the ring hands out a claimed slot's payload exclusively.
-        ring::pop(self, |p, n| read(unsafe { std::slice::from_raw_parts_mut(p, n) }))
+        ring::pop(self, |p, n| {
+            read(unsafe { std::slice::from_raw_parts_mut(p, n) })
+        })
     }
     /// True when an entry is ready to pop.
     #[inline]
@@ -463,9 +511,13 @@ pub fn reclaim_stale(uid: u32) -> usize {
     for e in dir.flatten() {
         let name = e.file_name();
         let Some(n) = name.to_str() else { continue };
-        let Some(rest) = n.strip_prefix(&prefix) else { continue };
+        let Some(rest) = n.strip_prefix(&prefix) else {
+            continue;
+        };
         let rest = rest.strip_suffix(".bell").unwrap_or(rest);
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
         let stale = if !proc::alive(pid) {
             true
         } else if n.ends_with(".bell") {

@@ -81,7 +81,11 @@ fn two_producers_one_consumer() {
         while let Some(v) = take(&h) {
             got.push(v);
         }
-        assert_eq!(got.len() as u64, sent, "every published value is taken exactly once");
+        assert_eq!(
+            got.len() as u64,
+            sent,
+            "every published value is taken exactly once"
+        );
         for t in 0..2u64 {
             let mine: Vec<u64> = got.iter().copied().filter(|v| v / 10 == t).collect();
             let mut sorted = mine.clone();

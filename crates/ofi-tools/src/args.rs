@@ -34,7 +34,9 @@ impl Args {
                         Some(v) => v,
                         None => {
                             i += 1;
-                            argv.get(i).cloned().ok_or_else(|| format!("option --{k} needs a value"))?
+                            argv.get(i)
+                                .cloned()
+                                .ok_or_else(|| format!("option --{k} needs a value"))?
                         }
                     };
                     a.opts.insert(k, v);
@@ -52,7 +54,9 @@ impl Args {
                             rest
                         } else {
                             i += 1;
-                            argv.get(i).cloned().ok_or_else(|| format!("option -{c} needs a value"))?
+                            argv.get(i)
+                                .cloned()
+                                .ok_or_else(|| format!("option -{c} needs a value"))?
                         };
                         a.opts.insert(c.to_string(), v);
                         break;
@@ -85,7 +89,20 @@ mod tests {
     }
     #[test]
     fn short_long_and_positionals() {
-        let a = Args::parse(&v(&["-p", "shm", "-cI100", "--csv=x.csv", "--svg", "y.svg", "host"]), "pI", &["csv", "svg"]).unwrap();
+        let a = Args::parse(
+            &v(&[
+                "-p",
+                "shm",
+                "-cI100",
+                "--csv=x.csv",
+                "--svg",
+                "y.svg",
+                "host",
+            ]),
+            "pI",
+            &["csv", "svg"],
+        )
+        .unwrap();
         assert_eq!(a.get("p"), Some("shm"));
         assert!(a.has("c"));
         assert_eq!(a.get("I"), Some("100"));

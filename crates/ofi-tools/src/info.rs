@@ -47,7 +47,21 @@ fn long_to_short(a: &mut Args) {
 
 /// Runs `ofi info`; returns the exit code.
 pub fn run(argv: &[String]) -> i32 {
-    let mut a = match Args::parse(argv, "nPcmtapdfg", &["node", "port", "caps", "mode", "ep_type", "addr_format", "provider", "domain", "fabric"]) {
+    let mut a = match Args::parse(
+        argv,
+        "nPcmtapdfg",
+        &[
+            "node",
+            "port",
+            "caps",
+            "mode",
+            "ep_type",
+            "addr_format",
+            "provider",
+            "domain",
+            "fabric",
+        ],
+    ) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("ofi info: {e}\n{USAGE}");
@@ -77,7 +91,13 @@ pub fn run(argv: &[String]) -> i32 {
         }
     };
     let flags = if a.has("s") { FI_SOURCE } else { 0 };
-    match ofi::getinfo(FI_VERSION_CURRENT, a.get("n"), a.get("P"), flags, Some(&hints)) {
+    match ofi::getinfo(
+        FI_VERSION_CURRENT,
+        a.get("n"),
+        a.get("P"),
+        flags,
+        Some(&hints),
+    ) {
         Ok(list) => {
             for i in &list {
                 if a.has("v") {
@@ -106,10 +126,12 @@ pub fn build_hints(a: &Args) -> Result<Info, String> {
         h.mode = parse_bits(MODE_NAMES, "FI_", m)?;
     }
     if let Some(t) = a.get("t") {
-        h.ep_attr.ep_type = enum_value(EP_TYPE_NAMES, "FI_EP_", t).ok_or_else(|| format!("unknown endpoint type '{t}'"))?;
+        h.ep_attr.ep_type = enum_value(EP_TYPE_NAMES, "FI_EP_", t)
+            .ok_or_else(|| format!("unknown endpoint type '{t}'"))?;
     }
     if let Some(f) = a.get("a") {
-        h.addr_format = enum_value(ADDR_FORMAT_NAMES, "FI_", f).ok_or_else(|| format!("unknown address format '{f}'"))?;
+        h.addr_format = enum_value(ADDR_FORMAT_NAMES, "FI_", f)
+            .ok_or_else(|| format!("unknown address format '{f}'"))?;
     }
     if let Some(p) = a.get("p") {
         h.fabric_attr.prov_name = Some(p.to_string());

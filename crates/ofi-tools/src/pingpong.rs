@@ -148,7 +148,10 @@ impl Oob {
         self.0.read_exact(&mut l)?;
         let n = u32::from_le_bytes(l) as usize;
         if n > 4096 {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "control message too long"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "control message too long",
+            ));
         }
         let mut v = vec![0u8; n];
         self.0.read_exact(&mut v)?;
@@ -170,7 +173,7 @@ struct Ctx {
     block: bool,
     /// Completions read ahead of the wait that wants them: (rx, tx).
     banked: std::cell::Cell<(usize, usize)>,
-    _av: ofi::AddressVector,
+    av: ofi::AddressVector,
     _domain: ofi::Domain,
     _fabric: ofi::Fabric,
 }
@@ -186,7 +189,8 @@ impl Ctx {
             // completion before touching or dropping the buffer.
             let r = unsafe {
                 if self.tagged {
-                    self.ep.trecv(buf.as_mut_ptr(), size, FI_ADDR_UNSPEC, TAG, 0, RX_CTX)
+                    self.ep
+                        .trecv(buf.as_mut_ptr(), size, FI_ADDR_UNSPEC, TAG, 0, RX_CTX)
                 } else {
                     self.ep.recv(buf.as_mut_ptr(), size, FI_ADDR_UNSPEC, RX_CTX)
                 }
@@ -255,7 +259,13 @@ impl Ctx {
                 Err(e) if e.is_again() && !self.block => {}
                 Err(e) if e.code() == errno::FI_EAVAIL => {
                     let err = self.cq.readerr()?;
-                    return Err(ofi::Error::new(err.err, format!("completion error (context {}, len {}, olen {})", err.op_context, err.len, err.olen)));
+                    return Err(ofi::Error::new(
+                        err.err,
+                        format!(
+                            "completion error (context {}, len {}, olen {})",
+                            err.op_context, err.len, err.olen
+                        ),
+                    ));
                 }
                 Err(e) => return Err(e),
             }
@@ -265,23 +275,40 @@ impl Ctx {
     }
 }
 
+/// The integrity pattern: byte i of iteration `seed` is `(i * 31 + seed * 7) mod 251`,
+/// which repeats every 251 bytes, so it is built once and copied.
+fn pattern(seed: usize) -> [u8; 251] {
+    let mut p = [0u8; 251];
+    for (i, b) in p.iter_mut().enumerate() {
+        *b = ((i * 31 + seed * 7) % 251) as u8;
+    }
+    p
+}
+
 fn fill(buf: &mut [u8], size: usize, seed: usize) {
-    for (i, b) in buf[..size].iter_mut().enumerate() {
-        *b = (i.wrapping_mul(31).wrapping_add(seed * 7) % 251) as u8;
+    let p = pattern(seed);
+    for chunk in buf[..size].chunks_mut(251) {
+        chunk.copy_from_slice(&p[..chunk.len()]);
     }
 }
 
 fn check(buf: &[u8], size: usize, seed: usize) -> Result<(), String> {
-    for (i, b) in buf[..size].iter().enumerate() {
-        let want = (i.wrapping_mul(31).wrapping_add(seed * 7) % 251) as u8;
-        if *b != want {
-            return Err(format!("data check failed at byte {i} of {size}: got {b:#x}, want {want:#x}"));
+    let p = pattern(seed);
+    for (k, chunk) in buf[..size].chunks(251).enumerate() {
+        if chunk != &p[..chunk.len()] {
+            let j = chunk.iter().zip(&p).position(|(a, b)| a != b).unwrap_or(0);
+            let i = k * 251 + j;
+            return Err(format!(
+                "data check failed at byte {i} of {size}: got {:#x}, want {:#x}",
+                buf[i], p[j]
+            ));
         }
     }
     Ok(())
 }
 
-fn open(a: &Args) -> Result<(Info, ofi::Fabric, ofi::Domain, Endpoint, ofi::CompletionQueue, ofi::AddressVector, bool), String> {
+/// Opens the endpoint and its objects for the hints the flags describe.
+fn open(a: &Args) -> Result<(Info, Ctx), String> {
     let mut hints = Info::hints();
     let tagged = match a.get("m").unwrap_or("msg") {
         "msg" => false,
@@ -302,20 +329,48 @@ fn open(a: &Args) -> Result<(Info, ofi::Fabric, ofi::Domain, Endpoint, ofi::Comp
     if let Some(d) = a.get("d") {
         hints.domain_attr.name = Some(d.to_string());
     }
-    let infos = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&hints)).map_err(|e| format!("fi_getinfo: {e}"))?;
+    let infos = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&hints))
+        .map_err(|e| format!("fi_getinfo: {e}"))?;
     let info = infos.into_iter().next().ok_or("no offer")?;
     let fabric = ofi::Fabric::open(&info.fabric_attr).map_err(|e| format!("fi_fabric: {e}"))?;
-    let domain = fabric.domain(&info).map_err(|e| format!("fi_domain: {e}"))?;
+    let domain = fabric
+        .domain(&info)
+        .map_err(|e| format!("fi_domain: {e}"))?;
     let block = a.has("block");
     let cq = domain
-        .cq(&CqAttr { size: 0, format: cq_format::FI_CQ_FORMAT_CONTEXT, wait_obj: if block { wait_obj::FI_WAIT_FD } else { wait_obj::FI_WAIT_NONE } })
+        .cq(&CqAttr {
+            size: 0,
+            format: cq_format::FI_CQ_FORMAT_CONTEXT,
+            wait_obj: if block {
+                wait_obj::FI_WAIT_FD
+            } else {
+                wait_obj::FI_WAIT_NONE
+            },
+        })
         .map_err(|e| format!("fi_cq_open: {e}"))?;
-    let av = domain.av(&AvAttr::default()).map_err(|e| format!("fi_av_open: {e}"))?;
-    let ep = domain.endpoint(&info).map_err(|e| format!("fi_endpoint: {e}"))?;
-    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).map_err(|e| format!("fi_ep_bind: {e}"))?;
+    let av = domain
+        .av(&AvAttr::default())
+        .map_err(|e| format!("fi_av_open: {e}"))?;
+    let ep = domain
+        .endpoint(&info)
+        .map_err(|e| format!("fi_endpoint: {e}"))?;
+    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)
+        .map_err(|e| format!("fi_ep_bind: {e}"))?;
     ep.bind_av(&av).map_err(|e| format!("fi_ep_bind: {e}"))?;
     ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
-    Ok((info, fabric, domain, ep, cq, av, tagged))
+    let ctx = Ctx {
+        ep,
+        cq,
+        peer: FI_ADDR_UNSPEC,
+        tagged,
+        inject: info.tx_attr.inject_size,
+        block,
+        banked: std::cell::Cell::new((0, 0)),
+        av,
+        _domain: domain,
+        _fabric: fabric,
+    };
+    Ok((info, ctx))
 }
 
 /// Runs `ofi pingpong`; returns the exit code.
@@ -355,7 +410,10 @@ fn local(argv: &[String]) -> i32 {
     };
     let port = 47592 + (std::process::id() % 1000) as u16;
     let rest: Vec<String> = argv.iter().filter(|x| *x != "--local").cloned().collect();
-    let have_taskset = std::process::Command::new("taskset").arg("-V").output().is_ok();
+    let have_taskset = std::process::Command::new("taskset")
+        .arg("-V")
+        .output()
+        .is_ok();
     let spawn = |cpu: &str, extra: &[String]| {
         let mut c = if have_taskset {
             let mut c = std::process::Command::new("taskset");
@@ -367,7 +425,10 @@ fn local(argv: &[String]) -> i32 {
         c.arg("pingpong").args(&rest).args(extra);
         c
     };
-    let mut server = match spawn("0", &["-B".into(), port.to_string()]).stdout(std::process::Stdio::null()).spawn() {
+    let mut server = match spawn("0", &["-B".into(), port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!("ofi pingpong --local: starting the server: {e}");
@@ -387,7 +448,11 @@ fn local(argv: &[String]) -> i32 {
 
 fn connect(a: &Args) -> Result<(Oob, bool), String> {
     if let Some(host) = a.pos.first() {
-        let port: u16 = a.get("P").unwrap_or("47592").parse().map_err(|_| "bad -P port")?;
+        let port: u16 = a
+            .get("P")
+            .unwrap_or("47592")
+            .parse()
+            .map_err(|_| "bad -P port")?;
         let start = Instant::now();
         loop {
             match TcpStream::connect((host.as_str(), port)) {
@@ -403,9 +468,14 @@ fn connect(a: &Args) -> Result<(Oob, bool), String> {
             }
         }
     }
-    let port: u16 = a.get("B").unwrap_or("47592").parse().map_err(|_| "bad -B port")?;
+    let port: u16 = a
+        .get("B")
+        .unwrap_or("47592")
+        .parse()
+        .map_err(|_| "bad -B port")?;
     let bind = a.get("s").unwrap_or("0.0.0.0");
-    let l = TcpListener::bind((bind, port)).map_err(|e| format!("listening on {bind}:{port}: {e}"))?;
+    let l =
+        TcpListener::bind((bind, port)).map_err(|e| format!("listening on {bind}:{port}: {e}"))?;
     let (s, _) = l.accept().map_err(|e| format!("accept: {e}"))?;
     let _ = s.set_nodelay(true);
     Ok((Oob(s), false))
@@ -413,23 +483,14 @@ fn connect(a: &Args) -> Result<(Oob, bool), String> {
 
 fn session(a: &Args) -> Result<(), String> {
     let (mut oob, client) = connect(a)?;
-    let (info, fabric, domain, ep, cq, av, tagged) = open(a)?;
-    let me = ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
+    let (info, mut ctx) = open(a)?;
+    let me = ctx.ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
     oob.send(&me).map_err(|e| e.to_string())?;
     let theirs = oob.recv().map_err(|e| e.to_string())?;
-    let peer = av.insert_one(&theirs).map_err(|e| format!("fi_av_insert: {e}"))?;
-    let ctx = Ctx {
-        ep,
-        cq,
-        peer,
-        tagged,
-        inject: info.tx_attr.inject_size,
-        block: a.has("block"),
-        banked: std::cell::Cell::new((0, 0)),
-        _av: av,
-        _domain: domain,
-        _fabric: fabric,
-    };
+    ctx.peer = ctx
+        .av
+        .insert_one(&theirs)
+        .map_err(|e| format!("fi_av_insert: {e}"))?;
     let iters: usize = a.get("I").unwrap_or("10").parse().map_err(|_| "bad -I")?;
     let warm: usize = a.get("W").unwrap_or("10").parse().map_err(|_| "bad -W")?;
     let sizes = match a.get("S").unwrap_or("all") {
@@ -447,7 +508,8 @@ fn session(a: &Args) -> Result<(), String> {
         oob.sync().map_err(|e| e.to_string())?;
         fill(&mut tx, size, 0);
         lat.clear();
-        ctx.post_rx(&mut rx, size).map_err(|e| format!("fi_recv: {e}"))?;
+        ctx.post_rx(&mut rx, size)
+            .map_err(|e| format!("fi_recv: {e}"))?;
         let mut start = Instant::now();
         for i in 0..warm + iters {
             if i == warm {
@@ -467,7 +529,8 @@ fn session(a: &Args) -> Result<(), String> {
                 check(&rx, size, i)?;
             }
             if i + 1 < warm + iters || !client {
-                ctx.post_rx(&mut rx, size).map_err(|e| format!("fi_recv: {e}"))?;
+                ctx.post_rx(&mut rx, size)
+                    .map_err(|e| format!("fi_recv: {e}"))?;
             }
             if !client {
                 let txc = ctx.tx(&tx, size).map_err(|e| format!("fi_send: {e}"))?;
@@ -488,8 +551,19 @@ fn session(a: &Args) -> Result<(), String> {
             let _ = ctx.cq.readerr();
         }
         lat.sort_by(|x, y| x.total_cmp(y));
-        let pick = |q: f64| lat.get(((lat.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
-        let row = Row { size, iters, secs, p50: pick(0.5), p99: pick(0.99), max: pick(1.0) };
+        let pick = |q: f64| {
+            lat.get(((lat.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
+        let row = Row {
+            size,
+            iters,
+            secs,
+            p50: pick(0.5),
+            p99: pick(0.99),
+            max: pick(1.0),
+        };
         print_row(&row);
         rows.push(row);
     }

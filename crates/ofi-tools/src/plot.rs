@@ -7,7 +7,18 @@ use std::fmt::Write as _;
 pub fn write_csv(path: &str, rows: &[Row]) -> std::io::Result<()> {
     let mut s = String::from("bytes,iters,seconds,mb_per_sec,usec_per_xfer,p50_us,p99_us,max_us\n");
     for r in rows {
-        let _ = writeln!(s, "{},{},{:.6},{:.2},{:.3},{:.3},{:.3},{:.3}", r.size, r.iters, r.secs, r.mbps(), r.usec(), r.p50, r.p99, r.max);
+        let _ = writeln!(
+            s,
+            "{},{},{:.6},{:.2},{:.3},{:.3},{:.3},{:.3}",
+            r.size,
+            r.iters,
+            r.secs,
+            r.mbps(),
+            r.usec(),
+            r.p50,
+            r.p99,
+            r.max
+        );
     }
     std::fs::write(path, s)
 }
@@ -27,37 +38,96 @@ fn panel(s: &mut String, x0: f64, title: &str, unit: &str, pts: &[(f64, f64)], c
     let ph = h - bottom - 10.0;
     let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
     let ys: Vec<f64> = pts.iter().map(|p| p.1.max(1e-3)).collect();
-    let (xlo, xhi) = (xs.iter().cloned().fold(f64::MAX, f64::min).max(1.0), xs.iter().cloned().fold(1.0, f64::max));
-    let (ylo, yhi) = (ys.iter().cloned().fold(f64::MAX, f64::min) * 0.8, ys.iter().cloned().fold(1e-3, f64::max) * 1.25);
-    let _ = writeln!(s, r#"<text x="{}" y="{}" font-size="14" font-family="sans-serif">{title}</text>"#, x0 + left, y0 - 12.0);
-    let _ = writeln!(s, r##"<rect x="{}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##, x0 + left);
+    let (xlo, xhi) = (
+        xs.iter().cloned().fold(f64::MAX, f64::min).max(1.0),
+        xs.iter().cloned().fold(1.0, f64::max),
+    );
+    let (ylo, yhi) = (
+        ys.iter().cloned().fold(f64::MAX, f64::min) * 0.8,
+        ys.iter().cloned().fold(1e-3, f64::max) * 1.25,
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" font-size="14" font-family="sans-serif">{title}</text>"#,
+        x0 + left,
+        y0 - 12.0
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="{}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##,
+        x0 + left
+    );
     let mut path = String::new();
     for (i, (x, y)) in xs.iter().zip(&ys).enumerate() {
         let px = x0 + left + log_pos(*x, xlo, xhi, pw);
         let py = y0 + ph - log_pos(*y, ylo, yhi, ph);
         let _ = write!(path, "{}{px:.1},{py:.1} ", if i == 0 { "M" } else { "L" });
-        let _ = writeln!(s, r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.5" fill="{color}"/>"#);
+        let _ = writeln!(
+            s,
+            r#"<circle cx="{px:.1}" cy="{py:.1}" r="2.5" fill="{color}"/>"#
+        );
     }
-    let _ = writeln!(s, r#"<path d="{path}" fill="none" stroke="{color}" stroke-width="1.5"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<path d="{path}" fill="none" stroke="{color}" stroke-width="1.5"/>"#
+    );
     for (v, anchor) in [(ylo, y0 + ph), (yhi, y0 + 10.0)] {
-        let _ = writeln!(s, r#"<text x="{}" y="{anchor}" font-size="10" text-anchor="end" font-family="sans-serif">{v:.2}</text>"#, x0 + left - 4.0);
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{anchor}" font-size="10" text-anchor="end" font-family="sans-serif">{v:.2}</text>"#,
+            x0 + left - 4.0
+        );
     }
-    let _ = writeln!(s, r#"<text x="{}" y="{}" font-size="11" font-family="sans-serif" transform="rotate(-90 {} {})">{unit}</text>"#, x0 + 14.0, y0 + ph / 2.0 + 20.0, x0 + 14.0, y0 + ph / 2.0 + 20.0);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" font-size="11" font-family="sans-serif" transform="rotate(-90 {} {})">{unit}</text>"#,
+        x0 + 14.0,
+        y0 + ph / 2.0 + 20.0,
+        x0 + 14.0,
+        y0 + ph / 2.0 + 20.0
+    );
     for (v, px) in [(xlo, x0 + left), (xhi, x0 + left + pw)] {
-        let _ = writeln!(s, r#"<text x="{px}" y="{}" font-size="10" text-anchor="middle" font-family="sans-serif">{}</text>"#, y0 + ph + 14.0, v as u64);
+        let _ = writeln!(
+            s,
+            r#"<text x="{px}" y="{}" font-size="10" text-anchor="middle" font-family="sans-serif">{}</text>"#,
+            y0 + ph + 14.0,
+            v as u64
+        );
     }
-    let _ = writeln!(s, r#"<text x="{}" y="{}" font-size="11" text-anchor="middle" font-family="sans-serif">message size (bytes, log)</text>"#, x0 + left + pw / 2.0, y0 + ph + 30.0);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" font-size="11" text-anchor="middle" font-family="sans-serif">message size (bytes, log)</text>"#,
+        x0 + left + pw / 2.0,
+        y0 + ph + 30.0
+    );
 }
 
 /// Writes a two-panel SVG: one-way latency (p50) and bandwidth against size.
 pub fn write_svg(path: &str, rows: &[Row], provider: &str) -> std::io::Result<()> {
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="860" height="340" viewBox="0 0 860 340">"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="860" height="340" viewBox="0 0 860 340">"#
+    );
     let _ = writeln!(s, r#"<rect width="860" height="340" fill="white"/>"#);
     let lat: Vec<(f64, f64)> = rows.iter().map(|r| (r.size as f64, r.p50)).collect();
     let bw: Vec<(f64, f64)> = rows.iter().map(|r| (r.size as f64, r.mbps())).collect();
-    panel(&mut s, 0.0, &format!("ofi pingpong ({provider}): one-way latency p50"), "usec", &lat, "#1f77b4");
-    panel(&mut s, 430.0, &format!("ofi pingpong ({provider}): bandwidth"), "MB/s", &bw, "#d62728");
+    panel(
+        &mut s,
+        0.0,
+        &format!("ofi pingpong ({provider}): one-way latency p50"),
+        "usec",
+        &lat,
+        "#1f77b4",
+    );
+    panel(
+        &mut s,
+        430.0,
+        &format!("ofi pingpong ({provider}): bandwidth"),
+        "MB/s",
+        &bw,
+        "#d62728",
+    );
     s.push_str("</svg>\n");
     std::fs::write(path, s)
 }

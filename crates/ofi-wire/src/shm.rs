@@ -107,7 +107,12 @@ impl<T: AsRef<[u8]>> Entry<T> {
     #[inline]
     pub fn len(&self) -> u32 {
         let b = self.buf.as_ref();
-        u32::from_le_bytes([b[field::LEN], b[field::LEN + 1], b[field::LEN + 2], b[field::LEN + 3]])
+        u32::from_le_bytes([
+            b[field::LEN],
+            b[field::LEN + 1],
+            b[field::LEN + 2],
+            b[field::LEN + 3],
+        ])
     }
     /// True when the inline length is zero.
     pub fn is_empty(&self) -> bool {
@@ -237,12 +242,18 @@ impl Repr {
         }
         let cap = e.payload().len();
         match r.op {
-            op::INLINE | op::DATA if r.len as usize > cap => return Err(WireError::Malformed("inline length exceeds the entry")),
-            op::INLINE if u64::from(r.len) != r.total => return Err(WireError::Malformed("inline length differs from total")),
-            op::RTS => {
-                if r.iov_cnt == 0 || r.iov_cnt as usize > MAX_RTS_IOV || r.iov_cnt as usize * 16 > cap {
-                    return Err(WireError::Malformed("RTS iov count out of range"));
-                }
+            op::INLINE | op::DATA if r.len as usize > cap => {
+                return Err(WireError::Malformed("inline length exceeds the entry"))
+            }
+            op::INLINE if u64::from(r.len) != r.total => {
+                return Err(WireError::Malformed("inline length differs from total"))
+            }
+            op::RTS
+                if r.iov_cnt == 0
+                    || r.iov_cnt as usize > MAX_RTS_IOV
+                    || r.iov_cnt as usize * 16 > cap =>
+            {
+                return Err(WireError::Malformed("RTS iov count out of range"));
             }
             _ => {}
         }
@@ -264,7 +275,11 @@ impl Repr {
     pub fn rts_iov<T: AsRef<[u8]>>(&self, e: &Entry<T>) -> [(u64, u64); MAX_RTS_IOV] {
         let mut out = [(0, 0); MAX_RTS_IOV];
         let p = e.payload();
-        for (i, o) in out.iter_mut().enumerate().take((self.iov_cnt as usize).min(MAX_RTS_IOV)) {
+        for (i, o) in out
+            .iter_mut()
+            .enumerate()
+            .take((self.iov_cnt as usize).min(MAX_RTS_IOV))
+        {
             let at = i * 16;
             if at + 16 <= p.len() {
                 let mut a = [0u8; 8];
@@ -324,31 +339,56 @@ mod tests {
 
     #[test]
     fn test_truncated() {
-        assert_eq!(Entry::new_checked(&GOLDEN[..47]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Entry::new_checked(&GOLDEN[..47]).unwrap_err(),
+            WireError::Truncated
+        );
     }
 
     #[test]
     fn test_rejects_impossible_values() {
         let mut buf = GOLDEN;
         buf[0] = 9;
-        assert_eq!(Repr::parse(&Entry::new_unchecked(&buf[..])), Err(WireError::UnknownOp(9)));
+        assert_eq!(
+            Repr::parse(&Entry::new_unchecked(&buf[..])),
+            Err(WireError::UnknownOp(9))
+        );
         let mut buf = GOLDEN;
         buf[4] = 9; // len 9 > 8 bytes of payload
-        assert!(matches!(Repr::parse(&Entry::new_unchecked(&buf[..])), Err(WireError::Malformed(_))));
+        assert!(matches!(
+            Repr::parse(&Entry::new_unchecked(&buf[..])),
+            Err(WireError::Malformed(_))
+        ));
         let mut buf = GOLDEN;
         buf[1] = 0x80;
-        assert!(matches!(Repr::parse(&Entry::new_unchecked(&buf[..])), Err(WireError::Malformed(_))));
+        assert!(matches!(
+            Repr::parse(&Entry::new_unchecked(&buf[..])),
+            Err(WireError::Malformed(_))
+        ));
         let mut buf = [0u8; 48 + 64];
         let mut e = Entry::new_unchecked(&mut buf[..]);
-        Repr { op: op::RTS, iov_cnt: 5, ..Default::default() }.emit(&mut e);
-        assert!(matches!(Repr::parse(&Entry::new_unchecked(&buf[..])), Err(WireError::Malformed(_))));
+        Repr {
+            op: op::RTS,
+            iov_cnt: 5,
+            ..Default::default()
+        }
+        .emit(&mut e);
+        assert!(matches!(
+            Repr::parse(&Entry::new_unchecked(&buf[..])),
+            Err(WireError::Malformed(_))
+        ));
     }
 
     #[test]
     fn rts_iov_roundtrip() {
         let mut buf = [0u8; 48 + 64];
         let mut e = Entry::new_unchecked(&mut buf[..]);
-        let r = Repr { op: op::RTS, iov_cnt: 2, total: 30, ..Default::default() };
+        let r = Repr {
+            op: op::RTS,
+            iov_cnt: 2,
+            total: 30,
+            ..Default::default()
+        };
         r.emit(&mut e);
         let p = e.payload_mut();
         p[0..8].copy_from_slice(&0x1000u64.to_le_bytes());

@@ -32,7 +32,9 @@ pub use ofi_core::provider;
 pub use ofi_core::registry;
 pub use ofi_core::util::av::AvAttr;
 pub use ofi_core::util::cntr::CntrAttr;
-pub use ofi_core::util::cq::{CqAttr, CqDataEntry, CqEntry, CqErrEntry, CqFormat, CqMsgEntry, CqTaggedEntry};
+pub use ofi_core::util::cq::{
+    CqAttr, CqDataEntry, CqEntry, CqErrEntry, CqFormat, CqMsgEntry, CqTaggedEntry,
+};
 pub use ofi_core::util::iov::IoVec;
 pub use ofi_core::util::mr::MrAttr;
 
@@ -45,7 +47,13 @@ pub fn init() {
 
 /// `fi_getinfo`: every offer satisfying the hints, best first. See
 /// [`ofi_core::registry::getinfo`].
-pub fn getinfo(version: u32, node: Option<&str>, service: Option<&str>, flags: u64, hints: Option<&Info>) -> Result<Vec<Info>> {
+pub fn getinfo(
+    version: u32,
+    node: Option<&str>,
+    service: Option<&str>,
+    flags: u64,
+    hints: Option<&Info>,
+) -> Result<Vec<Info>> {
     init();
     ofi_core::registry::getinfo(version, node, service, flags, hints)
 }

@@ -11,7 +11,10 @@
 #![allow(unsafe_code)]
 
 use crate::consts::*;
-use crate::{errno, AddressVector, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry, Domain, Endpoint, Error, Fabric, Info, RecvOp, Result, SendOp};
+use crate::{
+    errno, AddressVector, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry, Domain, Endpoint, Error,
+    Fabric, Info, RecvOp, Result, SendOp,
+};
 use ofi_core::util::iov::IoVec;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -125,13 +128,27 @@ impl Channel {
     pub fn open(info: &Info) -> Result<Channel> {
         let fabric = Fabric::open(&info.fabric_attr)?;
         let domain = fabric.domain(info)?;
-        let cq = domain.cq(&CqAttr { size: 0, format: cq_format::FI_CQ_FORMAT_TAGGED, wait_obj: wait_obj::FI_WAIT_FD })?;
+        let cq = domain.cq(&CqAttr {
+            size: 0,
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            wait_obj: wait_obj::FI_WAIT_FD,
+        })?;
         let av = domain.av(&AvAttr::default())?;
         let ep = domain.endpoint(info)?;
         ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)?;
         ep.bind_av(&av)?;
         ep.enable()?;
-        Ok(Channel { ep, cq, av, inflight: Mutex::new(Inflight { slots: Vec::new(), free: 0 }), _domain: domain, _fabric: fabric })
+        Ok(Channel {
+            ep,
+            cq,
+            av,
+            inflight: Mutex::new(Inflight {
+                slots: Vec::new(),
+                free: 0,
+            }),
+            _domain: domain,
+            _fabric: fabric,
+        })
     }
 
     /// This channel's address, to give to peers.
@@ -148,9 +165,16 @@ impl Channel {
         self.inflight.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn post(&self, buf: Vec<u8>, f: impl FnOnce(IoVec, usize) -> Result<()>) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    fn post(
+        &self,
+        buf: Vec<u8>,
+        f: impl FnOnce(IoVec, usize) -> Result<()>,
+    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
         let mut g = self.lock();
-        let iov = IoVec { base: buf.as_ptr() as usize, len: buf.len() };
+        let iov = IoVec {
+            base: buf.as_ptr() as usize,
+            len: buf.len(),
+        };
         let i = g.put(buf);
         // The context is the slot index + 1, so 0 never names an operation.
         match f(iov, i + 1) {
@@ -162,7 +186,14 @@ impl Channel {
         }
     }
 
-    fn send_op(&self, buf: Vec<u8>, dest: Addr, tag: u64, data: Option<u64>, tagged: bool) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    fn send_op(
+        &self,
+        buf: Vec<u8>,
+        dest: Addr,
+        tag: u64,
+        data: Option<u64>,
+        tagged: bool,
+    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
         self.post(buf, |iov, ctx| {
             let v = [iov];
             let op = SendOp {
@@ -188,12 +219,22 @@ impl Channel {
     }
 
     /// Sends a message carrying remote CQ data.
-    pub fn senddata(&self, buf: Vec<u8>, data: u64, dest: Addr) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    pub fn senddata(
+        &self,
+        buf: Vec<u8>,
+        data: u64,
+        dest: Addr,
+    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
         self.send_op(buf, dest, 0, Some(data), false)
     }
 
     /// Sends a tagged message.
-    pub fn tsend(&self, buf: Vec<u8>, dest: Addr, tag: u64) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    pub fn tsend(
+        &self,
+        buf: Vec<u8>,
+        dest: Addr,
+        tag: u64,
+    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
         self.send_op(buf, dest, tag, None, true)
     }
 
@@ -202,10 +243,25 @@ impl Channel {
         self.ep.inject(buf, dest.0)
     }
 
-    fn recv_op(&self, buf: Vec<u8>, tag: u64, ignore: u64, tagged: bool) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    fn recv_op(
+        &self,
+        buf: Vec<u8>,
+        tag: u64,
+        ignore: u64,
+        tagged: bool,
+    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
         self.post(buf, |iov, ctx| {
             let v = [iov];
-            let op = RecvOp { iov: &v, desc: &[], src: FI_ADDR_UNSPEC, tag, ignore, context: ctx, flags: FI_COMPLETION, tagged };
+            let op = RecvOp {
+                iov: &v,
+                desc: &[],
+                src: FI_ADDR_UNSPEC,
+                tag,
+                ignore,
+                context: ctx,
+                flags: FI_COMPLETION,
+                tagged,
+            };
             // SAFETY: as in `send_op`: `inflight` owns the buffer until completion.
             unsafe { self.ep.post_recv(&op) }
         })
@@ -217,7 +273,12 @@ impl Channel {
     }
 
     /// Posts a tagged receive.
-    pub fn trecv(&self, buf: Vec<u8>, tag: u64, ignore: u64) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    pub fn trecv(
+        &self,
+        buf: Vec<u8>,
+        tag: u64,
+        ignore: u64,
+    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
         self.recv_op(buf, tag, ignore, true)
     }
 
@@ -227,7 +288,7 @@ impl Channel {
     }
 
     fn reap(&self, e: &CqTaggedEntry, src: u64) -> Option<Completion> {
-        let buf = self.lock().take((e.op_context as usize).checked_sub(1)?)?;
+        let buf = self.lock().take(e.op_context.checked_sub(1)?)?;
         let id = OpId(e.op_context as u64);
         Some(if e.flags & FI_RECV != 0 {
             Completion::Received {
@@ -245,13 +306,20 @@ impl Channel {
 
     fn reap_err(&self) -> Result<Option<Completion>> {
         let e = self.cq.readerr()?;
-        let Some(buf) = (e.op_context as usize).checked_sub(1).and_then(|i| self.lock().take(i)) else {
+        let Some(buf) = e
+            .op_context
+            .checked_sub(1)
+            .and_then(|i| self.lock().take(i))
+        else {
             return Ok(None);
         };
         Ok(Some(Completion::Failed {
             id: OpId(e.op_context as u64),
             buf,
-            error: Error::new(e.err, format!("operation failed (len {}, overflow {})", e.len, e.olen)),
+            error: Error::new(
+                e.err,
+                format!("operation failed (len {}, overflow {})", e.len, e.olen),
+            ),
             overflow: e.olen,
         }))
     }
@@ -302,7 +370,11 @@ impl Channel {
 
     /// Operations still in flight.
     pub fn in_flight(&self) -> usize {
-        self.lock().slots.iter().filter(|s| matches!(s, Slot::Busy(_))).count()
+        self.lock()
+            .slots
+            .iter()
+            .filter(|s| matches!(s, Slot::Busy(_)))
+            .count()
     }
 }
 
@@ -315,7 +387,9 @@ mod tests {
         h.caps = FI_MSG | FI_TAGGED;
         h.ep_attr.ep_type = ep_type::FI_EP_RDM;
         h.fabric_attr.prov_name = Some("shm".into());
-        crate::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h)).ok().map(|mut v| v.remove(0))
+        crate::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
+            .ok()
+            .map(|mut v| v.remove(0))
     }
 
     #[test]
@@ -337,7 +411,9 @@ mod tests {
             for c in out {
                 match c {
                     Completion::Sent { id, buf } => sent = Some((id, buf)),
-                    Completion::Received { id, buf, len, tag, .. } => got = Some((id, buf, len, tag)),
+                    Completion::Received {
+                        id, buf, len, tag, ..
+                    } => got = Some((id, buf, len, tag)),
                     Completion::Failed { error, .. } => panic!("{error}"),
                 }
             }
@@ -357,7 +433,12 @@ mod tests {
         let id = a.recv(vec![1, 2, 3]).unwrap();
         a.cancel(id).unwrap();
         match a.wait(Duration::from_secs(5)).unwrap() {
-            Completion::Failed { id: got, buf, error, .. } => {
+            Completion::Failed {
+                id: got,
+                buf,
+                error,
+                ..
+            } => {
                 assert_eq!(got, id);
                 assert_eq!(buf, vec![1, 2, 3]);
                 assert_eq!(error.code(), errno::FI_ECANCELED);

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 fn find_so() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
     for dir in [profile_dir.to_path_buf(), profile_dir.join("deps")] {
         let p = dir.join("libofi_ext_example.so");
         if p.exists() {
@@ -33,9 +36,17 @@ fn external_provider_loads_runs_and_refuses_busy_deregistration() {
         ofi::init();
         registry::providers()
     };
-    let ext = provs.iter().find(|(n, _, _)| n == "loop").expect("loop provider loaded from FI_PROVIDER_PATH");
-    assert_eq!(ext.2, registry::Origin::External(so.to_str().unwrap().to_string()));
-    assert!(provs.iter().any(|(n, _, o)| n == "shm" && *o == registry::Origin::Builtin));
+    let ext = provs
+        .iter()
+        .find(|(n, _, _)| n == "loop")
+        .expect("loop provider loaded from FI_PROVIDER_PATH");
+    assert_eq!(
+        ext.2,
+        registry::Origin::External(so.to_str().unwrap().to_string())
+    );
+    assert!(provs
+        .iter()
+        .any(|(n, _, o)| n == "shm" && *o == registry::Origin::Builtin));
 
     // A second load of the same object is refused, not duplicated.
     let again = registry::load_external(so.to_str().unwrap()).unwrap_err();
@@ -48,11 +59,18 @@ fn external_provider_loads_runs_and_refuses_busy_deregistration() {
     let mut h = Info::hints();
     h.caps = FI_TAGGED;
     h.fabric_attr.prov_name = Some("loop".into());
-    let info = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h)).unwrap().remove(0);
+    let info = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
+        .unwrap()
+        .remove(0);
     assert_eq!(info.provider(), "loop");
     let fabric = Fabric::open(&info.fabric_attr).unwrap();
     let domain = fabric.domain(&info).unwrap();
-    let cq = domain.cq(&CqAttr { format: cq_format::FI_CQ_FORMAT_TAGGED, ..Default::default() }).unwrap();
+    let cq = domain
+        .cq(&CqAttr {
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            ..Default::default()
+        })
+        .unwrap();
     let av = domain.av(&AvAttr::default()).unwrap();
     let a = domain.endpoint(&info).unwrap();
     let b = domain.endpoint(&info).unwrap();
@@ -66,7 +84,8 @@ fn external_provider_loads_runs_and_refuses_busy_deregistration() {
     let mut rx = vec![0u8; 64];
     // SAFETY: rx and msg outlive the operations; we wait for both completions.
     unsafe {
-        b.trecv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 42, 0, 1).unwrap();
+        b.trecv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 42, 0, 1)
+            .unwrap();
         a.tsend(msg.as_ptr(), msg.len(), fb, 42, 2).unwrap();
     }
     let mut got = Vec::new();
@@ -77,10 +96,15 @@ fn external_provider_loads_runs_and_refuses_busy_deregistration() {
             got.extend_from_slice(&e[..n]);
         }
     }
-    let recv = got.iter().find(|e| e.op_context == 1).expect("receive completion");
+    let recv = got
+        .iter()
+        .find(|e| e.op_context == 1)
+        .expect("receive completion");
     assert_eq!((recv.len, recv.tag), (msg.len(), 42));
     assert_eq!(&rx[..msg.len()], msg);
-    assert!(got.iter().any(|e| e.op_context == 2 && e.flags & FI_SEND != 0));
+    assert!(got
+        .iter()
+        .any(|e| e.op_context == 2 && e.flags & FI_SEND != 0));
 
     // Busy while a fabric is open; free after everything closes.
     let e = registry::deregister("loop").unwrap_err();

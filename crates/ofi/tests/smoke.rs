@@ -1,17 +1,36 @@
-#![allow(unsafe_code, missing_docs)]
-//! smoke
+//! Smoke test: a large message between two shm endpoints of one process.
+#![allow(unsafe_code)]
 use ofi::consts::*;
 use ofi::*;
 
-fn pair(tagged: bool) -> (Fabric, Domain, CompletionQueue, AddressVector, Endpoint, Endpoint, u64, u64) {
+#[allow(clippy::type_complexity)]
+fn pair(
+    tagged: bool,
+) -> (
+    Fabric,
+    Domain,
+    CompletionQueue,
+    AddressVector,
+    Endpoint,
+    Endpoint,
+    u64,
+    u64,
+) {
     let mut h = Info::hints();
     h.caps = if tagged { FI_TAGGED } else { FI_MSG };
     h.ep_attr.ep_type = ep_type::FI_EP_RDM;
     h.fabric_attr.prov_name = Some("shm".into());
-    let info = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h)).unwrap().remove(0);
+    let info = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
+        .unwrap()
+        .remove(0);
     let f = Fabric::open(&info.fabric_attr).unwrap();
     let d = f.domain(&info).unwrap();
-    let cq = d.cq(&CqAttr { format: cq_format::FI_CQ_FORMAT_TAGGED, ..Default::default() }).unwrap();
+    let cq = d
+        .cq(&CqAttr {
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            ..Default::default()
+        })
+        .unwrap();
     let av = d.av(&AvAttr::default()).unwrap();
     let a = d.endpoint(&info).unwrap();
     let b = d.endpoint(&info).unwrap();
@@ -30,7 +49,12 @@ fn large_msg() {
     let (_f, _d, cq, _av, a, b, _fa, fb) = pair(false);
     let tx = vec![7u8; 65536];
     let mut rx = vec![0u8; 65536];
-    unsafe { b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 1).unwrap() };
+    // SAFETY: rx and tx outlive both operations; we wait for their completions.
+    unsafe {
+        b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 1)
+            .unwrap()
+    };
+    // SAFETY: as above.
     unsafe { a.send(tx.as_ptr(), tx.len(), fb, 2).unwrap() };
     let mut got = vec![];
     let start = std::time::Instant::now();

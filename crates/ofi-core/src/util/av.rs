@@ -46,9 +46,16 @@ impl AvCore {
         let kind = match attr.av_type {
             av_type::FI_AV_UNSPEC => av_type::FI_AV_TABLE,
             av_type::FI_AV_MAP | av_type::FI_AV_TABLE => attr.av_type,
-            v => return Err(Error::inval(format!("av_attr.type = {v} is not an AV type"))),
+            v => {
+                return Err(Error::inval(format!(
+                    "av_attr.type = {v} is not an AV type"
+                )))
+            }
         };
-        let t = Table { slots: Vec::with_capacity(attr.count), ..Default::default() };
+        let t = Table {
+            slots: Vec::with_capacity(attr.count),
+            ..Default::default()
+        };
         Ok(Arc::new(AvCore {
             kind,
             table: RwLock::new(t),
@@ -74,7 +81,9 @@ impl AvCore {
     /// the first rejection's reason is logged.
     pub fn insert(&self, addrs: &[&[u8]], out: &mut [u64]) -> Result<usize> {
         if out.len() < addrs.len() {
-            return Err(Error::inval("av insert: output array shorter than the address list"));
+            return Err(Error::inval(
+                "av insert: output array shorter than the address list",
+            ));
         }
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         let mut ok = 0;
@@ -110,7 +119,9 @@ impl AvCore {
         let a = self.ops.resolve(node, service)?;
         let mut out = [0u64];
         if self.insert(&[&a], &mut out)? != 1 {
-            return Err(Error::inval(format!("address for {node}:{service} was rejected")));
+            return Err(Error::inval(format!(
+                "address for {node}:{service} was rejected"
+            )));
         }
         Ok(out[0])
     }
@@ -120,7 +131,9 @@ impl AvCore {
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
         for &a in fi_addrs {
             if t.slots.get(a as usize).and_then(|s| s.as_ref()).is_none() {
-                return Err(Error::inval(format!("av remove: fi_addr {a} is not in the AV")));
+                return Err(Error::inval(format!(
+                    "av remove: fi_addr {a} is not in the AV"
+                )));
             }
         }
         for &a in fi_addrs {
@@ -141,7 +154,12 @@ impl AvCore {
         t.slots
             .get(fi_addr as usize)
             .and_then(|s| s.clone())
-            .ok_or_else(|| Error::new(errno::FI_ENOENT, format!("fi_addr {fi_addr} is not in the AV")))
+            .ok_or_else(|| {
+                Error::new(
+                    errno::FI_ENOENT,
+                    format!("fi_addr {fi_addr} is not in the AV"),
+                )
+            })
     }
 
     /// The fi_addr of a raw address (FI_SOURCE), if inserted.

@@ -20,7 +20,10 @@ pub struct CntrAttr {
 
 impl Default for CntrAttr {
     fn default() -> Self {
-        CntrAttr { events: 0, wait_obj: wait_obj::FI_WAIT_UNSPEC }
+        CntrAttr {
+            events: 0,
+            wait_obj: wait_obj::FI_WAIT_UNSPEC,
+        }
     }
 }
 
@@ -45,12 +48,22 @@ impl CntrCore {
     /// Creates a counter.
     pub fn new(attr: &CntrAttr) -> Result<Arc<Self>> {
         if attr.events != 0 {
-            return Err(Error::inval(format!("cntr_attr.events = {} is not FI_CNTR_EVENTS_COMP", attr.events)));
+            return Err(Error::inval(format!(
+                "cntr_attr.events = {} is not FI_CNTR_EVENTS_COMP",
+                attr.events
+            )));
         }
         let waitable = match attr.wait_obj {
             wait_obj::FI_WAIT_NONE => false,
-            wait_obj::FI_WAIT_UNSPEC | wait_obj::FI_WAIT_FD | wait_obj::FI_WAIT_YIELD | wait_obj::FI_WAIT_POLLFD => true,
-            v => return Err(Error::inval(format!("cntr_attr.wait_obj = {v} is not supported"))),
+            wait_obj::FI_WAIT_UNSPEC
+            | wait_obj::FI_WAIT_FD
+            | wait_obj::FI_WAIT_YIELD
+            | wait_obj::FI_WAIT_POLLFD => true,
+            v => {
+                return Err(Error::inval(format!(
+                    "cntr_attr.wait_obj = {v} is not supported"
+                )))
+            }
         };
         Ok(Arc::new(CntrCore {
             value: AtomicU64::new(0),
@@ -97,11 +110,15 @@ impl CntrCore {
         }
         let errs = self.errors.load(Ordering::Acquire);
         let r = self.driver.block(timeout, || {
-            self.value.load(Ordering::Acquire) >= threshold || self.errors.load(Ordering::Acquire) != errs
+            self.value.load(Ordering::Acquire) >= threshold
+                || self.errors.load(Ordering::Acquire) != errs
         });
         match r {
             Ok(()) if self.value.load(Ordering::Acquire) >= threshold => Ok(()),
-            Ok(()) => Err(Error::new(errno::FI_EAVAIL, "the error count rose while waiting")),
+            Ok(()) => Err(Error::new(
+                errno::FI_EAVAIL,
+                "the error count rose while waiting",
+            )),
             Err(e) if e.is_again() => Err(Error::new(
                 errno::FI_ETIMEDOUT,
                 format!("counter did not reach {threshold} in time"),

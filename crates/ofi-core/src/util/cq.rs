@@ -108,21 +108,33 @@ impl CqFormat for CqEntry {
     const FORMAT: u32 = cq_format::FI_CQ_FORMAT_CONTEXT;
     #[inline]
     fn from_tagged(e: &CqTaggedEntry) -> Self {
-        CqEntry { op_context: e.op_context }
+        CqEntry {
+            op_context: e.op_context,
+        }
     }
 }
 impl CqFormat for CqMsgEntry {
     const FORMAT: u32 = cq_format::FI_CQ_FORMAT_MSG;
     #[inline]
     fn from_tagged(e: &CqTaggedEntry) -> Self {
-        CqMsgEntry { op_context: e.op_context, flags: e.flags, len: e.len }
+        CqMsgEntry {
+            op_context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+        }
     }
 }
 impl CqFormat for CqDataEntry {
     const FORMAT: u32 = cq_format::FI_CQ_FORMAT_DATA;
     #[inline]
     fn from_tagged(e: &CqTaggedEntry) -> Self {
-        CqDataEntry { op_context: e.op_context, flags: e.flags, len: e.len, buf: e.buf, data: e.data }
+        CqDataEntry {
+            op_context: e.op_context,
+            flags: e.flags,
+            len: e.len,
+            buf: e.buf,
+            data: e.data,
+        }
     }
 }
 impl CqFormat for CqTaggedEntry {
@@ -146,7 +158,11 @@ pub struct CqAttr {
 
 impl Default for CqAttr {
     fn default() -> Self {
-        CqAttr { size: 0, format: cq_format::FI_CQ_FORMAT_CONTEXT, wait_obj: wait_obj::FI_WAIT_UNSPEC }
+        CqAttr {
+            size: 0,
+            format: cq_format::FI_CQ_FORMAT_CONTEXT,
+            wait_obj: wait_obj::FI_WAIT_UNSPEC,
+        }
     }
 }
 
@@ -182,21 +198,37 @@ impl CqCore {
             attr.format = cq_format::FI_CQ_FORMAT_CONTEXT;
         }
         if attr.format > cq_format::FI_CQ_FORMAT_TAGGED {
-            return Err(Error::inval(format!("cq_attr.format = {} is not a CQ format", attr.format)));
+            return Err(Error::inval(format!(
+                "cq_attr.format = {} is not a CQ format",
+                attr.format
+            )));
         }
         let waitable = match attr.wait_obj {
             wait_obj::FI_WAIT_NONE => false,
-            wait_obj::FI_WAIT_UNSPEC | wait_obj::FI_WAIT_FD | wait_obj::FI_WAIT_YIELD | wait_obj::FI_WAIT_POLLFD => true,
+            wait_obj::FI_WAIT_UNSPEC
+            | wait_obj::FI_WAIT_FD
+            | wait_obj::FI_WAIT_YIELD
+            | wait_obj::FI_WAIT_POLLFD => true,
             wait_obj::FI_WAIT_SET | wait_obj::FI_WAIT_MUTEX_COND => {
-                return Err(Error::nosys(format!("cq_attr.wait_obj = {} is not supported", attr.wait_obj)));
+                return Err(Error::nosys(format!(
+                    "cq_attr.wait_obj = {} is not supported",
+                    attr.wait_obj
+                )));
             }
-            v => return Err(Error::inval(format!("cq_attr.wait_obj = {v} is not a wait object"))),
+            v => {
+                return Err(Error::inval(format!(
+                    "cq_attr.wait_obj = {v} is not a wait object"
+                )))
+            }
         };
         if attr.size == 0 {
             attr.size = DEFAULT_CQ_SIZE;
         }
         if attr.size > 1 << 24 {
-            return Err(Error::inval(format!("cq_attr.size = {} is larger than 16M entries", attr.size)));
+            return Err(Error::inval(format!(
+                "cq_attr.size = {} is larger than 16M entries",
+                attr.size
+            )));
         }
         Ok(Arc::new(CqCore {
             attr,
@@ -266,7 +298,10 @@ impl CqCore {
                 }
                 Some(Slot::Err(..)) => {
                     if n == 0 {
-                        return Err(Error::new(errno::FI_EAVAIL, "an error completion is available: call readerr"));
+                        return Err(Error::new(
+                            errno::FI_EAVAIL,
+                            "an error completion is available: call readerr",
+                        ));
                     }
                     break;
                 }
@@ -315,13 +350,26 @@ impl CqCore {
     }
 
     /// `fi_cq_sreadfrom`.
-    pub fn sreadfrom<E: CqFormat>(&self, out: &mut [E], src: &mut [u64], timeout: Option<Duration>) -> Result<usize> {
+    pub fn sreadfrom<E: CqFormat>(
+        &self,
+        out: &mut [E],
+        src: &mut [u64],
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
         self.sreadfrom_inner(out, Some(src), timeout)
     }
 
-    fn sreadfrom_inner<E: CqFormat>(&self, out: &mut [E], src: Option<&mut [u64]>, timeout: Option<Duration>) -> Result<usize> {
+    fn sreadfrom_inner<E: CqFormat>(
+        &self,
+        out: &mut [E],
+        src: Option<&mut [u64]>,
+        timeout: Option<Duration>,
+    ) -> Result<usize> {
         if self.driver.wait_set().is_none() {
-            return Err(Error::new(errno::FI_ENOSYS, "sread on a CQ opened with FI_WAIT_NONE"));
+            return Err(Error::new(
+                errno::FI_ENOSYS,
+                "sread on a CQ opened with FI_WAIT_NONE",
+            ));
         }
         match self.driver.block(timeout, || !self.lock().is_empty()) {
             Ok(()) => self.take(out, src),
@@ -362,13 +410,42 @@ impl CqCore {
 }
 
 /// A convenience for providers: a successful completion.
-pub fn completion(op_context: usize, flags: u64, len: usize, buf: usize, data: u64, tag: u64) -> CqTaggedEntry {
-    CqTaggedEntry { op_context, flags, len, buf, data, tag }
+pub fn completion(
+    op_context: usize,
+    flags: u64,
+    len: usize,
+    buf: usize,
+    data: u64,
+    tag: u64,
+) -> CqTaggedEntry {
+    CqTaggedEntry {
+        op_context,
+        flags,
+        len,
+        buf,
+        data,
+        tag,
+    }
 }
 
 /// A convenience for providers: an error completion.
-pub fn error_completion(op_context: usize, flags: u64, err: i32, len: usize, olen: usize, tag: u64) -> CqErrEntry {
-    CqErrEntry { op_context, flags, len, olen, err, tag, ..Default::default() }
+pub fn error_completion(
+    op_context: usize,
+    flags: u64,
+    err: i32,
+    len: usize,
+    olen: usize,
+    tag: u64,
+) -> CqErrEntry {
+    CqErrEntry {
+        op_context,
+        flags,
+        len,
+        olen,
+        err,
+        tag,
+        ..Default::default()
+    }
 }
 
 /// Source address value when the sender is not in the AV.

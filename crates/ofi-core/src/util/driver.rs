@@ -28,7 +28,11 @@ impl Driver {
         let spin = crate::config::core_tunable("cq_spin_us").get_size()?;
         Ok(Driver {
             sources: Mutex::new(Vec::new()),
-            waits: if waitable { Some(WaitSet::new()?) } else { None },
+            waits: if waitable {
+                Some(WaitSet::new()?)
+            } else {
+                None
+            },
             sleepers: AtomicU32::new(0),
             spin: Duration::from_micros(spin as u64),
         })
@@ -127,7 +131,9 @@ impl Driver {
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 // Sleep in slices so a source that cannot signal (a peer that
                 // died before ringing) never turns into a hang.
-                let slice = left.map_or(Duration::from_millis(100), |l| l.min(Duration::from_millis(100)));
+                let slice = left.map_or(Duration::from_millis(100), |l| {
+                    l.min(Duration::from_millis(100))
+                });
                 let r = w.wait(Some(slice));
                 w.drain();
                 for s in &sources {

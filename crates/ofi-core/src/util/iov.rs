@@ -17,11 +17,17 @@ const _: () = assert!(std::mem::size_of::<IoVec>() == std::mem::size_of::<libc::
 impl IoVec {
     /// An iov over a slice (the slice must outlive the operation).
     pub fn from_slice(s: &[u8]) -> Self {
-        IoVec { base: s.as_ptr() as usize, len: s.len() }
+        IoVec {
+            base: s.as_ptr() as usize,
+            len: s.len(),
+        }
     }
     /// An iov over a mutable slice.
     pub fn from_mut(s: &mut [u8]) -> Self {
-        IoVec { base: s.as_mut_ptr() as usize, len: s.len() }
+        IoVec {
+            base: s.as_mut_ptr() as usize,
+            len: s.len(),
+        }
     }
 }
 
@@ -49,7 +55,11 @@ pub unsafe fn copy_to_iov(iov: &[IoVec], mut offset: usize, src: &[u8]) -> usize
         // SAFETY: the caller guarantees the range is writable; n stays inside
         // both the iov entry and src.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr().add(done), (v.base as *mut u8).add(offset), n);
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr().add(done),
+                (v.base as *mut u8).add(offset),
+                n,
+            );
         }
         done += n;
         offset = 0;
@@ -76,7 +86,11 @@ pub unsafe fn copy_from_iov(iov: &[IoVec], mut offset: usize, dst: &mut [u8]) ->
         // SAFETY: the caller guarantees the range is readable; n stays inside
         // both the iov entry and dst.
         unsafe {
-            std::ptr::copy_nonoverlapping((v.base as *const u8).add(offset), dst.as_mut_ptr().add(done), n);
+            std::ptr::copy_nonoverlapping(
+                (v.base as *const u8).add(offset),
+                dst.as_mut_ptr().add(done),
+                n,
+            );
         }
         done += n;
         offset = 0;

@@ -40,7 +40,8 @@ impl PostedRecv {
     /// True if this receive accepts a message from `src` with `tag`.
     #[inline]
     pub fn matches(&self, src: u64, tag: u64) -> bool {
-        (self.src == FI_ADDR_UNSPEC || self.src == src) && (tag | self.ignore) == (self.tag | self.ignore)
+        (self.src == FI_ADDR_UNSPEC || self.src == src)
+            && (tag | self.ignore) == (self.tag | self.ignore)
     }
 }
 
@@ -67,7 +68,9 @@ impl<P> Unexpected<P> {
     /// True if a receive for (src, tag, ignore) would take this message.
     #[inline]
     pub fn matches(&self, src: u64, tag: u64, ignore: u64) -> bool {
-        self.claimed.is_none() && (src == FI_ADDR_UNSPEC || src == self.src) && (tag | ignore) == (self.tag | ignore)
+        self.claimed.is_none()
+            && (src == FI_ADDR_UNSPEC || src == self.src)
+            && (tag | ignore) == (self.tag | ignore)
     }
 }
 
@@ -83,8 +86,14 @@ impl<P> MatchQueues<P> {
     /// Queues with room for `depth` entries each.
     pub fn new(depth: usize) -> Self {
         MatchQueues {
-            posted: [VecDeque::with_capacity(depth), VecDeque::with_capacity(depth)],
-            unexpected: [VecDeque::with_capacity(depth), VecDeque::with_capacity(depth)],
+            posted: [
+                VecDeque::with_capacity(depth),
+                VecDeque::with_capacity(depth),
+            ],
+            unexpected: [
+                VecDeque::with_capacity(depth),
+                VecDeque::with_capacity(depth),
+            ],
         }
     }
     /// Number of posted receives in a queue.
@@ -100,7 +109,9 @@ impl<P> MatchQueues<P> {
     pub fn find_posted(&self, tagged: bool, src: u64, tag: u64) -> Option<usize> {
         let q = &self.posted[usize::from(tagged)];
         if !tagged {
-            return q.iter().position(|r| r.src == FI_ADDR_UNSPEC || r.src == src);
+            return q
+                .iter()
+                .position(|r| r.src == FI_ADDR_UNSPEC || r.src == src);
         }
         q.iter().position(|r| r.matches(src, tag))
     }
@@ -130,13 +141,17 @@ impl<P> MatchQueues<P> {
     pub fn find_unexpected(&self, tagged: bool, src: u64, tag: u64, ignore: u64) -> Option<usize> {
         let q = &self.unexpected[usize::from(tagged)];
         if !tagged {
-            return q.iter().position(|u| u.claimed.is_none() && (src == FI_ADDR_UNSPEC || src == u.src));
+            return q
+                .iter()
+                .position(|u| u.claimed.is_none() && (src == FI_ADDR_UNSPEC || src == u.src));
         }
         q.iter().position(|u| u.matches(src, tag, ignore))
     }
     /// Index of the unexpected message claimed with this context.
     pub fn find_claimed(&self, tagged: bool, context: usize) -> Option<usize> {
-        self.unexpected[usize::from(tagged)].iter().position(|u| u.claimed == Some(context))
+        self.unexpected[usize::from(tagged)]
+            .iter()
+            .position(|u| u.claimed == Some(context))
     }
     /// An unexpected message by index.
     pub fn unexpected_mut(&mut self, tagged: bool, idx: usize) -> Option<&mut Unexpected<P>> {
@@ -168,10 +183,32 @@ mod tests {
     #[test]
     fn tag_ignore_and_directed_receive() {
         let mut q: MatchQueues<()> = MatchQueues::new(4);
-        q.post(true, PostedRecv { src: 7, tag: 0x10, ignore: 0x0f, context: 1, ..Default::default() });
-        q.post(true, PostedRecv { src: FI_ADDR_UNSPEC, tag: 0x20, ignore: 0, context: 2, ..Default::default() });
+        q.post(
+            true,
+            PostedRecv {
+                src: 7,
+                tag: 0x10,
+                ignore: 0x0f,
+                context: 1,
+                ..Default::default()
+            },
+        );
+        q.post(
+            true,
+            PostedRecv {
+                src: FI_ADDR_UNSPEC,
+                tag: 0x20,
+                ignore: 0,
+                context: 2,
+                ..Default::default()
+            },
+        );
         assert_eq!(q.find_posted(true, 7, 0x1f), Some(0));
-        assert_eq!(q.find_posted(true, 8, 0x1f), None, "directed receive must reject another source");
+        assert_eq!(
+            q.find_posted(true, 8, 0x1f),
+            None,
+            "directed receive must reject another source"
+        );
         assert_eq!(q.find_posted(true, 8, 0x20), Some(1));
         assert_eq!(q.find_posted(true, 8, 0x21), None);
         assert!(q.cancel(1).is_some());
@@ -180,7 +217,18 @@ mod tests {
     #[test]
     fn claimed_messages_are_invisible_to_plain_receives() {
         let mut q: MatchQueues<u8> = MatchQueues::new(4);
-        q.push_unexpected(true, Unexpected { src: 1, tag: 5, data: 0, flags: 0, len: 1, claimed: None, payload: 9 });
+        q.push_unexpected(
+            true,
+            Unexpected {
+                src: 1,
+                tag: 5,
+                data: 0,
+                flags: 0,
+                len: 1,
+                claimed: None,
+                payload: 9,
+            },
+        );
         assert_eq!(q.find_unexpected(true, FI_ADDR_UNSPEC, 5, 0), Some(0));
         q.unexpected_mut(true, 0).unwrap().claimed = Some(77);
         assert_eq!(q.find_unexpected(true, FI_ADDR_UNSPEC, 5, 0), None);

@@ -53,7 +53,10 @@ impl MrCore {
     /// region start are both accepted per `virt`.
     pub fn check(&self, addr: u64, len: usize, access: u64, virt: bool) -> Result<usize> {
         if access & !self.access != 0 {
-            return Err(Error::new(errno::FI_EACCES, format!("region {:#x} does not grant {:#x}", self.key, access)));
+            return Err(Error::new(
+                errno::FI_EACCES,
+                format!("region {:#x} does not grant {:#x}", self.key, access),
+            ));
         }
         let mut base_off = 0u64;
         for &(base, l) in &self.iov {
@@ -67,14 +70,20 @@ impl MrCore {
             }
             base_off += l as u64;
         }
-        Err(Error::new(errno::FI_EACCES, format!("[{addr:#x}, +{len}) is outside region {:#x}", self.key)))
+        Err(Error::new(
+            errno::FI_EACCES,
+            format!("[{addr:#x}, +{len}) is outside region {:#x}", self.key),
+        ))
     }
 }
 
 impl Drop for MrCore {
     fn drop(&mut self) {
         if let Some(m) = self.map.upgrade() {
-            m.keys.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+            m.keys
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&self.key);
         }
     }
 }
@@ -99,7 +108,12 @@ fn random_u64() -> u64 {
         // Fallback: time and address entropy through the std hasher.
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
         return h.finish();
     }
     u64::from_ne_bytes(b)
@@ -125,7 +139,10 @@ impl MrMap {
             return Err(Error::inval("mr: no memory ranges given"));
         }
         if attr.access & !ACCESS_ALL != 0 {
-            return Err(Error::new(errno::FI_EBADFLAGS, format!("mr: unknown access bits {:#x}", attr.access & !ACCESS_ALL)));
+            return Err(Error::new(
+                errno::FI_EBADFLAGS,
+                format!("mr: unknown access bits {:#x}", attr.access & !ACCESS_ALL),
+            ));
         }
         for &(base, len) in &attr.iov {
             if base.checked_add(len).is_none() {
@@ -144,14 +161,24 @@ impl MrMap {
                 }
             }
         } else {
-            if keys.get(&attr.requested_key).is_some_and(|w| w.strong_count() > 0) {
-                return Err(Error::new(errno::FI_ENOKEY, format!("mr: key {:#x} is already in use", attr.requested_key)));
+            if keys
+                .get(&attr.requested_key)
+                .is_some_and(|w| w.strong_count() > 0)
+            {
+                return Err(Error::new(
+                    errno::FI_ENOKEY,
+                    format!("mr: key {:#x} is already in use", attr.requested_key),
+                ));
             }
             attr.requested_key
         };
         let mr = Arc::new(MrCore {
             key,
-            access: if attr.access == 0 { ACCESS_ALL } else { attr.access },
+            access: if attr.access == 0 {
+                ACCESS_ALL
+            } else {
+                attr.access
+            },
             iov: attr.iov.clone(),
             offset: attr.offset,
             map: Arc::downgrade(self),
@@ -161,6 +188,10 @@ impl MrMap {
     }
     /// The region of a key, if registered.
     pub fn lookup(&self, key: u64) -> Option<Arc<MrCore>> {
-        self.keys.lock().unwrap_or_else(|e| e.into_inner()).get(&key).and_then(Weak::upgrade)
+        self.keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .and_then(Weak::upgrade)
     }
 }

@@ -26,7 +26,10 @@ impl WaitSet {
     /// Creates the epoll set and its eventfd.
     pub fn new() -> Result<Self> {
         // SAFETY: plain syscall; the result is checked and owned below.
-        let ep = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll_create1")?;
+        let ep = cvt(
+            unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) },
+            "epoll_create1",
+        )?;
         // SAFETY: ep is a fresh fd we own.
         let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
         // SAFETY: plain syscall; the result is checked and owned below.
@@ -48,7 +51,8 @@ impl WaitSet {
             u64: fd as u64,
         };
         // SAFETY: epoll and fd are valid; ev is a valid epoll_event.
-        let r = unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        let r =
+            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EEXIST) {
@@ -63,7 +67,12 @@ impl WaitSet {
     pub fn remove(&self, fd: RawFd) {
         // SAFETY: epoll is valid; removing an fd that is not there only fails.
         unsafe {
-            libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut());
+            libc::epoll_ctl(
+                self.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            );
         }
     }
 
@@ -90,7 +99,10 @@ impl WaitSet {
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         let ms = match timeout {
             None => -1,
-            Some(d) => d.as_millis().min(i32::MAX as u128).max(u128::from(!d.is_zero())) as i32,
+            Some(d) => d
+                .as_millis()
+                .min(i32::MAX as u128)
+                .max(u128::from(!d.is_zero())) as i32,
         };
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
         loop {

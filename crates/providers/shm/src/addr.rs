@@ -22,7 +22,10 @@ impl ShmAddr {
     }
     /// From a 64-bit id.
     pub fn from_id(id: u64) -> Self {
-        ShmAddr { pid: (id >> 32) as u32, idx: id as u32 }
+        ShmAddr {
+            pid: (id >> 32) as u32,
+            idx: id as u32,
+        }
     }
     /// The address bytes (with the trailing NUL).
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -33,13 +36,18 @@ impl ShmAddr {
     /// Parses address bytes; trailing NULs are ignored.
     pub fn parse(b: &[u8]) -> Result<Self> {
         let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-        let s = std::str::from_utf8(&b[..end]).map_err(|_| Error::inval("shm address is not UTF-8"))?;
-        let rest = s
-            .strip_prefix(SCHEME)
-            .ok_or_else(|| Error::inval(format!("shm address '{s}' does not start with {SCHEME}")))?;
+        let s =
+            std::str::from_utf8(&b[..end]).map_err(|_| Error::inval("shm address is not UTF-8"))?;
+        let rest = s.strip_prefix(SCHEME).ok_or_else(|| {
+            Error::inval(format!("shm address '{s}' does not start with {SCHEME}"))
+        })?;
         let (p, i) = rest.split_once('.').unwrap_or((rest, "0"));
-        let pid = p.parse::<u32>().map_err(|_| Error::inval(format!("shm address '{s}': bad pid")))?;
-        let idx = i.parse::<u32>().map_err(|_| Error::inval(format!("shm address '{s}': bad endpoint index")))?;
+        let pid = p
+            .parse::<u32>()
+            .map_err(|_| Error::inval(format!("shm address '{s}': bad pid")))?;
+        let idx = i
+            .parse::<u32>()
+            .map_err(|_| Error::inval(format!("shm address '{s}': bad endpoint index")))?;
         if pid == 0 {
             return Err(Error::inval(format!("shm address '{s}': pid 0")));
         }
@@ -62,8 +70,16 @@ impl AddrOps for ShmAddrOps {
         }
     }
     fn resolve(&self, node: &str, service: &str) -> Result<Vec<u8>> {
-        let s = if service.is_empty() { node.to_string() } else { format!("{node}.{service}") };
-        let s = if s.starts_with(SCHEME) { s } else { format!("{SCHEME}{s}") };
+        let s = if service.is_empty() {
+            node.to_string()
+        } else {
+            format!("{node}.{service}")
+        };
+        let s = if s.starts_with(SCHEME) {
+            s
+        } else {
+            format!("{SCHEME}{s}")
+        };
         self.canonical(s.as_bytes())
     }
 }

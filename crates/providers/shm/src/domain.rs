@@ -24,7 +24,10 @@ impl ShmDomain {
 impl DomainOps for ShmDomain {
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
         if info.ep_attr.ep_type != ep_type::FI_EP_RDM {
-            return Err(Error::nosys(format!("shm supports FI_EP_RDM only (asked for type {})", info.ep_attr.ep_type)));
+            return Err(Error::nosys(format!(
+                "shm supports FI_EP_RDM only (asked for type {})",
+                info.ep_attr.ep_type
+            )));
         }
         Ok(Arc::new(ShmEndpoint::open(self.cfg.clone(), info)?))
     }

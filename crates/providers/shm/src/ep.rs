@@ -20,7 +20,9 @@ use ofi_core::util::matching::{MatchQueues, PostedRecv, Unexpected, MAX_IOV};
 use ofi_shm::cma::{self, Range};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc;
-use ofi_shm::segment::{bell_path, reclaim_stale, segment_path, Geometry, Segment, XferDesc, XFER_DESCS};
+use ofi_shm::segment::{
+    bell_path, reclaim_stale, segment_path, Geometry, Segment, XferDesc, XFER_DESCS,
+};
 use ofi_wire::shm::{flag, op, Entry, Repr, HDR_LEN, MAX_RTS_IOV};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -47,7 +49,12 @@ static RECLAIM: Once = Once::new();
 enum Src<'a> {
     Inline(&'a [u8]),
     Bounce(u64),
-    Rts { sender: u64, cookie: u64, iov: [(u64, u64); MAX_RTS_IOV], cnt: u8 },
+    Rts {
+        sender: u64,
+        cookie: u64,
+        iov: [(u64, u64); MAX_RTS_IOV],
+        cnt: u8,
+    },
 }
 
 /// An unexpected message's bytes, held until a receive matches it.
@@ -55,7 +62,12 @@ enum Src<'a> {
 enum Payload {
     Inline(Vec<u8>),
     Bounce(u64),
-    Rts { sender: u64, cookie: u64, iov: [(u64, u64); MAX_RTS_IOV], cnt: u8 },
+    Rts {
+        sender: u64,
+        cookie: u64,
+        iov: [(u64, u64); MAX_RTS_IOV],
+        cnt: u8,
+    },
 }
 
 /// What the receiver needs to know about a message.
@@ -148,7 +160,9 @@ fn tx_flags(tagged: bool) -> u64 {
 }
 
 fn rx_flags(m: &Meta) -> u64 {
-    FI_RECV | if m.tagged { FI_TAGGED } else { FI_MSG } | if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 }
+    FI_RECV
+        | if m.tagged { FI_TAGGED } else { FI_MSG }
+        | if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 }
 }
 
 fn status_code(v: u64) -> i32 {
@@ -169,7 +183,10 @@ impl ShmEndpoint {
                 tracing::info!(removed = n, "reclaimed stale shm segments");
             }
         });
-        let me = ShmAddr { pid: std::process::id(), idx: NEXT_IDX.fetch_add(1, Ordering::Relaxed) };
+        let me = ShmAddr {
+            pid: std::process::id(),
+            idx: NEXT_IDX.fetch_add(1, Ordering::Relaxed),
+        };
         let geo = Geometry {
             ring_slots: cfg.ring_slots,
             slot_size: SLOT_SIZE,
@@ -178,13 +195,18 @@ impl ShmEndpoint {
         };
         let seg = Segment::create(&segment_path(uid, me.pid, me.idx), geo)
             .map_err(|e| Error::os(e, "shm: creating the endpoint segment"))?;
-        let bell = Bell::create(&bell_path(uid, me.pid, me.idx)).map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
+        let bell = Bell::create(&bell_path(uid, me.pid, me.idx))
+            .map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
         let depth = info.rx_attr.size.max(64);
         Ok(ShmEndpoint {
             me,
             seg,
             bell,
-            caps: if info.caps == 0 { crate::offer().caps } else { info.caps },
+            caps: if info.caps == 0 {
+                crate::offer().caps
+            } else {
+                info.caps
+            },
             inner: Mutex::new(Inner {
                 b: EpBindings::default(),
                 need_src: false,
@@ -221,7 +243,14 @@ impl ShmEndpoint {
     fn tx_complete(&self, g: &Inner, context: usize, flags: u64, completion: bool) {
         if completion {
             if let Some(cq) = &g.b.tx_cq {
-                cq.push(CqTaggedEntry { op_context: context, flags, ..Default::default() }, FI_ADDR_NOTAVAIL);
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: context,
+                        flags,
+                        ..Default::default()
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
             }
         }
         if let Some(c) = &g.b.send_cntr {
@@ -231,7 +260,17 @@ impl ShmEndpoint {
 
     fn tx_error(&self, g: &Inner, context: usize, flags: u64, err: i32, len: usize) {
         if let Some(cq) = &g.b.tx_cq {
-            cq.push_err(CqErrEntry { op_context: context, flags, len, err, prov_errno: err, ..Default::default() }, FI_ADDR_NOTAVAIL);
+            cq.push_err(
+                CqErrEntry {
+                    op_context: context,
+                    flags,
+                    len,
+                    err,
+                    prov_errno: err,
+                    ..Default::default()
+                },
+                FI_ADDR_NOTAVAIL,
+            );
         }
         if let Some(c) = &g.b.send_cntr {
             c.add_err(1);
@@ -239,7 +278,16 @@ impl ShmEndpoint {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn rx_complete(&self, g: &Inner, context: usize, flags: u64, m: &Meta, got: usize, buf: usize, completion: bool) {
+    fn rx_complete(
+        &self,
+        g: &Inner,
+        context: usize,
+        flags: u64,
+        m: &Meta,
+        got: usize,
+        buf: usize,
+        completion: bool,
+    ) {
         if got < m.total {
             if let Some(cq) = &g.b.rx_cq {
                 cq.push_err(
@@ -265,7 +313,17 @@ impl ShmEndpoint {
         }
         if completion || flags & FI_MULTI_RECV != 0 {
             if let Some(cq) = &g.b.rx_cq {
-                cq.push(CqTaggedEntry { op_context: context, flags, len: got, buf, data: m.data, tag: m.tag }, m.src_addr);
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: context,
+                        flags,
+                        len: got,
+                        buf,
+                        data: m.data,
+                        tag: m.tag,
+                    },
+                    m.src_addr,
+                );
             }
         }
         if let Some(c) = &g.b.recv_cntr {
@@ -275,7 +333,17 @@ impl ShmEndpoint {
 
     fn rx_error(&self, g: &Inner, context: usize, flags: u64, err: i32, tag: u64) {
         if let Some(cq) = &g.b.rx_cq {
-            cq.push_err(CqErrEntry { op_context: context, flags, err, prov_errno: err, tag, ..Default::default() }, FI_ADDR_NOTAVAIL);
+            cq.push_err(
+                CqErrEntry {
+                    op_context: context,
+                    flags,
+                    err,
+                    prov_errno: err,
+                    tag,
+                    ..Default::default()
+                },
+                FI_ADDR_NOTAVAIL,
+            );
         }
         if let Some(c) = &g.b.recv_cntr {
             c.add_err(1);
@@ -295,7 +363,10 @@ impl ShmEndpoint {
 
     #[inline]
     fn peer_for(&self, g: &mut Inner, dest: u64) -> Result<Arc<Peer>> {
-        let av = g.b.av.as_ref().ok_or_else(|| Error::new(errno::FI_ENOAV, "shm: no address vector bound"))?;
+        let av =
+            g.b.av
+                .as_ref()
+                .ok_or_else(|| Error::new(errno::FI_ENOAV, "shm: no address vector bound"))?;
         let gen = av.generation();
         if gen != g.av_gen {
             g.peers.clear();
@@ -304,9 +375,11 @@ impl ShmEndpoint {
         if let Some(Some(p)) = g.peers.get(dest as usize) {
             return Ok(p.clone());
         }
-        let bytes = av
-            .lookup(dest)
-            .map_err(|_| Error::inval(format!("shm: destination fi_addr {dest} is not in the address vector")))?;
+        let bytes = av.lookup(dest).map_err(|_| {
+            Error::inval(format!(
+                "shm: destination fi_addr {dest} is not in the address vector"
+            ))
+        })?;
         let addr = ShmAddr::parse(&bytes)?;
         let p = self.peer_by_id(g, addr.id())?;
         let i = dest as usize;
@@ -323,7 +396,9 @@ impl ShmEndpoint {
         if !g.need_src {
             return FI_ADDR_NOTAVAIL;
         }
-        let Some(av) = g.b.av.clone() else { return FI_ADDR_NOTAVAIL };
+        let Some(av) = g.b.av.clone() else {
+            return FI_ADDR_NOTAVAIL;
+        };
         let gen = av.generation();
         if gen != g.src_gen {
             g.src_cache.clear();
@@ -343,7 +418,10 @@ impl ShmEndpoint {
 
     fn ring_full(&self, peer: &Peer) -> Error {
         if peer.dead() {
-            Error::new(errno::FI_EIO, format!("shm: peer {}.{} has exited", peer.addr.pid, peer.addr.idx))
+            Error::new(
+                errno::FI_EIO,
+                format!("shm: peer {}.{} has exited", peer.addr.pid, peer.addr.idx),
+            )
         } else {
             Error::again()
         }
@@ -418,26 +496,54 @@ impl ShmEndpoint {
 
     fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
         if !self.enabled.load(Ordering::Relaxed) {
-            return Err(Error::new(errno::FI_EOPBADSTATE, "shm: send on an endpoint that is not enabled"));
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "shm: send on an endpoint that is not enabled",
+            ));
         }
         if op.iov.len() > IOV_LIMIT {
-            return Err(Error::inval(format!("shm: {} iov entries exceed the limit of {IOV_LIMIT}", op.iov.len())));
+            return Err(Error::inval(format!(
+                "shm: {} iov entries exceed the limit of {IOV_LIMIT}",
+                op.iov.len()
+            )));
         }
         let need = if op.tagged { FI_TAGGED } else { FI_MSG };
         if self.caps & need == 0 {
-            return Err(Error::new(errno::FI_EOPNOTSUPP, "shm: the endpoint was opened without this capability"));
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                "shm: the endpoint was opened without this capability",
+            ));
         }
         let len = iov_len(op.iov);
         let inject = op.flags & FI_INJECT != 0;
         if inject && len > INJECT_SIZE {
-            return Err(Error::new(errno::FI_EMSGSIZE, format!("shm: inject of {len} bytes exceeds inject_size {INJECT_SIZE}")));
+            return Err(Error::new(
+                errno::FI_EMSGSIZE,
+                format!("shm: inject of {len} bytes exceeds inject_size {INJECT_SIZE}"),
+            ));
         }
         let mut g = self.lock();
         let peer = self.peer_for(&mut g, op.dest)?;
         let completion = !inject && (!g.b.tx_selective || op.flags & FI_COMPLETION != 0);
-        let fl = if op.tagged { flag::TAGGED } else { 0 } | if op.flags & FI_REMOTE_CQ_DATA != 0 { flag::CQ_DATA } else { 0 };
-        let data = if op.flags & FI_REMOTE_CQ_DATA != 0 { op.data } else { 0 };
-        let mut r = Repr { flags: fl, src: self.me.id(), tag: op.tag, data, total: len as u64, ..Default::default() };
+        let fl = if op.tagged { flag::TAGGED } else { 0 }
+            | if op.flags & FI_REMOTE_CQ_DATA != 0 {
+                flag::CQ_DATA
+            } else {
+                0
+            };
+        let data = if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            op.data
+        } else {
+            0
+        };
+        let mut r = Repr {
+            flags: fl,
+            src: self.me.id(),
+            tag: op.tag,
+            data,
+            total: len as u64,
+            ..Default::default()
+        };
         if len <= INLINE_MAX {
             r.op = op::INLINE;
             r.len = len as u32;
@@ -464,7 +570,12 @@ impl ShmEndpoint {
                 if copied == Some(len) {
                     r.op = op::BOUNCE;
                     r.cookie = idx;
-                    if peer.seg.msg_ring().push_with(|b| r.emit(&mut Entry::new_unchecked(b))).is_ok() {
+                    if peer
+                        .seg
+                        .msg_ring()
+                        .push_with(|b| r.emit(&mut Entry::new_unchecked(b)))
+                        .is_ok()
+                    {
                         peer.notify();
                         self.tx_complete(&g, op.context, tx_flags(op.tagged), completion);
                         return Ok(());
@@ -526,13 +637,24 @@ impl ShmEndpoint {
                 g.pushes.remove(i);
                 continue;
             };
-            let (peer, len, cookie) = (s.peer.clone(), s.len, (u64::from(s.gen) << 32) | u64::from(slot));
+            let (peer, len, cookie) = (
+                s.peer.clone(),
+                s.len,
+                (u64::from(s.gen) << 32) | u64::from(slot),
+            );
             let iov = s.iov;
             let cnt = s.cnt;
             let mut pushed_any = false;
             while offset < len {
                 let n = (len - offset).min(INLINE_MAX);
-                let r = Repr { op: op::DATA, len: n as u32, src: self.me.id(), total: offset as u64, cookie, ..Default::default() };
+                let r = Repr {
+                    op: op::DATA,
+                    len: n as u32,
+                    src: self.me.id(),
+                    total: offset as u64,
+                    cookie,
+                    ..Default::default()
+                };
                 let ok = peer
                     .seg
                     .msg_ring()
@@ -566,7 +688,18 @@ impl ShmEndpoint {
     /// Copies a message into a receive and completes it (or starts the
     /// cross-process copy / fallback). `off` is the multi-receive offset.
     #[allow(clippy::too_many_arguments)]
-    fn deliver(&self, g: &mut Inner, iov: &[IoVec], off: usize, cap: usize, m: Meta, src: Src<'_>, context: usize, mut cq_flags: u64, completion: bool) {
+    fn deliver(
+        &self,
+        g: &mut Inner,
+        iov: &[IoVec],
+        off: usize,
+        cap: usize,
+        m: Meta,
+        src: Src<'_>,
+        context: usize,
+        mut cq_flags: u64,
+        completion: bool,
+    ) {
         let buf = iov.first().map_or(0, |v| v.base + off);
         cq_flags |= rx_flags(&m);
         let want = m.total.min(cap);
@@ -588,13 +721,23 @@ impl ShmEndpoint {
                     None => self.rx_error(g, context, cq_flags, errno::FI_EIO, m.tag),
                 }
             }
-            Src::Rts { sender, cookie, iov: riov, cnt } => {
+            Src::Rts {
+                sender,
+                cookie,
+                iov: riov,
+                cnt,
+            } => {
                 let remote: Vec<Range> = riov[..cnt as usize]
                     .iter()
-                    .map(|&(a, l)| Range { base: a as usize, len: l as usize })
+                    .map(|&(a, l)| Range {
+                        base: a as usize,
+                        len: l as usize,
+                    })
                     .collect();
                 let local = clip(iov, off, want);
-                let coop = !self.cfg.disable_cma && self.cfg.coop_threshold > 0 && want >= self.cfg.coop_threshold;
+                let coop = !self.cfg.disable_cma
+                    && self.cfg.coop_threshold > 0
+                    && want >= self.cfg.coop_threshold;
                 if coop {
                     if let Some(res) = self.coop_read(g, sender, cookie, &local, &remote, want) {
                         match res {
@@ -602,7 +745,17 @@ impl ShmEndpoint {
                             Err(code) => self.rx_error(g, context, cq_flags, code, m.tag),
                         }
                         let status = res.err().map_or(0, |c| c as u64);
-                        self.send_ctrl(g, sender, Repr { op: op::ACK, src: self.me.id(), cookie, data: status, ..Default::default() });
+                        self.send_ctrl(
+                            g,
+                            sender,
+                            Repr {
+                                op: op::ACK,
+                                src: self.me.id(),
+                                cookie,
+                                data: status,
+                                ..Default::default()
+                            },
+                        );
                         return;
                     }
                 }
@@ -615,9 +768,19 @@ impl ShmEndpoint {
                 match res {
                     Ok(n) => {
                         self.rx_complete(g, context, cq_flags, &m, n.min(want), buf, completion);
-                        self.send_ctrl(g, sender, Repr { op: op::ACK, src: self.me.id(), cookie, ..Default::default() });
+                        self.send_ctrl(
+                            g,
+                            sender,
+                            Repr {
+                                op: op::ACK,
+                                src: self.me.id(),
+                                cookie,
+                                ..Default::default()
+                            },
+                        );
                     }
-                    Err(e) if matches!(e.raw_os_error(), Some(c) if c == libc_eperm() || c == libc_enosys()) => {
+                    Err(e) if matches!(e.raw_os_error(), Some(c) if c == libc_eperm() || c == libc_enosys()) =>
+                    {
                         if let Ok(p) = self.peer_by_id(g, sender) {
                             p.cma_ok.store(false, Ordering::Relaxed);
                         }
@@ -637,7 +800,16 @@ impl ShmEndpoint {
                             completion,
                             buf,
                         });
-                        self.send_ctrl(g, sender, Repr { op: op::NACK, src: self.me.id(), cookie, ..Default::default() });
+                        self.send_ctrl(
+                            g,
+                            sender,
+                            Repr {
+                                op: op::NACK,
+                                src: self.me.id(),
+                                cookie,
+                                ..Default::default()
+                            },
+                        );
                     }
                     Err(e) => {
                         let code = match e.raw_os_error() {
@@ -646,7 +818,17 @@ impl ShmEndpoint {
                         };
                         tracing::debug!(error = %e, "shm: cross-process copy failed");
                         self.rx_error(g, context, cq_flags, code, m.tag);
-                        self.send_ctrl(g, sender, Repr { op: op::ACK, src: self.me.id(), cookie, data: code as u64, ..Default::default() });
+                        self.send_ctrl(
+                            g,
+                            sender,
+                            Repr {
+                                op: op::ACK,
+                                src: self.me.id(),
+                                cookie,
+                                data: code as u64,
+                                ..Default::default()
+                            },
+                        );
                     }
                 }
             }
@@ -657,9 +839,19 @@ impl ShmEndpoint {
     /// proves the kernel allows it), then a CTS invites the sender to claim
     /// chunks and write them while this side reads the others. None when a
     /// cooperative copy could not start (no descriptor, copies refused).
-    fn coop_read(&self, g: &mut Inner, sender: u64, cookie: u64, local: &[Range], remote: &[Range], want: usize) -> Option<std::result::Result<usize, i32>> {
+    fn coop_read(
+        &self,
+        g: &mut Inner,
+        sender: u64,
+        cookie: u64,
+        local: &[Range],
+        remote: &[Range],
+        want: usize,
+    ) -> Option<std::result::Result<usize, i32>> {
         let pid = ShmAddr::from_id(sender).pid;
-        let chunk = (want / 8).clamp(32 << 10, self.cfg.coop_chunk.max(32 << 10)).next_multiple_of(4096);
+        let chunk = (want / 8)
+            .clamp(32 << 10, self.cfg.coop_chunk.max(32 << 10))
+            .next_multiple_of(4096);
         let n = want.div_ceil(chunk) as u64;
         let peer = self.peer_by_id(g, sender).ok()?;
         // Until a copy from this peer has worked, do chunk 0 alone first: a
@@ -695,10 +887,26 @@ impl ShmEndpoint {
         }
         // SYNC POINT: publishes the descriptor to the sender's acquire of `claim`.
         d.claim.store((gen << 32) | first, Ordering::Release);
-        self.send_ctrl(g, sender, Repr { op: op::CTS, src: self.me.id(), cookie, tag: u64::from(di), data: gen, ..Default::default() });
+        self.send_ctrl(
+            g,
+            sender,
+            Repr {
+                op: op::CTS,
+                src: self.me.id(),
+                cookie,
+                tag: u64::from(di),
+                data: gen,
+                ..Default::default()
+            },
+        );
         while let Some(c) = claim(d, gen, n) {
             if let Err(e) = copy_chunk(pid, local, remote, c as usize, chunk, want, false) {
-                let _ = d.failed.compare_exchange(0, e.raw_os_error().unwrap_or(5) as u64, Ordering::AcqRel, Ordering::Relaxed);
+                let _ = d.failed.compare_exchange(
+                    0,
+                    e.raw_os_error().unwrap_or(5) as u64,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
             }
             d.done.fetch_add(1, Ordering::AcqRel);
         }
@@ -713,7 +921,12 @@ impl ShmEndpoint {
                 last = now;
                 let dead = self.peer_by_id(g, sender).map(|p| p.dead()).unwrap_or(true);
                 if dead || now.duration_since(start) > Duration::from_secs(30) {
-                    let _ = d.failed.compare_exchange(0, errno::FI_EIO as u64, Ordering::AcqRel, Ordering::Relaxed);
+                    let _ = d.failed.compare_exchange(
+                        0,
+                        errno::FI_EIO as u64,
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    );
                     break;
                 }
             }
@@ -732,15 +945,26 @@ impl ShmEndpoint {
     /// into the receiver's buffer until none are left.
     fn coop_write(&self, g: &mut Inner, r: &Repr) {
         let idx = r.cookie as u32;
-        let Some(s) = g.sends.get(idx as usize).and_then(|s| s.as_ref()).filter(|s| s.gen == (r.cookie >> 32) as u32) else {
+        let Some(s) = g
+            .sends
+            .get(idx as usize)
+            .and_then(|s| s.as_ref())
+            .filter(|s| s.gen == (r.cookie >> 32) as u32)
+        else {
             return;
         };
         let Some(d) = s.peer.seg.xfer(r.tag) else {
-            tracing::warn!(index = r.tag, "shm: CTS names an invalid transfer descriptor");
+            tracing::warn!(
+                index = r.tag,
+                "shm: CTS names an invalid transfer descriptor"
+            );
             return;
         };
         let (gen, n) = (r.data, d.nchunks.load(Ordering::Relaxed));
-        let (chunk, total) = (d.chunk.load(Ordering::Relaxed) as usize, d.total.load(Ordering::Relaxed) as usize);
+        let (chunk, total) = (
+            d.chunk.load(Ordering::Relaxed) as usize,
+            d.total.load(Ordering::Relaxed) as usize,
+        );
         let cnt = (d.recv_cnt.load(Ordering::Relaxed) as usize).min(4);
         if chunk == 0 || total > s.len || n != total.div_ceil(chunk) as u64 {
             tracing::warn!("shm: CTS describes an impossible transfer");
@@ -748,13 +972,27 @@ impl ShmEndpoint {
         }
         let remote: Vec<Range> = d.recv_iov[..cnt]
             .iter()
-            .map(|x| Range { base: x[0].load(Ordering::Relaxed) as usize, len: x[1].load(Ordering::Relaxed) as usize })
+            .map(|x| Range {
+                base: x[0].load(Ordering::Relaxed) as usize,
+                len: x[1].load(Ordering::Relaxed) as usize,
+            })
             .collect();
-        let local: Vec<Range> = s.iov[..s.cnt].iter().map(|v| Range { base: v.base, len: v.len }).collect();
+        let local: Vec<Range> = s.iov[..s.cnt]
+            .iter()
+            .map(|v| Range {
+                base: v.base,
+                len: v.len,
+            })
+            .collect();
         let pid = s.peer.addr.pid;
         while let Some(c) = claim(d, gen, n) {
             if let Err(e) = copy_chunk(pid, &local, &remote, c as usize, chunk, total, true) {
-                let _ = d.failed.compare_exchange(0, e.raw_os_error().unwrap_or(5) as u64, Ordering::AcqRel, Ordering::Relaxed);
+                let _ = d.failed.compare_exchange(
+                    0,
+                    e.raw_os_error().unwrap_or(5) as u64,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
             }
             // SYNC POINT: releases this chunk's bytes to the receiver's acquire of `done`.
             d.done.fetch_add(1, Ordering::AcqRel);
@@ -773,7 +1011,17 @@ impl ShmEndpoint {
                     Payload::Inline(v)
                 }
                 Src::Bounce(idx) => Payload::Bounce(idx),
-                Src::Rts { sender, cookie, iov, cnt } => Payload::Rts { sender, cookie, iov, cnt },
+                Src::Rts {
+                    sender,
+                    cookie,
+                    iov,
+                    cnt,
+                } => Payload::Rts {
+                    sender,
+                    cookie,
+                    iov,
+                    cnt,
+                },
             };
             g.unexpected += 1;
             g.mq.push_unexpected(
@@ -792,14 +1040,30 @@ impl ShmEndpoint {
         };
         let (recv, off, cap, extra) = self.claim_posted(g, m.tagged, i, m.total);
         let completion = recv.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
-        self.deliver(g, &recv.iov[..recv.iov_cnt], off, cap, m, src, recv.context, extra, completion);
+        self.deliver(
+            g,
+            &recv.iov[..recv.iov_cnt],
+            off,
+            cap,
+            m,
+            src,
+            recv.context,
+            extra,
+            completion,
+        );
     }
 
     /// Takes a posted receive for a message of `total` bytes: a plain receive
     /// leaves the queue; a multi-receive buffer gives up space and leaves
     /// once less than the minimum remains. Returns the receive, the offset
     /// and room for this message, and extra completion flags.
-    fn claim_posted(&self, g: &mut Inner, tagged: bool, i: usize, total: usize) -> (PostedRecv, usize, usize, u64) {
+    fn claim_posted(
+        &self,
+        g: &mut Inner,
+        tagged: bool,
+        i: usize,
+        total: usize,
+    ) -> (PostedRecv, usize, usize, u64) {
         let min = g.min_multi_recv;
         let Some(r) = g.mq.posted_mut(tagged, i) else {
             return (PostedRecv::default(), 0, 0, 0);
@@ -830,7 +1094,13 @@ impl ShmEndpoint {
                 return;
             }
         };
-        tracing::trace!(op = r.op, len = r.len, total = r.total, cookie = r.cookie, "shm: entry");
+        tracing::trace!(
+            op = r.op,
+            len = r.len,
+            total = r.total,
+            cookie = r.cookie,
+            "shm: entry"
+        );
         match r.op {
             op::INLINE | op::BOUNCE | op::RTS => {
                 let src_addr = self.src_addr(g, r.src);
@@ -846,12 +1116,24 @@ impl ShmEndpoint {
                     op::INLINE => self.incoming(g, m, Src::Inline(&e.payload()[..r.len as usize])),
                     op::BOUNCE => {
                         if self.seg.bounce(r.cookie).is_none() || m.total > self.cfg.bounce_size {
-                            tracing::warn!(index = r.cookie, "shm: dropping an entry naming an invalid bounce buffer");
+                            tracing::warn!(
+                                index = r.cookie,
+                                "shm: dropping an entry naming an invalid bounce buffer"
+                            );
                             return;
                         }
                         self.incoming(g, m, Src::Bounce(r.cookie))
                     }
-                    _ => self.incoming(g, m, Src::Rts { sender: r.src, cookie: r.cookie, iov: r.rts_iov(&e), cnt: r.iov_cnt }),
+                    _ => self.incoming(
+                        g,
+                        m,
+                        Src::Rts {
+                            sender: r.src,
+                            cookie: r.cookie,
+                            iov: r.rts_iov(&e),
+                            cnt: r.iov_cnt,
+                        },
+                    ),
                 }
             }
             op::ACK => {
@@ -865,8 +1147,15 @@ impl ShmEndpoint {
             }
             op::NACK => {
                 let idx = r.cookie as u32;
-                if g.sends.get(idx as usize).and_then(|s| s.as_ref()).is_some_and(|s| s.gen == (r.cookie >> 32) as u32) {
-                    g.pushes.push_back(Push { slot: idx, offset: 0 });
+                if g.sends
+                    .get(idx as usize)
+                    .and_then(|s| s.as_ref())
+                    .is_some_and(|s| s.gen == (r.cookie >> 32) as u32)
+                {
+                    g.pushes.push_back(Push {
+                        slot: idx,
+                        offset: 0,
+                    });
                 }
             }
             op::DATA => self.data_chunk(g, &r, &e.payload()[..r.len as usize]),
@@ -876,7 +1165,11 @@ impl ShmEndpoint {
     }
 
     fn data_chunk(&self, g: &mut Inner, r: &Repr, bytes: &[u8]) {
-        let Some(i) = g.reasm.iter().position(|x| x.sender == r.src && x.cookie == r.cookie) else {
+        let Some(i) = g
+            .reasm
+            .iter()
+            .position(|x| x.sender == r.src && x.cookie == r.cookie)
+        else {
             tracing::warn!("shm: DATA entry for no pending receive");
             return;
         };
@@ -890,8 +1183,25 @@ impl ShmEndpoint {
         x.received += bytes.len();
         if x.received >= x.meta.total {
             let x = g.reasm.swap_remove(i);
-            self.rx_complete(g, x.context, x.cq_flags, &x.meta, x.meta.total.min(x.cap), x.buf, x.completion);
-            self.send_ctrl(g, x.sender, Repr { op: op::ACK, src: self.me.id(), cookie: x.cookie, ..Default::default() });
+            self.rx_complete(
+                g,
+                x.context,
+                x.cq_flags,
+                &x.meta,
+                x.meta.total.min(x.cap),
+                x.buf,
+                x.completion,
+            );
+            self.send_ctrl(
+                g,
+                x.sender,
+                Repr {
+                    op: op::ACK,
+                    src: self.me.id(),
+                    cookie: x.cookie,
+                    ..Default::default()
+                },
+            );
         }
     }
 
@@ -920,11 +1230,18 @@ impl ShmEndpoint {
             .sends
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.as_ref().filter(|s| s.peer.dead()).map(|s| (u64::from(s.gen) << 32) | i as u64))
+            .filter_map(|(i, s)| {
+                s.as_ref()
+                    .filter(|s| s.peer.dead())
+                    .map(|s| (u64::from(s.gen) << 32) | i as u64)
+            })
             .collect();
         for cookie in dead {
             if let Some(s) = self.take_send(g, cookie) {
-                tracing::warn!(pid = s.peer.addr.pid, "shm: peer died with a send in flight");
+                tracing::warn!(
+                    pid = s.peer.addr.pid,
+                    "shm: peer died with a send in flight"
+                );
                 self.tx_error(g, s.context, s.flags, errno::FI_EIO, 0);
             }
         }
@@ -961,20 +1278,39 @@ impl ShmEndpoint {
                 }
             }
             Payload::Bounce(idx) => self.seg.free_bounce(idx),
-            Payload::Rts { sender, cookie, .. } => {
-                self.send_ctrl(g, sender, Repr { op: op::ACK, src: self.me.id(), cookie, ..Default::default() })
-            }
+            Payload::Rts { sender, cookie, .. } => self.send_ctrl(
+                g,
+                sender,
+                Repr {
+                    op: op::ACK,
+                    src: self.me.id(),
+                    cookie,
+                    ..Default::default()
+                },
+            ),
         }
     }
 
-    fn take_unexpected(&self, g: &mut Inner, tagged: bool, i: usize) -> Option<Unexpected<Payload>> {
+    fn take_unexpected(
+        &self,
+        g: &mut Inner,
+        tagged: bool,
+        i: usize,
+    ) -> Option<Unexpected<Payload>> {
         let u = g.mq.take_unexpected(tagged, i)?;
         g.unexpected = g.unexpected.saturating_sub(1);
         Some(u)
     }
 
     /// Delivers an unexpected message into a receive.
-    fn deliver_unexpected(&self, g: &mut Inner, u: Unexpected<Payload>, tagged: bool, recv: &RecvOp<'_>, completion: bool) {
+    fn deliver_unexpected(
+        &self,
+        g: &mut Inner,
+        u: Unexpected<Payload>,
+        tagged: bool,
+        recv: &RecvOp<'_>,
+        completion: bool,
+    ) {
         let m = Meta {
             tagged,
             tag: u.tag,
@@ -984,31 +1320,82 @@ impl ShmEndpoint {
             src_addr: u.src,
         };
         let cap = iov_len(recv.iov);
-        let extra = if recv.flags & FI_MULTI_RECV != 0 { FI_MULTI_RECV } else { 0 };
+        let extra = if recv.flags & FI_MULTI_RECV != 0 {
+            FI_MULTI_RECV
+        } else {
+            0
+        };
         match u.payload {
             Payload::Inline(v) => {
-                self.deliver(g, recv.iov, 0, cap, m, Src::Inline(&v), recv.context, extra, completion);
+                self.deliver(
+                    g,
+                    recv.iov,
+                    0,
+                    cap,
+                    m,
+                    Src::Inline(&v),
+                    recv.context,
+                    extra,
+                    completion,
+                );
                 if g.pool.len() < 256 {
                     g.pool.push(v);
                 }
             }
-            Payload::Bounce(idx) => self.deliver(g, recv.iov, 0, cap, m, Src::Bounce(idx), recv.context, extra, completion),
-            Payload::Rts { sender, cookie, iov, cnt } => {
-                self.deliver(g, recv.iov, 0, cap, m, Src::Rts { sender, cookie, iov, cnt }, recv.context, extra, completion)
-            }
+            Payload::Bounce(idx) => self.deliver(
+                g,
+                recv.iov,
+                0,
+                cap,
+                m,
+                Src::Bounce(idx),
+                recv.context,
+                extra,
+                completion,
+            ),
+            Payload::Rts {
+                sender,
+                cookie,
+                iov,
+                cnt,
+            } => self.deliver(
+                g,
+                recv.iov,
+                0,
+                cap,
+                m,
+                Src::Rts {
+                    sender,
+                    cookie,
+                    iov,
+                    cnt,
+                },
+                recv.context,
+                extra,
+                completion,
+            ),
         }
     }
 
     fn recv_inner(&self, op: &RecvOp<'_>) -> Result<()> {
         if !self.enabled.load(Ordering::Relaxed) {
-            return Err(Error::new(errno::FI_EOPBADSTATE, "shm: receive on an endpoint that is not enabled"));
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "shm: receive on an endpoint that is not enabled",
+            ));
         }
         if op.iov.len() > IOV_LIMIT {
-            return Err(Error::inval(format!("shm: {} iov entries exceed the limit of {IOV_LIMIT}", op.iov.len())));
+            return Err(Error::inval(format!(
+                "shm: {} iov entries exceed the limit of {IOV_LIMIT}",
+                op.iov.len()
+            )));
         }
         let need = if op.tagged { FI_TAGGED } else { FI_MSG };
         if self.caps & need == 0 {
-            return Err(Error::new(errno::FI_EOPNOTSUPP, "shm: the endpoint was opened without this capability"));
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                "shm: the endpoint was opened without this capability",
+            ));
         }
         if op.flags & FI_MULTI_RECV != 0 && (op.iov.len() != 1 || op.tagged) {
             return Err(Error::inval("shm: FI_MULTI_RECV takes one untagged buffer"));
@@ -1019,25 +1406,40 @@ impl ShmEndpoint {
         let tagged = op.tagged;
         let ignore = if tagged { op.ignore } else { u64::MAX };
         let mut g = self.lock();
-        let src = if self.caps & FI_DIRECTED_RECV != 0 { op.src } else { FI_ADDR_UNSPEC };
+        let src = if self.caps & FI_DIRECTED_RECV != 0 {
+            op.src
+        } else {
+            FI_ADDR_UNSPEC
+        };
         let completion = op.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
         let peek = op.flags & FI_PEEK != 0;
         let claim = op.flags & FI_CLAIM != 0;
         let discard = op.flags & FI_DISCARD != 0;
         if (peek || claim || discard) && !tagged {
-            return Err(Error::new(errno::FI_EBADFLAGS, "shm: FI_PEEK / FI_CLAIM / FI_DISCARD apply to tagged receives"));
+            return Err(Error::new(
+                errno::FI_EBADFLAGS,
+                "shm: FI_PEEK / FI_CLAIM / FI_DISCARD apply to tagged receives",
+            ));
         }
         if peek {
             self.progress_locked(&mut g);
             let Some(i) = g.mq.find_unexpected(true, src, op.tag, ignore) else {
-                self.rx_error(&g, op.context, FI_RECV | FI_TAGGED, errno::FI_ENOMSG, op.tag);
+                self.rx_error(
+                    &g,
+                    op.context,
+                    FI_RECV | FI_TAGGED,
+                    errno::FI_ENOMSG,
+                    op.tag,
+                );
                 return Ok(());
             };
             let (len, tag, data, fl) = {
                 let u = g.mq.unexpected_mut(true, i).expect("index from find");
                 (u.len, u.tag, u.data, u.flags)
             };
-            let src_addr = g.mq.unexpected_mut(true, i).map_or(FI_ADDR_NOTAVAIL, |u| u.src);
+            let src_addr =
+                g.mq.unexpected_mut(true, i)
+                    .map_or(FI_ADDR_NOTAVAIL, |u| u.src);
             if discard {
                 if let Some(u) = self.take_unexpected(&mut g, true, i) {
                     self.release(&mut g, u.payload);
@@ -1049,23 +1451,39 @@ impl ShmEndpoint {
             }
             if let Some(cq) = &g.b.rx_cq {
                 cq.push(
-                    CqTaggedEntry { op_context: op.context, flags: FI_RECV | FI_TAGGED | (fl & FI_REMOTE_CQ_DATA), len, buf: 0, data, tag },
+                    CqTaggedEntry {
+                        op_context: op.context,
+                        flags: FI_RECV | FI_TAGGED | (fl & FI_REMOTE_CQ_DATA),
+                        len,
+                        buf: 0,
+                        data,
+                        tag,
+                    },
                     src_addr,
                 );
             }
             return Ok(());
         }
         if claim {
-            let i = g
-                .mq
-                .find_claimed(true, op.context)
-                .ok_or_else(|| Error::inval("shm: FI_CLAIM names a context that claimed no message"))?;
-            let u = self.take_unexpected(&mut g, true, i).expect("index from find");
+            let i = g.mq.find_claimed(true, op.context).ok_or_else(|| {
+                Error::inval("shm: FI_CLAIM names a context that claimed no message")
+            })?;
+            let u = self
+                .take_unexpected(&mut g, true, i)
+                .expect("index from find");
             if discard {
                 let (tag, src_addr) = (u.tag, u.src);
                 self.release(&mut g, u.payload);
                 if let Some(cq) = &g.b.rx_cq {
-                    cq.push(CqTaggedEntry { op_context: op.context, flags: FI_RECV | FI_TAGGED, tag, ..Default::default() }, src_addr);
+                    cq.push(
+                        CqTaggedEntry {
+                            op_context: op.context,
+                            flags: FI_RECV | FI_TAGGED,
+                            tag,
+                            ..Default::default()
+                        },
+                        src_addr,
+                    );
                 }
             } else {
                 self.deliver_unexpected(&mut g, u, true, op, completion);
@@ -1090,23 +1508,70 @@ impl ShmEndpoint {
             posted.iov[0] = op.iov[0];
             let min = g.min_multi_recv.max(1);
             while let Some(i) = g.mq.find_unexpected(false, src, 0, u64::MAX) {
-                let u = self.take_unexpected(&mut g, false, i).expect("index from find");
+                let u = self
+                    .take_unexpected(&mut g, false, i)
+                    .expect("index from find");
                 let off = posted.consumed;
                 let cap = posted.len - off;
                 posted.consumed += u.len.min(cap);
                 let done = posted.len - posted.consumed < min;
-                let m = Meta { tagged: false, tag: 0, data: u.data, cq_data: u.flags & FI_REMOTE_CQ_DATA != 0, total: u.len, src_addr: u.src };
+                let m = Meta {
+                    tagged: false,
+                    tag: 0,
+                    data: u.data,
+                    cq_data: u.flags & FI_REMOTE_CQ_DATA != 0,
+                    total: u.len,
+                    src_addr: u.src,
+                };
                 let extra = if done { FI_MULTI_RECV } else { 0 };
                 let iov = [posted.iov[0]];
                 match u.payload {
                     Payload::Inline(v) => {
-                        self.deliver(&mut g, &iov, off, cap, m, Src::Inline(&v), op.context, extra, completion);
+                        self.deliver(
+                            &mut g,
+                            &iov,
+                            off,
+                            cap,
+                            m,
+                            Src::Inline(&v),
+                            op.context,
+                            extra,
+                            completion,
+                        );
                         g.pool.push(v);
                     }
-                    Payload::Bounce(idx) => self.deliver(&mut g, &iov, off, cap, m, Src::Bounce(idx), op.context, extra, completion),
-                    Payload::Rts { sender, cookie, iov: r, cnt } => {
-                        self.deliver(&mut g, &iov, off, cap, m, Src::Rts { sender, cookie, iov: r, cnt }, op.context, extra, completion)
-                    }
+                    Payload::Bounce(idx) => self.deliver(
+                        &mut g,
+                        &iov,
+                        off,
+                        cap,
+                        m,
+                        Src::Bounce(idx),
+                        op.context,
+                        extra,
+                        completion,
+                    ),
+                    Payload::Rts {
+                        sender,
+                        cookie,
+                        iov: r,
+                        cnt,
+                    } => self.deliver(
+                        &mut g,
+                        &iov,
+                        off,
+                        cap,
+                        m,
+                        Src::Rts {
+                            sender,
+                            cookie,
+                            iov: r,
+                            cnt,
+                        },
+                        op.context,
+                        extra,
+                        completion,
+                    ),
                 }
                 if done {
                     return Ok(());
@@ -1116,7 +1581,9 @@ impl ShmEndpoint {
             return Ok(());
         }
         if let Some(i) = g.mq.find_unexpected(tagged, src, op.tag, ignore) {
-            let u = self.take_unexpected(&mut g, tagged, i).expect("index from find");
+            let u = self
+                .take_unexpected(&mut g, tagged, i)
+                .expect("index from find");
             self.deliver_unexpected(&mut g, u, tagged, op, completion);
             return Ok(());
         }
@@ -1148,7 +1615,10 @@ fn clip(iov: &[IoVec], mut off: usize, mut want: usize) -> Vec<Range> {
             continue;
         }
         let n = (v.len - off).min(want);
-        out.push(Range { base: v.base + off, len: n });
+        out.push(Range {
+            base: v.base + off,
+            len: n,
+        });
         want -= n;
         off = 0;
     }
@@ -1163,7 +1633,10 @@ fn claim(d: &XferDesc, gen: u64, n: u64) -> Option<u64> {
         if cur >> 32 != gen || cur & 0xffff_ffff >= n {
             return None;
         }
-        match d.claim.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+        match d
+            .claim
+            .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
+        {
             Ok(_) => return Some(cur & 0xffff_ffff),
             Err(x) => cur = x,
         }
@@ -1181,7 +1654,10 @@ fn clip_ranges(r: &[Range], mut off: usize, mut want: usize) -> Vec<Range> {
             continue;
         }
         let n = (v.len - off).min(want);
-        out.push(Range { base: v.base + off, len: n });
+        out.push(Range {
+            base: v.base + off,
+            len: n,
+        });
         want -= n;
         off = 0;
     }
@@ -1190,7 +1666,15 @@ fn clip_ranges(r: &[Range], mut off: usize, mut want: usize) -> Vec<Range> {
 
 /// Copies chunk `c` of a transfer between `local` (this process) and
 /// `remote` (process `pid`): a write when `write`, else a read.
-fn copy_chunk(pid: u32, local: &[Range], remote: &[Range], c: usize, chunk: usize, total: usize, write: bool) -> std::io::Result<usize> {
+fn copy_chunk(
+    pid: u32,
+    local: &[Range],
+    remote: &[Range],
+    c: usize,
+    chunk: usize,
+    total: usize,
+    write: bool,
+) -> std::io::Result<usize> {
     let off = c * chunk;
     let len = chunk.min(total.saturating_sub(off));
     let l = clip_ranges(local, off, len);
@@ -1221,7 +1705,9 @@ impl Progress for ShmEndpoint {
             return;
         }
         // Another thread already progressing this endpoint is as good as us.
-        let Ok(mut g) = self.inner.try_lock() else { return };
+        let Ok(mut g) = self.inner.try_lock() else {
+            return;
+        };
         self.progress_locked(&mut g);
     }
     fn arm(&self) -> bool {
@@ -1266,11 +1752,15 @@ impl EndpointOps for ShmEndpoint {
         let mut g = self.lock();
         match g.mq.cancel(context) {
             Some((tagged, r)) => {
-                let fl = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG } | (r.flags & FI_MULTI_RECV);
+                let fl =
+                    FI_RECV | if tagged { FI_TAGGED } else { FI_MSG } | (r.flags & FI_MULTI_RECV);
                 self.rx_error(&g, context, fl, errno::FI_ECANCELED, r.tag);
                 Ok(())
             }
-            None => Err(Error::new(errno::FI_ENOENT, "shm: no posted receive has this context")),
+            None => Err(Error::new(
+                errno::FI_ENOENT,
+                "shm: no posted receive has this context",
+            )),
         }
     }
     fn setopt(&self, name: i32, value: usize) -> Result<()> {
@@ -1279,13 +1769,19 @@ impl EndpointOps for ShmEndpoint {
                 self.lock().min_multi_recv = value;
                 Ok(())
             }
-            _ => Err(Error::new(errno::FI_ENOPROTOOPT, format!("shm: option {name} is not supported"))),
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("shm: option {name} is not supported"),
+            )),
         }
     }
     fn getopt(&self, name: i32) -> Result<usize> {
         match name {
             opt::FI_OPT_MIN_MULTI_RECV => Ok(self.lock().min_multi_recv),
-            _ => Err(Error::new(errno::FI_ENOPROTOOPT, format!("shm: option {name} is not supported"))),
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("shm: option {name} is not supported"),
+            )),
         }
     }
     fn shutdown(&self) {

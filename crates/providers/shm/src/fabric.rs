@@ -22,7 +22,10 @@ impl ShmFabric {
 impl FabricOps for ShmFabric {
     fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>> {
         if info.provider() != crate::NAME {
-            return Err(Error::new(ofi_core::error::errno::FI_EDOMAIN, format!("info is for provider '{}', not shm", info.provider())));
+            return Err(Error::new(
+                ofi_core::error::errno::FI_EDOMAIN,
+                format!("info is for provider '{}', not shm", info.provider()),
+            ));
         }
         Ok(Arc::new(ShmDomain::new(self.cfg.clone())))
     }

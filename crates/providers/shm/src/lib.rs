@@ -77,16 +77,31 @@ impl Config {
         };
         let bad = |m: String| Err(ofi_core::Error::inval(m));
         if c.coop_chunk < 4096 {
-            return bad(format!("FI_SHM_COOP_CHUNK={} must be at least 4096", c.coop_chunk));
+            return bad(format!(
+                "FI_SHM_COOP_CHUNK={} must be at least 4096",
+                c.coop_chunk
+            ));
         }
         if !c.ring_slots.is_power_of_two() || !(2..=65536).contains(&c.ring_slots) {
-            return bad(format!("FI_SHM_RING_SLOTS={} must be a power of two in 2..=65536", c.ring_slots));
+            return bad(format!(
+                "FI_SHM_RING_SLOTS={} must be a power of two in 2..=65536",
+                c.ring_slots
+            ));
         }
         if !c.bounce_bufs.is_power_of_two() || c.bounce_bufs > 65536 {
-            return bad(format!("FI_SHM_BOUNCE_BUFS={} must be a power of two up to 65536", c.bounce_bufs));
+            return bad(format!(
+                "FI_SHM_BOUNCE_BUFS={} must be a power of two up to 65536",
+                c.bounce_bufs
+            ));
         }
-        if c.bounce_size < INJECT_SIZE || c.bounce_size % 4096 != 0 || c.bounce_size > 16 << 20 {
-            return bad(format!("FI_SHM_BOUNCE_SIZE={} must be a multiple of 4096 in 4096..=16MiB", c.bounce_size));
+        if c.bounce_size < INJECT_SIZE
+            || !c.bounce_size.is_multiple_of(4096)
+            || c.bounce_size > 16 << 20
+        {
+            return bad(format!(
+                "FI_SHM_BOUNCE_SIZE={} must be a multiple of 4096 in 4096..=16MiB",
+                c.bounce_size
+            ));
         }
         Ok(c)
     }
@@ -105,7 +120,14 @@ impl ShmProvider {
 
 /// The offer shm makes.
 pub fn offer() -> Info {
-    let caps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_LOCAL_COMM;
+    let caps = FI_MSG
+        | FI_TAGGED
+        | FI_SEND
+        | FI_RECV
+        | FI_MULTI_RECV
+        | FI_SOURCE
+        | FI_DIRECTED_RECV
+        | FI_LOCAL_COMM;
     Info {
         caps,
         mode: 0,

@@ -34,13 +34,26 @@ impl Peer {
         let uid = proc::uid();
         let path = segment_path(uid, addr.pid, addr.idx);
         let seg = Segment::open(&path, addr.pid).map_err(|e| {
-            Error::new(errno::FI_EHOSTUNREACH, format!("shm peer {}.{} is not reachable: {e}", addr.pid, addr.idx))
+            Error::new(
+                errno::FI_EHOSTUNREACH,
+                format!("shm peer {}.{} is not reachable: {e}", addr.pid, addr.idx),
+            )
         })?;
         let watch = Watch::new(addr.pid, seg.header().start_time);
         if watch.dead() {
-            return Err(Error::new(errno::FI_EHOSTUNREACH, format!("shm peer {}.{} has exited", addr.pid, addr.idx)));
+            return Err(Error::new(
+                errno::FI_EHOSTUNREACH,
+                format!("shm peer {}.{} has exited", addr.pid, addr.idx),
+            ));
         }
-        Ok(Peer { addr, seg, bell: OnceLock::new(), watch, cma_ok: AtomicBool::new(true), cma_proven: AtomicBool::new(false) })
+        Ok(Peer {
+            addr,
+            seg,
+            bell: OnceLock::new(),
+            watch,
+            cma_ok: AtomicBool::new(true),
+            cma_proven: AtomicBool::new(false),
+        })
     }
 
     /// Wakes the peer if it sleeps. Call after publishing an entry.
