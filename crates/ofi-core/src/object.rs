@@ -372,9 +372,13 @@ impl Counter {
     pub fn wait(&self, threshold: u64, timeout: Option<Duration>) -> Result<()> {
         self.core.wait(threshold, timeout)
     }
-    /// The fd to put in epoll.
+    /// The fd to put in epoll; call [`trywait`](Self::trywait) before sleeping on it.
     pub fn wait_fd(&self) -> Option<RawFd> {
         self.core.wait_fd()
+    }
+    /// `fi_trywait` for a count of `threshold`.
+    pub fn trywait(&self, threshold: u64) -> Result<()> {
+        self.core.trywait(threshold)
     }
     /// The shared core.
     pub fn core(&self) -> &Arc<CntrCore> {

@@ -30,18 +30,36 @@ impl AddrOps for TestAddrs {
 }
 
 fn cq(wait: u32) -> Arc<CqCore> {
-    CqCore::new(&CqAttr { size: 8, format: cq_format::FI_CQ_FORMAT_TAGGED, wait_obj: wait }).unwrap()
+    CqCore::new(&CqAttr {
+        size: 8,
+        format: cq_format::FI_CQ_FORMAT_TAGGED,
+        wait_obj: wait,
+    })
+    .unwrap()
 }
 
 #[test]
 fn cq_formats_carry_the_libfabric_fields() {
     let q = cq(wait_obj::FI_WAIT_NONE);
     q.push(completion(7, FI_RECV | FI_TAGGED, 5, 0x1000, 42, 9), 3);
-    q.push(completion(8, FI_SEND | FI_MSG, 0, 0, 0, 0), FI_ADDR_NOTAVAIL);
+    q.push(
+        completion(8, FI_SEND | FI_MSG, 0, 0, 0, 0),
+        FI_ADDR_NOTAVAIL,
+    );
     let mut t = [CqTaggedEntry::default(); 1];
     let mut src = [0u64; 1];
     assert_eq!(q.readfrom(&mut t, &mut src).unwrap(), 1);
-    assert_eq!(t[0], CqTaggedEntry { op_context: 7, flags: FI_RECV | FI_TAGGED, len: 5, buf: 0x1000, data: 42, tag: 9 });
+    assert_eq!(
+        t[0],
+        CqTaggedEntry {
+            op_context: 7,
+            flags: FI_RECV | FI_TAGGED,
+            len: 5,
+            buf: 0x1000,
+            data: 42,
+            tag: 9
+        }
+    );
     assert_eq!(src[0], 3);
     let mut c = [CqEntry::default(); 4];
     assert_eq!(q.read(&mut c).unwrap(), 1);
@@ -64,7 +82,10 @@ fn cq_errors_keep_their_place_in_order() {
     assert_eq!(q.read(&mut e).unwrap(), 1, "stops before the error");
     assert_eq!(q.read(&mut e).unwrap_err().code(), errno::FI_EAVAIL);
     let err = q.readerr().unwrap();
-    assert_eq!((err.op_context, err.err, err.len, err.olen), (2, errno::FI_ETRUNC, 4, 6));
+    assert_eq!(
+        (err.op_context, err.err, err.len, err.olen),
+        (2, errno::FI_ETRUNC, 4, 6)
+    );
     assert_eq!(q.read(&mut e).unwrap(), 1);
     assert_eq!(e[0].op_context, 3);
     assert!(q.readerr().unwrap_err().is_again());
@@ -72,12 +93,44 @@ fn cq_errors_keep_their_place_in_order() {
 
 #[test]
 fn cq_rejects_bad_attributes() {
-    assert_eq!(CqCore::new(&CqAttr { size: 0, format: 9, wait_obj: 0 }).unwrap_err().code(), errno::FI_EINVAL);
-    assert_eq!(CqCore::new(&CqAttr { size: 0, format: 1, wait_obj: 42 }).unwrap_err().code(), errno::FI_EINVAL);
-    assert_eq!(CqCore::new(&CqAttr { size: 0, format: 1, wait_obj: wait_obj::FI_WAIT_SET }).unwrap_err().code(), errno::FI_ENOSYS);
+    assert_eq!(
+        CqCore::new(&CqAttr {
+            size: 0,
+            format: 9,
+            wait_obj: 0
+        })
+        .unwrap_err()
+        .code(),
+        errno::FI_EINVAL
+    );
+    assert_eq!(
+        CqCore::new(&CqAttr {
+            size: 0,
+            format: 1,
+            wait_obj: 42
+        })
+        .unwrap_err()
+        .code(),
+        errno::FI_EINVAL
+    );
+    assert_eq!(
+        CqCore::new(&CqAttr {
+            size: 0,
+            format: 1,
+            wait_obj: wait_obj::FI_WAIT_SET
+        })
+        .unwrap_err()
+        .code(),
+        errno::FI_ENOSYS
+    );
     let q = cq(wait_obj::FI_WAIT_NONE);
     let mut e = [CqEntry::default(); 1];
-    assert_eq!(q.sread(&mut e, Some(Duration::from_millis(1))).unwrap_err().code(), errno::FI_ENOSYS);
+    assert_eq!(
+        q.sread(&mut e, Some(Duration::from_millis(1)))
+            .unwrap_err()
+            .code(),
+        errno::FI_ENOSYS
+    );
     let mut none: [CqEntry; 0] = [];
     assert_eq!(q.read(&mut none).unwrap_err().code(), errno::FI_EINVAL);
 }
@@ -87,7 +140,10 @@ fn cq_sread_times_out_and_wakes() {
     let q = cq(wait_obj::FI_WAIT_FD);
     let mut e = [CqEntry::default(); 1];
     let t = Instant::now();
-    assert!(q.sread(&mut e, Some(Duration::from_millis(50))).unwrap_err().is_again());
+    assert!(q
+        .sread(&mut e, Some(Duration::from_millis(50)))
+        .unwrap_err()
+        .is_again());
     assert!(t.elapsed() >= Duration::from_millis(50));
     let q2 = q.clone();
     let h = std::thread::spawn(move || {
@@ -109,7 +165,12 @@ fn counters_count_and_wait() {
     c.add_err(2);
     assert_eq!((c.read(), c.readerr()), (10, 2));
     c.wait(10, Some(Duration::from_millis(10))).unwrap();
-    assert_eq!(c.wait(11, Some(Duration::from_millis(20))).unwrap_err().code(), errno::FI_ETIMEDOUT);
+    assert_eq!(
+        c.wait(11, Some(Duration::from_millis(20)))
+            .unwrap_err()
+            .code(),
+        errno::FI_ETIMEDOUT
+    );
     let c2 = c.clone();
     let h = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
@@ -122,23 +183,49 @@ fn counters_count_and_wait() {
         std::thread::sleep(Duration::from_millis(20));
         c3.add_err(1);
     });
-    assert_eq!(c.wait(100, Some(Duration::from_secs(10))).unwrap_err().code(), errno::FI_EAVAIL);
+    assert_eq!(
+        c.wait(100, Some(Duration::from_secs(10)))
+            .unwrap_err()
+            .code(),
+        errno::FI_EAVAIL
+    );
     h.join().unwrap();
-    assert_eq!(CntrCore::new(&CntrAttr { events: 5, wait_obj: 0 }).unwrap_err().code(), errno::FI_EINVAL);
+    assert_eq!(
+        CntrCore::new(&CntrAttr {
+            events: 5,
+            wait_obj: 0
+        })
+        .unwrap_err()
+        .code(),
+        errno::FI_EINVAL
+    );
 }
 
 #[test]
 fn av_table_insert_lookup_remove_reverse() {
-    let av = AvCore::new(&AvAttr { av_type: av_type::FI_AV_TABLE, count: 4 }, Arc::new(TestAddrs)).unwrap();
+    let av = AvCore::new(
+        &AvAttr {
+            av_type: av_type::FI_AV_TABLE,
+            count: 4,
+        },
+        Arc::new(TestAddrs),
+    )
+    .unwrap();
     let mut out = [0u64; 3];
-    let n = av.insert(&[b"t://a", b"bogus", b"t://b"], &mut out).unwrap();
+    let n = av
+        .insert(&[b"t://a", b"bogus", b"t://b"], &mut out)
+        .unwrap();
     assert_eq!(n, 2);
     assert_eq!(out, [0, FI_ADDR_NOTAVAIL, 1]);
     assert_eq!(&*av.lookup(1).unwrap(), b"t://b");
     assert_eq!(av.reverse(b"t://a"), Some(0));
     assert_eq!(av.straddr(b"t://a"), "t://a");
     let g = av.generation();
-    assert_eq!(av.remove(&[0, 99]).unwrap_err().code(), errno::FI_EINVAL, "unknown address: nothing removed");
+    assert_eq!(
+        av.remove(&[0, 99]).unwrap_err().code(),
+        errno::FI_EINVAL,
+        "unknown address: nothing removed"
+    );
     assert!(av.lookup(0).is_ok());
     av.remove(&[0]).unwrap();
     assert_ne!(av.generation(), g, "removal changes the generation");
@@ -146,8 +233,26 @@ fn av_table_insert_lookup_remove_reverse() {
     assert_eq!(av.reverse(b"t://a"), None);
     assert_eq!(av.insertsvc("h", "9").unwrap(), 0, "freed slot reused");
     assert_eq!(av.count(), 2);
-    assert_eq!(AvCore::new(&AvAttr { av_type: 7, count: 0 }, Arc::new(TestAddrs)).unwrap_err().code(), errno::FI_EINVAL);
-    let map = AvCore::new(&AvAttr { av_type: av_type::FI_AV_MAP, count: 0 }, Arc::new(TestAddrs)).unwrap();
+    assert_eq!(
+        AvCore::new(
+            &AvAttr {
+                av_type: 7,
+                count: 0
+            },
+            Arc::new(TestAddrs)
+        )
+        .unwrap_err()
+        .code(),
+        errno::FI_EINVAL
+    );
+    let map = AvCore::new(
+        &AvAttr {
+            av_type: av_type::FI_AV_MAP,
+            count: 0,
+        },
+        Arc::new(TestAddrs),
+    )
+    .unwrap();
     assert_eq!(map.kind(), av_type::FI_AV_MAP);
 }
 
@@ -156,25 +261,84 @@ fn mr_keys_access_and_bounds() {
     let map = MrMap::new();
     let buf = vec![0u8; 4096];
     let base = buf.as_ptr() as usize;
-    let attr = MrAttr { iov: vec![(base, 4096)], access: FI_REMOTE_READ, requested_key: 0, offset: 0 };
+    let attr = MrAttr {
+        iov: vec![(base, 4096)],
+        access: FI_REMOTE_READ,
+        requested_key: 0,
+        offset: 0,
+    };
     let a = map.register(&attr, true).unwrap();
     let b = map.register(&attr, true).unwrap();
     assert_ne!(a.key, b.key);
-    assert!(a.key.abs_diff(b.key) > 1 << 20, "provider keys are not sequential");
+    assert!(
+        a.key.abs_diff(b.key) > 1 << 20,
+        "provider keys are not sequential"
+    );
     assert_eq!(map.lookup(a.key).unwrap().key, a.key);
-    assert_eq!(a.check(base as u64 + 100, 100, FI_REMOTE_READ, true).unwrap(), base + 100);
-    assert_eq!(a.check(base as u64 + 4000, 100, FI_REMOTE_READ, true).unwrap_err().code(), errno::FI_EACCES);
-    assert_eq!(a.check(base as u64, 8, FI_REMOTE_WRITE, true).unwrap_err().code(), errno::FI_EACCES);
-    assert_eq!(a.check(4000, 96, FI_REMOTE_READ, false).unwrap(), base + 4000, "offset addressing");
-    assert_eq!(a.check(u64::MAX - 4, 100, FI_REMOTE_READ, false).unwrap_err().code(), errno::FI_EACCES);
-    let user = MrAttr { requested_key: 77, ..attr.clone() };
+    assert_eq!(
+        a.check(base as u64 + 100, 100, FI_REMOTE_READ, true)
+            .unwrap(),
+        base + 100
+    );
+    assert_eq!(
+        a.check(base as u64 + 4000, 100, FI_REMOTE_READ, true)
+            .unwrap_err()
+            .code(),
+        errno::FI_EACCES
+    );
+    assert_eq!(
+        a.check(base as u64, 8, FI_REMOTE_WRITE, true)
+            .unwrap_err()
+            .code(),
+        errno::FI_EACCES
+    );
+    assert_eq!(
+        a.check(4000, 96, FI_REMOTE_READ, false).unwrap(),
+        base + 4000,
+        "offset addressing"
+    );
+    assert_eq!(
+        a.check(u64::MAX - 4, 100, FI_REMOTE_READ, false)
+            .unwrap_err()
+            .code(),
+        errno::FI_EACCES
+    );
+    let user = MrAttr {
+        requested_key: 77,
+        ..attr.clone()
+    };
     let u = map.register(&user, false).unwrap();
     assert_eq!(u.key, 77);
-    assert_eq!(map.register(&user, false).unwrap_err().code(), errno::FI_ENOKEY);
+    assert_eq!(
+        map.register(&user, false).unwrap_err().code(),
+        errno::FI_ENOKEY
+    );
     drop(u);
     assert!(map.lookup(77).is_none(), "closing a region frees its key");
     map.register(&user, false).unwrap();
-    assert_eq!(map.register(&MrAttr { iov: vec![], ..attr.clone() }, true).unwrap_err().code(), errno::FI_EINVAL);
-    assert_eq!(map.register(&MrAttr { access: 1 << 40, ..attr.clone() }, true).unwrap_err().code(), errno::FI_EBADFLAGS);
+    assert_eq!(
+        map.register(
+            &MrAttr {
+                iov: vec![],
+                ..attr.clone()
+            },
+            true
+        )
+        .unwrap_err()
+        .code(),
+        errno::FI_EINVAL
+    );
+    assert_eq!(
+        map.register(
+            &MrAttr {
+                access: 1 << 40,
+                ..attr.clone()
+            },
+            true
+        )
+        .unwrap_err()
+        .code(),
+        errno::FI_EBADFLAGS
+    );
     drop(buf);
 }

@@ -126,6 +126,18 @@ impl CntrCore {
             Err(e) => Err(e),
         }
     }
+    /// `fi_trywait`: Ok when it is safe to sleep on the wait fd until the
+    /// count passes `threshold`; `FI_EAGAIN` when it already has.
+    pub fn trywait(&self, threshold: u64) -> Result<()> {
+        self.driver.progress();
+        if self.value.load(Ordering::Acquire) >= threshold || !self.driver.trywait() {
+            return Err(Error::again());
+        }
+        if self.value.load(Ordering::Acquire) >= threshold {
+            return Err(Error::again());
+        }
+        Ok(())
+    }
     /// The wait fd for epoll.
     pub fn wait_fd(&self) -> Option<RawFd> {
         self.driver.wait_set().map(|w| w.as_raw_fd())

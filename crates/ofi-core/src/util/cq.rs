@@ -392,6 +392,9 @@ impl CqCore {
     /// block on the wait fd, `FI_EAGAIN` when entries are ready.
     pub fn trywait(&self) -> Result<()> {
         self.driver.progress();
+        if !self.lock().is_empty() || !self.driver.trywait() {
+            return Err(Error::again());
+        }
         if !self.lock().is_empty() {
             return Err(Error::again());
         }

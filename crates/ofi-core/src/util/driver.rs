@@ -4,7 +4,7 @@
 use super::wait::WaitSet;
 use crate::error::{errno, Error, Result};
 use crate::provider::Progress;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,8 @@ pub struct Driver {
     sources: Mutex<Vec<Arc<dyn Progress>>>,
     waits: Option<WaitSet>,
     sleepers: AtomicU32,
+    /// Sources left armed by `trywait` for an application that sleeps on the fd.
+    armed: AtomicBool,
     spin: Duration,
 }
 
@@ -34,6 +36,7 @@ impl Driver {
                 None
             },
             sleepers: AtomicU32::new(0),
+            armed: AtomicBool::new(false),
             spin: Duration::from_micros(spin as u64),
         })
     }
@@ -67,9 +70,35 @@ impl Driver {
     #[inline]
     pub fn progress(&self) {
         let s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        if self.armed.load(Ordering::Relaxed) && self.armed.swap(false, Ordering::AcqRel) {
+            for p in s.iter() {
+                p.disarm();
+            }
+        }
         for p in s.iter() {
             p.progress();
         }
+    }
+
+    /// `fi_trywait`: arms every source so a peer's next event makes the wait
+    /// fd readable, and returns false (disarmed again) if events are already
+    /// pending. The next progress call disarms.
+    pub fn trywait(&self) -> bool {
+        let s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        if self.armed.swap(true, Ordering::AcqRel) {
+            return true;
+        }
+        let mut safe = true;
+        for p in s.iter() {
+            safe &= p.arm();
+        }
+        if !safe {
+            self.armed.store(false, Ordering::Release);
+            for p in s.iter() {
+                p.disarm();
+            }
+        }
+        safe
     }
 
     /// Wakes a blocked waiter if there is one (cheap when nobody sleeps).
