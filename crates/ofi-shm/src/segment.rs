@@ -44,7 +44,9 @@ pub struct SegHeader {
     pub pool_buf_size: u64,
     /// Set once the owner finished initialising.
     pub ready: AtomicU32,
-    _pad0: [u8; 60],
+    /// Set when the owner closed its endpoint (its process may live on).
+    pub closed: AtomicU32,
+    _pad0: [u8; 56],
     /// Non-zero while the owner is (about to be) asleep: producers ring its doorbell.
     pub sleeping: AtomicU32,
     _pad1: [u8; 124],
@@ -445,17 +447,19 @@ impl ShmRing<'_> {
     /// Claims a slot and lets `fill` write its payload bytes.
     #[inline]
     pub fn push_with<R>(&self, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R, ring::PushError> {
-        // SAFETY: the ring hands out a claimed slot's payload exclusively.
         ring::push(self, |p, n| {
-            fill(unsafe { std::slice::from_raw_parts_mut(p, n) })
+            // SAFETY: the ring hands out a claimed slot's payload exclusively.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
+            fill(bytes)
         })
     }
     /// Takes the oldest entry and lets `read` see (and scratch) its bytes.
     #[inline]
     pub fn pop_with<R>(&self, read: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
-        // SAFETY: the ring hands out a claimed slot's payload exclusively.
         ring::pop(self, |p, n| {
-            read(unsafe { std::slice::from_raw_parts_mut(p, n) })
+            // SAFETY: the ring hands out a claimed slot's payload exclusively.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
+            read(bytes)
         })
     }
     /// True when an entry is ready to pop.

@@ -24,7 +24,7 @@ proptest! {
 
     #[test]
     fn emit_then_parse_roundtrips(opc in 1u8..=op::MAX, flags in 0u8..4, len in 0u32..64, src: u64, tag: u64, data: u64, cookie: u64) {
-        let mut buf = vec![0u8; HDR_LEN + 64];
+        let mut buf = [0u8; HDR_LEN + 64];
         let iov_cnt = if opc == op::RTS { 1 } else { 0 };
         let total = if opc == op::INLINE { u64::from(len) } else { 12345 };
         let r = Repr { op: opc, flags, iov_cnt, len, src, tag, data, total, cookie };

@@ -16,7 +16,7 @@ use crate::{
     Fabric, Info, RecvOp, Result, SendOp,
 };
 use ofi_core::util::iov::IoVec;
-use std::sync::Mutex;
+use std::cell::{RefCell, RefMut};
 use std::time::Duration;
 
 /// An address inserted into a channel's address vector.
@@ -106,13 +106,17 @@ impl Inflight {
 }
 
 /// An endpoint with its queue, address vector and in-flight buffers.
+///
+/// A channel is `Send` but not `Sync`: one thread drives it at a time (wrap
+/// it in a `Mutex` to share it), which keeps its bookkeeping free of atomics.
 pub struct Channel {
     // Field order is drop order: the endpoint shuts down (and stops touching
     // posted buffers) before the buffers it may reference are freed.
     ep: Endpoint,
     cq: CompletionQueue,
     av: AddressVector,
-    inflight: Mutex<Inflight>,
+    inflight: RefCell<Inflight>,
+    scratch: RefCell<([CqTaggedEntry; 16], [u64; 16])>,
     _domain: Domain,
     _fabric: Fabric,
 }
@@ -142,7 +146,8 @@ impl Channel {
             ep,
             cq,
             av,
-            inflight: Mutex::new(Inflight {
+            scratch: RefCell::new(([CqTaggedEntry::default(); 16], [FI_ADDR_NOTAVAIL; 16])),
+            inflight: RefCell::new(Inflight {
                 slots: Vec::new(),
                 free: 0,
             }),
@@ -161,8 +166,8 @@ impl Channel {
         self.av.insert_one(addr).map(Addr)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inflight> {
-        self.inflight.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> RefMut<'_, Inflight> {
+        self.inflight.borrow_mut()
     }
 
     fn post(
@@ -324,22 +329,21 @@ impl Channel {
         }))
     }
 
-    /// Collects finished operations without blocking; returns how many were added.
+    /// Collects finished operations without blocking (one progress pass and
+    /// up to 16 completions); returns how many were added.
     pub fn poll(&self, out: &mut Vec<Completion>) -> Result<usize> {
-        let mut ents = [CqTaggedEntry::default(); 16];
-        let mut src = [FI_ADDR_NOTAVAIL; 16];
+        let mut scratch = self.scratch.borrow_mut();
+        let (ents, src) = &mut *scratch;
         let before = out.len();
-        loop {
-            match self.cq.readfrom(&mut ents, &mut src) {
-                Ok(n) => {
-                    for i in 0..n {
-                        out.extend(self.reap(&ents[i], src[i]));
-                    }
+        match self.cq.readfrom(ents, src) {
+            Ok(n) => {
+                for i in 0..n {
+                    out.extend(self.reap(&ents[i], src[i]));
                 }
-                Err(e) if e.is_again() => break,
-                Err(e) if e.code() == errno::FI_EAVAIL => out.extend(self.reap_err()?),
-                Err(e) => return Err(e),
             }
+            Err(e) if e.is_again() => {}
+            Err(e) if e.code() == errno::FI_EAVAIL => out.extend(self.reap_err()?),
+            Err(e) => return Err(e),
         }
         Ok(out.len() - before)
     }

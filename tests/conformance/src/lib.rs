@@ -1,1 +1,586 @@
-//! Conformance suite helpers (filled in by the suite).
+//! The conformance harness: one suite, written once and run against every
+//! provider offer that `ofi::getinfo` returns, skipping by capability (never
+//! by provider name).
+//!
+//! A test is declared with [`conformance!`]; its body receives one offer and
+//! returns [`Outcome`]: `Ok(())` when it ran, `Err(Skip)` (usually from
+//! [`require`] or [`Pair::open`]) when the offer lacks what the test needs.
+//! A skip prints its reason; a failure names the offer it failed on.
+//!
+//! Fixtures: [`Pair`] (two enabled endpoints of one domain, each with its own
+//! tagged-format CQ, sharing an AV that holds both addresses) and [`Group`]
+//! (the same with `n` endpoints). Helpers collect completions and error
+//! entries with a deadline ([`wait_for`], [`Pair::wait`]); nothing here loops
+//! without a bound.
+
+pub use ofi;
+
+use ofi::consts::*;
+use ofi::errno;
+use ofi::{
+    AddressVector, CompletionQueue, CqAttr, CqErrEntry, CqTaggedEntry, Domain, Endpoint, Fabric,
+    Info,
+};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+/// Default bound for anything a test waits for. Generous: the suite runs in
+/// parallel on small machines; a healthy run takes milliseconds.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Message sizes that cover the usual data paths of a provider: empty, tiny,
+/// around one page, around a 32 KiB bounce buffer, and a large message.
+pub const SIZES: [usize; 8] = [0, 1, 8, 4096, 4097, 32768, 32769, 1 << 20];
+
+/// One size from each of the three size classes (inline, medium, large).
+pub const CLASS_SIZES: [usize; 3] = [4000, 20_000, 1 << 20];
+
+/// Why a test did not run on an offer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip(pub String);
+
+/// What a conformance test body returns.
+pub type Outcome = Result<(), Skip>;
+
+/// Declares a `#[test]` that runs its body once for every provider offer.
+///
+/// ```no_run
+/// use ofi_conformance::ofi::consts::*;
+/// use ofi_conformance::*;
+///
+/// conformance!(fn sends_arrive(info) {
+///     let p = Pair::open(info, FI_MSG)?;
+///     let _ = p.wait(0, 0, TIMEOUT);
+///     Ok(())
+/// });
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! conformance {
+    ($(#[$m:meta])* fn $name:ident($info:ident) $body:block) => {
+        $(#[$m])*
+        #[test]
+        fn $name() {
+            $crate::run(stringify!($name), |$info: &$crate::ofi::Info| -> $crate::Outcome { $body });
+        }
+    };
+}
+
+/// Every offer of every registered provider (no hints), best first.
+pub fn offers() -> Vec<Info> {
+    match ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, None) {
+        Ok(v) => v,
+        Err(e) => panic!("getinfo without hints failed: {e}"),
+    }
+}
+
+/// The offers of one endpoint type (`getinfo` with hints on `ep_attr.type`).
+pub fn offers_of_type(ep: u32) -> Vec<Info> {
+    let mut h = Info::hints();
+    h.ep_attr.ep_type = ep;
+    match ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h)) {
+        Ok(v) => v,
+        Err(e) if e.code() == errno::FI_ENODATA => Vec::new(),
+        Err(e) => panic!("getinfo with ep_type {ep} failed: {e}"),
+    }
+}
+
+/// A short label for an offer: `provider/endpoint type`.
+pub fn describe(info: &Info) -> String {
+    let ep = enum_name(EP_TYPE_NAMES, info.ep_attr.ep_type).unwrap_or("?");
+    format!("{}/{}", info.provider(), ep)
+}
+
+/// Runs `body` against every offer; prints skips, names the offers a
+/// failure happened on (every offer runs even after one fails), and fails
+/// if there is no offer at all.
+pub fn run(test: &str, body: impl Fn(&Info) -> Outcome) {
+    let all = offers();
+    assert!(!all.is_empty(), "{test}: getinfo returned no offers");
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for info in &all {
+        let label = describe(info);
+        match catch_unwind(AssertUnwindSafe(|| body(info))) {
+            Ok(Ok(())) => ran += 1,
+            Ok(Err(Skip(why))) => eprintln!("SKIP {test} [{label}]: {why}"),
+            Err(p) => {
+                eprintln!("FAILED {test} [{label}]");
+                failures.push((label, p));
+            }
+        }
+    }
+    if failures.len() > 1 {
+        let labels: Vec<&str> = failures.iter().map(|(l, _)| l.as_str()).collect();
+        eprintln!(
+            "{test} failed on {} offers: {}",
+            failures.len(),
+            labels.join(", ")
+        );
+    }
+    if let Some((_, p)) = failures.into_iter().next() {
+        resume_unwind(p);
+    }
+    if ran == 0 {
+        eprintln!("NOTE {test}: skipped on every offer ({} offers)", all.len());
+    }
+}
+
+/// Skips unless the offer has every capability in `caps`.
+pub fn require(info: &Info, caps: u64) -> Outcome {
+    let missing = caps & !info.caps;
+    if missing != 0 {
+        return Err(Skip(format!(
+            "offer lacks {}",
+            bits_to_string(CAP_NAMES, missing)
+        )));
+    }
+    Ok(())
+}
+
+/// Skips unless the offer's endpoints are reliable and connectionless (the
+/// fixtures talk without connection management).
+pub fn require_rdm(info: &Info) -> Outcome {
+    if info.ep_attr.ep_type != ep_type::FI_EP_RDM {
+        let ep = enum_name(EP_TYPE_NAMES, info.ep_attr.ep_type).unwrap_or("?");
+        return Err(Skip(format!("fixture needs FI_EP_RDM, offer is {ep}")));
+    }
+    Ok(())
+}
+
+/// Sizes from `sizes` that the offer's `max_msg_size` allows.
+pub fn sizes_for(info: &Info, sizes: &[usize]) -> Vec<usize> {
+    let max = if info.ep_attr.max_msg_size == 0 {
+        usize::MAX
+    } else {
+        info.ep_attr.max_msg_size
+    };
+    sizes.iter().copied().filter(|&s| s <= max).collect()
+}
+
+/// Deterministic bytes for a message (`seed` tells messages apart).
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Asserts two byte strings are equal, reporting the first difference
+/// instead of printing megabytes.
+#[track_caller]
+pub fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
+    if got.len() != want.len() {
+        panic!("{what}: length {} != expected {}", got.len(), want.len());
+    }
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: first difference at byte {i} of {} (got {:#04x}, expected {:#04x})",
+            got.len(),
+            got[i],
+            want[i]
+        );
+    }
+}
+
+/// Completions and error entries read from one CQ.
+#[derive(Debug, Default, Clone)]
+pub struct Completions {
+    /// Successful completions, in the order read.
+    pub ok: Vec<CqTaggedEntry>,
+    /// Source address of each successful completion (`readfrom`).
+    pub src: Vec<u64>,
+    /// Error entries, in the order read.
+    pub err: Vec<CqErrEntry>,
+}
+
+impl Completions {
+    /// Successes plus errors.
+    pub fn total(&self) -> usize {
+        self.ok.len() + self.err.len()
+    }
+    /// The successful completion with this context.
+    pub fn ok_ctx(&self, ctx: usize) -> Option<&CqTaggedEntry> {
+        self.ok.iter().find(|e| e.op_context == ctx)
+    }
+    /// The error entry with this context.
+    pub fn err_ctx(&self, ctx: usize) -> Option<&CqErrEntry> {
+        self.err.iter().find(|e| e.op_context == ctx)
+    }
+    /// Appends another batch.
+    pub fn extend(&mut self, o: Completions) {
+        self.ok.extend(o.ok);
+        self.src.extend(o.src);
+        self.err.extend(o.err);
+    }
+}
+
+/// Reads everything a CQ has now (successes with sources, then error
+/// entries); returns how many entries were read. Panics on errors other
+/// than `FI_EAGAIN` / `FI_EAVAIL`.
+pub fn poll_cq(cq: &CompletionQueue, out: &mut Completions) -> usize {
+    let mut n = 0;
+    let mut buf = [CqTaggedEntry::default(); 16];
+    let mut src = [0u64; 16];
+    for _ in 0..1024 {
+        match cq.readfrom(&mut buf, &mut src) {
+            Ok(k) => {
+                out.ok.extend_from_slice(&buf[..k]);
+                out.src.extend_from_slice(&src[..k]);
+                n += k;
+            }
+            Err(e) if e.is_again() => break,
+            Err(e) if e.code() == errno::FI_EAVAIL => match cq.readerr() {
+                Ok(ee) => {
+                    out.err.push(ee);
+                    n += 1;
+                }
+                Err(e2) => panic!("cq read said FI_EAVAIL but readerr failed: {e2}"),
+            },
+            Err(e) => panic!("cq read failed: {e}"),
+        }
+    }
+    n
+}
+
+/// Collects completions and error entries from `cq` until `n` are in hand
+/// or `timeout` passes; returns what it got (the caller asserts).
+pub fn wait_for(cq: &CompletionQueue, n: usize, timeout: Duration) -> Completions {
+    let mut out = Completions::default();
+    let deadline = Instant::now() + timeout;
+    while out.total() < n && Instant::now() < deadline {
+        if poll_cq(cq, &mut out) == 0 {
+            std::thread::yield_now();
+        }
+    }
+    out
+}
+
+/// Retries an operation that returns `FI_EAGAIN` (a full queue), driving
+/// progress on `eps` between tries, until it succeeds, fails otherwise, or
+/// `timeout` passes (then the last `FI_EAGAIN` is returned).
+pub fn retry(
+    eps: &[&Endpoint],
+    timeout: Duration,
+    mut op: impl FnMut() -> ofi::Result<()>,
+) -> ofi::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match op() {
+            Err(e) if e.is_again() && Instant::now() < deadline => {
+                for ep in eps {
+                    ep.progress();
+                }
+                std::thread::yield_now();
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Opens a CQ in the tagged format with the given wait object.
+pub fn tagged_cq(domain: &Domain, wait: u32) -> CompletionQueue {
+    domain
+        .cq(&CqAttr {
+            size: 0,
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            wait_obj: wait,
+        })
+        .unwrap_or_else(|e| panic!("cq open: {e}"))
+}
+
+/// `n` enabled endpoints of one domain, each bound to its own tagged CQ,
+/// sharing an AV that holds every endpoint's address.
+pub struct Group {
+    /// The endpoints (declared first: dropped before what they are bound to).
+    pub eps: Vec<Endpoint>,
+    /// `cqs[i]` is bound to `eps[i]` for transmit and receive.
+    pub cqs: Vec<CompletionQueue>,
+    /// `addrs[i]` is the fi_addr of `eps[i]` in `av`.
+    pub addrs: Vec<u64>,
+    /// The shared address vector.
+    pub av: AddressVector,
+    /// The domain.
+    pub domain: Domain,
+    /// The fabric.
+    pub fabric: Fabric,
+    /// The offer the group was opened with.
+    pub info: Info,
+}
+
+/// Opens fabric, domain and AV for an offer.
+pub fn open_domain(info: &Info) -> (Fabric, Domain, AddressVector) {
+    let fabric = Fabric::open(&info.fabric_attr)
+        .unwrap_or_else(|e| panic!("fabric open [{}]: {e}", describe(info)));
+    let domain = fabric
+        .domain(info)
+        .unwrap_or_else(|e| panic!("domain open: {e}"));
+    let av = domain
+        .av(&ofi::AvAttr::default())
+        .unwrap_or_else(|e| panic!("av open: {e}"));
+    (fabric, domain, av)
+}
+
+/// Opens an endpoint bound to `cq` (transmit and receive) and `av`, enabled.
+pub fn open_endpoint(
+    domain: &Domain,
+    info: &Info,
+    cq: &CompletionQueue,
+    av: &AddressVector,
+) -> Endpoint {
+    let ep = domain
+        .endpoint(info)
+        .unwrap_or_else(|e| panic!("endpoint open: {e}"));
+    ep.bind_cq(cq, FI_TRANSMIT | FI_RECV)
+        .unwrap_or_else(|e| panic!("bind cq: {e}"));
+    ep.bind_av(av).unwrap_or_else(|e| panic!("bind av: {e}"));
+    ep.enable().unwrap_or_else(|e| panic!("enable: {e}"));
+    ep
+}
+
+/// Inserts an endpoint's address into an AV.
+pub fn insert(av: &AddressVector, ep: &Endpoint) -> u64 {
+    let name = ep.getname().unwrap_or_else(|e| panic!("getname: {e}"));
+    av.insert_one(&name)
+        .unwrap_or_else(|e| panic!("av insert: {e}"))
+}
+
+impl Group {
+    /// Opens `n` endpoints; skips unless the offer is RDM with `caps`.
+    pub fn open(info: &Info, caps: u64, n: usize) -> Result<Group, Skip> {
+        Self::open_with(info, caps, n, wait_obj::FI_WAIT_UNSPEC)
+    }
+
+    /// As [`open`](Self::open), with the CQs' wait object.
+    pub fn open_with(info: &Info, caps: u64, n: usize, wait: u32) -> Result<Group, Skip> {
+        require_rdm(info)?;
+        require(info, caps)?;
+        let (fabric, domain, av) = open_domain(info);
+        let cqs: Vec<_> = (0..n).map(|_| tagged_cq(&domain, wait)).collect();
+        let eps: Vec<_> = cqs
+            .iter()
+            .map(|cq| open_endpoint(&domain, info, cq, &av))
+            .collect();
+        let addrs = eps.iter().map(|ep| insert(&av, ep)).collect();
+        Ok(Group {
+            eps,
+            cqs,
+            addrs,
+            av,
+            domain,
+            fabric,
+            info: info.clone(),
+        })
+    }
+
+    /// Drives progress on every endpoint once.
+    pub fn progress(&self) {
+        for ep in &self.eps {
+            ep.progress();
+        }
+    }
+
+    /// Reads every CQ until `want[i]` entries are in hand for each `i`, or
+    /// the timeout passes.
+    pub fn wait(&self, want: &[usize], timeout: Duration) -> Vec<Completions> {
+        let mut out: Vec<Completions> = self.cqs.iter().map(|_| Completions::default()).collect();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut read = 0;
+            for (cq, o) in self.cqs.iter().zip(out.iter_mut()) {
+                read += poll_cq(cq, o);
+            }
+            let done = out.iter().zip(want).all(|(o, &w)| o.total() >= w);
+            if done || Instant::now() >= deadline {
+                return out;
+            }
+            if read == 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Two enabled endpoints `a` and `b` of one domain with their own tagged
+/// CQs and a shared AV holding both (`fa`, `fb`).
+pub struct Pair {
+    /// First endpoint.
+    pub a: Endpoint,
+    /// Second endpoint.
+    pub b: Endpoint,
+    /// `a`'s CQ (transmit and receive).
+    pub cq_a: CompletionQueue,
+    /// `b`'s CQ (transmit and receive).
+    pub cq_b: CompletionQueue,
+    /// `a`'s fi_addr.
+    pub fa: u64,
+    /// `b`'s fi_addr.
+    pub fb: u64,
+    /// The shared AV.
+    pub av: AddressVector,
+    /// The domain.
+    pub domain: Domain,
+    /// The fabric.
+    pub fabric: Fabric,
+    /// The offer.
+    pub info: Info,
+}
+
+impl Pair {
+    /// Opens a pair; skips unless the offer is RDM with `caps`.
+    pub fn open(info: &Info, caps: u64) -> Result<Pair, Skip> {
+        Self::open_with(info, caps, wait_obj::FI_WAIT_UNSPEC)
+    }
+
+    /// As [`open`](Self::open), with the CQs' wait object.
+    pub fn open_with(info: &Info, caps: u64, wait: u32) -> Result<Pair, Skip> {
+        let g = Group::open_with(info, caps, 2, wait)?;
+        let Group {
+            mut eps,
+            mut cqs,
+            addrs,
+            av,
+            domain,
+            fabric,
+            info,
+        } = g;
+        let (b, a) = (
+            eps.pop().expect("2 endpoints"),
+            eps.pop().expect("2 endpoints"),
+        );
+        let (cq_b, cq_a) = (cqs.pop().expect("2 cqs"), cqs.pop().expect("2 cqs"));
+        Ok(Pair {
+            a,
+            b,
+            cq_a,
+            cq_b,
+            fa: addrs[0],
+            fb: addrs[1],
+            av,
+            domain,
+            fabric,
+            info,
+        })
+    }
+
+    /// Reads both CQs until `a` has `na` entries and `b` has `nb` (errors
+    /// included), or the timeout passes. Returns `(a's, b's)`.
+    pub fn wait(&self, na: usize, nb: usize, timeout: Duration) -> (Completions, Completions) {
+        let mut ca = Completions::default();
+        let mut cb = Completions::default();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let read = poll_cq(&self.cq_a, &mut ca) + poll_cq(&self.cq_b, &mut cb);
+            if (ca.total() >= na && cb.total() >= nb) || Instant::now() >= deadline {
+                return (ca, cb);
+            }
+            if read == 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Reads both CQs into running tallies until `sa` holds `na` entries and
+    /// `sb` holds `nb` (errors included), or the timeout passes. Use this
+    /// when earlier reads may already have taken some of the entries.
+    pub fn wait_into(
+        &self,
+        sa: &mut Completions,
+        sb: &mut Completions,
+        na: usize,
+        nb: usize,
+        timeout: Duration,
+    ) {
+        let (ca, cb) = self.wait(
+            na.saturating_sub(sa.total()),
+            nb.saturating_sub(sb.total()),
+            timeout,
+        );
+        sa.extend(ca);
+        sb.extend(cb);
+    }
+
+    /// Reads both CQs for `d` (progress on both sides); returns what came.
+    pub fn settle(&self, d: Duration) -> (Completions, Completions) {
+        self.wait(usize::MAX, usize::MAX, d)
+    }
+
+    /// Drives progress on both endpoints once.
+    pub fn progress(&self) {
+        self.a.progress();
+        self.b.progress();
+    }
+}
+
+/// Asserts a receive completion describes a message of `len` bytes with the
+/// expected context and flags.
+#[track_caller]
+pub fn assert_recv(e: &CqTaggedEntry, ctx: usize, len: usize, tagged: bool) {
+    assert_eq!(e.op_context, ctx, "receive completion context");
+    assert_eq!(e.len, len, "receive completion len (ctx {ctx:#x})");
+    assert!(
+        e.flags & FI_RECV != 0,
+        "receive completion lacks FI_RECV: {:#x}",
+        e.flags
+    );
+    let class = if tagged { FI_TAGGED } else { FI_MSG };
+    assert!(
+        e.flags & class != 0,
+        "receive completion lacks {}: {:#x}",
+        if tagged { "FI_TAGGED" } else { "FI_MSG" },
+        e.flags
+    );
+}
+
+/// Asserts a send completion with the expected context.
+#[track_caller]
+pub fn assert_send(e: &CqTaggedEntry, ctx: usize) {
+    assert_eq!(e.op_context, ctx, "send completion context");
+    assert!(
+        e.flags & FI_SEND != 0,
+        "send completion lacks FI_SEND: {:#x}",
+        e.flags
+    );
+}
+
+/// Formats error entries for failure messages.
+pub fn errs(c: &Completions) -> String {
+    c.err
+        .iter()
+        .map(|e| {
+            format!(
+                "[ctx {:#x} err {} ({}) len {} olen {}]",
+                e.op_context,
+                e.err,
+                errno_name(e.err),
+                e.len,
+                e.olen
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `fi_strerror` text of an error number.
+pub fn errno_name(code: i32) -> &'static str {
+    ofi::error::strerror(code)
+}
+
+/// True if `fd` becomes readable within `timeout_ms` (`poll(2)`; 0 checks
+/// without waiting).
+#[allow(unsafe_code)]
+pub fn readable(fd: std::os::fd::RawFd, timeout_ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd on the stack; poll only reads fd and writes revents.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    n > 0 && p.revents & libc::POLLIN != 0
+}

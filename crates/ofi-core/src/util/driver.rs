@@ -15,6 +15,8 @@ pub struct Driver {
     sleepers: AtomicU32,
     /// Sources left armed by `trywait` for an application that sleeps on the fd.
     armed: AtomicBool,
+    /// Set by `signal`: the next (or current) blocking wait returns FI_EAGAIN.
+    signaled: AtomicBool,
     spin: Duration,
 }
 
@@ -37,6 +39,7 @@ impl Driver {
             },
             sleepers: AtomicU32::new(0),
             armed: AtomicBool::new(false),
+            signaled: AtomicBool::new(false),
             spin: Duration::from_micros(spin as u64),
         })
     }
@@ -111,8 +114,9 @@ impl Driver {
         }
     }
 
-    /// Forces a wake-up (`fi_cq_signal`).
+    /// Wakes a blocked waiter, which returns `FI_EAGAIN` (`fi_cq_signal`).
     pub fn signal(&self) {
+        self.signaled.store(true, Ordering::Release);
         if let Some(w) = &self.waits {
             w.signal();
         }
@@ -132,6 +136,9 @@ impl Driver {
             self.progress();
             if ready() {
                 return Ok(());
+            }
+            if self.signaled.swap(false, Ordering::AcqRel) {
+                return Err(Error::new(errno::FI_EAGAIN, "wait interrupted by a signal"));
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {

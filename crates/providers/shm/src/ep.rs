@@ -524,6 +524,17 @@ impl ShmEndpoint {
         }
         let mut g = self.lock();
         let peer = self.peer_for(&mut g, op.dest)?;
+        if peer.closed() {
+            g.peers.clear();
+            g.by_id.remove(&peer.addr.id());
+            return Err(Error::new(
+                errno::FI_ECONNRESET,
+                format!(
+                    "shm: peer endpoint {}.{} has closed",
+                    peer.addr.pid, peer.addr.idx
+                ),
+            ));
+        }
         let completion = !inject && (!g.b.tx_selective || op.flags & FI_COMPLETION != 0);
         let fl = if op.tagged { flag::TAGGED } else { 0 }
             | if op.flags & FI_REMOTE_CQ_DATA != 0 {
@@ -1270,7 +1281,9 @@ impl ShmEndpoint {
     }
 
     /// Frees what an unexpected message holds without delivering it.
-    fn release(&self, g: &mut Inner, p: Payload) {
+    /// Frees what an unexpected message holds without delivering it; a
+    /// large message's sender is told `status` (0: consumed, or an FI_E* code).
+    fn release(&self, g: &mut Inner, p: Payload, status: i32) {
         match p {
             Payload::Inline(v) => {
                 if g.pool.len() < 256 {
@@ -1285,6 +1298,7 @@ impl ShmEndpoint {
                     op: op::ACK,
                     src: self.me.id(),
                     cookie,
+                    data: status as u64,
                     ..Default::default()
                 },
             ),
@@ -1442,7 +1456,7 @@ impl ShmEndpoint {
                     .map_or(FI_ADDR_NOTAVAIL, |u| u.src);
             if discard {
                 if let Some(u) = self.take_unexpected(&mut g, true, i) {
-                    self.release(&mut g, u.payload);
+                    self.release(&mut g, u.payload, 0);
                 }
             } else if claim {
                 if let Some(u) = g.mq.unexpected_mut(true, i) {
@@ -1473,7 +1487,7 @@ impl ShmEndpoint {
                 .expect("index from find");
             if discard {
                 let (tag, src_addr) = (u.tag, u.src);
-                self.release(&mut g, u.payload);
+                self.release(&mut g, u.payload, 0);
                 if let Some(cq) = &g.b.rx_cq {
                     cq.push(
                         CqTaggedEntry {
@@ -1786,10 +1800,39 @@ impl EndpointOps for ShmEndpoint {
     }
     fn shutdown(&self) {
         self.enabled.store(false, Ordering::Release);
+        // SYNC POINT: peers' liveness checks and sends acquire `closed`.
+        self.seg.header().closed.store(1, Ordering::Release);
         let mut g = self.lock();
         let (_, unexp) = g.mq.drain_all();
         for u in unexp {
-            self.release(&mut g, u.payload);
+            self.release(&mut g, u.payload, errno::FI_ECONNRESET);
+        }
+        // Large messages still in the ring: tell their senders, so no send
+        // waits for an ACK that will never come.
+        let ring = self.seg.msg_ring();
+        for _ in 0..self.cfg.ring_slots {
+            let rts = ring.pop_with(|b| {
+                let e = Entry::new_unchecked(&*b);
+                Repr::parse(&e)
+                    .ok()
+                    .filter(|r| r.op == op::RTS)
+                    .map(|r| (r.src, r.cookie))
+            });
+            match rts {
+                None => break,
+                Some(Some((sender, cookie))) => self.send_ctrl(
+                    &mut g,
+                    sender,
+                    Repr {
+                        op: op::ACK,
+                        src: self.me.id(),
+                        cookie,
+                        data: errno::FI_ECONNRESET as u64,
+                        ..Default::default()
+                    },
+                ),
+                Some(None) => {}
+            }
         }
         self.flush_ctrl(&mut g);
         g.peers.clear();

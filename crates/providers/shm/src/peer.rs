@@ -72,8 +72,14 @@ impl Peer {
         }
     }
 
-    /// True once the peer's process has exited.
+    /// True once the peer closed its endpoint.
+    #[inline]
+    pub fn closed(&self) -> bool {
+        self.seg.header().closed.load(Ordering::Acquire) != 0
+    }
+
+    /// True once the peer's endpoint closed or its process exited.
     pub fn dead(&self) -> bool {
-        self.watch.dead()
+        self.closed() || self.watch.dead()
     }
 }

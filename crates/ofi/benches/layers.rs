@@ -1,0 +1,119 @@
+//! Raw layer against safe layer: the cost of owning buffers in flight.
+//!
+//! Two shm endpoints in one process, one thread; each round posts a
+//! receive, sends 8 bytes and reaps both completions. Reports the median
+//! nanoseconds per round over several batches for each layer.
+//!
+//! `cargo bench -p ofi --bench layers`
+#![allow(unsafe_code)]
+
+use ofi::consts::*;
+use ofi::safe::{Channel, Completion};
+use ofi::*;
+use std::time::Instant;
+
+const ROUNDS: usize = 200_000;
+const BATCHES: usize = 7;
+
+fn info() -> Info {
+    let mut h = Info::hints();
+    h.caps = FI_MSG;
+    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
+    h.fabric_attr.prov_name = Some("shm".into());
+    ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
+        .expect("shm offer")
+        .remove(0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The raw layer shaped like a channel: one tagged-format CQ per endpoint,
+/// read with `readfrom`, so the difference is the safe layer's bookkeeping.
+fn raw(info: &Info) -> f64 {
+    let f = Fabric::open(&info.fabric_attr).unwrap();
+    let d = f.domain(info).unwrap();
+    let attr = CqAttr {
+        format: cq_format::FI_CQ_FORMAT_TAGGED,
+        wait_obj: wait_obj::FI_WAIT_FD,
+        size: 0,
+    };
+    let (qa, qb) = (d.cq(&attr).unwrap(), d.cq(&attr).unwrap());
+    let av = d.av(&AvAttr::default()).unwrap();
+    let a = d.endpoint(info).unwrap();
+    let b = d.endpoint(info).unwrap();
+    for (e, q) in [(&a, &qa), (&b, &qb)] {
+        e.bind_cq(q, FI_TRANSMIT | FI_RECV).unwrap();
+        e.bind_av(&av).unwrap();
+        e.enable().unwrap();
+    }
+    let fb = av.insert_one(&b.getname().unwrap()).unwrap();
+    let tx = [7u8; 8];
+    let mut rx = [0u8; 8];
+    let mut ents = [CqTaggedEntry::default(); 16];
+    let mut src = [0u64; 16];
+    let mut batches = Vec::new();
+    for _ in 0..BATCHES {
+        let t = Instant::now();
+        for _ in 0..ROUNDS {
+            // SAFETY: tx and rx outlive the operations; both complete before the next round.
+            unsafe {
+                b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 1)
+                    .unwrap();
+                a.send(tx.as_ptr(), tx.len(), fb, 2).unwrap();
+            }
+            let mut left = 2;
+            while left > 0 {
+                for q in [&qa, &qb] {
+                    if let Ok(n) = q.readfrom(&mut ents, &mut src) {
+                        left -= n;
+                    }
+                }
+            }
+        }
+        batches.push(t.elapsed().as_nanos() as f64 / ROUNDS as f64);
+    }
+    median(batches)
+}
+
+fn safe(info: &Info) -> f64 {
+    let a = Channel::open(info).unwrap();
+    let b = Channel::open(info).unwrap();
+    let fb = a.insert(&b.address().unwrap()).unwrap();
+    let mut tx = Some(vec![7u8; 8]);
+    let mut rx = Some(vec![0u8; 8]);
+    let mut out = Vec::with_capacity(4);
+    let mut batches = Vec::new();
+    for _ in 0..BATCHES {
+        let t = Instant::now();
+        for _ in 0..ROUNDS {
+            b.recv(rx.take().unwrap()).unwrap();
+            a.send(tx.take().unwrap(), fb).unwrap();
+            while tx.is_none() || rx.is_none() {
+                a.poll(&mut out).unwrap();
+                b.poll(&mut out).unwrap();
+                for c in out.drain(..) {
+                    match c {
+                        Completion::Sent { buf, .. } => tx = Some(buf),
+                        Completion::Received { buf, .. } => rx = Some(buf),
+                        Completion::Failed { error, .. } => panic!("{error}"),
+                    }
+                }
+            }
+        }
+        batches.push(t.elapsed().as_nanos() as f64 / ROUNDS as f64);
+    }
+    median(batches)
+}
+
+fn main() {
+    let info = info();
+    let r = raw(&info);
+    let s = safe(&info);
+    println!("layer  ns/round (median of {BATCHES} x {ROUNDS}: post recv + send 8 B + reap both)");
+    println!("raw    {r:8.1}");
+    println!("safe   {s:8.1}");
+    println!("safe - raw = {:.1} ns per round ({} operations)", s - r, 2);
+}
