@@ -1,0 +1,383 @@
+#!/usr/bin/env bash
+# bench/compare.sh: ofi pingpong against Debian's libfabric fi_pingpong.
+#
+# A benchmark, not a test: it prints numbers and checks them against the
+# project's performance targets, and only fails (exit 1) when a run fails,
+# or, with STRICT=1, when a target is missed.
+#
+# Usage:
+#   bench/compare.sh                  # from any directory
+#   RUNS=9 PROVIDER=shm bench/compare.sh
+#
+# What it does:
+#   1. builds target/release/ofi (cargo build --release -p ofi-tools; a no-op
+#      when up to date),
+#   2. installs libfabric-bin with apt-get if fi_pingpong is missing,
+#   3. waits (up to QUIET_WAIT s) for idle cpus before each round, then
+#      for every configuration (rdm msg at each of SIZES, rdm tagged at each
+#      of TAGGED_SIZES) runs `ofi pingpong` and `fi_pingpong` with the same
+#      flags (-p PROVIDER -e rdm -m MODE -S SIZE -I ITERS), server pinned with
+#      `taskset -c 0`, client with `taskset -c 1`, RUNS times, alternating
+#      which of the two goes first, each run on fresh control ports and under
+#      a timeout; parses MB/sec and usec/xfer from the client's last line,
+#   4. measures single-thread memcpy bandwidth (bench/memcpy.c, compiled with
+#      cc -O2 into a temporary directory) once per round, on cpu 1,
+#   5. prints a Markdown table of medians, ratios and the targets.
+#
+# Environment:
+#   RUNS          runs per configuration and tool (default 5)
+#   PROVIDER      provider for both tools (default shm)
+#   SIZES         msg sizes in bytes (default "8 4096 1048576")
+#   TAGGED_SIZES  tagged sizes in bytes (default "8"; "" for none)
+#   ITERS         iterations per run (default: by size, 200000 for <= 4 KiB,
+#                 50000 for <= 64 KiB, then 5e9/size with a floor of 500)
+#   MEMCPY_SIZE   bytes per memcpy in the reference (default 1048576)
+#   TIMEOUT       seconds allowed per run (default 120)
+#   BASE_PORT     first control port to try (default derived from the pid)
+#   SERVER_CPU / CLIENT_CPU   cpus to pin to (default 0 / 1)
+#   OFI_BIN       ofi binary to use (default target/release/ofi, built here)
+#   FI_PINGPONG   libfabric binary to use (default fi_pingpong)
+#   QUIET_WAIT    seconds to wait before each round for the cpus to be idle
+#                 (under 10 % busy over one second; default 120); rounds that
+#                 start busy anyway are counted in the report
+#   KEEP=1        keep the raw outputs (the directory is printed)
+#   STRICT=1      exit 1 when a target is missed
+#
+# Targets (shm, rdm, msg): 8 B latency ofi/libfabric <= 0.70; 4 KiB latency
+# ofi/libfabric <= 0.80; 1 MiB bandwidth >= 1.20x libfabric and >= 0.80x
+# single-thread memcpy.
+# shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+RUNS="${RUNS:-5}"
+PROVIDER="${PROVIDER:-shm}"
+SIZES="${SIZES:-8 4096 1048576}"
+TAGGED_SIZES="${TAGGED_SIZES-8}"
+ITERS="${ITERS:-}"
+MEMCPY_SIZE="${MEMCPY_SIZE:-1048576}"
+TIMEOUT="${TIMEOUT:-120}"
+SERVER_CPU="${SERVER_CPU:-0}"
+CLIENT_CPU="${CLIENT_CPU:-1}"
+FI_PINGPONG="${FI_PINGPONG:-fi_pingpong}"
+KEEP="${KEEP:-0}"
+STRICT="${STRICT:-0}"
+QUIET_WAIT="${QUIET_WAIT:-120}"
+NEXT_PORT="${BASE_PORT:-$((20000 + ($$ % 1000) * 10))}"
+
+log() { printf '%s\n' "$*" >&2; }
+die() { log "compare.sh: $*"; exit 1; }
+
+case "$RUNS" in '' | *[!0-9]* | 0) die "RUNS must be a positive integer (got '$RUNS')" ;; esac
+for s in $SIZES $TAGGED_SIZES $MEMCPY_SIZE; do
+    case "$s" in *[!0-9]*) die "sizes must be numbers of bytes (got '$s')" ;; esac
+done
+[ -n "$SIZES$TAGGED_SIZES" ] || die "nothing to run: SIZES and TAGGED_SIZES are both empty"
+
+# --- tools --------------------------------------------------------------------
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root or sudo to run: $*"
+    fi
+}
+
+for t in taskset timeout cc awk; do
+    command -v "$t" >/dev/null 2>&1 || die "'$t' is required"
+done
+
+if [ -z "${OFI_BIN:-}" ]; then
+    OFI_BIN="$ROOT/target/release/ofi"
+    if command -v cargo >/dev/null 2>&1; then
+        log "== building ofi (cargo build --release -p ofi-tools; a no-op when up to date)"
+        (cd "$ROOT" && cargo build --release -p ofi-tools) >&2 || die "cargo build failed"
+    else
+        log "warning: cargo not found; using the existing $OFI_BIN"
+    fi
+fi
+[ -x "$OFI_BIN" ] || die "ofi binary not found at $OFI_BIN"
+
+if ! command -v "$FI_PINGPONG" >/dev/null 2>&1; then
+    log "== installing libfabric-bin (for fi_pingpong)"
+    as_root apt-get update -qq >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfabric-bin >&2
+    command -v "$FI_PINGPONG" >/dev/null 2>&1 || die "fi_pingpong still missing after installing libfabric-bin"
+fi
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/ofi-compare.XXXXXX")"
+SERVER_PID=""
+cleanup() {
+    if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+    if [ "$KEEP" = 1 ]; then log "raw outputs kept in $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+cc -O2 -o "$WORK/memcpy" "$ROOT/bench/memcpy.c" || die "cannot compile bench/memcpy.c"
+
+# --- helpers ------------------------------------------------------------------
+
+# Is a TCP port in use in any state (listening, connected, TIME_WAIT)?
+port_in_use() {
+    local hex
+    hex="$(printf '%04X' "$1")"
+    awk -v p=":$hex" 'NR > 1 && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# Is something listening on the port?
+port_listening() {
+    local hex
+    hex="$(printf '%04X' "$1")"
+    awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# Prints a control port nobody has used recently; never hands out one twice.
+fresh_port() {
+    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
+    [ "$NEXT_PORT" -lt 32768 ] || NEXT_PORT=20000
+    PORT="$NEXT_PORT"
+    NEXT_PORT=$((NEXT_PORT + 1))
+}
+
+iters_for() {
+    local size="$1"
+    if [ -n "$ITERS" ]; then echo "$ITERS"
+    elif [ "$size" -le 4096 ]; then echo 200000
+    elif [ "$size" -le 65536 ]; then echo 50000
+    else
+        local n=$((5000000000 / size))
+        [ "$n" -ge 500 ] || n=500
+        echo "$n"
+    fi
+}
+
+human() {
+    local s="$1"
+    if [ "$s" -ge 1048576 ] && [ $((s % 1048576)) -eq 0 ]; then echo "$((s / 1048576)) MiB"
+    elif [ "$s" -ge 1024 ] && [ $((s % 1024)) -eq 0 ]; then echo "$((s / 1024)) KiB"
+    else echo "$s B"; fi
+}
+
+median() { # [PRINTF_FORMAT] < numbers -> median (or "-" when none)
+    sort -g | awk -v f="${1:-%.4f}" '{ v[NR] = $1 } END {
+        if (NR == 0) { print "-"; exit }
+        m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+        printf f "\n", m }'
+}
+
+ratio() { # a / b with 2 decimals, "-" if either is missing
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f\n", a / b }'
+}
+
+FAILURES=0
+
+# run_one TOOL MODE SIZE ROUND: one server/client pair; appends "usec mbs" to
+# $WORK/TOOL-MODE-SIZE.dat.
+run_one() {
+    local tool="$1" mode="$2" size="$3" round="$4" bin
+    local iters tag out
+    iters="$(iters_for "$size")"
+    if [ "$tool" = ofi ]; then bin=("$OFI_BIN" pingpong); else bin=("$FI_PINGPONG"); fi
+    local flags=(-p "$PROVIDER" -e rdm -m "$mode" -S "$size" -I "$iters")
+    tag="$tool-$mode-$size"
+    out="$WORK/$tag.r$round"
+    fresh_port
+
+    timeout "$TIMEOUT" taskset -c "$SERVER_CPU" "${bin[@]}" "${flags[@]}" -B "$PORT" \
+        >"$out.server" 2>&1 &
+    SERVER_PID=$!
+    local waited=0
+    while ! port_listening "$PORT"; do
+        if ! kill -0 "$SERVER_PID" 2>/dev/null || [ "$waited" -ge 200 ]; then
+            log "   $tag run $round: server did not start listening on port $PORT"
+            sed 's/^/     server: /' "$out.server" >&2 || true
+            kill "$SERVER_PID" 2>/dev/null || true
+            wait "$SERVER_PID" 2>/dev/null || true
+            SERVER_PID=""
+            FAILURES=$((FAILURES + 1))
+            return 0
+        fi
+        sleep 0.05
+        waited=$((waited + 1))
+    done
+
+    local crc=0 src=0
+    timeout "$TIMEOUT" taskset -c "$CLIENT_CPU" "${bin[@]}" "${flags[@]}" -P "$PORT" localhost \
+        >"$out.client" 2>&1 || crc=$?
+    if [ "$crc" -ne 0 ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+    wait "$SERVER_PID" || src=$?
+    SERVER_PID=""
+
+    local line usec mbs
+    line="$(awk 'NF { last = $0 } END { print last }' "$out.client")"
+    usec="$(printf '%s\n' "$line" | awk '$1 != "bytes" && $7 ~ /^[0-9.]+$/ { print $7 }')"
+    mbs="$(printf '%s\n' "$line" | awk '$1 != "bytes" && $6 ~ /^[0-9.]+$/ { print $6 }')"
+    if [ "$crc" -ne 0 ] || [ "$src" -ne 0 ] || [ -z "$usec" ] || [ -z "$mbs" ]; then
+        log "   $tag run $round: FAILED (client rc=$crc, server rc=$src; 124 = timeout)"
+        sed 's/^/     client: /' "$out.client" | tail -5 >&2 || true
+        sed 's/^/     server: /' "$out.server" | tail -5 >&2 || true
+        FAILURES=$((FAILURES + 1))
+        return 0
+    fi
+    # usec/xfer is printed with 2 decimals only; MB/sec = size / usec/xfer,
+    # so size / MB/sec gives the same latency with more digits.
+    usec="$(awk -v s="$size" -v u="$usec" -v b="$mbs" 'BEGIN { if (s > 0 && b > 0) printf "%.4f\n", s / b; else print u }')"
+    printf '%s %s %s\n' "$usec" "$mbs" "$round" >>"$WORK/$tag.dat"
+    log "   $(printf '%-22s run %d: %10s usec/xfer %12s MB/sec' "$tag" "$round" "$usec" "$mbs")"
+}
+
+# --- runs ---------------------------------------------------------------------
+
+CONFIGS=()
+for s in $SIZES; do CONFIGS+=("msg:$s"); done
+for s in $TAGGED_SIZES; do CONFIGS+=("tagged:$s"); done
+
+# Share of the cpus busy over one second (other work perturbs the numbers).
+cpu_busy() {
+    local a b
+    a="$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)"
+    sleep 1
+    b="$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)"
+    awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
+        busy = y[1] - x[1]; idle = y[2] - x[2];
+        if (busy + idle > 0) printf "%.0f%%\n", 100 * busy / (busy + idle); else print "?" }'
+}
+# Waits (up to QUIET_WAIT seconds) for a second with the cpus under 10 %
+# busy; returns 1 if none came.
+wait_quiet() {
+    local t0=$SECONDS b
+    while :; do
+        b="$(cpu_busy 2>/dev/null || echo '?')"
+        case "$b" in [0-9]%) return 0 ;; esac
+        if [ $((SECONDS - t0)) -ge "$QUIET_WAIT" ]; then
+            log "warning: cpus still $b busy after ${QUIET_WAIT}s: other processes will perturb this round"
+            return 1
+        fi
+    done
+}
+BUSY_ROUNDS=0
+log "== $RUNS rounds of: ${CONFIGS[*]} (provider $PROVIDER); memcpy $MEMCPY_SIZE B"
+for round in $(seq 1 "$RUNS"); do
+    log "-- round $round"
+    wait_quiet || BUSY_ROUNDS=$((BUSY_ROUNDS + 1))
+    for c in "${CONFIGS[@]}"; do
+        mode="${c%%:*}"
+        size="${c#*:}"
+        if [ $((round % 2)) -eq 1 ]; then order="ofi libfabric"; else order="libfabric ofi"; fi
+        for tool in $order; do run_one "$tool" "$mode" "$size" "$round"; done
+    done
+    if m="$(taskset -c "$CLIENT_CPU" "$WORK/memcpy" "$MEMCPY_SIZE" | awk '{ print $4 }')" && [ -n "$m" ]; then
+        echo "$m" >>"$WORK/memcpy.dat"
+        log "   memcpy $MEMCPY_SIZE B: $m MB/sec"
+    else
+        log "   memcpy: FAILED"
+        FAILURES=$((FAILURES + 1))
+    fi
+done
+
+# --- report -------------------------------------------------------------------
+
+range() { # FILE -> "min - max" of the latency column
+    if [ -s "$1" ]; then sort -g "$1" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo " - " hi }'; else echo "-"; fi
+}
+
+paired() { # OFI_FILE LF_FILE -> ofi/lf latency ratio per round, in round order
+    if [ -s "$1" ] && [ -s "$2" ]; then
+        awk 'NR == FNR { o[$3] = $1; next } ($3 in o) && $1 > 0 { printf "%s%.2f", sep, o[$3] / $1; sep = " " } END { print "" }' "$1" "$2"
+    else
+        echo "-"
+    fi
+}
+
+col() { # FILE COLUMN -> median of that column (latency: 4 decimals, MB/sec: 2)
+    local f="%.4f"
+    [ "$2" != 2 ] || f="%.2f"
+    if [ -s "$1" ]; then awk -v c="$2" '{ print $c }' "$1" | median "$f"; else echo "-"; fi
+}
+
+MEMCPY_MED="$(if [ -s "$WORK/memcpy.dat" ]; then median "%.2f" <"$WORK/memcpy.dat"; else echo -; fi)"
+GIT_REV="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# Only changes that reach the ofi binary count (tests and scripts do not).
+if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- crates Cargo.toml Cargo.lock 2>/dev/null || true)" ]; then
+    GIT_REV="$GIT_REV (with uncommitted changes under crates/)"
+fi
+LF_VER="$(fi_info --version 2>/dev/null | awk '/^libfabric:/ { print $2 }' || true)"
+CPU="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)"
+
+echo
+echo "ofi pingpong vs libfabric ${LF_VER:-?} fi_pingpong, provider $PROVIDER, endpoint rdm"
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); ofi $GIT_REV"
+echo "machine: $(nproc) cpus (${CPU:-unknown cpu}), Linux $(uname -r); server on cpu $SERVER_CPU, client on cpu $CLIENT_CPU"
+echo "rounds that started while other processes kept the cpus busy: $BUSY_ROUNDS of $RUNS"
+echo "command: RUNS=$RUNS PROVIDER=$PROVIDER SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" bench/compare.sh"
+echo "medians of $RUNS runs each; MB/sec as fi_pingpong prints it (MB = 10^6 bytes); usec/xfer = size / MB/sec"
+echo "(the same number fi_pingpong prints, with more digits than its 2 decimals)"
+echo
+echo "| mode | size | iters | ofi usec/xfer | libfabric usec/xfer | latency ofi/lf | ofi MB/sec | libfabric MB/sec | bandwidth ofi/lf |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+declare -A LAT BW BWO
+for c in "${CONFIGS[@]}"; do
+    mode="${c%%:*}"
+    size="${c#*:}"
+    ou="$(col "$WORK/ofi-$mode-$size.dat" 1)"
+    lu="$(col "$WORK/libfabric-$mode-$size.dat" 1)"
+    ob="$(col "$WORK/ofi-$mode-$size.dat" 2)"
+    lb="$(col "$WORK/libfabric-$mode-$size.dat" 2)"
+    LAT[$c]="$(ratio "$ou" "$lu")"
+    BW[$c]="$(ratio "$ob" "$lb")"
+    BWO[$c]="$ob"
+    echo "| $mode | $(human "$size") | $(iters_for "$size") | $ou | $lu | ${LAT[$c]} | $ob | $lb | ${BW[$c]} |"
+done
+echo
+echo "spread: usec/xfer min - max over the runs, and the latency ratio ofi/libfabric of each round"
+echo "(each round runs the two tools back to back, so its ratio compares like with like):"
+for c in "${CONFIGS[@]}"; do
+    mode="${c%%:*}"
+    size="${c#*:}"
+    echo "- $mode $(human "$size"): ofi $(range "$WORK/ofi-$mode-$size.dat"), libfabric $(range "$WORK/libfabric-$mode-$size.dat"); per round: $(paired "$WORK/ofi-$mode-$size.dat" "$WORK/libfabric-$mode-$size.dat")"
+done
+echo
+echo "single-thread memcpy ($(human "$MEMCPY_SIZE"), cpu $CLIENT_CPU, median of $RUNS): $MEMCPY_MED MB/sec"
+echo
+
+MISSED=0
+target() { # NAME VALUE OP GOAL
+    local name="$1" v="$2" op="$3" goal="$4" res
+    if [ "$v" = "-" ]; then
+        res="not measured"
+    elif awk -v v="$v" -v g="$goal" -v op="$op" 'BEGIN { exit !((op == "<=") ? v <= g : v >= g) }'; then
+        res="met"
+    else
+        res="MISSED"
+        MISSED=$((MISSED + 1))
+    fi
+    echo "| $name | $v | $op $goal | $res |"
+}
+
+echo "| target ($PROVIDER, rdm, msg) | measured | goal | result |"
+echo "|---|---:|---:|---|"
+target "8 B latency, ofi/libfabric" "${LAT[msg:8]:--}" "<=" 0.70
+target "4 KiB latency, ofi/libfabric" "${LAT[msg:4096]:--}" "<=" 0.80
+target "1 MiB bandwidth, ofi/libfabric" "${BW[msg:1048576]:--}" ">=" 1.20
+mc_ratio="-"
+if [ -n "${BWO[msg:1048576]:-}" ] && [ "$MEMCPY_SIZE" = 1048576 ]; then
+    mc_ratio="$(ratio "${BWO[msg:1048576]}" "$MEMCPY_MED")"
+fi
+target "1 MiB bandwidth, ofi/memcpy" "$mc_ratio" ">=" 0.80
+echo
+
+if [ "$FAILURES" -gt 0 ]; then
+    log "compare.sh: $FAILURES run(s) failed; medians use the successful runs only"
+    exit 1
+fi
+if [ "$STRICT" = 1 ] && [ "$MISSED" -gt 0 ]; then
+    log "compare.sh: $MISSED target(s) missed (STRICT=1)"
+    exit 1
+fi
+exit 0

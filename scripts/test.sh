@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# scripts/test.sh: the one test command for the whole ofi workspace.
+#
+# Usage:
+#   scripts/test.sh            # from any directory; CI runs it through .ci/run
+#   FAIL_FAST=1 scripts/test.sh
+#
+# Stages, in order (each under a timeout; the script goes on after a failed
+# stage unless FAIL_FAST=1, so one run reports every failure):
+#   deps       install missing Debian packages (libfabric-bin: fi_info and
+#              fi_pingpong, used by comparison tests; gcc; util-linux for
+#              taskset) with apt-get, running `apt-get update` once and only
+#              if something must be installed; as root directly, otherwise
+#              through sudo; adds the rustfmt and clippy components with
+#              rustup when they are missing
+#   fmt        cargo fmt --all --check
+#   clippy     cargo clippy --workspace --all-targets -- -D warnings
+#   build      cargo build --release --workspace
+#   test       cargo test --workspace --release --no-fail-fast (every test
+#              binary runs, so one run lists every failing test)
+#   loom       the loom models of the shm ring (cfg loom, own target dir)
+#   example:*  cargo run --release -p ofi --example NAME, for every example
+#              in crates/ofi/examples
+#   e2e:pingpong  target/release/ofi pingpong --local -p shm -S all -I 50 -c
+#   e2e:info      target/release/ofi info -p shm prints "provider: shm"
+#
+# Prints a summary and, as its last line, "N passed, M failed" (read by CI).
+# Exits 0 only when every stage passed.
+#
+# Environment: FAIL_FAST=1 stops at the first failed stage; STAGE_TIMEOUT
+# (seconds, default 1200) bounds each cargo stage; the end-to-end stages get
+# 120 s; deps has no timeout (sudo may ask for a password).
+# shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+FAIL_FAST="${FAIL_FAST:-0}"
+STAGE_TIMEOUT="${STAGE_TIMEOUT:-1200}"
+SHORT_TIMEOUT=120
+
+PASSED=0
+FAILED=0
+SUMMARY=()
+START_ALL=$SECONDS
+
+# stage NAME TIMEOUT CMD...: runs CMD (a command or a shell function) under
+# `timeout` (which signals CMD's whole process group; TIMEOUT 0: none) and
+# records the result.
+stage() {
+    local name="$1" limit="$2"
+    shift 2
+    local t0=$SECONDS rc=0
+    printf '\n==> %s: %s\n' "$name" "$*"
+    local cmd=("$@")
+    if declare -F "$1" >/dev/null; then
+        # A shell function runs in a child bash (timeout cannot exec a
+        # function, and errexit would be off inside `fn || rc=$?`).
+        cmd=(bash -c "set -euo pipefail; $(declare -f); \"\$@\"" "$name" "$@")
+    fi
+    if [ "$limit" = 0 ]; then
+        # No timeout: stays in the foreground (sudo may need the terminal).
+        "${cmd[@]}" || rc=$?
+    else
+        timeout --kill-after=10 "$limit" "${cmd[@]}" || rc=$?
+    fi
+    local dt=$((SECONDS - t0))
+    if [ "$rc" -eq 0 ]; then
+        PASSED=$((PASSED + 1))
+        SUMMARY+=("$(printf 'PASS  %-24s %5ss' "$name" "$dt")")
+        printf '<== PASS %s (%ss)\n' "$name" "$dt"
+    else
+        FAILED=$((FAILED + 1))
+        local why="exit $rc"
+        [ "$rc" -ne 124 ] || why="timed out after ${limit}s"
+        SUMMARY+=("$(printf 'FAIL  %-24s %5ss  (%s)' "$name" "$dt" "$why")")
+        printf '<== FAIL %s (%s, %ss)\n' "$name" "$why" "$dt"
+        if [ "$FAIL_FAST" = 1 ]; then
+            finish
+        fi
+    fi
+}
+
+finish() {
+    printf '\n==== summary (%ss)\n' "$((SECONDS - START_ALL))"
+    printf '%s\n' "${SUMMARY[@]}"
+    printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
+    if [ "$FAILED" -eq 0 ]; then exit 0; else exit 1; fi
+}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        echo "need root or sudo to run: $*" >&2
+        return 1
+    fi
+}
+
+# --- stages -------------------------------------------------------------------
+
+deps() {
+    # command -> Debian package providing it
+    local need=() pair cmd pkg
+    for pair in fi_pingpong:libfabric-bin fi_info:libfabric-bin cc:gcc taskset:util-linux timeout:coreutils; do
+        cmd="${pair%%:*}"
+        pkg="${pair#*:}"
+        if ! command -v "$cmd" >/dev/null 2>&1; then
+            case " ${need[*]:-} " in *" $pkg "*) ;; *) need+=("$pkg") ;; esac
+        fi
+    done
+    if [ "${#need[@]}" -gt 0 ]; then
+        command -v apt-get >/dev/null 2>&1 || { echo "missing ${need[*]} and no apt-get" >&2; return 1; }
+        echo "installing: ${need[*]}"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+    else
+        echo "Debian packages: all present (libfabric-bin, gcc, util-linux, coreutils)"
+    fi
+
+    command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.80)" >&2; return 1; }
+    local comp=()
+    cargo fmt --version >/dev/null 2>&1 || comp+=(rustfmt)
+    cargo clippy --version >/dev/null 2>&1 || comp+=(clippy)
+    if [ "${#comp[@]}" -gt 0 ]; then
+        command -v rustup >/dev/null 2>&1 || { echo "missing ${comp[*]} and no rustup" >&2; return 1; }
+        rustup component add "${comp[@]}"
+    fi
+    cargo --version
+    cargo fmt --version
+    cargo clippy --version
+    fi_info --version | head -1
+}
+
+e2e_pingpong() {
+    echo "+ $OFI_BIN pingpong --local -p shm -S all -I 50 -c"
+    "$OFI_BIN" pingpong --local -p shm -S all -I 50 -c
+}
+
+e2e_info() {
+    local out
+    echo "+ $OFI_BIN info -p shm"
+    out="$("$OFI_BIN" info -p shm)"
+    printf '%s\n' "$out"
+    if ! grep -q "provider: shm" <<<"$out"; then
+        echo "'provider: shm' missing from 'ofi info -p shm'" >&2
+        return 1
+    fi
+}
+
+# The binary the build stage makes (target/release/ofi unless CARGO_TARGET_DIR
+# says otherwise); exported for the stage functions, which run in a child bash.
+export OFI_BIN="${CARGO_TARGET_DIR:-target}/release/ofi"
+
+echo "ofi test suite in $ROOT ($(nproc) cpus)"
+
+stage deps 0 deps
+stage fmt "$STAGE_TIMEOUT" cargo fmt --all --check
+stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warnings
+stage build "$STAGE_TIMEOUT" cargo build --release --workspace
+stage test "$STAGE_TIMEOUT" cargo test --workspace --release --no-fail-fast
+stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p ofi-shm --test loom_ring --release
+
+for ex in crates/ofi/examples/*.rs crates/ofi/examples/*/main.rs; do
+    [ -e "$ex" ] || continue
+    case "$ex" in
+        */main.rs) name="$(basename "$(dirname "$ex")")" ;;
+        *) name="$(basename "$ex" .rs)" ;;
+    esac
+    stage "example:$name" "$STAGE_TIMEOUT" cargo run --release -p ofi --example "$name"
+done
+
+stage e2e:pingpong "$SHORT_TIMEOUT" e2e_pingpong
+stage e2e:info "$SHORT_TIMEOUT" e2e_info
+
+finish
