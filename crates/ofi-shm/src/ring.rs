@@ -127,6 +127,33 @@ pub fn pop<S: Slots, R>(s: &S, read: impl FnOnce(*mut u8, usize) -> R) -> Option
     Some(r)
 }
 
+/// `pop` for a ring with one consumer at a time: the same protocol without
+/// the read-modify-write on `head`.
+///
+/// # Safety
+/// No other thread or process may pop from this ring concurrently (the
+/// caller serialises consumers, e.g. under the owner's lock).
+#[inline]
+pub unsafe fn pop_exclusive<S: Slots, R>(
+    s: &S,
+    read: impl FnOnce(*mut u8, usize) -> R,
+) -> Option<R> {
+    let mask = s.capacity() - 1;
+    let pos = s.head().load(Ordering::Relaxed);
+    // SYNC POINT: acquires the producer's release of this slot.
+    if s.seq(pos & mask).load(Ordering::Acquire) != pos.wrapping_add(1) {
+        return None;
+    }
+    s.head().store(pos.wrapping_add(1), Ordering::Relaxed);
+    // SAFETY: the slot is published and, with no concurrent consumer, ours
+    // until we release its sequence below.
+    let r = unsafe { s.with_payload(pos & mask, read) };
+    // SYNC POINT: releases the slot to the producer that acquires seq == pos + capacity.
+    s.seq(pos & mask)
+        .store(pos.wrapping_add(mask + 1), Ordering::Release);
+    Some(r)
+}
+
 /// True when the next slot to read is published (a cheap emptiness probe).
 #[inline]
 pub fn ready<S: Slots>(s: &S) -> bool {

@@ -462,6 +462,21 @@ impl ShmRing<'_> {
             read(bytes)
         })
     }
+    /// `pop_with` for the ring's single consumer.
+    ///
+    /// # Safety
+    /// No other thread or process may pop this ring concurrently.
+    #[inline]
+    pub unsafe fn pop_exclusive_with<R>(&self, read: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        // SAFETY: the caller guarantees a single consumer.
+        unsafe {
+            ring::pop_exclusive(self, |p, n| {
+                // SAFETY: the ring hands out a claimed slot's payload exclusively.
+                let bytes = std::slice::from_raw_parts_mut(p, n);
+                read(bytes)
+            })
+        }
+    }
     /// True when an entry is ready to pop.
     #[inline]
     pub fn ready(&self) -> bool {

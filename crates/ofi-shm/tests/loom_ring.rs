@@ -136,3 +136,33 @@ fn two_consumers_never_share_a_slot() {
         assert_eq!(got, vec![7, 8]);
     });
 }
+
+#[test]
+fn exclusive_consumer_with_two_producers() {
+    loom::model(|| {
+        let h = Arc::new(Heap::new(2));
+        let ps: Vec<_> = (0..2u64)
+            .map(|t| {
+                let h = h.clone();
+                loom::thread::spawn(move || put(&h, t + 1))
+            })
+            .collect();
+        // SAFETY: this thread is the only consumer.
+        let take_ex = |h: &Heap| unsafe { ring::pop_exclusive(h, |p, _| (p as *const u64).read()) };
+        let mut got = Vec::new();
+        if let Some(v) = take_ex(&h) {
+            got.push(v);
+        }
+        let sent = ps
+            .into_iter()
+            .map(|p| p.join().unwrap())
+            .filter(|ok| *ok)
+            .count();
+        while let Some(v) = take_ex(&h) {
+            got.push(v);
+        }
+        got.sort();
+        assert_eq!(got.len(), sent);
+        assert!(got.iter().all(|v| *v == 1 || *v == 2));
+    });
+}

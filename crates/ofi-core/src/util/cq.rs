@@ -2,13 +2,14 @@
 //! error entries in order, read / readfrom / readerr / sread, and a wait fd.
 
 use super::driver::Driver;
+use super::lock::{SpinGuard, SpinLock};
 use crate::consts::{cq_format, wait_obj, FI_ADDR_NOTAVAIL};
 use crate::error::{errno, Error, Result};
 use crate::provider::Progress;
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `struct fi_cq_entry`.
@@ -174,7 +175,7 @@ enum Slot {
 /// The completion queue shared by the core and providers.
 pub struct CqCore {
     attr: CqAttr,
-    queue: Mutex<VecDeque<Slot>>,
+    queue: SpinLock<VecDeque<Slot>>,
     driver: Driver,
     pending_errs: AtomicUsize,
     /// Endpoints bound to this queue (a busy queue cannot close).
@@ -232,7 +233,7 @@ impl CqCore {
         }
         Ok(Arc::new(CqCore {
             attr,
-            queue: Mutex::new(VecDeque::with_capacity(attr.size)),
+            queue: SpinLock::new(VecDeque::with_capacity(attr.size)),
             driver: Driver::new(waitable)?,
             pending_errs: AtomicUsize::new(0),
             bound: AtomicUsize::new(0),
@@ -249,8 +250,9 @@ impl CqCore {
         &self.driver
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    #[inline]
+    fn lock(&self) -> SpinGuard<'_, VecDeque<Slot>> {
+        self.queue.lock()
     }
 
     /// Provider side: writes a successful completion with its source address.

@@ -1,16 +1,17 @@
 //! What a CQ or counter shares: the list of endpoints to drive, and blocking
 //! waits that spin briefly and then sleep on the wait set.
 
+use super::lock::SpinLock;
 use super::wait::WaitSet;
 use crate::error::{errno, Error, Result};
 use crate::provider::Progress;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Drives bound endpoints and blocks for a wait object.
 pub struct Driver {
-    sources: Mutex<Vec<Arc<dyn Progress>>>,
+    sources: SpinLock<Vec<Arc<dyn Progress>>>,
     waits: Option<WaitSet>,
     sleepers: AtomicU32,
     /// Sources left armed by `trywait` for an application that sleeps on the fd.
@@ -31,7 +32,7 @@ impl Driver {
     pub fn new(waitable: bool) -> Result<Self> {
         let spin = crate::config::core_tunable("cq_spin_us").get_size()?;
         Ok(Driver {
-            sources: Mutex::new(Vec::new()),
+            sources: SpinLock::new(Vec::new()),
             waits: if waitable {
                 Some(WaitSet::new()?)
             } else {
@@ -49,7 +50,7 @@ impl Driver {
         if let (Some(w), Some(fd)) = (&self.waits, p.wait_fd()) {
             w.add(fd)?;
         }
-        let mut s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = self.sources.lock();
         if !s.iter().any(|x| Arc::ptr_eq(x, &p)) {
             s.push(p);
         }
@@ -58,7 +59,7 @@ impl Driver {
 
     /// Removes an endpoint.
     pub fn detach(&self, p: &Arc<dyn Progress>) {
-        let mut s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = self.sources.lock();
         if let Some(i) = s.iter().position(|x| Arc::ptr_eq(x, p)) {
             let gone = s.swap_remove(i);
             if let (Some(w), Some(fd)) = (&self.waits, gone.wait_fd()) {
@@ -72,7 +73,7 @@ impl Driver {
     /// Runs one round of progress over every bound endpoint.
     #[inline]
     pub fn progress(&self) {
-        let s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.sources.lock();
         if self.armed.load(Ordering::Relaxed) && self.armed.swap(false, Ordering::AcqRel) {
             for p in s.iter() {
                 p.disarm();
@@ -87,7 +88,7 @@ impl Driver {
     /// fd readable, and returns false (disarmed again) if events are already
     /// pending. The next progress call disarms.
     pub fn trywait(&self) -> bool {
-        let s = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.sources.lock();
         if self.armed.swap(true, Ordering::AcqRel) {
             return true;
         }
@@ -153,11 +154,7 @@ impl Driver {
                 continue;
             };
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            let sources: Vec<Arc<dyn Progress>> = self
-                .sources
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
+            let sources: Vec<Arc<dyn Progress>> = self.sources.lock().clone();
             let mut safe = true;
             for s in &sources {
                 safe &= s.arm();
@@ -188,6 +185,6 @@ impl Driver {
 
     /// Number of bound endpoints.
     pub fn attached(&self) -> usize {
-        self.sources.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.sources.lock().len()
     }
 }

@@ -7,6 +7,7 @@ pub mod cntr;
 pub mod cq;
 pub mod driver;
 pub mod iov;
+pub mod lock;
 pub mod matching;
 pub mod mr;
 pub mod wait;

@@ -16,6 +16,7 @@ use ofi_core::object::{EpBindings, RecvOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov, iov_len, IoVec};
+use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::{MatchQueues, PostedRecv, Unexpected, MAX_IOV};
 use ofi_shm::cma::{self, Range};
 use ofi_shm::doorbell::Bell;
@@ -27,7 +28,7 @@ use ofi_wire::shm::{flag, op, Entry, Repr, HDR_LEN, MAX_RTS_IOV};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 /// Bytes per ring slot: an 8-byte sequence, the 48-byte header, 4104 inline bytes.
@@ -146,7 +147,7 @@ pub struct ShmEndpoint {
     cfg: Config,
     caps: u64,
     enabled: AtomicBool,
-    inner: Mutex<Inner>,
+    inner: SpinLock<Inner>,
 }
 
 impl std::fmt::Debug for ShmEndpoint {
@@ -207,7 +208,7 @@ impl ShmEndpoint {
             } else {
                 info.caps
             },
-            inner: Mutex::new(Inner {
+            inner: SpinLock::new(Inner {
                 b: EpBindings::default(),
                 need_src: false,
                 av_gen: u64::MAX,
@@ -234,8 +235,9 @@ impl ShmEndpoint {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    #[inline]
+    fn lock(&self) -> SpinGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     // ---- completions -------------------------------------------------
@@ -494,6 +496,48 @@ impl ShmEndpoint {
         None
     }
 
+    /// The header fields every send carries.
+    #[inline]
+    fn header(&self, op: &SendOp<'_>, len: usize) -> Repr {
+        let cq_data = op.flags & FI_REMOTE_CQ_DATA != 0;
+        Repr {
+            flags: if op.tagged { flag::TAGGED } else { 0 }
+                | if cq_data { flag::CQ_DATA } else { 0 },
+            src: self.me.id(),
+            tag: op.tag,
+            data: if cq_data { op.data } else { 0 },
+            total: len as u64,
+            ..Default::default()
+        }
+    }
+
+    /// Sends a message inline in one ring entry and completes it.
+    #[inline]
+    fn push_inline(
+        &self,
+        g: &Inner,
+        peer: &Peer,
+        op: &SendOp<'_>,
+        len: usize,
+        completion: bool,
+    ) -> Result<()> {
+        let mut r = self.header(op, len);
+        r.op = op::INLINE;
+        r.len = len as u32;
+        let pushed = peer.seg.msg_ring().push_with(|b| {
+            let mut e = Entry::new_unchecked(b);
+            r.emit(&mut e);
+            // SAFETY: post_send's caller keeps the iov readable for this call.
+            unsafe { copy_from_iov(op.iov, 0, &mut e.payload_mut()[..len]) };
+        });
+        if pushed.is_err() {
+            return Err(self.ring_full(peer));
+        }
+        peer.notify();
+        self.tx_complete(g, op.context, tx_flags(op.tagged), completion);
+        Ok(())
+    }
+
     fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
         if !self.enabled.load(Ordering::Relaxed) {
             return Err(Error::new(
@@ -523,6 +567,19 @@ impl ShmEndpoint {
             ));
         }
         let mut g = self.lock();
+        let completion = !inject && (!g.b.tx_selective || op.flags & FI_COMPLETION != 0);
+        if len <= INLINE_MAX {
+            // Fast path: a cached peer, borrowed without touching its refcount.
+            let cached =
+                g.b.av
+                    .as_ref()
+                    .is_some_and(|av| av.generation() == g.av_gen);
+            if let Some(Some(peer)) = g.peers.get(op.dest as usize).filter(|_| cached) {
+                if !peer.closed() {
+                    return self.push_inline(&g, peer, op, len, completion);
+                }
+            }
+        }
         let peer = self.peer_for(&mut g, op.dest)?;
         if peer.closed() {
             g.peers.clear();
@@ -535,42 +592,10 @@ impl ShmEndpoint {
                 ),
             ));
         }
-        let completion = !inject && (!g.b.tx_selective || op.flags & FI_COMPLETION != 0);
-        let fl = if op.tagged { flag::TAGGED } else { 0 }
-            | if op.flags & FI_REMOTE_CQ_DATA != 0 {
-                flag::CQ_DATA
-            } else {
-                0
-            };
-        let data = if op.flags & FI_REMOTE_CQ_DATA != 0 {
-            op.data
-        } else {
-            0
-        };
-        let mut r = Repr {
-            flags: fl,
-            src: self.me.id(),
-            tag: op.tag,
-            data,
-            total: len as u64,
-            ..Default::default()
-        };
         if len <= INLINE_MAX {
-            r.op = op::INLINE;
-            r.len = len as u32;
-            let pushed = peer.seg.msg_ring().push_with(|b| {
-                let mut e = Entry::new_unchecked(b);
-                r.emit(&mut e);
-                // SAFETY: post_send's caller keeps the iov readable for this call.
-                unsafe { copy_from_iov(op.iov, 0, &mut e.payload_mut()[..len]) };
-            });
-            if pushed.is_err() {
-                return Err(self.ring_full(&peer));
-            }
-            peer.notify();
-            self.tx_complete(&g, op.context, tx_flags(op.tagged), completion);
-            return Ok(());
+            return self.push_inline(&g, &peer, op, len, completion);
         }
+        let mut r = self.header(op, len);
         if len <= self.cfg.bounce_size {
             if let Some(idx) = peer.seg.alloc_bounce() {
                 let copied = peer.seg.with_bounce(idx, |buf| {
@@ -1222,7 +1247,9 @@ impl ShmEndpoint {
             if g.unexpected >= self.cfg.max_unexpected {
                 break;
             }
-            if ring.pop_with(|b| self.handle(g, b)).is_none() {
+            // SAFETY: the endpoint's lock (held as `g`) serialises the
+            // ring's consumers: only its owner pops, and only under the lock.
+            if unsafe { ring.pop_exclusive_with(|b| self.handle(g, b)) }.is_none() {
                 break;
             }
         }
@@ -1719,7 +1746,7 @@ impl Progress for ShmEndpoint {
             return;
         }
         // Another thread already progressing this endpoint is as good as us.
-        let Ok(mut g) = self.inner.try_lock() else {
+        let Some(mut g) = self.inner.try_lock() else {
             return;
         };
         self.progress_locked(&mut g);
