@@ -176,6 +176,7 @@ pub fn getinfo(
             continue;
         }
         if hint_filter.as_ref().is_some_and(|f| !f.allows(&name)) {
+            reasons.push(format!("{name}: not in the hinted provider list"));
             continue;
         }
         let offers = match prov.getinfo(&req) {

@@ -70,7 +70,7 @@ pub fn run(argv: &[String]) -> i32 {
     };
     long_to_short(&mut a);
     if a.has("h") {
-        println!("{USAGE}");
+        outln!("{USAGE}");
         return 0;
     }
     if a.has("e") {
@@ -79,7 +79,7 @@ pub fn run(argv: &[String]) -> i32 {
     ofi::init();
     if a.has("l") {
         for (name, ver, _) in ofi::registry::providers() {
-            println!("{name}:\n    version: {}.{}", ver >> 16, ver & 0xffff);
+            outln!("{name}:\n    version: {}.{}", ver >> 16, ver & 0xffff);
         }
         return 0;
     }
@@ -101,17 +101,18 @@ pub fn run(argv: &[String]) -> i32 {
         Ok(list) => {
             for i in &list {
                 if a.has("v") {
-                    println!("---");
-                    print!("{i}");
+                    outln!("---");
+                    out!("{i}");
                 } else {
-                    print!("{}", short_summary(i));
+                    out!("{}", short_summary(i));
                 }
             }
             0
         }
         Err(e) => {
+            // fi_info exits with the error number.
             eprintln!("fi_getinfo: -{} ({})", e.code(), e);
-            1
+            e.code().clamp(1, 255)
         }
     }
 }
@@ -154,13 +155,13 @@ fn env(filter: Option<&str>) -> i32 {
                 continue;
             }
         }
-        println!("# {name}: {}", t.type_name());
-        println!("# {}", t.help);
+        outln!("# {name}: {}", t.type_name());
+        outln!("# {}", t.help);
         match t.raw() {
-            Some(v) => println!("{name} = {v} (default: {})", t.default),
-            None => println!("# {name} = {} (default)", t.default),
+            Some(v) => outln!("{name} = {v} (default: {})", t.default),
+            None => outln!("# {name} = {} (default)", t.default),
         }
-        println!();
+        outln!();
     }
     0
 }

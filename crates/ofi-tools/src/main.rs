@@ -2,6 +2,37 @@
 
 #![deny(unsafe_code)]
 
+/// Prints to stdout; a closed pipe (`ofi info | head`) ends the program
+/// quietly instead of panicking.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout().lock(), $($t)*) {
+            $crate::stdout_failed(e);
+        }
+    }};
+}
+
+/// `out!` with a newline.
+macro_rules! outln {
+    () => { out!("\n") };
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($t)*) {
+            $crate::stdout_failed(e);
+        }
+    }};
+}
+
+/// Exits quietly when stdout is gone; reports other write errors.
+fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("ofi: writing to stdout: {e}");
+    std::process::exit(1);
+}
+
 mod args;
 mod info;
 mod pingpong;
@@ -19,7 +50,7 @@ fn main() {
         Some("info") => info::run(&argv[1..]),
         Some("pingpong") => pingpong::run(&argv[1..]),
         Some("-h") | Some("--help") | None => {
-            println!("{USAGE}");
+            outln!("{USAGE}");
             0
         }
         Some(c) => {

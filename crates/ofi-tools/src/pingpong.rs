@@ -23,7 +23,7 @@ Options:
  -p <provider>   provider name (default: the best offer)
  -e <ep_type>    endpoint type: msg|rdm|dgram (rdm)
  -I <number>     iterations (10)
- -S <size>       transfer size or 'all' (all)
+ -S <size>       transfer size or 'all' (default: 64, 256, 1k, 4k, 64k, 1m)
  -c              check data integrity
  -m <mode>       transmit mode: msg|tagged (msg)
  -W <count>      warm-up iterations per size (10)
@@ -33,21 +33,20 @@ Options:
  --local         run both sides here (server in a child process)
  -h              this text";
 
-/// fi_pingpong's default size list.
+/// fi_pingpong's `-S all` list: 0, then 2^k and 3·2^(k-1) up to 6 MiB.
 fn all_sizes() -> Vec<usize> {
-    let mut v = Vec::new();
-    let mut p = 1usize;
-    while p <= 1 << 23 {
+    let mut v = vec![0, 1];
+    let mut p = 2usize;
+    while p <= 4 << 20 {
         v.push(p);
-        if p >= 4 && p + p / 2 <= 1 << 23 {
-            v.push(p + p / 2);
-        }
+        v.push(p + p / 2);
         p *= 2;
     }
-    v.sort_unstable();
-    v.dedup();
     v
 }
+
+/// fi_pingpong's sizes when `-S` is not given.
+const DEFAULT_SIZES: [usize; 6] = [64, 256, 1 << 10, 4 << 10, 64 << 10, 1 << 20];
 
 fn parse_size(s: &str) -> Option<usize> {
     let t = s.trim().to_ascii_lowercase();
@@ -60,29 +59,31 @@ fn parse_size(s: &str) -> Option<usize> {
     n.parse::<usize>().ok().map(|x| x * m)
 }
 
-/// fi_pingpong's number formats: counts in thousands, bytes in KiB.
-fn cnt_str(v: u64) -> String {
-    if v >= 1_000_000_000 {
-        format!("{}g", v / 1_000_000_000)
-    } else if v >= 1_000_000 {
-        format!("{}m", v / 1_000_000)
-    } else if v >= 1_000 {
-        format!("{}k", v / 1_000)
-    } else {
-        v.to_string()
+/// fi_pingpong's number format: a unit suffix, with one decimal below ten
+/// when the value is not whole (`1.5k`, `3.9g`).
+fn unit_str(v: u64, base: u64) -> String {
+    for (i, suffix) in ["g", "m", "k"].iter().enumerate() {
+        let unit = base.pow(3 - i as u32);
+        if v >= unit {
+            let x = v as f64 / unit as f64;
+            return if x < 10.0 && v % unit != 0 {
+                format!("{:.1}{suffix}", (x * 10.0).floor() / 10.0)
+            } else {
+                format!("{}{suffix}", v / unit)
+            };
+        }
     }
+    v.to_string()
 }
 
+/// Counts in thousands.
+fn cnt_str(v: u64) -> String {
+    unit_str(v, 1000)
+}
+
+/// Bytes in KiB.
 fn size_str(v: u64) -> String {
-    if v >= 1 << 30 {
-        format!("{}g", v >> 30)
-    } else if v >= 1 << 20 {
-        format!("{}m", v >> 20)
-    } else if v >= 1 << 10 {
-        format!("{}k", v >> 10)
-    } else {
-        v.to_string()
-    }
+    unit_str(v, 1024)
 }
 
 /// One size's result.
@@ -120,7 +121,7 @@ const HEADER: &str = "bytes   #sent   #ack     total       time     MB/sec    us
 
 fn print_row(r: &Row) {
     let total = 2 * r.iters as u64 * r.size as u64;
-    println!(
+    outln!(
         "{:<8}{:<8}={:<8}{:<8}{:>9.2}s{:>11.2}{:>13.2}{:>13.2}{:>10.2}{:>10.2}{:>10.2}",
         size_str(r.size as u64),
         cnt_str(r.iters as u64),
@@ -383,7 +384,7 @@ pub fn run(argv: &[String]) -> i32 {
         }
     };
     if a.has("h") || a.has("help") {
-        println!("{USAGE}");
+        outln!("{USAGE}");
         return 0;
     }
     if a.has("local") {
@@ -493,9 +494,10 @@ fn session(a: &Args) -> Result<(), String> {
         .map_err(|e| format!("fi_av_insert: {e}"))?;
     let iters: usize = a.get("I").unwrap_or("10").parse().map_err(|_| "bad -I")?;
     let warm: usize = a.get("W").unwrap_or("10").parse().map_err(|_| "bad -W")?;
-    let sizes = match a.get("S").unwrap_or("all") {
-        "all" => all_sizes(),
-        s => vec![parse_size(s).ok_or_else(|| format!("bad size '{s}'"))?],
+    let sizes = match a.get("S") {
+        None => DEFAULT_SIZES.to_vec(),
+        Some("all") => all_sizes(),
+        Some(s) => vec![parse_size(s).ok_or_else(|| format!("bad size '{s}'"))?],
     };
     let verify = a.has("c");
     let max = *sizes.iter().max().unwrap_or(&1);
@@ -503,7 +505,7 @@ fn session(a: &Args) -> Result<(), String> {
     let mut rx = vec![0u8; max.max(1)];
     let mut rows = Vec::new();
     let mut lat = Vec::with_capacity(iters);
-    println!("{HEADER}");
+    outln!("{HEADER}");
     for &size in &sizes {
         oob.sync().map_err(|e| e.to_string())?;
         fill(&mut tx, size, 0);
@@ -575,4 +577,29 @@ fn session(a: &Args) -> Result<(), String> {
         plot::write_svg(f, &rows, info.provider()).map_err(|e| format!("{f}: {e}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_like_fi_pingpong() {
+        assert_eq!(size_str(8), "8");
+        assert_eq!(size_str(1536), "1.5k");
+        assert_eq!(size_str(3072), "3k");
+        assert_eq!(size_str(12288), "12k");
+        assert_eq!(size_str(4_194_304_000), "3.9g");
+        assert_eq!(cnt_str(10_000), "10k");
+        assert_eq!(cnt_str(200_000), "200k");
+    }
+
+    #[test]
+    fn size_lists_match_fi_pingpong() {
+        let all = all_sizes();
+        assert_eq!(&all[..8], &[0, 1, 2, 3, 4, 6, 8, 12]);
+        assert_eq!(*all.last().unwrap(), 6 << 20);
+        assert_eq!(parse_size("64k"), Some(65536));
+        assert_eq!(parse_size("x"), None);
+    }
 }
