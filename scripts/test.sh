@@ -121,7 +121,7 @@ deps() {
         echo "Debian packages: all present (libfabric-bin, gcc, util-linux, coreutils)"
     fi
 
-    command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.80)" >&2; return 1; }
+    command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.87)" >&2; return 1; }
     local comp=()
     cargo fmt --version >/dev/null 2>&1 || comp+=(rustfmt)
     cargo clippy --version >/dev/null 2>&1 || comp+=(clippy)

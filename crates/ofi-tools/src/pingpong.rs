@@ -66,7 +66,7 @@ fn unit_str(v: u64, base: u64) -> String {
         let unit = base.pow(3 - i as u32);
         if v >= unit {
             let x = v as f64 / unit as f64;
-            return if x < 10.0 && v % unit != 0 {
+            return if x < 10.0 && !v.is_multiple_of(unit) {
                 format!("{:.1}{suffix}", (x * 10.0).floor() / 10.0)
             } else {
                 format!("{}{suffix}", v / unit)
