@@ -411,11 +411,23 @@ fn local(argv: &[String]) -> i32 {
     };
     let port = 47592 + (std::process::id() % 1000) as u16;
     let rest: Vec<String> = argv.iter().filter(|x| *x != "--local").cloned().collect();
+    // The server prints nothing and writes no files: the client reports.
+    let mut server_args = Vec::new();
+    let mut it = rest.iter();
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--csv" | "--svg" => {
+                it.next();
+            }
+            s if s.starts_with("--csv=") || s.starts_with("--svg=") => {}
+            _ => server_args.push(x.clone()),
+        }
+    }
     let have_taskset = std::process::Command::new("taskset")
         .arg("-V")
         .output()
         .is_ok();
-    let spawn = |cpu: &str, extra: &[String]| {
+    let spawn = |cpu: &str, args: &[String], extra: &[String]| {
         let mut c = if have_taskset {
             let mut c = std::process::Command::new("taskset");
             c.arg("-c").arg(cpu).arg(&exe);
@@ -423,10 +435,10 @@ fn local(argv: &[String]) -> i32 {
         } else {
             std::process::Command::new(&exe)
         };
-        c.arg("pingpong").args(&rest).args(extra);
+        c.arg("pingpong").args(args).args(extra);
         c
     };
-    let mut server = match spawn("0", &["-B".into(), port.to_string()])
+    let mut server = match spawn("0", &server_args, &["-B".into(), port.to_string()])
         .stdout(std::process::Stdio::null())
         .spawn()
     {
@@ -436,7 +448,12 @@ fn local(argv: &[String]) -> i32 {
             return 1;
         }
     };
-    let client = spawn("1", &["-P".into(), port.to_string(), "127.0.0.1".into()]).status();
+    let client = spawn(
+        "1",
+        &rest,
+        &["-P".into(), port.to_string(), "127.0.0.1".into()],
+    )
+    .status();
     let _ = server.wait();
     match client {
         Ok(s) => s.code().unwrap_or(1),

@@ -23,6 +23,20 @@ pub fn write_csv(path: &str, rows: &[Row]) -> std::io::Result<()> {
     std::fs::write(path, s)
 }
 
+/// 1024-based labels for sizes, plain for other values.
+fn short(v: f64) -> String {
+    let u = v as u64;
+    if u >= 1 << 20 && u % (1 << 20) == 0 {
+        format!("{}M", u >> 20)
+    } else if u >= 1 << 10 && u % (1 << 10) == 0 {
+        format!("{}K", u >> 10)
+    } else if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
+    }
+}
+
 fn log_pos(v: f64, lo: f64, hi: f64, len: f64) -> f64 {
     let (v, lo, hi) = (v.max(lo).log10(), lo.log10(), hi.log10());
     if hi <= lo {
@@ -71,12 +85,26 @@ fn panel(s: &mut String, x0: f64, title: &str, unit: &str, pts: &[(f64, f64)], c
         s,
         r#"<path d="{path}" fill="none" stroke="{color}" stroke-width="1.5"/>"#
     );
-    for (v, anchor) in [(ylo, y0 + ph), (yhi, y0 + 10.0)] {
-        let _ = writeln!(
-            s,
-            r#"<text x="{}" y="{anchor}" font-size="10" text-anchor="end" font-family="sans-serif">{v:.2}</text>"#,
-            x0 + left - 4.0
-        );
+    // Decade grid lines and labels on both axes.
+    let mut d = 10f64.powf(ylo.log10().floor());
+    while d <= yhi {
+        if d >= ylo {
+            let py = y0 + ph - log_pos(d, ylo, yhi, ph);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{}" x2="{}" y1="{py:.1}" y2="{py:.1}" stroke="#ddd"/>"##,
+                x0 + left,
+                x0 + left + pw
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{:.1}" font-size="10" text-anchor="end" font-family="sans-serif">{}</text>"#,
+                x0 + left - 4.0,
+                py + 3.0,
+                short(d)
+            );
+        }
+        d *= 10.0;
     }
     let _ = writeln!(
         s,
@@ -86,13 +114,23 @@ fn panel(s: &mut String, x0: f64, title: &str, unit: &str, pts: &[(f64, f64)], c
         x0 + 14.0,
         y0 + ph / 2.0 + 20.0
     );
-    for (v, px) in [(xlo, x0 + left), (xhi, x0 + left + pw)] {
-        let _ = writeln!(
-            s,
-            r#"<text x="{px}" y="{}" font-size="10" text-anchor="middle" font-family="sans-serif">{}</text>"#,
-            y0 + ph + 14.0,
-            v as u64
-        );
+    let mut d = 1.0f64;
+    while d <= xhi {
+        if d >= xlo {
+            let px = x0 + left + log_pos(d, xlo, xhi, pw);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{px:.1}" x2="{px:.1}" y1="{y0}" y2="{}" stroke="#ddd"/>"##,
+                y0 + ph
+            );
+            let _ = writeln!(
+                s,
+                r#"<text x="{px:.1}" y="{}" font-size="10" text-anchor="middle" font-family="sans-serif">{}</text>"#,
+                y0 + ph + 14.0,
+                short(d)
+            );
+        }
+        d *= 16.0;
     }
     let _ = writeln!(
         s,
@@ -110,6 +148,8 @@ pub fn write_svg(path: &str, rows: &[Row], provider: &str) -> std::io::Result<()
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="860" height="340" viewBox="0 0 860 340">"#
     );
     let _ = writeln!(s, r#"<rect width="860" height="340" fill="white"/>"#);
+    // Zero-byte rows have no place on log axes.
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.size > 0).collect();
     let lat: Vec<(f64, f64)> = rows.iter().map(|r| (r.size as f64, r.p50)).collect();
     let bw: Vec<(f64, f64)> = rows.iter().map(|r| (r.size as f64, r.mbps())).collect();
     panel(
