@@ -26,9 +26,9 @@ pub fn write_csv(path: &str, rows: &[Row]) -> std::io::Result<()> {
 /// 1024-based labels for sizes, plain for other values.
 fn short(v: f64) -> String {
     let u = v as u64;
-    if u >= 1 << 20 && u % (1 << 20) == 0 {
+    if u >= 1 << 20 && u.is_multiple_of(1 << 20) {
         format!("{}M", u >> 20)
-    } else if u >= 1 << 10 && u % (1 << 10) == 0 {
+    } else if u >= 1 << 10 && u.is_multiple_of(1 << 10) {
         format!("{}K", u >> 10)
     } else if v >= 1.0 {
         format!("{v:.0}")
