@@ -353,7 +353,7 @@ impl EndpointOps for LoopEp {
             format!("loop: option {name} is not supported"),
         ))
     }
-    fn shutdown(&self) {
+    fn close(&self) {
         directory()
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -370,6 +370,24 @@ pub mod wait_obj {
     pub const FI_WAIT_POLLFD: u32 = 6;
 }
 
+/// Event queue event kinds (`enum fi_eq_event`... the unnamed enum in fi_eq.h).
+pub mod eq_event {
+    /// Generic notification.
+    pub const FI_NOTIFY: u32 = 0;
+    /// A connection request arrived at a passive endpoint.
+    pub const FI_CONNREQ: u32 = 1;
+    /// A connection is established.
+    pub const FI_CONNECTED: u32 = 2;
+    /// The connection was shut down.
+    pub const FI_SHUTDOWN: u32 = 3;
+    /// An asynchronous registration finished.
+    pub const FI_MR_COMPLETE: u32 = 4;
+    /// An asynchronous AV insertion finished.
+    pub const FI_AV_COMPLETE: u32 = 5;
+    /// A multicast join finished.
+    pub const FI_JOIN_COMPLETE: u32 = 6;
+}
+
 /// Counter event kinds.
 pub mod cntr_events {
     /// Count completions.

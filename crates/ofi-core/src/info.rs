@@ -149,6 +149,25 @@ pub struct FabricAttr {
     pub api_version: u32,
 }
 
+/// A pending connection request (`fi_info.handle` of an FI_CONNREQ event):
+/// passed back to open the accepting endpoint, or to reject the request.
+#[derive(Clone)]
+pub struct ConnHandle(pub std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl PartialEq for ConnHandle {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ConnHandle {}
+
+impl std::fmt::Debug for ConnHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConnHandle({:p})", std::sync::Arc::as_ptr(&self.0))
+    }
+}
+
 /// One provider offer (`struct fi_info`), or hints when passed to getinfo.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Info {
@@ -162,6 +181,8 @@ pub struct Info {
     pub src_addr: Option<Vec<u8>>,
     /// Destination address.
     pub dest_addr: Option<Vec<u8>>,
+    /// The connection request this offer answers (FI_CONNREQ), if any.
+    pub handle: Option<ConnHandle>,
     /// Transmit attributes.
     pub tx_attr: TxAttr,
     /// Receive attributes.
@@ -422,7 +443,10 @@ impl fmt::Display for Info {
             Some(a) => writeln!(f, "    dest_addr: {}", addr_to_string(self.addr_format, a))?,
             None => writeln!(f, "    dest_addr: (null)")?,
         }
-        writeln!(f, "    handle: (nil)")?;
+        match &self.handle {
+            Some(h) => writeln!(f, "    handle: {:p}", std::sync::Arc::as_ptr(&h.0))?,
+            None => writeln!(f, "    handle: (nil)")?,
+        }
         write!(f, "{}", self.tx_attr)?;
         write!(f, "{}", self.rx_attr)?;
         write!(f, "{}", self.ep_attr)?;

@@ -11,11 +11,13 @@
 
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
+use crate::info::ConnHandle;
 use crate::info::{FabricAttr, Info};
-use crate::provider::{DomainOps, EndpointOps, FabricOps, Progress};
+use crate::provider::{DomainOps, EndpointOps, FabricOps, PassiveEndpointOps, Progress};
 use crate::util::av::{AvAttr, AvCore};
 use crate::util::cntr::{CntrAttr, CntrCore};
 use crate::util::cq::{CqAttr, CqCore, CqErrEntry, CqFormat};
+use crate::util::eq::{EqAttr, EqCore, EqError, EqEvent};
 use crate::util::iov::IoVec;
 use crate::util::mr::{MrAttr, MrCore, MrMap};
 use std::os::fd::RawFd;
@@ -88,6 +90,10 @@ pub struct EpBindings {
     pub write_cntr: Option<Arc<CntrCore>>,
     /// The domain's registered regions.
     pub mr_map: Option<Arc<MrMap>>,
+    /// Event queue for connection management.
+    pub eq: Option<Arc<EqCore>>,
+    /// The endpoint's context, reported as `fid` in its EQ events.
+    pub fid: usize,
     /// The endpoint's attributes as opened.
     pub info: Info,
 }
@@ -165,6 +171,27 @@ impl Fabric {
             info: info.clone(),
             mr_map: MrMap::new(),
             deps: Arc::new(AtomicUsize::new(0)),
+            _parent: DepGuard::new(&self.deps),
+        })
+    }
+    /// Opens an event queue (`fi_eq_open`).
+    pub fn eq(&self, attr: &EqAttr) -> Result<EventQueue> {
+        Ok(EventQueue {
+            core: EqCore::new(attr)?,
+            _parent: DepGuard::new(&self.deps),
+        })
+    }
+    /// Opens a passive endpoint (`fi_passive_ep`) for a connection-oriented
+    /// offer; `context` is reported as `fid` in its events.
+    pub fn passive_ep(&self, info: &Info, context: usize) -> Result<PassiveEndpoint> {
+        if info.ep_attr.ep_type != ep_type::FI_EP_MSG {
+            return Err(Error::inval("passive endpoints are for FI_EP_MSG offers"));
+        }
+        let ops = self.ops.passive_ep(info)?;
+        Ok(PassiveEndpoint {
+            ops,
+            context,
+            eq: Mutex::new(None),
             _parent: DepGuard::new(&self.deps),
         })
     }
@@ -258,12 +285,18 @@ impl Domain {
     }
     /// Opens an endpoint (`fi_endpoint`).
     pub fn endpoint(&self, info: &Info) -> Result<Endpoint> {
+        self.endpoint_with_context(info, 0)
+    }
+    /// Opens an endpoint whose `context` is reported as `fid` in its EQ events.
+    pub fn endpoint_with_context(&self, info: &Info, context: usize) -> Result<Endpoint> {
         let ops = self.ops.endpoint(info)?;
+        let mut state = EpState::default();
+        state.b.fid = context;
         Ok(Endpoint {
             ops,
             info: info.clone(),
             mr_map: self.mr_map.clone(),
-            state: Mutex::new(EpState::default()),
+            state: Mutex::new(state),
             _parent: DepGuard::new(&self.deps),
         })
     }
@@ -601,6 +634,62 @@ impl Endpoint {
             cntr.core.bound.fetch_add(1, Ordering::AcqRel);
         }
         Ok(())
+    }
+
+    /// Binds an event queue for connection events (`fi_ep_bind` with an EQ).
+    pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
+        let mut s = self.not_enabled("bind eq")?;
+        if s.b.eq.is_some() {
+            return Err(Error::inval("bind eq: an event queue is already bound"));
+        }
+        s.b.eq = Some(eq.core.clone());
+        eq.core.bound.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn enabled_for(&self, what: &str) -> Result<()> {
+        if !self.state().enabled {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                format!("{what}: enable the endpoint first"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Connects to a listening peer with private data (`fi_connect`); the
+    /// outcome arrives on the bound EQ as FI_CONNECTED or an error entry.
+    pub fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
+        if self.state().b.eq.is_none() {
+            return Err(Error::new(
+                errno::FI_ENOEQ,
+                "connect: no event queue is bound",
+            ));
+        }
+        self.enabled_for("connect")?;
+        self.ops.connect(addr, param)
+    }
+
+    /// Accepts the connection request this endpoint was opened for (`fi_accept`).
+    pub fn accept(&self, param: &[u8]) -> Result<()> {
+        if self.state().b.eq.is_none() {
+            return Err(Error::new(
+                errno::FI_ENOEQ,
+                "accept: no event queue is bound",
+            ));
+        }
+        self.enabled_for("accept")?;
+        self.ops.accept(param)
+    }
+
+    /// Shuts the connection down (`fi_shutdown`).
+    pub fn shutdown(&self, flags: u64) -> Result<()> {
+        self.ops.shutdown(flags)
+    }
+
+    /// The connected peer's address (`fi_getpeer`).
+    pub fn getpeer(&self) -> Result<Vec<u8>> {
+        self.ops.getpeer()
     }
 
     /// Enables the endpoint (`fi_enable`). An RDM endpoint needs an AV
@@ -969,8 +1058,14 @@ impl Drop for Endpoint {
             {
                 c.detach(&prog);
             }
+            if let Some(eq) = &s.b.eq {
+                eq.detach(&prog);
+            }
         }
-        self.ops.shutdown();
+        self.ops.close();
+        if let Some(eq) = &s.b.eq {
+            eq.bound.fetch_sub(1, Ordering::AcqRel);
+        }
         // Release the bound counts taken at bind time (a CQ bound for both
         // directions was counted once).
         let mut seen: Vec<*const CqCore> = Vec::new();
@@ -1000,5 +1095,120 @@ impl Drop for Endpoint {
                 c.bound.fetch_sub(1, Ordering::AcqRel);
             }
         }
+    }
+}
+
+/// An event queue.
+#[derive(Debug)]
+pub struct EventQueue {
+    core: Arc<EqCore>,
+    _parent: DepGuard,
+}
+
+impl EventQueue {
+    /// `fi_eq_read`: the next event; `FI_EAGAIN` when none, `FI_EAVAIL`
+    /// when an error entry is next.
+    pub fn read(&self) -> Result<EqEvent> {
+        self.core.read(false)
+    }
+    /// `fi_eq_read` with FI_PEEK: the next event, left in the queue.
+    pub fn peek(&self) -> Result<EqEvent> {
+        self.core.read(true)
+    }
+    /// `fi_eq_readerr`.
+    pub fn readerr(&self) -> Result<EqError> {
+        self.core.readerr()
+    }
+    /// `fi_eq_sread`: waits up to `timeout` (None: forever).
+    pub fn sread(&self, timeout: Option<Duration>) -> Result<EqEvent> {
+        self.core.sread(timeout, false)
+    }
+    /// `fi_eq_write`: inserts an application event.
+    pub fn write(&self, e: EqEvent) {
+        self.core.write(e)
+    }
+    /// The wait fd for epoll.
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.core.wait_fd()
+    }
+    /// Wakes a blocked `sread`.
+    pub fn signal(&self) {
+        self.core.signal()
+    }
+    /// The shared core.
+    pub fn core(&self) -> &Arc<EqCore> {
+        &self.core
+    }
+    /// Closes the queue; refused while endpoints are bound to it.
+    pub fn close(self) -> CloseResult<Self> {
+        match self.core.bound.load(Ordering::Acquire) {
+            0 => Ok(()),
+            n => refuse(self, "event queue", n),
+        }
+    }
+}
+
+/// A passive endpoint: listens for connection requests.
+pub struct PassiveEndpoint {
+    ops: Arc<dyn PassiveEndpointOps>,
+    context: usize,
+    eq: Mutex<Option<Arc<EqCore>>>,
+    _parent: DepGuard,
+}
+
+impl std::fmt::Debug for PassiveEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PassiveEndpoint")
+            .field("context", &self.context)
+            .finish()
+    }
+}
+
+impl PassiveEndpoint {
+    /// Binds the event queue that receives FI_CONNREQ events.
+    pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
+        let mut g = self.eq.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_some() {
+            return Err(Error::inval("bind eq: an event queue is already bound"));
+        }
+        self.ops.bind_eq(eq.core.clone(), self.context)?;
+        eq.core.attach(self.ops.clone())?;
+        eq.core.bound.fetch_add(1, Ordering::AcqRel);
+        *g = Some(eq.core.clone());
+        Ok(())
+    }
+    /// Starts listening (`fi_listen`); needs a bound event queue.
+    pub fn listen(&self) -> Result<()> {
+        if self.eq.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+            return Err(Error::new(
+                errno::FI_ENOEQ,
+                "listen: no event queue is bound",
+            ));
+        }
+        self.ops.listen()
+    }
+    /// The listening address (`fi_getname`).
+    pub fn getname(&self) -> Result<Vec<u8>> {
+        self.ops.getname()
+    }
+    /// Rejects a connection request with private data (`fi_reject`).
+    pub fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()> {
+        self.ops.reject(handle, param)
+    }
+    /// Closes the passive endpoint.
+    pub fn close(self) -> CloseResult<Self> {
+        Ok(())
+    }
+}
+
+impl Drop for PassiveEndpoint {
+    fn drop(&mut self) {
+        let eq = self.eq.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(eq) = eq {
+            let p: Arc<dyn Progress> = self.ops.clone();
+            eq.detach(&p);
+            eq.bound.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.ops.close();
     }
 }

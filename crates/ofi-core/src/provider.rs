@@ -10,8 +10,10 @@
 
 use crate::config::Tunable;
 use crate::error::Result;
-use crate::info::{FabricAttr, Info};
+use crate::error::{errno, Error};
+use crate::info::{ConnHandle, FabricAttr, Info};
 use crate::object::{EpBindings, RecvOp, SendOp};
+use crate::util::eq::EqCore;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -51,6 +53,27 @@ pub trait Provider: Send + Sync + 'static {
 pub trait FabricOps: Send + Sync {
     /// Opens a domain for an offer.
     fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>>;
+    /// Opens a passive (listening) endpoint; providers without connection
+    /// management keep the default (`FI_ENOSYS`).
+    fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEndpointOps>> {
+        let _ = info;
+        Err(Error::nosys("this provider has no passive endpoints"))
+    }
+}
+
+/// A provider's passive endpoint: listens and reports connection requests
+/// as FI_CONNREQ events on its event queue.
+pub trait PassiveEndpointOps: Progress {
+    /// Binds the event queue that receives FI_CONNREQ events.
+    fn bind_eq(&self, eq: Arc<EqCore>, fid: usize) -> Result<()>;
+    /// Starts listening (`fi_listen`).
+    fn listen(&self) -> Result<()>;
+    /// The listening address (`fi_getname`).
+    fn getname(&self) -> Result<Vec<u8>>;
+    /// Rejects a request with private data (`fi_reject`).
+    fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()>;
+    /// Stops listening and releases resources; called once on close.
+    fn close(&self);
 }
 
 /// Address handling that the core's address vector delegates to the provider.
@@ -108,5 +131,37 @@ pub trait EndpointOps: Progress {
     /// Reads an endpoint option.
     fn getopt(&self, name: i32) -> Result<usize>;
     /// Releases the endpoint's resources; called once when it closes.
-    fn shutdown(&self);
+    fn close(&self);
+    /// Starts a connection (`fi_connect`), with private data; the outcome
+    /// arrives on the bound event queue (FI_CONNECTED or an error entry).
+    fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
+        let _ = (addr, param);
+        Err(Error::new(
+            errno::FI_EOPNOTSUPP,
+            "this endpoint type does not connect",
+        ))
+    }
+    /// Accepts the connection request this endpoint was opened for (`fi_accept`).
+    fn accept(&self, param: &[u8]) -> Result<()> {
+        let _ = param;
+        Err(Error::new(
+            errno::FI_EOPNOTSUPP,
+            "this endpoint type does not accept connections",
+        ))
+    }
+    /// Shuts the connection down (`fi_shutdown`).
+    fn shutdown(&self, flags: u64) -> Result<()> {
+        let _ = flags;
+        Err(Error::new(
+            errno::FI_EOPNOTSUPP,
+            "this endpoint type has no connection",
+        ))
+    }
+    /// The connected peer's address (`fi_getpeer`).
+    fn getpeer(&self) -> Result<Vec<u8>> {
+        Err(Error::new(
+            errno::FI_EOPNOTSUPP,
+            "this endpoint type has no connected peer",
+        ))
+    }
 }

@@ -342,3 +342,80 @@ fn mr_keys_access_and_bounds() {
     );
     drop(buf);
 }
+
+#[test]
+fn eq_events_errors_peek_and_waits() {
+    use ofi_core::util::eq::{EqAttr, EqCore, EqError, EqEvent};
+    let q = EqCore::new(&EqAttr::default()).unwrap();
+    assert!(q.read(false).unwrap_err().is_again());
+    q.push(EqEvent {
+        event: eq_event::FI_CONNREQ,
+        fid: 5,
+        cm_data: b"hi".to_vec(),
+        ..Default::default()
+    });
+    q.push_err(EqError {
+        fid: 6,
+        err: errno::FI_ECONNREFUSED,
+        err_data: b"no".to_vec(),
+        ..Default::default()
+    });
+    let peeked = q.read(true).unwrap();
+    assert_eq!(
+        peeked,
+        q.read(false).unwrap(),
+        "peek leaves the event in place"
+    );
+    assert_eq!(
+        (peeked.event, peeked.fid, peeked.cm_data.as_slice()),
+        (eq_event::FI_CONNREQ, 5, &b"hi"[..])
+    );
+    assert_eq!(q.read(false).unwrap_err().code(), errno::FI_EAVAIL);
+    let e = q.readerr().unwrap();
+    assert_eq!(
+        (e.fid, e.err, e.err_data.as_slice()),
+        (6, errno::FI_ECONNREFUSED, &b"no"[..])
+    );
+    let t = Instant::now();
+    assert!(q
+        .sread(Some(Duration::from_millis(30)), false)
+        .unwrap_err()
+        .is_again());
+    assert!(t.elapsed() >= Duration::from_millis(30));
+    let q2 = q.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        q2.write(EqEvent {
+            event: eq_event::FI_NOTIFY,
+            data: 99,
+            ..Default::default()
+        });
+    });
+    assert_eq!(
+        q.sread(Some(Duration::from_secs(10)), false).unwrap().data,
+        99
+    );
+    h.join().unwrap();
+    let q3 = q.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        q3.signal();
+    });
+    assert!(
+        q.sread(Some(Duration::from_secs(10)), false)
+            .unwrap_err()
+            .is_again(),
+        "signal interrupts sread"
+    );
+    h.join().unwrap();
+    assert!(q.wait_fd().is_some());
+    assert_eq!(
+        EqCore::new(&EqAttr {
+            size: 0,
+            wait_obj: 77
+        })
+        .unwrap_err()
+        .code(),
+        errno::FI_EINVAL
+    );
+}

@@ -6,6 +6,7 @@ pub mod av;
 pub mod cntr;
 pub mod cq;
 pub mod driver;
+pub mod eq;
 pub mod iov;
 pub mod lock;
 pub mod matching;

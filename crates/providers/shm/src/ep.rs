@@ -1825,7 +1825,7 @@ impl EndpointOps for ShmEndpoint {
             )),
         }
     }
-    fn shutdown(&self) {
+    fn close(&self) {
         self.enabled.store(false, Ordering::Release);
         // SYNC POINT: peers' liveness checks and sends acquire `closed`.
         self.seg.header().closed.store(1, Ordering::Release);

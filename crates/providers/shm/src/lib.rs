@@ -134,6 +134,7 @@ pub fn offer() -> Info {
         addr_format: addr_format::FI_ADDR_STR,
         src_addr: None,
         dest_addr: None,
+        handle: None,
         tx_attr: TxAttr {
             caps: FI_MSG | FI_TAGGED | FI_SEND,
             mode: 0,
