@@ -11,4 +11,5 @@ pub mod iov;
 pub mod lock;
 pub mod matching;
 pub mod mr;
+pub mod netif;
 pub mod wait;

@@ -1,0 +1,257 @@
+//! The tcp provider: MSG endpoints with connection management and native
+//! RDM endpoints, over TCP sockets on any network device.
+//!
+//! Work in progress: discovery (one fabric per interface subnet, as
+//! libfabric's tcp provider offers them) and addressing are here; the
+//! endpoints are built on the sans-IO protocol core in `ofi-proto`. The
+//! provider is not registered with the `ofi` facade until its endpoints
+//! pass the conformance suite.
+
+#![deny(unsafe_code)]
+
+pub mod addr;
+
+use ofi_core::config::Tunable;
+use ofi_core::consts::*;
+use ofi_core::error::{Error, Result};
+use ofi_core::info::*;
+use ofi_core::provider::GetinfoRequest;
+use ofi_core::util::netif;
+use std::net::{IpAddr, SocketAddr};
+
+/// Provider name.
+pub const NAME: &str = "tcp";
+/// Provider version.
+pub const VERSION: u32 = fi_version(0, 1);
+/// Largest FI_INJECT send.
+pub const INJECT_SIZE: usize = 4096;
+/// Most iov entries per operation.
+pub const IOV_LIMIT: usize = 4;
+
+/// The provider's tunables.
+pub fn tunables() -> Vec<Tunable> {
+    vec![
+        Tunable::size(NAME, "eager_max", 16384, "Messages up to this size are sent eagerly; larger ones by rendezvous"),
+        Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes buffered per endpoint before the socket is left unread (backpressure)"),
+        Tunable::boolean(NAME, "auto_progress", false, "Make progress in a provider thread (FI_PROGRESS_AUTO) instead of inside CQ/EQ/counter calls"),
+        Tunable::size(NAME, "conn_timeout_ms", 10000, "Milliseconds a connection attempt may take before it fails with FI_ETIMEDOUT"),
+    ]
+}
+
+fn base_offer(ep: u32, sa: &SocketAddr, fabric: &str, domain: &str) -> Info {
+    let rdm = ep == ep_type::FI_EP_RDM;
+    let mut caps = FI_MSG | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+    if rdm {
+        caps |= FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
+    }
+    Info {
+        caps,
+        addr_format: addr::format_of(sa),
+        src_addr: Some(addr::encode(sa)),
+        tx_attr: TxAttr {
+            caps: caps & (FI_MSG | FI_TAGGED | FI_SEND),
+            msg_order: order::FI_ORDER_SAS,
+            comp_order: order::FI_ORDER_NONE,
+            inject_size: INJECT_SIZE,
+            size: 1024,
+            iov_limit: IOV_LIMIT,
+            ..Default::default()
+        },
+        rx_attr: RxAttr {
+            caps: caps
+                & (FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV),
+            msg_order: order::FI_ORDER_SAS,
+            comp_order: order::FI_ORDER_NONE,
+            size: 1024,
+            iov_limit: IOV_LIMIT,
+            ..Default::default()
+        },
+        ep_attr: EpAttr {
+            ep_type: ep,
+            protocol: protocol::FI_PROTO_SOCK_TCP,
+            protocol_version: 1,
+            max_msg_size: usize::MAX >> 1,
+            mem_tag_format: if rdm { 0xaaaa_aaaa_aaaa_aaaa } else { 0 },
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            ..Default::default()
+        },
+        domain_attr: DomainAttr {
+            name: Some(domain.to_string()),
+            threading: threading::FI_THREAD_SAFE,
+            control_progress: progress::FI_PROGRESS_MANUAL,
+            data_progress: progress::FI_PROGRESS_MANUAL,
+            resource_mgmt: resource_mgmt::FI_RM_ENABLED,
+            av_type: av_type::FI_AV_UNSPEC,
+            mr_key_size: 8,
+            cq_data_size: 8,
+            cq_cnt: 256,
+            ep_cnt: 8192,
+            tx_ctx_cnt: 8192,
+            rx_ctx_cnt: 8192,
+            max_ep_tx_ctx: 1,
+            max_ep_rx_ctx: 1,
+            cntr_cnt: 1024,
+            mr_iov_limit: IOV_LIMIT,
+            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+            mr_cnt: 65536,
+            ..Default::default()
+        },
+        fabric_attr: FabricAttr {
+            name: Some(fabric.to_string()),
+            prov_name: Some(NAME.into()),
+            prov_version: VERSION,
+            api_version: FI_VERSION_CURRENT,
+        },
+        ..Default::default()
+    }
+}
+
+/// The offers for a request: RDM and MSG on every interface subnet whose
+/// address family fits, best first (non-loopback before loopback); with a
+/// destination node, only subnets that can reach it.
+pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
+    let hints = req.hints;
+    let want_fmt = hints.map(|h| h.addr_format).filter(|f| *f != 0);
+    if let Some(f) = want_fmt {
+        if f != addr_format::FI_SOCKADDR_IN && f != addr_format::FI_SOCKADDR_IN6 {
+            return Err(Error::nodata(format!(
+                "tcp: address format {f} is not FI_SOCKADDR_IN or FI_SOCKADDR_IN6"
+            )));
+        }
+    }
+    let numeric = req.flags & FI_NUMERICHOST != 0;
+    let source = req.flags & FI_SOURCE != 0;
+    // Where the endpoint binds, and where it connects.
+    let mut src: Option<SocketAddr> = match hints.and_then(|h| h.src_addr.as_deref()) {
+        Some(b) => Some(addr::decode(b)?),
+        None => None,
+    };
+    let mut dest: Option<SocketAddr> = match hints.and_then(|h| h.dest_addr.as_deref()) {
+        Some(b) => Some(addr::decode(b)?),
+        None => None,
+    };
+    if req.node.is_some() || req.service.is_some() {
+        if source {
+            src = Some(addr::resolve(req.node, req.service, want_fmt, numeric)?[0]);
+        } else if req.node.is_some() {
+            dest = Some(addr::resolve(req.node, req.service, want_fmt, numeric)?[0]);
+        } else {
+            // A service alone names the local port to listen on.
+            src = Some(addr::resolve(None, req.service, want_fmt, numeric)?[0]);
+        }
+    }
+    let mut ifs = netif::interfaces().map_err(|e| Error::os(e, "tcp: listing interfaces"))?;
+    ifs.retain(|i| i.up);
+    ifs.sort_by_key(|i| i.loopback);
+    let mut out = Vec::new();
+    for ifa in &ifs {
+        let sa_fmt = match ifa.addr {
+            IpAddr::V4(_) => addr_format::FI_SOCKADDR_IN,
+            IpAddr::V6(_) => addr_format::FI_SOCKADDR_IN6,
+        };
+        if want_fmt.is_some_and(|f| f != sa_fmt) {
+            continue;
+        }
+        if let Some(s) = src {
+            if !s.ip().is_unspecified() && s.ip() != ifa.addr {
+                continue;
+            }
+        }
+        if let Some(d) = dest {
+            let same_family = d.is_ipv4() == ifa.addr.is_ipv4();
+            let reaches = ifa.contains(&d.ip()) || (d.ip().is_loopback() && ifa.loopback);
+            if !same_family || !reaches {
+                continue;
+            }
+        }
+        let port = src.map_or(0, |s| s.port());
+        let bind = SocketAddr::new(ifa.addr, port);
+        for ep in [ep_type::FI_EP_RDM, ep_type::FI_EP_MSG] {
+            let mut o = base_offer(ep, &bind, &ifa.subnet(), &ifa.name);
+            o.dest_addr = dest.map(|d| addr::encode(&d));
+            o.fabric_attr.api_version = req.version;
+            out.push(o);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::nodata(
+            "tcp: no interface fits the requested addresses",
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(
+        node: Option<&'a str>,
+        service: Option<&'a str>,
+        flags: u64,
+        hints: Option<&'a Info>,
+    ) -> GetinfoRequest<'a> {
+        GetinfoRequest {
+            version: FI_VERSION_CURRENT,
+            node,
+            service,
+            flags,
+            hints,
+        }
+    }
+
+    #[test]
+    fn loopback_offers_both_endpoint_types_per_subnet() {
+        let o = offers(&req(None, None, 0, None)).unwrap();
+        let lo: Vec<&Info> = o
+            .iter()
+            .filter(|i| i.domain_attr.name.as_deref() == Some("lo"))
+            .collect();
+        assert!(lo.iter().any(|i| i.ep_attr.ep_type == ep_type::FI_EP_RDM
+            && i.addr_format == addr_format::FI_SOCKADDR_IN));
+        assert!(lo.iter().any(|i| i.ep_attr.ep_type == ep_type::FI_EP_MSG));
+        let v4 = lo
+            .iter()
+            .find(|i| i.addr_format == addr_format::FI_SOCKADDR_IN)
+            .unwrap();
+        assert!(v4
+            .fabric_attr
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("127.0.0.0/"));
+    }
+
+    #[test]
+    fn node_and_service_pick_the_destination_or_the_source() {
+        let o = offers(&req(Some("127.0.0.1"), Some("4000"), 0, None)).unwrap();
+        assert!(o
+            .iter()
+            .all(|i| i.domain_attr.name.as_deref() == Some("lo")));
+        let d = addr::decode(o[0].dest_addr.as_ref().unwrap()).unwrap();
+        assert_eq!(d, "127.0.0.1:4000".parse().unwrap());
+        let s = offers(&req(Some("127.0.0.1"), Some("4001"), FI_SOURCE, None)).unwrap();
+        assert_eq!(
+            addr::decode(s[0].src_addr.as_ref().unwrap()).unwrap(),
+            "127.0.0.1:4001".parse().unwrap()
+        );
+        assert!(s[0].dest_addr.is_none());
+    }
+
+    #[test]
+    fn address_format_hint_filters() {
+        let mut h = Info::hints();
+        h.addr_format = addr_format::FI_SOCKADDR_IN6;
+        if let Ok(o) = offers(&req(None, None, 0, Some(&h))) {
+            assert!(o
+                .iter()
+                .all(|i| i.addr_format == addr_format::FI_SOCKADDR_IN6));
+        }
+        h.addr_format = addr_format::FI_ADDR_STR;
+        assert_eq!(
+            offers(&req(None, None, 0, Some(&h))).unwrap_err().code(),
+            ofi_core::error::errno::FI_ENODATA
+        );
+    }
+}
