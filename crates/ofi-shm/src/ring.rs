@@ -127,31 +127,99 @@ pub fn pop<S: Slots, R>(s: &S, read: impl FnOnce(*mut u8, usize) -> R) -> Option
     Some(r)
 }
 
-/// `pop` for a ring with one consumer at a time: the same protocol without
-/// the read-modify-write on `head`.
+// ---- The message-ring variant: many producers, one consumer that never
+// writes slot lines. Producers stamp a slot with `pos + 1` once filled; the
+// consumer keeps its read position privately and publishes it in `head`
+// now and then, and producers only claim positions below `head + capacity`.
+// A slot's cache line is thus written by producers only, and read by the
+// consumer: one transfer per message instead of the two a freeing store
+// would add.
+
+/// Claims a position (below the published head plus capacity), lets `fill`
+/// write the slot and stamps it. `cached_head` is the producer's last view
+/// of the consumer's published head; it is refreshed only when the ring
+/// looks full.
+#[inline]
+pub fn push_mpsc<S: Slots, R>(
+    s: &S,
+    cached_head: &AtomicU64,
+    fill: impl FnOnce(*mut u8, usize) -> R,
+) -> Result<R, PushError> {
+    let cap = s.capacity();
+    let mut pos = s.tail().load(Ordering::Relaxed);
+    let mut tries = 0;
+    loop {
+        if pos.wrapping_sub(cached_head.load(Ordering::Relaxed)) >= cap {
+            // SYNC POINT: acquires the consumer's release of `head`: every
+            // slot below it has been read and may be overwritten.
+            let h = s.head().load(Ordering::Acquire);
+            cached_head.fetch_max(h, Ordering::Relaxed);
+            if pos.wrapping_sub(h) >= cap {
+                return Err(PushError::Full);
+            }
+        }
+        match s.tail().compare_exchange_weak(
+            pos,
+            pos.wrapping_add(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => break,
+            Err(p) => {
+                pos = p;
+                tries += 1;
+                if tries > MAX_RETRIES {
+                    return Err(PushError::Full);
+                }
+                spin();
+            }
+        }
+    }
+    let idx = pos & (cap - 1);
+    // SAFETY: the CAS gave this producer position `pos`, and the head check
+    // proved the consumer is done with the slot's previous lap.
+    let r = unsafe { s.with_payload(idx, fill) };
+    // SYNC POINT: releases the payload to the consumer's acquire of the stamp.
+    s.seq(idx).store(pos.wrapping_add(1), Ordering::Release);
+    Ok(r)
+}
+
+/// Takes the entry at the consumer's private position `head`, if stamped,
+/// and advances it. Call [`publish_head`] to let producers reuse slots.
 ///
 /// # Safety
-/// No other thread or process may pop from this ring concurrently (the
-/// caller serialises consumers, e.g. under the owner's lock).
+/// One consumer at a time, and `head` is that consumer's position (starting
+/// at 0, only ever advanced by this function).
 #[inline]
-pub unsafe fn pop_exclusive<S: Slots, R>(
+pub unsafe fn pop_mpsc<S: Slots, R>(
     s: &S,
+    head: &mut u64,
     read: impl FnOnce(*mut u8, usize) -> R,
 ) -> Option<R> {
-    let mask = s.capacity() - 1;
-    let pos = s.head().load(Ordering::Relaxed);
-    // SYNC POINT: acquires the producer's release of this slot.
-    if s.seq(pos & mask).load(Ordering::Acquire) != pos.wrapping_add(1) {
+    let pos = *head;
+    let idx = pos & (s.capacity() - 1);
+    // SYNC POINT: acquires the producer's release of the stamp.
+    if s.seq(idx).load(Ordering::Acquire) != pos.wrapping_add(1) {
         return None;
     }
-    s.head().store(pos.wrapping_add(1), Ordering::Relaxed);
-    // SAFETY: the slot is published and, with no concurrent consumer, ours
-    // until we release its sequence below.
-    let r = unsafe { s.with_payload(pos & mask, read) };
-    // SYNC POINT: releases the slot to the producer that acquires seq == pos + capacity.
-    s.seq(pos & mask)
-        .store(pos.wrapping_add(mask + 1), Ordering::Release);
+    // SAFETY: the stamp says the producer is done; the slot stays ours until
+    // a published head passes it.
+    let r = unsafe { s.with_payload(idx, read) };
+    *head = pos.wrapping_add(1);
     Some(r)
+}
+
+/// Publishes the consumer's position: slots below it may be refilled.
+#[inline]
+pub fn publish_head<S: Slots>(s: &S, head: u64) {
+    // SYNC POINT: releases the consumer's reads of every slot below `head`.
+    s.head().store(head, Ordering::Release);
+}
+
+/// True when the entry at the consumer's position is stamped.
+#[inline]
+pub fn ready_mpsc<S: Slots>(s: &S, head: u64) -> bool {
+    s.seq(head & (s.capacity() - 1)).load(Ordering::Acquire) == head.wrapping_add(1)
 }
 
 /// True when the next slot to read is published (a cheap emptiness probe).

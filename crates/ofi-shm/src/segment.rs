@@ -260,7 +260,7 @@ impl Segment {
         h.slot_size = geo.slot_size as u64;
         h.pool_bufs = geo.pool_bufs as u64;
         h.pool_buf_size = geo.pool_buf_size as u64;
-        ring::init(&seg.msg_ring());
+        ring::init(&seg.raw_msg_ring());
         let free = seg.free_ring();
         ring::init(&free);
         for i in 0..geo.pool_bufs as u64 {
@@ -347,8 +347,12 @@ impl Segment {
         self.geo
     }
 
-    /// The inbound message ring.
-    pub fn msg_ring(&self) -> ShmRing<'_> {
+    /// The inbound message ring (many producers, one consumer).
+    pub fn msg_ring(&self) -> MsgRing<'_> {
+        MsgRing(self.raw_msg_ring())
+    }
+
+    fn raw_msg_ring(&self) -> ShmRing<'_> {
         ShmRing {
             // SAFETY: MSG_RING_OFF + 256 <= SLOTS_OFF <= len.
             hdr: unsafe { &*(self.base.add(MSG_RING_OFF) as *const RingHeader) },
@@ -462,25 +466,59 @@ impl ShmRing<'_> {
             read(bytes)
         })
     }
-    /// `pop_with` for the ring's single consumer.
+    /// True when an entry is ready to pop.
+    #[inline]
+    pub fn ready(&self) -> bool {
+        ring::ready(self)
+    }
+}
+
+/// The message ring: producers are peers, the consumer is the owner.
+pub struct MsgRing<'a>(ShmRing<'a>);
+
+impl MsgRing<'_> {
+    /// Producer: claims a slot and lets `fill` write its payload bytes.
+    /// `cached_head` is this producer's view of the consumer's position.
+    #[inline]
+    pub fn push_with<R>(
+        &self,
+        cached_head: &AtomicU64,
+        fill: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R, ring::PushError> {
+        ring::push_mpsc(&self.0, cached_head, |p, n| {
+            // SAFETY: the ring hands out a claimed slot's payload exclusively.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
+            fill(bytes)
+        })
+    }
+    /// Consumer: takes the entry at `head` and advances it.
     ///
     /// # Safety
-    /// No other thread or process may pop this ring concurrently.
+    /// Only the ring's owner pops, one call at a time, with its own `head`.
     #[inline]
-    pub unsafe fn pop_exclusive_with<R>(&self, read: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
-        // SAFETY: the caller guarantees a single consumer.
+    pub unsafe fn pop_with<R>(
+        &self,
+        head: &mut u64,
+        read: impl FnOnce(&mut [u8]) -> R,
+    ) -> Option<R> {
+        // SAFETY: forwarded contract: a single consumer with its position.
         unsafe {
-            ring::pop_exclusive(self, |p, n| {
-                // SAFETY: the ring hands out a claimed slot's payload exclusively.
+            ring::pop_mpsc(&self.0, head, |p, n| {
+                // SAFETY: a stamped slot is the consumer's until published past.
                 let bytes = std::slice::from_raw_parts_mut(p, n);
                 read(bytes)
             })
         }
     }
-    /// True when an entry is ready to pop.
+    /// Consumer: lets producers reuse the slots below `head`.
     #[inline]
-    pub fn ready(&self) -> bool {
-        ring::ready(self)
+    pub fn publish(&self, head: u64) {
+        ring::publish_head(&self.0, head)
+    }
+    /// True when the entry at `head` is ready.
+    #[inline]
+    pub fn ready(&self, head: u64) -> bool {
+        ring::ready_mpsc(&self.0, head)
     }
 }
 

@@ -138,31 +138,56 @@ fn two_consumers_never_share_a_slot() {
 }
 
 #[test]
-fn exclusive_consumer_with_two_producers() {
+fn mpsc_message_ring_two_producers_flow_control() {
+    use loom::sync::atomic::Ordering;
     loom::model(|| {
         let h = Arc::new(Heap::new(2));
         let ps: Vec<_> = (0..2u64)
             .map(|t| {
                 let h = h.clone();
-                loom::thread::spawn(move || put(&h, t + 1))
+                loom::thread::spawn(move || {
+                    let cached = AtomicU64::new(0);
+                    let mut sent = Vec::new();
+                    for i in 0..2u64 {
+                        let v = t * 10 + i + 1;
+                        // SAFETY: the payload is one u64.
+                        if ring::push_mpsc(&*h, &cached, |p, _| unsafe { (p as *mut u64).write(v) })
+                            .is_ok()
+                        {
+                            sent.push(v);
+                        }
+                    }
+                    sent
+                })
             })
             .collect();
-        // SAFETY: this thread is the only consumer.
-        let take_ex = |h: &Heap| unsafe { ring::pop_exclusive(h, |p, _| (p as *const u64).read()) };
+        let mut head = 0u64;
         let mut got = Vec::new();
-        if let Some(v) = take_ex(&h) {
-            got.push(v);
+        // SAFETY (both pops): this thread is the only consumer, with its own head.
+        for _ in 0..2 {
+            if let Some(v) =
+                unsafe { ring::pop_mpsc(&*h, &mut head, |p, _| (p as *const u64).read()) }
+            {
+                got.push(v);
+                ring::publish_head(&*h, head);
+            }
         }
-        let sent = ps
-            .into_iter()
-            .map(|p| p.join().unwrap())
-            .filter(|ok| *ok)
-            .count();
-        while let Some(v) = take_ex(&h) {
+        let sent: Vec<Vec<u64>> = ps.into_iter().map(|p| p.join().unwrap()).collect();
+        while let Some(v) =
+            unsafe { ring::pop_mpsc(&*h, &mut head, |p, _| (p as *const u64).read()) }
+        {
             got.push(v);
+            ring::publish_head(&*h, head);
         }
-        got.sort();
-        assert_eq!(got.len(), sent);
-        assert!(got.iter().all(|v| *v == 1 || *v == 2));
+        let total: usize = sent.iter().map(Vec::len).sum();
+        assert_eq!(got.len(), total, "every stamped entry is taken once");
+        for s in &sent {
+            let mine: Vec<u64> = got.iter().copied().filter(|v| s.contains(v)).collect();
+            assert_eq!(&mine, s, "per-producer order holds");
+        }
+        assert!(
+            h.tail.load(Ordering::Relaxed) - head <= 2,
+            "never more than capacity outstanding"
+        );
     });
 }

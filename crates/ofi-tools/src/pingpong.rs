@@ -66,8 +66,9 @@ fn unit_str(v: u64, base: u64) -> String {
         let unit = base.pow(3 - i as u32);
         if v >= unit {
             let x = v as f64 / unit as f64;
-            return if x < 10.0 && !v.is_multiple_of(unit) {
-                format!("{:.1}{suffix}", (x * 10.0).floor() / 10.0)
+            let tenths = (x * 10.0).floor() / 10.0;
+            return if x < 10.0 && tenths.fract() != 0.0 {
+                format!("{tenths:.1}{suffix}")
             } else {
                 format!("{}{suffix}", v / unit)
             };
@@ -609,6 +610,7 @@ mod tests {
         assert_eq!(size_str(4_194_304_000), "3.9g");
         assert_eq!(cnt_str(10_000), "10k");
         assert_eq!(cnt_str(200_000), "200k");
+        assert_eq!(size_str(3_200_000), "3m");
     }
 
     #[test]

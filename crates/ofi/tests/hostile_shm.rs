@@ -121,9 +121,10 @@ fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
             ..Default::default()
         },
     ];
+    let cached = std::sync::atomic::AtomicU64::new(0);
     for r in hostile {
         seg.msg_ring()
-            .push_with(|buf| r.emit(&mut Entry::new_unchecked(buf)))
+            .push_with(&cached, |buf| r.emit(&mut Entry::new_unchecked(buf)))
             .unwrap();
     }
     // Let b chew through them with nothing posted.

@@ -137,6 +137,10 @@ struct Inner {
     last_check: Instant,
     xfer_free: Vec<u32>,
     xfer_gen: u32,
+    /// The consumer's position in its own ring.
+    head: u64,
+    /// The position last published to producers.
+    published: u64,
 }
 
 /// An shm RDM endpoint.
@@ -229,6 +233,8 @@ impl ShmEndpoint {
                 last_check: Instant::now(),
                 xfer_free: (0..XFER_DESCS as u32).rev().collect(),
                 xfer_gen: 0,
+                head: 0,
+                published: 0,
             }),
             cfg,
             enabled: AtomicBool::new(false),
@@ -448,7 +454,7 @@ impl ShmEndpoint {
         let ok = peer
             .seg
             .msg_ring()
-            .push_with(|b| r.emit(&mut Entry::new_unchecked(b)))
+            .push_with(&peer.cached_head, |b| r.emit(&mut Entry::new_unchecked(b)))
             .is_ok();
         if ok {
             peer.notify();
@@ -524,7 +530,7 @@ impl ShmEndpoint {
         let mut r = self.header(op, len);
         r.op = op::INLINE;
         r.len = len as u32;
-        let pushed = peer.seg.msg_ring().push_with(|b| {
+        let pushed = peer.seg.msg_ring().push_with(&peer.cached_head, |b| {
             let mut e = Entry::new_unchecked(b);
             r.emit(&mut e);
             // SAFETY: post_send's caller keeps the iov readable for this call.
@@ -609,7 +615,7 @@ impl ShmEndpoint {
                     if peer
                         .seg
                         .msg_ring()
-                        .push_with(|b| r.emit(&mut Entry::new_unchecked(b)))
+                        .push_with(&peer.cached_head, |b| r.emit(&mut Entry::new_unchecked(b)))
                         .is_ok()
                     {
                         peer.notify();
@@ -644,7 +650,7 @@ impl ShmEndpoint {
         r.op = op::RTS;
         r.iov_cnt = op.iov.len().max(1) as u8;
         r.cookie = cookie;
-        let pushed = peer.seg.msg_ring().push_with(|b| {
+        let pushed = peer.seg.msg_ring().push_with(&peer.cached_head, |b| {
             let mut e = Entry::new_unchecked(b);
             r.emit(&mut e);
             let p = e.payload_mut();
@@ -694,7 +700,7 @@ impl ShmEndpoint {
                 let ok = peer
                     .seg
                     .msg_ring()
-                    .push_with(|b| {
+                    .push_with(&peer.cached_head, |b| {
                         let mut e = Entry::new_unchecked(b);
                         r.emit(&mut e);
                         // SAFETY: a pending send's iov stays valid until it completes.
@@ -1243,15 +1249,24 @@ impl ShmEndpoint {
 
     fn poll_ring(&self, g: &mut Inner) {
         let ring = self.seg.msg_ring();
+        let mut head = g.head;
         for _ in 0..BUDGET {
             if g.unexpected >= self.cfg.max_unexpected {
                 break;
             }
             // SAFETY: the endpoint's lock (held as `g`) serialises the
-            // ring's consumers: only its owner pops, and only under the lock.
-            if unsafe { ring.pop_exclusive_with(|b| self.handle(g, b)) }.is_none() {
+            // ring's consumer: only its owner pops, under the lock, with the
+            // position kept in `g.head`.
+            if unsafe { ring.pop_with(&mut head, |b| self.handle(g, b)) }.is_none() {
                 break;
             }
+            g.head = head;
+        }
+        // Hand consumed slots back to producers: a store to a line only this
+        // side writes (producers read it only when the ring looks full).
+        if head != g.published {
+            ring.publish(head);
+            g.published = head;
         }
     }
 
@@ -1752,14 +1767,14 @@ impl Progress for ShmEndpoint {
         self.progress_locked(&mut g);
     }
     fn arm(&self) -> bool {
+        let g = self.lock();
         let h = self.seg.header();
         h.sleeping.fetch_add(1, Ordering::SeqCst);
         // SYNC POINT: pairs with Peer::notify's fence (Dekker).
         fence(Ordering::SeqCst);
-        if self.seg.msg_ring().ready() {
+        if self.seg.msg_ring().ready(g.head) {
             return false;
         }
-        let g = self.lock();
         g.ctrl.is_empty() && g.pushes.is_empty()
     }
     fn disarm(&self) {
@@ -1837,14 +1852,18 @@ impl EndpointOps for ShmEndpoint {
         // Large messages still in the ring: tell their senders, so no send
         // waits for an ACK that will never come.
         let ring = self.seg.msg_ring();
+        let mut head = g.head;
         for _ in 0..self.cfg.ring_slots {
-            let rts = ring.pop_with(|b| {
-                let e = Entry::new_unchecked(&*b);
-                Repr::parse(&e)
-                    .ok()
-                    .filter(|r| r.op == op::RTS)
-                    .map(|r| (r.src, r.cookie))
-            });
+            // SAFETY: the owner drains its ring under its lock.
+            let rts = unsafe {
+                ring.pop_with(&mut head, |b| {
+                    let e = Entry::new_unchecked(&*b);
+                    Repr::parse(&e)
+                        .ok()
+                        .filter(|r| r.op == op::RTS)
+                        .map(|r| (r.src, r.cookie))
+                })
+            };
             match rts {
                 None => break,
                 Some(Some((sender, cookie))) => self.send_ctrl(

@@ -5,7 +5,7 @@ use ofi_core::error::{errno, Error, Result};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc::{self, Watch};
 use ofi_shm::segment::{bell_path, segment_path, Segment};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// A mapped peer endpoint.
@@ -20,6 +20,8 @@ pub struct Peer {
     pub cma_ok: AtomicBool,
     /// True once a cross-process copy from this peer succeeded.
     pub cma_proven: AtomicBool,
+    /// This process's last view of the peer's published ring position.
+    pub cached_head: AtomicU64,
 }
 
 impl std::fmt::Debug for Peer {
@@ -53,6 +55,7 @@ impl Peer {
             watch,
             cma_ok: AtomicBool::new(true),
             cma_proven: AtomicBool::new(false),
+            cached_head: AtomicU64::new(0),
         })
     }
 
