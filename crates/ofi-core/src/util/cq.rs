@@ -177,7 +177,8 @@ pub struct CqCore {
     attr: CqAttr,
     queue: SpinLock<VecDeque<Slot>>,
     driver: Driver,
-    pending_errs: AtomicUsize,
+    /// Entries queued, as last seen under the lock: lets an empty poll skip it.
+    queued: AtomicUsize,
     /// Endpoints bound to this queue (a busy queue cannot close).
     pub(crate) bound: AtomicUsize,
 }
@@ -235,7 +236,7 @@ impl CqCore {
             attr,
             queue: SpinLock::new(VecDeque::with_capacity(attr.size)),
             driver: Driver::new(waitable)?,
-            pending_errs: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
             bound: AtomicUsize::new(0),
         }))
     }
@@ -258,15 +259,20 @@ impl CqCore {
     /// Provider side: writes a successful completion with its source address.
     #[inline]
     pub fn push(&self, e: CqTaggedEntry, src: u64) {
-        self.lock().push_back(Slot::Ok(e, src));
+        let mut q = self.lock();
+        q.push_back(Slot::Ok(e, src));
+        self.queued.store(q.len(), Ordering::Release);
+        drop(q);
         self.driver.wake();
     }
 
     /// Provider side: writes an error completion.
     pub fn push_err(&self, e: CqErrEntry, src: u64) {
-        self.pending_errs.fetch_add(1, Ordering::Release);
         let _ = src;
-        self.lock().push_back(Slot::Err(e));
+        let mut q = self.lock();
+        q.push_back(Slot::Err(e));
+        self.queued.store(q.len(), Ordering::Release);
+        drop(q);
         self.driver.wake();
     }
 
@@ -283,6 +289,9 @@ impl CqCore {
     fn take<E: CqFormat>(&self, out: &mut [E], mut src: Option<&mut [u64]>) -> Result<usize> {
         if out.is_empty() {
             return Err(Error::inval("cq read: zero-length output"));
+        }
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return Err(Error::again());
         }
         let mut q = self.lock();
         let mut n = 0;
@@ -310,6 +319,7 @@ impl CqCore {
                 None => break,
             }
         }
+        self.queued.store(q.len(), Ordering::Release);
         if n == 0 {
             Err(Error::again())
         } else {
@@ -339,7 +349,7 @@ impl CqCore {
         let pos = q.iter().position(|s| matches!(s, Slot::Err(..)));
         match pos.and_then(|p| q.remove(p)) {
             Some(Slot::Err(e)) => {
-                self.pending_errs.fetch_sub(1, Ordering::Release);
+                self.queued.store(q.len(), Ordering::Release);
                 Ok(e)
             }
             _ => Err(Error::again()),

@@ -27,7 +27,7 @@ use ofi_shm::segment::{
 use ofi_wire::shm::{flag, op, Entry, Repr, HDR_LEN, MAX_RTS_IOV};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
@@ -151,6 +151,12 @@ pub struct ShmEndpoint {
     cfg: Config,
     caps: u64,
     enabled: AtomicBool,
+    /// The ring position as of the last locked pass: an idle poll checks the
+    /// slot there without taking the lock.
+    head_hint: AtomicU64,
+    /// Work other than the ring waits (control entries, pushes, large sends,
+    /// reassemblies): progress must take the lock even when the ring is idle.
+    busy: AtomicBool,
     inner: SpinLock<Inner>,
 }
 
@@ -238,6 +244,8 @@ impl ShmEndpoint {
             }),
             cfg,
             enabled: AtomicBool::new(false),
+            head_hint: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
         })
     }
 
@@ -441,6 +449,7 @@ impl ShmEndpoint {
             return;
         }
         g.ctrl.push_back((to, r));
+        self.busy.store(true, Ordering::Relaxed);
     }
 
     fn try_ctrl(&self, g: &mut Inner, to: u64, r: &Repr) -> bool {
@@ -475,6 +484,7 @@ impl ShmEndpoint {
     // ---- sending ---------------------------------------------------
 
     fn alloc_send(&self, g: &mut Inner, s: PendingSend) -> u64 {
+        self.busy.store(true, Ordering::Relaxed);
         let gen = s.gen;
         let idx = match g.free_sends.pop() {
             Some(i) => {
@@ -532,9 +542,16 @@ impl ShmEndpoint {
         r.len = len as u32;
         let pushed = peer.seg.msg_ring().push_with(&peer.cached_head, |b| {
             let mut e = Entry::new_unchecked(b);
-            r.emit(&mut e);
+            // The receiver polls the slot's first cache line (sequence,
+            // header, first 8 data bytes): fill the rest first and that line
+            // last, so it changes hands once.
+            let head = len.min(8);
+            let p = e.payload_mut();
             // SAFETY: post_send's caller keeps the iov readable for this call.
-            unsafe { copy_from_iov(op.iov, 0, &mut e.payload_mut()[..len]) };
+            unsafe { copy_from_iov(op.iov, head, &mut p[head..len]) };
+            // SAFETY: as above.
+            unsafe { copy_from_iov(op.iov, 0, &mut p[..head]) };
+            r.emit(&mut e);
         });
         if pushed.is_err() {
             return Err(self.ring_full(peer));
@@ -828,6 +845,7 @@ impl ShmEndpoint {
                         }
                         let mut v = [IoVec::default(); MAX_IOV];
                         v[..iov.len().min(MAX_IOV)].copy_from_slice(&iov[..iov.len().min(MAX_IOV)]);
+                        self.busy.store(true, Ordering::Relaxed);
                         g.reasm.push(Reasm {
                             sender,
                             cookie,
@@ -1194,6 +1212,7 @@ impl ShmEndpoint {
                     .and_then(|s| s.as_ref())
                     .is_some_and(|s| s.gen == (r.cookie >> 32) as u32)
                 {
+                    self.busy.store(true, Ordering::Relaxed);
                     g.pushes.push_back(Push {
                         slot: idx,
                         offset: 0,
@@ -1320,6 +1339,12 @@ impl ShmEndpoint {
         }
         self.poll_ring(g);
         self.check_liveness(g);
+        self.head_hint.store(g.head, Ordering::Relaxed);
+        let busy = !g.ctrl.is_empty()
+            || !g.pushes.is_empty()
+            || !g.reasm.is_empty()
+            || g.sends.len() != g.free_sends.len();
+        self.busy.store(busy, Ordering::Relaxed);
     }
 
     /// Frees what an unexpected message holds without delivering it.
@@ -1546,8 +1571,9 @@ impl ShmEndpoint {
             }
             return Ok(());
         }
-        // Pick up what already arrived so ordering holds against the unexpected queue.
-        self.poll_ring(&mut g);
+        // Entries still in the ring are newer than every unexpected message,
+        // so they match after this receive is posted: no need to poll here
+        // (touching the slot the sender is filling would cost a transfer).
         if op.flags & FI_MULTI_RECV != 0 {
             // Fill the multi-receive buffer from unexpected messages first.
             let mut posted = PostedRecv {
@@ -1758,6 +1784,15 @@ impl Progress for ShmEndpoint {
     #[inline]
     fn progress(&self) {
         if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        // Idle: nothing stamped at our position and no other work waiting.
+        if !self.busy.load(Ordering::Relaxed)
+            && !self
+                .seg
+                .msg_ring()
+                .ready(self.head_hint.load(Ordering::Relaxed))
+        {
             return;
         }
         // Another thread already progressing this endpoint is as good as us.
