@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod shm;
+pub mod tcp;
 
 /// Why a buffer does not hold a valid message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,1217 @@
+//! One connection (one TCP stream): framing, connection management, eager
+//! and rendezvous sends, and receives that land in place.
+//!
+//! The driver owns the socket. To send it asks [`Conn::poll_transmit`] for
+//! the bytes to write next — frame headers in a core-owned buffer and user
+//! ranges by address — writes what it can and reports [`Conn::on_written`].
+//! To receive it asks [`Conn::recv_target`] where the next bytes go — the
+//! header buffer, a receive's own buffer, a core buffer for an unexpected
+//! message, or nowhere (bytes to drop) — reads into it and reports
+//! [`Conn::on_read`]. Partial progress may stop at any byte.
+
+use super::event::{Event, ProtoError};
+use super::rx::{clip, Bound, Meta, Pending, Rx, RTS_COST};
+use super::ConnId;
+use ofi_core::error::errno;
+use ofi_core::util::iov::{iov_len, IoVec};
+use ofi_core::util::matching::MAX_IOV;
+use ofi_wire::tcp::{
+    flag, op, parse_rts_payload, reject, rts_payload, Header, Repr, HDR_LEN, RTS_PAYLOAD_LEN,
+};
+use std::collections::VecDeque;
+
+/// Per-connection tunables. Both ends must agree that each side's
+/// `eager_max` and `data_chunk` fit in the other's `max_frame`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Largest message sent eagerly (inline after its header); larger ones
+    /// use rendezvous (RTS, CTS, DATA).
+    pub eager_max: usize,
+    /// Largest DATA frame sent; rendezvous payloads are split into frames of
+    /// this size so that control frames and small messages interleave.
+    pub data_chunk: usize,
+    /// Largest payload accepted in any incoming frame.
+    pub max_frame: usize,
+    /// Largest CM private data, sent or accepted.
+    pub max_cm_data: usize,
+    /// Largest address carried in HELLO.
+    pub max_addr_len: usize,
+    /// Largest message sent or accepted.
+    pub max_msg_size: usize,
+    /// Protocol flags sent in HELLO and ACCEPT.
+    pub proto_flags: u64,
+    /// Most ranges one [`Transmit`] holds (the driver's writev limit).
+    pub max_tx_slices: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            eager_max: 16 << 10,
+            data_chunk: 256 << 10,
+            max_frame: 1 << 20,
+            max_cm_data: 256,
+            max_addr_len: 128,
+            max_msg_size: isize::MAX as usize,
+            proto_flags: 0,
+            max_tx_slices: 64,
+        }
+    }
+}
+
+/// A send as the driver queues it. The ranges stay valid until the send
+/// completes (the raw layer's promise); the core only passes them back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendReq {
+    /// Source ranges.
+    pub iov: [IoVec; MAX_IOV],
+    /// Entries of `iov` in use.
+    pub iov_cnt: usize,
+    /// Tagged message.
+    pub tagged: bool,
+    /// Tag (tagged).
+    pub tag: u64,
+    /// Remote CQ data (with `cq_data`).
+    pub data: u64,
+    /// Carry `data` to the receiver's completion.
+    pub cq_data: bool,
+    /// The caller's context.
+    pub context: usize,
+}
+
+impl SendReq {
+    /// An untagged send.
+    pub fn msg(iov: &[IoVec], context: usize) -> Self {
+        let n = iov.len().min(MAX_IOV);
+        let mut r = SendReq {
+            iov_cnt: iov.len(),
+            context,
+            ..Default::default()
+        };
+        r.iov[..n].copy_from_slice(&iov[..n]);
+        r
+    }
+    /// A tagged send.
+    pub fn tagged(iov: &[IoVec], tag: u64, context: usize) -> Self {
+        let mut r = SendReq::msg(iov, context);
+        r.tagged = true;
+        r.tag = tag;
+        r
+    }
+    /// Adds remote CQ data.
+    pub fn with_data(mut self, data: u64) -> Self {
+        self.data = data;
+        self.cq_data = true;
+        self
+    }
+    /// The ranges.
+    pub fn iov(&self) -> &[IoVec] {
+        &self.iov[..self.iov_cnt.min(MAX_IOV)]
+    }
+}
+
+/// Connection state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Client: HELLO queued or sent, waiting for ACCEPT or REJECT.
+    Connecting,
+    /// Server: waiting for the connector's HELLO.
+    AwaitingHello,
+    /// Server: HELLO received; the driver calls `accept` or `reject`.
+    Requested,
+    /// Messages flow.
+    Connected,
+    /// A final frame (SHUTDOWN, REJECT) is being written.
+    Closing,
+    /// Done: close the socket.
+    Closed,
+}
+
+/// Where the driver puts the next bytes it reads.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// The core's header buffer (what is left of it).
+    Header(&'a mut [u8]),
+    /// A receive's buffer, clipped to the bytes this frame still has for it.
+    Payload(&'a [IoVec]),
+    /// A core-owned buffer (unexpected eager payload, control payload).
+    Buffer(&'a mut [u8]),
+    /// Read and drop this many bytes (truncated tail of a message).
+    Discard(usize),
+    /// Read nothing now: no receive and no room for unexpected bytes. The
+    /// connection is woken through [`Rx::next_wakeup`] when that changes.
+    Blocked,
+    /// Read nothing more: the connection is finished.
+    Closed,
+}
+
+/// One range to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxSlice<'a> {
+    /// Core-owned bytes (headers and control payloads).
+    Bytes(&'a [u8]),
+    /// User memory (a send's payload).
+    Iov(IoVec),
+}
+
+impl TxSlice<'_> {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            TxSlice::Bytes(b) => b.len(),
+            TxSlice::Iov(v) => v.len,
+        }
+    }
+    /// True if empty (never produced by the core).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What to write next, in order: a view into the connection valid until
+/// its next call.
+#[derive(Clone, Copy, Debug)]
+pub struct Transmit<'a> {
+    stage: &'a [u8],
+    segs: &'a VecDeque<Seg>,
+    off: usize,
+}
+
+impl<'a> Transmit<'a> {
+    /// Nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty()
+    }
+    /// Bytes to write.
+    pub fn len(&self) -> usize {
+        self.segs.iter().map(|s| s.len).sum::<usize>() - self.off
+    }
+    /// Number of ranges.
+    pub fn slice_count(&self) -> usize {
+        self.segs.len()
+    }
+    /// The ranges, in order.
+    pub fn iter(&self) -> impl Iterator<Item = TxSlice<'a>> + 'a {
+        let stage = self.stage;
+        let first = self.off;
+        self.segs.iter().enumerate().map(move |(i, s)| {
+            let o = if i == 0 { first } else { 0 };
+            match s.kind {
+                SegKind::Staged(start) => TxSlice::Bytes(&stage[start + o..start + s.len]),
+                SegKind::User(base) => TxSlice::Iov(IoVec {
+                    base: base.wrapping_add(o),
+                    len: s.len - o,
+                }),
+            }
+        })
+    }
+}
+
+/// What happens when a segment's last byte is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Done {
+    Nothing,
+    Send(usize),
+    Accepted,
+    Finished,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SegKind {
+    /// Offset into the stage buffer.
+    Staged(usize),
+    /// User address.
+    User(usize),
+}
+
+/// A range committed to the stream: once its frame started, it is written
+/// to the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seg {
+    kind: SegKind,
+    len: usize,
+    done: Done,
+}
+
+#[derive(Debug)]
+struct Ctrl {
+    repr: Repr,
+    payload: Vec<u8>,
+    done: Done,
+}
+
+/// A rendezvous send: waiting for CTS, then streaming `want` bytes.
+#[derive(Debug)]
+struct TxRndv {
+    id: u64,
+    req: SendReq,
+    len: usize,
+    want: usize,
+    off: usize,
+}
+
+/// A message header that was read, before its payload.
+#[derive(Clone, Copy, Debug)]
+struct Incoming {
+    meta: Meta,
+    size: usize,
+    /// The sender's rendezvous id (RTS), or `None` (MSG).
+    rndv: Option<u64>,
+}
+
+#[derive(Debug)]
+enum RxState {
+    Header {
+        got: usize,
+    },
+    /// Payload of HELLO, ACCEPT, REJECT or RTS.
+    Ctrl {
+        repr: Repr,
+        buf: Vec<u8>,
+        got: usize,
+    },
+    /// A message waiting for a receive or for unexpected-byte budget.
+    Parked(Incoming),
+    /// MSG payload landing in a receive.
+    Direct(Bound),
+    /// Unexpected MSG payload into a core buffer.
+    Buffer {
+        inc: Incoming,
+        buf: Vec<u8>,
+        got: usize,
+    },
+    /// DATA payload of rendezvous `id`.
+    Data {
+        id: u64,
+        left: usize,
+    },
+    Discard {
+        left: usize,
+    },
+    Closed,
+}
+
+/// Bytes of staged headers above which no new frame is staged until the
+/// window drains.
+const STAGE_SOFT_MAX: usize = 8 << 10;
+
+/// One connection's protocol state.
+#[derive(Debug)]
+pub struct Conn {
+    id: ConnId,
+    peer: u64,
+    cfg: Config,
+    state: State,
+    events: VecDeque<Event>,
+    // transmit
+    stage: Vec<u8>,
+    segs: VecDeque<Seg>,
+    seg_off: usize,
+    ctrl: VecDeque<Ctrl>,
+    sendq: VecDeque<SendReq>,
+    await_cts: Vec<TxRndv>,
+    streams: VecDeque<TxRndv>,
+    next_rndv: u64,
+    last_was_data: bool,
+    // receive
+    hdr: [u8; HDR_LEN],
+    rstate: RxState,
+    rndv_rx: Vec<(u64, Bound)>,
+    scratch: [IoVec; MAX_IOV],
+}
+
+impl Conn {
+    fn new(id: ConnId, peer: u64, cfg: Config, state: State) -> Self {
+        let mut cfg = cfg;
+        cfg.max_tx_slices = cfg.max_tx_slices.max(2 + MAX_IOV);
+        cfg.data_chunk = cfg.data_chunk.max(1);
+        Conn {
+            id,
+            peer,
+            cfg,
+            state,
+            events: VecDeque::new(),
+            stage: Vec::with_capacity(1024),
+            segs: VecDeque::with_capacity(cfg.max_tx_slices),
+            seg_off: 0,
+            ctrl: VecDeque::new(),
+            sendq: VecDeque::new(),
+            await_cts: Vec::new(),
+            streams: VecDeque::new(),
+            next_rndv: 1,
+            last_was_data: false,
+            hdr: [0; HDR_LEN],
+            rstate: RxState::Header { got: 0 },
+            rndv_rx: Vec::new(),
+            scratch: [IoVec::default(); MAX_IOV],
+        }
+    }
+
+    /// Client side: a connection to `peer` whose first frame is HELLO with
+    /// this endpoint's address and the CM private data. `FI_EINVAL` if
+    /// either is longer than the configuration allows.
+    pub fn connect(
+        id: ConnId,
+        peer: u64,
+        cfg: Config,
+        my_addr: &[u8],
+        private_data: &[u8],
+    ) -> Result<Conn, i32> {
+        if my_addr.len() > cfg.max_addr_len || private_data.len() > cfg.max_cm_data {
+            return Err(errno::FI_EINVAL);
+        }
+        let mut c = Conn::new(id, peer, cfg, State::Connecting);
+        let mut payload = Vec::with_capacity(my_addr.len() + private_data.len());
+        payload.extend_from_slice(my_addr);
+        payload.extend_from_slice(private_data);
+        c.ctrl.push_back(Ctrl {
+            repr: Repr {
+                op: op::HELLO,
+                len: payload.len() as u64,
+                tag: cfg.proto_flags,
+                data: my_addr.len() as u64,
+                ..Default::default()
+            },
+            payload,
+            done: Done::Nothing,
+        });
+        Ok(c)
+    }
+
+    /// Server side: an accepted socket whose peer will send HELLO. `peer`
+    /// may be `FI_ADDR_NOTAVAIL` until [`set_peer`](Self::set_peer).
+    pub fn incoming(id: ConnId, peer: u64, cfg: Config) -> Conn {
+        Conn::new(id, peer, cfg, State::AwaitingHello)
+    }
+
+    /// The driver's id for this connection.
+    pub fn id(&self) -> ConnId {
+        self.id
+    }
+    /// The peer's fi_addr: the source of every message received here.
+    pub fn peer(&self) -> u64 {
+        self.peer
+    }
+    /// Sets the peer's fi_addr (server side, once the HELLO named it).
+    pub fn set_peer(&mut self, fi_addr: u64) {
+        self.peer = fi_addr;
+    }
+    /// The state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// The tunables.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    /// True once nothing more will be read or written: close the socket.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+    /// True if `poll_transmit` has (or may stage) something to write.
+    pub fn wants_transmit(&self) -> bool {
+        !self.segs.is_empty()
+            || !self.ctrl.is_empty()
+            || (self.state == State::Connected
+                && (!self.sendq.is_empty() || !self.streams.is_empty()))
+    }
+
+    /// The next connection event or send completion.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ---- connection management ------------------------------------------
+
+    /// Server side: accepts the request with private data. Sends queued
+    /// here go after the ACCEPT frame. `FI_EOPBADSTATE` unless a HELLO is
+    /// waiting for an answer; `FI_EINVAL` if the data is too long.
+    pub fn accept(&mut self, private_data: &[u8]) -> Result<(), i32> {
+        if self.state != State::Requested {
+            return Err(errno::FI_EOPBADSTATE);
+        }
+        if private_data.len() > self.cfg.max_cm_data {
+            return Err(errno::FI_EINVAL);
+        }
+        self.ctrl.push_back(Ctrl {
+            repr: Repr {
+                op: op::ACCEPT,
+                len: private_data.len() as u64,
+                tag: self.cfg.proto_flags,
+                ..Default::default()
+            },
+            payload: private_data.to_vec(),
+            done: Done::Accepted,
+        });
+        self.state = State::Connected;
+        Ok(())
+    }
+
+    /// Server side: rejects the request with private data (reason
+    /// `reject::USER`); the connection closes once REJECT is written.
+    pub fn reject(&mut self, private_data: &[u8]) -> Result<(), i32> {
+        self.reject_with(reject::USER, private_data)
+    }
+
+    /// Rejects with a reason code (`reject::SIMULTANEOUS` for the loser of
+    /// two crossing connections, see [`decide_hello`](super::decide_hello)).
+    /// Queued sends are failed (`FI_ECONNABORTED`) for `USER`, kept for
+    /// [`take_queued_sends`](Self::take_queued_sends) otherwise.
+    pub fn reject_with(&mut self, reason: u64, private_data: &[u8]) -> Result<(), i32> {
+        if self.state != State::Requested {
+            return Err(errno::FI_EOPBADSTATE);
+        }
+        if private_data.len() > self.cfg.max_cm_data {
+            return Err(errno::FI_EINVAL);
+        }
+        self.ctrl.push_back(Ctrl {
+            repr: Repr {
+                op: op::REJECT,
+                len: private_data.len() as u64,
+                data: reason,
+                ..Default::default()
+            },
+            payload: private_data.to_vec(),
+            done: Done::Finished,
+        });
+        if reason == reject::USER {
+            self.fail_queued(errno::FI_ECONNABORTED);
+        }
+        self.state = State::Closing;
+        self.rstate = RxState::Closed;
+        Ok(())
+    }
+
+    /// Ends the connection: frames already started are finished, then
+    /// SHUTDOWN is written and the connection closes. Every send and
+    /// receive of this connection that has not completed fails with
+    /// `FI_ECANCELED` (receives still posted in the [`Rx`] stay posted).
+    pub fn shutdown(&mut self, rx: &mut Rx) {
+        match self.state {
+            State::Closing | State::Closed => {}
+            State::Connected => {
+                self.fail_queued(errno::FI_ECANCELED);
+                self.fail_receives(rx, errno::FI_ECANCELED);
+                self.ctrl.clear();
+                self.ctrl.push_back(Ctrl {
+                    repr: Repr {
+                        op: op::SHUTDOWN,
+                        ..Default::default()
+                    },
+                    payload: Vec::new(),
+                    done: Done::Finished,
+                });
+                self.state = State::Closing;
+            }
+            _ => self.fail_all(rx, errno::FI_ECANCELED),
+        }
+    }
+
+    /// The stream ended (read returned 0). Pending operations fail with
+    /// `FI_ECONNRESET` (`FI_ECONNREFUSED` while connecting) and
+    /// [`Event::ConnectionLost`] is emitted, unless the connection had
+    /// already ended in an orderly way.
+    pub fn on_eof(&mut self, rx: &mut Rx) {
+        let err = if self.state == State::Connecting {
+            errno::FI_ECONNREFUSED
+        } else {
+            errno::FI_ECONNRESET
+        };
+        self.lost(rx, err);
+    }
+
+    /// The socket failed with `err` (an FI_E* number): every pending
+    /// operation fails with it.
+    pub fn on_error(&mut self, err: i32, rx: &mut Rx) {
+        self.lost(rx, err);
+    }
+
+    fn lost(&mut self, rx: &mut Rx, err: i32) {
+        match self.state {
+            State::Closed => {}
+            State::Closing => self.fail_all(rx, err),
+            _ => {
+                self.fail_all(rx, err);
+                self.events.push_back(Event::ConnectionLost { err });
+            }
+        }
+    }
+
+    /// Sends queued but not started (sends wait while connecting). After a
+    /// `reject::SIMULTANEOUS` they belong on the surviving connection.
+    pub fn take_queued_sends(&mut self) -> Vec<SendReq> {
+        self.sendq.drain(..).collect()
+    }
+
+    // ---- sending ---------------------------------------------------------
+
+    /// Queues a send. Sends go out in order; one of at most `eager_max`
+    /// bytes goes inline, a larger one by rendezvous. `FI_EINVAL` for more
+    /// than [`MAX_IOV`] ranges, `FI_EMSGSIZE` above `max_msg_size`,
+    /// `FI_ENOTCONN` once the connection is closing.
+    pub fn queue_send(&mut self, req: SendReq) -> Result<(), i32> {
+        if req.iov_cnt > MAX_IOV {
+            return Err(errno::FI_EINVAL);
+        }
+        if matches!(self.state, State::Closing | State::Closed) {
+            return Err(errno::FI_ENOTCONN);
+        }
+        if iov_len(req.iov()) > self.cfg.max_msg_size {
+            return Err(errno::FI_EMSGSIZE);
+        }
+        self.sendq.push_back(req);
+        Ok(())
+    }
+
+    /// What to write next. Write a prefix of it (writev) and report the
+    /// count with [`on_written`](Self::on_written) before calling again.
+    /// Takes the `Rx` to pick up rendezvous that receives matched (CTS).
+    pub fn poll_transmit(&mut self, rx: &mut Rx) -> Transmit<'_> {
+        self.absorb(rx);
+        if self.segs.is_empty() {
+            self.stage.clear();
+            self.seg_off = 0;
+        } else if self.stage.len() >= STAGE_SOFT_MAX / 2 {
+            self.compact_stage();
+        }
+        self.fill();
+        Transmit {
+            stage: &self.stage,
+            segs: &self.segs,
+            off: self.seg_off,
+        }
+    }
+
+    /// `n` bytes of the last [`Transmit`] were written. Completes the sends
+    /// whose last byte that was.
+    pub fn on_written(&mut self, n: usize) {
+        let mut n = n;
+        while n > 0 {
+            let Some(s) = self.segs.front().copied() else {
+                break;
+            };
+            let left = s.len - self.seg_off;
+            if n < left {
+                self.seg_off += n;
+                break;
+            }
+            n -= left;
+            self.seg_off = 0;
+            self.segs.pop_front();
+            self.fire(s.done);
+        }
+        if self.segs.is_empty() {
+            self.stage.clear();
+            self.seg_off = 0;
+        }
+    }
+
+    fn fire(&mut self, d: Done) {
+        match d {
+            Done::Nothing => {}
+            Done::Send(context) => self.events.push_back(Event::SendComplete { context }),
+            Done::Accepted => self.events.push_back(Event::Connected {
+                private_data: Vec::new(),
+            }),
+            Done::Finished => {
+                self.state = State::Closed;
+                self.rstate = RxState::Closed;
+            }
+        }
+    }
+
+    /// Stages frames until the window is full: control frames first, then
+    /// alternately the next queued send and the next DATA chunk.
+    fn fill(&mut self) {
+        loop {
+            if !self.segs.is_empty()
+                && (self.segs.len() + 1 + MAX_IOV > self.cfg.max_tx_slices
+                    || self.stage.len() >= STAGE_SOFT_MAX)
+            {
+                break;
+            }
+            if let Some(c) = self.ctrl.pop_front() {
+                self.stage_frame(&c.repr, &c.payload, c.done);
+                continue;
+            }
+            if self.state != State::Connected {
+                break;
+            }
+            let data = !self.streams.is_empty();
+            let send = !self.sendq.is_empty();
+            if data && (!send || !self.last_was_data) {
+                self.commit_chunk();
+                self.last_was_data = true;
+            } else if send {
+                self.commit_send();
+                self.last_was_data = false;
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Drops staged bytes already written, so a connection that never
+    /// drains its window completely keeps staging new frames.
+    fn compact_stage(&mut self) {
+        let first = self.segs.iter().find_map(|s| match s.kind {
+            SegKind::Staged(start) => Some(start),
+            SegKind::User(_) => None,
+        });
+        let cut = first.unwrap_or(self.stage.len());
+        if cut == 0 {
+            return;
+        }
+        self.stage.drain(..cut);
+        for s in self.segs.iter_mut() {
+            if let SegKind::Staged(start) = &mut s.kind {
+                *start -= cut;
+            }
+        }
+    }
+
+    fn stage_frame(&mut self, r: &Repr, payload: &[u8], done: Done) {
+        let start = self.stage.len();
+        self.stage.extend_from_slice(&r.to_bytes());
+        self.stage.extend_from_slice(payload);
+        self.segs.push_back(Seg {
+            kind: SegKind::Staged(start),
+            len: HDR_LEN + payload.len(),
+            done,
+        });
+    }
+
+    /// Appends user ranges; the last one completes the send `done` (the
+    /// frame's header does when there are none).
+    fn push_user(&mut self, ranges: &[IoVec], done: Done) {
+        let n = ranges.len();
+        if n == 0 {
+            if let Some(last) = self.segs.back_mut() {
+                last.done = done;
+            }
+            return;
+        }
+        for (i, v) in ranges.iter().enumerate() {
+            self.segs.push_back(Seg {
+                kind: SegKind::User(v.base),
+                len: v.len,
+                done: if i + 1 == n { done } else { Done::Nothing },
+            });
+        }
+    }
+
+    fn commit_send(&mut self) {
+        let Some(req) = self.sendq.pop_front() else {
+            return;
+        };
+        let len = iov_len(req.iov());
+        let flags =
+            if req.tagged { flag::TAGGED } else { 0 } | if req.cq_data { flag::CQ_DATA } else { 0 };
+        let tag = if req.tagged { req.tag } else { 0 };
+        let data = if req.cq_data { req.data } else { 0 };
+        if len <= self.cfg.eager_max {
+            let r = Repr {
+                op: op::MSG,
+                flags,
+                len: len as u64,
+                tag,
+                data,
+                id: len as u64,
+            };
+            if len == 0 {
+                self.stage_frame(&r, &[], Done::Send(req.context));
+                return;
+            }
+            self.stage_frame(&r, &[], Done::Nothing);
+            let mut out = [IoVec::default(); MAX_IOV];
+            let n = clip(req.iov(), 0, len, &mut out);
+            self.push_user(&out[..n], Done::Send(req.context));
+            return;
+        }
+        let id = self.next_rndv;
+        self.next_rndv += 1;
+        let r = Repr {
+            op: op::RTS,
+            flags,
+            len: RTS_PAYLOAD_LEN as u64,
+            tag,
+            data,
+            id,
+        };
+        self.stage_frame(&r, &rts_payload(len as u64), Done::Nothing);
+        self.await_cts.push(TxRndv {
+            id,
+            req,
+            len,
+            want: 0,
+            off: 0,
+        });
+    }
+
+    fn commit_chunk(&mut self) {
+        let Some(s) = self.streams.front_mut() else {
+            return;
+        };
+        let chunk = self.cfg.data_chunk.min(s.want - s.off);
+        let (id, off, req) = (s.id, s.off, s.req);
+        s.off += chunk;
+        let last = s.off == s.want;
+        if last {
+            self.streams.pop_front();
+        }
+        let r = Repr {
+            op: op::DATA,
+            len: chunk as u64,
+            id,
+            ..Default::default()
+        };
+        self.stage_frame(&r, &[], Done::Nothing);
+        let mut out = [IoVec::default(); MAX_IOV];
+        let n = clip(req.iov(), off, chunk, &mut out);
+        let done = if last {
+            Done::Send(req.context)
+        } else {
+            Done::Nothing
+        };
+        self.push_user(&out[..n], done);
+    }
+
+    /// Rendezvous that `post_recv` matched for this connection: CTS them.
+    fn absorb(&mut self, rx: &mut Rx) {
+        while let Some(m) = rx.take_matched(self.id) {
+            if self.state != State::Connected {
+                if let Some(b) = m.bound {
+                    rx.fail(&b, errno::FI_ECONNRESET);
+                }
+                continue;
+            }
+            match m.bound {
+                Some(b) => {
+                    if !self.bind_rndv(m.id, b, rx) {
+                        return;
+                    }
+                }
+                None => self.queue_cts(m.id, 0),
+            }
+        }
+    }
+
+    fn queue_cts(&mut self, id: u64, want: usize) {
+        self.ctrl.push_back(Ctrl {
+            repr: Repr {
+                op: op::CTS,
+                data: want as u64,
+                id,
+                ..Default::default()
+            },
+            payload: Vec::new(),
+            done: Done::Nothing,
+        });
+    }
+
+    /// A receive takes rendezvous `id`: ask for its bytes. False (and the
+    /// connection closed) if the peer reused a live id.
+    fn bind_rndv(&mut self, id: u64, b: Bound, rx: &mut Rx) -> bool {
+        if self.rndv_rx.iter().any(|(i, _)| *i == id) {
+            rx.fail(&b, errno::FI_EIO);
+            self.protocol_error(rx, ProtoError::Violation("rendezvous id reused"));
+            return false;
+        }
+        self.queue_cts(id, b.want);
+        if b.want == 0 {
+            rx.finish(&b, None);
+        } else {
+            self.rndv_rx.push((id, b));
+        }
+        true
+    }
+
+    // ---- receiving -------------------------------------------------------
+
+    /// Where the next bytes read from the socket go. Takes the `Rx` to
+    /// place a message that was waiting for a receive or for budget.
+    pub fn recv_target(&mut self, rx: &mut Rx) -> Target<'_> {
+        self.absorb(rx);
+        if let RxState::Parked(inc) = self.rstate {
+            if !self.place(inc, rx) {
+                rx.block(self.id);
+                return Target::Blocked;
+            }
+        }
+        match &mut self.rstate {
+            RxState::Header { got } => Target::Header(&mut self.hdr[*got..]),
+            RxState::Ctrl { buf, got, .. } | RxState::Buffer { buf, got, .. } => {
+                Target::Buffer(&mut buf[*got..])
+            }
+            RxState::Direct(b) => {
+                let n = b.clip(usize::MAX, &mut self.scratch);
+                Target::Payload(&self.scratch[..n])
+            }
+            RxState::Data { id, left } => {
+                match self.rndv_rx.iter().find(|(i, _)| *i == *id) {
+                    Some((_, b)) => {
+                        let n = b.clip(*left, &mut self.scratch);
+                        Target::Payload(&self.scratch[..n])
+                    }
+                    // Unreachable: DATA headers are checked against rndv_rx.
+                    None => Target::Discard(*left),
+                }
+            }
+            RxState::Discard { left } => Target::Discard(*left),
+            RxState::Parked(_) => Target::Blocked,
+            RxState::Closed => Target::Closed,
+        }
+    }
+
+    /// `n` bytes were read into the last [`Target`].
+    pub fn on_read(&mut self, n: usize, rx: &mut Rx) {
+        if n == 0 {
+            return;
+        }
+        let st = std::mem::replace(&mut self.rstate, RxState::Closed);
+        self.rstate = match st {
+            RxState::Header { got } => {
+                let got = got.saturating_add(n).min(HDR_LEN);
+                if got < HDR_LEN {
+                    RxState::Header { got }
+                } else {
+                    self.on_header(rx);
+                    return;
+                }
+            }
+            RxState::Ctrl { repr, buf, got } => {
+                let got = got.saturating_add(n).min(buf.len());
+                if got < buf.len() {
+                    RxState::Ctrl { repr, buf, got }
+                } else {
+                    self.rstate = RxState::Header { got: 0 };
+                    self.on_ctrl(repr, buf, rx);
+                    return;
+                }
+            }
+            RxState::Buffer { inc, buf, got } => {
+                let got = got.saturating_add(n).min(buf.len());
+                if got < buf.len() {
+                    RxState::Buffer { inc, buf, got }
+                } else {
+                    self.on_buffered(inc, buf, rx);
+                    RxState::Header { got: 0 }
+                }
+            }
+            RxState::Direct(mut b) => {
+                b.got = b.got.saturating_add(n).min(b.want);
+                if b.got < b.want {
+                    RxState::Direct(b)
+                } else {
+                    rx.finish(&b, None);
+                    after_payload(b.total - b.want)
+                }
+            }
+            RxState::Data { id, left } => {
+                let n = n.min(left);
+                let left = left - n;
+                if let Some(i) = self.rndv_rx.iter().position(|(x, _)| *x == id) {
+                    let b = &mut self.rndv_rx[i].1;
+                    b.got = b.got.saturating_add(n).min(b.want);
+                    if b.got == b.want {
+                        let (_, b) = self.rndv_rx.swap_remove(i);
+                        rx.finish(&b, None);
+                    }
+                }
+                if left > 0 {
+                    RxState::Data { id, left }
+                } else {
+                    RxState::Header { got: 0 }
+                }
+            }
+            RxState::Discard { left } => after_payload(left.saturating_sub(n)),
+            st @ (RxState::Parked(_) | RxState::Closed) => st,
+        };
+    }
+
+    fn meta(&self, r: &Repr) -> Meta {
+        let tagged = r.flags & flag::TAGGED != 0;
+        Meta {
+            tagged,
+            tag: if tagged { r.tag } else { 0 },
+            data: r.data,
+            cq_data: r.flags & flag::CQ_DATA != 0,
+            src: self.peer,
+        }
+    }
+
+    fn on_header(&mut self, rx: &mut Rx) {
+        let r = match Repr::parse(
+            &Header::new_unchecked(&self.hdr[..]),
+            self.cfg.max_frame as u64,
+        ) {
+            Ok(r) => r,
+            Err(e) => return self.protocol_error(rx, ProtoError::Wire(e)),
+        };
+        self.rstate = RxState::Header { got: 0 };
+        let connected = self.state == State::Connected;
+        let violation = match r.op {
+            op::HELLO if self.state != State::AwaitingHello => Some("HELLO out of place"),
+            op::HELLO
+                if r.data > self.cfg.max_addr_len as u64
+                    || r.len - r.data > self.cfg.max_cm_data as u64 =>
+            {
+                Some("HELLO longer than allowed")
+            }
+            op::ACCEPT | op::REJECT if self.state != State::Connecting => {
+                Some("ACCEPT or REJECT out of place")
+            }
+            op::ACCEPT | op::REJECT if r.len > self.cfg.max_cm_data as u64 => {
+                Some("private data longer than allowed")
+            }
+            op::MSG | op::RTS | op::CTS | op::DATA if !connected => {
+                Some("traffic before the connection is up")
+            }
+            op::SHUTDOWN if !connected => Some("SHUTDOWN before the connection is up"),
+            _ => None,
+        };
+        if let Some(v) = violation {
+            return self.protocol_error(rx, ProtoError::Violation(v));
+        }
+        match r.op {
+            op::HELLO | op::ACCEPT | op::REJECT | op::RTS => {
+                let buf = rx.alloc_buf(r.len as usize);
+                if buf.is_empty() {
+                    self.on_ctrl(r, buf, rx);
+                } else {
+                    self.rstate = RxState::Ctrl {
+                        repr: r,
+                        buf,
+                        got: 0,
+                    };
+                }
+            }
+            op::MSG => {
+                let inc = Incoming {
+                    meta: self.meta(&r),
+                    size: r.len as usize,
+                    rndv: None,
+                };
+                self.place(inc, rx);
+            }
+            op::CTS => self.on_cts(&r, rx),
+            op::DATA => {
+                let room = self
+                    .rndv_rx
+                    .iter()
+                    .find(|(i, _)| *i == r.id)
+                    .map(|(_, b)| b.remaining());
+                match room {
+                    None => self.protocol_error(
+                        rx,
+                        ProtoError::Violation("DATA for an unknown rendezvous"),
+                    ),
+                    Some(room) if r.len > room as u64 => self.protocol_error(
+                        rx,
+                        ProtoError::Violation("DATA beyond the length asked for"),
+                    ),
+                    Some(_) => {
+                        self.rstate = RxState::Data {
+                            id: r.id,
+                            left: r.len as usize,
+                        }
+                    }
+                }
+            }
+            op::SHUTDOWN => {
+                self.events.push_back(Event::PeerShutdown);
+                self.fail_all(rx, errno::FI_ECONNRESET);
+            }
+            _ => self.protocol_error(rx, ProtoError::Wire(ofi_wire::WireError::UnknownOp(r.op))),
+        }
+    }
+
+    fn on_ctrl(&mut self, r: Repr, buf: Vec<u8>, rx: &mut Rx) {
+        match r.op {
+            op::HELLO => {
+                let (addr, pd) = buf.split_at((r.data as usize).min(buf.len()));
+                self.events.push_back(Event::ConnRequest {
+                    peer_addr: addr.to_vec(),
+                    private_data: pd.to_vec(),
+                    proto_flags: r.tag,
+                });
+                rx.recycle(buf);
+                self.state = State::Requested;
+            }
+            op::ACCEPT => {
+                self.state = State::Connected;
+                self.events
+                    .push_back(Event::Connected { private_data: buf });
+            }
+            op::REJECT => {
+                self.events.push_back(Event::Rejected {
+                    private_data: buf,
+                    reason: r.data,
+                });
+                if r.data != reject::SIMULTANEOUS {
+                    self.fail_queued(errno::FI_ECONNREFUSED);
+                }
+                self.close_now();
+            }
+            op::RTS => {
+                let size = parse_rts_payload(&buf).unwrap_or(u64::MAX);
+                rx.recycle(buf);
+                if size > self.cfg.max_msg_size as u64 {
+                    return self.protocol_error(
+                        rx,
+                        ProtoError::Violation("RTS for a message above the maximum size"),
+                    );
+                }
+                let inc = Incoming {
+                    meta: self.meta(&r),
+                    size: size as usize,
+                    rndv: Some(r.id),
+                };
+                self.place(inc, rx);
+            }
+            _ => {}
+        }
+    }
+
+    /// Matches a message to a posted receive, or queues it as unexpected,
+    /// or parks it (false) when the unexpected budget is spent.
+    fn place(&mut self, inc: Incoming, rx: &mut Rx) -> bool {
+        self.rstate = RxState::Header { got: 0 };
+        if let Some(b) = rx.match_posted(&inc.meta, inc.size) {
+            match inc.rndv {
+                None if b.want == 0 => {
+                    rx.finish(&b, None);
+                    self.rstate = after_payload(b.total);
+                }
+                None => self.rstate = RxState::Direct(b),
+                Some(id) => {
+                    self.bind_rndv(id, b, rx);
+                }
+            }
+            return true;
+        }
+        let cost = if inc.rndv.is_some() {
+            RTS_COST
+        } else {
+            inc.size
+        };
+        if !rx.has_room(cost) {
+            self.rstate = RxState::Parked(inc);
+            return false;
+        }
+        rx.charge(cost);
+        match inc.rndv {
+            Some(id) => {
+                rx.push_unexpected(&inc.meta, inc.size, Pending::Rndv { conn: self.id, id })
+            }
+            None if inc.size == 0 => rx.push_unexpected(&inc.meta, 0, Pending::Eager(Vec::new())),
+            None => {
+                let buf = rx.alloc_buf(inc.size);
+                self.rstate = RxState::Buffer { inc, buf, got: 0 };
+            }
+        }
+        true
+    }
+
+    /// An unexpected eager payload is complete. A receive posted while it
+    /// arrived takes it now (it was not visible to matching before);
+    /// otherwise it joins the unexpected queue.
+    fn on_buffered(&mut self, inc: Incoming, buf: Vec<u8>, rx: &mut Rx) {
+        match rx.match_posted(&inc.meta, inc.size) {
+            Some(b) => {
+                rx.uncharge(inc.size);
+                rx.finish_with_copy(b, buf);
+            }
+            None => rx.push_unexpected(&inc.meta, inc.size, Pending::Eager(buf)),
+        }
+    }
+
+    fn on_cts(&mut self, r: &Repr, rx: &mut Rx) {
+        let Some(i) = self.await_cts.iter().position(|t| t.id == r.id) else {
+            return self.protocol_error(rx, ProtoError::Violation("CTS for an unknown rendezvous"));
+        };
+        if r.data > self.await_cts[i].len as u64 {
+            return self.protocol_error(
+                rx,
+                ProtoError::Violation("CTS asks for more than the message holds"),
+            );
+        }
+        let mut t = self.await_cts.swap_remove(i);
+        t.want = r.data as usize;
+        if t.want == 0 {
+            self.events.push_back(Event::SendComplete {
+                context: t.req.context,
+            });
+        } else {
+            self.streams.push_back(t);
+        }
+    }
+
+    // ---- failure -----------------------------------------------------------
+
+    fn protocol_error(&mut self, rx: &mut Rx, e: ProtoError) {
+        self.events.push_back(Event::ProtocolError(e));
+        self.fail_all(rx, errno::FI_EIO);
+    }
+
+    /// Fails sends not yet committed to the stream.
+    fn fail_queued(&mut self, err: i32) {
+        let contexts: Vec<usize> = self
+            .sendq
+            .drain(..)
+            .map(|r| r.context)
+            .chain(self.await_cts.drain(..).map(|t| t.req.context))
+            .chain(self.streams.drain(..).map(|t| t.req.context))
+            .collect();
+        for context in contexts {
+            self.events.push_back(Event::SendError { context, err });
+        }
+    }
+
+    /// Fails every receive this connection holds and drops its unexpected
+    /// rendezvous from the `Rx`.
+    fn fail_receives(&mut self, rx: &mut Rx, err: i32) {
+        match std::mem::replace(&mut self.rstate, RxState::Closed) {
+            RxState::Direct(b) => rx.fail(&b, err),
+            RxState::Buffer { inc, buf, .. } => {
+                rx.uncharge(inc.size);
+                rx.recycle(buf);
+            }
+            _ => {}
+        }
+        for (_, b) in std::mem::take(&mut self.rndv_rx) {
+            rx.fail(&b, err);
+        }
+        rx.purge_conn(self.id, err);
+    }
+
+    /// Fails everything, sends already committed included, and closes.
+    fn fail_all(&mut self, rx: &mut Rx, err: i32) {
+        for s in std::mem::take(&mut self.segs) {
+            if let Done::Send(context) = s.done {
+                self.events.push_back(Event::SendError { context, err });
+            }
+        }
+        self.fail_queued(err);
+        self.fail_receives(rx, err);
+        self.close_now();
+    }
+
+    fn close_now(&mut self) {
+        self.segs.clear();
+        self.stage.clear();
+        self.seg_off = 0;
+        self.ctrl.clear();
+        self.state = State::Closed;
+        self.rstate = RxState::Closed;
+    }
+}
+
+/// After a message's useful bytes: drop `tail` bytes, then the next header.
+fn after_payload(tail: usize) -> RxState {
+    if tail > 0 {
+        RxState::Discard { left: tail }
+    } else {
+        RxState::Header { got: 0 }
+    }
+}

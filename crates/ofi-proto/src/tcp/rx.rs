@@ -1,0 +1,850 @@
+//! The receive side of an endpoint: posted receives and unexpected messages
+//! (a [`MatchQueues<Pending>`]) plus what the matcher cannot hold by itself —
+//! the unexpected-byte budget, multi-receive bookkeeping, rendezvous matched
+//! on behalf of a connection, and the receive completion queue.
+//!
+//! One `Rx` serves every connection of an endpoint: a MSG endpoint has one
+//! connection, an RDM endpoint has one per peer and they all match against
+//! the same queues. Connection calls that can match or complete a receive
+//! take `&mut Rx`; the driver owns both and lends the `Rx` to whichever
+//! connection it is driving.
+//!
+//! Receiving follows libfabric (and the shm provider): receives match in
+//! posting order, messages in arrival order; `FI_PEEK` / `FI_CLAIM` /
+//! `FI_DISCARD` on tagged receives; `FI_MULTI_RECV` on one untagged buffer;
+//! directed receive through the receive's source address; cancel by
+//! context. Messages that arrive before their receive wait as unexpected:
+//! an eager message with its bytes (counted against
+//! [`RxConfig::max_unexpected_bytes`]), a rendezvous message as its RTS only.
+
+use super::event::{CopyOut, Event, RecvDone};
+use super::ConnId;
+use ofi_core::consts::{
+    FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED,
+};
+use ofi_core::error::errno;
+use ofi_core::util::iov::{iov_len, IoVec};
+use ofi_core::util::matching::{MatchQueues, PostedRecv, Unexpected, MAX_IOV};
+use std::collections::VecDeque;
+
+/// Budget charged for an unexpected rendezvous request (it holds no payload,
+/// but a flood of them must still meet backpressure).
+pub const RTS_COST: usize = 64;
+
+/// Receive-side tunables of an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxConfig {
+    /// Unexpected bytes held before connections stop reading (backpressure).
+    pub max_unexpected_bytes: usize,
+    /// `FI_OPT_MIN_MULTI_RECV`: a multi-receive buffer is released once less
+    /// than this much room is left (at least 1).
+    pub min_multi_recv: usize,
+    /// Initial capacity of each queue.
+    pub depth: usize,
+}
+
+impl Default for RxConfig {
+    fn default() -> Self {
+        RxConfig {
+            max_unexpected_bytes: 4 << 20,
+            min_multi_recv: 0,
+            depth: 64,
+        }
+    }
+}
+
+/// What an unexpected message holds while it waits for a receive.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pending {
+    /// An eager message's whole payload.
+    Eager(Vec<u8>),
+    /// A rendezvous request: the payload stays with the sender until a
+    /// receive matches and the connection sends CTS.
+    Rndv {
+        /// The connection the RTS came on.
+        conn: ConnId,
+        /// The sender's rendezvous id.
+        id: u64,
+    },
+    /// A claimed (`FI_PEEK | FI_CLAIM`) rendezvous whose connection died:
+    /// the claiming receive completes with an error.
+    Lost,
+}
+
+/// A receive as the driver posts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecvReq {
+    /// Destination ranges.
+    pub iov: [IoVec; MAX_IOV],
+    /// Entries of `iov` in use.
+    pub iov_cnt: usize,
+    /// Tagged queue (else the message queue).
+    pub tagged: bool,
+    /// Tag (tagged).
+    pub tag: u64,
+    /// Ignore bits (tagged).
+    pub ignore: u64,
+    /// Accepted source fi_addr, `FI_ADDR_UNSPEC` for any (directed receive).
+    pub src: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD`, `FI_MULTI_RECV`, `FI_COMPLETION` …
+    pub flags: u64,
+}
+
+impl RecvReq {
+    /// A message-queue receive from any source.
+    pub fn msg(iov: &[IoVec], context: usize) -> Self {
+        let mut r = RecvReq {
+            src: ofi_core::consts::FI_ADDR_UNSPEC,
+            context,
+            ..Default::default()
+        };
+        r.set_iov(iov);
+        r
+    }
+    /// A tagged receive from any source.
+    pub fn tagged(iov: &[IoVec], tag: u64, ignore: u64, context: usize) -> Self {
+        let mut r = RecvReq::msg(iov, context);
+        r.tagged = true;
+        r.tag = tag;
+        r.ignore = ignore;
+        r
+    }
+    /// Restricts the source (directed receive).
+    pub fn from_src(mut self, src: u64) -> Self {
+        self.src = src;
+        self
+    }
+    /// Sets operation flags.
+    pub fn with_flags(mut self, flags: u64) -> Self {
+        self.flags = flags;
+        self
+    }
+    /// Sets the ranges (at most [`MAX_IOV`]; more make `post_recv` fail).
+    pub fn set_iov(&mut self, iov: &[IoVec]) {
+        let n = iov.len().min(MAX_IOV);
+        self.iov = [IoVec::default(); MAX_IOV];
+        self.iov[..n].copy_from_slice(&iov[..n]);
+        self.iov_cnt = iov.len();
+    }
+    fn posted(&self) -> PostedRecv {
+        let cnt = self.iov_cnt.min(MAX_IOV);
+        PostedRecv {
+            iov: self.iov,
+            iov_cnt: cnt,
+            len: iov_len(&self.iov[..cnt]),
+            src: self.src,
+            tag: self.tag,
+            ignore: if self.tagged { self.ignore } else { 0 },
+            context: self.context,
+            flags: self.flags,
+            consumed: 0,
+        }
+    }
+}
+
+/// A message's matching fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub tagged: bool,
+    pub tag: u64,
+    pub data: u64,
+    pub cq_data: bool,
+    pub src: u64,
+}
+
+impl Meta {
+    fn of<P>(u: &Unexpected<P>, tagged: bool) -> Meta {
+        Meta {
+            tagged,
+            tag: u.tag,
+            data: u.data,
+            cq_data: u.flags & FI_REMOTE_CQ_DATA != 0,
+            src: u.src,
+        }
+    }
+    fn cq_flags(&self) -> u64 {
+        FI_RECV
+            | if self.tagged { FI_TAGGED } else { FI_MSG }
+            | if self.cq_data { FI_REMOTE_CQ_DATA } else { 0 }
+    }
+}
+
+/// A receive taken for one message: where its bytes land.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bound {
+    pub context: usize,
+    iov: [IoVec; MAX_IOV],
+    iov_cnt: usize,
+    /// Offset of this message in the buffer (multi-receive).
+    off: usize,
+    /// Bytes that land: the message length clipped to the room.
+    pub want: usize,
+    /// Message length.
+    pub total: usize,
+    /// Bytes landed so far.
+    pub got: usize,
+    pub meta: Meta,
+    posted_flags: u64,
+    multi: bool,
+}
+
+impl Bound {
+    fn new(r: &PostedRecv, off: usize, cap: usize, total: usize, meta: Meta, multi: bool) -> Self {
+        Bound {
+            context: r.context,
+            iov: r.iov,
+            iov_cnt: r.iov_cnt.min(MAX_IOV),
+            off,
+            want: total.min(cap),
+            total,
+            got: 0,
+            meta,
+            posted_flags: r.flags,
+            multi,
+        }
+    }
+    /// Bytes still to land.
+    pub fn remaining(&self) -> usize {
+        self.want - self.got
+    }
+    /// The ranges for the next `min(max, remaining)` bytes; returns how many
+    /// entries of `out` it filled.
+    pub fn clip(&self, max: usize, out: &mut [IoVec; MAX_IOV]) -> usize {
+        clip(
+            &self.iov[..self.iov_cnt],
+            self.off + self.got,
+            max.min(self.remaining()),
+            out,
+        )
+    }
+    fn first_addr(&self) -> usize {
+        let mut off = self.off;
+        for v in &self.iov[..self.iov_cnt] {
+            if off < v.len {
+                return v.base.wrapping_add(off);
+            }
+            off -= v.len;
+        }
+        self.iov[..self.iov_cnt]
+            .last()
+            .map_or(0, |v| v.base.wrapping_add(v.len))
+    }
+}
+
+/// The ranges of `iov` covering `want` bytes from `off`; returns the count.
+pub(crate) fn clip(
+    iov: &[IoVec],
+    mut off: usize,
+    mut want: usize,
+    out: &mut [IoVec; MAX_IOV],
+) -> usize {
+    let mut n = 0;
+    for v in iov {
+        if want == 0 || n == MAX_IOV {
+            break;
+        }
+        if off >= v.len {
+            off -= v.len;
+            continue;
+        }
+        let k = (v.len - off).min(want);
+        out[n] = IoVec {
+            base: v.base.wrapping_add(off),
+            len: k,
+        };
+        n += 1;
+        want -= k;
+        off = 0;
+    }
+    n
+}
+
+/// A rendezvous matched by `post_recv` for a connection to pick up: it
+/// sends CTS asking for `bound.want` bytes (none without a receive:
+/// discarded, or a receive with no room that already completed).
+#[derive(Debug)]
+pub(crate) struct MatchedRts {
+    pub conn: ConnId,
+    pub id: u64,
+    pub bound: Option<Bound>,
+}
+
+#[derive(Debug)]
+struct MultiState {
+    context: usize,
+    /// Messages placed or being placed that have not completed.
+    inflight: usize,
+    /// No more messages will be placed.
+    released: bool,
+}
+
+/// The receive side of an endpoint (see the module documentation).
+#[derive(Debug)]
+pub struct Rx {
+    mq: MatchQueues<Pending>,
+    cfg: RxConfig,
+    unexpected_bytes: usize,
+    events: VecDeque<Event>,
+    matched: Vec<MatchedRts>,
+    wake: VecDeque<ConnId>,
+    blocked: Vec<ConnId>,
+    multi: Vec<MultiState>,
+    pool: Vec<Vec<u8>>,
+}
+
+const POOL_MAX: usize = 64;
+
+impl Rx {
+    /// Empty queues.
+    pub fn new(cfg: RxConfig) -> Self {
+        Rx {
+            mq: MatchQueues::new(cfg.depth),
+            cfg,
+            unexpected_bytes: 0,
+            events: VecDeque::new(),
+            matched: Vec::new(),
+            wake: VecDeque::new(),
+            blocked: Vec::new(),
+            multi: Vec::new(),
+            pool: Vec::new(),
+        }
+    }
+
+    /// The tunables.
+    pub fn config(&self) -> &RxConfig {
+        &self.cfg
+    }
+
+    /// Sets `FI_OPT_MIN_MULTI_RECV`.
+    pub fn set_min_multi_recv(&mut self, n: usize) {
+        self.cfg.min_multi_recv = n;
+    }
+
+    /// The matcher (read-only: for inspection and tests).
+    pub fn queues(&self) -> &MatchQueues<Pending> {
+        &self.mq
+    }
+
+    /// Unexpected bytes held now (eager payloads, being read or waiting,
+    /// plus [`RTS_COST`] per unexpected rendezvous).
+    pub fn unexpected_bytes(&self) -> usize {
+        self.unexpected_bytes
+    }
+
+    /// The next receive completion.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// A connection that has work since it was last driven: a rendezvous
+    /// to answer with CTS, or a message it parked that may now be placed.
+    /// Drive it (`poll_transmit`, `recv_target`) when this names it.
+    pub fn next_wakeup(&mut self) -> Option<ConnId> {
+        self.wake.pop_front()
+    }
+
+    /// Gives back a [`CopyOut`] buffer for reuse.
+    pub fn recycle(&mut self, mut v: Vec<u8>) {
+        if self.pool.len() < POOL_MAX && v.capacity() > 0 {
+            v.clear();
+            self.pool.push(v);
+        }
+    }
+
+    /// Posts a receive (or peeks, claims, discards). Completions, including
+    /// the error completion of a peek that finds nothing (`FI_ENOMSG`), come
+    /// from [`poll_event`](Self::poll_event). Returns an FI_E* number for
+    /// invalid requests: too many iov entries, `FI_MULTI_RECV` on anything
+    /// but one untagged buffer (`FI_EINVAL`), peek flags on an untagged
+    /// receive or `FI_DISCARD` alone (`FI_EBADFLAGS`), `FI_CLAIM` naming a
+    /// context that claimed nothing (`FI_EINVAL`).
+    pub fn post_recv(&mut self, req: &RecvReq) -> Result<(), i32> {
+        if req.iov_cnt > MAX_IOV {
+            return Err(errno::FI_EINVAL);
+        }
+        let multi = req.flags & FI_MULTI_RECV != 0;
+        if multi && (req.iov_cnt != 1 || req.tagged) {
+            return Err(errno::FI_EINVAL);
+        }
+        let peek = req.flags & FI_PEEK != 0;
+        let claim = req.flags & FI_CLAIM != 0;
+        let discard = req.flags & FI_DISCARD != 0;
+        if (peek || claim || discard) && !req.tagged {
+            return Err(errno::FI_EBADFLAGS);
+        }
+        if discard && !peek && !claim {
+            return Err(errno::FI_EBADFLAGS);
+        }
+        let tagged = req.tagged;
+        let ignore = if tagged { req.ignore } else { u64::MAX };
+        if peek {
+            self.peek(req, ignore, claim, discard);
+            return Ok(());
+        }
+        if claim {
+            let i = self
+                .mq
+                .find_claimed(true, req.context)
+                .ok_or(errno::FI_EINVAL)?;
+            let Some(u) = self.mq.take_unexpected(true, i) else {
+                return Err(errno::FI_EINVAL);
+            };
+            if discard {
+                let meta = Meta::of(&u, true);
+                self.release(u.payload);
+                self.events.push_back(Event::RecvComplete(RecvDone {
+                    context: req.context,
+                    flags: FI_RECV | FI_TAGGED,
+                    len: 0,
+                    buf: 0,
+                    tag: meta.tag,
+                    data: 0,
+                    src: meta.src,
+                    truncated_by: 0,
+                    posted_flags: req.flags,
+                    copy: None,
+                }));
+            } else {
+                let p = req.posted();
+                let b = Bound::new(&p, 0, p.len, u.len, Meta::of(&u, true), false);
+                self.deliver(u.payload, b);
+            }
+            return Ok(());
+        }
+        // A new receive may take a message a connection parked.
+        self.wake_blocked();
+        if multi {
+            self.post_multi(req);
+            return Ok(());
+        }
+        if let Some(i) = self.mq.find_unexpected(tagged, req.src, req.tag, ignore) {
+            if let Some(u) = self.mq.take_unexpected(tagged, i) {
+                let p = req.posted();
+                let b = Bound::new(&p, 0, p.len, u.len, Meta::of(&u, tagged), false);
+                self.deliver(u.payload, b);
+                return Ok(());
+            }
+        }
+        self.mq.post(tagged, req.posted());
+        Ok(())
+    }
+
+    fn peek(&mut self, req: &RecvReq, ignore: u64, claim: bool, discard: bool) {
+        let Some(i) = self.mq.find_unexpected(true, req.src, req.tag, ignore) else {
+            self.events.push_back(Event::RecvError {
+                context: req.context,
+                err: errno::FI_ENOMSG,
+                flags: FI_RECV | FI_TAGGED,
+                tag: req.tag,
+            });
+            return;
+        };
+        let Some(u) = self.mq.unexpected_mut(true, i) else {
+            return;
+        };
+        let done = RecvDone {
+            context: req.context,
+            flags: FI_RECV | FI_TAGGED | (u.flags & FI_REMOTE_CQ_DATA),
+            len: u.len,
+            buf: 0,
+            tag: u.tag,
+            data: u.data,
+            src: u.src,
+            truncated_by: 0,
+            posted_flags: req.flags,
+            copy: None,
+        };
+        if discard {
+            if let Some(u) = self.mq.take_unexpected(true, i) {
+                self.release(u.payload);
+            }
+        } else if claim {
+            u.claimed = Some(req.context);
+        }
+        self.events.push_back(Event::RecvComplete(done));
+    }
+
+    /// A multi-receive buffer takes unexpected messages first, then waits.
+    fn post_multi(&mut self, req: &RecvReq) {
+        let mut posted = req.posted();
+        let min = self.cfg.min_multi_recv.max(1);
+        while let Some(i) = self.mq.find_unexpected(false, req.src, 0, u64::MAX) {
+            let Some(u) = self.mq.take_unexpected(false, i) else {
+                break;
+            };
+            let off = posted.consumed;
+            let cap = posted.len - off;
+            posted.consumed += u.len.min(cap);
+            let done = posted.len - posted.consumed < min;
+            self.multi_claim(req.context, done);
+            let b = Bound::new(&posted, off, cap, u.len, Meta::of(&u, false), true);
+            self.deliver(u.payload, b);
+            if done {
+                return;
+            }
+        }
+        self.mq.post(false, posted);
+    }
+
+    /// Cancels the posted receive with this context (`FI_ENOENT` if none is
+    /// posted: receives already matched to a message cannot be cancelled).
+    pub fn cancel(&mut self, context: usize) -> Result<(), i32> {
+        let (tagged, r) = self.mq.cancel(context).ok_or(errno::FI_ENOENT)?;
+        let mut flags = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+        if r.flags & FI_MULTI_RECV != 0 && self.multi_retire(context) {
+            flags |= FI_MULTI_RECV;
+        }
+        self.events.push_back(Event::RecvCanceled {
+            context,
+            flags,
+            tag: r.tag,
+        });
+        Ok(())
+    }
+
+    /// Endpoint close: every posted receive and every receive matched to a
+    /// rendezvous not yet picked up fails with `err`; unexpected messages
+    /// are dropped. (Receives a connection is filling fail when the driver
+    /// closes that connection.)
+    pub fn close(&mut self, err: i32) {
+        for tagged in [false, true] {
+            while let Some(r) = self.mq.take_posted(tagged, 0) {
+                let mut flags = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+                if r.flags & FI_MULTI_RECV != 0 && self.multi_retire(r.context) {
+                    flags |= FI_MULTI_RECV;
+                }
+                self.events.push_back(Event::RecvError {
+                    context: r.context,
+                    err,
+                    flags,
+                    tag: r.tag,
+                });
+            }
+            while let Some(u) = self.mq.take_unexpected(tagged, 0) {
+                if let Pending::Eager(v) = u.payload {
+                    self.recycle(v);
+                }
+            }
+        }
+        self.unexpected_bytes = 0;
+        for m in std::mem::take(&mut self.matched) {
+            if let Some(b) = m.bound {
+                self.fail(&b, err);
+            }
+        }
+        self.blocked.clear();
+        self.wake.clear();
+    }
+
+    // ---- for connections ---------------------------------------------
+
+    /// Takes the first posted receive that accepts `meta` for a message of
+    /// `total` bytes (a multi-receive buffer gives up room).
+    pub(crate) fn match_posted(&mut self, meta: &Meta, total: usize) -> Option<Bound> {
+        let i = self.mq.find_posted(meta.tagged, meta.src, meta.tag)?;
+        let min = self.cfg.min_multi_recv.max(1);
+        let r = self.mq.posted_mut(meta.tagged, i)?;
+        if r.flags & FI_MULTI_RECV == 0 {
+            let r = self.mq.take_posted(meta.tagged, i)?;
+            return Some(Bound::new(&r, 0, r.len, total, *meta, false));
+        }
+        let off = r.consumed.min(r.len);
+        let cap = r.len - off;
+        r.consumed = off + total.min(cap);
+        let done = r.len - r.consumed < min;
+        let copy = *r;
+        if done {
+            self.mq.take_posted(meta.tagged, i);
+        }
+        self.multi_claim(copy.context, done);
+        Some(Bound::new(&copy, off, cap, total, *meta, true))
+    }
+
+    /// True if `cost` more unexpected bytes fit (one message always fits
+    /// when nothing is held, so a limit below the eager size cannot stall).
+    pub(crate) fn has_room(&self, cost: usize) -> bool {
+        self.unexpected_bytes == 0
+            || self.unexpected_bytes.saturating_add(cost) <= self.cfg.max_unexpected_bytes
+    }
+
+    pub(crate) fn charge(&mut self, cost: usize) {
+        self.unexpected_bytes = self.unexpected_bytes.saturating_add(cost);
+    }
+
+    pub(crate) fn uncharge(&mut self, cost: usize) {
+        self.unexpected_bytes = self.unexpected_bytes.saturating_sub(cost);
+        self.wake_blocked();
+    }
+
+    /// A zeroed buffer of `n` bytes, from the pool when possible.
+    pub(crate) fn alloc_buf(&mut self, n: usize) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v.resize(n, 0);
+        v
+    }
+
+    pub(crate) fn push_unexpected(&mut self, meta: &Meta, len: usize, payload: Pending) {
+        self.mq.push_unexpected(
+            meta.tagged,
+            Unexpected {
+                src: meta.src,
+                tag: meta.tag,
+                data: meta.data,
+                flags: if meta.cq_data { FI_REMOTE_CQ_DATA } else { 0 },
+                len,
+                claimed: None,
+                payload,
+            },
+        );
+    }
+
+    /// Records that `conn` stopped reading for want of budget or a receive.
+    pub(crate) fn block(&mut self, conn: ConnId) {
+        if !self.blocked.contains(&conn) {
+            self.blocked.push(conn);
+        }
+    }
+
+    fn wake(&mut self, conn: ConnId) {
+        if !self.wake.contains(&conn) {
+            self.wake.push_back(conn);
+        }
+    }
+
+    fn wake_blocked(&mut self) {
+        while let Some(c) = self.blocked.pop() {
+            self.wake(c);
+        }
+    }
+
+    /// The next rendezvous `post_recv` matched for `conn`.
+    pub(crate) fn take_matched(&mut self, conn: ConnId) -> Option<MatchedRts> {
+        let i = self.matched.iter().position(|m| m.conn == conn)?;
+        Some(self.matched.remove(i))
+    }
+
+    /// Completes a receive with `b.got` bytes placed.
+    pub(crate) fn finish(&mut self, b: &Bound, copy: Option<CopyOut>) {
+        let mut flags = b.meta.cq_flags();
+        if b.multi && self.multi_done(b.context) {
+            flags |= FI_MULTI_RECV;
+        }
+        self.events.push_back(Event::RecvComplete(RecvDone {
+            context: b.context,
+            flags,
+            len: b.got,
+            buf: b.first_addr(),
+            tag: b.meta.tag,
+            data: b.meta.data,
+            src: b.meta.src,
+            truncated_by: b.total - b.got,
+            posted_flags: b.posted_flags,
+            copy,
+        }));
+    }
+
+    /// Completes a receive whose bytes the driver copies from `bytes`.
+    pub(crate) fn finish_with_copy(&mut self, mut b: Bound, mut bytes: Vec<u8>) {
+        bytes.truncate(b.want);
+        b.got = bytes.len();
+        let copy = CopyOut {
+            iov: b.iov,
+            iov_cnt: b.iov_cnt,
+            offset: b.off,
+            bytes,
+        };
+        self.finish(&b, Some(copy));
+    }
+
+    /// Fails a receive that was matched to a message.
+    pub(crate) fn fail(&mut self, b: &Bound, err: i32) {
+        let mut flags = b.meta.cq_flags();
+        if b.multi && self.multi_done(b.context) {
+            flags |= FI_MULTI_RECV;
+        }
+        self.events.push_back(Event::RecvError {
+            context: b.context,
+            err,
+            flags,
+            tag: b.meta.tag,
+        });
+    }
+
+    /// A connection died: its unexpected rendezvous requests can never be
+    /// served (unclaimed ones vanish, claimed ones turn [`Pending::Lost`]),
+    /// and receives matched to them fail with `err`. Its unexpected eager
+    /// messages are whole and stay deliverable.
+    pub(crate) fn purge_conn(&mut self, conn: ConnId, err: i32) {
+        for tagged in [false, true] {
+            let mut i = self.mq.unexpected_len(tagged);
+            while i > 0 {
+                i -= 1;
+                let Some(u) = self.mq.unexpected_mut(tagged, i) else {
+                    continue;
+                };
+                if !matches!(u.payload, Pending::Rndv { conn: c, .. } if c == conn) {
+                    continue;
+                }
+                if u.claimed.is_some() {
+                    u.payload = Pending::Lost;
+                } else {
+                    self.mq.take_unexpected(tagged, i);
+                }
+                self.unexpected_bytes = self.unexpected_bytes.saturating_sub(RTS_COST);
+            }
+        }
+        while let Some(m) = self.take_matched(conn) {
+            if let Some(b) = m.bound {
+                self.fail(&b, err);
+            }
+        }
+        self.blocked.retain(|&c| c != conn);
+        self.wake.retain(|&c| c != conn);
+        self.wake_blocked();
+    }
+
+    /// Places an unexpected message into a receive.
+    fn deliver(&mut self, p: Pending, b: Bound) {
+        match p {
+            Pending::Eager(v) => {
+                self.uncharge(v.len());
+                self.finish_with_copy(b, v);
+            }
+            Pending::Rndv { conn, id } => {
+                self.uncharge(RTS_COST);
+                let bound = if b.want == 0 {
+                    self.finish(&b, None);
+                    None
+                } else {
+                    Some(b)
+                };
+                self.matched.push(MatchedRts { conn, id, bound });
+                self.wake(conn);
+            }
+            Pending::Lost => self.fail(&b, errno::FI_ECONNRESET),
+        }
+    }
+
+    /// Frees an unexpected message nobody will receive (`FI_DISCARD`); a
+    /// rendezvous sender is told to send nothing.
+    fn release(&mut self, p: Pending) {
+        match p {
+            Pending::Eager(v) => {
+                self.uncharge(v.len());
+                self.recycle(v);
+            }
+            Pending::Rndv { conn, id } => {
+                self.uncharge(RTS_COST);
+                self.matched.push(MatchedRts {
+                    conn,
+                    id,
+                    bound: None,
+                });
+                self.wake(conn);
+            }
+            Pending::Lost => {}
+        }
+    }
+
+    fn multi_claim(&mut self, context: usize, releases: bool) {
+        match self.multi.iter_mut().find(|m| m.context == context) {
+            Some(m) => {
+                m.inflight += 1;
+                m.released |= releases;
+            }
+            None => self.multi.push(MultiState {
+                context,
+                inflight: 1,
+                released: releases,
+            }),
+        }
+    }
+
+    /// A multi-receive buffer leaves the posted queue with no message
+    /// (cancel, close); true if that is its last completion (else the last
+    /// message still landing in it carries `FI_MULTI_RECV`).
+    fn multi_retire(&mut self, context: usize) -> bool {
+        match self.multi.iter().position(|m| m.context == context) {
+            Some(i) if self.multi[i].inflight > 0 => {
+                self.multi[i].released = true;
+                false
+            }
+            Some(i) => {
+                self.multi.swap_remove(i);
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// One message of a multi-receive buffer completed; true if it is the
+    /// buffer's last completion.
+    fn multi_done(&mut self, context: usize) -> bool {
+        let Some(i) = self.multi.iter().position(|m| m.context == context) else {
+            return false;
+        };
+        let m = &mut self.multi[i];
+        m.inflight = m.inflight.saturating_sub(1);
+        if m.released && m.inflight == 0 {
+            self.multi.swap_remove(i);
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_skips_offset_and_empty_entries() {
+        let iov = [
+            IoVec { base: 100, len: 4 },
+            IoVec { base: 200, len: 0 },
+            IoVec { base: 300, len: 10 },
+        ];
+        let mut out = [IoVec::default(); MAX_IOV];
+        let n = clip(&iov, 2, 5, &mut out);
+        assert_eq!(
+            &out[..n],
+            &[IoVec { base: 102, len: 2 }, IoVec { base: 300, len: 3 }]
+        );
+        assert_eq!(clip(&iov, 14, 5, &mut out), 0);
+        assert_eq!(clip(&iov, 0, 0, &mut out), 0);
+    }
+
+    #[test]
+    fn invalid_requests_are_refused() {
+        let mut rx = Rx::new(RxConfig::default());
+        let v = [IoVec { base: 8, len: 8 }; 2];
+        assert_eq!(
+            rx.post_recv(&RecvReq::tagged(&v[..1], 0, 0, 1).with_flags(FI_MULTI_RECV)),
+            Err(errno::FI_EINVAL)
+        );
+        assert_eq!(
+            rx.post_recv(&RecvReq::msg(&v, 1).with_flags(FI_MULTI_RECV)),
+            Err(errno::FI_EINVAL)
+        );
+        assert_eq!(
+            rx.post_recv(&RecvReq::msg(&v, 1).with_flags(FI_PEEK)),
+            Err(errno::FI_EBADFLAGS)
+        );
+        assert_eq!(
+            rx.post_recv(&RecvReq::tagged(&v, 0, 0, 1).with_flags(FI_DISCARD)),
+            Err(errno::FI_EBADFLAGS)
+        );
+        assert_eq!(
+            rx.post_recv(&RecvReq::tagged(&v, 0, 0, 1).with_flags(FI_CLAIM)),
+            Err(errno::FI_EINVAL)
+        );
+        let mut r = RecvReq::msg(&v, 1);
+        r.iov_cnt = 5;
+        assert_eq!(rx.post_recv(&r), Err(errno::FI_EINVAL));
+        assert_eq!(rx.cancel(1), Err(errno::FI_ENOENT));
+        assert!(rx.poll_event().is_none());
+    }
+}
