@@ -730,6 +730,9 @@ impl Endpoint {
         {
             c.attach(prog.clone())?;
         }
+        if let Some(eq) = &s.b.eq {
+            eq.attach(prog.clone())?;
+        }
         s.enabled = true;
         Ok(())
     }

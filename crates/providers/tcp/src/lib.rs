@@ -10,14 +10,126 @@
 #![deny(unsafe_code)]
 
 pub mod addr;
+mod link;
+mod msg;
+mod pep;
+mod rdm;
+mod sends;
+mod sys;
 
 use ofi_core::config::Tunable;
 use ofi_core::consts::*;
 use ofi_core::error::{Error, Result};
 use ofi_core::info::*;
-use ofi_core::provider::GetinfoRequest;
+use ofi_core::provider::{
+    AddrOps, DomainOps, EndpointOps, FabricOps, GetinfoRequest, PassiveEndpointOps, Provider,
+};
 use ofi_core::util::netif;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings read from the FI_TCP_* tunables.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpConfig {
+    /// Protocol settings shared by every connection.
+    pub proto: ofi_proto::tcp::Config,
+    /// Unexpected bytes an endpoint buffers before backpressure.
+    pub max_unexpected_bytes: usize,
+    /// How long a connection attempt may take.
+    pub connect_timeout: Duration,
+}
+
+impl TcpConfig {
+    /// Reads the tunables; a malformed value is an error naming the variable.
+    pub fn from_env() -> Result<TcpConfig> {
+        let t = tunables();
+        let get = |n: &str| t.iter().find(|x| x.name == n).expect("declared tunable");
+        let proto = ofi_proto::tcp::Config {
+            eager_max: get("eager_max").get_size()?.clamp(0, 1 << 20),
+            ..Default::default()
+        };
+        Ok(TcpConfig {
+            proto,
+            max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
+            connect_timeout: Duration::from_millis(get("conn_timeout_ms").get_size()? as u64),
+        })
+    }
+}
+
+/// The tcp provider.
+#[derive(Debug, Default)]
+pub struct TcpProvider;
+
+impl Provider for TcpProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn version(&self) -> u32 {
+        VERSION
+    }
+    fn getinfo(&self, req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
+        TcpConfig::from_env()?;
+        offers(req)
+    }
+    fn fabric(&self, _attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {
+        Ok(Arc::new(TcpFabric {
+            cfg: TcpConfig::from_env()?,
+        }))
+    }
+    fn tunables(&self) -> Vec<Tunable> {
+        tunables()
+    }
+}
+
+struct TcpFabric {
+    cfg: TcpConfig,
+}
+
+impl FabricOps for TcpFabric {
+    fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>> {
+        if info.provider() != NAME {
+            return Err(Error::new(
+                ofi_core::error::errno::FI_EDOMAIN,
+                format!("info is for provider '{}', not tcp", info.provider()),
+            ));
+        }
+        Ok(Arc::new(TcpDomain { cfg: self.cfg }))
+    }
+    fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEndpointOps>> {
+        Ok(Arc::new(pep::TcpPep::open(self.cfg, info)?))
+    }
+}
+
+struct TcpDomain {
+    cfg: TcpConfig,
+}
+
+impl DomainOps for TcpDomain {
+    fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
+        match info.ep_attr.ep_type {
+            ep_type::FI_EP_MSG => Ok(Arc::new(msg::TcpMsgEp::open(self.cfg, info)?)),
+            ep_type::FI_EP_RDM => Ok(Arc::new(rdm::TcpRdmEp::open(self.cfg, info)?)),
+            t => Err(Error::nosys(format!(
+                "tcp: endpoint type {t} is not supported (FI_EP_MSG and FI_EP_RDM are)"
+            ))),
+        }
+    }
+    fn addr_ops(&self) -> Arc<dyn AddrOps> {
+        Arc::new(addr::TcpAddrOps)
+    }
+}
+
+/// Registers tcp with the core (idempotent).
+pub fn register() -> Result<()> {
+    if ofi_core::registry::is_registered(NAME) {
+        return Ok(());
+    }
+    match ofi_core::registry::register(Arc::new(TcpProvider), 50) {
+        Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
+        r => r,
+    }
+}
 
 /// Provider name.
 pub const NAME: &str = "tcp";

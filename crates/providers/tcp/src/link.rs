@@ -1,0 +1,285 @@
+//! One connection's I/O: a nonblocking socket driven through its sans-IO
+//! [`Conn`], and the translation of protocol events into completions.
+//! Its unsafe blocks move bytes between sockets and the memory of posted
+//! operations, which the raw layer's callers keep valid until completion.
+#![allow(unsafe_code)]
+
+use crate::sys::Socket;
+use ofi_core::consts::*;
+use ofi_core::error::errno;
+use ofi_core::object::EpBindings;
+use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
+use ofi_core::util::iov::copy_to_iov;
+use ofi_proto::tcp::{Conn, Event, Rx, Target};
+use std::io;
+use std::time::Instant;
+
+/// Maps a socket error to an FI_E* number.
+pub fn fi_errno(e: &io::Error) -> i32 {
+    match e.raw_os_error() {
+        Some(c) if c > 0 && c < 256 => c,
+        _ => errno::FI_EIO,
+    }
+}
+
+/// A connection: socket, protocol state, and a scratch buffer for discards.
+pub struct Link {
+    /// The socket.
+    pub sock: Socket,
+    /// The protocol state.
+    pub conn: Conn,
+    /// True while a nonblocking connect is in progress.
+    pub connecting: bool,
+    /// When the connection attempt started (for the connect timeout).
+    pub started: Instant,
+    scratch: Box<[u8; 4096]>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("fd", &self.sock.fd())
+            .field("state", &self.conn.state())
+            .finish()
+    }
+}
+
+impl Link {
+    /// A link over `sock`.
+    pub fn new(sock: Socket, conn: Conn, connecting: bool) -> Link {
+        Link {
+            sock,
+            conn,
+            connecting,
+            started: Instant::now(),
+            scratch: Box::new([0; 4096]),
+        }
+    }
+
+    fn write(&mut self, rx: &mut Rx) -> bool {
+        loop {
+            let t = self.conn.poll_transmit(rx);
+            if t.is_empty() {
+                return true;
+            }
+            // SAFETY: `Iov` slices are pending sends' buffers, which their
+            // posters keep readable until the sends complete.
+            match unsafe { self.sock.writev(t.iter()) } {
+                Ok(n) => self.conn.on_written(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.conn.on_error(fi_errno(&e), rx);
+                    return false;
+                }
+            }
+        }
+    }
+
+    fn read(&mut self, rx: &mut Rx) -> bool {
+        let Link {
+            sock,
+            conn,
+            scratch,
+            ..
+        } = self;
+        loop {
+            let r = match conn.recv_target(rx) {
+                Target::Header(b) | Target::Buffer(b) => sock.read(b),
+                // SAFETY: payload ranges are a matched receive's buffer, which
+                // its poster keeps writable until the receive completes.
+                Target::Payload(iov) => unsafe { sock.readv(iov) },
+                Target::Discard(n) => {
+                    let m = n.min(scratch.len());
+                    sock.read(&mut scratch[..m])
+                }
+                Target::Blocked | Target::Closed => return true,
+            };
+            match r {
+                Ok(0) => {
+                    conn.on_eof(rx);
+                    return false;
+                }
+                Ok(n) => conn.on_read(n, rx),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    conn.on_error(fi_errno(&e), rx);
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Moves bytes both ways as far as the socket allows.
+    pub fn drive(&mut self, rx: &mut Rx, connect_timeout: std::time::Duration) {
+        if self.connecting {
+            match self.sock.connect_result() {
+                Ok(false) => {
+                    if self.started.elapsed() > connect_timeout {
+                        self.connecting = false;
+                        self.conn.on_error(errno::FI_ETIMEDOUT, rx);
+                    }
+                    return;
+                }
+                Ok(true) => self.connecting = false,
+                Err(e) => {
+                    self.connecting = false;
+                    let code = match e.raw_os_error() {
+                        Some(libc::ECONNREFUSED) => errno::FI_ECONNREFUSED,
+                        Some(libc::ETIMEDOUT) => errno::FI_ETIMEDOUT,
+                        Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => {
+                            errno::FI_EHOSTUNREACH
+                        }
+                        _ => fi_errno(&e),
+                    };
+                    self.conn.on_error(code, rx);
+                    return;
+                }
+            }
+        }
+        if self.conn.is_closed() {
+            return;
+        }
+        if self.write(rx) && self.read(rx) {
+            // A read may have queued control frames (CTS): send them now.
+            self.write(rx);
+        }
+    }
+
+    /// True while the link has bytes waiting for a writable socket.
+    pub fn wants_write(&self) -> bool {
+        self.connecting || self.conn.wants_transmit()
+    }
+}
+
+/// Completes a send into the transmit CQ (when `completion`) and counter.
+pub fn send_done(b: &EpBindings, context: usize, flags: u64, completion: bool, err: Option<i32>) {
+    match err {
+        None => {
+            if let Some(cq) = b.tx_cq.as_ref().filter(|_| completion) {
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: context,
+                        flags,
+                        ..Default::default()
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
+            }
+            if let Some(c) = &b.send_cntr {
+                c.add(1);
+            }
+        }
+        Some(e) => {
+            if let Some(cq) = &b.tx_cq {
+                cq.push_err(
+                    CqErrEntry {
+                        op_context: context,
+                        flags,
+                        err: e,
+                        prov_errno: e,
+                        ..Default::default()
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
+            }
+            if let Some(c) = &b.send_cntr {
+                c.add_err(1);
+            }
+        }
+    }
+}
+
+/// Turns the receive side's events into completions. `src_ok` says whether
+/// source addresses are reported (FI_SOURCE).
+pub fn drain_rx(b: &EpBindings, rx: &mut Rx, src_ok: bool) {
+    while let Some(ev) = rx.poll_event() {
+        match ev {
+            Event::RecvComplete(mut d) => {
+                if let Some(c) = d.copy.take() {
+                    // SAFETY: the copy's ranges are the receive's own buffer,
+                    // which its poster keeps writable until completion.
+                    unsafe { copy_to_iov(c.iov(), c.offset, &c.bytes) };
+                    rx.recycle(c.bytes);
+                }
+                let src = if src_ok { d.src } else { FI_ADDR_NOTAVAIL };
+                if d.truncated_by > 0 {
+                    if let Some(cq) = &b.rx_cq {
+                        cq.push_err(
+                            CqErrEntry {
+                                op_context: d.context,
+                                flags: d.flags,
+                                len: d.len,
+                                buf: d.buf,
+                                data: d.data,
+                                tag: d.tag,
+                                olen: d.truncated_by,
+                                err: errno::FI_ETRUNC,
+                                prov_errno: errno::FI_ETRUNC,
+                                ..Default::default()
+                            },
+                            src,
+                        );
+                    }
+                    if let Some(c) = &b.recv_cntr {
+                        c.add_err(1);
+                    }
+                    continue;
+                }
+                let wanted = !b.rx_selective
+                    || d.posted_flags & FI_COMPLETION != 0
+                    || d.flags & FI_MULTI_RECV != 0;
+                if wanted {
+                    if let Some(cq) = &b.rx_cq {
+                        cq.push(
+                            CqTaggedEntry {
+                                op_context: d.context,
+                                flags: d.flags,
+                                len: d.len,
+                                buf: d.buf,
+                                data: d.data,
+                                tag: d.tag,
+                            },
+                            src,
+                        );
+                    }
+                }
+                if let Some(c) = &b.recv_cntr {
+                    c.add(1);
+                }
+            }
+            Event::RecvError {
+                context,
+                err,
+                flags,
+                tag,
+            } => rx_error(b, context, flags, err, tag),
+            Event::RecvCanceled {
+                context,
+                flags,
+                tag,
+            } => rx_error(b, context, flags, errno::FI_ECANCELED, tag),
+            _ => {}
+        }
+    }
+}
+
+fn rx_error(b: &EpBindings, context: usize, flags: u64, err: i32, tag: u64) {
+    if let Some(cq) = &b.rx_cq {
+        cq.push_err(
+            CqErrEntry {
+                op_context: context,
+                flags,
+                err,
+                prov_errno: err,
+                tag,
+                ..Default::default()
+            },
+            FI_ADDR_NOTAVAIL,
+        );
+    }
+    if let Some(c) = &b.recv_cntr {
+        c.add_err(1);
+    }
+}

@@ -1,0 +1,395 @@
+//! The MSG endpoint: one connection, made with `connect` or `accept`,
+//! reported on the event queue, carrying messages in order.
+#![allow(unsafe_code)]
+
+use crate::link::{drain_rx, send_done, Link};
+use crate::pep::Request;
+use crate::sends::Sends;
+use crate::sys::{Poller, Socket};
+use crate::{TcpConfig, INJECT_SIZE};
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::info::{ConnHandle, Info};
+use ofi_core::object::{EpBindings, RecvOp, SendOp};
+use ofi_core::provider::{EndpointOps, Progress};
+use ofi_core::util::eq::{EqError, EqEvent};
+use ofi_core::util::lock::SpinLock;
+use ofi_proto::tcp::{Conn, Event, RecvReq, Rx, RxConfig};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Connecting,
+    Accepting,
+    Connected,
+    Done,
+}
+
+struct Inner {
+    b: EpBindings,
+    rx: Rx,
+    link: Option<Link>,
+    phase: Phase,
+    sends: Sends,
+    handle: Option<ConnHandle>,
+}
+
+/// A tcp MSG endpoint.
+pub struct TcpMsgEp {
+    cfg: TcpConfig,
+    info: Info,
+    poller: Poller,
+    enabled: AtomicBool,
+    inner: SpinLock<Inner>,
+}
+
+impl TcpMsgEp {
+    /// An endpoint for an MSG offer; with `info.handle` it is the accepting
+    /// side of that connection request.
+    pub fn open(cfg: TcpConfig, info: &Info) -> Result<TcpMsgEp> {
+        let rxc = RxConfig {
+            max_unexpected_bytes: cfg.max_unexpected_bytes,
+            depth: info.rx_attr.size.max(64),
+            ..Default::default()
+        };
+        Ok(TcpMsgEp {
+            cfg,
+            info: info.clone(),
+            poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
+            enabled: AtomicBool::new(false),
+            inner: SpinLock::new(Inner {
+                b: EpBindings::default(),
+                rx: Rx::new(rxc),
+                link: None,
+                phase: Phase::Idle,
+                sends: Sends::default(),
+                handle: info.handle.clone(),
+            }),
+        })
+    }
+
+    fn eq_event(g: &Inner, event: u32, data: Vec<u8>) {
+        if let Some(eq) = &g.b.eq {
+            eq.push(EqEvent {
+                event,
+                fid: g.b.fid,
+                cm_data: data,
+                ..Default::default()
+            });
+        }
+    }
+
+    fn eq_error(g: &Inner, err: i32, data: Vec<u8>) {
+        if let Some(eq) = &g.b.eq {
+            eq.push_err(EqError {
+                fid: g.b.fid,
+                err,
+                prov_errno: err,
+                err_data: data,
+                ..Default::default()
+            });
+        }
+    }
+
+    fn drive(&self, g: &mut Inner) {
+        let Some(link) = g.link.as_mut() else { return };
+        link.drive(&mut g.rx, self.cfg.connect_timeout);
+        let was = g.phase;
+        while let Some(ev) = g.link.as_mut().and_then(|l| l.conn.poll_event()) {
+            match ev {
+                Event::Connected { private_data } => {
+                    g.phase = Phase::Connected;
+                    Self::eq_event(g, eq_event::FI_CONNECTED, private_data);
+                }
+                Event::Rejected { private_data, .. } => {
+                    g.phase = Phase::Done;
+                    Self::eq_error(g, errno::FI_ECONNREFUSED, private_data);
+                }
+                Event::PeerShutdown => {
+                    g.phase = Phase::Done;
+                    Self::eq_event(g, eq_event::FI_SHUTDOWN, Vec::new());
+                }
+                Event::ConnectionLost { err } => {
+                    let before = if g.phase == Phase::Done { was } else { g.phase };
+                    g.phase = Phase::Done;
+                    if before == Phase::Connected {
+                        Self::eq_event(g, eq_event::FI_SHUTDOWN, Vec::new());
+                    } else {
+                        Self::eq_error(g, err, Vec::new());
+                    }
+                }
+                Event::ProtocolError(e) => {
+                    tracing::warn!(error = %e, "tcp: closing a connection whose peer broke the protocol");
+                    let connected = g.phase == Phase::Connected;
+                    g.phase = Phase::Done;
+                    if let Some(l) = g.link.as_mut() {
+                        l.conn.on_error(errno::FI_EIO, &mut g.rx);
+                    }
+                    if connected {
+                        Self::eq_event(g, eq_event::FI_SHUTDOWN, Vec::new());
+                    } else {
+                        Self::eq_error(g, errno::FI_EIO, Vec::new());
+                    }
+                }
+                Event::SendComplete { context } => {
+                    if let Some(m) = g.sends.finish(context) {
+                        send_done(&g.b, m.context, m.flags, m.completion, None);
+                        if let Some(v) = m.inject {
+                            g.sends.recycle(v);
+                        }
+                    }
+                }
+                Event::SendError { context, err } => {
+                    if let Some(m) = g.sends.finish(context) {
+                        send_done(&g.b, m.context, m.flags, true, Some(err));
+                        if let Some(v) = m.inject {
+                            g.sends.recycle(v);
+                        }
+                    }
+                }
+                other => drain_event(g, other),
+            }
+        }
+        drain_rx(&g.b, &mut g.rx, false);
+        while g.rx.next_wakeup().is_some() {
+            if let Some(l) = g.link.as_mut() {
+                l.drive(&mut g.rx, self.cfg.connect_timeout);
+            }
+            drain_rx(&g.b, &mut g.rx, false);
+        }
+        if let Some(l) = &g.link {
+            let _ = self.poller.modify(l.sock.fd(), 1, l.wants_write());
+            if l.conn.is_closed() {
+                self.poller.remove(l.sock.fd());
+            }
+        }
+    }
+}
+
+fn drain_event(g: &mut Inner, ev: Event) {
+    // Receive events are queued on the Rx; nothing else is expected here.
+    let _ = (g, ev);
+}
+
+impl Progress for TcpMsgEp {
+    fn progress(&self) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(mut g) = self.inner.try_lock() {
+            self.drive(&mut g);
+        }
+    }
+    fn arm(&self) -> bool {
+        let g = self.inner.lock();
+        !g.link.as_ref().is_some_and(|l| l.connecting)
+    }
+    fn disarm(&self) {}
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.poller.fd())
+    }
+}
+
+impl EndpointOps for TcpMsgEp {
+    fn enable(&self, b: EpBindings) -> Result<()> {
+        self.inner.lock().b = b;
+        self.enabled.store(true, Ordering::Release);
+        Ok(())
+    }
+    fn getname(&self) -> Result<Vec<u8>> {
+        let g = self.inner.lock();
+        match &g.link {
+            Some(l) => Ok(crate::addr::encode(
+                &l.sock
+                    .local_addr()
+                    .map_err(|e| Error::os(e, "tcp: getsockname"))?,
+            )),
+            None => self.info.src_addr.clone().ok_or_else(|| {
+                Error::new(
+                    errno::FI_EOPBADSTATE,
+                    "tcp: the endpoint has no address yet",
+                )
+            }),
+        }
+    }
+    unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: send on an endpoint that is not enabled",
+            ));
+        }
+        let mut g = self.inner.lock();
+        if g.phase == Phase::Done || g.link.is_none() {
+            return Err(Error::new(
+                errno::FI_ENOTCONN,
+                "tcp: the endpoint is not connected",
+            ));
+        }
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_send's contract.
+        let req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
+        let Inner { link, sends, .. } = &mut *g;
+        let link = link.as_mut().expect("checked above");
+        if let Err(e) = link.conn.queue_send(req) {
+            sends.abandon(&req);
+            return Err(Error::new(e, "tcp: the connection refused the send"));
+        }
+        self.drive(&mut g);
+        Ok(())
+    }
+    unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: receive on an endpoint that is not enabled",
+            ));
+        }
+        if op.tagged {
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                "tcp: MSG endpoints carry untagged messages",
+            ));
+        }
+        let mut g = self.inner.lock();
+        let completion = op.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+        let req = RecvReq::msg(op.iov, op.context)
+            .with_flags(op.flags | if completion { FI_COMPLETION } else { 0 });
+        g.rx.post_recv(&req)
+            .map_err(|e| Error::new(e, "tcp: receive refused"))?;
+        self.drive(&mut g);
+        let Inner { b, rx, .. } = &mut *g;
+        drain_rx(b, rx, false);
+        Ok(())
+    }
+    fn cancel(&self, context: usize) -> Result<()> {
+        let mut g = self.inner.lock();
+        let Inner { b, rx, .. } = &mut *g;
+        rx.cancel(context)
+            .map_err(|e| Error::new(e, "tcp: no posted receive has this context"))?;
+        drain_rx(b, rx, false);
+        Ok(())
+    }
+    fn setopt(&self, name: i32, value: usize) -> Result<()> {
+        match name {
+            opt::FI_OPT_MIN_MULTI_RECV => {
+                self.inner.lock().rx.set_min_multi_recv(value);
+                Ok(())
+            }
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("tcp: option {name} is not supported"),
+            )),
+        }
+    }
+    fn getopt(&self, name: i32) -> Result<usize> {
+        match name {
+            opt::FI_OPT_MIN_MULTI_RECV => Ok(self.inner.lock().rx.config().min_multi_recv),
+            opt::FI_OPT_CM_DATA_SIZE => Ok(self.cfg.proto.max_cm_data),
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("tcp: option {name} is not supported"),
+            )),
+        }
+    }
+    fn close(&self) {
+        self.enabled.store(false, Ordering::Release);
+        let mut g = self.inner.lock();
+        let Inner { link, rx, .. } = &mut *g;
+        if let Some(l) = link.as_mut() {
+            l.conn.on_error(errno::FI_ECANCELED, rx);
+        }
+        rx.close(errno::FI_ECANCELED);
+        g.link = None;
+        g.b = EpBindings::default();
+    }
+    fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
+        let to = crate::addr::decode(addr)?;
+        let mut g = self.inner.lock();
+        if g.phase != Phase::Idle {
+            return Err(Error::new(
+                errno::FI_EISCONN,
+                "tcp: connect on an endpoint that already connected",
+            ));
+        }
+        let from = self
+            .info
+            .src_addr
+            .as_deref()
+            .and_then(|b| crate::addr::decode(b).ok());
+        let sock = Socket::connect(&to, from.as_ref())
+            .map_err(|e| Error::os(e, &format!("tcp: connect to {to}")))?;
+        let me = sock
+            .local_addr()
+            .map(|a| crate::addr::encode(&a))
+            .unwrap_or_default();
+        let conn = Conn::connect(1, 0, self.cfg.proto, &me, param)
+            .map_err(|e| Error::new(e, "tcp: connect: private data or address too long"))?;
+        self.poller
+            .add(sock.fd(), 1, true)
+            .map_err(|e| Error::os(e, "tcp: epoll add"))?;
+        g.link = Some(Link::new(sock, conn, true));
+        g.phase = Phase::Connecting;
+        self.drive(&mut g);
+        Ok(())
+    }
+    fn accept(&self, param: &[u8]) -> Result<()> {
+        let mut g = self.inner.lock();
+        if g.phase != Phase::Idle {
+            return Err(Error::new(
+                errno::FI_EISCONN,
+                "tcp: accept on an endpoint that already connected",
+            ));
+        }
+        let h = g.handle.take().ok_or_else(|| {
+            Error::inval("tcp: accept needs an endpoint opened with a connection request's info")
+        })?;
+        let req = h
+            .0
+            .downcast::<Request>()
+            .map_err(|_| Error::inval("tcp: accept: the handle is not a tcp connection request"))?;
+        let mut link = req
+            .link
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| {
+                Error::inval("tcp: accept: the request was already accepted or rejected")
+            })?;
+        link.conn
+            .accept(param)
+            .map_err(|e| Error::new(e, "tcp: accept"))?;
+        self.poller
+            .add(link.sock.fd(), 1, true)
+            .map_err(|e| Error::os(e, "tcp: epoll add"))?;
+        g.link = Some(link);
+        g.phase = Phase::Accepting;
+        self.drive(&mut g);
+        Ok(())
+    }
+    fn shutdown(&self, _flags: u64) -> Result<()> {
+        let mut g = self.inner.lock();
+        let Inner { link, rx, .. } = &mut *g;
+        let l = link
+            .as_mut()
+            .ok_or_else(|| Error::new(errno::FI_ENOTCONN, "tcp: shutdown without a connection"))?;
+        l.conn.shutdown(rx);
+        g.phase = Phase::Done;
+        self.drive(&mut g);
+        Ok(())
+    }
+    fn getpeer(&self) -> Result<Vec<u8>> {
+        let g = self.inner.lock();
+        let l = g
+            .link
+            .as_ref()
+            .ok_or_else(|| Error::new(errno::FI_ENOTCONN, "tcp: no connection"))?;
+        Ok(crate::addr::encode(
+            &l.sock
+                .peer_addr()
+                .map_err(|e| Error::os(e, "tcp: getpeername"))?,
+        ))
+    }
+}

@@ -1,0 +1,229 @@
+//! The passive endpoint: a listening socket; each accepted connection is
+//! held until its HELLO arrives, then reported as FI_CONNREQ with a handle
+//! the application accepts (by opening an endpoint with the info) or rejects.
+
+use crate::link::Link;
+use crate::sys::{Poller, Socket};
+use crate::TcpConfig;
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::info::{ConnHandle, Info};
+use ofi_core::provider::{PassiveEndpointOps, Progress};
+use ofi_core::util::eq::{EqCore, EqEvent};
+use ofi_core::util::lock::SpinLock;
+use ofi_proto::tcp::{Conn, Event, Rx};
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex};
+
+/// A connection request waiting for accept or reject: what `info.handle` holds.
+pub struct Request {
+    /// The socket and protocol state, taken by the accepting endpoint.
+    pub link: Mutex<Option<Link>>,
+}
+
+struct Inner {
+    eq: Option<(Arc<EqCore>, usize)>,
+    listener: Option<Socket>,
+    waiting: Vec<Link>,
+    closing: Vec<Link>,
+    rx: Rx,
+    next_id: u64,
+}
+
+/// A tcp passive endpoint.
+pub struct TcpPep {
+    cfg: TcpConfig,
+    info: Info,
+    src: SocketAddr,
+    poller: Poller,
+    inner: SpinLock<Inner>,
+}
+
+impl TcpPep {
+    /// A passive endpoint for an MSG offer (binds at `listen`).
+    pub fn open(cfg: TcpConfig, info: &Info) -> Result<TcpPep> {
+        let src = match &info.src_addr {
+            Some(b) => crate::addr::decode(b)?,
+            None => "0.0.0.0:0".parse().expect("literal address"),
+        };
+        Ok(TcpPep {
+            cfg,
+            info: info.clone(),
+            src,
+            poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
+            inner: SpinLock::new(Inner {
+                eq: None,
+                listener: None,
+                waiting: Vec::new(),
+                closing: Vec::new(),
+                rx: Rx::new(Default::default()),
+                next_id: 1,
+            }),
+        })
+    }
+
+    fn drive(&self, g: &mut Inner) {
+        if let Some(l) = &g.listener {
+            loop {
+                match l.accept() {
+                    Ok(Some((sock, peer))) => {
+                        let id = g.next_id;
+                        g.next_id += 1;
+                        let _ = self.poller.add(sock.fd(), id, false);
+                        let _ = peer;
+                        g.waiting.push(Link::new(
+                            sock,
+                            Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto),
+                            false,
+                        ));
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "tcp: accept failed");
+                        break;
+                    }
+                }
+            }
+        }
+        let mut i = 0;
+        while i < g.waiting.len() {
+            let Inner { waiting, rx, .. } = &mut *g;
+            waiting[i].drive(rx, self.cfg.connect_timeout);
+            let mut request = None;
+            let mut dead = false;
+            while let Some(ev) = waiting[i].conn.poll_event() {
+                match ev {
+                    Event::ConnRequest {
+                        peer_addr,
+                        private_data,
+                        ..
+                    } => request = Some((peer_addr, private_data)),
+                    Event::ProtocolError(e) => {
+                        tracing::warn!(error = %e, "tcp: dropping a connection that sent a malformed request");
+                        dead = true;
+                    }
+                    Event::ConnectionLost { .. } => dead = true,
+                    _ => {}
+                }
+            }
+            if dead || waiting[i].conn.is_closed() {
+                let l = g.waiting.swap_remove(i);
+                self.poller.remove(l.sock.fd());
+                continue;
+            }
+            if let Some((addr, data)) = request {
+                let link = g.waiting.swap_remove(i);
+                self.poller.remove(link.sock.fd());
+                let peer = link.sock.peer_addr().unwrap_or(self.src);
+                let mut info = self.info.clone();
+                info.dest_addr = Some(if addr.is_empty() {
+                    crate::addr::encode(&peer)
+                } else {
+                    addr
+                });
+                info.src_addr = link.sock.local_addr().ok().map(|a| crate::addr::encode(&a));
+                let req = Arc::new(Request {
+                    link: Mutex::new(Some(link)),
+                });
+                info.handle = Some(ConnHandle(req));
+                if let Some((eq, fid)) = &g.eq {
+                    eq.push(EqEvent {
+                        event: eq_event::FI_CONNREQ,
+                        fid: *fid,
+                        info: Some(Box::new(info)),
+                        cm_data: data,
+                        ..Default::default()
+                    });
+                }
+                continue;
+            }
+            i += 1;
+        }
+        let Inner { closing, rx, .. } = &mut *g;
+        for l in closing.iter_mut() {
+            l.drive(rx, self.cfg.connect_timeout);
+            while l.conn.poll_event().is_some() {}
+        }
+        closing.retain(|l| {
+            let done = l.conn.is_closed();
+            if done {
+                self.poller.remove(l.sock.fd());
+            }
+            !done
+        });
+    }
+}
+
+impl Progress for TcpPep {
+    fn progress(&self) {
+        if let Some(mut g) = self.inner.try_lock() {
+            self.drive(&mut g);
+        }
+    }
+    fn arm(&self) -> bool {
+        self.inner.lock().closing.is_empty()
+    }
+    fn disarm(&self) {}
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.poller.fd())
+    }
+}
+
+impl PassiveEndpointOps for TcpPep {
+    fn bind_eq(&self, eq: Arc<EqCore>, fid: usize) -> Result<()> {
+        self.inner.lock().eq = Some((eq, fid));
+        Ok(())
+    }
+    fn listen(&self) -> Result<()> {
+        let mut g = self.inner.lock();
+        if g.listener.is_some() {
+            return Err(Error::new(errno::FI_EALREADY, "tcp: already listening"));
+        }
+        let l = Socket::listen(&self.src)
+            .map_err(|e| Error::os(e, &format!("tcp: listening on {}", self.src)))?;
+        self.poller
+            .add(l.fd(), 0, false)
+            .map_err(|e| Error::os(e, "tcp: epoll add"))?;
+        g.listener = Some(l);
+        Ok(())
+    }
+    fn getname(&self) -> Result<Vec<u8>> {
+        let g = self.inner.lock();
+        match &g.listener {
+            Some(l) => Ok(crate::addr::encode(
+                &l.local_addr()
+                    .map_err(|e| Error::os(e, "tcp: getsockname"))?,
+            )),
+            None => Ok(crate::addr::encode(&self.src)),
+        }
+    }
+    fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()> {
+        let req =
+            handle.0.clone().downcast::<Request>().map_err(|_| {
+                Error::inval("tcp: reject: the handle is not a tcp connection request")
+            })?;
+        let mut link = req
+            .link
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| {
+                Error::inval("tcp: reject: the request was already accepted or rejected")
+            })?;
+        link.conn
+            .reject(param)
+            .map_err(|e| Error::new(e, "tcp: reject"))?;
+        let mut g = self.inner.lock();
+        let key = link.conn.id();
+        let _ = self.poller.add(link.sock.fd(), key, true);
+        g.closing.push(link);
+        self.drive(&mut g);
+        Ok(())
+    }
+    fn close(&self) {
+        let mut g = self.inner.lock();
+        g.listener = None;
+        g.waiting.clear();
+    }
+}

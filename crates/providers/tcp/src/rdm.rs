@@ -1,0 +1,481 @@
+//! The RDM endpoint: reliable datagrams over connections made on first use
+//! to each address-vector peer. One listening socket per endpoint (its
+//! address is the endpoint's name); crossing connects are resolved so both
+//! sides keep the same connection; one receive side shared by every
+//! connection matches messages in arrival order per connection.
+#![allow(unsafe_code)]
+
+use crate::link::{drain_rx, send_done, Link};
+use crate::sends::Sends;
+use crate::sys::{Poller, Socket};
+use crate::{TcpConfig, INJECT_SIZE};
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::info::Info;
+use ofi_core::object::{EpBindings, RecvOp, SendOp};
+use ofi_core::provider::{EndpointOps, Progress};
+use ofi_core::util::lock::SpinLock;
+use ofi_proto::tcp::{
+    decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, RecvReq, Rx, RxConfig,
+    SendReq,
+};
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Key of the listening socket in the poller.
+const LISTENER: u64 = 0;
+/// Below this many connections every one is polled directly (no epoll_wait).
+const DIRECT_POLL: usize = 4;
+
+struct Peer {
+    link: Link,
+    fi_addr: u64,
+    outgoing: bool,
+}
+
+struct Inner {
+    b: EpBindings,
+    rx: Rx,
+    sends: Sends,
+    peers: HashMap<ConnId, Peer>,
+    by_addr: HashMap<u64, ConnId>,
+    parked: HashMap<u64, Vec<SendReq>>,
+    next_id: ConnId,
+    av_gen: u64,
+    ready: Vec<u64>,
+    src_ok: bool,
+}
+
+/// A tcp RDM endpoint.
+pub struct TcpRdmEp {
+    cfg: TcpConfig,
+    poller: Poller,
+    listener: Socket,
+    me: Vec<u8>,
+    enabled: AtomicBool,
+    inner: SpinLock<Inner>,
+}
+
+impl TcpRdmEp {
+    /// Opens the endpoint and its listening socket on the offer's source address.
+    pub fn open(cfg: TcpConfig, info: &Info) -> Result<TcpRdmEp> {
+        let src = match &info.src_addr {
+            Some(b) => crate::addr::decode(b)?,
+            None => "127.0.0.1:0".parse().expect("literal address"),
+        };
+        let listener =
+            Socket::listen(&src).map_err(|e| Error::os(e, &format!("tcp: listening on {src}")))?;
+        let me = crate::addr::encode(
+            &listener
+                .local_addr()
+                .map_err(|e| Error::os(e, "tcp: getsockname"))?,
+        );
+        let poller = Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?;
+        poller
+            .add(listener.fd(), LISTENER, false)
+            .map_err(|e| Error::os(e, "tcp: epoll add"))?;
+        let rxc = RxConfig {
+            max_unexpected_bytes: cfg.max_unexpected_bytes,
+            depth: info.rx_attr.size.max(64),
+            ..Default::default()
+        };
+        Ok(TcpRdmEp {
+            cfg,
+            poller,
+            listener,
+            me,
+            enabled: AtomicBool::new(false),
+            inner: SpinLock::new(Inner {
+                b: EpBindings::default(),
+                rx: Rx::new(rxc),
+                sends: Sends::default(),
+                peers: HashMap::new(),
+                by_addr: HashMap::new(),
+                parked: HashMap::new(),
+                next_id: 1,
+                av_gen: 0,
+                ready: Vec::with_capacity(64),
+                src_ok: info.caps & FI_SOURCE != 0,
+            }),
+        })
+    }
+
+    fn add_link(&self, g: &mut Inner, link: Link, fi_addr: u64, outgoing: bool) -> ConnId {
+        let id = link.conn.id();
+        let _ = self.poller.add(link.sock.fd(), id, outgoing);
+        g.peers.insert(
+            id,
+            Peer {
+                link,
+                fi_addr,
+                outgoing,
+            },
+        );
+        id
+    }
+
+    /// The connection carrying traffic to `dest`, made on first use.
+    fn link_for(&self, g: &mut Inner, dest: u64) -> Result<ConnId> {
+        let av =
+            g.b.av
+                .clone()
+                .ok_or_else(|| Error::new(errno::FI_ENOAV, "tcp: no address vector bound"))?;
+        let gen = av.generation();
+        if gen != g.av_gen {
+            // Removed addresses: forget their routes (connections drain on their own).
+            g.av_gen = gen;
+            g.by_addr.retain(|a, _| av.lookup(*a).is_ok());
+        }
+        if let Some(id) = g.by_addr.get(&dest) {
+            return Ok(*id);
+        }
+        let bytes = av.lookup(dest).map_err(|_| {
+            Error::inval(format!(
+                "tcp: destination fi_addr {dest} is not in the address vector"
+            ))
+        })?;
+        let to = crate::addr::decode(&bytes)?;
+        let from = crate::addr::decode(&self.me).ok();
+        let sock = Socket::connect(&to, from.as_ref())
+            .map_err(|e| Error::os(e, &format!("tcp: connect to {to}")))?;
+        let id = g.next_id;
+        g.next_id += 1;
+        let conn = Conn::connect(id, dest, self.cfg.proto, &self.me, &[])
+            .map_err(|e| Error::new(e, "tcp: connect"))?;
+        let id = self.add_link(g, Link::new(sock, conn, true), dest, true);
+        g.by_addr.insert(dest, id);
+        if let Some(parked) = g.parked.remove(&dest) {
+            let p = g.peers.get_mut(&id).expect("just added");
+            for r in parked {
+                let _ = p.link.conn.queue_send(r);
+            }
+        }
+        Ok(id)
+    }
+
+    fn accept_new(&self, g: &mut Inner) {
+        loop {
+            match self.listener.accept() {
+                Ok(Some((sock, _peer))) => {
+                    let id = g.next_id;
+                    g.next_id += 1;
+                    let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
+                    self.add_link(g, Link::new(sock, conn, false), FI_ADDR_NOTAVAIL, false);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "tcp: accept failed");
+                    break;
+                }
+            }
+        }
+    }
+
+    fn on_hello(&self, g: &mut Inner, id: ConnId, peer_addr: &[u8]) {
+        let fi_addr = match (
+            &g.b.av,
+            crate::addr::TcpAddrOps.canonical_or_none(peer_addr),
+        ) {
+            (Some(av), Some(c)) => av.reverse(&c).unwrap_or(FI_ADDR_NOTAVAIL),
+            _ => FI_ADDR_NOTAVAIL,
+        };
+        let existing_id = (fi_addr != FI_ADDR_NOTAVAIL)
+            .then(|| g.by_addr.get(&fi_addr).copied())
+            .flatten()
+            .filter(|e| *e != id);
+        let existing = match existing_id.and_then(|e| g.peers.get(&e)) {
+            None => Existing::None,
+            Some(p) if p.outgoing => Existing::Outgoing,
+            Some(_) => Existing::Incoming,
+        };
+        let decision = decide_hello(&self.me, peer_addr, existing);
+        let Some(p) = g.peers.get_mut(&id) else {
+            return;
+        };
+        p.fi_addr = fi_addr;
+        p.link.conn.set_peer(fi_addr);
+        match decision {
+            HelloDecision::RejectSimultaneous => {
+                let _ = p.link.conn.reject_with(reject::SIMULTANEOUS, &[]);
+                return;
+            }
+            HelloDecision::Accept
+            | HelloDecision::AcceptRetireOutgoing
+            | HelloDecision::AcceptReplaceIncoming => {
+                let _ = p.link.conn.accept(&[]);
+            }
+        }
+        if fi_addr == FI_ADDR_NOTAVAIL {
+            return;
+        }
+        let mut moved = Vec::new();
+        match decision {
+            HelloDecision::AcceptRetireOutgoing => {
+                if let Some(old) = existing_id.and_then(|e| g.peers.get_mut(&e)) {
+                    moved = old.link.conn.take_queued_sends();
+                }
+                g.by_addr.insert(fi_addr, id);
+            }
+            HelloDecision::AcceptReplaceIncoming => {
+                if let Some(old) = existing_id.and_then(|e| g.peers.get_mut(&e)) {
+                    old.link.conn.shutdown(&mut g.rx);
+                }
+                g.by_addr.insert(fi_addr, id);
+            }
+            _ => {
+                g.by_addr.entry(fi_addr).or_insert(id);
+            }
+        }
+        moved.extend(g.parked.remove(&fi_addr).unwrap_or_default());
+        if let Some(p) = g.peers.get_mut(&id) {
+            for r in moved {
+                let _ = p.link.conn.queue_send(r);
+            }
+        }
+    }
+
+    fn drive_link(&self, g: &mut Inner, id: ConnId) {
+        let Inner { peers, rx, .. } = &mut *g;
+        let Some(p) = peers.get_mut(&id) else { return };
+        p.link.drive(rx, self.cfg.connect_timeout);
+        while let Some(ev) = g.peers.get_mut(&id).and_then(|p| p.link.conn.poll_event()) {
+            match ev {
+                Event::ConnRequest { peer_addr, .. } => self.on_hello(g, id, &peer_addr),
+                Event::Connected { .. } => {}
+                Event::Rejected { reason, .. } => {
+                    let fi_addr = g.peers.get(&id).map_or(FI_ADDR_NOTAVAIL, |p| p.fi_addr);
+                    if g.by_addr.get(&fi_addr) == Some(&id) {
+                        g.by_addr.remove(&fi_addr);
+                    }
+                    if reason == reject::SIMULTANEOUS {
+                        let queued = g
+                            .peers
+                            .get_mut(&id)
+                            .map(|p| p.link.conn.take_queued_sends())
+                            .unwrap_or_default();
+                        match g
+                            .by_addr
+                            .get(&fi_addr)
+                            .copied()
+                            .and_then(|w| g.peers.get_mut(&w))
+                        {
+                            Some(w) => {
+                                for r in queued {
+                                    let _ = w.link.conn.queue_send(r);
+                                }
+                            }
+                            None => g.parked.entry(fi_addr).or_default().extend(queued),
+                        }
+                    }
+                }
+                Event::PeerShutdown | Event::ConnectionLost { .. } => {}
+                Event::ProtocolError(e) => {
+                    let who = g.peers.get(&id).and_then(|p| p.link.sock.peer_addr().ok());
+                    tracing::warn!(error = %e, peer = ?who, "tcp: disconnecting a peer that broke the protocol");
+                    let Inner { peers, rx, .. } = &mut *g;
+                    if let Some(p) = peers.get_mut(&id) {
+                        p.link.conn.on_error(errno::FI_EIO, rx);
+                    }
+                }
+                Event::SendComplete { context } => {
+                    if let Some(m) = g.sends.finish(context) {
+                        send_done(&g.b, m.context, m.flags, m.completion, None);
+                        if let Some(v) = m.inject {
+                            g.sends.recycle(v);
+                        }
+                    }
+                }
+                Event::SendError { context, err } => {
+                    if let Some(m) = g.sends.finish(context) {
+                        send_done(&g.b, m.context, m.flags, true, Some(err));
+                        if let Some(v) = m.inject {
+                            g.sends.recycle(v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let closed = g.peers.get(&id).is_none_or(|p| p.link.conn.is_closed());
+        if closed {
+            if let Some(p) = g.peers.remove(&id) {
+                self.poller.remove(p.link.sock.fd());
+                if g.by_addr.get(&p.fi_addr) == Some(&id) {
+                    g.by_addr.remove(&p.fi_addr);
+                }
+            }
+        } else if let Some(p) = g.peers.get(&id) {
+            let _ = self
+                .poller
+                .modify(p.link.sock.fd(), id, p.link.wants_write());
+        }
+    }
+
+    fn drive_all(&self, g: &mut Inner) {
+        let mut ids = std::mem::take(&mut g.ready);
+        ids.clear();
+        if g.peers.len() < DIRECT_POLL {
+            self.accept_new(g);
+            ids.extend(g.peers.keys().copied());
+        } else {
+            let _ = self.poller.ready(&mut ids);
+            if ids.contains(&LISTENER) {
+                self.accept_new(g);
+                ids.retain(|k| *k != LISTENER);
+            }
+            ids.extend(
+                g.peers
+                    .iter()
+                    .filter(|(_, p)| p.link.wants_write())
+                    .map(|(k, _)| *k),
+            );
+        }
+        for &id in &ids {
+            self.drive_link(g, id);
+        }
+        ids.clear();
+        g.ready = ids;
+        self.finish(g);
+    }
+
+    fn finish(&self, g: &mut Inner) {
+        let src_ok = g.src_ok;
+        let Inner { b, rx, .. } = &mut *g;
+        drain_rx(b, rx, src_ok);
+        let mut rounds = 0;
+        while let Some(id) = g.rx.next_wakeup() {
+            self.drive_link(g, id);
+            let Inner { b, rx, .. } = &mut *g;
+            drain_rx(b, rx, src_ok);
+            rounds += 1;
+            if rounds > 1024 {
+                break;
+            }
+        }
+    }
+}
+
+impl crate::addr::TcpAddrOps {
+    /// The canonical form of an address, or None if it is not one.
+    fn canonical_or_none(&self, a: &[u8]) -> Option<Vec<u8>> {
+        ofi_core::provider::AddrOps::canonical(self, a).ok()
+    }
+}
+
+impl Progress for TcpRdmEp {
+    fn progress(&self) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(mut g) = self.inner.try_lock() {
+            self.drive_all(&mut g);
+        }
+    }
+    fn arm(&self) -> bool {
+        let g = self.inner.lock();
+        !g.peers.values().any(|p| p.link.connecting)
+    }
+    fn disarm(&self) {}
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.poller.fd())
+    }
+}
+
+impl EndpointOps for TcpRdmEp {
+    fn enable(&self, b: EpBindings) -> Result<()> {
+        self.inner.lock().b = b;
+        self.enabled.store(true, Ordering::Release);
+        Ok(())
+    }
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(self.me.clone())
+    }
+    unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: send on an endpoint that is not enabled",
+            ));
+        }
+        let mut g = self.inner.lock();
+        let id = self.link_for(&mut g, op.dest)?;
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_send's contract.
+        let req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
+        let Inner { peers, sends, .. } = &mut *g;
+        let p = peers
+            .get_mut(&id)
+            .ok_or_else(|| Error::new(errno::FI_EIO, "tcp: the connection vanished"))?;
+        if let Err(e) = p.link.conn.queue_send(req) {
+            sends.abandon(&req);
+            return Err(Error::new(e, "tcp: the connection refused the send"));
+        }
+        self.drive_link(&mut g, id);
+        self.finish(&mut g);
+        Ok(())
+    }
+    unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: receive on an endpoint that is not enabled",
+            ));
+        }
+        let mut g = self.inner.lock();
+        let completion = op.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+        let mut req = if op.tagged {
+            RecvReq::tagged(op.iov, op.tag, op.ignore, op.context)
+        } else {
+            RecvReq::msg(op.iov, op.context)
+        };
+        req = req.with_flags(op.flags | if completion { FI_COMPLETION } else { 0 });
+        if op.src != FI_ADDR_UNSPEC {
+            req = req.from_src(op.src);
+        }
+        g.rx.post_recv(&req)
+            .map_err(|e| Error::new(e, "tcp: receive refused"))?;
+        self.finish(&mut g);
+        Ok(())
+    }
+    fn cancel(&self, context: usize) -> Result<()> {
+        let mut g = self.inner.lock();
+        g.rx.cancel(context)
+            .map_err(|e| Error::new(e, "tcp: no posted receive has this context"))?;
+        self.finish(&mut g);
+        Ok(())
+    }
+    fn setopt(&self, name: i32, value: usize) -> Result<()> {
+        match name {
+            opt::FI_OPT_MIN_MULTI_RECV => {
+                self.inner.lock().rx.set_min_multi_recv(value);
+                Ok(())
+            }
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("tcp: option {name} is not supported"),
+            )),
+        }
+    }
+    fn getopt(&self, name: i32) -> Result<usize> {
+        match name {
+            opt::FI_OPT_MIN_MULTI_RECV => Ok(self.inner.lock().rx.config().min_multi_recv),
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("tcp: option {name} is not supported"),
+            )),
+        }
+    }
+    fn close(&self) {
+        self.enabled.store(false, Ordering::Release);
+        let mut g = self.inner.lock();
+        let Inner { peers, rx, .. } = &mut *g;
+        for p in peers.values_mut() {
+            p.link.conn.on_error(errno::FI_ECANCELED, rx);
+        }
+        rx.close(errno::FI_ECANCELED);
+        g.peers.clear();
+        g.by_addr.clear();
+        g.b = EpBindings::default();
+    }
+}

@@ -1,0 +1,216 @@
+//! MSG endpoints over loopback: connect with private data, accept, reject,
+//! messages both ways at eager and rendezvous sizes, shutdown.
+#![allow(unsafe_code)]
+
+use ofi_core::consts::*;
+use ofi_core::error::errno;
+use ofi_core::object::*;
+use ofi_core::util::cq::{CqAttr, CqTaggedEntry};
+use ofi_core::util::eq::EqAttr;
+use ofi_core::Info;
+use std::time::{Duration, Instant};
+
+fn info() -> Info {
+    ofi_prov_tcp::register().unwrap();
+    let mut h = Info::hints();
+    h.caps = FI_MSG;
+    h.ep_attr.ep_type = ep_type::FI_EP_MSG;
+    h.fabric_attr.prov_name = Some("tcp".into());
+    h.addr_format = addr_format::FI_SOCKADDR_IN;
+    ofi_core::getinfo(
+        FI_VERSION_CURRENT,
+        Some("127.0.0.1"),
+        Some("0"),
+        FI_SOURCE,
+        Some(&h),
+    )
+    .unwrap()
+    .remove(0)
+}
+
+/// Waits for an event on `eq` while also driving `other` (manual progress:
+/// both sides of a one-thread test need their calls).
+fn wait_eq(eq: &EventQueue, other: &EventQueue) -> ofi_core::util::eq::EqEvent {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        match eq.read() {
+            Ok(e) => return e,
+            Err(e) if e.is_again() => {
+                let _ = other.peek();
+            }
+            Err(e) => panic!("EQ error: {e} {:?}", eq.readerr()),
+        }
+    }
+    panic!("no EQ event");
+}
+
+fn wait_cq(cq: &CompletionQueue, other: &CompletionQueue, ctx: usize) -> CqTaggedEntry {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut e = [CqTaggedEntry::default(); 1];
+    while Instant::now() < deadline {
+        match cq.read(&mut e) {
+            Ok(_) if e[0].op_context == ctx => return e[0],
+            Ok(_) => panic!("unexpected completion {:?}", e[0]),
+            Err(er) if er.is_again() => other.core().driver().progress(),
+            Err(er) => panic!("{er}: {:?}", cq.readerr()),
+        }
+    }
+    panic!("no completion for context {ctx}");
+}
+
+#[test]
+fn connect_accept_transfer_shutdown() {
+    let info = info();
+    let fabric = Fabric::open(&info.fabric_attr).unwrap();
+    let eq_s = fabric.eq(&EqAttr::default()).unwrap();
+    let eq_c = fabric.eq(&EqAttr::default()).unwrap();
+    let pep = fabric.passive_ep(&info, 77).unwrap();
+    pep.bind_eq(&eq_s).unwrap();
+    pep.listen().unwrap();
+    let addr = pep.getname().unwrap();
+
+    let domain = fabric.domain(&info).unwrap();
+    let cq_c = domain
+        .cq(&CqAttr {
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            ..Default::default()
+        })
+        .unwrap();
+    let client = domain.endpoint_with_context(&info, 5).unwrap();
+    client.bind_cq(&cq_c, FI_TRANSMIT | FI_RECV).unwrap();
+    client.bind_eq(&eq_c).unwrap();
+    client.enable().unwrap();
+    client.connect(&addr, b"hello").unwrap();
+
+    let req = wait_eq(&eq_s, &eq_c);
+    assert_eq!(
+        (req.event, req.fid, req.cm_data.as_slice()),
+        (eq_event::FI_CONNREQ, 77, &b"hello"[..])
+    );
+    let sinfo = req.info.expect("CONNREQ carries an info");
+    assert!(sinfo.handle.is_some());
+    let cq_s = domain
+        .cq(&CqAttr {
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            ..Default::default()
+        })
+        .unwrap();
+    let server = domain.endpoint_with_context(&sinfo, 6).unwrap();
+    server.bind_cq(&cq_s, FI_TRANSMIT | FI_RECV).unwrap();
+    server.bind_eq(&eq_s).unwrap();
+    server.enable().unwrap();
+    server.accept(b"welcome").unwrap();
+    let c = wait_eq(&eq_c, &eq_s);
+    assert_eq!(
+        (c.event, c.fid, c.cm_data.as_slice()),
+        (eq_event::FI_CONNECTED, 5, &b"welcome"[..])
+    );
+    let s = wait_eq(&eq_s, &eq_c);
+    assert_eq!((s.event, s.fid), (eq_event::FI_CONNECTED, 6));
+    assert_eq!(client.getpeer().unwrap(), server.getname().unwrap());
+
+    for (i, size) in [0usize, 8, 4096, 100_000, 3 << 20].into_iter().enumerate() {
+        let tx: Vec<u8> = (0..size).map(|k| (k * 7 + i) as u8).collect();
+        let mut rx = vec![0u8; size];
+        // SAFETY: rx and tx outlive both operations, which complete below.
+        unsafe {
+            server
+                .recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 100 + i)
+                .unwrap();
+            client.send(tx.as_ptr(), tx.len(), 0, 200 + i).unwrap();
+        }
+        let r = wait_cq(&cq_s, &cq_c, 100 + i);
+        assert_eq!(r.len, size);
+        wait_cq(&cq_c, &cq_s, 200 + i);
+        assert!(rx == tx, "data of size {size}");
+        // And back, unexpected this time (send first).
+        let mut back = vec![0u8; size];
+        // SAFETY: as above.
+        unsafe {
+            server.send(tx.as_ptr(), tx.len(), 0, 300 + i).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        // SAFETY: as above.
+        unsafe {
+            client
+                .recv(back.as_mut_ptr(), back.len(), FI_ADDR_UNSPEC, 400 + i)
+                .unwrap()
+        };
+        wait_cq(&cq_c, &cq_s, 400 + i);
+        wait_cq(&cq_s, &cq_c, 300 + i);
+        assert!(back == tx, "unexpected data of size {size}");
+    }
+
+    client.shutdown(0).unwrap();
+    let s = wait_eq(&eq_s, &eq_c);
+    assert_eq!((s.event, s.fid), (eq_event::FI_SHUTDOWN, 6));
+}
+
+#[test]
+fn reject_reaches_the_connector_with_private_data() {
+    let info = info();
+    let fabric = Fabric::open(&info.fabric_attr).unwrap();
+    let eq_s = fabric.eq(&EqAttr::default()).unwrap();
+    let eq_c = fabric.eq(&EqAttr::default()).unwrap();
+    let pep = fabric.passive_ep(&info, 1).unwrap();
+    pep.bind_eq(&eq_s).unwrap();
+    pep.listen().unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let cq = domain.cq(&CqAttr::default()).unwrap();
+    let client = domain.endpoint(&info).unwrap();
+    client.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
+    client.bind_eq(&eq_c).unwrap();
+    client.enable().unwrap();
+    client
+        .connect(&pep.getname().unwrap(), b"let me in")
+        .unwrap();
+    let req = wait_eq(&eq_s, &eq_c);
+    pep.reject(
+        req.info.as_ref().unwrap().handle.as_ref().unwrap(),
+        b"go away",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        match eq_c.read() {
+            Err(e) if e.code() == errno::FI_EAVAIL => break eq_c.readerr().unwrap(),
+            Err(e) if e.is_again() && Instant::now() < deadline => {
+                let _ = eq_s.peek();
+                continue;
+            }
+            other => panic!("expected an error entry, got {other:?}"),
+        }
+    };
+    assert_eq!(err.err, errno::FI_ECONNREFUSED);
+    assert_eq!(err.err_data, b"go away");
+}
+
+#[test]
+fn connecting_to_a_closed_port_is_refused() {
+    let info = info();
+    let fabric = Fabric::open(&info.fabric_attr).unwrap();
+    let eq = fabric.eq(&EqAttr::default()).unwrap();
+    let domain = fabric.domain(&info).unwrap();
+    let cq = domain.cq(&CqAttr::default()).unwrap();
+    let ep = domain.endpoint(&info).unwrap();
+    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
+    ep.bind_eq(&eq).unwrap();
+    ep.enable().unwrap();
+    // A port nobody listens on: bind one, note it, close it.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let mut a = vec![2u8, 0];
+    a.extend_from_slice(&port.to_be_bytes());
+    a.extend_from_slice(&[127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+    ep.connect(&a, &[]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        match eq.read() {
+            Err(e) if e.code() == errno::FI_EAVAIL => break eq.readerr().unwrap(),
+            Err(e) if e.is_again() && Instant::now() < deadline => continue,
+            other => panic!("expected an error entry, got {other:?}"),
+        }
+    };
+    assert_eq!(err.err, errno::FI_ECONNREFUSED);
+}
