@@ -310,7 +310,11 @@ fn check(buf: &[u8], size: usize, seed: usize) -> Result<(), String> {
 }
 
 /// Opens the endpoint and its objects for the hints the flags describe.
-fn open(a: &Args) -> Result<(Info, Ctx), String> {
+///
+/// `local` is this side's address on the control connection: offers are
+/// asked to use that interface (`FI_SOURCE`), so the data path takes the
+/// same route as the control channel (loopback for local runs).
+fn open(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, Ctx), String> {
     let mut hints = Info::hints();
     let tagged = match a.get("m").unwrap_or("msg") {
         "msg" => false,
@@ -331,8 +335,16 @@ fn open(a: &Args) -> Result<(Info, Ctx), String> {
     if let Some(d) = a.get("d") {
         hints.domain_attr.name = Some(d.to_string());
     }
-    let infos = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&hints))
-        .map_err(|e| format!("fi_getinfo: {e}"))?;
+    let node = local.map(|ip| ip.to_string());
+    let flags = if node.is_some() { FI_SOURCE } else { 0 };
+    let infos = ofi::getinfo(
+        FI_VERSION_CURRENT,
+        node.as_deref(),
+        None,
+        flags,
+        Some(&hints),
+    )
+    .map_err(|e| format!("fi_getinfo: {e}"))?;
     let info = infos.into_iter().next().ok_or("no offer")?;
     let fabric = ofi::Fabric::open(&info.fabric_attr).map_err(|e| format!("fi_fabric: {e}"))?;
     let domain = fabric
@@ -502,7 +514,8 @@ fn connect(a: &Args) -> Result<(Oob, bool), String> {
 
 fn session(a: &Args) -> Result<(), String> {
     let (mut oob, client) = connect(a)?;
-    let (info, mut ctx) = open(a)?;
+    let local = oob.0.local_addr().ok().map(|a| a.ip());
+    let (info, mut ctx) = open(a, local)?;
     let me = ctx.ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
     oob.send(&me).map_err(|e| e.to_string())?;
     let theirs = oob.recv().map_err(|e| e.to_string())?;

@@ -43,12 +43,8 @@ pub fn init() {
     if let Err(e) = ofi_prov_shm::register() {
         eprintln!("ofi: shm provider failed to register: {e}");
     }
-    if std::env::var_os("OFI_ENABLE_TCP").is_some() {
-        // The tcp provider is being brought up: registered on request only
-        // until it passes the whole conformance suite.
-        if let Err(e) = ofi_prov_tcp::register() {
-            eprintln!("ofi: tcp provider failed to register: {e}");
-        }
+    if let Err(e) = ofi_prov_tcp::register() {
+        eprintln!("ofi: tcp provider failed to register: {e}");
     }
 }
 

@@ -23,6 +23,11 @@ use std::time::{Duration, Instant};
 const ROLE: &str = "OFI_CONF_ROLE";
 const PROV: &str = "OFI_CONF_PROV";
 const EPTYPE: &str = "OFI_CONF_EP";
+/// The parent's offer, so the child opens a matching one: address format,
+/// fabric and domain names.
+const FMT: &str = "OFI_CONF_FMT";
+const FABRIC: &str = "OFI_CONF_FABRIC";
+const DOMAIN: &str = "OFI_CONF_DOMAIN";
 const SIZES_ENV: &str = "OFI_CONF_SIZES";
 
 /// Sizes exchanged between processes: every class, a multi-chunk large
@@ -89,6 +94,9 @@ impl Kid {
         cmd.env(ROLE, role)
             .env(PROV, info.provider())
             .env(EPTYPE, info.ep_attr.ep_type.to_string())
+            .env(FMT, info.addr_format.to_string())
+            .env(FABRIC, info.fabric_attr.name.clone().unwrap_or_default())
+            .env(DOMAIN, info.domain_attr.name.clone().unwrap_or_default())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -264,9 +272,17 @@ fn child_offer() -> Info {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let mut v = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
+    h.addr_format = std::env::var(FMT)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    h.fabric_attr.name = std::env::var(FABRIC).ok().filter(|s| !s.is_empty());
+    h.domain_attr.name = std::env::var(DOMAIN).ok().filter(|s| !s.is_empty());
+    let v = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
         .unwrap_or_else(|e| panic!("child getinfo: {e}"));
-    v.remove(0)
+    v.into_iter()
+        .find(ofi_conformance::is_local_offer)
+        .expect("child getinfo: no loopback offer matching the parent's")
 }
 
 fn stdin_line() -> Option<String> {

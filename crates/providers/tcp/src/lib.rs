@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 
 pub mod addr;
+mod domain;
 mod link;
 mod msg;
 mod pep;
@@ -94,7 +95,10 @@ impl FabricOps for TcpFabric {
                 format!("info is for provider '{}', not tcp", info.provider()),
             ));
         }
-        Ok(Arc::new(TcpDomain { cfg: self.cfg }))
+        Ok(Arc::new(TcpDomain {
+            cfg: self.cfg,
+            shared: domain::Shared::new()?,
+        }))
     }
     fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEndpointOps>> {
         Ok(Arc::new(pep::TcpPep::open(self.cfg, info)?))
@@ -103,13 +107,24 @@ impl FabricOps for TcpFabric {
 
 struct TcpDomain {
     cfg: TcpConfig,
+    shared: Arc<domain::Shared>,
 }
 
 impl DomainOps for TcpDomain {
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
         match info.ep_attr.ep_type {
-            ep_type::FI_EP_MSG => Ok(Arc::new(msg::TcpMsgEp::open(self.cfg, info)?)),
-            ep_type::FI_EP_RDM => Ok(Arc::new(rdm::TcpRdmEp::open(self.cfg, info)?)),
+            ep_type::FI_EP_MSG => {
+                let ep = Arc::new(msg::TcpMsgEp::open(self.cfg, info, self.shared.clone())?);
+                let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
+                self.shared.join(weak);
+                Ok(ep)
+            }
+            ep_type::FI_EP_RDM => {
+                let ep = Arc::new(rdm::TcpRdmEp::open(self.cfg, info, self.shared.clone())?);
+                let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
+                self.shared.join(weak);
+                Ok(ep)
+            }
             t => Err(Error::nosys(format!(
                 "tcp: endpoint type {t} is not supported (FI_EP_MSG and FI_EP_RDM are)"
             ))),

@@ -2,10 +2,11 @@
 //! reported on the event queue, carrying messages in order.
 #![allow(unsafe_code)]
 
+use crate::domain::{Member, Shared};
 use crate::link::{drain_rx, send_done, Link};
 use crate::pep::Request;
 use crate::sends::Sends;
-use crate::sys::{Poller, Socket};
+use crate::sys::Socket;
 use crate::{TcpConfig, INJECT_SIZE};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
@@ -16,7 +17,8 @@ use ofi_core::util::eq::{EqError, EqEvent};
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{Conn, Event, RecvReq, Rx, RxConfig};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -40,25 +42,28 @@ struct Inner {
 pub struct TcpMsgEp {
     cfg: TcpConfig,
     info: Info,
-    poller: Poller,
+    shared: Arc<Shared>,
     enabled: AtomicBool,
+    key: AtomicU64,
     inner: SpinLock<Inner>,
 }
 
 impl TcpMsgEp {
     /// An endpoint for an MSG offer; with `info.handle` it is the accepting
     /// side of that connection request.
-    pub fn open(cfg: TcpConfig, info: &Info) -> Result<TcpMsgEp> {
+    pub fn open(cfg: TcpConfig, info: &Info, shared: Arc<Shared>) -> Result<TcpMsgEp> {
         let rxc = RxConfig {
             max_unexpected_bytes: cfg.max_unexpected_bytes,
             depth: info.rx_attr.size.max(64),
             ..Default::default()
         };
-        Ok(TcpMsgEp {
+        let key = shared.key();
+        let ep = TcpMsgEp {
             cfg,
             info: info.clone(),
-            poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
+            shared,
             enabled: AtomicBool::new(false),
+            key: AtomicU64::new(key),
             inner: SpinLock::new(Inner {
                 b: EpBindings::default(),
                 rx: Rx::new(rxc),
@@ -67,7 +72,8 @@ impl TcpMsgEp {
                 sends: Sends::default(),
                 handle: info.handle.clone(),
             }),
-        })
+        };
+        Ok(ep)
     }
 
     fn eq_event(g: &Inner, event: u32, data: Vec<u8>) {
@@ -160,9 +166,13 @@ impl TcpMsgEp {
             drain_rx(&g.b, &mut g.rx, false);
         }
         if let Some(l) = &g.link {
-            let _ = self.poller.modify(l.sock.fd(), 1, l.wants_write());
+            let _ = self.shared.poller.modify(
+                l.sock.fd(),
+                self.key.load(Ordering::Relaxed),
+                l.wants_write(),
+            );
             if l.conn.is_closed() {
-                self.poller.remove(l.sock.fd());
+                self.shared.poller.remove(l.sock.fd());
             }
         }
     }
@@ -173,22 +183,32 @@ fn drain_event(g: &mut Inner, ev: Event) {
     let _ = (g, ev);
 }
 
-impl Progress for TcpMsgEp {
-    fn progress(&self) {
+impl Member for TcpMsgEp {
+    fn drive(&self) {
         if !self.enabled.load(Ordering::Relaxed) {
             return;
         }
         if let Some(mut g) = self.inner.try_lock() {
-            self.drive(&mut g);
+            TcpMsgEp::drive(self, &mut g);
         }
     }
+    fn restless(&self) -> bool {
+        self.inner
+            .try_lock()
+            .is_none_or(|g| g.link.as_ref().is_some_and(|l| l.connecting))
+    }
+}
+
+impl Progress for TcpMsgEp {
+    fn progress(&self) {
+        self.shared.progress();
+    }
     fn arm(&self) -> bool {
-        let g = self.inner.lock();
-        !g.link.as_ref().is_some_and(|l| l.connecting)
+        self.shared.may_sleep()
     }
     fn disarm(&self) {}
     fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.poller.fd())
+        Some(self.shared.fd())
     }
 }
 
@@ -327,8 +347,9 @@ impl EndpointOps for TcpMsgEp {
             .unwrap_or_default();
         let conn = Conn::connect(1, 0, self.cfg.proto, &me, param)
             .map_err(|e| Error::new(e, "tcp: connect: private data or address too long"))?;
-        self.poller
-            .add(sock.fd(), 1, true)
+        self.shared
+            .poller
+            .add(sock.fd(), self.key.load(Ordering::Relaxed), true)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         g.link = Some(Link::new(sock, conn, true));
         g.phase = Phase::Connecting;
@@ -361,8 +382,9 @@ impl EndpointOps for TcpMsgEp {
         link.conn
             .accept(param)
             .map_err(|e| Error::new(e, "tcp: accept"))?;
-        self.poller
-            .add(link.sock.fd(), 1, true)
+        self.shared
+            .poller
+            .add(link.sock.fd(), self.key.load(Ordering::Relaxed), true)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         g.link = Some(link);
         g.phase = Phase::Accepting;

@@ -5,9 +5,10 @@
 //! connection matches messages in arrival order per connection.
 #![allow(unsafe_code)]
 
+use crate::domain::{Member, Shared};
 use crate::link::{drain_rx, send_done, Link};
 use crate::sends::Sends;
-use crate::sys::{Poller, Socket};
+use crate::sys::Socket;
 use crate::{TcpConfig, INJECT_SIZE};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
@@ -22,9 +23,8 @@ use ofi_proto::tcp::{
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-/// Key of the listening socket in the poller.
-const LISTENER: u64 = 0;
 /// Below this many connections every one is polled directly (no epoll_wait).
 const DIRECT_POLL: usize = 4;
 
@@ -41,7 +41,6 @@ struct Inner {
     peers: HashMap<ConnId, Peer>,
     by_addr: HashMap<u64, ConnId>,
     parked: HashMap<u64, Vec<SendReq>>,
-    next_id: ConnId,
     av_gen: u64,
     ready: Vec<u64>,
     src_ok: bool,
@@ -50,8 +49,9 @@ struct Inner {
 /// A tcp RDM endpoint.
 pub struct TcpRdmEp {
     cfg: TcpConfig,
-    poller: Poller,
+    shared: Arc<Shared>,
     listener: Socket,
+    listener_key: u64,
     me: Vec<u8>,
     enabled: AtomicBool,
     inner: SpinLock<Inner>,
@@ -59,7 +59,7 @@ pub struct TcpRdmEp {
 
 impl TcpRdmEp {
     /// Opens the endpoint and its listening socket on the offer's source address.
-    pub fn open(cfg: TcpConfig, info: &Info) -> Result<TcpRdmEp> {
+    pub fn open(cfg: TcpConfig, info: &Info, shared: Arc<Shared>) -> Result<TcpRdmEp> {
         let src = match &info.src_addr {
             Some(b) => crate::addr::decode(b)?,
             None => "127.0.0.1:0".parse().expect("literal address"),
@@ -71,9 +71,10 @@ impl TcpRdmEp {
                 .local_addr()
                 .map_err(|e| Error::os(e, "tcp: getsockname"))?,
         );
-        let poller = Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?;
-        poller
-            .add(listener.fd(), LISTENER, false)
+        let listener_key = shared.key();
+        shared
+            .poller
+            .add(listener.fd(), listener_key, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         let rxc = RxConfig {
             max_unexpected_bytes: cfg.max_unexpected_bytes,
@@ -82,7 +83,8 @@ impl TcpRdmEp {
         };
         Ok(TcpRdmEp {
             cfg,
-            poller,
+            shared,
+            listener_key,
             listener,
             me,
             enabled: AtomicBool::new(false),
@@ -93,7 +95,6 @@ impl TcpRdmEp {
                 peers: HashMap::new(),
                 by_addr: HashMap::new(),
                 parked: HashMap::new(),
-                next_id: 1,
                 av_gen: 0,
                 ready: Vec::with_capacity(64),
                 src_ok: info.caps & FI_SOURCE != 0,
@@ -103,7 +104,7 @@ impl TcpRdmEp {
 
     fn add_link(&self, g: &mut Inner, link: Link, fi_addr: u64, outgoing: bool) -> ConnId {
         let id = link.conn.id();
-        let _ = self.poller.add(link.sock.fd(), id, outgoing);
+        let _ = self.shared.poller.add(link.sock.fd(), id, outgoing);
         g.peers.insert(
             id,
             Peer {
@@ -139,8 +140,7 @@ impl TcpRdmEp {
         let from = crate::addr::decode(&self.me).ok();
         let sock = Socket::connect(&to, from.as_ref())
             .map_err(|e| Error::os(e, &format!("tcp: connect to {to}")))?;
-        let id = g.next_id;
-        g.next_id += 1;
+        let id = self.shared.key();
         let conn = Conn::connect(id, dest, self.cfg.proto, &self.me, &[])
             .map_err(|e| Error::new(e, "tcp: connect"))?;
         let id = self.add_link(g, Link::new(sock, conn, true), dest, true);
@@ -158,8 +158,7 @@ impl TcpRdmEp {
         loop {
             match self.listener.accept() {
                 Ok(Some((sock, _peer))) => {
-                    let id = g.next_id;
-                    g.next_id += 1;
+                    let id = self.shared.key();
                     let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
                     self.add_link(g, Link::new(sock, conn, false), FI_ADDR_NOTAVAIL, false);
                 }
@@ -300,13 +299,14 @@ impl TcpRdmEp {
         let closed = g.peers.get(&id).is_none_or(|p| p.link.conn.is_closed());
         if closed {
             if let Some(p) = g.peers.remove(&id) {
-                self.poller.remove(p.link.sock.fd());
+                self.shared.poller.remove(p.link.sock.fd());
                 if g.by_addr.get(&p.fi_addr) == Some(&id) {
                     g.by_addr.remove(&p.fi_addr);
                 }
             }
         } else if let Some(p) = g.peers.get(&id) {
             let _ = self
+                .shared
                 .poller
                 .modify(p.link.sock.fd(), id, p.link.wants_write());
         }
@@ -319,11 +319,13 @@ impl TcpRdmEp {
             self.accept_new(g);
             ids.extend(g.peers.keys().copied());
         } else {
-            let _ = self.poller.ready(&mut ids);
-            if ids.contains(&LISTENER) {
+            let _ = self.shared.poller.ready(&mut ids);
+            // Keys are domain-wide: drive our listener if it is ready, and
+            // our links among the ready keys (others' keys are ignored).
+            if ids.contains(&self.listener_key) {
                 self.accept_new(g);
-                ids.retain(|k| *k != LISTENER);
             }
+            ids.retain(|k| g.peers.contains_key(k));
             ids.extend(
                 g.peers
                     .iter()
@@ -363,8 +365,8 @@ impl crate::addr::TcpAddrOps {
     }
 }
 
-impl Progress for TcpRdmEp {
-    fn progress(&self) {
+impl Member for TcpRdmEp {
+    fn drive(&self) {
         if !self.enabled.load(Ordering::Relaxed) {
             return;
         }
@@ -372,13 +374,23 @@ impl Progress for TcpRdmEp {
             self.drive_all(&mut g);
         }
     }
+    fn restless(&self) -> bool {
+        self.inner
+            .try_lock()
+            .is_none_or(|g| g.peers.values().any(|p| p.link.connecting))
+    }
+}
+
+impl Progress for TcpRdmEp {
+    fn progress(&self) {
+        self.shared.progress();
+    }
     fn arm(&self) -> bool {
-        let g = self.inner.lock();
-        !g.peers.values().any(|p| p.link.connecting)
+        self.shared.may_sleep()
     }
     fn disarm(&self) {}
     fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.poller.fd())
+        Some(self.shared.fd())
     }
 }
 

@@ -87,6 +87,12 @@ impl Socket {
     /// Starts a nonblocking connect; completion shows as writability
     /// ([`connect_result`](Self::connect_result)).
     pub fn connect(to: &SocketAddr, from: Option<&SocketAddr>) -> io::Result<Socket> {
+        if from.is_some_and(|f| f.is_ipv4() != to.is_ipv4()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the endpoint and the destination have different address families",
+            ));
+        }
         let s = Socket::new(to)?;
         s.setopt(libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
         if let Some(f) = from {

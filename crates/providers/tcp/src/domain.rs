@@ -1,0 +1,79 @@
+//! What the endpoints of one domain share: an epoll set (the wait fd every
+//! endpoint reports), connection keys, and progress. Manual progress is per
+//! domain: a CQ, counter or EQ call on any endpoint drives every endpoint of
+//! its domain, so a sender that only waits on its peer's queue still sends.
+
+use crate::sys::Poller;
+use ofi_core::error::{Error, Result};
+use ofi_core::util::lock::SpinLock;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+/// An endpoint the domain drives.
+pub trait Member: Send + Sync {
+    /// Moves this endpoint's bytes and completions (non-blocking; skips if busy).
+    fn drive(&self);
+    /// True when it must not sleep (a connect or a blocked write is pending).
+    fn restless(&self) -> bool;
+}
+
+/// The shared part of a tcp domain.
+pub struct Shared {
+    /// Readiness of every socket of the domain.
+    pub poller: Poller,
+    members: SpinLock<Vec<Weak<dyn Member>>>,
+    next_key: AtomicU64,
+}
+
+impl Shared {
+    /// A new domain's shared state.
+    pub fn new() -> Result<Arc<Shared>> {
+        Ok(Arc::new(Shared {
+            poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
+            members: SpinLock::new(Vec::new()),
+            next_key: AtomicU64::new(1),
+        }))
+    }
+
+    /// A key unique in this domain (connection ids, poller keys).
+    pub fn key(&self) -> u64 {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Adds an endpoint.
+    pub fn join(&self, m: Weak<dyn Member>) {
+        let mut g = self.members.lock();
+        g.retain(|w| w.strong_count() > 0);
+        g.push(m);
+    }
+
+    /// Drives every endpoint of the domain.
+    pub fn progress(&self) {
+        // Another thread driving the domain is as good as us.
+        let Some(g) = self.members.try_lock() else {
+            return;
+        };
+        for w in g.iter() {
+            if let Some(m) = w.upgrade() {
+                m.drive();
+            }
+        }
+    }
+
+    /// True when a waiter may sleep on the poller: nothing is ready now and
+    /// no endpoint has work that readiness would not report.
+    pub fn may_sleep(&self) -> bool {
+        let mut ready = Vec::new();
+        if self.poller.ready(&mut ready).is_err() || !ready.is_empty() {
+            return false;
+        }
+        let g = self.members.lock();
+        !g.iter().filter_map(Weak::upgrade).any(|m| m.restless())
+    }
+
+    /// The wait fd.
+    pub fn fd(&self) -> RawFd {
+        self.poller.fd()
+    }
+}
