@@ -175,7 +175,9 @@ struct Ctx {
     block: bool,
     /// Completions read ahead of the wait that wants them: (rx, tx).
     banked: std::cell::Cell<(usize, usize)>,
-    av: ofi::AddressVector,
+    av: Option<ofi::AddressVector>,
+    _eq: Option<ofi::EventQueue>,
+    _pep: Option<ofi::PassiveEndpoint>,
     _domain: ofi::Domain,
     _fabric: ofi::Fabric,
 }
@@ -314,7 +316,8 @@ fn check(buf: &[u8], size: usize, seed: usize) -> Result<(), String> {
 /// `local` is this side's address on the control connection: offers are
 /// asked to use that interface (`FI_SOURCE`), so the data path takes the
 /// same route as the control channel (loopback for local runs).
-fn open(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, Ctx), String> {
+/// The hints the flags describe, and whether the transfers are tagged.
+fn hints_from(a: &Args) -> Result<(Info, bool), String> {
     let mut hints = Info::hints();
     let tagged = match a.get("m").unwrap_or("msg") {
         "msg" => false,
@@ -335,6 +338,12 @@ fn open(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, Ctx), String
     if let Some(d) = a.get("d") {
         hints.domain_attr.name = Some(d.to_string());
     }
+    Ok((hints, tagged))
+}
+
+/// The first offer for the flags, on the control connection's interface.
+fn offer(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, bool), String> {
+    let (hints, tagged) = hints_from(a)?;
     let node = local.map(|ip| ip.to_string());
     let flags = if node.is_some() { FI_SOURCE } else { 0 };
     let infos = ofi::getinfo(
@@ -346,21 +355,31 @@ fn open(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, Ctx), String
     )
     .map_err(|e| format!("fi_getinfo: {e}"))?;
     let info = infos.into_iter().next().ok_or("no offer")?;
+    Ok((info, tagged))
+}
+
+fn cq_attr(block: bool) -> CqAttr {
+    CqAttr {
+        size: 0,
+        format: cq_format::FI_CQ_FORMAT_CONTEXT,
+        wait_obj: if block {
+            wait_obj::FI_WAIT_FD
+        } else {
+            wait_obj::FI_WAIT_NONE
+        },
+    }
+}
+
+/// Opens an RDM (or DGRAM) endpoint with its CQ and AV.
+fn open(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, Ctx), String> {
+    let (info, tagged) = offer(a, local)?;
     let fabric = ofi::Fabric::open(&info.fabric_attr).map_err(|e| format!("fi_fabric: {e}"))?;
     let domain = fabric
         .domain(&info)
         .map_err(|e| format!("fi_domain: {e}"))?;
     let block = a.has("block");
     let cq = domain
-        .cq(&CqAttr {
-            size: 0,
-            format: cq_format::FI_CQ_FORMAT_CONTEXT,
-            wait_obj: if block {
-                wait_obj::FI_WAIT_FD
-            } else {
-                wait_obj::FI_WAIT_NONE
-            },
-        })
+        .cq(&cq_attr(block))
         .map_err(|e| format!("fi_cq_open: {e}"))?;
     let av = domain
         .av(&AvAttr::default())
@@ -380,7 +399,9 @@ fn open(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, Ctx), String
         inject: info.tx_attr.inject_size,
         block,
         banked: std::cell::Cell::new((0, 0)),
-        av,
+        av: Some(av),
+        _eq: None,
+        _pep: None,
         _domain: domain,
         _fabric: fabric,
     };
@@ -515,14 +536,21 @@ fn connect(a: &Args) -> Result<(Oob, bool), String> {
 fn session(a: &Args) -> Result<(), String> {
     let (mut oob, client) = connect(a)?;
     let local = oob.0.local_addr().ok().map(|a| a.ip());
-    let (info, mut ctx) = open(a, local)?;
-    let me = ctx.ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
-    oob.send(&me).map_err(|e| e.to_string())?;
-    let theirs = oob.recv().map_err(|e| e.to_string())?;
-    ctx.peer = ctx
-        .av
-        .insert_one(&theirs)
-        .map_err(|e| format!("fi_av_insert: {e}"))?;
+    let msg_ep = a.get("e") == Some("msg");
+    let (info, mut ctx) = if msg_ep {
+        open_msg(a, local, &mut oob, client)?
+    } else {
+        open(a, local)?
+    };
+    if !msg_ep {
+        let me = ctx.ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
+        oob.send(&me).map_err(|e| e.to_string())?;
+        let theirs = oob.recv().map_err(|e| e.to_string())?;
+        let av = ctx.av.as_ref().ok_or("no address vector")?;
+        ctx.peer = av
+            .insert_one(&theirs)
+            .map_err(|e| format!("fi_av_insert: {e}"))?;
+    }
     let iters: usize = a.get("I").unwrap_or("10").parse().map_err(|_| "bad -I")?;
     let warm: usize = a.get("W").unwrap_or("10").parse().map_err(|_| "bad -W")?;
     let sizes = match a.get("S") {
@@ -608,6 +636,102 @@ fn session(a: &Args) -> Result<(), String> {
         plot::write_svg(f, &rows, info.provider()).map_err(|e| format!("{f}: {e}"))?;
     }
     Ok(())
+}
+
+/// Waits for one event on the EQ (connection management is slow: 30 s).
+fn eq_wait(eq: &ofi::EventQueue, what: &str) -> Result<ofi::util_eq::EqEvent, String> {
+    match eq.sread(Some(Duration::from_secs(30))) {
+        Ok(e) => Ok(e),
+        Err(e) if e.code() == errno::FI_EAVAIL => {
+            let err = eq.readerr().map_err(|e| e.to_string())?;
+            Err(format!(
+                "{what}: {} ({})",
+                ofi::error::strerror(err.err),
+                err.err
+            ))
+        }
+        Err(e) => Err(format!("{what}: {e}")),
+    }
+}
+
+/// Opens a connected MSG endpoint: the server listens on a passive endpoint
+/// whose address goes over the control channel, the client connects.
+fn open_msg(
+    a: &Args,
+    local: Option<std::net::IpAddr>,
+    oob: &mut Oob,
+    client: bool,
+) -> Result<(Info, Ctx), String> {
+    let (info, tagged) = offer(a, local)?;
+    let fabric = ofi::Fabric::open(&info.fabric_attr).map_err(|e| format!("fi_fabric: {e}"))?;
+    let domain = fabric
+        .domain(&info)
+        .map_err(|e| format!("fi_domain: {e}"))?;
+    let block = a.has("block");
+    let cq = domain
+        .cq(&cq_attr(block))
+        .map_err(|e| format!("fi_cq_open: {e}"))?;
+    let eq = fabric
+        .eq(&Default::default())
+        .map_err(|e| format!("fi_eq_open: {e}"))?;
+    let (ep, pep) = if client {
+        let server = oob.recv().map_err(|e| e.to_string())?;
+        let ep = domain
+            .endpoint(&info)
+            .map_err(|e| format!("fi_endpoint: {e}"))?;
+        ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)
+            .map_err(|e| format!("fi_ep_bind: {e}"))?;
+        ep.bind_eq(&eq).map_err(|e| format!("fi_ep_bind: {e}"))?;
+        ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
+        ep.connect(&server, &[])
+            .map_err(|e| format!("fi_connect: {e}"))?;
+        let ev = eq_wait(&eq, "fi_connect")?;
+        if ev.event != eq_event::FI_CONNECTED {
+            return Err(format!("fi_connect: unexpected event {}", ev.event));
+        }
+        (ep, None)
+    } else {
+        let pep = fabric
+            .passive_ep(&info, 0)
+            .map_err(|e| format!("fi_passive_ep: {e}"))?;
+        pep.bind_eq(&eq).map_err(|e| format!("fi_pep_bind: {e}"))?;
+        pep.listen().map_err(|e| format!("fi_listen: {e}"))?;
+        let name = pep.getname().map_err(|e| format!("fi_getname: {e}"))?;
+        oob.send(&name).map_err(|e| e.to_string())?;
+        let req = eq_wait(&eq, "fi_listen")?;
+        let rinfo = match (req.event, req.info) {
+            (eq_event::FI_CONNREQ, Some(i)) => *i,
+            (e, _) => return Err(format!("fi_listen: unexpected event {e}")),
+        };
+        let ep = domain
+            .endpoint(&rinfo)
+            .map_err(|e| format!("fi_endpoint: {e}"))?;
+        ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)
+            .map_err(|e| format!("fi_ep_bind: {e}"))?;
+        ep.bind_eq(&eq).map_err(|e| format!("fi_ep_bind: {e}"))?;
+        ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
+        ep.accept(&[]).map_err(|e| format!("fi_accept: {e}"))?;
+        let ev = eq_wait(&eq, "fi_accept")?;
+        if ev.event != eq_event::FI_CONNECTED {
+            return Err(format!("fi_accept: unexpected event {}", ev.event));
+        }
+        (ep, Some(pep))
+    };
+    let ctx = Ctx {
+        ep,
+        cq,
+        peer: 0,
+        tagged,
+        inject: info.tx_attr.inject_size,
+        block,
+        banked: std::cell::Cell::new((0, 0)),
+        av: None,
+        _eq: Some(eq),
+        _pep: pep,
+        _domain: domain,
+        _fabric: fabric,
+    };
+    Ok((info, ctx))
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ pub use ofi_core::util::cntr::CntrAttr;
 pub use ofi_core::util::cq::{
     CqAttr, CqDataEntry, CqEntry, CqErrEntry, CqFormat, CqMsgEntry, CqTaggedEntry,
 };
+pub use ofi_core::util::eq::{self as util_eq, EqAttr, EqError, EqEvent};
 pub use ofi_core::util::iov::IoVec;
 pub use ofi_core::util::mr::MrAttr;
 

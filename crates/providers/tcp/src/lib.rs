@@ -39,6 +39,8 @@ pub struct TcpConfig {
     pub max_unexpected_bytes: usize,
     /// How long a connection attempt may take.
     pub connect_timeout: Duration,
+    /// TCP_USER_TIMEOUT for every connection.
+    pub user_timeout_ms: u32,
 }
 
 impl TcpConfig {
@@ -54,6 +56,7 @@ impl TcpConfig {
             proto,
             max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
             connect_timeout: Duration::from_millis(get("conn_timeout_ms").get_size()? as u64),
+            user_timeout_ms: get("user_timeout_ms").get_size()?.min(u32::MAX as usize) as u32,
         })
     }
 }
@@ -160,8 +163,8 @@ pub fn tunables() -> Vec<Tunable> {
     vec![
         Tunable::size(NAME, "eager_max", 16384, "Messages up to this size are sent eagerly; larger ones by rendezvous"),
         Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes buffered per endpoint before the socket is left unread (backpressure)"),
-        Tunable::boolean(NAME, "auto_progress", false, "Make progress in a provider thread (FI_PROGRESS_AUTO) instead of inside CQ/EQ/counter calls"),
         Tunable::size(NAME, "conn_timeout_ms", 10000, "Milliseconds a connection attempt may take before it fails with FI_ETIMEDOUT"),
+        Tunable::size(NAME, "user_timeout_ms", 5000, "Milliseconds written data may stay unacknowledged (TCP_USER_TIMEOUT) before the connection fails; keepalive probes also detect a silent dead peer within a few seconds"),
     ]
 }
 

@@ -32,6 +32,8 @@ pub struct Link {
     pub connecting: bool,
     /// When the connection attempt started (for the connect timeout).
     pub started: Instant,
+    /// Whether the poller currently watches this socket for writability.
+    pub watching_out: bool,
     scratch: Box<[u8; 4096]>,
 }
 
@@ -45,13 +47,17 @@ impl std::fmt::Debug for Link {
 }
 
 impl Link {
-    /// A link over `sock`.
-    pub fn new(sock: Socket, conn: Conn, connecting: bool) -> Link {
+    /// A link over `sock`, with keepalive and the user timeout applied.
+    pub fn new(sock: Socket, conn: Conn, connecting: bool, user_timeout_ms: u32) -> Link {
+        if let Err(e) = sock.set_liveness(user_timeout_ms) {
+            tracing::warn!(error = %e, "tcp: could not set keepalive / user timeout");
+        }
         Link {
             sock,
             conn,
             connecting,
             started: Instant::now(),
+            watching_out: true,
             scratch: Box::new([0; 4096]),
         }
     }
@@ -150,6 +156,16 @@ impl Link {
     /// True while the link has bytes waiting for a writable socket.
     pub fn wants_write(&self) -> bool {
         self.connecting || self.conn.wants_transmit()
+    }
+
+    /// Keeps the poller's interest in writability in step with the link:
+    /// a syscall only when it changes (links are added watching both ways).
+    pub fn sync_interest(&mut self, poller: &crate::sys::Poller, key: u64) {
+        let want = self.wants_write();
+        if want != self.watching_out {
+            self.watching_out = want;
+            let _ = poller.modify(self.sock.fd(), key, want);
+        }
     }
 }
 

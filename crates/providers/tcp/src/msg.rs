@@ -165,12 +165,8 @@ impl TcpMsgEp {
             }
             drain_rx(&g.b, &mut g.rx, false);
         }
-        if let Some(l) = &g.link {
-            let _ = self.shared.poller.modify(
-                l.sock.fd(),
-                self.key.load(Ordering::Relaxed),
-                l.wants_write(),
-            );
+        if let Some(l) = &mut g.link {
+            l.sync_interest(&self.shared.poller, self.key.load(Ordering::Relaxed));
             if l.conn.is_closed() {
                 self.shared.poller.remove(l.sock.fd());
             }
@@ -351,7 +347,7 @@ impl EndpointOps for TcpMsgEp {
             .poller
             .add(sock.fd(), self.key.load(Ordering::Relaxed), true)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
-        g.link = Some(Link::new(sock, conn, true));
+        g.link = Some(Link::new(sock, conn, true, self.cfg.user_timeout_ms));
         g.phase = Phase::Connecting;
         self.drive(&mut g);
         Ok(())

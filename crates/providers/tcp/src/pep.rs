@@ -76,6 +76,7 @@ impl TcpPep {
                             sock,
                             Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto),
                             false,
+                            self.cfg.user_timeout_ms,
                         ));
                     }
                     Ok(None) => break,

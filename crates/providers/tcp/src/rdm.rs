@@ -104,7 +104,7 @@ impl TcpRdmEp {
 
     fn add_link(&self, g: &mut Inner, link: Link, fi_addr: u64, outgoing: bool) -> ConnId {
         let id = link.conn.id();
-        let _ = self.shared.poller.add(link.sock.fd(), id, outgoing);
+        let _ = self.shared.poller.add(link.sock.fd(), id, true);
         g.peers.insert(
             id,
             Peer {
@@ -143,7 +143,12 @@ impl TcpRdmEp {
         let id = self.shared.key();
         let conn = Conn::connect(id, dest, self.cfg.proto, &self.me, &[])
             .map_err(|e| Error::new(e, "tcp: connect"))?;
-        let id = self.add_link(g, Link::new(sock, conn, true), dest, true);
+        let id = self.add_link(
+            g,
+            Link::new(sock, conn, true, self.cfg.user_timeout_ms),
+            dest,
+            true,
+        );
         g.by_addr.insert(dest, id);
         if let Some(parked) = g.parked.remove(&dest) {
             let p = g.peers.get_mut(&id).expect("just added");
@@ -160,7 +165,12 @@ impl TcpRdmEp {
                 Ok(Some((sock, _peer))) => {
                     let id = self.shared.key();
                     let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
-                    self.add_link(g, Link::new(sock, conn, false), FI_ADDR_NOTAVAIL, false);
+                    self.add_link(
+                        g,
+                        Link::new(sock, conn, false, self.cfg.user_timeout_ms),
+                        FI_ADDR_NOTAVAIL,
+                        false,
+                    );
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -304,11 +314,8 @@ impl TcpRdmEp {
                     g.by_addr.remove(&p.fi_addr);
                 }
             }
-        } else if let Some(p) = g.peers.get(&id) {
-            let _ = self
-                .shared
-                .poller
-                .modify(p.link.sock.fd(), id, p.link.wants_write());
+        } else if let Some(p) = g.peers.get_mut(&id) {
+            p.link.sync_interest(&self.shared.poller, id);
         }
     }
 
