@@ -76,4 +76,20 @@ impl Shared {
     pub fn fd(&self) -> RawFd {
         self.poller.fd()
     }
+
+    /// FI_PROGRESS_AUTO: a thread that waits on the domain's sockets and
+    /// drives its endpoints, until the domain and its endpoints are gone.
+    pub fn start_auto_progress(self: &Arc<Self>) -> Result<()> {
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("ofi-tcp-progress".into())
+            .spawn(move || {
+                while let Some(shared) = weak.upgrade() {
+                    shared.poller.wait(10);
+                    shared.progress();
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| Error::os(e, "tcp: starting the progress thread"))
+    }
 }

@@ -98,9 +98,13 @@ impl FabricOps for TcpFabric {
                 format!("info is for provider '{}', not tcp", info.provider()),
             ));
         }
+        let shared = domain::Shared::new()?;
+        if info.domain_attr.data_progress == progress::FI_PROGRESS_AUTO {
+            shared.start_auto_progress()?;
+        }
         Ok(Arc::new(TcpDomain {
             cfg: self.cfg,
-            shared: domain::Shared::new()?,
+            shared,
         }))
     }
     fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEndpointOps>> {
@@ -297,8 +301,18 @@ pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
         }
         let port = src.map_or(0, |s| s.port());
         let bind = SocketAddr::new(ifa.addr, port);
+        let auto = hints.is_some_and(|h| {
+            h.domain_attr.data_progress == progress::FI_PROGRESS_AUTO
+                || h.domain_attr.control_progress == progress::FI_PROGRESS_AUTO
+        });
         for ep in [ep_type::FI_EP_RDM, ep_type::FI_EP_MSG] {
             let mut o = base_offer(ep, &bind, &ifa.subnet(), &ifa.name);
+            if auto {
+                // Both models are supported; an application that asks for
+                // auto progress gets a domain with a progress thread.
+                o.domain_attr.data_progress = progress::FI_PROGRESS_AUTO;
+                o.domain_attr.control_progress = progress::FI_PROGRESS_AUTO;
+            }
             o.dest_addr = dest.map(|d| addr::encode(&d));
             o.fabric_attr.api_version = req.version;
             out.push(o);

@@ -366,6 +366,13 @@ impl Poller {
         Ok(())
     }
 
+    /// Waits up to `ms` milliseconds for a watched socket to become ready.
+    pub fn wait(&self, ms: i32) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 1];
+        // SAFETY: evs is a valid buffer of one event; the result only says whether to poll.
+        unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 1, ms) };
+    }
+
     /// The epoll descriptor (readable when a watched socket is ready).
     pub fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
