@@ -34,6 +34,9 @@ pub struct Link {
     pub started: Instant,
     /// Whether the poller currently watches this socket for writability.
     pub watching_out: bool,
+    /// Bytes read ahead of the protocol's request, and the staged range.
+    stage: Box<[u8; 4096]>,
+    staged: (usize, usize),
     scratch: Box<[u8; 4096]>,
 }
 
@@ -58,6 +61,8 @@ impl Link {
             connecting,
             started: Instant::now(),
             watching_out: true,
+            stage: Box::new([0; 4096]),
+            staged: (0, 0),
             scratch: Box::new([0; 4096]),
         }
     }
@@ -82,30 +87,74 @@ impl Link {
         }
     }
 
+    /// Reads as far as the socket and the protocol allow. Headers are read
+    /// ahead into a small staging buffer, so a small message (header and
+    /// payload) costs one system call; staged bytes are handed to whatever
+    /// the protocol asks for next (a payload is copied from the stage only
+    /// for the part that was read ahead; the rest lands in place).
     fn read(&mut self, rx: &mut Rx) -> bool {
         let Link {
             sock,
             conn,
             scratch,
+            stage,
+            staged,
             ..
         } = self;
         loop {
-            let r = match conn.recv_target(rx) {
-                Target::Header(b) | Target::Buffer(b) => sock.read(b),
-                // SAFETY: payload ranges are a matched receive's buffer, which
-                // its poster keeps writable until the receive completes.
-                Target::Payload(iov) => unsafe { sock.readv(iov) },
-                Target::Discard(n) => {
-                    let m = n.min(scratch.len());
-                    sock.read(&mut scratch[..m])
+            let avail = staged.1 - staged.0;
+            let target = conn.recv_target(rx);
+            let r = if avail > 0 {
+                let from = &stage[staged.0..staged.1];
+                let n = match target {
+                    Target::Header(b) | Target::Buffer(b) => {
+                        let n = b.len().min(avail);
+                        b[..n].copy_from_slice(&from[..n]);
+                        n
+                    }
+                    Target::Payload(iov) => {
+                        let want: usize = iov.iter().map(|v| v.len).sum();
+                        let n = want.min(avail);
+                        // SAFETY: payload ranges are a matched receive's buffer,
+                        // which its poster keeps writable until it completes.
+                        unsafe { copy_to_iov(iov, 0, &from[..n]) }
+                    }
+                    Target::Discard(n) => n.min(avail),
+                    Target::Blocked | Target::Closed => return true,
+                };
+                staged.0 += n;
+                if staged.0 == staged.1 {
+                    *staged = (0, 0);
                 }
-                Target::Blocked | Target::Closed => return true,
+                Ok(n)
+            } else {
+                match target {
+                    Target::Header(_) => match sock.read(&mut stage[..]) {
+                        Ok(0) => Ok(0),
+                        Ok(n) => {
+                            *staged = (0, n);
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Target::Buffer(b) => sock.read(b),
+                    // SAFETY: payload ranges are a matched receive's buffer, which
+                    // its poster keeps writable until the receive completes.
+                    Target::Payload(iov) => unsafe { sock.readv(iov) },
+                    Target::Discard(n) => {
+                        let m = n.min(scratch.len());
+                        sock.read(&mut scratch[..m])
+                    }
+                    Target::Blocked | Target::Closed => return true,
+                }
             };
             match r {
-                Ok(0) => {
+                Ok(0) if avail == 0 => {
                     conn.on_eof(rx);
                     return false;
                 }
+                // The protocol asked for nothing: stop rather than spin.
+                Ok(0) => return true,
                 Ok(n) => conn.on_read(n, rx),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
