@@ -114,10 +114,12 @@ impl TcpMsgEp {
                     Self::eq_error(g, errno::FI_ECONNREFUSED, private_data);
                 }
                 Event::PeerShutdown => {
+                    g.rx.close(errno::FI_ECONNRESET);
                     g.phase = Phase::Done;
                     Self::eq_event(g, eq_event::FI_SHUTDOWN, Vec::new());
                 }
                 Event::ConnectionLost { err } => {
+                    g.rx.close(err);
                     let before = if g.phase == Phase::Done { was } else { g.phase };
                     g.phase = Phase::Done;
                     if before == Phase::Connected {

@@ -182,6 +182,28 @@ impl TcpRdmEp {
     }
 
     fn on_hello(&self, g: &mut Inner, id: ConnId, peer_addr: &[u8]) {
+        // A peer names itself by its listening address; outgoing connections
+        // are bound to the endpoint's own IP, so the claimed IP must be the
+        // connection's source IP. Anything else is an impostor trying to
+        // take over another peer's traffic: disconnect it.
+        let claimed = crate::addr::decode(peer_addr).ok().map(|a| a.ip());
+        let actual = g
+            .peers
+            .get(&id)
+            .and_then(|p| p.link.sock.peer_addr().ok())
+            .map(|a| a.ip());
+        if claimed.is_none() || claimed != actual {
+            tracing::warn!(
+                ?claimed,
+                ?actual,
+                "tcp: disconnecting a peer whose HELLO claims an address it does not connect from"
+            );
+            let Inner { peers, rx, .. } = &mut *g;
+            if let Some(p) = peers.get_mut(&id) {
+                p.link.conn.on_error(errno::FI_EIO, rx);
+            }
+            return;
+        }
         let fi_addr = match (
             &g.b.av,
             crate::addr::TcpAddrOps.canonical_or_none(peer_addr),
