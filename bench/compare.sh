@@ -6,32 +6,45 @@
 # or, with STRICT=1, when a target is missed.
 #
 # Usage:
-#   bench/compare.sh                  # from any directory
-#   RUNS=9 PROVIDER=shm bench/compare.sh
+#   bench/compare.sh                  # from any directory; shm and tcp
+#   RUNS=9 PROVIDERS=shm bench/compare.sh
+#   RUNS=3 PROVIDERS=tcp TCP_EPS=rdm bench/compare.sh
 #
 # What it does:
 #   1. builds target/release/ofi (cargo build --release -p ofi-tools; a no-op
 #      when up to date),
 #   2. installs libfabric-bin with apt-get if fi_pingpong is missing,
 #   3. waits (up to QUIET_WAIT s) for idle cpus before each round, then
-#      for every configuration (rdm msg at each of SIZES, rdm tagged at each
-#      of TAGGED_SIZES) runs `ofi pingpong` and `fi_pingpong` with the same
-#      flags (-p PROVIDER -e rdm -m MODE -S SIZE -I ITERS), server pinned with
-#      `taskset -c 0`, client with `taskset -c 1`, RUNS times, alternating
-#      which of the two goes first, each run on fresh control ports and under
-#      a timeout; parses MB/sec and usec/xfer from the client's last line,
-#   4. measures single-thread memcpy bandwidth (bench/memcpy.c, compiled with
-#      cc -O2 into a temporary directory) once per round, on cpu 1,
+#      for every configuration runs `ofi pingpong` and `fi_pingpong` with the
+#      same flags (-p PROVIDER -e EP -m MODE -S SIZE -I ITERS), server pinned
+#      with `taskset -c 0`, client with `taskset -c 1`, RUNS times,
+#      alternating which of the two goes first, each run on fresh control
+#      ports and under a timeout; parses MB/sec and usec/xfer from the
+#      client's last line. Configurations:
+#        shm: rdm msg at each of SIZES, rdm tagged at each of TAGGED_SIZES
+#        tcp: msg and rdm endpoints (TCP_EPS), msg mode, at each of TCP_SIZES
+#             (Debian's fi_pingpong -p tcp -e rdm runs tcp;ofi_rxm)
+#   4. measures the physical references once per round, client on cpu 1:
+#        shm: single-thread memcpy bandwidth (bench/memcpy.c)
+#        tcp: raw TCP over 127.0.0.1 (bench/tcp_raw.c): a busy-polled 8 B
+#             socket ping-pong (one-way usec) and a 1 MiB-write stream
+#             (MB/sec), server on cpu 0 and client on cpu 1 as above
+#      (both compiled with cc -O2 into a temporary directory),
 #   5. prints a Markdown table of medians, ratios and the targets.
 #
 # Environment:
 #   RUNS          runs per configuration and tool (default 5)
-#   PROVIDER      provider for both tools (default shm)
-#   SIZES         msg sizes in bytes (default "8 4096 1048576")
-#   TAGGED_SIZES  tagged sizes in bytes (default "8"; "" for none)
+#   PROVIDERS     providers to measure, in order (default "shm tcp"); the old
+#                 PROVIDER (one name) is still honoured when PROVIDERS is unset
+#   SIZES         shm msg sizes in bytes (default "8 4096 1048576")
+#   TAGGED_SIZES  shm tagged sizes in bytes (default "8"; "" for none)
+#   TCP_SIZES     tcp sizes in bytes (default "8 1048576")
+#   TCP_EPS       tcp endpoint types (default "msg rdm")
 #   ITERS         iterations per run (default: by size, 200000 for <= 4 KiB,
 #                 50000 for <= 64 KiB, then 5e9/size with a floor of 500)
 #   MEMCPY_SIZE   bytes per memcpy in the reference (default 1048576)
+#   RAW_PP_ITERS / RAW_STREAM_ITERS   raw TCP ping-pong round trips (default
+#                 200000) and 1 MiB stream writes (default 5000)
 #   TIMEOUT       seconds allowed per run (default 120)
 #   BASE_PORT     first control port to try (default derived from the pid)
 #   SERVER_CPU / CLIENT_CPU   cpus to pin to (default 0 / 1)
@@ -46,17 +59,24 @@
 # Targets (shm, rdm, msg): 8 B latency ofi/libfabric <= 0.70; 4 KiB latency
 # ofi/libfabric <= 0.80; 1 MiB bandwidth >= 1.20x libfabric and >= 0.80x
 # single-thread memcpy.
+# Targets (tcp, msg mode): RDM 8 B latency ofi/libfabric (tcp;ofi_rxm)
+# <= 0.75; MSG 8 B latency ofi/libfabric <= 1.00; RDM 1 MiB bandwidth
+# >= 1.20x libfabric and >= 0.70x the raw TCP stream.
 # shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 RUNS="${RUNS:-5}"
-PROVIDER="${PROVIDER:-shm}"
+PROVIDERS="${PROVIDERS:-${PROVIDER:-shm tcp}}"
 SIZES="${SIZES:-8 4096 1048576}"
 TAGGED_SIZES="${TAGGED_SIZES-8}"
+TCP_SIZES="${TCP_SIZES:-8 1048576}"
+TCP_EPS="${TCP_EPS:-msg rdm}"
 ITERS="${ITERS:-}"
 MEMCPY_SIZE="${MEMCPY_SIZE:-1048576}"
+RAW_PP_ITERS="${RAW_PP_ITERS:-200000}"
+RAW_STREAM_ITERS="${RAW_STREAM_ITERS:-5000}"
 TIMEOUT="${TIMEOUT:-120}"
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
@@ -70,10 +90,21 @@ log() { printf '%s\n' "$*" >&2; }
 die() { log "compare.sh: $*"; exit 1; }
 
 case "$RUNS" in '' | *[!0-9]* | 0) die "RUNS must be a positive integer (got '$RUNS')" ;; esac
-for s in $SIZES $TAGGED_SIZES $MEMCPY_SIZE; do
-    case "$s" in *[!0-9]*) die "sizes must be numbers of bytes (got '$s')" ;; esac
+for s in $SIZES $TAGGED_SIZES $TCP_SIZES $MEMCPY_SIZE $RAW_PP_ITERS $RAW_STREAM_ITERS; do
+    case "$s" in *[!0-9]*) die "sizes and counts must be numbers (got '$s')" ;; esac
 done
-[ -n "$SIZES$TAGGED_SIZES" ] || die "nothing to run: SIZES and TAGGED_SIZES are both empty"
+HAS_SHM=0
+HAS_TCP=0
+for p in $PROVIDERS; do
+    case "$p" in
+        shm) HAS_SHM=1 ;;
+        tcp) HAS_TCP=1 ;;
+        *) die "PROVIDERS: only shm and tcp are known (got '$p')" ;;
+    esac
+done
+for e in $TCP_EPS; do
+    case "$e" in msg | rdm) ;; *) die "TCP_EPS: msg and/or rdm (got '$e')" ;; esac
+done
 
 # --- tools --------------------------------------------------------------------
 
@@ -117,7 +148,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cc -O2 -o "$WORK/memcpy" "$ROOT/bench/memcpy.c" || die "cannot compile bench/memcpy.c"
+if [ "$HAS_SHM" = 1 ]; then
+    cc -O2 -o "$WORK/memcpy" "$ROOT/bench/memcpy.c" || die "cannot compile bench/memcpy.c"
+fi
+if [ "$HAS_TCP" = 1 ]; then
+    cc -O2 -o "$WORK/tcp_raw" "$ROOT/bench/tcp_raw.c" || die "cannot compile bench/tcp_raw.c"
+fi
 
 # --- helpers ------------------------------------------------------------------
 
@@ -177,51 +213,75 @@ ratio() { # a / b with 2 decimals, "-" if either is missing
 
 FAILURES=0
 
-# run_one TOOL MODE SIZE ROUND: one server/client pair; appends "usec mbs" to
-# $WORK/TOOL-MODE-SIZE.dat.
-run_one() {
-    local tool="$1" mode="$2" size="$3" round="$4" bin
-    local iters tag out
-    iters="$(iters_for "$size")"
-    if [ "$tool" = ofi ]; then bin=("$OFI_BIN" pingpong); else bin=("$FI_PINGPONG"); fi
-    local flags=(-p "$PROVIDER" -e rdm -m "$mode" -S "$size" -I "$iters")
-    tag="$tool-$mode-$size"
-    out="$WORK/$tag.r$round"
-    fresh_port
-
-    timeout "$TIMEOUT" taskset -c "$SERVER_CPU" "${bin[@]}" "${flags[@]}" -B "$PORT" \
-        >"$out.server" 2>&1 &
+# start_server LOG CMD...: starts CMD in the background (SERVER_PID) under
+# the timeout and waits for $PORT to listen; returns 1 (server gone, its
+# output shown) if it does not within 10 s.
+start_server() {
+    local log="$1" tag="$2"
+    shift 2
+    timeout "$TIMEOUT" "$@" >"$log" 2>&1 &
     SERVER_PID=$!
     local waited=0
     while ! port_listening "$PORT"; do
         if ! kill -0 "$SERVER_PID" 2>/dev/null || [ "$waited" -ge 200 ]; then
-            log "   $tag run $round: server did not start listening on port $PORT"
-            sed 's/^/     server: /' "$out.server" >&2 || true
+            log "   $tag: server did not start listening on port $PORT"
+            sed 's/^/     server: /' "$log" >&2 || true
             kill "$SERVER_PID" 2>/dev/null || true
             wait "$SERVER_PID" 2>/dev/null || true
             SERVER_PID=""
             FAILURES=$((FAILURES + 1))
-            return 0
+            return 1
         fi
         sleep 0.05
         waited=$((waited + 1))
     done
+}
 
-    local crc=0 src=0
-    timeout "$TIMEOUT" taskset -c "$CLIENT_CPU" "${bin[@]}" "${flags[@]}" -P "$PORT" localhost \
-        >"$out.client" 2>&1 || crc=$?
-    if [ "$crc" -ne 0 ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
-    wait "$SERVER_PID" || src=$?
+# finish_pair OUT TAG: runs the client (the remaining arguments) under the
+# timeout, waits for the server; sets CRC and SRC.
+finish_pair() {
+    local out="$1"
+    shift
+    CRC=0
+    SRC=0
+    timeout "$TIMEOUT" "$@" >"$out.client" 2>&1 || CRC=$?
+    if [ "$CRC" -ne 0 ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+    wait "$SERVER_PID" || SRC=$?
     SERVER_PID=""
+}
+
+# run_one TOOL PROV EP MODE SIZE ROUND: one server/client pair; appends
+# "usec mbs round" to $WORK/TOOL-PROV-EP-MODE-SIZE.dat.
+run_one() {
+    local tool="$1" prov="$2" ep="$3" mode="$4" size="$5" round="$6" bin
+    local iters tag out
+    iters="$(iters_for "$size")"
+    if [ "$tool" = ofi ]; then bin=("$OFI_BIN" pingpong); else bin=("$FI_PINGPONG"); fi
+    local flags=(-p "$prov" -e "$ep" -m "$mode" -S "$size" -I "$iters")
+    tag="$tool-$prov-$ep-$mode-$size"
+    out="$WORK/$tag.r$round"
+    fresh_port
+
+    if ! start_server "$out.server" "$tag run $round" \
+        taskset -c "$SERVER_CPU" "${bin[@]}" "${flags[@]}" -B "$PORT"; then
+        echo "$round server did not listen" >>"$WORK/$tag.fail"
+        return 0
+    fi
+    finish_pair "$out" taskset -c "$CLIENT_CPU" "${bin[@]}" "${flags[@]}" -P "$PORT" localhost
 
     local line usec mbs
     line="$(awk 'NF { last = $0 } END { print last }' "$out.client")"
     usec="$(printf '%s\n' "$line" | awk '$1 != "bytes" && $7 ~ /^[0-9.]+$/ { print $7 }')"
     mbs="$(printf '%s\n' "$line" | awk '$1 != "bytes" && $6 ~ /^[0-9.]+$/ { print $6 }')"
-    if [ "$crc" -ne 0 ] || [ "$src" -ne 0 ] || [ -z "$usec" ] || [ -z "$mbs" ]; then
-        log "   $tag run $round: FAILED (client rc=$crc, server rc=$src; 124 = timeout)"
+    if [ "$CRC" -ne 0 ] || [ "$SRC" -ne 0 ] || [ -z "$usec" ] || [ -z "$mbs" ]; then
+        log "   $tag run $round: FAILED (client rc=$CRC, server rc=$SRC; 124 = timeout)"
         sed 's/^/     client: /' "$out.client" | tail -5 >&2 || true
         sed 's/^/     server: /' "$out.server" | tail -5 >&2 || true
+        {
+            printf '%s client rc=%s server rc=%s (124 = timeout);' "$round" "$CRC" "$SRC"
+            printf ' client: %s;' "$(grep -v '^bytes' "$out.client" | tail -2 | tr '\n' ' ')"
+            printf ' server: %s\n' "$(grep -v '^bytes' "$out.server" | tail -2 | tr '\n' ' ')"
+        } >>"$WORK/$tag.fail"
         FAILURES=$((FAILURES + 1))
         return 0
     fi
@@ -229,14 +289,56 @@ run_one() {
     # so size / MB/sec gives the same latency with more digits.
     usec="$(awk -v s="$size" -v u="$usec" -v b="$mbs" 'BEGIN { if (s > 0 && b > 0) printf "%.4f\n", s / b; else print u }')"
     printf '%s %s %s\n' "$usec" "$mbs" "$round" >>"$WORK/$tag.dat"
-    log "   $(printf '%-22s run %d: %10s usec/xfer %12s MB/sec' "$tag" "$round" "$usec" "$mbs")"
+    log "   $(printf '%-30s run %d: %10s usec/xfer %12s MB/sec' "$tag" "$round" "$usec" "$mbs")"
+}
+
+# run_raw KIND ROUND: bench/tcp_raw KIND (pingpong | stream) over 127.0.0.1,
+# pinned like the pingpongs; appends "usec mbs round" to $WORK/raw-KIND.dat.
+run_raw() {
+    local kind="$1" round="$2" iters tag out
+    if [ "$kind" = pingpong ]; then iters="$RAW_PP_ITERS"; else iters="$RAW_STREAM_ITERS"; fi
+    tag="raw-$kind"
+    out="$WORK/$tag.r$round"
+    fresh_port
+    # tcp_raw pins itself too; taskset is what the other runs use.
+    if ! start_server "$out.server" "$tag run $round" \
+        env TCP_RAW_CPU="$SERVER_CPU" taskset -c "$SERVER_CPU" "$WORK/tcp_raw" "$kind" server "$PORT" "$iters"; then
+        echo "$round server did not listen" >>"$WORK/$tag.fail"
+        return 0
+    fi
+    finish_pair "$out" env TCP_RAW_CPU="$CLIENT_CPU" taskset -c "$CLIENT_CPU" "$WORK/tcp_raw" "$kind" client "$PORT" "$iters"
+    local usec mbs
+    usec="$(awk '{ for (i = 1; i < NF; i++) if ($i == "usec/xfer") u = $(i + 1) } END { print u }' "$out.client")"
+    mbs="$(awk '{ for (i = 1; i < NF; i++) if ($i == "MB/sec") m = $(i + 1) } END { print m }' "$out.client")"
+    if [ "$CRC" -ne 0 ] || [ "$SRC" -ne 0 ] || [ -z "$usec" ] || [ -z "$mbs" ]; then
+        log "   $tag run $round: FAILED (client rc=$CRC, server rc=$SRC)"
+        cat "$out.client" "$out.server" | sed 's/^/     /' >&2 || true
+        echo "$round client rc=$CRC server rc=$SRC" >>"$WORK/$tag.fail"
+        FAILURES=$((FAILURES + 1))
+        return 0
+    fi
+    printf '%s %s %s\n' "$usec" "$mbs" "$round" >>"$WORK/$tag.dat"
+    log "   $(printf '%-30s run %d: %10s usec/xfer %12s MB/sec' "$tag" "$round" "$usec" "$mbs")"
 }
 
 # --- runs ---------------------------------------------------------------------
 
+# Configurations: PROV:EP:MODE:SIZE.
 CONFIGS=()
-for s in $SIZES; do CONFIGS+=("msg:$s"); done
-for s in $TAGGED_SIZES; do CONFIGS+=("tagged:$s"); done
+for p in $PROVIDERS; do
+    case "$p" in
+        shm)
+            for s in $SIZES; do CONFIGS+=("shm:rdm:msg:$s"); done
+            for s in $TAGGED_SIZES; do CONFIGS+=("shm:rdm:tagged:$s"); done
+            ;;
+        tcp)
+            for e in $TCP_EPS; do
+                for s in $TCP_SIZES; do CONFIGS+=("tcp:$e:msg:$s"); done
+            done
+            ;;
+    esac
+done
+[ "${#CONFIGS[@]}" -gt 0 ] || die "nothing to run: no sizes for the chosen providers"
 
 # Share of the cpus busy over one second (other work perturbs the numbers).
 cpu_busy() {
@@ -262,22 +364,30 @@ wait_quiet() {
     done
 }
 BUSY_ROUNDS=0
-log "== $RUNS rounds of: ${CONFIGS[*]} (provider $PROVIDER); memcpy $MEMCPY_SIZE B"
+REFS=""
+[ "$HAS_SHM" = 0 ] || REFS="memcpy $MEMCPY_SIZE B"
+[ "$HAS_TCP" = 0 ] || REFS="${REFS:+$REFS; }raw TCP ping-pong 8 B and stream 1 MiB"
+log "== $RUNS rounds of: ${CONFIGS[*]}; references: $REFS"
 for round in $(seq 1 "$RUNS"); do
     log "-- round $round"
     wait_quiet || BUSY_ROUNDS=$((BUSY_ROUNDS + 1))
     for c in "${CONFIGS[@]}"; do
-        mode="${c%%:*}"
-        size="${c#*:}"
+        IFS=: read -r prov ep mode size <<<"$c"
         if [ $((round % 2)) -eq 1 ]; then order="ofi libfabric"; else order="libfabric ofi"; fi
-        for tool in $order; do run_one "$tool" "$mode" "$size" "$round"; done
+        for tool in $order; do run_one "$tool" "$prov" "$ep" "$mode" "$size" "$round"; done
     done
-    if m="$(taskset -c "$CLIENT_CPU" "$WORK/memcpy" "$MEMCPY_SIZE" | awk '{ print $4 }')" && [ -n "$m" ]; then
-        echo "$m" >>"$WORK/memcpy.dat"
-        log "   memcpy $MEMCPY_SIZE B: $m MB/sec"
-    else
-        log "   memcpy: FAILED"
-        FAILURES=$((FAILURES + 1))
+    if [ "$HAS_TCP" = 1 ]; then
+        run_raw pingpong "$round"
+        run_raw stream "$round"
+    fi
+    if [ "$HAS_SHM" = 1 ]; then
+        if m="$(taskset -c "$CLIENT_CPU" "$WORK/memcpy" "$MEMCPY_SIZE" | awk '{ print $4 }')" && [ -n "$m" ]; then
+            echo "$m" >>"$WORK/memcpy.dat"
+            log "   memcpy $MEMCPY_SIZE B: $m MB/sec"
+        else
+            log "   memcpy: FAILED"
+            FAILURES=$((FAILURES + 1))
+        fi
     fi
 done
 
@@ -302,6 +412,8 @@ col() { # FILE COLUMN -> median of that column (latency: 4 decimals, MB/sec: 2)
 }
 
 MEMCPY_MED="$(if [ -s "$WORK/memcpy.dat" ]; then median "%.2f" <"$WORK/memcpy.dat"; else echo -; fi)"
+RAW_PP_MED="$(col "$WORK/raw-pingpong.dat" 1)"
+RAW_ST_MED="$(col "$WORK/raw-stream.dat" 2)"
 GIT_REV="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # Only changes that reach the ofi binary count (tests and scripts do not).
 if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- crates Cargo.toml Cargo.lock 2>/dev/null || true)" ]; then
@@ -309,41 +421,74 @@ if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- crates Carg
 fi
 LF_VER="$(fi_info --version 2>/dev/null | awk '/^libfabric:/ { print $2 }' || true)"
 CPU="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)"
+# What fi_pingpong -p tcp -e rdm runs (Debian's 1.17: tcp;ofi_rxm).
+LF_TCP_RDM="$(fi_info -p tcp -t FI_EP_RDM 2>/dev/null | awk '/provider:/ { print $2; exit }' || true)"
+
+provider_label() { # PROV EP -> how libfabric names what fi_pingpong runs
+    if [ "$1" = tcp ] && [ "$2" = rdm ]; then echo "${LF_TCP_RDM:-tcp;ofi_rxm}"; else echo "$1"; fi
+}
 
 echo
-echo "ofi pingpong vs libfabric ${LF_VER:-?} fi_pingpong, provider $PROVIDER, endpoint rdm"
+echo "ofi pingpong vs libfabric ${LF_VER:-?} fi_pingpong; providers: $PROVIDERS"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); ofi $GIT_REV"
 echo "machine: $(nproc) cpus (${CPU:-unknown cpu}), Linux $(uname -r); server on cpu $SERVER_CPU, client on cpu $CLIENT_CPU"
 echo "rounds that started while other processes kept the cpus busy: $BUSY_ROUNDS of $RUNS"
-echo "command: RUNS=$RUNS PROVIDER=$PROVIDER SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" bench/compare.sh"
+echo "command: RUNS=$RUNS PROVIDERS=\"$PROVIDERS\" SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" TCP_SIZES=\"$TCP_SIZES\" TCP_EPS=\"$TCP_EPS\" bench/compare.sh"
 echo "medians of $RUNS runs each; MB/sec as fi_pingpong prints it (MB = 10^6 bytes); usec/xfer = size / MB/sec"
 echo "(the same number fi_pingpong prints, with more digits than its 2 decimals)"
 echo
-echo "| mode | size | iters | ofi usec/xfer | libfabric usec/xfer | latency ofi/lf | ofi MB/sec | libfabric MB/sec | bandwidth ofi/lf |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-declare -A LAT BW BWO
+echo "| provider | ep | mode | size | iters | ofi usec/xfer | libfabric usec/xfer | latency ofi/lf | ofi MB/sec | libfabric MB/sec | bandwidth ofi/lf |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+declare -A LAT BW BWO LATO
 for c in "${CONFIGS[@]}"; do
-    mode="${c%%:*}"
-    size="${c#*:}"
-    ou="$(col "$WORK/ofi-$mode-$size.dat" 1)"
-    lu="$(col "$WORK/libfabric-$mode-$size.dat" 1)"
-    ob="$(col "$WORK/ofi-$mode-$size.dat" 2)"
-    lb="$(col "$WORK/libfabric-$mode-$size.dat" 2)"
+    IFS=: read -r prov ep mode size <<<"$c"
+    f="$prov-$ep-$mode-$size"
+    ou="$(col "$WORK/ofi-$f.dat" 1)"
+    lu="$(col "$WORK/libfabric-$f.dat" 1)"
+    ob="$(col "$WORK/ofi-$f.dat" 2)"
+    lb="$(col "$WORK/libfabric-$f.dat" 2)"
     LAT[$c]="$(ratio "$ou" "$lu")"
     BW[$c]="$(ratio "$ob" "$lb")"
     BWO[$c]="$ob"
-    echo "| $mode | $(human "$size") | $(iters_for "$size") | $ou | $lu | ${LAT[$c]} | $ob | $lb | ${BW[$c]} |"
+    LATO[$c]="$ou"
+    echo "| $prov (lf: $(provider_label "$prov" "$ep")) | $ep | $mode | $(human "$size") | $(iters_for "$size") | $ou | $lu | ${LAT[$c]} | $ob | $lb | ${BW[$c]} |"
 done
 echo
 echo "spread: usec/xfer min - max over the runs, and the latency ratio ofi/libfabric of each round"
 echo "(each round runs the two tools back to back, so its ratio compares like with like):"
 for c in "${CONFIGS[@]}"; do
-    mode="${c%%:*}"
-    size="${c#*:}"
-    echo "- $mode $(human "$size"): ofi $(range "$WORK/ofi-$mode-$size.dat"), libfabric $(range "$WORK/libfabric-$mode-$size.dat"); per round: $(paired "$WORK/ofi-$mode-$size.dat" "$WORK/libfabric-$mode-$size.dat")"
+    IFS=: read -r prov ep mode size <<<"$c"
+    f="$prov-$ep-$mode-$size"
+    echo "- $prov $ep $mode $(human "$size"): ofi $(range "$WORK/ofi-$f.dat"), libfabric $(range "$WORK/libfabric-$f.dat"); per round: $(paired "$WORK/ofi-$f.dat" "$WORK/libfabric-$f.dat")"
 done
 echo
-echo "single-thread memcpy ($(human "$MEMCPY_SIZE"), cpu $CLIENT_CPU, median of $RUNS): $MEMCPY_MED MB/sec"
+NOT_MEASURED=0
+for c in "${CONFIGS[@]}"; do
+    IFS=: read -r prov ep mode size <<<"$c"
+    for tool in ofi libfabric; do
+        ff="$WORK/$tool-$prov-$ep-$mode-$size.fail"
+        [ -s "$ff" ] || continue
+        if [ "$NOT_MEASURED" = 0 ]; then echo "failed runs (medians use the successful runs only; '-' = nothing measured):"; fi
+        NOT_MEASURED=1
+        echo "- $tool $prov $ep $mode $(human "$size"): $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
+    done
+done
+for k in pingpong stream; do
+    ff="$WORK/raw-$k.fail"
+    [ -s "$ff" ] || continue
+    if [ "$NOT_MEASURED" = 0 ]; then echo "failed runs (medians use the successful runs only; '-' = nothing measured):"; fi
+    NOT_MEASURED=1
+    echo "- raw TCP $k: $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
+done
+[ "$NOT_MEASURED" = 0 ] || echo
+echo "physical references (medians of $RUNS, client on cpu $CLIENT_CPU):"
+if [ "$HAS_SHM" = 1 ]; then
+    echo "- single-thread memcpy ($(human "$MEMCPY_SIZE")): $MEMCPY_MED MB/sec"
+fi
+if [ "$HAS_TCP" = 1 ]; then
+    echo "- raw TCP over 127.0.0.1, busy-polled 8 B ping-pong ($RAW_PP_ITERS round trips): $RAW_PP_MED usec one-way; range $(range "$WORK/raw-pingpong.dat")"
+    echo "- raw TCP over 127.0.0.1, stream of 1 MiB writes ($RAW_STREAM_ITERS writes): $RAW_ST_MED MB/sec"
+fi
 echo
 
 MISSED=0
@@ -360,16 +505,27 @@ target() { # NAME VALUE OP GOAL
     echo "| $name | $v | $op $goal | $res |"
 }
 
-echo "| target ($PROVIDER, rdm, msg) | measured | goal | result |"
+echo "| target | measured | goal | result |"
 echo "|---|---:|---:|---|"
-target "8 B latency, ofi/libfabric" "${LAT[msg:8]:--}" "<=" 0.70
-target "4 KiB latency, ofi/libfabric" "${LAT[msg:4096]:--}" "<=" 0.80
-target "1 MiB bandwidth, ofi/libfabric" "${BW[msg:1048576]:--}" ">=" 1.20
-mc_ratio="-"
-if [ -n "${BWO[msg:1048576]:-}" ] && [ "$MEMCPY_SIZE" = 1048576 ]; then
-    mc_ratio="$(ratio "${BWO[msg:1048576]}" "$MEMCPY_MED")"
+if [ "$HAS_SHM" = 1 ]; then
+    target "shm rdm 8 B latency, ofi/libfabric" "${LAT[shm:rdm:msg:8]:--}" "<=" 0.70
+    target "shm rdm 4 KiB latency, ofi/libfabric" "${LAT[shm:rdm:msg:4096]:--}" "<=" 0.80
+    target "shm rdm 1 MiB bandwidth, ofi/libfabric" "${BW[shm:rdm:msg:1048576]:--}" ">=" 1.20
+    mc_ratio="-"
+    if [ -n "${BWO[shm:rdm:msg:1048576]:-}" ] && [ "$MEMCPY_SIZE" = 1048576 ]; then
+        mc_ratio="$(ratio "${BWO[shm:rdm:msg:1048576]}" "$MEMCPY_MED")"
+    fi
+    target "shm rdm 1 MiB bandwidth, ofi/memcpy" "$mc_ratio" ">=" 0.80
 fi
-target "1 MiB bandwidth, ofi/memcpy" "$mc_ratio" ">=" 0.80
+if [ "$HAS_TCP" = 1 ]; then
+    target "tcp RDM 8 B latency, ofi/libfabric $(provider_label tcp rdm)" "${LAT[tcp:rdm:msg:8]:--}" "<=" 0.75
+    target "tcp MSG 8 B latency, ofi/libfabric tcp" "${LAT[tcp:msg:msg:8]:--}" "<=" 1.00
+    target "tcp RDM 1 MiB bandwidth, ofi/libfabric $(provider_label tcp rdm)" "${BW[tcp:rdm:msg:1048576]:--}" ">=" 1.20
+    target "tcp RDM 1 MiB bandwidth, ofi/raw TCP stream" "$(ratio "${BWO[tcp:rdm:msg:1048576]:--}" "$RAW_ST_MED")" ">=" 0.70
+    echo
+    echo "for reference (no target): tcp 8 B one-way latency over the raw busy-polled socket ping-pong:" \
+        "ofi RDM $(ratio "${LATO[tcp:rdm:msg:8]:--}" "$RAW_PP_MED")x, ofi MSG $(ratio "${LATO[tcp:msg:msg:8]:--}" "$RAW_PP_MED")x"
+fi
 echo
 
 if [ "$FAILURES" -gt 0 ]; then

@@ -19,6 +19,13 @@
 #   test       cargo test --workspace --release --no-fail-fast (every test
 #              binary runs, so one run lists every failing test)
 #   loom       the loom models of the shm ring (cfg loom, own target dir)
+#   fuzz       every cargo-fuzz target in fuzz/ (its own workspace and target
+#              dir) for FUZZ_TIME seconds each, on the saved corpus plus
+#              fuzz/seeds (and fuzz/artifacts, so a saved crash is retried
+#              first); fails on any crash, hang (>10 s per input) or leak.
+#              Installs cargo-fuzz (cargo install --locked) when missing and
+#              sets RUSTC_BOOTSTRAP=1 for it: cargo-fuzz passes -Z flags
+#              (sanitizer, sancov) and only a stable toolchain is assumed
 #   example:*  cargo run --release -p ofi --example NAME, for every example
 #              in crates/ofi/examples
 #   e2e:pingpong  target/release/ofi pingpong --local -p shm -S all -I 50 -c
@@ -29,7 +36,8 @@
 #
 # Environment: FAIL_FAST=1 stops at the first failed stage; STAGE_TIMEOUT
 # (seconds, default 1200) bounds each cargo stage; the end-to-end stages get
-# 120 s; deps has no timeout (sudo may ask for a password).
+# 120 s; deps has no timeout (sudo may ask for a password); FUZZ_TIME
+# (seconds per fuzz target, default 15; 0 skips the runs but still builds).
 # shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
 set -euo pipefail
 
@@ -135,6 +143,39 @@ deps() {
     fi_info --version | head -1
 }
 
+# Each fuzz target for FUZZ_TIME seconds (built with cargo-fuzz: ASan,
+# debug assertions, libFuzzer). Crash inputs land in fuzz/artifacts/TARGET;
+# new coverage in fuzz/corpus/TARGET (both ignored by git).
+fuzz_run() {
+    local t time="${FUZZ_TIME:-15}"
+    if ! cargo fuzz --version >/dev/null 2>&1; then
+        echo "installing cargo-fuzz"
+        cargo install cargo-fuzz --locked
+    fi
+    cargo fuzz --version
+    # fuzz/ is its own workspace with its own target dir (never the root's).
+    unset CARGO_TARGET_DIR
+    export RUSTC_BOOTSTRAP=1
+    cd fuzz
+    cargo fuzz build
+    for t in $(cargo fuzz list); do
+        [ "$time" -gt 0 ] || continue
+        mkdir -p "corpus/$t" "artifacts/$t"
+        echo "+ cargo fuzz run $t corpus/$t seeds/$t artifacts/$t -- -max_total_time=$time -timeout=10"
+        local rc=0 log="target/fuzz-$t.log"
+        cargo fuzz run "$t" "corpus/$t" "seeds/$t" "artifacts/$t" -- \
+            -max_total_time="$time" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+            >"$log" 2>&1 || rc=$?
+        # Progress lines (NEW, REDUCE, pulse) and the recommended dictionary
+        # are many and say little.
+        grep -v -E '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse)|^"|dictionary' "$log" || true
+        if [ "$rc" -ne 0 ]; then
+            echo "fuzz target $t failed (exit $rc): input saved under fuzz/artifacts/$t; full log: fuzz/$log" >&2
+            return 1
+        fi
+    done
+}
+
 e2e_pingpong() {
     echo "+ $OFI_BIN pingpong --local -p shm -S all -I 50 -c"
     "$OFI_BIN" pingpong --local -p shm -S all -I 50 -c
@@ -164,6 +205,7 @@ stage build "$STAGE_TIMEOUT" cargo build --release --workspace
 stage test "$STAGE_TIMEOUT" cargo test --workspace --release --no-fail-fast
 stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p ofi-shm --test loom_ring --release
+stage fuzz "$STAGE_TIMEOUT" fuzz_run
 
 for ex in crates/ofi/examples/*.rs crates/ofi/examples/*/main.rs; do
     [ -e "$ex" ] || continue
