@@ -1481,9 +1481,6 @@ impl ShmEndpoint {
         if op.flags & FI_MULTI_RECV != 0 && (op.iov.len() != 1 || op.tagged) {
             return Err(Error::inval("shm: FI_MULTI_RECV takes one untagged buffer"));
         }
-        if op.src != FI_ADDR_UNSPEC && self.caps & FI_DIRECTED_RECV == 0 {
-            // Without FI_DIRECTED_RECV the source is ignored, as libfabric does.
-        }
         let tagged = op.tagged;
         let ignore = if tagged { op.ignore } else { u64::MAX };
         let mut g = self.lock();

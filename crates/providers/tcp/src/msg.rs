@@ -157,7 +157,8 @@ impl TcpMsgEp {
                         }
                     }
                 }
-                other => drain_event(g, other),
+                // Receive events are queued on the Rx and drained below.
+                _ => {}
             }
         }
         drain_rx(&g.b, &mut g.rx, false);
@@ -174,11 +175,6 @@ impl TcpMsgEp {
             }
         }
     }
-}
-
-fn drain_event(g: &mut Inner, ev: Event) {
-    // Receive events are queued on the Rx; nothing else is expected here.
-    let _ = (g, ev);
 }
 
 impl Member for TcpMsgEp {
