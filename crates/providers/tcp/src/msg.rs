@@ -3,7 +3,7 @@
 #![allow(unsafe_code)]
 
 use crate::domain::{Member, Shared};
-use crate::link::{drain_rx, send_done, Link};
+use crate::link::{drain_rx, Link};
 use crate::pep::Request;
 use crate::sends::Sends;
 use crate::sys::Socket;
@@ -141,22 +141,8 @@ impl TcpMsgEp {
                         Self::eq_error(g, errno::FI_EIO, Vec::new());
                     }
                 }
-                Event::SendComplete { context } => {
-                    if let Some(m) = g.sends.finish(context) {
-                        send_done(&g.b, m.context, m.flags, m.completion, None);
-                        if let Some(v) = m.inject {
-                            g.sends.recycle(v);
-                        }
-                    }
-                }
-                Event::SendError { context, err } => {
-                    if let Some(m) = g.sends.finish(context) {
-                        send_done(&g.b, m.context, m.flags, true, Some(err));
-                        if let Some(v) = m.inject {
-                            g.sends.recycle(v);
-                        }
-                    }
-                }
+                Event::SendComplete { context } => g.sends.complete(&g.b, context, None),
+                Event::SendError { context, err } => g.sends.complete(&g.b, context, Some(err)),
                 // Receive events are queued on the Rx and drained below.
                 _ => {}
             }

@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use crate::domain::{Member, Shared};
-use crate::link::{drain_rx, send_done, Link};
+use crate::link::{drain_rx, Link};
 use crate::sends::Sends;
 use crate::sys::Socket;
 use crate::{TcpConfig, INJECT_SIZE};
@@ -309,22 +309,8 @@ impl TcpRdmEp {
                         p.link.conn.on_error(errno::FI_EIO, rx);
                     }
                 }
-                Event::SendComplete { context } => {
-                    if let Some(m) = g.sends.finish(context) {
-                        send_done(&g.b, m.context, m.flags, m.completion, None);
-                        if let Some(v) = m.inject {
-                            g.sends.recycle(v);
-                        }
-                    }
-                }
-                Event::SendError { context, err } => {
-                    if let Some(m) = g.sends.finish(context) {
-                        send_done(&g.b, m.context, m.flags, true, Some(err));
-                        if let Some(v) = m.inject {
-                            g.sends.recycle(v);
-                        }
-                    }
-                }
+                Event::SendComplete { context } => g.sends.complete(&g.b, context, None),
+                Event::SendError { context, err } => g.sends.complete(&g.b, context, Some(err)),
                 _ => {}
             }
         }

@@ -5,7 +5,7 @@
 use crate::IOV_LIMIT;
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
-use ofi_core::object::SendOp;
+use ofi_core::object::{EpBindings, SendOp};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
 use ofi_proto::tcp::SendReq;
 
@@ -106,6 +106,17 @@ impl Sends {
         let m = self.slots.get_mut(i)?.take()?;
         self.free.push(i);
         Some(m)
+    }
+
+    /// Completes send `id` (the core's SendComplete / SendError) into the
+    /// bindings' transmit CQ and counter, and recycles its inject copy.
+    pub fn complete(&mut self, b: &EpBindings, id: usize, err: Option<i32>) {
+        if let Some(m) = self.finish(id) {
+            crate::link::send_done(b, m.context, m.flags, m.completion || err.is_some(), err);
+            if let Some(v) = m.inject {
+                self.recycle(v);
+            }
+        }
     }
 
     /// Returns an inject copy for reuse.
