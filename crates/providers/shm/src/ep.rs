@@ -1683,27 +1683,6 @@ impl ShmEndpoint {
     }
 }
 
-fn clip(iov: &[IoVec], mut off: usize, mut want: usize) -> Vec<Range> {
-    let mut out = Vec::with_capacity(iov.len());
-    for v in iov {
-        if want == 0 {
-            break;
-        }
-        if off >= v.len {
-            off -= v.len;
-            continue;
-        }
-        let n = (v.len - off).min(want);
-        out.push(Range {
-            base: v.base + off,
-            len: n,
-        });
-        want -= n;
-        off = 0;
-    }
-    out
-}
-
 /// Claims the next chunk of a cooperative copy of generation `gen`.
 fn claim(d: &XferDesc, gen: u64, n: u64) -> Option<u64> {
     // SYNC POINT: acquires the receiver's release of the descriptor.
@@ -1722,25 +1701,35 @@ fn claim(d: &XferDesc, gen: u64, n: u64) -> Option<u64> {
     }
 }
 
-fn clip_ranges(r: &[Range], mut off: usize, mut want: usize) -> Vec<Range> {
-    let mut out = Vec::with_capacity(r.len());
-    for v in r {
+/// The part `[off, off + want)` of a list of (address, length) ranges.
+fn clip_ranges(
+    r: impl IntoIterator<Item = (usize, usize)>,
+    mut off: usize,
+    mut want: usize,
+) -> Vec<Range> {
+    let mut out = Vec::new();
+    for (base, len) in r {
         if want == 0 {
             break;
         }
-        if off >= v.len {
-            off -= v.len;
+        if off >= len {
+            off -= len;
             continue;
         }
-        let n = (v.len - off).min(want);
+        let n = (len - off).min(want);
         out.push(Range {
-            base: v.base + off,
+            base: base + off,
             len: n,
         });
         want -= n;
         off = 0;
     }
     out
+}
+
+/// [`clip_ranges`] over an iov list.
+fn clip(iov: &[IoVec], off: usize, want: usize) -> Vec<Range> {
+    clip_ranges(iov.iter().map(|v| (v.base, v.len)), off, want)
 }
 
 /// Copies chunk `c` of a transfer between `local` (this process) and
@@ -1756,8 +1745,8 @@ fn copy_chunk(
 ) -> std::io::Result<usize> {
     let off = c * chunk;
     let len = chunk.min(total.saturating_sub(off));
-    let l = clip_ranges(local, off, len);
-    let r = clip_ranges(remote, off, len);
+    let l = clip_ranges(local.iter().map(|x| (x.base, x.len)), off, len);
+    let r = clip_ranges(remote.iter().map(|x| (x.base, x.len)), off, len);
     if write {
         // SAFETY: `local` is a pending send's iov, readable until it completes.
         unsafe { cma::write_to(pid, &l, &r) }
