@@ -175,7 +175,7 @@ struct Ctx {
     block: bool,
     /// Completions read ahead of the wait that wants them: (rx, tx).
     banked: std::cell::Cell<(usize, usize)>,
-    av: Option<ofi::AddressVector>,
+    _av: Option<ofi::AddressVector>,
     _eq: Option<ofi::EventQueue>,
     _pep: Option<ofi::PassiveEndpoint>,
     _domain: ofi::Domain,
@@ -370,8 +370,16 @@ fn cq_attr(block: bool) -> CqAttr {
     }
 }
 
-/// Opens an RDM (or DGRAM) endpoint with its CQ and AV.
-fn open(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, Ctx), String> {
+/// Opens the endpoint for the flags and connects it to the peer on the
+/// other end of the control channel: RDM endpoints swap addresses over it
+/// and insert each other in an AV; MSG endpoints connect (the server listens
+/// on a passive endpoint whose address goes over the control channel).
+fn open(
+    a: &Args,
+    local: Option<std::net::IpAddr>,
+    oob: &mut Oob,
+    client: bool,
+) -> Result<(Info, Ctx), String> {
     let (info, tagged) = offer(a, local)?;
     let fabric = ofi::Fabric::open(&info.fabric_attr).map_err(|e| format!("fi_fabric: {e}"))?;
     let domain = fabric
@@ -381,27 +389,81 @@ fn open(a: &Args, local: Option<std::net::IpAddr>) -> Result<(Info, Ctx), String
     let cq = domain
         .cq(&cq_attr(block))
         .map_err(|e| format!("fi_cq_open: {e}"))?;
-    let av = domain
-        .av(&AvAttr::default())
-        .map_err(|e| format!("fi_av_open: {e}"))?;
-    let ep = domain
-        .endpoint(&info)
-        .map_err(|e| format!("fi_endpoint: {e}"))?;
-    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)
-        .map_err(|e| format!("fi_ep_bind: {e}"))?;
-    ep.bind_av(&av).map_err(|e| format!("fi_ep_bind: {e}"))?;
-    ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
+    // An endpoint bound to the CQ and to an AV or an EQ, enabled.
+    let endpoint = |info: &Info,
+                    av: Option<&ofi::AddressVector>,
+                    eq: Option<&ofi::EventQueue>|
+     -> Result<Endpoint, String> {
+        let ep = domain
+            .endpoint(info)
+            .map_err(|e| format!("fi_endpoint: {e}"))?;
+        ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)
+            .map_err(|e| format!("fi_ep_bind: {e}"))?;
+        if let Some(av) = av {
+            ep.bind_av(av).map_err(|e| format!("fi_ep_bind: {e}"))?;
+        }
+        if let Some(eq) = eq {
+            ep.bind_eq(eq).map_err(|e| format!("fi_ep_bind: {e}"))?;
+        }
+        ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
+        Ok(ep)
+    };
+    let (ep, peer, av, eq, pep) = if info.ep_attr.ep_type != ep_type::FI_EP_MSG {
+        let av = domain
+            .av(&AvAttr::default())
+            .map_err(|e| format!("fi_av_open: {e}"))?;
+        let ep = endpoint(&info, Some(&av), None)?;
+        let me = ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
+        oob.send(&me).map_err(|e| e.to_string())?;
+        let theirs = oob.recv().map_err(|e| e.to_string())?;
+        let peer = av
+            .insert_one(&theirs)
+            .map_err(|e| format!("fi_av_insert: {e}"))?;
+        (ep, peer, Some(av), None, None)
+    } else {
+        let eq = fabric
+            .eq(&Default::default())
+            .map_err(|e| format!("fi_eq_open: {e}"))?;
+        let (ep, pep, what) = if client {
+            let server = oob.recv().map_err(|e| e.to_string())?;
+            let ep = endpoint(&info, None, Some(&eq))?;
+            ep.connect(&server, &[])
+                .map_err(|e| format!("fi_connect: {e}"))?;
+            (ep, None, "fi_connect")
+        } else {
+            let pep = fabric
+                .passive_ep(&info, 0)
+                .map_err(|e| format!("fi_passive_ep: {e}"))?;
+            pep.bind_eq(&eq).map_err(|e| format!("fi_pep_bind: {e}"))?;
+            pep.listen().map_err(|e| format!("fi_listen: {e}"))?;
+            let name = pep.getname().map_err(|e| format!("fi_getname: {e}"))?;
+            oob.send(&name).map_err(|e| e.to_string())?;
+            let req = eq_wait(&eq, "fi_listen")?;
+            let rinfo = match (req.event, req.info) {
+                (eq_event::FI_CONNREQ, Some(i)) => *i,
+                (e, _) => return Err(format!("fi_listen: unexpected event {e}")),
+            };
+            let ep = endpoint(&rinfo, None, Some(&eq))?;
+            ep.accept(&[]).map_err(|e| format!("fi_accept: {e}"))?;
+            (ep, Some(pep), "fi_accept")
+        };
+        let ev = eq_wait(&eq, what)?;
+        if ev.event != eq_event::FI_CONNECTED {
+            return Err(format!("{what}: unexpected event {}", ev.event));
+        }
+        (ep, 0, None, Some(eq), pep)
+    };
     let ctx = Ctx {
         ep,
         cq,
-        peer: FI_ADDR_UNSPEC,
+        peer,
         tagged,
         inject: info.tx_attr.inject_size,
         block,
         banked: std::cell::Cell::new((0, 0)),
-        av: Some(av),
-        _eq: None,
-        _pep: None,
+        _av: av,
+        _eq: eq,
+        _pep: pep,
         _domain: domain,
         _fabric: fabric,
     };
@@ -536,21 +598,7 @@ fn connect(a: &Args) -> Result<(Oob, bool), String> {
 fn session(a: &Args) -> Result<(), String> {
     let (mut oob, client) = connect(a)?;
     let local = oob.0.local_addr().ok().map(|a| a.ip());
-    let msg_ep = a.get("e") == Some("msg");
-    let (info, mut ctx) = if msg_ep {
-        open_msg(a, local, &mut oob, client)?
-    } else {
-        open(a, local)?
-    };
-    if !msg_ep {
-        let me = ctx.ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
-        oob.send(&me).map_err(|e| e.to_string())?;
-        let theirs = oob.recv().map_err(|e| e.to_string())?;
-        let av = ctx.av.as_ref().ok_or("no address vector")?;
-        ctx.peer = av
-            .insert_one(&theirs)
-            .map_err(|e| format!("fi_av_insert: {e}"))?;
-    }
+    let (info, ctx) = open(a, local, &mut oob, client)?;
     let iters: usize = a.get("I").unwrap_or("10").parse().map_err(|_| "bad -I")?;
     let warm: usize = a.get("W").unwrap_or("10").parse().map_err(|_| "bad -W")?;
     let sizes = match a.get("S") {
@@ -652,86 +700,6 @@ fn eq_wait(eq: &ofi::EventQueue, what: &str) -> Result<ofi::util_eq::EqEvent, St
         }
         Err(e) => Err(format!("{what}: {e}")),
     }
-}
-
-/// Opens a connected MSG endpoint: the server listens on a passive endpoint
-/// whose address goes over the control channel, the client connects.
-fn open_msg(
-    a: &Args,
-    local: Option<std::net::IpAddr>,
-    oob: &mut Oob,
-    client: bool,
-) -> Result<(Info, Ctx), String> {
-    let (info, tagged) = offer(a, local)?;
-    let fabric = ofi::Fabric::open(&info.fabric_attr).map_err(|e| format!("fi_fabric: {e}"))?;
-    let domain = fabric
-        .domain(&info)
-        .map_err(|e| format!("fi_domain: {e}"))?;
-    let block = a.has("block");
-    let cq = domain
-        .cq(&cq_attr(block))
-        .map_err(|e| format!("fi_cq_open: {e}"))?;
-    let eq = fabric
-        .eq(&Default::default())
-        .map_err(|e| format!("fi_eq_open: {e}"))?;
-    let (ep, pep) = if client {
-        let server = oob.recv().map_err(|e| e.to_string())?;
-        let ep = domain
-            .endpoint(&info)
-            .map_err(|e| format!("fi_endpoint: {e}"))?;
-        ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)
-            .map_err(|e| format!("fi_ep_bind: {e}"))?;
-        ep.bind_eq(&eq).map_err(|e| format!("fi_ep_bind: {e}"))?;
-        ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
-        ep.connect(&server, &[])
-            .map_err(|e| format!("fi_connect: {e}"))?;
-        let ev = eq_wait(&eq, "fi_connect")?;
-        if ev.event != eq_event::FI_CONNECTED {
-            return Err(format!("fi_connect: unexpected event {}", ev.event));
-        }
-        (ep, None)
-    } else {
-        let pep = fabric
-            .passive_ep(&info, 0)
-            .map_err(|e| format!("fi_passive_ep: {e}"))?;
-        pep.bind_eq(&eq).map_err(|e| format!("fi_pep_bind: {e}"))?;
-        pep.listen().map_err(|e| format!("fi_listen: {e}"))?;
-        let name = pep.getname().map_err(|e| format!("fi_getname: {e}"))?;
-        oob.send(&name).map_err(|e| e.to_string())?;
-        let req = eq_wait(&eq, "fi_listen")?;
-        let rinfo = match (req.event, req.info) {
-            (eq_event::FI_CONNREQ, Some(i)) => *i,
-            (e, _) => return Err(format!("fi_listen: unexpected event {e}")),
-        };
-        let ep = domain
-            .endpoint(&rinfo)
-            .map_err(|e| format!("fi_endpoint: {e}"))?;
-        ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)
-            .map_err(|e| format!("fi_ep_bind: {e}"))?;
-        ep.bind_eq(&eq).map_err(|e| format!("fi_ep_bind: {e}"))?;
-        ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
-        ep.accept(&[]).map_err(|e| format!("fi_accept: {e}"))?;
-        let ev = eq_wait(&eq, "fi_accept")?;
-        if ev.event != eq_event::FI_CONNECTED {
-            return Err(format!("fi_accept: unexpected event {}", ev.event));
-        }
-        (ep, Some(pep))
-    };
-    let ctx = Ctx {
-        ep,
-        cq,
-        peer: 0,
-        tagged,
-        inject: info.tx_attr.inject_size,
-        block,
-        banked: std::cell::Cell::new((0, 0)),
-        av: None,
-        _eq: Some(eq),
-        _pep: pep,
-        _domain: domain,
-        _fabric: fabric,
-    };
-    Ok((info, ctx))
 }
 
 #[cfg(test)]
