@@ -388,6 +388,88 @@ pub mod eq_event {
     pub const FI_JOIN_COMPLETE: u32 = 6;
 }
 
+/// Atomic datatypes (`enum fi_datatype`).
+pub mod datatype {
+    /// Signed 8-bit integer.
+    pub const FI_INT8: u32 = 0;
+    /// Unsigned 8-bit integer.
+    pub const FI_UINT8: u32 = 1;
+    /// Signed 16-bit integer.
+    pub const FI_INT16: u32 = 2;
+    /// Unsigned 16-bit integer.
+    pub const FI_UINT16: u32 = 3;
+    /// Signed 32-bit integer.
+    pub const FI_INT32: u32 = 4;
+    /// Unsigned 32-bit integer.
+    pub const FI_UINT32: u32 = 5;
+    /// Signed 64-bit integer.
+    pub const FI_INT64: u32 = 6;
+    /// Unsigned 64-bit integer.
+    pub const FI_UINT64: u32 = 7;
+    /// IEEE 754 single precision.
+    pub const FI_FLOAT: u32 = 8;
+    /// IEEE 754 double precision.
+    pub const FI_DOUBLE: u32 = 9;
+    /// Pair of floats (real, imaginary).
+    pub const FI_FLOAT_COMPLEX: u32 = 10;
+    /// Pair of doubles (real, imaginary).
+    pub const FI_DOUBLE_COMPLEX: u32 = 11;
+    /// x86-64 80-bit extended precision, stored in 16 bytes.
+    pub const FI_LONG_DOUBLE: u32 = 12;
+    /// Pair of long doubles.
+    pub const FI_LONG_DOUBLE_COMPLEX: u32 = 13;
+    /// Signed 128-bit integer.
+    pub const FI_INT128: u32 = 14;
+    /// Unsigned 128-bit integer.
+    pub const FI_UINT128: u32 = 15;
+    /// One past the last point-to-point datatype.
+    pub const FI_DATATYPE_COUNT: u32 = 16;
+}
+
+/// Atomic operations (`enum fi_op`).
+pub mod atomic_op {
+    /// Minimum.
+    pub const FI_MIN: u32 = 0;
+    /// Maximum.
+    pub const FI_MAX: u32 = 1;
+    /// Sum.
+    pub const FI_SUM: u32 = 2;
+    /// Product.
+    pub const FI_PROD: u32 = 3;
+    /// Logical or.
+    pub const FI_LOR: u32 = 4;
+    /// Logical and.
+    pub const FI_LAND: u32 = 5;
+    /// Bitwise or.
+    pub const FI_BOR: u32 = 6;
+    /// Bitwise and.
+    pub const FI_BAND: u32 = 7;
+    /// Logical exclusive or.
+    pub const FI_LXOR: u32 = 8;
+    /// Bitwise exclusive or.
+    pub const FI_BXOR: u32 = 9;
+    /// Read the target (fetch form only).
+    pub const FI_ATOMIC_READ: u32 = 10;
+    /// Write the target.
+    pub const FI_ATOMIC_WRITE: u32 = 11;
+    /// Compare equal and swap.
+    pub const FI_CSWAP: u32 = 12;
+    /// Compare not equal and swap.
+    pub const FI_CSWAP_NE: u32 = 13;
+    /// Swap if compare <= target.
+    pub const FI_CSWAP_LE: u32 = 14;
+    /// Swap if compare < target.
+    pub const FI_CSWAP_LT: u32 = 15;
+    /// Swap if compare >= target.
+    pub const FI_CSWAP_GE: u32 = 16;
+    /// Swap if compare > target.
+    pub const FI_CSWAP_GT: u32 = 17;
+    /// Masked swap.
+    pub const FI_MSWAP: u32 = 18;
+    /// One past the last point-to-point operation.
+    pub const FI_ATOMIC_OP_LAST: u32 = 19;
+}
+
 /// Counter event kinds.
 pub mod cntr_events {
     /// Count completions.
@@ -576,6 +658,50 @@ pub const AV_TYPE_NAMES: &[(u32, &str)] = &[
     (av_type::FI_AV_UNSPEC, "FI_AV_UNSPEC"),
     (av_type::FI_AV_MAP, "FI_AV_MAP"),
     (av_type::FI_AV_TABLE, "FI_AV_TABLE"),
+];
+
+
+/// Atomic datatype names.
+pub const DATATYPE_NAMES: &[(u32, &str)] = &[
+    (datatype::FI_INT8, "FI_INT8"),
+    (datatype::FI_UINT8, "FI_UINT8"),
+    (datatype::FI_INT16, "FI_INT16"),
+    (datatype::FI_UINT16, "FI_UINT16"),
+    (datatype::FI_INT32, "FI_INT32"),
+    (datatype::FI_UINT32, "FI_UINT32"),
+    (datatype::FI_INT64, "FI_INT64"),
+    (datatype::FI_UINT64, "FI_UINT64"),
+    (datatype::FI_FLOAT, "FI_FLOAT"),
+    (datatype::FI_DOUBLE, "FI_DOUBLE"),
+    (datatype::FI_FLOAT_COMPLEX, "FI_FLOAT_COMPLEX"),
+    (datatype::FI_DOUBLE_COMPLEX, "FI_DOUBLE_COMPLEX"),
+    (datatype::FI_LONG_DOUBLE, "FI_LONG_DOUBLE"),
+    (datatype::FI_LONG_DOUBLE_COMPLEX, "FI_LONG_DOUBLE_COMPLEX"),
+    (datatype::FI_INT128, "FI_INT128"),
+    (datatype::FI_UINT128, "FI_UINT128"),
+];
+
+/// Atomic operation names.
+pub const ATOMIC_OP_NAMES: &[(u32, &str)] = &[
+    (atomic_op::FI_MIN, "FI_MIN"),
+    (atomic_op::FI_MAX, "FI_MAX"),
+    (atomic_op::FI_SUM, "FI_SUM"),
+    (atomic_op::FI_PROD, "FI_PROD"),
+    (atomic_op::FI_LOR, "FI_LOR"),
+    (atomic_op::FI_LAND, "FI_LAND"),
+    (atomic_op::FI_BOR, "FI_BOR"),
+    (atomic_op::FI_BAND, "FI_BAND"),
+    (atomic_op::FI_LXOR, "FI_LXOR"),
+    (atomic_op::FI_BXOR, "FI_BXOR"),
+    (atomic_op::FI_ATOMIC_READ, "FI_ATOMIC_READ"),
+    (atomic_op::FI_ATOMIC_WRITE, "FI_ATOMIC_WRITE"),
+    (atomic_op::FI_CSWAP, "FI_CSWAP"),
+    (atomic_op::FI_CSWAP_NE, "FI_CSWAP_NE"),
+    (atomic_op::FI_CSWAP_LE, "FI_CSWAP_LE"),
+    (atomic_op::FI_CSWAP_LT, "FI_CSWAP_LT"),
+    (atomic_op::FI_CSWAP_GE, "FI_CSWAP_GE"),
+    (atomic_op::FI_CSWAP_GT, "FI_CSWAP_GT"),
+    (atomic_op::FI_MSWAP, "FI_MSWAP"),
 ];
 
 /// Looks up the name of an enum value.
