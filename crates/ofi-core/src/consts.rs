@@ -388,6 +388,11 @@ pub mod eq_event {
     pub const FI_JOIN_COMPLETE: u32 = 6;
 }
 
+/// `fi_query_atomic` flag: ask about the fetch form.
+pub const FI_FETCH_ATOMIC: u64 = 1 << 58;
+/// `fi_query_atomic` flag: ask about the compare form.
+pub const FI_COMPARE_ATOMIC: u64 = 1 << 59;
+
 /// Atomic datatypes (`enum fi_datatype`).
 pub mod datatype {
     /// Signed 8-bit integer.
@@ -659,7 +664,6 @@ pub const AV_TYPE_NAMES: &[(u32, &str)] = &[
     (av_type::FI_AV_MAP, "FI_AV_MAP"),
     (av_type::FI_AV_TABLE, "FI_AV_TABLE"),
 ];
-
 
 /// Atomic datatype names.
 pub const DATATYPE_NAMES: &[(u32, &str)] = &[

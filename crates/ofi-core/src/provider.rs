@@ -12,7 +12,8 @@ use crate::config::Tunable;
 use crate::error::Result;
 use crate::error::{errno, Error};
 use crate::info::{ConnHandle, FabricAttr, Info};
-use crate::object::{EpBindings, RecvOp, SendOp};
+use crate::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
+use crate::util::atomic::AtomicKind;
 use crate::util::eq::EqCore;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -124,6 +125,41 @@ pub trait EndpointOps: Progress {
     /// # Safety
     /// The iov memory must stay valid and unaliased until the receive completes.
     unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()>;
+    /// Posts an RMA read or write. The core has checked the endpoint's caps,
+    /// the iov limits and that local and remote lengths agree.
+    ///
+    /// # Safety
+    /// The local iov memory must stay valid until the operation completes
+    /// (with FI_INJECT, until this call returns).
+    unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        let _ = op;
+        Err(Error::new(
+            errno::FI_EOPNOTSUPP,
+            "this endpoint does not support RMA",
+        ))
+    }
+    /// Posts an atomic (basic, fetch or compare). The core has checked the
+    /// op and datatype against [`crate::util::atomic::valid`] and the
+    /// element counts of every list.
+    ///
+    /// # Safety
+    /// Operand, compare and result memory must stay valid until completion.
+    unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        let _ = op;
+        Err(Error::new(
+            errno::FI_EOPNOTSUPP,
+            "this endpoint does not support atomics",
+        ))
+    }
+    /// `fi_query_atomic`: the largest element count one operation of this
+    /// kind, op and datatype may carry, or `FI_EOPNOTSUPP`.
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        let _ = (kind, op, datatype);
+        Err(Error::new(
+            errno::FI_EOPNOTSUPP,
+            "this endpoint does not support atomics",
+        ))
+    }
     /// Cancels a posted receive by context; a canceled receive completes with FI_ECANCELED.
     fn cancel(&self, context: usize) -> Result<()>;
     /// Sets an endpoint option (`FI_OPT_*`).

@@ -30,6 +30,7 @@ pub use ofi_core::info::{self, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxA
 pub use ofi_core::object::*;
 pub use ofi_core::provider;
 pub use ofi_core::registry;
+pub use ofi_core::util::atomic::AtomicKind;
 pub use ofi_core::util::av::AvAttr;
 pub use ofi_core::util::cntr::CntrAttr;
 pub use ofi_core::util::cq::{
@@ -38,6 +39,7 @@ pub use ofi_core::util::cq::{
 pub use ofi_core::util::eq::{self as util_eq, EqAttr, EqError, EqEvent};
 pub use ofi_core::util::iov::IoVec;
 pub use ofi_core::util::mr::MrAttr;
+pub use ofi_core::util::rma::{Ioc, RmaIoc, RmaIov};
 
 /// Registers the built-in providers (idempotent; getinfo calls it).
 pub fn init() {

@@ -32,6 +32,7 @@ pub struct CntrCore {
     value: AtomicU64,
     errors: AtomicU64,
     driver: Driver,
+    deferred: super::trigger::Deferrals,
     pub(crate) bound: AtomicUsize,
 }
 
@@ -69,6 +70,7 @@ impl CntrCore {
             value: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             driver: Driver::new(waitable)?,
+            deferred: Default::default(),
             bound: AtomicUsize::new(0),
         }))
     }
@@ -84,13 +86,25 @@ impl CntrCore {
     }
     /// `fi_cntr_add` (also the provider's increment).
     pub fn add(&self, n: u64) {
-        self.value.fetch_add(n, Ordering::AcqRel);
+        let v = self.value.fetch_add(n, Ordering::AcqRel).wrapping_add(n);
+        self.deferred.reached(v);
         self.driver.wake();
     }
     /// `fi_cntr_set`.
     pub fn set(&self, v: u64) {
         self.value.store(v, Ordering::Release);
+        self.deferred.reached(v);
         self.driver.wake();
+    }
+    /// Defers `fire` until the count reaches `threshold` (triggered
+    /// operations); queued as ready at once when it already has.
+    pub fn defer(&self, threshold: u64, fire: super::trigger::Fire) {
+        self.deferred.add(threshold, fire);
+        self.deferred.reached(self.value.load(Ordering::Acquire));
+    }
+    /// Deferred operations not yet triggered.
+    pub fn deferred_len(&self) -> usize {
+        self.deferred.len()
     }
     /// `fi_cntr_adderr` (also the provider's error increment).
     pub fn add_err(&self, n: u64) {

@@ -82,6 +82,8 @@ impl Driver {
         for p in s.iter() {
             p.progress();
         }
+        drop(s);
+        super::trigger::run_ready();
     }
 
     /// `fi_trywait`: arms every source so a peer's next event makes the wait

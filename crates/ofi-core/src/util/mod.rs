@@ -2,6 +2,7 @@
 //! completion queue, counters, address vectors, memory regions, receive
 //! matching, scatter-gather copies and wait objects.
 
+pub mod atomic;
 pub mod av;
 pub mod cntr;
 pub mod cq;
@@ -12,4 +13,6 @@ pub mod lock;
 pub mod matching;
 pub mod mr;
 pub mod netif;
+pub mod rma;
+pub mod trigger;
 pub mod wait;

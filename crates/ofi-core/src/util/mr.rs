@@ -31,6 +31,7 @@ pub struct MrCore {
     /// Requested offset.
     pub offset: u64,
     map: Weak<MrMap>,
+    events: Mutex<Option<super::rma::MrEvents>>,
 }
 
 const ACCESS_ALL: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -77,6 +78,33 @@ impl MrCore {
     }
 }
 
+impl MrCore {
+    /// Binds a counter that counts remote accesses to this region
+    /// (`fi_mr_bind` with FI_REMOTE_READ / FI_REMOTE_WRITE; FI_RMA_EVENT).
+    pub fn bind_cntr(&self, cntr: Arc<crate::util::cntr::CntrCore>, flags: u64) -> Result<()> {
+        let known = FI_REMOTE_READ | FI_REMOTE_WRITE;
+        if flags & !known != 0 || flags == 0 {
+            return Err(Error::new(
+                errno::FI_EBADFLAGS,
+                format!("mr bind: flags {flags:#x} are not FI_REMOTE_READ / FI_REMOTE_WRITE"),
+            ));
+        }
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(super::rma::MrEvents { cntr, flags });
+        Ok(())
+    }
+    /// Counts one remote access (FI_REMOTE_READ or FI_REMOTE_WRITE) into
+    /// the bound counter, if any.
+    pub fn count_remote(&self, access: u64) {
+        let g = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(ev) = g.as_ref() {
+            if ev.flags & access != 0 {
+                ev.cntr.add(1);
+            }
+        }
+    }
+}
+
 impl Drop for MrCore {
     fn drop(&mut self) {
         if let Some(m) = self.map.upgrade() {
@@ -92,6 +120,7 @@ impl Drop for MrCore {
 #[derive(Debug, Default)]
 pub struct MrMap {
     keys: Mutex<HashMap<u64, Weak<MrCore>>>,
+    atomic: Mutex<()>,
 }
 
 fn random_u64() -> u64 {
@@ -182,9 +211,14 @@ impl MrMap {
             iov: attr.iov.clone(),
             offset: attr.offset,
             map: Arc::downgrade(self),
+            events: Mutex::new(None),
         });
         keys.insert(key, Arc::downgrade(&mr));
         Ok(mr)
+    }
+    /// Serialises fabric atomics on this domain's memory.
+    pub fn atomic_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.atomic.lock().unwrap_or_else(|e| e.into_inner())
     }
     /// The region of a key, if registered.
     pub fn lookup(&self, key: u64) -> Option<Arc<MrCore>> {

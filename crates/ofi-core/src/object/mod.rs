@@ -14,16 +14,21 @@ use crate::error::{errno, Error, Result};
 use crate::info::ConnHandle;
 use crate::info::{FabricAttr, Info};
 use crate::provider::{DomainOps, EndpointOps, FabricOps, PassiveEndpointOps, Progress};
+use crate::util::atomic::AtomicKind;
 use crate::util::av::{AvAttr, AvCore};
 use crate::util::cntr::{CntrAttr, CntrCore};
 use crate::util::cq::{CqAttr, CqCore, CqErrEntry, CqFormat};
 use crate::util::eq::{EqAttr, EqCore, EqError, EqEvent};
 use crate::util::iov::IoVec;
 use crate::util::mr::{MrAttr, MrCore, MrMap};
+use crate::util::rma::{Ioc, RmaIoc, RmaIov};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod one_sided;
+pub use one_sided::Deferred;
 
 /// A send (message or tagged) as the provider sees it.
 #[derive(Clone, Copy, Debug)]
@@ -67,6 +72,59 @@ pub struct RecvOp<'a> {
     pub tagged: bool,
 }
 
+/// An RMA read or write as the provider sees it (`fi_readmsg` / `fi_writemsg`).
+#[derive(Clone, Copy, Debug)]
+pub struct RmaOp<'a> {
+    /// Local ranges (source of a write, destination of a read).
+    pub iov: &'a [IoVec],
+    /// Local descriptors.
+    pub desc: &'a [u64],
+    /// Target fi_addr.
+    pub addr: u64,
+    /// Remote ranges; their total length equals the local total.
+    pub rma_iov: &'a [RmaIov],
+    /// Remote CQ data (writes with FI_REMOTE_CQ_DATA).
+    pub data: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// Operation flags (FI_INJECT, FI_REMOTE_CQ_DATA, FI_COMPLETION,
+    /// FI_DELIVERY_COMPLETE, FI_FENCE …).
+    pub flags: u64,
+    /// A read (remote to local) rather than a write.
+    pub read: bool,
+}
+
+/// An atomic as the provider sees it (`fi_atomicmsg`, `fi_fetch_atomicmsg`,
+/// `fi_compare_atomicmsg`). Element counts agree across the lists (checked
+/// by the core before the provider sees the operation).
+#[derive(Clone, Copy, Debug)]
+pub struct AtomicOp<'a> {
+    /// Basic, fetch or compare form.
+    pub kind: AtomicKind,
+    /// `enum fi_op` value.
+    pub op: u32,
+    /// `enum fi_datatype` value.
+    pub datatype: u32,
+    /// Operands (empty for FI_ATOMIC_READ).
+    pub operand: &'a [Ioc],
+    /// Compare values (compare form).
+    pub compare: &'a [Ioc],
+    /// Where original target values go (fetch and compare forms).
+    pub result: &'a [Ioc],
+    /// Local descriptors of the operands.
+    pub desc: &'a [u64],
+    /// Target fi_addr.
+    pub addr: u64,
+    /// Remote ranges.
+    pub rma_ioc: &'a [RmaIoc],
+    /// Remote CQ data.
+    pub data: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// Operation flags.
+    pub flags: u64,
+}
+
 /// What an endpoint is bound to when it is enabled.
 #[derive(Clone, Debug, Default)]
 pub struct EpBindings {
@@ -88,6 +146,10 @@ pub struct EpBindings {
     pub read_cntr: Option<Arc<CntrCore>>,
     /// Counter of completed writes.
     pub write_cntr: Option<Arc<CntrCore>>,
+    /// Counter of remote reads of this endpoint's memory (FI_RMA_EVENT).
+    pub rem_read_cntr: Option<Arc<CntrCore>>,
+    /// Counter of remote writes to this endpoint's memory (FI_RMA_EVENT).
+    pub rem_write_cntr: Option<Arc<CntrCore>>,
     /// The domain's registered regions.
     pub mr_map: Option<Arc<MrMap>>,
     /// Event queue for connection management.
@@ -96,6 +158,20 @@ pub struct EpBindings {
     pub fid: usize,
     /// The endpoint's attributes as opened.
     pub info: Info,
+}
+
+impl EpBindings {
+    /// Every counter slot (send, recv, read, write, remote read, remote write).
+    pub fn cntrs(&self) -> [&Option<Arc<CntrCore>>; 6] {
+        [
+            &self.send_cntr,
+            &self.recv_cntr,
+            &self.read_cntr,
+            &self.write_cntr,
+            &self.rem_read_cntr,
+            &self.rem_write_cntr,
+        ]
+    }
 }
 
 /// Counts an object's open dependents; decremented when a dependent drops.
@@ -387,11 +463,13 @@ impl Counter {
     }
     /// `fi_cntr_add`.
     pub fn add(&self, n: u64) {
-        self.core.add(n)
+        self.core.add(n);
+        crate::util::trigger::run_ready();
     }
     /// `fi_cntr_set`.
     pub fn set(&self, v: u64) {
-        self.core.set(v)
+        self.core.set(v);
+        crate::util::trigger::run_ready();
     }
     /// `fi_cntr_adderr`.
     pub fn add_err(&self, n: u64) {
@@ -503,6 +581,11 @@ impl MemoryRegion {
     pub fn core(&self) -> &Arc<MrCore> {
         &self.core
     }
+    /// Binds a counter that counts remote reads and/or writes of this region
+    /// (`fi_mr_bind` with FI_REMOTE_READ / FI_REMOTE_WRITE; needs FI_RMA_EVENT).
+    pub fn bind_cntr(&self, cntr: &Counter, flags: u64) -> Result<()> {
+        self.core.bind_cntr(cntr.core.clone(), flags)
+    }
 }
 
 #[derive(Default)]
@@ -608,27 +691,24 @@ impl Endpoint {
             ));
         }
         let mut s = self.not_enabled("bind cntr")?;
-        let already = [
-            &s.b.send_cntr,
-            &s.b.recv_cntr,
-            &s.b.read_cntr,
-            &s.b.write_cntr,
-        ]
-        .into_iter()
-        .flatten()
-        .any(|c| Arc::ptr_eq(c, &cntr.core));
+        let already =
+            s.b.cntrs()
+                .into_iter()
+                .flatten()
+                .any(|c| Arc::ptr_eq(c, &cntr.core));
         let c = Some(cntr.core.clone());
-        if flags & FI_SEND != 0 {
-            s.b.send_cntr = c.clone();
-        }
-        if flags & FI_RECV != 0 {
-            s.b.recv_cntr = c.clone();
-        }
-        if flags & FI_READ != 0 {
-            s.b.read_cntr = c.clone();
-        }
-        if flags & FI_WRITE != 0 {
-            s.b.write_cntr = c;
+        let b = &mut s.b;
+        for (bit, slot) in [
+            (FI_SEND, &mut b.send_cntr),
+            (FI_RECV, &mut b.recv_cntr),
+            (FI_READ, &mut b.read_cntr),
+            (FI_WRITE, &mut b.write_cntr),
+            (FI_REMOTE_READ, &mut b.rem_read_cntr),
+            (FI_REMOTE_WRITE, &mut b.rem_write_cntr),
+        ] {
+            if flags & bit != 0 {
+                *slot = c.clone();
+            }
         }
         if !already {
             cntr.core.bound.fetch_add(1, Ordering::AcqRel);
@@ -706,6 +786,10 @@ impl Endpoint {
             && s.b.send_cntr.is_none()
             && s.b.rx_cq.is_none()
             && s.b.recv_cntr.is_none()
+            && s.b.read_cntr.is_none()
+            && s.b.write_cntr.is_none()
+            && s.b.rem_read_cntr.is_none()
+            && s.b.rem_write_cntr.is_none()
         {
             return Err(Error::new(
                 errno::FI_ENOCQ,
@@ -719,15 +803,7 @@ impl Endpoint {
         for cq in [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten() {
             cq.attach(prog.clone())?;
         }
-        for c in [
-            &s.b.send_cntr,
-            &s.b.recv_cntr,
-            &s.b.read_cntr,
-            &s.b.write_cntr,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for c in s.b.cntrs().into_iter().flatten() {
             c.attach(prog.clone())?;
         }
         if let Some(eq) = &s.b.eq {
@@ -1050,15 +1126,7 @@ impl Drop for Endpoint {
             for cq in [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten() {
                 cq.detach(&prog);
             }
-            for c in [
-                &s.b.send_cntr,
-                &s.b.recv_cntr,
-                &s.b.read_cntr,
-                &s.b.write_cntr,
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for c in s.b.cntrs().into_iter().flatten() {
                 c.detach(&prog);
             }
             if let Some(eq) = &s.b.eq {
@@ -1083,15 +1151,7 @@ impl Drop for Endpoint {
             av.bound.fetch_sub(1, Ordering::AcqRel);
         }
         let mut seen_c: Vec<*const CntrCore> = Vec::new();
-        for c in [
-            &s.b.send_cntr,
-            &s.b.recv_cntr,
-            &s.b.read_cntr,
-            &s.b.write_cntr,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for c in s.b.cntrs().into_iter().flatten() {
             let p = Arc::as_ptr(c);
             if !seen_c.contains(&p) {
                 seen_c.push(p);

@@ -1,0 +1,924 @@
+//! The endpoint's one-sided calls (`man fi_rma`, `man fi_atomic`) and
+//! triggered operations (`man fi_trigger`), raw layer.
+//!
+//! Every call checks what the core can check cheaply before the provider
+//! sees it: the endpoint's caps, iov limits, that local and remote lengths
+//! agree, and that the atomic op and datatype are defined for the call.
+//! Enforcement of keys, access rights and bounds happens at the target.
+
+use super::{Counter, Endpoint};
+use crate::consts::*;
+use crate::error::{errno, Error, Result};
+use crate::object::{AtomicOp, RecvOp, RmaOp, SendOp};
+use crate::provider::EndpointOps;
+use crate::util::atomic::{self, AtomicKind};
+use crate::util::cq::{error_completion, CqCore};
+use crate::util::iov::{iov_len, IoVec};
+use crate::util::rma::{check_atomic_shape, Ioc, RmaIoc, RmaIov};
+use std::sync::Arc;
+
+fn one(buf: usize, len: usize) -> [IoVec; 1] {
+    [IoVec { base: buf, len }]
+}
+
+fn ioc_count(l: &[Ioc]) -> usize {
+    l.iter().fold(0usize, |a, v| a.saturating_add(v.count))
+}
+
+impl Endpoint {
+    fn require_caps(&self, caps: u64, what: &str) -> Result<()> {
+        if self.info.caps & caps != caps {
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                format!(
+                    "{what}: the endpoint was not opened with {}",
+                    bits_to_string(CAP_NAMES, caps)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        let dir = if op.read { FI_READ } else { FI_WRITE };
+        if self.info.caps & FI_RMA == 0
+            || (self.info.caps & (FI_READ | FI_WRITE) != 0 && self.info.caps & dir == 0)
+        {
+            return self.require_caps(FI_RMA | dir, if op.read { "read" } else { "write" });
+        }
+        let t = &self.info.tx_attr;
+        if op.iov.len() > t.iov_limit.max(1) {
+            return Err(Error::inval(format!(
+                "rma: {} local ranges exceed iov_limit {}",
+                op.iov.len(),
+                t.iov_limit
+            )));
+        }
+        if op.rma_iov.is_empty() || op.rma_iov.len() > t.rma_iov_limit.max(1) {
+            return Err(Error::inval(format!(
+                "rma: {} remote ranges (rma_iov_limit {})",
+                op.rma_iov.len(),
+                t.rma_iov_limit
+            )));
+        }
+        let remote = op
+            .rma_iov
+            .iter()
+            .fold(0usize, |a, r| a.saturating_add(r.len));
+        let local = iov_len(op.iov);
+        if local != remote {
+            return Err(Error::inval(format!(
+                "rma: local length {local} differs from remote length {remote}"
+            )));
+        }
+        if op.flags & FI_INJECT != 0 {
+            if op.read {
+                return Err(Error::inval("rma: FI_INJECT on a read"));
+            }
+            if local > t.inject_size {
+                return Err(Error::new(
+                    errno::FI_EMSGSIZE,
+                    format!("rma: {local} bytes exceed inject_size {}", t.inject_size),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `fi_readmsg` / `fi_writemsg`: the general RMA call.
+    ///
+    /// # Safety
+    /// The local ranges must stay valid (and, for a read, unaliased) until
+    /// the operation completes; with FI_INJECT, until this call returns.
+    pub unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        self.check_rma(op)?;
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_rma(op) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rma1(
+        &self,
+        buf: usize,
+        len: usize,
+        peer: u64,
+        addr: u64,
+        key: u64,
+        data: u64,
+        context: usize,
+        flags: u64,
+        read: bool,
+    ) -> Result<()> {
+        let iov = one(buf, len);
+        let rma = [RmaIov { addr, len, key }];
+        let op = RmaOp {
+            iov: &iov,
+            desc: &[],
+            addr: peer,
+            rma_iov: &rma,
+            data,
+            context,
+            flags,
+            read,
+        };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.post_rma(&op) }
+    }
+
+    /// `fi_read`: reads `len` bytes at the peer's `(addr, key)` into `buf`.
+    ///
+    /// # Safety
+    /// `buf..buf+len` must stay valid and unaliased until the read completes.
+    pub unsafe fn read(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        src: u64,
+        addr: u64,
+        key: u64,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            self.rma1(
+                buf as usize,
+                len,
+                src,
+                addr,
+                key,
+                0,
+                context,
+                FI_COMPLETION,
+                true,
+            )
+        }
+    }
+
+    /// `fi_readv`: reads into several local ranges from one remote range.
+    ///
+    /// # Safety
+    /// As [`read`](Self::read), for every range.
+    pub unsafe fn readv(
+        &self,
+        iov: &[IoVec],
+        src: u64,
+        addr: u64,
+        key: u64,
+        context: usize,
+    ) -> Result<()> {
+        let rma = [RmaIov {
+            addr,
+            len: iov_len(iov),
+            key,
+        }];
+        let op = RmaOp {
+            iov,
+            desc: &[],
+            addr: src,
+            rma_iov: &rma,
+            data: 0,
+            context,
+            flags: FI_COMPLETION,
+            read: true,
+        };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.post_rma(&op) }
+    }
+
+    /// `fi_write`: writes `len` bytes from `buf` to the peer's `(addr, key)`.
+    ///
+    /// # Safety
+    /// `buf..buf+len` must stay valid until the write completes.
+    pub unsafe fn write(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            self.rma1(
+                buf as usize,
+                len,
+                dest,
+                addr,
+                key,
+                0,
+                context,
+                FI_COMPLETION,
+                false,
+            )
+        }
+    }
+
+    /// `fi_writev`: writes several local ranges to one remote range.
+    ///
+    /// # Safety
+    /// As [`write`](Self::write), for every range.
+    pub unsafe fn writev(
+        &self,
+        iov: &[IoVec],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        context: usize,
+    ) -> Result<()> {
+        let rma = [RmaIov {
+            addr,
+            len: iov_len(iov),
+            key,
+        }];
+        let op = RmaOp {
+            iov,
+            desc: &[],
+            addr: dest,
+            rma_iov: &rma,
+            data: 0,
+            context,
+            flags: FI_COMPLETION,
+            read: false,
+        };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.post_rma(&op) }
+    }
+
+    /// `fi_writedata`: a write that also delivers `data` to the target's
+    /// receive CQ (flags FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA).
+    ///
+    /// # Safety
+    /// As [`write`](Self::write).
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn writedata(
+        &self,
+        buf: *const u8,
+        len: usize,
+        data: u64,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            self.rma1(
+                buf as usize,
+                len,
+                dest,
+                addr,
+                key,
+                data,
+                context,
+                FI_COMPLETION | FI_REMOTE_CQ_DATA,
+                false,
+            )
+        }
+    }
+
+    /// `fi_inject_write`: the buffer is reusable on return; no completion.
+    pub fn inject_write(&self, buf: &[u8], dest: u64, addr: u64, key: u64) -> Result<()> {
+        // SAFETY: with FI_INJECT the provider copies the data before returning.
+        unsafe {
+            self.rma1(
+                buf.as_ptr() as usize,
+                buf.len(),
+                dest,
+                addr,
+                key,
+                0,
+                0,
+                FI_INJECT,
+                false,
+            )
+        }
+    }
+
+    /// `fi_inject_writedata`.
+    pub fn inject_writedata(
+        &self,
+        buf: &[u8],
+        data: u64,
+        dest: u64,
+        addr: u64,
+        key: u64,
+    ) -> Result<()> {
+        // SAFETY: with FI_INJECT the provider copies the data before returning.
+        unsafe {
+            self.rma1(
+                buf.as_ptr() as usize,
+                buf.len(),
+                dest,
+                addr,
+                key,
+                data,
+                0,
+                FI_INJECT | FI_REMOTE_CQ_DATA,
+                false,
+            )
+        }
+    }
+
+    fn check_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        self.require_caps(FI_ATOMIC, "atomic")?;
+        let t = &self.info.tx_attr;
+        for (l, what) in [
+            (op.operand.len(), "operand"),
+            (op.compare.len(), "compare"),
+            (op.result.len(), "result"),
+        ] {
+            if l > t.iov_limit.max(1) {
+                return Err(Error::inval(format!(
+                    "atomic: {l} {what} ranges exceed iov_limit {}",
+                    t.iov_limit
+                )));
+            }
+        }
+        if op.rma_ioc.is_empty() || op.rma_ioc.len() > t.rma_iov_limit.max(1) {
+            return Err(Error::inval(format!(
+                "atomic: {} remote ranges (rma_iov_limit {})",
+                op.rma_ioc.len(),
+                t.rma_iov_limit
+            )));
+        }
+        let remote = op
+            .rma_ioc
+            .iter()
+            .fold(0usize, |a, r| a.saturating_add(r.count));
+        let n = check_atomic_shape(
+            op.kind,
+            op.op,
+            op.datatype,
+            ioc_count(op.operand),
+            ioc_count(op.compare),
+            ioc_count(op.result),
+            remote,
+        )?;
+        let max = self.ops.query_atomic(op.kind, op.op, op.datatype)?;
+        if n > max {
+            return Err(Error::new(
+                errno::FI_EMSGSIZE,
+                format!("atomic: {n} elements exceed this provider's {max} per operation"),
+            ));
+        }
+        if op.flags & FI_INJECT != 0 && op.kind != AtomicKind::Basic {
+            return Err(Error::inval(
+                "atomic: FI_INJECT on a fetch or compare atomic",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `fi_atomicmsg` / `fi_fetch_atomicmsg` / `fi_compare_atomicmsg`.
+    ///
+    /// # Safety
+    /// Operand, compare and result memory must stay valid until the atomic
+    /// completes (operands: with FI_INJECT, until this call returns).
+    pub unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        self.check_atomic(op)?;
+        // SAFETY: forwarded caller contract.
+        unsafe { self.ops.post_atomic(op) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn atomic1(
+        &self,
+        kind: AtomicKind,
+        operand: usize,
+        compare: usize,
+        result: usize,
+        count: usize,
+        peer: u64,
+        addr: u64,
+        key: u64,
+        datatype: u32,
+        op: u32,
+        context: usize,
+        flags: u64,
+    ) -> Result<()> {
+        let o = [Ioc {
+            addr: operand,
+            count,
+        }];
+        let c = [Ioc {
+            addr: compare,
+            count,
+        }];
+        let r = [Ioc {
+            addr: result,
+            count,
+        }];
+        let no_operand =
+            kind == AtomicKind::Fetch && op == atomic_op::FI_ATOMIC_READ && operand == 0;
+        let rma = [RmaIoc { addr, count, key }];
+        let a = AtomicOp {
+            kind,
+            op,
+            datatype,
+            operand: if no_operand { &[] } else { &o },
+            compare: if kind == AtomicKind::Compare { &c } else { &[] },
+            result: if kind == AtomicKind::Basic { &[] } else { &r },
+            desc: &[],
+            addr: peer,
+            rma_ioc: &rma,
+            data: 0,
+            context,
+            flags,
+        };
+        // SAFETY: forwarded caller contract.
+        unsafe { self.post_atomic(&a) }
+    }
+
+    /// `fi_atomic`: applies `op` with `count` operands at `buf` to the
+    /// peer's `(addr, key)`.
+    ///
+    /// # Safety
+    /// The operands must stay valid until the atomic completes.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn atomic(
+        &self,
+        buf: *const u8,
+        count: usize,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: u32,
+        op: u32,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            self.atomic1(
+                AtomicKind::Basic,
+                buf as usize,
+                0,
+                0,
+                count,
+                dest,
+                addr,
+                key,
+                datatype,
+                op,
+                context,
+                FI_COMPLETION,
+            )
+        }
+    }
+
+    /// `fi_inject_atomic`: operands copied before return; no completion.
+    pub fn inject_atomic(
+        &self,
+        buf: &[u8],
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: u32,
+        op: u32,
+    ) -> Result<()> {
+        let size = atomic::datatype_size(datatype)
+            .ok_or_else(|| Error::inval(format!("atomic: unknown datatype {datatype}")))?;
+        if !buf.len().is_multiple_of(size) {
+            return Err(Error::inval(
+                "inject_atomic: buffer is not a whole number of elements",
+            ));
+        }
+        // SAFETY: with FI_INJECT the provider copies the operands before returning.
+        unsafe {
+            self.atomic1(
+                AtomicKind::Basic,
+                buf.as_ptr() as usize,
+                0,
+                0,
+                buf.len() / size,
+                dest,
+                addr,
+                key,
+                datatype,
+                op,
+                0,
+                FI_INJECT,
+            )
+        }
+    }
+
+    /// `fi_fetch_atomic`: as [`atomic`](Self::atomic), and the original
+    /// target values land in `result`. `buf` may be null for FI_ATOMIC_READ.
+    ///
+    /// # Safety
+    /// Operands and `result` (count elements) must stay valid until completion.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn fetch_atomic(
+        &self,
+        buf: *const u8,
+        count: usize,
+        result: *mut u8,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: u32,
+        op: u32,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            self.atomic1(
+                AtomicKind::Fetch,
+                buf as usize,
+                0,
+                result as usize,
+                count,
+                dest,
+                addr,
+                key,
+                datatype,
+                op,
+                context,
+                FI_COMPLETION,
+            )
+        }
+    }
+
+    /// `fi_compare_atomic`: the cswap family and FI_MSWAP, with `compare`
+    /// values (the mask for FI_MSWAP); original values land in `result`.
+    ///
+    /// # Safety
+    /// Operands, `compare` and `result` must stay valid until completion.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn compare_atomic(
+        &self,
+        buf: *const u8,
+        count: usize,
+        compare: *const u8,
+        result: *mut u8,
+        dest: u64,
+        addr: u64,
+        key: u64,
+        datatype: u32,
+        op: u32,
+        context: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            self.atomic1(
+                AtomicKind::Compare,
+                buf as usize,
+                compare as usize,
+                result as usize,
+                count,
+                dest,
+                addr,
+                key,
+                datatype,
+                op,
+                context,
+                FI_COMPLETION,
+            )
+        }
+    }
+
+    /// `fi_query_atomic` (flags 0, FI_FETCH_ATOMIC or FI_COMPARE_ATOMIC):
+    /// the largest element count per operation, or `FI_EOPNOTSUPP`.
+    pub fn query_atomic(&self, datatype: u32, op: u32, flags: u64) -> Result<usize> {
+        let kind = match flags & (FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC) {
+            0 => AtomicKind::Basic,
+            FI_FETCH_ATOMIC => AtomicKind::Fetch,
+            FI_COMPARE_ATOMIC => AtomicKind::Compare,
+            _ => {
+                return Err(Error::inval(
+                    "query_atomic: both FI_FETCH_ATOMIC and FI_COMPARE_ATOMIC",
+                ))
+            }
+        };
+        self.require_caps(FI_ATOMIC, "query_atomic")?;
+        if !atomic::valid(kind, op, datatype) {
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                format!(
+                    "{} on {} is not defined for this call",
+                    enum_name(ATOMIC_OP_NAMES, op).unwrap_or("unknown op"),
+                    enum_name(DATATYPE_NAMES, datatype).unwrap_or("unknown datatype")
+                ),
+            ));
+        }
+        self.ops.query_atomic(kind, op, datatype)
+    }
+
+    /// Defers `op` until `cntr` reaches `threshold` (`FI_TRIGGER` with a
+    /// `fi_triggered_context`). If posting fails when the threshold is
+    /// reached, the error is reported as an error completion with the
+    /// operation's context on the endpoint's CQ for that direction.
+    ///
+    /// # Safety
+    /// The operation's memory must stay valid until it completes, which is
+    /// after the counter reaches the threshold.
+    pub unsafe fn trigger(&self, cntr: &Counter, threshold: u64, op: Deferred) -> Result<()> {
+        if self.info.caps & FI_TRIGGER == 0 {
+            return self.require_caps(FI_TRIGGER, "triggered operation");
+        }
+        self.enabled_for("triggered operation")?;
+        match &op {
+            Deferred::Rma {
+                iov,
+                addr,
+                rma_iov,
+                data,
+                context,
+                flags,
+                read,
+            } => self.check_rma(&RmaOp {
+                iov,
+                desc: &[],
+                addr: *addr,
+                rma_iov,
+                data: *data,
+                context: *context,
+                flags: *flags,
+                read: *read,
+            })?,
+            Deferred::Atomic {
+                kind,
+                op: o,
+                datatype,
+                operand,
+                compare,
+                result,
+                addr,
+                rma_ioc,
+                context,
+                flags,
+            } => self.check_atomic(&AtomicOp {
+                kind: *kind,
+                op: *o,
+                datatype: *datatype,
+                operand,
+                compare,
+                result,
+                desc: &[],
+                addr: *addr,
+                rma_ioc,
+                data: 0,
+                context: *context,
+                flags: *flags,
+            })?,
+            Deferred::Send { .. } | Deferred::Recv { .. } => {}
+        }
+        let (tx_cq, rx_cq) = {
+            let s = self.state();
+            (s.b.tx_cq.clone(), s.b.rx_cq.clone())
+        };
+        let cq = if matches!(op, Deferred::Recv { .. }) {
+            rx_cq
+        } else {
+            tx_cq
+        };
+        let ops = self.ops.clone();
+        let mut pending = Some(op);
+        cntr.core.defer(
+            threshold,
+            Box::new(move || {
+                let Some(op) = pending.as_ref() else {
+                    return Ok(());
+                };
+                // SAFETY: the caller of `trigger` promised the memory stays
+                // valid until the operation completes.
+                let r = unsafe { op.post(ops.as_ref()) };
+                match r {
+                    Err(e) if e.is_again() => Err(e),
+                    Err(e) => {
+                        report(&cq, op, &e);
+                        pending = None;
+                        Ok(())
+                    }
+                    Ok(()) => {
+                        pending = None;
+                        Ok(())
+                    }
+                }
+            }),
+        );
+        crate::util::trigger::run_ready();
+        Ok(())
+    }
+}
+
+fn report(cq: &Option<Arc<CqCore>>, op: &Deferred, e: &Error) {
+    if let Some(cq) = cq {
+        let (ctx, flags) = op.context_flags();
+        cq.push_err(
+            error_completion(ctx, flags, e.code(), 0, 0, 0),
+            FI_ADDR_NOTAVAIL,
+        );
+    }
+}
+
+/// An operation held by a counter until its threshold (owned copies of
+/// the caller's lists; the memory they point to stays the caller's).
+#[derive(Clone, Debug)]
+pub enum Deferred {
+    /// A send (`fi_sendmsg` / `fi_tsendmsg`).
+    Send {
+        /// Source ranges.
+        iov: Vec<IoVec>,
+        /// Destination fi_addr.
+        dest: u64,
+        /// Tag (tagged).
+        tag: u64,
+        /// Remote CQ data.
+        data: u64,
+        /// Context.
+        context: usize,
+        /// Flags.
+        flags: u64,
+        /// Tagged queue.
+        tagged: bool,
+    },
+    /// A receive (`fi_recvmsg` / `fi_trecvmsg`).
+    Recv {
+        /// Destination ranges.
+        iov: Vec<IoVec>,
+        /// Accepted source.
+        src: u64,
+        /// Tag.
+        tag: u64,
+        /// Ignore bits.
+        ignore: u64,
+        /// Context.
+        context: usize,
+        /// Flags.
+        flags: u64,
+        /// Tagged queue.
+        tagged: bool,
+    },
+    /// An RMA read or write.
+    Rma {
+        /// Local ranges.
+        iov: Vec<IoVec>,
+        /// Target.
+        addr: u64,
+        /// Remote ranges.
+        rma_iov: Vec<RmaIov>,
+        /// Remote CQ data.
+        data: u64,
+        /// Context.
+        context: usize,
+        /// Flags.
+        flags: u64,
+        /// Read rather than write.
+        read: bool,
+    },
+    /// An atomic.
+    Atomic {
+        /// Form.
+        kind: AtomicKind,
+        /// Operation.
+        op: u32,
+        /// Datatype.
+        datatype: u32,
+        /// Operands.
+        operand: Vec<Ioc>,
+        /// Compare values.
+        compare: Vec<Ioc>,
+        /// Results.
+        result: Vec<Ioc>,
+        /// Target.
+        addr: u64,
+        /// Remote ranges.
+        rma_ioc: Vec<RmaIoc>,
+        /// Context.
+        context: usize,
+        /// Flags.
+        flags: u64,
+    },
+}
+
+impl Deferred {
+    fn context_flags(&self) -> (usize, u64) {
+        match self {
+            Deferred::Send {
+                context, tagged, ..
+            } => (
+                *context,
+                if *tagged {
+                    FI_TAGGED | FI_SEND
+                } else {
+                    FI_MSG | FI_SEND
+                },
+            ),
+            Deferred::Recv {
+                context, tagged, ..
+            } => (
+                *context,
+                if *tagged {
+                    FI_TAGGED | FI_RECV
+                } else {
+                    FI_MSG | FI_RECV
+                },
+            ),
+            Deferred::Rma { context, read, .. } => {
+                (*context, FI_RMA | if *read { FI_READ } else { FI_WRITE })
+            }
+            Deferred::Atomic { context, kind, .. } => (
+                *context,
+                FI_ATOMIC
+                    | if *kind == AtomicKind::Basic {
+                        FI_WRITE
+                    } else {
+                        FI_READ
+                    },
+            ),
+        }
+    }
+
+    /// Posts the operation (without FI_TRIGGER) to a provider endpoint.
+    ///
+    /// # Safety
+    /// As the corresponding raw call.
+    unsafe fn post(&self, ops: &dyn EndpointOps) -> Result<()> {
+        let strip = |f: u64| f & !FI_TRIGGER;
+        // SAFETY: every arm forwards `Endpoint::trigger`'s memory contract.
+        unsafe {
+            match self {
+                Deferred::Send {
+                    iov,
+                    dest,
+                    tag,
+                    data,
+                    context,
+                    flags,
+                    tagged,
+                } => ops.post_send(&SendOp {
+                    iov,
+                    desc: &[],
+                    dest: *dest,
+                    tag: *tag,
+                    data: *data,
+                    context: *context,
+                    flags: strip(*flags),
+                    tagged: *tagged,
+                }),
+                Deferred::Recv {
+                    iov,
+                    src,
+                    tag,
+                    ignore,
+                    context,
+                    flags,
+                    tagged,
+                } => ops.post_recv(&RecvOp {
+                    iov,
+                    desc: &[],
+                    src: *src,
+                    tag: *tag,
+                    ignore: *ignore,
+                    context: *context,
+                    flags: strip(*flags),
+                    tagged: *tagged,
+                }),
+                Deferred::Rma {
+                    iov,
+                    addr,
+                    rma_iov,
+                    data,
+                    context,
+                    flags,
+                    read,
+                } => ops.post_rma(&RmaOp {
+                    iov,
+                    desc: &[],
+                    addr: *addr,
+                    rma_iov,
+                    data: *data,
+                    context: *context,
+                    flags: strip(*flags),
+                    read: *read,
+                }),
+                Deferred::Atomic {
+                    kind,
+                    op,
+                    datatype,
+                    operand,
+                    compare,
+                    result,
+                    addr,
+                    rma_ioc,
+                    context,
+                    flags,
+                } => ops.post_atomic(&AtomicOp {
+                    kind: *kind,
+                    op: *op,
+                    datatype: *datatype,
+                    operand,
+                    compare,
+                    result,
+                    desc: &[],
+                    addr: *addr,
+                    rma_ioc,
+                    data: 0,
+                    context: *context,
+                    flags: strip(*flags),
+                }),
+            }
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! One-sided operations: the remote-range types of the RMA and atomic calls,
+//! and the target side every provider shares: resolving a remote access
+//! against the domain's registered regions (key, access rights, bounds),
+//! counting remote events, and applying atomics to local memory.
+//!
+//! A provider receives a request naming `(key, addr, len)`; it calls
+//! [`resolve`] and either gets the local address to move data to or from,
+//! or an error it reports back to the initiator. Nothing is written before
+//! every range of a request has been resolved.
+#![allow(unsafe_code)]
+
+use super::atomic::{self, AtomicKind};
+use super::cntr::CntrCore;
+use super::mr::{MrCore, MrMap};
+use crate::consts::*;
+use crate::error::{errno, Error, Result};
+use crate::object::EpBindings;
+use std::sync::Arc;
+
+/// A remote memory range (`struct fi_rma_iov`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RmaIov {
+    /// Remote address: a virtual address with FI_MR_VIRT_ADDR, else an
+    /// offset into the region (plus the region's requested offset).
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: usize,
+    /// The region's remote key.
+    pub key: u64,
+}
+
+/// A remote atomic range (`struct fi_rma_ioc`): `count` elements.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RmaIoc {
+    /// Remote address (as in [`RmaIov`]).
+    pub addr: u64,
+    /// Number of datatype elements.
+    pub count: usize,
+    /// The region's remote key.
+    pub key: u64,
+}
+
+/// A local atomic buffer (`struct fi_ioc`): `count` elements at `addr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ioc {
+    /// Start address.
+    pub addr: usize,
+    /// Number of datatype elements.
+    pub count: usize,
+}
+
+const _: () = assert!(std::mem::size_of::<RmaIov>() == 24);
+const _: () = assert!(std::mem::size_of::<RmaIoc>() == 24);
+const _: () = assert!(std::mem::size_of::<Ioc>() == 16);
+
+/// A remote access resolved to local memory.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The region (kept alive while the access runs).
+    pub mr: Arc<MrCore>,
+    /// Local start address.
+    pub addr: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// Resolves a remote access at the target: the key must name a registered
+/// region (`FI_EKEYREJECTED`), the region must grant `access`
+/// (FI_REMOTE_READ or FI_REMOTE_WRITE; `FI_EACCES`) and the range must lie
+/// inside it (`FI_EACCES`). `virt`: the domain uses FI_MR_VIRT_ADDR.
+pub fn resolve(
+    map: &MrMap,
+    key: u64,
+    addr: u64,
+    len: usize,
+    access: u64,
+    virt: bool,
+) -> Result<Resolved> {
+    let mr = map.lookup(key).ok_or_else(|| {
+        Error::new(
+            errno::FI_EKEYREJECTED,
+            format!("no region is registered under key {key:#x}"),
+        )
+    })?;
+    let local = mr.check(addr, len, access, virt)?;
+    Ok(Resolved {
+        mr,
+        addr: local,
+        len,
+    })
+}
+
+/// Resolves every range of a request, all or nothing.
+pub fn resolve_all(
+    map: &MrMap,
+    ranges: &[RmaIov],
+    access: u64,
+    virt: bool,
+    out: &mut Vec<Resolved>,
+) -> Result<()> {
+    out.clear();
+    for r in ranges {
+        match resolve(map, r.key, r.addr, r.len, access, virt) {
+            Ok(x) => out.push(x),
+            Err(e) => {
+                out.clear();
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counts a completed remote access at the target: the endpoint's
+/// FI_REMOTE_READ / FI_REMOTE_WRITE counters and the region's bound counter
+/// (FI_RMA_EVENT). `access` is FI_REMOTE_READ or FI_REMOTE_WRITE.
+pub fn count_remote(b: &EpBindings, mr: Option<&MrCore>, access: u64) {
+    let c = if access & FI_REMOTE_WRITE != 0 {
+        &b.rem_write_cntr
+    } else {
+        &b.rem_read_cntr
+    };
+    if let Some(c) = c {
+        c.add(1);
+    }
+    if let Some(mr) = mr {
+        mr.count_remote(access);
+    }
+}
+
+/// Validates an atomic's shape before anything is sent: op and datatype
+/// defined for this call family, buffers of equal element counts.
+pub fn check_atomic_shape(
+    kind: AtomicKind,
+    op: u32,
+    dt: u32,
+    operand: usize,
+    compare: usize,
+    result: usize,
+    remote: usize,
+) -> Result<usize> {
+    if !atomic::valid(kind, op, dt) {
+        return Err(Error::new(
+            errno::FI_EOPNOTSUPP,
+            format!(
+                "atomic: {} on {} is not defined for this call",
+                enum_name(ATOMIC_OP_NAMES, op).unwrap_or("unknown op"),
+                enum_name(DATATYPE_NAMES, dt).unwrap_or("unknown datatype")
+            ),
+        ));
+    }
+    let need_operand = !(kind == AtomicKind::Fetch && op == atomic_op::FI_ATOMIC_READ);
+    if need_operand && operand != remote {
+        return Err(Error::inval(format!(
+            "atomic: {operand} operand elements for {remote} remote elements"
+        )));
+    }
+    if kind == AtomicKind::Compare && compare != remote {
+        return Err(Error::inval(format!(
+            "atomic: {compare} compare elements for {remote} remote elements"
+        )));
+    }
+    if kind != AtomicKind::Basic && result != remote {
+        return Err(Error::inval(format!(
+            "atomic: {result} result elements for {remote} remote elements"
+        )));
+    }
+    if remote == 0 {
+        return Err(Error::inval("atomic: no elements"));
+    }
+    Ok(remote)
+}
+
+/// Applies an atomic to resolved local memory under the region map's
+/// atomic lock, so that atomics from every initiator on one target word are
+/// serialised. `result` receives the original values (fetch and compare).
+///
+/// # Safety
+/// `target` must have been returned by [`resolve`] for FI_REMOTE_WRITE (or
+/// FI_REMOTE_READ for FI_ATOMIC_READ) and its region must still be registered.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn apply_atomic(
+    map: &MrMap,
+    kind: AtomicKind,
+    op: u32,
+    dt: u32,
+    target: &Resolved,
+    operand: &[u8],
+    compare: &[u8],
+    result: &mut [u8],
+) -> Result<()> {
+    let _g = map.atomic_lock();
+    // SAFETY: the caller guarantees the resolved range is registered memory
+    // of this process, valid for reads and writes for `len` bytes; the
+    // atomic lock keeps other fabric atomics off it meanwhile.
+    let t = unsafe { std::slice::from_raw_parts_mut(target.addr as *mut u8, target.len) };
+    atomic::apply(kind, op, dt, t, operand, compare, result)
+}
+
+/// The counter a region counts remote accesses into (FI_RMA_EVENT).
+#[derive(Debug, Clone)]
+pub struct MrEvents {
+    /// The bound counter.
+    pub cntr: Arc<CntrCore>,
+    /// FI_REMOTE_READ and/or FI_REMOTE_WRITE.
+    pub flags: u64,
+}
