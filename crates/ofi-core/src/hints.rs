@@ -400,12 +400,24 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
         }
         out.domain_attr.av_type = hd.av_type;
     }
-    if hd.mr_mode != 0 {
-        let legacy = mr_mode::FI_MR_BASIC | mr_mode::FI_MR_SCALABLE;
-        let need = od.mr_mode & !legacy;
-        if need & !hd.mr_mode != 0 {
+    // FI_MR_VIRT_ADDR, FI_MR_PROV_KEY and FI_MR_ALLOCATED are what an offer
+    // prefers, not what it needs: the core's regions also do offset
+    // addressing and user keys, so the offer narrows to what the hints
+    // accept. FI_MR_BASIC stands for all three; FI_MR_SCALABLE for none of
+    // them; 0 (unspecified) leaves the offer as it is.
+    let optional = mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED;
+    let legacy = mr_mode::FI_MR_BASIC | mr_mode::FI_MR_SCALABLE;
+    let hmode = if hd.mr_mode & mr_mode::FI_MR_BASIC != 0 {
+        hd.mr_mode | optional
+    } else {
+        hd.mr_mode
+    };
+    if hmode != 0 {
+        let need = od.mr_mode & !legacy & !optional;
+        if need & !hmode != 0 {
             return Err("domain_attr.mr_mode");
         }
+        out.domain_attr.mr_mode = (od.mr_mode & !optional) | (od.mr_mode & optional & hmode);
     }
     le("domain_attr.mr_key_size", hd.mr_key_size, od.mr_key_size)?;
     le("domain_attr.cq_data_size", hd.cq_data_size, od.cq_data_size)?;

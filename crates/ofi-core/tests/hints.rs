@@ -51,7 +51,7 @@ fn offer() -> Info {
             control_progress: progress::FI_PROGRESS_AUTO,
             data_progress: progress::FI_PROGRESS_MANUAL,
             resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-            mr_mode: mr_mode::FI_MR_VIRT_ADDR,
+            mr_mode: mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_LOCAL,
             cq_data_size: 8,
             cq_cnt: 1024,
             ep_cnt: 256,
@@ -126,7 +126,7 @@ fn each_unsatisfiable_field_is_named() {
         ),
         (
             "domain_attr.mr_mode",
-            Box::new(|h| h.domain_attr.mr_mode = mr_mode::FI_MR_LOCAL),
+            Box::new(|h| h.domain_attr.mr_mode = mr_mode::FI_MR_VIRT_ADDR),
         ),
         (
             "domain_attr.cq_data_size",
@@ -315,4 +315,23 @@ proptest! {
         prop_assert!(validate_hints(&h).is_ok());
         prop_assert_eq!(match_offer(&offer(), &h), match_offer(&offer(), &h));
     }
+}
+
+#[test]
+fn optional_mr_mode_bits_narrow_to_the_hints() {
+    let mut o = offer();
+    o.domain_attr.mr_mode =
+        mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED;
+    let mut h = Info::hints();
+    h.domain_attr.mr_mode = mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_LOCAL;
+    let m = match_offer(&o, &h).expect("optional bits never refuse");
+    assert_eq!(m.domain_attr.mr_mode, mr_mode::FI_MR_PROV_KEY);
+    h.domain_attr.mr_mode = mr_mode::FI_MR_BASIC;
+    let m = match_offer(&o, &h).unwrap();
+    assert_eq!(
+        m.domain_attr.mr_mode,
+        mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED
+    );
+    h.domain_attr.mr_mode = mr_mode::FI_MR_SCALABLE;
+    assert_eq!(match_offer(&o, &h).unwrap().domain_attr.mr_mode, 0);
 }
