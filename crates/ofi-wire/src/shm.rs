@@ -10,6 +10,17 @@
 //! 40  cookie u64   sender's operation id (RTS, ACK, NACK, DATA, CTS) / bounce index (BOUNCE)
 //! 48  payload      inline bytes, or iov_cnt × (addr u64, len u64) for RTS
 //! ```
+//!
+//! One-sided requests (RMA_WRITE, RMA_PULL, RMA_READ, ATOMIC) carry their
+//! remote ranges first: `ranges` (low nibble of `iov_cnt`) × (addr u64,
+//! len-or-count u64, key u64); RMA_PULL and RMA_READ follow them with
+//! `locals` (high nibble) × (addr u64, len u64) of the initiator's memory;
+//! RMA_WRITE and ATOMIC follow them with their inline data. `tag` holds the
+//! operation's total length (ATOMIC: op | datatype << 8 | kind << 16),
+//! `total` the byte offset of a chunk (ATOMIC: the element count), `cookie`
+//! the initiator's operation id. The target answers with RMA_RESP: `data`
+//! is 0 or an FI_E* number, `total` the offset of any returned bytes, flag
+//! LAST on the final answer, PUSH when it cannot copy across processes.
 
 use crate::WireError;
 
@@ -35,8 +46,18 @@ pub mod op {
     /// Clear to send: help copy an RTS message through transfer descriptor
     /// `tag` of generation `data` in the receiver's segment.
     pub const CTS: u8 = 7;
+    /// One-sided write with the data inline (a whole write or one chunk).
+    pub const RMA_WRITE: u8 = 8;
+    /// One-sided write the target pulls from the initiator's memory.
+    pub const RMA_PULL: u8 = 9;
+    /// One-sided read.
+    pub const RMA_READ: u8 = 10;
+    /// Atomic with operands (and compare values) inline.
+    pub const ATOMIC: u8 = 11;
+    /// The target's answer to a one-sided request.
+    pub const RMA_RESP: u8 = 12;
     /// Highest known opcode.
-    pub const MAX: u8 = 7;
+    pub const MAX: u8 = 12;
 }
 
 /// Flag bits.
@@ -45,6 +66,86 @@ pub mod flag {
     pub const TAGGED: u8 = 1;
     /// `data` carries remote CQ data.
     pub const CQ_DATA: u8 = 2;
+    /// The last chunk of a one-sided write, or the final answer.
+    pub const LAST: u8 = 4;
+    /// Answer: the target cannot copy across processes; push the data.
+    pub const PUSH: u8 = 8;
+    /// Every known flag.
+    pub const ALL: u8 = TAGGED | CQ_DATA | LAST | PUSH;
+}
+
+/// Bytes of one remote range in a one-sided request.
+pub const RANGE_LEN: usize = 24;
+/// Bytes of one initiator range in RMA_PULL / RMA_READ.
+pub const LOCAL_LEN: usize = 16;
+/// Most remote ranges (and initiator ranges) one request names.
+pub const MAX_RANGES: usize = 4;
+
+/// A remote range as carried by a one-sided request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireRange {
+    /// Remote address (virtual or offset).
+    pub addr: u64,
+    /// Length in bytes (ATOMIC: element count).
+    pub len: u64,
+    /// Remote key.
+    pub key: u64,
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Writes `ranges` then `locals` at the start of a payload; returns bytes used.
+pub fn put_ranges(p: &mut [u8], ranges: &[WireRange], locals: &[(u64, u64)]) -> usize {
+    let mut at = 0;
+    for r in ranges {
+        p[at..at + 8].copy_from_slice(&r.addr.to_le_bytes());
+        p[at + 8..at + 16].copy_from_slice(&r.len.to_le_bytes());
+        p[at + 16..at + 24].copy_from_slice(&r.key.to_le_bytes());
+        at += RANGE_LEN;
+    }
+    for &(a, l) in locals {
+        p[at..at + 8].copy_from_slice(&a.to_le_bytes());
+        p[at + 8..at + 16].copy_from_slice(&l.to_le_bytes());
+        at += LOCAL_LEN;
+    }
+    at
+}
+
+/// The ranges of a validated one-sided request: remote ranges, initiator
+/// ranges, and where the inline data starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ranges {
+    /// Remote ranges (first `n_remote` valid).
+    pub remote: [WireRange; MAX_RANGES],
+    /// Number of remote ranges.
+    pub n_remote: usize,
+    /// Initiator ranges (first `n_local` valid).
+    pub local: [(u64, u64); MAX_RANGES],
+    /// Number of initiator ranges.
+    pub n_local: usize,
+    /// Payload offset of the inline data.
+    pub data_at: usize,
+}
+
+impl Ranges {
+    /// The remote ranges.
+    pub fn remote(&self) -> &[WireRange] {
+        &self.remote[..self.n_remote]
+    }
+    /// The initiator ranges.
+    pub fn local(&self) -> &[(u64, u64)] {
+        &self.local[..self.n_local]
+    }
+    /// Sum of the remote lengths (saturating).
+    pub fn remote_len(&self) -> u64 {
+        self.remote()
+            .iter()
+            .fold(0u64, |a, r| a.saturating_add(r.len))
+    }
 }
 
 mod field {
@@ -237,7 +338,7 @@ impl Repr {
         if r.op == 0 || r.op > op::MAX {
             return Err(WireError::UnknownOp(r.op));
         }
-        if r.flags & !(flag::TAGGED | flag::CQ_DATA) != 0 {
+        if r.flags & !flag::ALL != 0 {
             return Err(WireError::Malformed("unknown flag bits"));
         }
         let cap = e.payload().len();
@@ -255,9 +356,78 @@ impl Repr {
             {
                 return Err(WireError::Malformed("RTS iov count out of range"));
             }
+            op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC => {
+                let rg = r.ranges(e)?;
+                if r.op != op::ATOMIC && rg.remote_len() != r.tag {
+                    return Err(WireError::Malformed("remote ranges differ from the length"));
+                }
+                if r.op == op::ATOMIC && rg.remote_len() != r.total {
+                    return Err(WireError::Malformed("remote counts differ from the count"));
+                }
+                if (r.op == op::RMA_PULL || r.op == op::RMA_READ)
+                    && rg.local().iter().fold(0u64, |a, l| a.saturating_add(l.1)) != r.tag
+                {
+                    return Err(WireError::Malformed(
+                        "initiator ranges differ from the length",
+                    ));
+                }
+                if r.op == op::RMA_WRITE
+                    && r.total
+                        .checked_add(u64::from(r.len))
+                        .is_none_or(|end| end > r.tag)
+                {
+                    return Err(WireError::Malformed(
+                        "write chunk beyond the write's length",
+                    ));
+                }
+            }
+            op::RMA_RESP if r.len as usize > cap => {
+                return Err(WireError::Malformed("answer length exceeds the entry"))
+            }
             _ => {}
         }
         Ok(r)
+    }
+    /// The ranges of a one-sided request, checked against the entry:
+    /// counts within [`MAX_RANGES`], lists and inline data inside the payload.
+    pub fn ranges<T: AsRef<[u8]>>(&self, e: &Entry<T>) -> Result<Ranges, WireError> {
+        let p = e.payload();
+        let n_remote = (self.iov_cnt & 0xf) as usize;
+        let n_local = (self.iov_cnt >> 4) as usize;
+        let wants_local = self.op == op::RMA_PULL || self.op == op::RMA_READ;
+        if n_remote == 0 || n_remote > MAX_RANGES || n_local > MAX_RANGES {
+            return Err(WireError::Malformed("one-sided range count out of range"));
+        }
+        if wants_local != (n_local > 0) && !(wants_local && self.tag == 0) {
+            return Err(WireError::Malformed("initiator ranges where none belong"));
+        }
+        let data_at = n_remote * RANGE_LEN + n_local * LOCAL_LEN;
+        let data_len = if wants_local { 0 } else { self.len as usize };
+        if data_at
+            .checked_add(data_len)
+            .is_none_or(|end| end > p.len())
+        {
+            return Err(WireError::Malformed("one-sided request exceeds the entry"));
+        }
+        let mut out = Ranges {
+            n_remote,
+            n_local,
+            data_at,
+            ..Default::default()
+        };
+        for i in 0..n_remote {
+            let at = i * RANGE_LEN;
+            out.remote[i] = WireRange {
+                addr: le64(p, at),
+                len: le64(p, at + 8),
+                key: le64(p, at + 16),
+            };
+        }
+        for i in 0..n_local {
+            let at = n_remote * RANGE_LEN + i * LOCAL_LEN;
+            out.local[i] = (le64(p, at), le64(p, at + 8));
+        }
+        Ok(out)
     }
     /// Writes the header.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, e: &mut Entry<T>) {
@@ -348,10 +518,10 @@ mod tests {
     #[test]
     fn test_rejects_impossible_values() {
         let mut buf = GOLDEN;
-        buf[0] = 9;
+        buf[0] = 13;
         assert_eq!(
             Repr::parse(&Entry::new_unchecked(&buf[..])),
-            Err(WireError::UnknownOp(9))
+            Err(WireError::UnknownOp(13))
         );
         let mut buf = GOLDEN;
         buf[4] = 9; // len 9 > 8 bytes of payload
@@ -377,6 +547,85 @@ mod tests {
             Repr::parse(&Entry::new_unchecked(&buf[..])),
             Err(WireError::Malformed(_))
         ));
+    }
+
+    fn one_sided(op: u8, ranges: &[WireRange], locals: &[(u64, u64)], data: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; HDR_LEN + 256];
+        let mut e = Entry::new_unchecked(&mut buf[..]);
+        let used = put_ranges(e.payload_mut(), ranges, locals);
+        assert_eq!(used, ranges.len() * RANGE_LEN + locals.len() * LOCAL_LEN);
+        let total = ranges.iter().fold(0u64, |a, r| a.wrapping_add(r.len));
+        Repr {
+            op,
+            flags: flag::LAST,
+            iov_cnt: ranges.len() as u8 | (locals.len() as u8) << 4,
+            len: data as u32,
+            tag: if op == op::ATOMIC { 0x0002_0607 } else { total },
+            total: if op == op::ATOMIC { total } else { 0 },
+            cookie: 77,
+            ..Default::default()
+        }
+        .emit(&mut e);
+        buf
+    }
+
+    #[test]
+    fn one_sided_requests_roundtrip_and_reject_bad_ranges() {
+        let rg = [
+            WireRange {
+                addr: 0x1000,
+                len: 16,
+                key: 0xabcd,
+            },
+            WireRange {
+                addr: 0x2000,
+                len: 8,
+                key: 0xabcd,
+            },
+        ];
+        let w = one_sided(op::RMA_WRITE, &rg, &[], 24);
+        let e = Entry::new_unchecked(&w[..]);
+        let r = Repr::parse(&e).unwrap();
+        let got = r.ranges(&e).unwrap();
+        assert_eq!(got.remote(), &rg);
+        assert_eq!(got.data_at, 48);
+        let rd = one_sided(op::RMA_READ, &rg, &[(0x9000, 20), (0xa000, 4)], 0);
+        let e = Entry::new_unchecked(&rd[..]);
+        let r = Repr::parse(&e).unwrap();
+        assert_eq!(r.ranges(&e).unwrap().local(), &[(0x9000, 20), (0xa000, 4)]);
+        // Initiator ranges that do not add up to the length.
+        let bad = one_sided(op::RMA_READ, &rg, &[(0x9000, 20)], 0);
+        assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+        // Inline data running past the entry.
+        let bad = one_sided(op::RMA_WRITE, &rg, &[], 4000);
+        assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+        // No ranges, too many ranges.
+        let mut bad = one_sided(op::RMA_WRITE, &rg, &[], 24);
+        bad[2] = 0;
+        assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+        bad[2] = 5;
+        assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+        // A range length that overflows when summed.
+        let huge = [
+            WireRange {
+                addr: 0,
+                len: u64::MAX,
+                key: 1,
+            },
+            WireRange {
+                addr: 0,
+                len: 2,
+                key: 1,
+            },
+        ];
+        let bad = one_sided(op::RMA_WRITE, &huge, &[], 0);
+        assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+        // Atomic counts must match the element count.
+        let a = one_sided(op::ATOMIC, &rg[..1], &[], 16);
+        assert!(Repr::parse(&Entry::new_unchecked(&a[..])).is_ok());
+        let mut bad = a.clone();
+        bad[32] = 3; // total (count) 3 != 16
+        assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
     }
 
     #[test]
