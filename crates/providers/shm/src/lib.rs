@@ -127,7 +127,24 @@ pub fn offer() -> Info {
         | FI_MULTI_RECV
         | FI_SOURCE
         | FI_DIRECTED_RECV
+        | FI_RMA
+        | FI_ATOMIC
+        | FI_READ
+        | FI_WRITE
+        | FI_REMOTE_READ
+        | FI_REMOTE_WRITE
+        | FI_RMA_EVENT
+        | FI_TRIGGER
+        | FI_FENCE
         | FI_LOCAL_COMM;
+    // Requests of one initiator execute at the target in ring order.
+    let ordering = order::FI_ORDER_RAR
+        | order::FI_ORDER_RAW
+        | order::FI_ORDER_WAR
+        | order::FI_ORDER_WAW
+        | order::FI_ORDER_SAR
+        | order::FI_ORDER_SAW
+        | order::FI_ORDER_SAS;
     Info {
         caps,
         mode: 0,
@@ -136,22 +153,40 @@ pub fn offer() -> Info {
         dest_addr: None,
         handle: None,
         tx_attr: TxAttr {
-            caps: FI_MSG | FI_TAGGED | FI_SEND,
+            caps: FI_MSG
+                | FI_TAGGED
+                | FI_SEND
+                | FI_RMA
+                | FI_ATOMIC
+                | FI_READ
+                | FI_WRITE
+                | FI_TRIGGER
+                | FI_FENCE,
             mode: 0,
             op_flags: 0,
-            msg_order: order::FI_ORDER_SAS,
+            msg_order: ordering,
             comp_order: order::FI_ORDER_NONE,
             inject_size: INJECT_SIZE,
             size: 1024,
             iov_limit: IOV_LIMIT,
-            rma_iov_limit: 0,
+            rma_iov_limit: IOV_LIMIT,
             tclass: 0,
         },
         rx_attr: RxAttr {
-            caps: FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV,
+            caps: FI_MSG
+                | FI_TAGGED
+                | FI_RECV
+                | FI_MULTI_RECV
+                | FI_SOURCE
+                | FI_DIRECTED_RECV
+                | FI_RMA
+                | FI_ATOMIC
+                | FI_REMOTE_READ
+                | FI_REMOTE_WRITE
+                | FI_RMA_EVENT,
             mode: 0,
             op_flags: 0,
-            msg_order: order::FI_ORDER_SAS,
+            msg_order: ordering,
             comp_order: order::FI_ORDER_NONE,
             total_buffered_recv: 0,
             size: 1024,
@@ -162,6 +197,9 @@ pub fn offer() -> Info {
             protocol: protocol::FI_PROTO_SHM,
             protocol_version: 1,
             max_msg_size: usize::MAX,
+            max_order_raw_size: usize::MAX,
+            max_order_war_size: usize::MAX,
+            max_order_waw_size: usize::MAX,
             mem_tag_format: 0xaaaa_aaaa_aaaa_aaaa,
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
@@ -174,7 +212,7 @@ pub fn offer() -> Info {
             data_progress: progress::FI_PROGRESS_MANUAL,
             resource_mgmt: resource_mgmt::FI_RM_ENABLED,
             av_type: av_type::FI_AV_UNSPEC,
-            mr_mode: 0,
+            mr_mode: mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED,
             mr_key_size: 8,
             cq_data_size: 8,
             cq_cnt: 1024,

@@ -12,8 +12,9 @@ use crate::{Config, INJECT_SIZE, IOV_LIMIT};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::info::Info;
-use ofi_core::object::{EpBindings, RecvOp, SendOp};
+use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
+use ofi_core::util::atomic::{self, AtomicKind};
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov, iov_len, IoVec};
 use ofi_core::util::lock::{SpinGuard, SpinLock};
@@ -42,6 +43,8 @@ const LIVENESS_PERIOD: Duration = Duration::from_millis(20);
 
 const _: () = assert!(INLINE_MAX >= INJECT_SIZE);
 const _: () = assert!(MAX_RTS_IOV >= IOV_LIMIT && MAX_IOV >= IOV_LIMIT);
+
+mod rma;
 
 static NEXT_IDX: AtomicU32 = AtomicU32::new(0);
 static RECLAIM: Once = Once::new();
@@ -116,6 +119,9 @@ struct Push {
     offset: usize,
 }
 
+/// A queued control entry: destination, header, and any payload bytes.
+type Ctrl = (u64, Repr, Option<Box<[u8]>>);
+
 struct Inner {
     b: EpBindings,
     need_src: bool,
@@ -131,7 +137,14 @@ struct Inner {
     next_gen: u32,
     pushes: VecDeque<Push>,
     reasm: Vec<Reasm>,
-    ctrl: VecDeque<(u64, Repr)>,
+    ctrl: VecDeque<Ctrl>,
+    /// One-sided operations waiting for their target's answer.
+    rmas: Vec<Option<rma::PendingRma>>,
+    free_rmas: Vec<u32>,
+    /// Writes pushed through the target's ring in chunks (cookies).
+    rma_pushes: VecDeque<u64>,
+    /// Reads answered through the initiator's ring in chunks (no CMA).
+    read_pushes: VecDeque<rma::ReadPush>,
     pool: Vec<Vec<u8>>,
     min_multi_recv: usize,
     last_check: Instant,
@@ -234,6 +247,10 @@ impl ShmEndpoint {
                 pushes: VecDeque::new(),
                 reasm: Vec::new(),
                 ctrl: VecDeque::new(),
+                rmas: Vec::new(),
+                free_rmas: Vec::new(),
+                rma_pushes: VecDeque::new(),
+                read_pushes: VecDeque::new(),
                 pool: Vec::new(),
                 min_multi_recv: 0,
                 last_check: Instant::now(),
@@ -445,14 +462,21 @@ impl ShmEndpoint {
 
     /// Sends a control entry now, or queues it until the peer's ring has room.
     fn send_ctrl(&self, g: &mut Inner, to: u64, r: Repr) {
-        if g.ctrl.is_empty() && self.try_ctrl(g, to, &r) {
+        self.send_ctrl_with(g, to, r, &[]);
+    }
+
+    /// Sends a control entry carrying `payload` (at most an entry's inline
+    /// capacity), or queues it with a copy of the payload.
+    fn send_ctrl_with(&self, g: &mut Inner, to: u64, r: Repr, payload: &[u8]) {
+        if g.ctrl.is_empty() && self.try_ctrl(g, to, &r, payload) {
             return;
         }
-        g.ctrl.push_back((to, r));
+        let copy = (!payload.is_empty()).then(|| payload.to_vec().into_boxed_slice());
+        g.ctrl.push_back((to, r, copy));
         self.busy.store(true, Ordering::Relaxed);
     }
 
-    fn try_ctrl(&self, g: &mut Inner, to: u64, r: &Repr) -> bool {
+    fn try_ctrl(&self, g: &mut Inner, to: u64, r: &Repr, payload: &[u8]) -> bool {
         let peer = match self.peer_by_id(g, to) {
             Ok(p) => p,
             Err(e) => {
@@ -463,7 +487,11 @@ impl ShmEndpoint {
         let ok = peer
             .seg
             .msg_ring()
-            .push_with(&peer.cached_head, |b| r.emit(&mut Entry::new_unchecked(b)))
+            .push_with(&peer.cached_head, |b| {
+                let mut e = Entry::new_unchecked(b);
+                e.payload_mut()[..payload.len()].copy_from_slice(payload);
+                r.emit(&mut e);
+            })
             .is_ok();
         if ok {
             peer.notify();
@@ -473,11 +501,11 @@ impl ShmEndpoint {
     }
 
     fn flush_ctrl(&self, g: &mut Inner) {
-        while let Some((to, r)) = g.ctrl.front().copied() {
-            if !self.try_ctrl(g, to, &r) {
+        while let Some((to, r, p)) = g.ctrl.pop_front() {
+            if !self.try_ctrl(g, to, &r, p.as_deref().unwrap_or(&[])) {
+                g.ctrl.push_front((to, r, p));
                 break;
             }
-            g.ctrl.pop_front();
         }
     }
 
@@ -590,8 +618,14 @@ impl ShmEndpoint {
             ));
         }
         let mut g = self.lock();
+        if (op.flags & FI_FENCE != 0 && self.outstanding(&g)) || !g.rma_pushes.is_empty() {
+            return Err(Error::again());
+        }
         let completion = !inject && (!g.b.tx_selective || op.flags & FI_COMPLETION != 0);
-        if len <= INLINE_MAX {
+        // FI_DELIVERY_COMPLETE: only the receiver's ACK, sent once the data
+        // is in the matched buffer, may complete the send — the RTS path.
+        let deliver = !inject && (op.flags | g.b.info.tx_attr.op_flags) & FI_DELIVERY_COMPLETE != 0;
+        if len <= INLINE_MAX && !deliver {
             // Fast path: a cached peer, borrowed without touching its refcount.
             let cached =
                 g.b.av
@@ -615,11 +649,11 @@ impl ShmEndpoint {
                 ),
             ));
         }
-        if len <= INLINE_MAX {
+        if len <= INLINE_MAX && !deliver {
             return self.push_inline(&g, &peer, op, len, completion);
         }
         let mut r = self.header(op, len);
-        if len <= self.cfg.bounce_size {
+        if len <= self.cfg.bounce_size && !deliver {
             if let Some(idx) = peer.seg.alloc_bounce() {
                 let copied = peer.seg.with_bounce(idx, |buf| {
                     let l = len.min(buf.len());
@@ -1221,6 +1255,8 @@ impl ShmEndpoint {
             }
             op::DATA => self.data_chunk(g, &r, &e.payload()[..r.len as usize]),
             op::CTS => self.coop_write(g, &r),
+            op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC => self.rma_target(g, &r, &e),
+            op::RMA_RESP => self.rma_answer(g, &r, &e.payload()[..r.len as usize]),
             _ => {}
         }
     }
@@ -1270,7 +1306,9 @@ impl ShmEndpoint {
         let ring = self.seg.msg_ring();
         let mut head = g.head;
         for _ in 0..BUDGET {
-            if g.unexpected >= self.cfg.max_unexpected {
+            // Reads answered in chunks hold the ring: later requests of the
+            // same initiator must not overtake them (FI_ORDER_WAR).
+            if g.unexpected >= self.cfg.max_unexpected || !g.read_pushes.is_empty() {
                 break;
             }
             // SAFETY: the endpoint's lock (held as `g`) serialises the
@@ -1290,7 +1328,10 @@ impl ShmEndpoint {
     }
 
     fn check_liveness(&self, g: &mut Inner) {
-        if g.sends.len() == g.free_sends.len() && g.reasm.is_empty() {
+        if g.sends.len() == g.free_sends.len()
+            && g.reasm.is_empty()
+            && g.rmas.len() == g.free_rmas.len()
+        {
             return;
         }
         let now = Instant::now();
@@ -1308,6 +1349,7 @@ impl ShmEndpoint {
                     .map(|s| (u64::from(s.gen) << 32) | i as u64)
             })
             .collect();
+        self.rma_liveness(g);
         for cookie in dead {
             if let Some(s) = self.take_send(g, cookie) {
                 tracing::warn!(
@@ -1337,11 +1379,16 @@ impl ShmEndpoint {
         if !g.pushes.is_empty() {
             self.run_pushes(g);
         }
+        if !g.rma_pushes.is_empty() || !g.read_pushes.is_empty() {
+            self.run_rma_pushes(g);
+        }
         self.poll_ring(g);
         self.check_liveness(g);
         self.head_hint.store(g.head, Ordering::Relaxed);
         let busy = !g.ctrl.is_empty()
             || !g.pushes.is_empty()
+            || g.rmas.len() != g.free_rmas.len()
+            || !g.read_pushes.is_empty()
             || !g.reasm.is_empty()
             || g.sends.len() != g.free_sends.len();
         self.busy.store(busy, Ordering::Relaxed);
@@ -1796,7 +1843,10 @@ impl Progress for ShmEndpoint {
         if self.seg.msg_ring().ready(g.head) {
             return false;
         }
-        g.ctrl.is_empty() && g.pushes.is_empty()
+        g.ctrl.is_empty()
+            && g.pushes.is_empty()
+            && g.rma_pushes.is_empty()
+            && g.read_pushes.is_empty()
     }
     fn disarm(&self) {
         self.seg.header().sleeping.fetch_sub(1, Ordering::SeqCst);
@@ -1824,6 +1874,17 @@ impl EndpointOps for ShmEndpoint {
     }
     unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
         self.recv_inner(op)
+    }
+    unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.rma_inner(op) }
+    }
+    unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        // SAFETY: forwarded caller contract.
+        unsafe { self.atomic_inner(op) }
+    }
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        atomic::query(kind, op, datatype, rma::ATOMIC_MAX_BYTES)
     }
     fn cancel(&self, context: usize) -> Result<()> {
         let mut g = self.lock();
@@ -1879,25 +1940,29 @@ impl EndpointOps for ShmEndpoint {
             let rts = unsafe {
                 ring.pop_with(&mut head, |b| {
                     let e = Entry::new_unchecked(&*b);
-                    Repr::parse(&e)
-                        .ok()
-                        .filter(|r| r.op == op::RTS)
-                        .map(|r| (r.src, r.cookie))
+                    Repr::parse(&e).ok().filter(|r| {
+                        r.op == op::RTS
+                            || rma::is_request(r.op)
+                                && (r.op != op::RMA_WRITE || r.flags & flag::LAST != 0)
+                    })
                 })
             };
             match rts {
                 None => break,
-                Some(Some((sender, cookie))) => self.send_ctrl(
-                    &mut g,
-                    sender,
-                    Repr {
-                        op: op::ACK,
-                        src: self.me.id(),
-                        cookie,
-                        data: errno::FI_ECONNRESET as u64,
-                        ..Default::default()
-                    },
-                ),
+                Some(Some(r)) => {
+                    let answer = if r.op == op::RTS {
+                        Repr {
+                            op: op::ACK,
+                            src: self.me.id(),
+                            cookie: r.cookie,
+                            data: errno::FI_ECONNRESET as u64,
+                            ..Default::default()
+                        }
+                    } else {
+                        rma::answer(self.me.id(), r.cookie, errno::FI_ECONNRESET)
+                    };
+                    self.send_ctrl(&mut g, r.src, answer)
+                }
                 Some(None) => {}
             }
         }
