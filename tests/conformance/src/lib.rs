@@ -8,18 +8,20 @@
 //! A skip prints its reason; a failure names the offer it failed on.
 //!
 //! Fixtures: [`Pair`] (two enabled endpoints of one domain, each with its own
-//! tagged-format CQ, sharing an AV that holds both addresses) and [`Group`]
-//! (the same with `n` endpoints). Helpers collect completions and error
-//! entries with a deadline ([`wait_for`], [`Pair::wait`]); nothing here loops
-//! without a bound.
+//! tagged-format CQ; RDM endpoints share an AV that holds both addresses, MSG
+//! endpoints are connected to each other over loopback) and [`Group`] (the
+//! same with `n` endpoints; MSG offers only come in pairs). [`Peer`] is one
+//! endpoint that talks to an endpoint in another process. Helpers collect
+//! completions and error entries with a deadline ([`wait_for`],
+//! [`Pair::wait`]); nothing here loops without a bound.
 
 pub use ofi;
 
 use ofi::consts::*;
 use ofi::errno;
 use ofi::{
-    AddressVector, CompletionQueue, CqAttr, CqErrEntry, CqTaggedEntry, Domain, Endpoint, Fabric,
-    Info,
+    AddressVector, CompletionQueue, CqAttr, CqErrEntry, CqTaggedEntry, Domain, Endpoint, EqAttr,
+    EqEvent, EventQueue, Fabric, Info, PassiveEndpoint,
 };
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -102,24 +104,29 @@ pub fn offers_of_type(ep: u32) -> Vec<Info> {
     }
 }
 
-/// A short label for an offer: `provider/endpoint type`.
+/// A short label for an offer: `provider/endpoint type/address format`.
 pub fn describe(info: &Info) -> String {
-    let ep = enum_name(EP_TYPE_NAMES, info.ep_attr.ep_type).unwrap_or("?");
-    format!("{}/{}", info.provider(), ep)
+    let fmt = enum_name(ADDR_FORMAT_NAMES, info.addr_format).unwrap_or("?");
+    format!("{}/{}/{}", info.provider(), ep_name(info), fmt)
 }
 
-/// Runs `body` against every offer; prints skips, names the offers a
-/// failure happened on (every offer runs even after one fails), and fails
-/// if there is no offer at all.
+/// The name of an offer's endpoint type, for skip messages.
+fn ep_name(info: &Info) -> &'static str {
+    enum_name(EP_TYPE_NAMES, info.ep_attr.ep_type).unwrap_or("?")
+}
+
+/// Runs `body` against every offer; prints the offers it ran on and the
+/// skips, names the offers a failure happened on (every offer runs even
+/// after one fails), and fails if there is no offer at all.
 pub fn run(test: &str, body: impl Fn(&Info) -> Outcome) {
     let all = offers();
     assert!(!all.is_empty(), "{test}: getinfo returned no offers");
-    let mut ran = 0;
+    let mut ran = Vec::new();
     let mut failures = Vec::new();
     for info in &all {
         let label = describe(info);
         match catch_unwind(AssertUnwindSafe(|| body(info))) {
-            Ok(Ok(())) => ran += 1,
+            Ok(Ok(())) => ran.push(label),
             Ok(Err(Skip(why))) => eprintln!("SKIP {test} [{label}]: {why}"),
             Err(p) => {
                 eprintln!("FAILED {test} [{label}]");
@@ -138,8 +145,10 @@ pub fn run(test: &str, body: impl Fn(&Info) -> Outcome) {
     if let Some((_, p)) = failures.into_iter().next() {
         resume_unwind(p);
     }
-    if ran == 0 {
+    if ran.is_empty() {
         eprintln!("NOTE {test}: skipped on every offer ({} offers)", all.len());
+    } else {
+        eprintln!("RAN {test} on {}", ran.join(", "));
     }
 }
 
@@ -155,14 +164,33 @@ pub fn require(info: &Info, caps: u64) -> Outcome {
     Ok(())
 }
 
-/// Skips unless the offer's endpoints are reliable and connectionless (the
-/// fixtures talk without connection management).
-pub fn require_rdm(info: &Info) -> Outcome {
+/// Skips unless the offer's endpoints are reliable and connectionless;
+/// `why` names the RDM feature the test needs (it goes in the skip message).
+pub fn require_rdm(info: &Info, why: &str) -> Outcome {
     if info.ep_attr.ep_type != ep_type::FI_EP_RDM {
-        let ep = enum_name(EP_TYPE_NAMES, info.ep_attr.ep_type).unwrap_or("?");
-        return Err(Skip(format!("fixture needs FI_EP_RDM, offer is {ep}")));
+        return Err(Skip(format!(
+            "needs FI_EP_RDM ({why}), offer is {}",
+            ep_name(info)
+        )));
     }
     Ok(())
+}
+
+/// True for connection-oriented (FI_EP_MSG) offers.
+pub fn is_msg(info: &Info) -> bool {
+    info.ep_attr.ep_type == ep_type::FI_EP_MSG
+}
+
+/// Skips unless the fixtures can open endpoints of the offer's type that
+/// talk to each other: FI_EP_RDM (through an AV) or FI_EP_MSG (connected).
+pub fn require_pairable(info: &Info) -> Outcome {
+    match info.ep_attr.ep_type {
+        ep_type::FI_EP_RDM | ep_type::FI_EP_MSG => Ok(()),
+        _ => Err(Skip(format!(
+            "the fixtures open FI_EP_RDM or FI_EP_MSG endpoints, offer is {}",
+            ep_name(info)
+        ))),
+    }
 }
 
 /// Sizes from `sizes` that the offer's `max_msg_size` allows.
@@ -311,36 +339,51 @@ pub fn tagged_cq(domain: &Domain, wait: u32) -> CompletionQueue {
         .unwrap_or_else(|e| panic!("cq open: {e}"))
 }
 
-/// `n` enabled endpoints of one domain, each bound to its own tagged CQ,
-/// sharing an AV that holds every endpoint's address.
-pub struct Group {
-    /// The endpoints (declared first: dropped before what they are bound to).
-    pub eps: Vec<Endpoint>,
-    /// `cqs[i]` is bound to `eps[i]` for transmit and receive.
-    pub cqs: Vec<CompletionQueue>,
-    /// `addrs[i]` is the fi_addr of `eps[i]` in `av`.
-    pub addrs: Vec<u64>,
-    /// The shared address vector.
-    pub av: AddressVector,
-    /// The domain.
-    pub domain: Domain,
-    /// The fabric.
-    pub fabric: Fabric,
-    /// The offer the group was opened with.
-    pub info: Info,
-}
+/// The fid (context) the MSG fixtures' listener reports on its event queue.
+pub const PEP_CTX: usize = 0xc0;
+/// The fid (context) of the connecting endpoint (`a`) on the event queue.
+pub const A_CTX: usize = 0xca;
+/// The fid (context) of the accepting endpoint (`b`) on the event queue.
+pub const B_CTX: usize = 0xcb;
 
-/// Opens fabric, domain and AV for an offer.
-pub fn open_domain(info: &Info) -> (Fabric, Domain, AddressVector) {
+/// Opens fabric and domain for an offer, and an AV for endpoint types that
+/// address their peers (every type but FI_EP_MSG).
+pub fn open_domain(info: &Info) -> (Fabric, Domain, Option<AddressVector>) {
     let fabric = Fabric::open(&info.fabric_attr)
         .unwrap_or_else(|e| panic!("fabric open [{}]: {e}", describe(info)));
     let domain = fabric
         .domain(info)
         .unwrap_or_else(|e| panic!("domain open: {e}"));
-    let av = domain
-        .av(&ofi::AvAttr::default())
-        .unwrap_or_else(|e| panic!("av open: {e}"));
+    let av = (!is_msg(info)).then(|| {
+        domain
+            .av(&ofi::AvAttr::default())
+            .unwrap_or_else(|e| panic!("av open: {e}"))
+    });
     (fabric, domain, av)
+}
+
+/// Opens an endpoint with fid `ctx`, lets `bind` bind its CQs and counters,
+/// binds `av` and `eq` when given, and enables it.
+fn enabled_endpoint(
+    domain: &Domain,
+    info: &Info,
+    ctx: usize,
+    av: Option<&AddressVector>,
+    eq: Option<&EventQueue>,
+    bind: impl FnOnce(&Endpoint),
+) -> Endpoint {
+    let ep = domain
+        .endpoint_with_context(info, ctx)
+        .unwrap_or_else(|e| panic!("endpoint open: {e}"));
+    bind(&ep);
+    if let Some(av) = av {
+        ep.bind_av(av).unwrap_or_else(|e| panic!("bind av: {e}"));
+    }
+    if let Some(eq) = eq {
+        ep.bind_eq(eq).unwrap_or_else(|e| panic!("bind eq: {e}"));
+    }
+    ep.enable().unwrap_or_else(|e| panic!("enable: {e}"));
+    ep
 }
 
 /// Opens an endpoint bound to `cq` (transmit and receive) and `av`, enabled.
@@ -350,14 +393,10 @@ pub fn open_endpoint(
     cq: &CompletionQueue,
     av: &AddressVector,
 ) -> Endpoint {
-    let ep = domain
-        .endpoint(info)
-        .unwrap_or_else(|e| panic!("endpoint open: {e}"));
-    ep.bind_cq(cq, FI_TRANSMIT | FI_RECV)
-        .unwrap_or_else(|e| panic!("bind cq: {e}"));
-    ep.bind_av(av).unwrap_or_else(|e| panic!("bind av: {e}"));
-    ep.enable().unwrap_or_else(|e| panic!("enable: {e}"));
-    ep
+    enabled_endpoint(domain, info, 0, Some(av), None, |ep| {
+        ep.bind_cq(cq, FI_TRANSMIT | FI_RECV)
+            .unwrap_or_else(|e| panic!("bind cq: {e}"));
+    })
 }
 
 /// Inserts an endpoint's address into an AV.
@@ -367,27 +406,213 @@ pub fn insert(av: &AddressVector, ep: &Endpoint) -> u64 {
         .unwrap_or_else(|e| panic!("av insert: {e}"))
 }
 
+/// Reads the next event of `eq` (driving progress) until `deadline`;
+/// panics naming `what` on an error entry or when the deadline passes.
+pub fn eq_wait(eq: &EventQueue, deadline: Instant, what: &str) -> EqEvent {
+    loop {
+        match eq.read() {
+            Ok(ev) => return ev,
+            Err(e) if e.is_again() && Instant::now() < deadline => std::thread::yield_now(),
+            Err(e) if e.is_again() => panic!("{what}: no event before the deadline"),
+            Err(e) if e.code() == errno::FI_EAVAIL => match eq.readerr() {
+                Ok(ee) => panic!(
+                    "{what}: EQ error entry for fid {:#x}: err {} ({})",
+                    ee.fid,
+                    ee.err,
+                    errno_name(ee.err)
+                ),
+                Err(e2) => panic!("{what}: EQ read said FI_EAVAIL but readerr failed: {e2}"),
+            },
+            Err(e) => panic!("{what}: EQ read failed: {e}"),
+        }
+    }
+}
+
+/// What keeps a fixture's MSG endpoints connected: the listener the
+/// connecting side reached and the event queue of the connection events.
+pub struct Cm {
+    /// The passive endpoint (fid [`PEP_CTX`]).
+    pub pep: PassiveEndpoint,
+    /// Connection events of the listener and of both endpoints.
+    pub eq: EventQueue,
+}
+
+/// Opens a listener on the offer's (loopback) address with its own EQ.
+fn listen(fabric: &Fabric, info: &Info) -> Cm {
+    let eq = fabric
+        .eq(&EqAttr::default())
+        .unwrap_or_else(|e| panic!("eq open: {e}"));
+    let pep = fabric
+        .passive_ep(info, PEP_CTX)
+        .unwrap_or_else(|e| panic!("passive endpoint open: {e}"));
+    pep.bind_eq(&eq)
+        .unwrap_or_else(|e| panic!("passive endpoint bind eq: {e}"));
+    pep.listen().unwrap_or_else(|e| panic!("listen: {e}"));
+    Cm { pep, eq }
+}
+
+/// Waits for the FI_CONNREQ on a listener's EQ; returns the info to open
+/// the accepting endpoint with.
+fn connreq(cm: &Cm, deadline: Instant) -> Info {
+    let req = eq_wait(&cm.eq, deadline, "waiting for the connection request");
+    assert_eq!(
+        (req.event, req.fid),
+        (eq_event::FI_CONNREQ, PEP_CTX),
+        "expected FI_CONNREQ from the listener"
+    );
+    *req.info
+        .unwrap_or_else(|| panic!("FI_CONNREQ without an info to accept with"))
+}
+
+/// Connects two MSG endpoints of `domain` over the offer's loopback
+/// address: `a` (fid [`A_CTX`]) connects to a listener, `b` (fid
+/// [`B_CTX`]) is opened from the connection request and accepts. Returns
+/// once both reported FI_CONNECTED (bounded by [`TIMEOUT`]). `bind(i, ep)`
+/// binds endpoint `i`'s (0: `a`, 1: `b`) CQs and counters before enable.
+pub fn connect_msg(
+    fabric: &Fabric,
+    domain: &Domain,
+    info: &Info,
+    mut bind: impl FnMut(usize, &Endpoint),
+) -> (Endpoint, Endpoint, Cm) {
+    let deadline = Instant::now() + TIMEOUT;
+    let cm = listen(fabric, info);
+    let name = cm
+        .pep
+        .getname()
+        .unwrap_or_else(|e| panic!("listener getname: {e}"));
+    let a = enabled_endpoint(domain, info, A_CTX, None, Some(&cm.eq), |ep| bind(0, ep));
+    a.connect(&name, &[])
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let rinfo = connreq(&cm, deadline);
+    let b = enabled_endpoint(domain, &rinfo, B_CTX, None, Some(&cm.eq), |ep| bind(1, ep));
+    b.accept(&[]).unwrap_or_else(|e| panic!("accept: {e}"));
+    let mut up = [false; 2];
+    while !(up[0] && up[1]) {
+        let ev = eq_wait(&cm.eq, deadline, "waiting for FI_CONNECTED on both sides");
+        match (ev.event, ev.fid) {
+            (eq_event::FI_CONNECTED, A_CTX) if !up[0] => up[0] = true,
+            (eq_event::FI_CONNECTED, B_CTX) if !up[1] => up[1] = true,
+            (e, fid) => panic!("unexpected event {e} for fid {fid:#x} while connecting"),
+        }
+    }
+    (a, b, cm)
+}
+
+/// Two enabled endpoints that talk to each other, with the destination to
+/// pass when sending to each.
+pub struct Two {
+    /// First endpoint (the connecting side for MSG).
+    pub a: Endpoint,
+    /// Second endpoint (the accepting side for MSG).
+    pub b: Endpoint,
+    /// Destination of sends to `a`: its fi_addr (RDM), or FI_ADDR_UNSPEC
+    /// (connected MSG endpoints ignore destinations).
+    pub fa: u64,
+    /// Destination of sends to `b`.
+    pub fb: u64,
+    /// The connection's listener and event queue (MSG only).
+    pub cm: Option<Cm>,
+}
+
+/// Opens two endpoints of `domain` that talk to each other: RDM endpoints
+/// bound to `av` (which then holds both), MSG endpoints connected
+/// ([`connect_msg`]; `av` is `None`). `bind(i, ep)` binds endpoint `i`'s
+/// CQs and counters before enable.
+pub fn open_two(
+    fabric: &Fabric,
+    domain: &Domain,
+    av: Option<&AddressVector>,
+    info: &Info,
+    mut bind: impl FnMut(usize, &Endpoint),
+) -> Result<Two, Skip> {
+    require_pairable(info)?;
+    if is_msg(info) {
+        let (a, b, cm) = connect_msg(fabric, domain, info, bind);
+        return Ok(Two {
+            a,
+            b,
+            fa: FI_ADDR_UNSPEC,
+            fb: FI_ADDR_UNSPEC,
+            cm: Some(cm),
+        });
+    }
+    let av = av.unwrap_or_else(|| panic!("{}: endpoints need an AV", describe(info)));
+    let a = enabled_endpoint(domain, info, A_CTX, Some(av), None, |ep| bind(0, ep));
+    let b = enabled_endpoint(domain, info, B_CTX, Some(av), None, |ep| bind(1, ep));
+    let (fa, fb) = (insert(av, &a), insert(av, &b));
+    Ok(Two {
+        a,
+        b,
+        fa,
+        fb,
+        cm: None,
+    })
+}
+
+/// `n` enabled endpoints of one domain, each bound to its own tagged CQ:
+/// RDM endpoints share an AV that holds every endpoint's address; MSG
+/// endpoints (`n` = 2 only) are connected to each other.
+pub struct Group {
+    /// The endpoints (declared first: dropped before what they are bound to).
+    pub eps: Vec<Endpoint>,
+    /// `cqs[i]` is bound to `eps[i]` for transmit and receive.
+    pub cqs: Vec<CompletionQueue>,
+    /// `addrs[i]` is the destination of sends to `eps[i]`: its fi_addr in
+    /// `av` (RDM), FI_ADDR_UNSPEC (MSG).
+    pub addrs: Vec<u64>,
+    /// The connection's listener and event queue (MSG only).
+    pub cm: Option<Cm>,
+    /// The shared address vector (not for MSG).
+    pub av: Option<AddressVector>,
+    /// The domain.
+    pub domain: Domain,
+    /// The fabric.
+    pub fabric: Fabric,
+    /// The offer the group was opened with.
+    pub info: Info,
+}
+
 impl Group {
-    /// Opens `n` endpoints; skips unless the offer is RDM with `caps`.
+    /// Opens `n` endpoints; skips unless the offer has `caps` and is RDM,
+    /// or MSG with `n` = 2.
     pub fn open(info: &Info, caps: u64, n: usize) -> Result<Group, Skip> {
         Self::open_with(info, caps, n, wait_obj::FI_WAIT_UNSPEC)
     }
 
     /// As [`open`](Self::open), with the CQs' wait object.
     pub fn open_with(info: &Info, caps: u64, n: usize, wait: u32) -> Result<Group, Skip> {
-        require_rdm(info)?;
         require(info, caps)?;
+        require_pairable(info)?;
+        if is_msg(info) && n != 2 {
+            return Err(Skip(format!(
+                "a group of {n} endpoints needs FI_EP_RDM; FI_EP_MSG endpoints come in connected pairs"
+            )));
+        }
         let (fabric, domain, av) = open_domain(info);
         let cqs: Vec<_> = (0..n).map(|_| tagged_cq(&domain, wait)).collect();
-        let eps: Vec<_> = cqs
-            .iter()
-            .map(|cq| open_endpoint(&domain, info, cq, &av))
-            .collect();
-        let addrs = eps.iter().map(|ep| insert(&av, ep)).collect();
+        let (eps, addrs, cm) = match &av {
+            Some(av) => {
+                let eps: Vec<_> = cqs
+                    .iter()
+                    .map(|cq| open_endpoint(&domain, info, cq, av))
+                    .collect();
+                let addrs = eps.iter().map(|ep| insert(av, ep)).collect();
+                (eps, addrs, None)
+            }
+            None => {
+                let t = open_two(&fabric, &domain, None, info, |i, ep| {
+                    ep.bind_cq(&cqs[i], FI_TRANSMIT | FI_RECV)
+                        .unwrap_or_else(|e| panic!("bind cq: {e}"));
+                })?;
+                (vec![t.a, t.b], vec![t.fa, t.fb], t.cm)
+            }
+        };
         Ok(Group {
             eps,
             cqs,
             addrs,
+            cm,
             av,
             domain,
             fabric,
@@ -424,7 +649,9 @@ impl Group {
 }
 
 /// Two enabled endpoints `a` and `b` of one domain with their own tagged
-/// CQs and a shared AV holding both (`fa`, `fb`).
+/// CQs: RDM endpoints share an AV holding both (`fa`, `fb`); MSG endpoints
+/// are connected (`a` connected, `b` accepted; `fa` = `fb` =
+/// FI_ADDR_UNSPEC).
 pub struct Pair {
     /// First endpoint.
     pub a: Endpoint,
@@ -434,12 +661,14 @@ pub struct Pair {
     pub cq_a: CompletionQueue,
     /// `b`'s CQ (transmit and receive).
     pub cq_b: CompletionQueue,
-    /// `a`'s fi_addr.
+    /// Destination of sends to `a`.
     pub fa: u64,
-    /// `b`'s fi_addr.
+    /// Destination of sends to `b`.
     pub fb: u64,
-    /// The shared AV.
-    pub av: AddressVector,
+    /// The connection's listener and event queue (MSG only).
+    pub cm: Option<Cm>,
+    /// The shared AV (not for MSG).
+    pub av: Option<AddressVector>,
     /// The domain.
     pub domain: Domain,
     /// The fabric.
@@ -449,7 +678,7 @@ pub struct Pair {
 }
 
 impl Pair {
-    /// Opens a pair; skips unless the offer is RDM with `caps`.
+    /// Opens a pair; skips unless the offer is RDM or MSG with `caps`.
     pub fn open(info: &Info, caps: u64) -> Result<Pair, Skip> {
         Self::open_with(info, caps, wait_obj::FI_WAIT_UNSPEC)
     }
@@ -461,6 +690,7 @@ impl Pair {
             mut eps,
             mut cqs,
             addrs,
+            cm,
             av,
             domain,
             fabric,
@@ -478,6 +708,7 @@ impl Pair {
             cq_b,
             fa: addrs[0],
             fb: addrs[1],
+            cm,
             av,
             domain,
             fabric,
@@ -531,6 +762,147 @@ impl Pair {
     pub fn progress(&self) {
         self.a.progress();
         self.b.progress();
+    }
+}
+
+/// One endpoint of this process that talks to one endpoint in another
+/// process, before the two know each other: its [`name`](Self::name) goes
+/// to the other side, and [`join`](Self::join) with the other side's name
+/// makes a [`Joined`]. RDM: the name is the endpoint's address, joining
+/// inserts the other's into the AV. MSG: the name is a listener's address;
+/// on joining, the side whose name sorts first connects to the other's
+/// listener and the other accepts.
+pub struct Peer {
+    ep: Option<Endpoint>,
+    cq: CompletionQueue,
+    cm: Option<Cm>,
+    av: Option<AddressVector>,
+    domain: Domain,
+    fabric: Fabric,
+    info: Info,
+    name: Vec<u8>,
+}
+
+/// An endpoint joined with its peer in another process.
+pub struct Joined {
+    /// The endpoint.
+    pub ep: Endpoint,
+    /// Its CQ (transmit and receive).
+    pub cq: CompletionQueue,
+    /// Destination of sends to the peer: its fi_addr (RDM) or
+    /// FI_ADDR_UNSPEC (MSG).
+    pub peer: u64,
+    /// The connection's listener and event queue (MSG only).
+    pub cm: Option<Cm>,
+    /// The AV holding the peer (not for MSG).
+    pub av: Option<AddressVector>,
+    /// The domain.
+    pub domain: Domain,
+    /// The fabric.
+    pub fabric: Fabric,
+}
+
+impl Peer {
+    /// Opens the endpoint (RDM) or the listener (MSG); skips unless the
+    /// offer has `caps` and one of those endpoint types.
+    pub fn open(info: &Info, caps: u64, wait: u32) -> Result<Peer, Skip> {
+        require(info, caps)?;
+        require_pairable(info)?;
+        let (fabric, domain, av) = open_domain(info);
+        let cq = tagged_cq(&domain, wait);
+        let (ep, cm, name) = match &av {
+            Some(av) => {
+                let ep = open_endpoint(&domain, info, &cq, av);
+                let name = ep.getname().unwrap_or_else(|e| panic!("getname: {e}"));
+                (Some(ep), None, name)
+            }
+            None => {
+                let cm = listen(&fabric, info);
+                let name = cm
+                    .pep
+                    .getname()
+                    .unwrap_or_else(|e| panic!("listener getname: {e}"));
+                (None, Some(cm), name)
+            }
+        };
+        Ok(Peer {
+            ep,
+            cq,
+            cm,
+            av,
+            domain,
+            fabric,
+            info: info.clone(),
+            name,
+        })
+    }
+
+    /// The address to give the other side.
+    pub fn name(&self) -> &[u8] {
+        &self.name
+    }
+
+    /// Joins with the other side's name (for MSG both sides must be
+    /// joining at the same time; bounded by [`TIMEOUT`]).
+    pub fn join(self, theirs: &[u8]) -> Joined {
+        let Peer {
+            ep,
+            cq,
+            cm,
+            av,
+            domain,
+            fabric,
+            info,
+            name,
+        } = self;
+        let bind = |ep: &Endpoint| {
+            ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)
+                .unwrap_or_else(|e| panic!("bind cq: {e}"));
+        };
+        let (ep, peer) = match (ep, &av, &cm) {
+            (Some(ep), Some(av), _) => {
+                let peer = av
+                    .insert_one(theirs)
+                    .unwrap_or_else(|e| panic!("av insert of the peer: {e}"));
+                (ep, peer)
+            }
+            (None, None, Some(cm)) => {
+                let deadline = Instant::now() + TIMEOUT;
+                let (ep, ctx, what) = if name.as_slice() < theirs {
+                    let ep = enabled_endpoint(&domain, &info, A_CTX, None, Some(&cm.eq), bind);
+                    ep.connect(theirs, &[])
+                        .unwrap_or_else(|e| panic!("connect to the peer: {e}"));
+                    (ep, A_CTX, "connect")
+                } else {
+                    let rinfo = connreq(cm, deadline);
+                    let ep = enabled_endpoint(&domain, &rinfo, B_CTX, None, Some(&cm.eq), bind);
+                    ep.accept(&[])
+                        .unwrap_or_else(|e| panic!("accept the peer: {e}"));
+                    (ep, B_CTX, "accept")
+                };
+                let ev = eq_wait(
+                    &cm.eq,
+                    deadline,
+                    &format!("{what}: waiting for FI_CONNECTED"),
+                );
+                assert_eq!(
+                    (ev.event, ev.fid),
+                    (eq_event::FI_CONNECTED, ctx),
+                    "{what}: expected FI_CONNECTED"
+                );
+                (ep, FI_ADDR_UNSPEC)
+            }
+            _ => unreachable!("Peer::open makes an endpoint with an AV or a listener"),
+        };
+        Joined {
+            ep,
+            cq,
+            peer,
+            cm,
+            av,
+            domain,
+            fabric,
+        }
     }
 }
 

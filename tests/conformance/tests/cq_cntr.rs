@@ -14,43 +14,42 @@ struct Counted {
     a: ofi::Endpoint,
     b: ofi::Endpoint,
     fb: u64,
+    _cm: Option<Cm>,
     tx: ofi::Counter,
     rx: ofi::Counter,
     cqs: Vec<ofi::CompletionQueue>,
-    _av: ofi::AddressVector,
+    _av: Option<ofi::AddressVector>,
     _d: ofi::Domain,
     _f: ofi::Fabric,
 }
 
 fn counted(info: &ofi::Info, counters_only: bool) -> Result<Counted, Skip> {
-    require_rdm(info)?;
     require(info, FI_MSG)?;
+    require_pairable(info)?;
     let (f, d, av) = open_domain(info);
     let tx = d.cntr(&CntrAttr::default()).expect("cntr open");
     let rx = d.cntr(&CntrAttr::default()).expect("cntr open");
-    let mut cqs = Vec::new();
-    let a = d.endpoint(info).expect("endpoint");
-    let b = d.endpoint(info).expect("endpoint");
-    if !counters_only {
-        for ep in [&a, &b] {
-            let cq = tagged_cq(&d, wait_obj::FI_WAIT_UNSPEC);
-            ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
-            cqs.push(cq);
+    let cqs: Vec<_> = if counters_only {
+        Vec::new()
+    } else {
+        (0..2)
+            .map(|_| tagged_cq(&d, wait_obj::FI_WAIT_UNSPEC))
+            .collect()
+    };
+    let two = open_two(&f, &d, av.as_ref(), info, |i, ep| {
+        if let Some(cq) = cqs.get(i) {
+            ep.bind_cq(cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
         }
-    }
-    a.bind_cntr(&tx, FI_SEND).expect("bind send counter");
-    b.bind_cntr(&rx, FI_RECV).expect("bind recv counter");
-    for ep in [&a, &b] {
-        ep.bind_av(&av).expect("bind av");
-        ep.enable()
-            .unwrap_or_else(|e| panic!("enable (counters only: {counters_only}): {e}"));
-    }
-    insert(&av, &a);
-    let fb = insert(&av, &b);
+        match i {
+            0 => ep.bind_cntr(&tx, FI_SEND).expect("bind send counter"),
+            _ => ep.bind_cntr(&rx, FI_RECV).expect("bind recv counter"),
+        }
+    })?;
     Ok(Counted {
-        a,
-        b,
-        fb,
+        a: two.a,
+        b: two.b,
+        fb: two.fb,
+        _cm: two.cm,
         tx,
         rx,
         cqs,
@@ -263,7 +262,6 @@ conformance!(
 conformance!(
     /// A CQ with FI_WAIT_NONE has no wait fd and refuses to block.
     fn wait_none_cq_has_no_fd(info) {
-        require_rdm(info)?;
         let (_f, d, _av) = open_domain(info);
         let cq = tagged_cq(&d, wait_obj::FI_WAIT_NONE);
         assert!(cq.wait_fd().is_none(), "FI_WAIT_NONE CQ exposes a wait fd");

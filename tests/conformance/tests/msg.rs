@@ -512,6 +512,7 @@ conformance!(
 conformance!(
     /// An endpoint can send to its own address (each size class).
     fn send_to_own_address(info) {
+        require_rdm(info, "an endpoint addressing itself; a connected FI_EP_MSG endpoint sends only to its peer")?;
         let p = Pair::open(info, FI_MSG)?;
         for (i, size) in sizes_for(info, &CLASS_SIZES).into_iter().enumerate() {
             let tx = pattern(700 + i as u64, size);
@@ -536,23 +537,15 @@ conformance!(
     /// successful completions; counters still count every operation; an
     /// error (truncation) is reported even without FI_COMPLETION.
     fn selective_completion(info) {
-        require_rdm(info)?;
         require(info, FI_MSG)?;
-        let (_f, d, av) = open_domain(info);
+        let (f, d, av) = open_domain(info);
         let cqs = [tagged_cq(&d, wait_obj::FI_WAIT_UNSPEC), tagged_cq(&d, wait_obj::FI_WAIT_UNSPEC)];
         let cntrs = [d.cntr(&ofi::CntrAttr::default()).unwrap(), d.cntr(&ofi::CntrAttr::default()).unwrap()];
-        let eps: Vec<ofi::Endpoint> = (0..2)
-            .map(|i| {
-                let ep = d.endpoint(info).unwrap();
-                ep.bind_cq(&cqs[i], FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION).unwrap();
-                ep.bind_cntr(&cntrs[i], FI_SEND | FI_RECV).unwrap();
-                ep.bind_av(&av).unwrap();
-                ep.enable().unwrap();
-                ep
-            })
-            .collect();
-        let fb = insert(&av, &eps[1]);
-        let (a, b) = (&eps[0], &eps[1]);
+        let two = open_two(&f, &d, av.as_ref(), info, |i, ep| {
+            ep.bind_cq(&cqs[i], FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION).unwrap();
+            ep.bind_cntr(&cntrs[i], FI_SEND | FI_RECV).unwrap();
+        })?;
+        let (a, b, fb) = (&two.a, &two.b, two.fb);
         for (i, size) in sizes_for(info, &CLASS_SIZES).into_iter().enumerate() {
             let tx = pattern(800 + i as u64, size);
             let mut quiet = vec![0u8; size];

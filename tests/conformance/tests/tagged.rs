@@ -173,7 +173,7 @@ conformance!(
             for posted_first in [true, false] {
                 match directed(info, tagged, posted_first) {
                     Ok(()) => ran = true,
-                    Err(Skip(why)) => eprintln!("SKIP directed ({}): {why}", if tagged { "tagged" } else { "msg" }),
+                    Err(Skip(why)) => eprintln!("SKIP directed ({}) [{}]: {why}", if tagged { "tagged" } else { "msg" }, describe(info)),
                 }
             }
         }
