@@ -66,7 +66,7 @@ conformance!(fn fenced_operation_waits_for_earlier_ones(info) {
     // or accepted, but it must not complete before the first send has.
     let mut posted = false;
     let mut order: Vec<usize> = Vec::new();
-    let mut step = |posted: &mut bool, order: &mut Vec<usize>| {
+    let step = |posted: &mut bool, order: &mut Vec<usize>| {
         if !*posted {
             // SAFETY: small outlives the completion.
             match unsafe { p.a.post_send(&fenced) } {
@@ -134,6 +134,7 @@ conformance!(fn read_right_after_write_sees_it_when_raw_ordered(info) {
         let r = RmaOp { iov: &biov, context: 2, read: true, ..w };
         // SAFETY: src and back outlive the completions.
         retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&w) }).unwrap();
+        // SAFETY: as above.
         retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&r) }).unwrap();
         let (ca, _) = p.wait(2, 0, TIMEOUT);
         assert_eq!(ca.ok.len(), 2, "round {round}: {}", errs(&ca));
