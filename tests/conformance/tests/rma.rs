@@ -376,3 +376,71 @@ conformance!(fn concurrent_fetch_adds_from_several_endpoints_are_atomic(info) {
     assert_eq!(u64::from_ne_bytes(target.buf[..8].try_into().unwrap()), N as u64 * EACH);
     Ok(())
 });
+
+conformance!(fn triggered_send_and_receive_wait_for_their_counters(info) {
+    require(info, FI_MSG | FI_TRIGGER)?;
+    let p = Pair::open(info, FI_MSG | FI_TRIGGER)?;
+    let tc = p.domain.cntr(&CntrAttr::default()).unwrap();
+    let rc = p.domain.cntr(&CntrAttr::default()).unwrap();
+    let src = pattern(6, 100);
+    let mut dst = vec![0u8; 100];
+    let recv = Deferred::Recv {
+        iov: vec![IoVec::from_mut(&mut dst)],
+        src: p.fa,
+        tag: 0,
+        ignore: 0,
+        context: 2,
+        flags: FI_COMPLETION,
+        tagged: false,
+    };
+    let send = Deferred::Send {
+        iov: vec![IoVec::from_slice(&src)],
+        dest: p.fb,
+        tag: 0,
+        data: 0,
+        context: 1,
+        flags: FI_COMPLETION,
+        tagged: false,
+    };
+    // SAFETY: src and dst outlive the completions waited for below.
+    unsafe { p.b.trigger(&rc, 1, recv) }.unwrap();
+    // SAFETY: as above.
+    unsafe { p.a.trigger(&tc, 3, send) }.unwrap();
+    tc.add(2);
+    let (ca, cb) = p.settle(Duration::from_millis(100));
+    assert_eq!(ca.total() + cb.total(), 0, "fired early: {} / {}", errs(&ca), errs(&cb));
+    rc.set(5);
+    tc.add(1);
+    let (ca, cb) = p.wait(1, 1, TIMEOUT);
+    assert!(ca.ok_ctx(1).is_some(), "{}", errs(&ca));
+    assert_recv(cb.ok_ctx(2).expect("triggered receive"), 2, 100, false);
+    assert_bytes_eq(&dst, &src, "triggered message");
+    Ok(())
+});
+
+conformance!(fn atomic_violations_leave_the_target_alone(info) {
+    require(info, FI_ATOMIC)?;
+    let p = Pair::open(info, FI_ATOMIC)?;
+    let mut target = Region::new(&p.domain, info, 16, FI_REMOTE_READ | FI_REMOTE_WRITE);
+    target.buf.copy_from_slice(&[0x5a; 16]);
+    let dt = datatype::FI_UINT64;
+    let two = 2u64.to_ne_bytes();
+    let mut old = [0u8; 8];
+    let cases: [(&str, u64, u64, i32); 3] = [
+        ("unknown key", target.addr(0), target.key() ^ 0x4000_0000_0000_0001, errno::FI_EKEYREJECTED),
+        ("past the end", target.addr(9), target.key(), errno::FI_EACCES),
+        ("before the start", target.addr(0).wrapping_sub(8), target.key(), errno::FI_EACCES),
+    ];
+    for (i, (what, addr, key, code)) in cases.into_iter().enumerate() {
+        // SAFETY: operand and result outlive the completion.
+        unsafe { p.a.fetch_atomic(two.as_ptr(), 1, old.as_mut_ptr(), p.fb, addr, key, dt, atomic_op::FI_SUM, 50 + i) }.unwrap();
+        assert_eq!(one_err(&p, 50 + i, what), code, "{what}");
+        assert_eq!(target.buf, vec![0x5a; 16], "{what}: target changed");
+        assert_eq!(old, [0u8; 8], "{what}: a result came back");
+    }
+    // SAFETY: as above.
+    unsafe { p.a.fetch_atomic(two.as_ptr(), 1, old.as_mut_ptr(), p.fb, target.addr(8), target.key(), dt, atomic_op::FI_SUM, 60) }.unwrap();
+    one_ok(&p, 60, "atomic after violations");
+    assert_eq!(old, [0x5a; 8]);
+    Ok(())
+});
