@@ -14,8 +14,9 @@
 //! | `FI_CSWAP_LE/LT/GE/GT` (compare only)       | integers, float, double, long double |
 //! | `FI_MSWAP` (compare only)                   | integers                         |
 //!
-//! Base and fetch calls take the first two groups, fetch calls also
-//! `FI_ATOMIC_READ`; compare calls take only the swap operations.
+//! Base and fetch calls take the first three rows, fetch calls also
+//! `FI_ATOMIC_READ`; compare calls take only the swap operations (the last
+//! three rows). Everything else is `FI_EOPNOTSUPP`.
 //!
 //! Semantics follow `fi_atomic(3)` with C arithmetic: integer sums and
 //! products wrap; floating-point results are IEEE round-to-nearest-even; a
@@ -27,7 +28,7 @@
 //! `(ac - bd) + (ad + bc)i` without C99 Annex G infinity recovery.
 //!
 //! `FI_LONG_DOUBLE` is the x86-64 80-bit extended format in 16 bytes,
-//! computed in software here (see [`F80`]) with the x87 unit's results: the
+//! computed in software here with the x87 unit's results: the
 //! same rounding, NaN selection, and invalid-encoding handling. Operations
 //! write only the ten value bytes of a long double, so the six padding bytes
 //! of each target element keep whatever they held; fetch results receive all
@@ -63,7 +64,7 @@ enum Family {
     Complex,
 }
 
-fn family(dt: u32) -> Option<Family> {
+const fn family(dt: u32) -> Option<Family> {
     match dt {
         FI_INT8..=FI_UINT64 | FI_INT128 | FI_UINT128 => Some(Family::Int),
         FI_FLOAT | FI_DOUBLE | FI_LONG_DOUBLE => Some(Family::Real),
@@ -72,37 +73,20 @@ fn family(dt: u32) -> Option<Family> {
     }
 }
 
-/// Bytes per element of a datatype; None for unknown datatypes.
-pub fn datatype_size(dt: u32) -> Option<usize> {
-    Some(match dt {
-        FI_INT8 | FI_UINT8 => 1,
-        FI_INT16 | FI_UINT16 => 2,
-        FI_INT32 | FI_UINT32 | FI_FLOAT => 4,
-        FI_INT64 | FI_UINT64 | FI_DOUBLE | FI_FLOAT_COMPLEX => 8,
-        FI_DOUBLE_COMPLEX | FI_LONG_DOUBLE | FI_INT128 | FI_UINT128 => 16,
-        FI_LONG_DOUBLE_COMPLEX => 32,
-        _ => return None,
-    })
-}
-
-/// True for the datatypes this engine knows (every point-to-point datatype).
-pub fn is_supported_datatype(dt: u32) -> bool {
-    family(dt).is_some()
-}
-
-/// True when (kind, op, datatype) is defined and implemented.
-pub fn valid(kind: AtomicKind, op: u32, dt: u32) -> bool {
-    let Some(fam) = family(dt) else {
-        return false;
+/// libfabric's rule for which datatypes an operation is defined on.
+const fn defined(kind: AtomicKind, op: u32, dt: u32) -> bool {
+    let (int, real) = match family(dt) {
+        Some(Family::Int) => (true, true),
+        Some(Family::Real) => (false, true),
+        Some(Family::Complex) => (false, false),
+        None => return false,
     };
-    let int = fam == Family::Int;
-    let real = fam != Family::Complex;
     match kind {
         AtomicKind::Basic | AtomicKind::Fetch => match op {
             FI_MIN | FI_MAX => real,
             FI_SUM | FI_PROD | FI_LOR | FI_LAND | FI_LXOR | FI_ATOMIC_WRITE => true,
             FI_BOR | FI_BAND | FI_BXOR => int,
-            FI_ATOMIC_READ => kind == AtomicKind::Fetch,
+            FI_ATOMIC_READ => matches!(kind, AtomicKind::Fetch),
             _ => false,
         },
         AtomicKind::Compare => match op {
@@ -114,6 +98,77 @@ pub fn valid(kind: AtomicKind, op: u32, dt: u32) -> bool {
     }
 }
 
+const OPS: usize = FI_ATOMIC_OP_LAST as usize;
+const DATATYPES: usize = FI_DATATYPE_COUNT as usize;
+
+/// [`defined`] as one bit per datatype for each (kind, op), so the hot
+/// path's check is a load and a shift.
+const VALID: [[u16; OPS]; 3] = {
+    let kinds = [AtomicKind::Basic, AtomicKind::Fetch, AtomicKind::Compare];
+    let mut table = [[0u16; OPS]; 3];
+    let mut k = 0;
+    while k < 3 {
+        let mut op = 0;
+        while op < OPS {
+            let mut dt = 0;
+            while dt < DATATYPES {
+                if defined(kinds[k], op as u32, dt as u32) {
+                    table[k][op] |= 1 << dt;
+                }
+                dt += 1;
+            }
+            op += 1;
+        }
+        k += 1;
+    }
+    table
+};
+
+/// Element sizes, indexed by datatype.
+const SIZES: [usize; DATATYPES] = {
+    let mut sizes = [0; DATATYPES];
+    sizes[FI_INT8 as usize] = 1;
+    sizes[FI_UINT8 as usize] = 1;
+    sizes[FI_INT16 as usize] = 2;
+    sizes[FI_UINT16 as usize] = 2;
+    sizes[FI_INT32 as usize] = 4;
+    sizes[FI_UINT32 as usize] = 4;
+    sizes[FI_INT64 as usize] = 8;
+    sizes[FI_UINT64 as usize] = 8;
+    sizes[FI_FLOAT as usize] = 4;
+    sizes[FI_DOUBLE as usize] = 8;
+    sizes[FI_FLOAT_COMPLEX as usize] = 8;
+    sizes[FI_DOUBLE_COMPLEX as usize] = 16;
+    sizes[FI_LONG_DOUBLE as usize] = 16;
+    sizes[FI_LONG_DOUBLE_COMPLEX as usize] = 32;
+    sizes[FI_INT128 as usize] = 16;
+    sizes[FI_UINT128 as usize] = 16;
+    sizes
+};
+
+/// Bytes per element of a datatype; None for unknown datatypes.
+pub fn datatype_size(dt: u32) -> Option<usize> {
+    SIZES.get(dt as usize).copied()
+}
+
+/// True for the datatypes this engine knows (every point-to-point datatype).
+pub fn is_supported_datatype(dt: u32) -> bool {
+    family(dt).is_some()
+}
+
+/// True when (kind, op, datatype) is defined and implemented.
+#[inline]
+pub fn valid(kind: AtomicKind, op: u32, dt: u32) -> bool {
+    let ops = &VALID[kind as usize];
+    match ops.get(op as usize) {
+        Some(mask) => dt < FI_DATATYPE_COUNT && mask & (1 << dt) != 0,
+        None => false,
+    }
+}
+
+/// The `FI_EOPNOTSUPP` error naming the call, operation and datatype.
+#[cold]
+#[inline(never)]
 fn unsupported(kind: AtomicKind, op: u32, dt: u32) -> Error {
     let op_name = enum_name(ATOMIC_OP_NAMES, op)
         .map(str::to_owned)
@@ -133,10 +188,12 @@ fn unsupported(kind: AtomicKind, op: u32, dt: u32) -> Error {
 }
 
 /// The element size of a valid combination, or the `FI_EOPNOTSUPP` error.
+#[inline]
 fn checked_size(kind: AtomicKind, op: u32, dt: u32) -> Result<usize> {
-    match datatype_size(dt) {
-        Some(size) if valid(kind, op, dt) => Ok(size),
-        _ => Err(unsupported(kind, op, dt)),
+    if valid(kind, op, dt) {
+        Ok(SIZES[dt as usize])
+    } else {
+        Err(unsupported(kind, op, dt))
     }
 }
 
@@ -159,7 +216,15 @@ pub fn apply(
     result: &mut [u8],
 ) -> Result<()> {
     let size = checked_size(kind, op, dt)?;
-    check_lengths(kind, op, size, target.len(), operand.len(), compare.len(), result.len())?;
+    check_lengths(
+        kind,
+        op,
+        size,
+        target.len(),
+        operand.len(),
+        compare.len(),
+        result.len(),
+    )?;
     let bufs = Bufs {
         target,
         operand,
@@ -193,6 +258,8 @@ pub fn apply(
     }
 }
 
+/// Checks the buffer lengths for an element size (always a power of two).
+#[inline]
 fn check_lengths(
     kind: AtomicKind,
     op: u32,
@@ -202,29 +269,46 @@ fn check_lengths(
     compare: usize,
     result: usize,
 ) -> Result<()> {
-    if target % size != 0 {
-        return Err(Error::inval(format!(
-            "atomic target of {target} bytes is not a whole number of {size}-byte elements"
-        )));
-    }
-    if operand != target && !(op == FI_ATOMIC_READ && operand == 0) {
-        return Err(Error::inval(format!(
-            "atomic operand of {operand} bytes for a target of {target} bytes"
-        )));
-    }
-    let want_compare = if kind == AtomicKind::Compare { target } else { 0 };
-    if compare != want_compare {
-        return Err(Error::inval(format!(
-            "atomic compare buffer of {compare} bytes, expected {want_compare}"
-        )));
-    }
+    debug_assert!(size.is_power_of_two());
+    let want_compare = if kind == AtomicKind::Compare {
+        target
+    } else {
+        0
+    };
     let want_result = if kind == AtomicKind::Basic { 0 } else { target };
-    if result != want_result {
-        return Err(Error::inval(format!(
-            "atomic result buffer of {result} bytes, expected {want_result}"
-        )));
+    let operand_ok = operand == target || (op == FI_ATOMIC_READ && operand == 0);
+    if target & (size - 1) == 0 && operand_ok && compare == want_compare && result == want_result {
+        Ok(())
+    } else {
+        Err(length_error(
+            size,
+            target,
+            (operand, operand_ok),
+            (compare, want_compare),
+            (result, want_result),
+        ))
     }
-    Ok(())
+}
+
+/// The `FI_EINVAL` error naming the first wrong length.
+#[cold]
+#[inline(never)]
+fn length_error(
+    size: usize,
+    target: usize,
+    (operand, operand_ok): (usize, bool),
+    (compare, want_compare): (usize, usize),
+    (result, want_result): (usize, usize),
+) -> Error {
+    Error::inval(if !target.is_multiple_of(size) {
+        format!("atomic target of {target} bytes is not a whole number of {size}-byte elements")
+    } else if !operand_ok {
+        format!("atomic operand of {operand} bytes for a target of {target} bytes")
+    } else if compare != want_compare {
+        format!("atomic compare buffer of {compare} bytes, expected {want_compare}")
+    } else {
+        format!("atomic result buffer of {result} bytes, expected {want_result}")
+    })
 }
 
 /// The buffers of one call, lengths already checked.
@@ -273,16 +357,13 @@ trait Bits: Ordered {
 #[inline(always)]
 fn each<T: Elem>(b: Bufs<'_>, f: impl Fn(T, T) -> T) {
     let s = T::SIZE;
-    if b.result.is_empty() {
-        for (t, o) in b.target.chunks_exact_mut(s).zip(b.operand.chunks_exact(s)) {
-            f(T::load(t), T::load(o)).store(t);
+    let fetch = !b.result.is_empty();
+    for at in (0..b.target.len()).step_by(s) {
+        let t = &mut b.target[at..at + s];
+        if fetch {
+            b.result[at..at + s].copy_from_slice(t);
         }
-    } else {
-        let pairs = b.target.chunks_exact_mut(s).zip(b.operand.chunks_exact(s));
-        for ((t, o), r) in pairs.zip(b.result.chunks_exact_mut(s)) {
-            r.copy_from_slice(t);
-            f(T::load(t), T::load(o)).store(t);
-        }
+        f(T::load(t), T::load(&b.operand[at..at + s])).store(t);
     }
 }
 
@@ -290,13 +371,10 @@ fn each<T: Elem>(b: Bufs<'_>, f: impl Fn(T, T) -> T) {
 #[inline(always)]
 fn each_cmp<T: Elem>(b: Bufs<'_>, f: impl Fn(T, T, T) -> T) {
     let s = T::SIZE;
-    let triples = b
-        .target
-        .chunks_exact_mut(s)
-        .zip(b.operand.chunks_exact(s))
-        .zip(b.compare.chunks_exact(s));
-    for (((t, o), c), r) in triples.zip(b.result.chunks_exact_mut(s)) {
-        r.copy_from_slice(t);
+    for at in (0..b.target.len()).step_by(s) {
+        let t = &mut b.target[at..at + s];
+        b.result[at..at + s].copy_from_slice(t);
+        let (o, c) = (&b.operand[at..at + s], &b.compare[at..at + s]);
         f(T::load(t), T::load(o), T::load(c)).store(t);
     }
 }
@@ -876,7 +954,10 @@ mod tests {
         assert!(F80::compare(unnormal, unnormal).is_none());
         // A pseudo-denormal reads as the smallest normal.
         let pseudo = f(0, F80_INT_BIT);
-        assert_eq!(F80::compare(pseudo, f(1, F80_INT_BIT)), Some(Ordering::Equal));
+        assert_eq!(
+            F80::compare(pseudo, f(1, F80_INT_BIT)),
+            Some(Ordering::Equal)
+        );
     }
 
     #[test]
