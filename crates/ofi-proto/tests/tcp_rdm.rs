@@ -13,7 +13,7 @@ use ofi_core::consts::*;
 use ofi_core::error::errno;
 use ofi_core::util::iov::IoVec;
 use ofi_proto::tcp::{
-    decide_hello, reject, Config, ConnId, Event, Existing, HelloDecision, RecvReq, RxConfig,
+    decide_hello, reject, Config, ConnId, Event, Existing, HelloDecision, RecvReq, Req, RxConfig,
     SendReq,
 };
 use std::collections::HashMap;
@@ -263,7 +263,7 @@ fn sending_to_oneself() {
 struct Rdm {
     route: HashMap<usize, ConnId>,
     outgoing: HashMap<usize, ConnId>,
-    stash: HashMap<usize, Vec<SendReq>>,
+    stash: HashMap<usize, Vec<Req>>,
     cursor: usize,
 }
 
@@ -280,7 +280,7 @@ fn rdm_send(w: &mut World, rdm: &mut [Rdm], x: usize, peer: usize, req: SendReq)
             w.sides[x].send(c, req).unwrap();
             return;
         }
-        rdm[x].stash.entry(peer).or_default().push(req);
+        rdm[x].stash.entry(peer).or_default().push(Req::Send(req));
         return;
     }
     let (_, c, _) = w.connect(x, peer, b"");
@@ -322,7 +322,7 @@ fn rdm_handle(w: &mut World, rdm: &mut [Rdm]) -> bool {
                             }
                             moved.extend(rdm[x].stash.remove(&peer).unwrap_or_default());
                             for s in moved {
-                                conns[cid as usize].queue_send(s).unwrap();
+                                conns[cid as usize].queue(s).unwrap();
                             }
                             rdm[x].route.insert(peer, cid);
                         }
@@ -335,7 +335,7 @@ fn rdm_handle(w: &mut World, rdm: &mut [Rdm]) -> bool {
                     match rdm[x].route.get(&peer).copied() {
                         Some(c) if c != cid && !w.sides[x].conns[c as usize].is_closed() => {
                             for s in sends {
-                                w.sides[x].send(c, s).unwrap();
+                                w.sides[x].conns[c as usize].queue(s).unwrap();
                             }
                         }
                         _ => rdm[x].stash.entry(peer).or_default().extend(sends),

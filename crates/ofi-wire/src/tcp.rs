@@ -13,16 +13,21 @@
 //!
 //! What each opcode carries:
 //!
-//! | op       | payload                              | tag            | data                  | id               |
-//! |----------|--------------------------------------|----------------|-----------------------|------------------|
-//! | HELLO    | connector's address, then CM data    | protocol flags | length of the address | 0 (reserved)     |
-//! | ACCEPT   | CM data                              | protocol flags | 0                     | 0                |
-//! | REJECT   | CM data                              | 0              | reason ([`reject`])   | 0                |
-//! | MSG      | the whole message                    | tag            | remote CQ data        | message length   |
-//! | RTS      | 8 bytes: the message length (u64 LE) | tag            | remote CQ data        | rendezvous id    |
-//! | CTS      | none                                 | 0              | bytes wanted          | rendezvous id    |
-//! | DATA     | the next bytes of a rendezvous       | 0              | 0                     | rendezvous id    |
-//! | SHUTDOWN | none                                 | 0              | 0                     | 0                |
+//! | op        | payload                                     | tag                 | data                  | id               |
+//! |-----------|---------------------------------------------|---------------------|-----------------------|------------------|
+//! | HELLO     | connector's address, then CM data           | protocol flags      | length of the address | 0 (reserved)     |
+//! | ACCEPT    | CM data                                     | protocol flags      | 0                     | 0                |
+//! | REJECT    | CM data                                     | 0                   | reason ([`reject`])   | 0                |
+//! | MSG       | the whole message                           | tag                 | remote CQ data        | message length (with an ACK flag: request id) |
+//! | RTS       | 8 bytes: the message length (u64 LE)        | tag                 | remote CQ data        | rendezvous id    |
+//! | CTS       | none                                        | 0                   | bytes wanted          | rendezvous id    |
+//! | DATA      | the next bytes of a rendezvous or a WRITE   | 0                   | 0                     | rendezvous or request id |
+//! | SHUTDOWN  | none                                        | 0                   | 0                     | 0                |
+//! | WRITE     | [`RmaDesc`], then the first data bytes      | bytes after the descriptor | remote CQ data | request id       |
+//! | READ      | [`RmaDesc`]                                 | 0                   | 0                     | request id       |
+//! | ATOMIC    | [`RmaDesc`], operands, then compare values  | bytes after the descriptor | remote CQ data | request id       |
+//! | RESP      | the first bytes of the answer               | answer length       | status (0 or FI_E*)   | request id       |
+//! | RESP_DATA | the next bytes of an answer                 | 0                   | 0                     | request id       |
 //!
 //! `len` is always the number of payload bytes after this header, so a
 //! reader can stay in sync without understanding a frame. A rendezvous
@@ -30,7 +35,22 @@
 //! field is how many bytes the receiver wants (at most the message length:
 //! less when its buffer is smaller, 0 when it discards the message); the
 //! sender then sends exactly that many bytes in one or more DATA frames.
-//! Only MSG and RTS may carry flags.
+//!
+//! One-sided requests (WRITE, READ, ATOMIC) name their remote ranges in an
+//! [`RmaDesc`] at the start of the payload; `tag` counts the bytes after
+//! it, so `len - tag` is the descriptor's length. A WRITE's length is the
+//! sum of its ranges; what does not fit in the WRITE frame follows in DATA
+//! frames with its request id, sent back to back (only control frames and
+//! answers come between), so the target executes requests in stream order.
+//! The target answers every request, and every message sent with an ACK
+//! flag, with RESP: `data` is 0 or the FI_E* number of the failure, `tag`
+//! the length of the answer (read data, original values of a fetching
+//! atomic; 0 on failure), continued in RESP_DATA frames when longer than
+//! one frame. Request ids and rendezvous ids come from one counter per
+//! connection and direction, so an id names one operation.
+//!
+//! Flags: TAGGED on MSG and RTS; CQ_DATA on MSG, RTS, WRITE and ATOMIC;
+//! ACK or ACK_PLACED (not both) on MSG and RTS.
 
 use crate::WireError;
 
@@ -61,19 +81,45 @@ pub mod op {
     pub const DATA: u8 = 7;
     /// Orderly end of the connection.
     pub const SHUTDOWN: u8 = 8;
+    /// One-sided write: descriptor, then data.
+    pub const WRITE: u8 = 9;
+    /// One-sided read: descriptor.
+    pub const READ: u8 = 10;
+    /// Atomic: descriptor, operands, compare values.
+    pub const ATOMIC: u8 = 11;
+    /// Answer to a request or an acknowledged message.
+    pub const RESP: u8 = 12;
+    /// The next bytes of an answer.
+    pub const RESP_DATA: u8 = 13;
     /// Highest known opcode.
-    pub const MAX: u8 = 8;
+    pub const MAX: u8 = 13;
 }
 
-/// Flag bits (MSG and RTS only).
+/// Flag bits.
 pub mod flag {
-    /// Tagged message.
+    /// Tagged message (MSG, RTS).
     pub const TAGGED: u8 = 1;
-    /// `data` carries remote CQ data.
+    /// `data` carries remote CQ data (MSG, RTS, WRITE, ATOMIC).
     pub const CQ_DATA: u8 = 2;
+    /// Answer with RESP once the whole message has been received (MSG, RTS).
+    pub const ACK: u8 = 4;
+    /// Answer with RESP once the message is in the receive buffer (MSG, RTS).
+    pub const ACK_PLACED: u8 = 8;
     /// Every known flag.
-    pub const ALL: u8 = TAGGED | CQ_DATA;
+    pub const ALL: u8 = TAGGED | CQ_DATA | ACK | ACK_PLACED;
+
+    /// The flags an opcode may carry.
+    pub fn allowed(op: u8) -> u8 {
+        match op {
+            super::op::MSG | super::op::RTS => ALL,
+            super::op::WRITE | super::op::ATOMIC => CQ_DATA,
+            _ => 0,
+        }
+    }
 }
+
+/// Largest status number a RESP carries (FI_E* numbers are small).
+pub const MAX_STATUS: u64 = 0xffff;
 
 /// REJECT reasons (the `data` field).
 pub mod reject {
@@ -279,8 +325,11 @@ impl Repr {
         if r.flags & !flag::ALL != 0 {
             return Err(WireError::Malformed("unknown flag bits"));
         }
-        if r.flags != 0 && r.op != op::MSG && r.op != op::RTS {
-            return Err(WireError::Malformed("flags on a frame that takes none"));
+        if r.flags & !flag::allowed(r.op) != 0 {
+            return Err(WireError::Malformed("flags this frame does not take"));
+        }
+        if r.flags & (flag::ACK | flag::ACK_PLACED) == flag::ACK | flag::ACK_PLACED {
+            return Err(WireError::Malformed("both acknowledgement flags"));
         }
         if h.reserved() != 0 {
             return Err(WireError::Malformed("nonzero reserved field"));
@@ -288,13 +337,14 @@ impl Repr {
         if r.len > max_payload {
             return Err(WireError::Malformed("payload longer than the maximum"));
         }
+        let acked = r.flags & (flag::ACK | flag::ACK_PLACED) != 0;
         match r.op {
             op::HELLO if r.data > r.len => {
                 return Err(WireError::Malformed(
                     "HELLO address longer than its payload",
                 ))
             }
-            op::MSG if r.id != r.len => {
+            op::MSG if !acked && r.id != r.len => {
                 return Err(WireError::Malformed("MSG length differs from its payload"))
             }
             op::RTS if r.len != RTS_PAYLOAD_LEN as u64 => {
@@ -303,7 +353,26 @@ impl Repr {
             op::CTS | op::SHUTDOWN if r.len != 0 => {
                 return Err(WireError::Malformed("payload on a frame that takes none"))
             }
-            op::DATA if r.len == 0 => return Err(WireError::Malformed("empty DATA frame")),
+            op::DATA | op::RESP_DATA if r.len == 0 => {
+                return Err(WireError::Malformed("empty DATA frame"))
+            }
+            op::WRITE | op::ATOMIC if r.len < r.tag || desc_ranges(r.len - r.tag).is_none() => {
+                return Err(WireError::Malformed(
+                    "request without a whole range descriptor",
+                ))
+            }
+            op::READ if r.tag != 0 || desc_ranges(r.len).is_none() => {
+                return Err(WireError::Malformed("READ is not a range descriptor"))
+            }
+            op::RESP if r.data > MAX_STATUS => {
+                return Err(WireError::Malformed("RESP status out of range"))
+            }
+            op::RESP if r.data != 0 && (r.len != 0 || r.tag != 0) => {
+                return Err(WireError::Malformed("failed RESP carrying data"))
+            }
+            op::RESP if r.len > r.tag => {
+                return Err(WireError::Malformed("RESP longer than its answer"))
+            }
             _ => {}
         }
         Ok(r)
@@ -337,6 +406,269 @@ pub fn rts_payload(size: u64) -> [u8; RTS_PAYLOAD_LEN] {
 pub fn parse_rts_payload(p: &[u8]) -> Option<u64> {
     let a: [u8; RTS_PAYLOAD_LEN] = p.try_into().ok()?;
     Some(u64::from_le_bytes(a))
+}
+
+/// Most remote ranges one request names.
+pub const MAX_RANGES: usize = 4;
+/// Bytes of a descriptor before its ranges.
+pub const DESC_HDR_LEN: usize = 8;
+/// Bytes per remote range in a descriptor.
+pub const RANGE_LEN: usize = 24;
+
+/// The length of a descriptor naming `ranges` ranges.
+pub const fn desc_len(ranges: usize) -> usize {
+    DESC_HDR_LEN + ranges * RANGE_LEN
+}
+
+/// How many ranges a descriptor of `len` bytes names, if `len` is a
+/// possible descriptor length (1 to [`MAX_RANGES`] ranges).
+pub fn desc_ranges(len: u64) -> Option<usize> {
+    let body = len.checked_sub(DESC_HDR_LEN as u64)?;
+    if body % RANGE_LEN as u64 != 0 {
+        return None;
+    }
+    let n = (body / RANGE_LEN as u64) as usize;
+    (1..=MAX_RANGES).contains(&n).then_some(n)
+}
+
+/// Descriptor kinds: a plain RMA request or one of the atomic call forms.
+pub mod kind {
+    /// WRITE or READ.
+    pub const RMA: u8 = 0;
+    /// `fi_atomic`.
+    pub const ATOMIC: u8 = 1;
+    /// `fi_fetch_atomic`.
+    pub const FETCH: u8 = 2;
+    /// `fi_compare_atomic`.
+    pub const COMPARE: u8 = 3;
+}
+
+mod desc_field {
+    pub const COUNT: usize = 0;
+    pub const KIND: usize = 1;
+    pub const OP: usize = 2;
+    pub const DATATYPE: usize = 3;
+    pub const RESERVED: usize = 4;
+    pub const RANGES: usize = 8;
+}
+
+/// A checked view of a one-sided request's range descriptor:
+///
+/// ```text
+///  0  count u8 (1..=4) | 1 kind u8 ([`kind`]) | 2 op u8 | 3 datatype u8
+///  4  reserved u32     must be 0
+///  8  count × { addr u64 | len u64 | key u64 }
+/// ```
+///
+/// `op` and `datatype` are `enum fi_op` and `enum fi_datatype` values for
+/// atomics, 0 for RMA. A range's `len` is in bytes for RMA and in datatype
+/// elements for atomics; `addr` is a virtual address or an offset, as the
+/// target's memory registration mode says.
+#[derive(Debug, Clone, Copy)]
+pub struct RmaDesc<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> RmaDesc<T> {
+    /// Wraps a buffer without checks (setters on a fresh buffer).
+    pub const fn new_unchecked(buf: T) -> Self {
+        RmaDesc { buf }
+    }
+    /// Wraps a buffer after checking it holds the fixed part and every
+    /// range it counts.
+    pub fn new_checked(buf: T) -> Result<Self, WireError> {
+        let d = RmaDesc { buf };
+        d.check_len()?;
+        Ok(d)
+    }
+    /// Checks the buffer is long enough for every accessor.
+    pub fn check_len(&self) -> Result<(), WireError> {
+        let b = self.buf.as_ref();
+        if b.len() < DESC_HDR_LEN || b.len() < desc_len(b[desc_field::COUNT] as usize) {
+            return Err(WireError::Truncated);
+        }
+        Ok(())
+    }
+    /// Gives the buffer back.
+    pub fn into_inner(self) -> T {
+        self.buf
+    }
+    fn u64_at(&self, at: usize) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&self.buf.as_ref()[at..at + 8]);
+        u64::from_le_bytes(a)
+    }
+    /// Number of ranges.
+    pub fn count(&self) -> usize {
+        self.buf.as_ref()[desc_field::COUNT] as usize
+    }
+    /// Request kind.
+    pub fn kind(&self) -> u8 {
+        self.buf.as_ref()[desc_field::KIND]
+    }
+    /// Atomic operation.
+    pub fn op(&self) -> u8 {
+        self.buf.as_ref()[desc_field::OP]
+    }
+    /// Atomic datatype.
+    pub fn datatype(&self) -> u8 {
+        self.buf.as_ref()[desc_field::DATATYPE]
+    }
+    /// Reserved word (0 on the wire).
+    pub fn reserved(&self) -> u32 {
+        let b = self.buf.as_ref();
+        let r = desc_field::RESERVED;
+        u32::from_le_bytes([b[r], b[r + 1], b[r + 2], b[r + 3]])
+    }
+    /// Range `i` (`i < count()`).
+    pub fn range(&self, i: usize) -> Range {
+        let at = desc_field::RANGES + i * RANGE_LEN;
+        Range {
+            addr: self.u64_at(at),
+            len: self.u64_at(at + 8),
+            key: self.u64_at(at + 16),
+        }
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> RmaDesc<T> {
+    /// Sets the range count.
+    pub fn set_count(&mut self, n: u8) {
+        self.buf.as_mut()[desc_field::COUNT] = n;
+    }
+    /// Sets the kind.
+    pub fn set_kind(&mut self, v: u8) {
+        self.buf.as_mut()[desc_field::KIND] = v;
+    }
+    /// Sets the atomic operation.
+    pub fn set_op(&mut self, v: u8) {
+        self.buf.as_mut()[desc_field::OP] = v;
+    }
+    /// Sets the atomic datatype.
+    pub fn set_datatype(&mut self, v: u8) {
+        self.buf.as_mut()[desc_field::DATATYPE] = v;
+    }
+    /// Sets the reserved word.
+    pub fn set_reserved(&mut self, v: u32) {
+        let r = desc_field::RESERVED;
+        self.buf.as_mut()[r..r + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    /// Sets range `i`.
+    pub fn set_range(&mut self, i: usize, r: &Range) {
+        let at = desc_field::RANGES + i * RANGE_LEN;
+        let b = self.buf.as_mut();
+        b[at..at + 8].copy_from_slice(&r.addr.to_le_bytes());
+        b[at + 8..at + 16].copy_from_slice(&r.len.to_le_bytes());
+        b[at + 16..at + 24].copy_from_slice(&r.key.to_le_bytes());
+    }
+}
+
+/// One remote range as it travels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Range {
+    /// Virtual address or offset.
+    pub addr: u64,
+    /// Bytes (RMA) or elements (atomics).
+    pub len: u64,
+    /// The region's key.
+    pub key: u64,
+}
+
+/// A parsed, validated range descriptor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DescRepr {
+    /// [`kind`] value.
+    pub kind: u8,
+    /// Atomic operation (0 for RMA).
+    pub op: u8,
+    /// Atomic datatype (0 for RMA).
+    pub datatype: u8,
+    /// Ranges in use.
+    pub count: usize,
+    /// The ranges (`count` of them).
+    pub ranges: [Range; MAX_RANGES],
+}
+
+impl DescRepr {
+    /// Parses the descriptor of a frame with opcode `frame_op` (WRITE, READ
+    /// or ATOMIC). The buffer must be exactly the descriptor.
+    pub fn parse<T: AsRef<[u8]>>(d: &RmaDesc<T>, frame_op: u8) -> Result<DescRepr, WireError> {
+        d.check_len()?;
+        let count = d.count();
+        if !(1..=MAX_RANGES).contains(&count) {
+            return Err(WireError::Malformed("descriptor range count out of range"));
+        }
+        if d.buf.as_ref().len() != desc_len(count) {
+            return Err(WireError::Malformed(
+                "descriptor length disagrees with its range count",
+            ));
+        }
+        if d.reserved() != 0 {
+            return Err(WireError::Malformed(
+                "nonzero reserved field in a descriptor",
+            ));
+        }
+        let k = d.kind();
+        match frame_op {
+            op::WRITE | op::READ => {
+                if k != kind::RMA || d.op() != 0 || d.datatype() != 0 {
+                    return Err(WireError::Malformed("atomic fields in an RMA descriptor"));
+                }
+            }
+            op::ATOMIC => {
+                if !(kind::ATOMIC..=kind::COMPARE).contains(&k) {
+                    return Err(WireError::Malformed("unknown atomic kind"));
+                }
+            }
+            _ => {
+                return Err(WireError::Malformed(
+                    "descriptor on a frame that takes none",
+                ))
+            }
+        }
+        let mut ranges = [Range::default(); MAX_RANGES];
+        for (i, r) in ranges.iter_mut().enumerate().take(count) {
+            *r = d.range(i);
+        }
+        Ok(DescRepr {
+            kind: k,
+            op: d.op(),
+            datatype: d.datatype(),
+            count,
+            ranges,
+        })
+    }
+    /// The ranges in use.
+    pub fn ranges(&self) -> &[Range] {
+        &self.ranges[..self.count.min(MAX_RANGES)]
+    }
+    /// Encoded length.
+    pub fn len(&self) -> usize {
+        desc_len(self.count.min(MAX_RANGES))
+    }
+    /// True when no range is named (never valid on the wire).
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+    /// Writes the descriptor (a zero reserved word included) into the
+    /// first [`len`](Self::len) bytes.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, d: &mut RmaDesc<T>) {
+        let n = self.count.min(MAX_RANGES);
+        d.set_count(n as u8);
+        d.set_kind(self.kind);
+        d.set_op(self.op);
+        d.set_datatype(self.datatype);
+        d.set_reserved(0);
+        for (i, r) in self.ranges[..n].iter().enumerate() {
+            d.set_range(i, r);
+        }
+    }
+    /// Appends the encoded descriptor to `out`.
+    pub fn append_to(&self, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.resize(at + self.len(), 0);
+        self.emit(&mut RmaDesc::new_unchecked(&mut out[at..]));
+    }
 }
 
 #[cfg(test)]
@@ -490,12 +822,32 @@ mod tests {
             Err(WireError::UnknownOp(0))
         );
         assert_eq!(
-            parse_with(golden_msg(), |b| b[2] = 9),
-            Err(WireError::UnknownOp(9))
+            parse_with(golden_msg(), |b| b[2] = 14),
+            Err(WireError::UnknownOp(14))
         );
-        assert!(malformed(parse_with(golden_msg(), |b| b[3] = 4)));
+        assert!(malformed(parse_with(golden_msg(), |b| b[3] = 0x10)));
         assert!(malformed(parse_with(golden_msg(), |b| b[3] = 0x80)));
-        // Flags only on MSG and RTS.
+        // Both acknowledgement levels at once.
+        assert!(malformed(parse_with(golden_msg(), |b| b[3] = 0x0c)));
+        // Flags only where they mean something.
+        for (o, f) in [
+            (op::WRITE, flag::TAGGED),
+            (op::ATOMIC, flag::ACK),
+            (op::READ, flag::CQ_DATA),
+            (op::RESP, flag::CQ_DATA),
+            (op::DATA, flag::ACK),
+        ] {
+            let r = Repr {
+                op: o,
+                flags: f,
+                len: desc_len(1) as u64,
+                ..Default::default()
+            };
+            assert!(malformed(Repr::parse(
+                &Header::new_unchecked(&r.to_bytes()[..]),
+                MAX
+            )));
+        }
         let cts = Repr {
             op: op::CTS,
             flags: flag::TAGGED,
@@ -575,18 +927,246 @@ mod tests {
         for o in 1..=op::MAX {
             let r = Repr {
                 op: o,
-                flags: if o == op::MSG || o == op::RTS { 3 } else { 0 },
+                flags: flag::allowed(o) & !flag::ACK_PLACED,
                 len: match o {
                     op::RTS => 8,
                     op::CTS | op::SHUTDOWN => 0,
+                    op::READ => desc_len(2) as u64,
+                    op::WRITE | op::ATOMIC => desc_len(1) as u64 + 5,
                     _ => 5,
                 },
-                tag: 11,
-                data: if o == op::HELLO { 2 } else { 13 },
+                tag: match o {
+                    op::READ => 0,
+                    op::WRITE | op::ATOMIC => 5,
+                    op::RESP => 11,
+                    _ => 11,
+                },
+                data: match o {
+                    op::HELLO => 2,
+                    op::RESP => 0,
+                    _ => 13,
+                },
                 id: if o == op::MSG { 5 } else { 17 },
             };
             let b = r.to_bytes();
             assert_eq!(Repr::parse(&Header::new_unchecked(&b[..]), MAX), Ok(r));
         }
+    }
+
+    // A WRITE of 6 bytes to one range, with remote CQ data 9, request id 5.
+    static GOLDEN_WRITE: [u8; 78] = [
+        0x6f, 0x01, 0x09, 0x02, 0x00, 0x00, 0x00, 0x00, // magic, v1, WRITE, CQ_DATA
+        0x26, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // len 38 = 32 + 6
+        0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, // tag: 6 data bytes follow the descriptor
+        0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // remote CQ data 9
+        0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // request id 5
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // 1 range, RMA, op 0, datatype 0
+        0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // addr 0x1000
+        0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // len 6
+        0xbb, 0xaa, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // key 0xaabb
+        b'r', b'e', b'm', b'o', b't', b'e',
+    ];
+
+    fn golden_write() -> (Repr, DescRepr) {
+        let mut d = DescRepr {
+            kind: kind::RMA,
+            count: 1,
+            ..Default::default()
+        };
+        d.ranges[0] = Range {
+            addr: 0x1000,
+            len: 6,
+            key: 0xaabb,
+        };
+        (
+            Repr {
+                op: op::WRITE,
+                flags: flag::CQ_DATA,
+                len: 38,
+                tag: 6,
+                data: 9,
+                id: 5,
+            },
+            d,
+        )
+    }
+
+    // A fetching FI_SUM (op 2) on FI_UINT64 (datatype 7) of 2 elements in
+    // two ranges, 16 operand bytes, request id 3.
+    static GOLDEN_ATOMIC: [u8; 120] = [
+        0x6f, 0x01, 0x0b, 0x00, 0x00, 0x00, 0x00, 0x00, // magic, v1, ATOMIC
+        0x48, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // len 72 = 56 + 16
+        0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // tag: 16 operand bytes
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // data 0
+        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // request id 3
+        0x02, 0x02, 0x02, 0x07, 0x00, 0x00, 0x00, 0x00, // 2 ranges, FETCH, FI_SUM, FI_UINT64
+        0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // offset 8
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // 1 element
+        0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // key 7
+        0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // offset 32
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // 1 element
+        0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // key 7
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // operand 1
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // operand 2
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // (not part of the frame)
+    ];
+
+    static GOLDEN_RESP: [u8; 40] = [
+        0x6f, 0x01, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x00, // magic, v1, RESP
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // len 0
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // answer length 0
+        0x0d, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // status 13 (FI_EACCES)
+        0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // request id 5
+    ];
+
+    #[test]
+    fn test_one_sided_golden() {
+        let (wr, wd) = golden_write();
+        let h = Header::new_checked(&GOLDEN_WRITE[..]).unwrap();
+        assert_eq!(Repr::parse(&h, MAX).unwrap(), wr);
+        let dlen = (wr.len - wr.tag) as usize;
+        assert_eq!(desc_ranges(dlen as u64), Some(1));
+        let d = RmaDesc::new_checked(&h.payload()[..dlen]).unwrap();
+        assert_eq!(DescRepr::parse(&d, op::WRITE).unwrap(), wd);
+        assert_eq!(&h.payload()[dlen..], b"remote");
+        let mut out = wr.to_bytes().to_vec();
+        wd.append_to(&mut out);
+        out.extend_from_slice(b"remote");
+        assert_eq!(out, GOLDEN_WRITE);
+
+        let frame = &GOLDEN_ATOMIC[..HDR_LEN + 72];
+        let h = Header::new_checked(frame).unwrap();
+        let r = Repr::parse(&h, MAX).unwrap();
+        assert_eq!((r.op, r.len, r.tag, r.id), (op::ATOMIC, 72, 16, 3));
+        let d = RmaDesc::new_checked(&h.payload()[..56]).unwrap();
+        let a = DescRepr::parse(&d, op::ATOMIC).unwrap();
+        assert_eq!((a.kind, a.op, a.datatype, a.count), (kind::FETCH, 2, 7, 2));
+        assert_eq!(
+            a.ranges(),
+            &[
+                Range {
+                    addr: 8,
+                    len: 1,
+                    key: 7
+                },
+                Range {
+                    addr: 32,
+                    len: 1,
+                    key: 7
+                }
+            ]
+        );
+        let mut out = r.to_bytes().to_vec();
+        a.append_to(&mut out);
+        out.extend_from_slice(&1u64.to_le_bytes());
+        out.extend_from_slice(&2u64.to_le_bytes());
+        assert_eq!(out, frame);
+
+        let h = Header::new_checked(&GOLDEN_RESP[..]).unwrap();
+        let r = Repr::parse(&h, MAX).unwrap();
+        assert_eq!((r.op, r.data, r.id), (op::RESP, 13, 5));
+        assert_eq!(r.to_bytes(), GOLDEN_RESP);
+    }
+
+    #[test]
+    fn test_rejects_impossible_requests() {
+        let check =
+            |r: Repr| malformed(Repr::parse(&Header::new_unchecked(&r.to_bytes()[..]), MAX));
+        // Descriptor lengths: 8 + 24n for n in 1..=4 only.
+        for dl in [0u64, 7, 8, 31, 33, 8 + 24 * 5] {
+            assert!(check(Repr {
+                op: op::READ,
+                len: dl,
+                ..Default::default()
+            }));
+            assert!(check(Repr {
+                op: op::WRITE,
+                len: dl + 3,
+                tag: 3,
+                ..Default::default()
+            }));
+        }
+        // More bytes after the descriptor than the frame holds.
+        assert!(check(Repr {
+            op: op::ATOMIC,
+            len: 32,
+            tag: 33,
+            ..Default::default()
+        }));
+        // READ carries nothing after its descriptor.
+        assert!(check(Repr {
+            op: op::READ,
+            len: 32,
+            tag: 1,
+            ..Default::default()
+        }));
+        // A failed RESP carries nothing; status in range; no more than its answer.
+        assert!(check(Repr {
+            op: op::RESP,
+            len: 1,
+            tag: 1,
+            data: 13,
+            ..Default::default()
+        }));
+        assert!(check(Repr {
+            op: op::RESP,
+            data: MAX_STATUS + 1,
+            ..Default::default()
+        }));
+        assert!(check(Repr {
+            op: op::RESP,
+            len: 2,
+            tag: 1,
+            ..Default::default()
+        }));
+        assert!(check(Repr {
+            op: op::RESP_DATA,
+            ..Default::default()
+        }));
+        // An acknowledged MSG's id is its request id, not its length.
+        assert!(!check(Repr {
+            op: op::MSG,
+            flags: flag::ACK,
+            len: 3,
+            id: 99,
+            ..Default::default()
+        }));
+    }
+
+    #[test]
+    fn test_rejects_bad_descriptors() {
+        let (_, wd) = golden_write();
+        let mut good = Vec::new();
+        wd.append_to(&mut good);
+        let parse = |b: &[u8], o: u8| DescRepr::parse(&RmaDesc::new_unchecked(b), o);
+        assert!(parse(&good, op::WRITE).is_ok());
+        assert!(parse(&good, op::READ).is_ok());
+        // An RMA descriptor on an ATOMIC frame, and atomic fields on RMA.
+        assert!(parse(&good, op::ATOMIC).is_err());
+        let mut b = good.clone();
+        b[2] = 1;
+        assert!(parse(&b, op::WRITE).is_err());
+        // Counts: 0, more than the maximum, more than the buffer holds.
+        for c in [0u8, 5, 2] {
+            let mut b = good.clone();
+            b[0] = c;
+            assert!(parse(&b, op::WRITE).is_err());
+        }
+        assert_eq!(parse(&good[..31], op::WRITE), Err(WireError::Truncated));
+        assert_eq!(parse(&good[..4], op::WRITE), Err(WireError::Truncated));
+        // Trailing bytes, reserved bits, unknown atomic kinds.
+        let mut b = good.clone();
+        b.push(0);
+        assert!(parse(&b, op::WRITE).is_err());
+        let mut b = good.clone();
+        b[6] = 1;
+        assert!(parse(&b, op::WRITE).is_err());
+        let mut b = good.clone();
+        b[1] = 4;
+        assert!(parse(&b, op::ATOMIC).is_err());
+        b[1] = kind::COMPARE;
+        assert!(parse(&b, op::ATOMIC).is_ok());
+        assert!(parse(&good, op::MSG).is_err());
     }
 }

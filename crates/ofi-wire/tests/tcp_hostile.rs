@@ -1,24 +1,54 @@
-//! Hostile input for the tcp frame header: any bytes either parse into a
-//! header whose lengths are possible for its opcode, or are rejected;
-//! nothing panics; emit then parse gives the header back.
+//! Hostile input for the tcp frame header and the one-sided range
+//! descriptor: any bytes either parse into a header (descriptor) whose
+//! lengths are possible for its opcode, or are rejected; nothing panics;
+//! emit then parse gives the header (descriptor) back.
 
-use ofi_wire::tcp::{flag, op, parse_rts_payload, Header, Repr, HDR_LEN, MAGIC, RTS_PAYLOAD_LEN};
+use ofi_wire::tcp::{
+    desc_len, desc_ranges, flag, kind, op, parse_rts_payload, DescRepr, Header, Range, Repr,
+    RmaDesc, HDR_LEN, MAGIC, MAX_RANGES, MAX_STATUS, RTS_PAYLOAD_LEN,
+};
 use proptest::prelude::*;
 
 fn check_accepted(r: &Repr, max: u64) -> Result<(), TestCaseError> {
     prop_assert!((1..=op::MAX).contains(&r.op));
     prop_assert!(r.len <= max);
     prop_assert_eq!(r.flags & !flag::ALL, 0);
+    prop_assert_eq!(r.flags & !flag::allowed(r.op), 0);
+    let acked = r.flags & (flag::ACK | flag::ACK_PLACED) != 0;
+    prop_assert!(r.flags & (flag::ACK | flag::ACK_PLACED) != flag::ACK | flag::ACK_PLACED);
     match r.op {
-        op::MSG => prop_assert_eq!(r.id, r.len),
+        op::MSG if !acked => prop_assert_eq!(r.id, r.len),
         op::RTS => prop_assert_eq!(r.len, RTS_PAYLOAD_LEN as u64),
         op::CTS | op::SHUTDOWN => prop_assert_eq!(r.len, 0),
-        op::DATA => prop_assert!(r.len > 0),
+        op::DATA | op::RESP_DATA => prop_assert!(r.len > 0),
         op::HELLO => prop_assert!(r.data <= r.len),
+        op::WRITE | op::ATOMIC => {
+            prop_assert!(r.tag <= r.len);
+            prop_assert!(desc_ranges(r.len - r.tag).is_some());
+        }
+        op::READ => {
+            prop_assert_eq!(r.tag, 0);
+            prop_assert!(desc_ranges(r.len).is_some());
+        }
+        op::RESP => {
+            prop_assert!(r.data <= MAX_STATUS);
+            prop_assert!(r.len <= r.tag);
+            if r.data != 0 {
+                prop_assert_eq!((r.len, r.tag), (0, 0));
+            }
+        }
         _ => {}
     }
-    if r.op != op::MSG && r.op != op::RTS {
-        prop_assert_eq!(r.flags, 0);
+    Ok(())
+}
+
+fn check_desc(d: &DescRepr, frame_op: u8, len: usize) -> Result<(), TestCaseError> {
+    prop_assert!((1..=MAX_RANGES).contains(&d.count));
+    prop_assert_eq!(desc_len(d.count), len);
+    if frame_op == op::ATOMIC {
+        prop_assert!((kind::ATOMIC..=kind::COMPARE).contains(&d.kind));
+    } else {
+        prop_assert_eq!((d.kind, d.op, d.datatype), (kind::RMA, 0, 0));
     }
     Ok(())
 }
@@ -37,7 +67,7 @@ proptest! {
     /// Mostly-valid headers (right magic and version) so that the per-op
     /// checks, not the magic check, do the rejecting.
     #[test]
-    fn near_valid_headers_never_panic(opc in 0u8..12, flags: u8, reserved in prop_oneof![Just(0u32), any::<u32>()],
+    fn near_valid_headers_never_panic(opc in 0u8..16, flags: u8, reserved in prop_oneof![Just(0u32), any::<u32>()],
                                       len in prop_oneof![0u64..64, any::<u64>()], tag: u64, data in prop_oneof![0u64..64, any::<u64>()],
                                       id in prop_oneof![0u64..64, any::<u64>()], max in prop_oneof![Just(1u64 << 20), 0u64..64]) {
         let mut b = [0u8; HDR_LEN];
@@ -58,18 +88,73 @@ proptest! {
     }
 
     #[test]
-    fn emit_then_parse_roundtrips(opc in 1u8..=op::MAX, flags in 0u8..=flag::ALL, len in 0u64..4096, tag: u64, data: u64, id: u64) {
-        let flags = if opc == op::MSG || opc == op::RTS { flags } else { 0 };
+    fn emit_then_parse_roundtrips(opc in 1u8..=op::MAX, flags in 0u8..=flag::ALL, len in 0u64..4096, tag: u64, data: u64, id: u64, n in 1usize..=MAX_RANGES) {
+        let mut flags = flags & flag::allowed(opc);
+        if flags & flag::ACK != 0 {
+            flags &= !flag::ACK_PLACED;
+        }
+        let acked = flags & (flag::ACK | flag::ACK_PLACED) != 0;
         let len = match opc {
             op::RTS => RTS_PAYLOAD_LEN as u64,
             op::CTS | op::SHUTDOWN => 0,
-            op::DATA => len.max(1),
+            op::DATA | op::RESP_DATA => len.max(1),
+            op::READ => desc_len(n) as u64,
+            op::WRITE | op::ATOMIC => desc_len(n) as u64 + len,
             _ => len,
         };
-        let id = if opc == op::MSG { len } else { id };
-        let data = if opc == op::HELLO { data % (len + 1) } else { data };
+        let tag = match opc {
+            op::READ => 0,
+            op::WRITE | op::ATOMIC => len - desc_len(n) as u64,
+            op::RESP => len + tag % 64,
+            _ => tag,
+        };
+        let id = if opc == op::MSG && !acked { len } else { id };
+        let data = match opc {
+            op::HELLO => data % (len + 1),
+            op::RESP => 0,
+            _ => data,
+        };
         let r = Repr { op: opc, flags, len, tag, data, id };
         let b = r.to_bytes();
-        prop_assert_eq!(Repr::parse(&Header::new_unchecked(&b[..]), 4096), Ok(r));
+        prop_assert_eq!(Repr::parse(&Header::new_unchecked(&b[..]), 8192), Ok(r));
+    }
+
+    /// Any bytes as a descriptor of a WRITE, READ or ATOMIC frame.
+    #[test]
+    fn arbitrary_descriptors_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..128), pick in 0usize..4) {
+        let frame_op = [op::WRITE, op::READ, op::ATOMIC, op::MSG][pick];
+        let d = RmaDesc::new_unchecked(&bytes[..]);
+        let _ = d.check_len();
+        if let Ok(r) = DescRepr::parse(&d, frame_op) {
+            check_desc(&r, frame_op, bytes.len())?;
+            let mut out = Vec::new();
+            r.append_to(&mut out);
+            prop_assert_eq!(out, bytes);
+        }
+    }
+
+    /// Near-valid descriptors: right length for their count, fields fuzzed.
+    #[test]
+    fn near_valid_descriptors(count in 0u8..7, k in 0u8..6, o: u8, dt: u8, reserved in prop_oneof![Just(0u32), any::<u32>()],
+                              ranges in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<u64>()), 6), pick in 0usize..3) {
+        let frame_op = [op::WRITE, op::READ, op::ATOMIC][pick];
+        let n = (count as usize).min(6);
+        let mut b = vec![0u8; desc_len(n)];
+        let mut d = RmaDesc::new_unchecked(&mut b[..]);
+        d.set_count(count);
+        d.set_kind(k);
+        d.set_op(o);
+        d.set_datatype(dt);
+        d.set_reserved(reserved);
+        for (i, &(addr, len, key)) in ranges.iter().take(n).enumerate() {
+            d.set_range(i, &Range { addr, len, key });
+        }
+        if let Ok(r) = DescRepr::parse(&RmaDesc::new_unchecked(&b[..]), frame_op) {
+            prop_assert_eq!(reserved, 0);
+            check_desc(&r, frame_op, b.len())?;
+            for (i, x) in r.ranges().iter().enumerate() {
+                prop_assert_eq!(*x, Range { addr: ranges[i].0, len: ranges[i].1, key: ranges[i].2 });
+            }
+        }
     }
 }

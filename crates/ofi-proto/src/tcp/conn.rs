@@ -10,6 +10,7 @@
 //! [`Conn::on_read`]. Partial progress may stop at any byte.
 
 use super::event::{Event, ProtoError};
+use super::one_sided::{Ack, Req};
 use super::rx::{clip, Bound, Meta, Pending, Rx, RTS_COST};
 use super::ConnId;
 use ofi_core::error::errno;
@@ -18,7 +19,9 @@ use ofi_core::util::matching::MAX_IOV;
 use ofi_wire::tcp::{
     flag, op, parse_rts_payload, reject, rts_payload, Header, Repr, HDR_LEN, RTS_PAYLOAD_LEN,
 };
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+
+mod rma;
 
 /// Per-connection tunables. Both ends must agree that each side's
 /// `eager_max` and `data_chunk` fit in the other's `max_frame`.
@@ -77,6 +80,11 @@ pub struct SendReq {
     pub cq_data: bool,
     /// The caller's context.
     pub context: usize,
+    /// When the send completes (acknowledged by the peer or not).
+    pub ack: Ack,
+    /// FI_FENCE: start only once every earlier operation of this connection
+    /// has completed.
+    pub fence: bool,
 }
 
 impl SendReq {
@@ -102,6 +110,16 @@ impl SendReq {
     pub fn with_data(mut self, data: u64) -> Self {
         self.data = data;
         self.cq_data = true;
+        self
+    }
+    /// Completes only once the peer acknowledges it.
+    pub fn with_ack(mut self, ack: Ack) -> Self {
+        self.ack = ack;
+        self
+    }
+    /// Sets FI_FENCE.
+    pub fn fenced(mut self) -> Self {
+        self.fence = true;
         self
     }
     /// The ranges.
@@ -198,7 +216,7 @@ impl<'a> Transmit<'a> {
             let o = if i == 0 { first } else { 0 };
             match s.kind {
                 SegKind::Staged(start) => TxSlice::Bytes(&stage[start + o..start + s.len]),
-                SegKind::User(base) => TxSlice::Iov(IoVec {
+                SegKind::User(base) | SegKind::Mem(base) => TxSlice::Iov(IoVec {
                     base: base.wrapping_add(o),
                     len: s.len - o,
                 }),
@@ -220,8 +238,11 @@ enum Done {
 enum SegKind {
     /// Offset into the stage buffer.
     Staged(usize),
-    /// User address.
+    /// User address (the caller's own buffer).
     User(usize),
+    /// Registered memory answering a peer's READ: copied into the stage
+    /// before a later frame of this connection may change it.
+    Mem(usize),
 }
 
 /// A range committed to the stream: once its frame started, it is written
@@ -245,6 +266,8 @@ struct Ctrl {
 struct TxRndv {
     id: u64,
     req: SendReq,
+    /// Completes on the peer's acknowledgement, not on the last byte.
+    acked: bool,
     len: usize,
     want: usize,
     off: usize,
@@ -285,6 +308,15 @@ enum RxState {
         id: u64,
         left: usize,
     },
+    /// WRITE or DATA payload of the peer's write in progress (`wr`).
+    WriteData {
+        left: usize,
+    },
+    /// RESP or RESP_DATA payload answering our request `id`.
+    Answer {
+        id: u64,
+        left: usize,
+    },
     Discard {
         left: usize,
     },
@@ -294,6 +326,10 @@ enum RxState {
 /// Bytes of staged headers above which no new frame is staged until the
 /// window drains.
 const STAGE_SOFT_MAX: usize = 8 << 10;
+
+/// Most ranges one frame stages: a header and, for an atomic, its operand
+/// and compare ranges.
+const SLICES_PER_FRAME: usize = 2 + 2 * MAX_IOV;
 
 /// One connection's protocol state.
 #[derive(Debug)]
@@ -308,22 +344,33 @@ pub struct Conn {
     segs: VecDeque<Seg>,
     seg_off: usize,
     ctrl: VecDeque<Ctrl>,
-    sendq: VecDeque<SendReq>,
+    sendq: VecDeque<Req>,
     await_cts: Vec<TxRndv>,
     streams: VecDeque<TxRndv>,
-    next_rndv: u64,
+    /// Rendezvous and request ids (one counter: an id names one operation).
+    next_id: u64,
     last_was_data: bool,
+    /// Our requests (and acknowledged sends) waiting for their answer.
+    outstanding: HashMap<u64, rma::Outgoing>,
+    /// Our WRITE whose data is still being staged.
+    wstream: Option<rma::WStream>,
+    /// Answers to the peer's requests, to stage.
+    resps: VecDeque<rma::RespOut>,
+    /// Answer bytes still referring to registered memory.
+    mem_refs: usize,
     // receive
     hdr: [u8; HDR_LEN],
     rstate: RxState,
     rndv_rx: Vec<(u64, Bound)>,
+    /// The peer's WRITE whose data is landing.
+    wr: Option<rma::WriteIn>,
     scratch: [IoVec; MAX_IOV],
 }
 
 impl Conn {
     fn new(id: ConnId, peer: u64, cfg: Config, state: State) -> Self {
         let mut cfg = cfg;
-        cfg.max_tx_slices = cfg.max_tx_slices.max(2 + MAX_IOV);
+        cfg.max_tx_slices = cfg.max_tx_slices.max(SLICES_PER_FRAME);
         cfg.data_chunk = cfg.data_chunk.max(1);
         Conn {
             id,
@@ -338,11 +385,16 @@ impl Conn {
             sendq: VecDeque::new(),
             await_cts: Vec::new(),
             streams: VecDeque::new(),
-            next_rndv: 1,
+            next_id: 1,
             last_was_data: false,
+            outstanding: HashMap::new(),
+            wstream: None,
+            resps: VecDeque::new(),
+            mem_refs: 0,
             hdr: [0; HDR_LEN],
             rstate: RxState::Header { got: 0 },
             rndv_rx: Vec::new(),
+            wr: None,
             scratch: [IoVec::default(); MAX_IOV],
         }
     }
@@ -412,8 +464,30 @@ impl Conn {
     pub fn wants_transmit(&self) -> bool {
         !self.segs.is_empty()
             || !self.ctrl.is_empty()
+            || !self.resps.is_empty()
             || (self.state == State::Connected
-                && (!self.sendq.is_empty() || !self.streams.is_empty()))
+                && (self.can_commit() || !self.streams.is_empty() || self.wstream.is_some()))
+    }
+
+    /// Operations of this connection started and not complete: sends not
+    /// written (or not acknowledged), rendezvous, requests not answered.
+    pub fn in_flight(&self) -> usize {
+        self.segs
+            .iter()
+            .filter(|s| matches!(s.done, Done::Send(_)))
+            .count()
+            + self.await_cts.iter().filter(|t| !t.acked).count()
+            + self.streams.iter().filter(|t| !t.acked).count()
+            + self.outstanding.len()
+    }
+
+    /// The next queued operation may start: it is not fenced, or nothing
+    /// before it is still in flight.
+    fn can_commit(&self) -> bool {
+        match self.sendq.front() {
+            None => false,
+            Some(r) => !r.fence() || self.in_flight() == 0,
+        }
     }
 
     /// The next connection event or send completion.
@@ -493,6 +567,7 @@ impl Conn {
                 self.fail_queued(errno::FI_ECANCELED);
                 self.fail_receives(rx, errno::FI_ECANCELED);
                 self.ctrl.clear();
+                self.resps.clear();
                 self.ctrl.push_back(Ctrl {
                     repr: Repr {
                         op: op::SHUTDOWN,
@@ -537,10 +612,19 @@ impl Conn {
         }
     }
 
-    /// Sends queued but not started (sends wait while connecting). After a
-    /// `reject::SIMULTANEOUS` they belong on the surviving connection.
-    pub fn take_queued_sends(&mut self) -> Vec<SendReq> {
+    /// Operations queued but not started (they wait while connecting).
+    /// After a `reject::SIMULTANEOUS` they belong on the surviving connection.
+    pub fn take_queued_sends(&mut self) -> Vec<Req> {
         self.sendq.drain(..).collect()
+    }
+
+    /// Queues a send or a one-sided request (as [`queue_send`](Self::queue_send)
+    /// and [`queue_rma`](Self::queue_rma)).
+    pub fn queue(&mut self, r: Req) -> Result<(), i32> {
+        match r {
+            Req::Send(s) => self.queue_send(s),
+            Req::Rma(x) => self.queue_rma(x),
+        }
     }
 
     // ---- sending ---------------------------------------------------------
@@ -559,7 +643,7 @@ impl Conn {
         if iov_len(req.iov()) > self.cfg.max_msg_size {
             return Err(errno::FI_EMSGSIZE);
         }
-        self.sendq.push_back(req);
+        self.sendq.push_back(Req::Send(req));
         Ok(())
     }
 
@@ -598,6 +682,9 @@ impl Conn {
             n -= left;
             self.seg_off = 0;
             self.segs.pop_front();
+            if let SegKind::Mem(_) = s.kind {
+                self.mem_refs = self.mem_refs.saturating_sub(s.len);
+            }
             self.fire(s.done);
         }
         if self.segs.is_empty() {
@@ -621,11 +708,13 @@ impl Conn {
     }
 
     /// Stages frames until the window is full: control frames first, then
-    /// alternately the next queued send and the next DATA chunk.
+    /// answers to the peer's requests, then the rest of a WRITE being sent
+    /// (nothing else of ours goes between its frames), then alternately the
+    /// next queued operation and the next rendezvous DATA chunk.
     fn fill(&mut self) {
         loop {
             if !self.segs.is_empty()
-                && (self.segs.len() + 1 + MAX_IOV > self.cfg.max_tx_slices
+                && (self.segs.len() + SLICES_PER_FRAME > self.cfg.max_tx_slices
                     || self.stage.len() >= STAGE_SOFT_MAX)
             {
                 break;
@@ -634,16 +723,28 @@ impl Conn {
                 self.stage_frame(&c.repr, &c.payload, c.done);
                 continue;
             }
+            if !self.resps.is_empty() {
+                self.stage_answer();
+                continue;
+            }
             if self.state != State::Connected {
                 break;
             }
+            if self.wstream.is_some() {
+                self.stage_write_chunk();
+                continue;
+            }
             let data = !self.streams.is_empty();
-            let send = !self.sendq.is_empty();
+            let send = self.can_commit();
             if data && (!send || !self.last_was_data) {
                 self.commit_chunk();
                 self.last_was_data = true;
             } else if send {
-                self.commit_send();
+                match self.sendq.pop_front() {
+                    Some(Req::Send(r)) => self.commit_send(r),
+                    Some(Req::Rma(r)) => self.commit_rma(r),
+                    None => {}
+                }
                 self.last_was_data = false;
             } else {
                 break;
@@ -656,7 +757,7 @@ impl Conn {
     fn compact_stage(&mut self) {
         let first = self.segs.iter().find_map(|s| match s.kind {
             SegKind::Staged(start) => Some(start),
-            SegKind::User(_) => None,
+            SegKind::User(_) | SegKind::Mem(_) => None,
         });
         let cut = first.unwrap_or(self.stage.len());
         if cut == 0 {
@@ -700,17 +801,27 @@ impl Conn {
         }
     }
 
-    fn commit_send(&mut self) {
-        let Some(req) = self.sendq.pop_front() else {
-            return;
-        };
+    /// A fresh rendezvous or request id.
+    fn new_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn commit_send(&mut self, req: SendReq) {
         let len = iov_len(req.iov());
-        let flags =
-            if req.tagged { flag::TAGGED } else { 0 } | if req.cq_data { flag::CQ_DATA } else { 0 };
+        let ack = match req.ack {
+            Ack::None => 0,
+            Ack::Received => flag::ACK,
+            Ack::Placed => flag::ACK_PLACED,
+        };
+        let flags = if req.tagged { flag::TAGGED } else { 0 }
+            | if req.cq_data { flag::CQ_DATA } else { 0 }
+            | ack;
         let tag = if req.tagged { req.tag } else { 0 };
         let data = if req.cq_data { req.data } else { 0 };
         if len <= self.cfg.eager_max {
-            let r = Repr {
+            let mut r = Repr {
                 op: op::MSG,
                 flags,
                 len: len as u64,
@@ -718,18 +829,27 @@ impl Conn {
                 data,
                 id: len as u64,
             };
+            let done = if ack != 0 {
+                r.id = self.new_id();
+                self.await_answer(r.id, req.context, true, &[], 0);
+                Done::Nothing
+            } else {
+                Done::Send(req.context)
+            };
             if len == 0 {
-                self.stage_frame(&r, &[], Done::Send(req.context));
+                self.stage_frame(&r, &[], done);
                 return;
             }
             self.stage_frame(&r, &[], Done::Nothing);
             let mut out = [IoVec::default(); MAX_IOV];
             let n = clip(req.iov(), 0, len, &mut out);
-            self.push_user(&out[..n], Done::Send(req.context));
+            self.push_user(&out[..n], done);
             return;
         }
-        let id = self.next_rndv;
-        self.next_rndv += 1;
+        let id = self.new_id();
+        if ack != 0 {
+            self.await_answer(id, req.context, true, &[], 0);
+        }
         let r = Repr {
             op: op::RTS,
             flags,
@@ -742,6 +862,7 @@ impl Conn {
         self.await_cts.push(TxRndv {
             id,
             req,
+            acked: ack != 0,
             len,
             want: 0,
             off: 0,
@@ -753,7 +874,7 @@ impl Conn {
             return;
         };
         let chunk = self.cfg.data_chunk.min(s.want - s.off);
-        let (id, off, req) = (s.id, s.off, s.req);
+        let (id, off, req, acked) = (s.id, s.off, s.req, s.acked);
         s.off += chunk;
         let last = s.off == s.want;
         if last {
@@ -768,7 +889,7 @@ impl Conn {
         self.stage_frame(&r, &[], Done::Nothing);
         let mut out = [IoVec::default(); MAX_IOV];
         let n = clip(req.iov(), off, chunk, &mut out);
-        let done = if last {
+        let done = if last && !acked {
             Done::Send(req.context)
         } else {
             Done::Nothing
@@ -776,8 +897,14 @@ impl Conn {
         self.push_user(&out[..n], done);
     }
 
-    /// Rendezvous that `post_recv` matched for this connection: CTS them.
+    /// Rendezvous that `post_recv` matched for this connection: CTS them;
+    /// messages the `Rx` placed whose senders wait: acknowledge them.
     fn absorb(&mut self, rx: &mut Rx) {
+        while let Some(id) = rx.take_ack(self.id) {
+            if self.state == State::Connected {
+                self.answer(id, 0, rma::RespSrc::None, 0);
+            }
+        }
         while let Some(m) = rx.take_matched(self.id) {
             if self.state != State::Connected {
                 if let Some(b) = m.bound {
@@ -857,6 +984,31 @@ impl Conn {
                     None => Target::Discard(*left),
                 }
             }
+            RxState::WriteData { left } => {
+                let n = match &self.wr {
+                    Some(w) if w.status == 0 => {
+                        clip(&w.iov[..w.cnt], w.got, *left, &mut self.scratch)
+                    }
+                    _ => 0,
+                };
+                if n == 0 {
+                    // Refused (or nothing to land): drop the data.
+                    Target::Discard(*left)
+                } else {
+                    Target::Payload(&self.scratch[..n])
+                }
+            }
+            RxState::Answer { id, left } => {
+                let n = match self.outstanding.get(id) {
+                    Some(o) => clip(&o.dest[..o.cnt], o.got, *left, &mut self.scratch),
+                    None => 0,
+                };
+                if n == 0 {
+                    Target::Discard(*left)
+                } else {
+                    Target::Payload(&self.scratch[..n])
+                }
+            }
             RxState::Discard { left } => Target::Discard(*left),
             RxState::Parked(_) => Target::Blocked,
             RxState::Closed => Target::Closed,
@@ -924,6 +1076,44 @@ impl Conn {
                     RxState::Header { got: 0 }
                 }
             }
+            RxState::WriteData { left } => {
+                let n = n.min(left);
+                let left = left - n;
+                let complete = match &mut self.wr {
+                    Some(w) => {
+                        w.got = w.got.saturating_add(n).min(w.total);
+                        w.got == w.total
+                    }
+                    None => false,
+                };
+                if complete {
+                    self.finish_write(rx);
+                }
+                if left > 0 {
+                    RxState::WriteData { left }
+                } else {
+                    RxState::Header { got: 0 }
+                }
+            }
+            RxState::Answer { id, left } => {
+                let n = n.min(left);
+                let left = left - n;
+                let complete = match self.outstanding.get_mut(&id) {
+                    Some(o) => {
+                        o.got = o.got.saturating_add(n).min(o.want);
+                        o.got == o.want
+                    }
+                    None => false,
+                };
+                if complete {
+                    self.answered(id, 0);
+                }
+                if left > 0 {
+                    RxState::Answer { id, left }
+                } else {
+                    RxState::Header { got: 0 }
+                }
+            }
             RxState::Discard { left } => after_payload(left.saturating_sub(n)),
             st @ (RxState::Parked(_) | RxState::Closed) => st,
         };
@@ -937,6 +1127,9 @@ impl Conn {
             data: r.data,
             cq_data: r.flags & flag::CQ_DATA != 0,
             src: self.peer,
+            conn: self.id,
+            ack: (r.flags & (flag::ACK | flag::ACK_PLACED) != 0).then_some(r.id),
+            placed: r.flags & flag::ACK_PLACED != 0,
         }
     }
 
@@ -964,16 +1157,71 @@ impl Conn {
             op::ACCEPT | op::REJECT if r.len > self.cfg.max_cm_data as u64 => {
                 Some("private data longer than allowed")
             }
-            op::MSG | op::RTS | op::CTS | op::DATA if !connected => {
+            op::MSG
+            | op::RTS
+            | op::CTS
+            | op::DATA
+            | op::WRITE
+            | op::READ
+            | op::ATOMIC
+            | op::RESP
+            | op::RESP_DATA
+                if !connected =>
+            {
                 Some("traffic before the connection is up")
             }
             op::SHUTDOWN if !connected => Some("SHUTDOWN before the connection is up"),
-            _ => None,
+            _ => match &self.wr {
+                // A WRITE's data comes back to back: only frames that
+                // execute nothing here may come between.
+                Some(w)
+                    if !(matches!(r.op, op::CTS | op::RESP | op::RESP_DATA | op::SHUTDOWN)
+                        || (r.op == op::DATA && r.id == w.id)) =>
+                {
+                    Some("a frame inside a WRITE's data")
+                }
+                _ => None,
+            },
         };
         if let Some(v) = violation {
             return self.protocol_error(rx, ProtoError::Violation(v));
         }
+        if matches!(r.op, op::MSG | op::DATA | op::WRITE | op::ATOMIC) {
+            // This frame may change memory a READ answer still refers to.
+            self.capture(rx);
+        }
         match r.op {
+            op::WRITE => {
+                // The descriptor first; the data lands after it is resolved.
+                let buf = rx.alloc_buf((r.len - r.tag) as usize);
+                self.rstate = RxState::Ctrl {
+                    repr: r,
+                    buf,
+                    got: 0,
+                };
+            }
+            op::READ | op::ATOMIC => {
+                let buf = rx.alloc_buf(r.len as usize);
+                self.rstate = RxState::Ctrl {
+                    repr: r,
+                    buf,
+                    got: 0,
+                };
+            }
+            op::RESP => self.on_resp(&r, rx),
+            op::RESP_DATA => self.on_resp_data(&r, rx),
+            op::DATA if self.wr.is_some() => {
+                let room = self.wr.as_ref().map_or(0, |w| w.total - w.got);
+                if r.len > room as u64 {
+                    return self.protocol_error(
+                        rx,
+                        ProtoError::Violation("DATA beyond the WRITE's length"),
+                    );
+                }
+                self.rstate = RxState::WriteData {
+                    left: r.len as usize,
+                };
+            }
             op::HELLO | op::ACCEPT | op::REJECT | op::RTS => {
                 let buf = rx.alloc_buf(r.len as usize);
                 if buf.is_empty() {
@@ -1069,6 +1317,7 @@ impl Conn {
                 };
                 self.place(inc, rx);
             }
+            op::WRITE | op::READ | op::ATOMIC => self.on_request(r, buf, rx),
             _ => {}
         }
     }
@@ -1101,10 +1350,19 @@ impl Conn {
         }
         rx.charge(cost);
         match inc.rndv {
-            Some(id) => {
-                rx.push_unexpected(&inc.meta, inc.size, Pending::Rndv { conn: self.id, id })
+            Some(id) => rx.push_unexpected(
+                &inc.meta,
+                inc.size,
+                Pending::Rndv {
+                    conn: self.id,
+                    id,
+                    acked: inc.meta.ack.is_some(),
+                },
+            ),
+            None if inc.size == 0 => {
+                let p = self.unexpected_eager(&inc.meta, Vec::new(), rx);
+                rx.push_unexpected(&inc.meta, 0, p)
             }
-            None if inc.size == 0 => rx.push_unexpected(&inc.meta, 0, Pending::Eager(Vec::new())),
             None => {
                 let buf = rx.alloc_buf(inc.size);
                 self.rstate = RxState::Buffer { inc, buf, got: 0 };
@@ -1122,7 +1380,27 @@ impl Conn {
                 rx.uncharge(inc.size);
                 rx.finish_with_copy(b, buf);
             }
-            None => rx.push_unexpected(&inc.meta, inc.size, Pending::Eager(buf)),
+            None => {
+                let p = self.unexpected_eager(&inc.meta, buf, rx);
+                rx.push_unexpected(&inc.meta, inc.size, p)
+            }
+        }
+    }
+
+    /// An eager message waits for a receive: a sender waiting for receipt
+    /// is acknowledged now, one waiting for placement when it is placed.
+    fn unexpected_eager(&mut self, meta: &Meta, bytes: Vec<u8>, rx: &mut Rx) -> Pending {
+        match meta.ack {
+            Some(id) if meta.placed => Pending::EagerAcked {
+                bytes,
+                conn: self.id,
+                id,
+            },
+            Some(id) => {
+                rx.queue_ack(self.id, id);
+                Pending::Eager(bytes)
+            }
+            None => Pending::Eager(bytes),
         }
     }
 
@@ -1139,9 +1417,11 @@ impl Conn {
         let mut t = self.await_cts.swap_remove(i);
         t.want = r.data as usize;
         if t.want == 0 {
-            self.events.push_back(Event::SendComplete {
-                context: t.req.context,
-            });
+            if !t.acked {
+                self.events.push_back(Event::SendComplete {
+                    context: t.req.context,
+                });
+            }
         } else {
             self.streams.push_back(t);
         }
@@ -1154,23 +1434,48 @@ impl Conn {
         self.fail_all(rx, errno::FI_EIO);
     }
 
-    /// Fails sends not yet committed to the stream.
+    /// Fails operations not yet written whole, and requests not answered.
     fn fail_queued(&mut self, err: i32) {
-        let contexts: Vec<usize> = self
+        let queued: Vec<(usize, bool)> = self
             .sendq
             .drain(..)
-            .map(|r| r.context)
-            .chain(self.await_cts.drain(..).map(|t| t.req.context))
-            .chain(self.streams.drain(..).map(|t| t.req.context))
+            .map(|r| (r.context(), r.is_send()))
+            .chain(
+                self.await_cts
+                    .drain(..)
+                    .filter(|t| !t.acked)
+                    .map(|t| (t.req.context, true)),
+            )
+            .chain(
+                self.streams
+                    .drain(..)
+                    .filter(|t| !t.acked)
+                    .map(|t| (t.req.context, true)),
+            )
             .collect();
-        for context in contexts {
-            self.events.push_back(Event::SendError { context, err });
+        for (context, send) in queued {
+            self.events.push_back(if send {
+                Event::SendError { context, err }
+            } else {
+                Event::RmaError { context, err }
+            });
+        }
+        self.wstream = None;
+        let mut waiting: Vec<(u64, rma::Outgoing)> = self.outstanding.drain().collect();
+        waiting.sort_by_key(|(id, _)| *id);
+        for (_, o) in waiting {
+            self.events.push_back(o.failed(err));
         }
     }
 
     /// Fails every receive this connection holds and drops its unexpected
     /// rendezvous from the `Rx`.
     fn fail_receives(&mut self, rx: &mut Rx, err: i32) {
+        if let Some(w) = self.wr.take() {
+            if let (Some(g), Some(m)) = (w.grant, rx.memory()) {
+                m.release(g, false);
+            }
+        }
         match std::mem::replace(&mut self.rstate, RxState::Closed) {
             RxState::Direct(b) => rx.fail(&b, err),
             RxState::Buffer { inc, buf, .. } => {
@@ -1202,6 +1507,9 @@ impl Conn {
         self.stage.clear();
         self.seg_off = 0;
         self.ctrl.clear();
+        self.resps.clear();
+        self.mem_refs = 0;
+        self.wstream = None;
         self.state = State::Closed;
         self.rstate = RxState::Closed;
     }

@@ -80,9 +80,10 @@ impl std::fmt::Display for ProtoError {
 
 impl std::error::Error for ProtoError {}
 
-/// An event for the driver. Connection events and send completions come
-/// from [`Conn::poll_event`](super::Conn::poll_event); receive completions
-/// from [`Rx::poll_event`](super::Rx::poll_event).
+/// An event for the driver. Connection events, send and one-sided
+/// completions come from [`Conn::poll_event`](super::Conn::poll_event);
+/// receive completions and remote CQ data from
+/// [`Rx::poll_event`](super::Rx::poll_event).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// Server side: a HELLO arrived; answer with `accept` or `reject`.
@@ -140,6 +141,33 @@ pub enum Event {
         flags: u64,
         /// Tag of the message or of the receive.
         tag: u64,
+    },
+    /// A one-sided request completed: the target executed it and answered
+    /// (read data and fetched values have landed).
+    RmaComplete {
+        /// The request's context.
+        context: usize,
+    },
+    /// A one-sided request failed: the target's answer (`FI_EKEYREJECTED`,
+    /// `FI_EACCES` …) or a lost connection. Nothing was written at the
+    /// target when it refused the request.
+    RmaError {
+        /// The request's context.
+        context: usize,
+        /// FI_E* error number.
+        err: i32,
+    },
+    /// A peer's write or atomic carrying remote CQ data was executed here:
+    /// a receive-CQ entry that consumes no posted receive.
+    RemoteCqData {
+        /// CQ flags: `FI_RMA` or `FI_ATOMIC`, `FI_REMOTE_WRITE`, `FI_REMOTE_CQ_DATA`.
+        flags: u64,
+        /// Bytes written.
+        len: usize,
+        /// The remote CQ data.
+        data: u64,
+        /// Source fi_addr of the connection the request came on.
+        src: u64,
     },
     /// A posted receive was cancelled.
     RecvCanceled {

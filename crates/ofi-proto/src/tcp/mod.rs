@@ -3,6 +3,11 @@
 //! eager and rendezvous messages, tag matching shared by all connections of
 //! an endpoint, receives that land in place, bounded unexpected memory.
 //!
+//! One-sided requests (RMA writes and reads, atomics) travel on the same
+//! connections; the target executes them in stream order against the
+//! endpoint's registered memory, which the driver lends as a [`Memory`]
+//! (see [`one_sided`](self::RmaReq) for the ordering rules).
+//!
 //! Two objects, both owned by the driver:
 //! - [`Rx`], one per endpoint: posted receives, unexpected messages, receive
 //!   completions. `post_recv`, `cancel` and the peek family live here.
@@ -39,12 +44,14 @@
 mod conn;
 mod crossing;
 mod event;
+mod one_sided;
 mod rx;
 
 pub use conn::{Config, Conn, SendReq, State, Target, Transmit, TxSlice};
 pub use crossing::{decide_hello, Existing, HelloDecision};
 pub use event::{CopyOut, Event, ProtoError, RecvDone};
 pub use ofi_wire::tcp::reject;
+pub use one_sided::{Ack, AtomicArgs, Grant, Memory, Remote, Req, RmaKind, RmaReq, MAX_RANGES};
 pub use rx::{Pending, RecvReq, Rx, RxConfig, RTS_COST};
 
 /// The driver's name for a connection, unique among the connections that

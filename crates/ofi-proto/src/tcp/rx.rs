@@ -18,6 +18,7 @@
 //! [`RxConfig::max_unexpected_bytes`]), a rendezvous message as its RTS only.
 
 use super::event::{CopyOut, Event, RecvDone};
+use super::one_sided::Memory;
 use super::ConnId;
 use ofi_core::consts::{
     FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED,
@@ -58,6 +59,16 @@ impl Default for RxConfig {
 pub enum Pending {
     /// An eager message's whole payload.
     Eager(Vec<u8>),
+    /// An eager message whose sender waits for an acknowledgement once it
+    /// is placed (`FI_DELIVERY_COMPLETE`).
+    EagerAcked {
+        /// The whole payload.
+        bytes: Vec<u8>,
+        /// The connection it came on.
+        conn: ConnId,
+        /// The sender's request id.
+        id: u64,
+    },
     /// A rendezvous request: the payload stays with the sender until a
     /// receive matches and the connection sends CTS.
     Rndv {
@@ -65,6 +76,8 @@ pub enum Pending {
         conn: ConnId,
         /// The sender's rendezvous id.
         id: u64,
+        /// The sender waits for an acknowledgement once it is placed.
+        acked: bool,
     },
     /// A claimed (`FI_PEEK | FI_CLAIM`) rendezvous whose connection died:
     /// the claiming receive completes with an error.
@@ -144,7 +157,7 @@ impl RecvReq {
     }
 }
 
-/// A message's matching fields.
+/// A message's matching fields, and whom to acknowledge it to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Meta {
     pub tagged: bool,
@@ -152,6 +165,12 @@ pub(crate) struct Meta {
     pub data: u64,
     pub cq_data: bool,
     pub src: u64,
+    /// The connection it came on.
+    pub conn: ConnId,
+    /// The sender's request id when it waits for an acknowledgement.
+    pub ack: Option<u64>,
+    /// The acknowledgement waits for placement (else for receipt).
+    pub placed: bool,
 }
 
 impl Meta {
@@ -162,6 +181,7 @@ impl Meta {
             data: u.data,
             cq_data: u.flags & FI_REMOTE_CQ_DATA != 0,
             src: u.src,
+            ..Default::default()
         }
     }
     fn cq_flags(&self) -> u64 {
@@ -280,6 +300,15 @@ struct MultiState {
     released: bool,
 }
 
+/// The endpoint's registered memory, if it is an RMA target.
+struct MemSlot(Option<Box<dyn Memory>>);
+
+impl std::fmt::Debug for MemSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Memory" } else { "None" })
+    }
+}
+
 /// The receive side of an endpoint (see the module documentation).
 #[derive(Debug)]
 pub struct Rx {
@@ -292,6 +321,8 @@ pub struct Rx {
     blocked: Vec<ConnId>,
     multi: Vec<MultiState>,
     pool: Vec<Vec<u8>>,
+    memory: MemSlot,
+    acks: Vec<(ConnId, u64)>,
 }
 
 const POOL_MAX: usize = 64;
@@ -309,7 +340,39 @@ impl Rx {
             blocked: Vec::new(),
             multi: Vec::new(),
             pool: Vec::new(),
+            memory: MemSlot(None),
+            acks: Vec::new(),
         }
+    }
+
+    /// Makes the endpoint a target of one-sided requests: peers' writes,
+    /// reads and atomics run against `memory` (`None`: they are refused
+    /// with `FI_EOPNOTSUPP`).
+    pub fn set_memory(&mut self, memory: Option<Box<dyn Memory>>) {
+        self.memory = MemSlot(memory);
+    }
+
+    /// The target memory, if any.
+    pub(crate) fn memory(&mut self) -> Option<&mut (dyn Memory + 'static)> {
+        self.memory.0.as_deref_mut()
+    }
+
+    /// Queues a receive-side event (remote CQ data).
+    pub(crate) fn push_event(&mut self, e: Event) {
+        self.events.push_back(e);
+    }
+
+    /// Acknowledges request `id` of the sender on `conn` (its message was
+    /// received or placed); the connection sends RESP when next driven.
+    pub(crate) fn queue_ack(&mut self, conn: ConnId, id: u64) {
+        self.acks.push((conn, id));
+        self.wake(conn);
+    }
+
+    /// The next acknowledgement `conn` has to send.
+    pub(crate) fn take_ack(&mut self, conn: ConnId) -> Option<u64> {
+        let i = self.acks.iter().position(|(c, _)| *c == conn)?;
+        Some(self.acks.remove(i).1)
     }
 
     /// The tunables.
@@ -523,12 +586,13 @@ impl Rx {
                 });
             }
             while let Some(u) = self.mq.take_unexpected(tagged, 0) {
-                if let Pending::Eager(v) = u.payload {
+                if let Pending::Eager(v) | Pending::EagerAcked { bytes: v, .. } = u.payload {
                     self.recycle(v);
                 }
             }
         }
         self.unexpected_bytes = 0;
+        self.acks.clear();
         for m in std::mem::take(&mut self.matched) {
             if let Some(b) = m.bound {
                 self.fail(&b, err);
@@ -626,8 +690,12 @@ impl Rx {
         Some(self.matched.remove(i))
     }
 
-    /// Completes a receive with `b.got` bytes placed.
+    /// Completes a receive with `b.got` bytes placed (and acknowledges the
+    /// message if its sender waits for that).
     pub(crate) fn finish(&mut self, b: &Bound, copy: Option<CopyOut>) {
+        if let Some(id) = b.meta.ack {
+            self.queue_ack(b.meta.conn, id);
+        }
         let mut flags = b.meta.cq_flags();
         if b.multi && self.multi_done(b.context) {
             flags |= FI_MULTI_RECV;
@@ -685,6 +753,15 @@ impl Rx {
                 let Some(u) = self.mq.unexpected_mut(tagged, i) else {
                     continue;
                 };
+                if matches!(&u.payload, Pending::EagerAcked { conn: c, .. } if *c == conn) {
+                    // Whole and deliverable; nobody is left to acknowledge.
+                    if let Pending::EagerAcked { bytes, .. } =
+                        std::mem::replace(&mut u.payload, Pending::Lost)
+                    {
+                        u.payload = Pending::Eager(bytes);
+                    }
+                    continue;
+                }
                 if !matches!(u.payload, Pending::Rndv { conn: c, .. } if c == conn) {
                     continue;
                 }
@@ -703,18 +780,29 @@ impl Rx {
         }
         self.blocked.retain(|&c| c != conn);
         self.wake.retain(|&c| c != conn);
+        self.acks.retain(|&(c, _)| c != conn);
         self.wake_blocked();
     }
 
     /// Places an unexpected message into a receive.
-    fn deliver(&mut self, p: Pending, b: Bound) {
+    fn deliver(&mut self, p: Pending, mut b: Bound) {
         match p {
             Pending::Eager(v) => {
                 self.uncharge(v.len());
                 self.finish_with_copy(b, v);
             }
-            Pending::Rndv { conn, id } => {
+            Pending::EagerAcked { bytes, conn, id } => {
+                self.uncharge(bytes.len());
+                b.meta.conn = conn;
+                b.meta.ack = Some(id);
+                self.finish_with_copy(b, bytes);
+            }
+            Pending::Rndv { conn, id, acked } => {
                 self.uncharge(RTS_COST);
+                if acked {
+                    b.meta.conn = conn;
+                    b.meta.ack = Some(id);
+                }
                 let bound = if b.want == 0 {
                     self.finish(&b, None);
                     None
@@ -736,8 +824,16 @@ impl Rx {
                 self.uncharge(v.len());
                 self.recycle(v);
             }
-            Pending::Rndv { conn, id } => {
+            Pending::EagerAcked { bytes, conn, id } => {
+                self.uncharge(bytes.len());
+                self.recycle(bytes);
+                self.queue_ack(conn, id);
+            }
+            Pending::Rndv { conn, id, acked } => {
                 self.uncharge(RTS_COST);
+                if acked {
+                    self.queue_ack(conn, id);
+                }
                 self.matched.push(MatchedRts {
                     conn,
                     id,

@@ -9,11 +9,16 @@
 //! payload reads land inside the buffers the test posted.
 #![allow(dead_code)]
 
+use ofi_core::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE};
+use ofi_core::error::errno;
 use ofi_core::util::iov::IoVec;
+use ofi_core::util::rma::RmaIov;
 use ofi_proto::tcp::{
-    Config, Conn, ConnId, Event, RecvDone, RecvReq, Rx, RxConfig, SendReq, Target, TxSlice,
+    AtomicArgs, Config, Conn, ConnId, Event, Grant, Memory, RecvDone, RecvReq, Rx, RxConfig,
+    SendReq, Target, TxSlice,
 };
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// Proptest case count: `PROPTEST_CASES` if set, else `default`.
 pub fn cases(default: u32) -> u32 {
@@ -60,12 +65,30 @@ const GUARD_BYTE: u8 = 0xee;
 pub const FRESH: u8 = 0xaa;
 
 /// Simulated user memory: a bump-allocated arena.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Mem {
     bytes: Vec<u8>,
+    origin: usize,
+}
+
+impl Default for Mem {
+    fn default() -> Self {
+        Mem::at(MEM_BASE)
+    }
 }
 
 impl Mem {
+    /// An arena whose first simulated address is `origin`.
+    pub fn at(origin: usize) -> Self {
+        Mem {
+            bytes: Vec::new(),
+            origin,
+        }
+    }
+    /// True if `v` lies in this arena.
+    pub fn holds(&self, v: IoVec) -> bool {
+        v.base >= self.origin && v.base + v.len <= self.origin + self.bytes.len()
+    }
     /// A buffer of `len` bytes filled with [`FRESH`], with guard bytes
     /// around it.
     pub fn alloc(&mut self, len: usize) -> IoVec {
@@ -74,7 +97,7 @@ impl Mem {
         self.bytes.resize(off + len, FRESH);
         self.bytes.resize(self.bytes.len() + GUARD, GUARD_BYTE);
         IoVec {
-            base: MEM_BASE + off,
+            base: self.origin + off,
             len,
         }
     }
@@ -86,11 +109,15 @@ impl Mem {
         v
     }
     pub fn get(&self, v: IoVec) -> &[u8] {
-        let off = v.base - MEM_BASE;
+        let off = v.base - self.origin;
         &self.bytes[off..off + v.len]
     }
+    pub fn get_mut(&mut self, v: IoVec) -> &mut [u8] {
+        let off = v.base - self.origin;
+        &mut self.bytes[off..off + v.len]
+    }
     pub fn put(&mut self, base: usize, data: &[u8]) {
-        let off = base - MEM_BASE;
+        let off = base - self.origin;
         self.bytes[off..off + data.len()].copy_from_slice(data);
     }
     /// Copies `src` into `iov` from byte `offset` (what a driver does with
@@ -118,7 +145,7 @@ impl Mem {
     }
     /// True if no guard byte was overwritten.
     pub fn guards_intact(&self, v: IoVec) -> bool {
-        let off = v.base - MEM_BASE;
+        let off = v.base - self.origin;
         self.bytes[off - GUARD..off]
             .iter()
             .all(|&b| b == GUARD_BYTE)
@@ -149,6 +176,166 @@ pub struct Stats {
     pub written: usize,
 }
 
+/// First simulated address of registered (RMA target) memory.
+pub const RMA_BASE: usize = 0x4000_0000;
+
+/// A registered region of a [`SimTarget`].
+#[derive(Clone, Copy, Debug)]
+pub struct SimRegion {
+    pub key: u64,
+    pub buf: IoVec,
+    pub access: u64,
+    /// Offset addressing: the address of the region's first byte.
+    pub offset: u64,
+}
+
+/// Registered memory and remote-access counts of a simulated target.
+#[derive(Debug)]
+pub struct SimTarget {
+    pub mem: Mem,
+    pub regions: Vec<SimRegion>,
+    /// FI_MR_VIRT_ADDR (else offsets).
+    pub virt: bool,
+    /// Live grants: access and resolved ranges.
+    grants: HashMap<u64, (u64, Vec<IoVec>)>,
+    next: u64,
+    pub remote_reads: usize,
+    pub remote_writes: usize,
+    pub released_undone: usize,
+    /// Captures of READ data before a later frame changed memory.
+    pub copies: usize,
+}
+
+impl SimTarget {
+    pub fn new(virt: bool) -> Arc<Mutex<SimTarget>> {
+        Arc::new(Mutex::new(SimTarget {
+            mem: Mem::at(RMA_BASE),
+            regions: Vec::new(),
+            virt,
+            grants: HashMap::new(),
+            next: 1,
+            remote_reads: 0,
+            remote_writes: 0,
+            released_undone: 0,
+            copies: 0,
+        }))
+    }
+    /// Registers `len` bytes holding `pattern(seed)`; returns the region.
+    pub fn register(&mut self, key: u64, len: usize, seed: u64, access: u64) -> SimRegion {
+        let buf = self.mem.alloc_pattern(len, seed);
+        let r = SimRegion {
+            key,
+            buf,
+            access,
+            offset: 0,
+        };
+        self.regions.push(r);
+        r
+    }
+    /// The address a peer names for byte `off` of region `r`.
+    pub fn addr(&self, r: &SimRegion, off: usize) -> u64 {
+        if self.virt {
+            (r.buf.base + off) as u64
+        } else {
+            r.offset + off as u64
+        }
+    }
+    /// True if `v` lies inside a registered region.
+    pub fn inside(&self, v: IoVec) -> bool {
+        self.regions
+            .iter()
+            .any(|r| v.base >= r.buf.base && v.base + v.len <= r.buf.base + r.buf.len)
+    }
+    fn resolve_one(&self, x: &RmaIov, access: u64) -> Result<IoVec, i32> {
+        let r = self
+            .regions
+            .iter()
+            .find(|r| r.key == x.key)
+            .ok_or(errno::FI_EKEYREJECTED)?;
+        if r.access & access != access {
+            return Err(errno::FI_EACCES);
+        }
+        let start = if self.virt {
+            r.buf.base as u64
+        } else {
+            r.offset
+        };
+        let end = start + r.buf.len as u64;
+        let ok = x.addr >= start && x.addr.checked_add(x.len as u64).is_some_and(|e| e <= end);
+        if !ok {
+            return Err(errno::FI_EACCES);
+        }
+        Ok(IoVec {
+            base: r.buf.base + (x.addr - start) as usize,
+            len: x.len,
+        })
+    }
+}
+
+/// The [`Memory`] a simulated side lends its `Rx`.
+pub struct SimMemory(pub Arc<Mutex<SimTarget>>);
+
+impl Memory for SimMemory {
+    fn resolve(&mut self, ranges: &[RmaIov], access: u64, out: &mut [IoVec]) -> Result<Grant, i32> {
+        let mut t = self.0.lock().unwrap();
+        assert_eq!(out.len(), ranges.len());
+        for (o, x) in out.iter_mut().zip(ranges) {
+            *o = t.resolve_one(x, access)?;
+        }
+        let g = t.next;
+        t.next += 1;
+        t.grants.insert(g, (access, out.to_vec()));
+        Ok(Grant(g))
+    }
+    fn release(&mut self, grant: Grant, done: bool) {
+        let mut t = self.0.lock().unwrap();
+        let (access, _) = t
+            .grants
+            .remove(&grant.0)
+            .expect("release of an unknown grant");
+        if !done {
+            t.released_undone += 1;
+        } else if access == FI_REMOTE_READ {
+            t.remote_reads += 1;
+        } else {
+            assert_eq!(access, FI_REMOTE_WRITE);
+            t.remote_writes += 1;
+        }
+    }
+    fn read(&mut self, from: IoVec, into: &mut [u8]) {
+        let mut t = self.0.lock().unwrap();
+        assert!(t.inside(from), "capture outside every region: {from:?}");
+        into.copy_from_slice(t.mem.get(from));
+        t.copies += 1;
+    }
+    fn atomic(
+        &mut self,
+        grant: Grant,
+        index: usize,
+        args: &AtomicArgs,
+        operand: &[u8],
+        compare: &[u8],
+        result: &mut [u8],
+    ) -> Result<(), i32> {
+        let mut t = self.0.lock().unwrap();
+        let target = t
+            .grants
+            .get(&grant.0)
+            .expect("atomic on an unknown grant")
+            .1[index];
+        ofi_core::util::atomic::apply(
+            args.kind,
+            args.op,
+            args.datatype,
+            t.mem.get_mut(target),
+            operand,
+            compare,
+            result,
+        )
+        .map_err(|e| e.code())
+    }
+}
+
 /// One endpoint: its receive side, its connections, its memory.
 pub struct Side {
     pub addr: Vec<u8>,
@@ -163,9 +350,52 @@ pub struct Side {
     pub posted_regions: Vec<IoVec>,
     pub stats: Stats,
     pub wakeups: usize,
+    /// Registered memory peers' one-sided requests run against.
+    pub target: Option<Arc<Mutex<SimTarget>>>,
 }
 
 impl Side {
+    /// Makes this side an RMA target (virtual or offset addressing).
+    pub fn make_target(&mut self, virt: bool) -> Arc<Mutex<SimTarget>> {
+        let t = SimTarget::new(virt);
+        self.rx.set_memory(Some(Box::new(SimMemory(t.clone()))));
+        self.target = Some(t.clone());
+        t
+    }
+
+    /// The outcome of one-sided request `context`, if it completed.
+    pub fn rma_result(&self, context: usize) -> Option<Result<(), i32>> {
+        self.conn_events.iter().find_map(|(_, e)| match e {
+            Event::RmaComplete { context: c } if *c == context => Some(Ok(())),
+            Event::RmaError { context: c, err } if *c == context => Some(Err(*err)),
+            _ => None,
+        })
+    }
+
+    /// Remote CQ data entries delivered here: (flags, len, data, src).
+    pub fn remote_cq(&self) -> Vec<(u64, usize, u64, u64)> {
+        self.rx_events
+            .iter()
+            .filter_map(|e| match e {
+                Event::RemoteCqData {
+                    flags,
+                    len,
+                    data,
+                    src,
+                } => Some((*flags, *len, *data, *src)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Bytes of `v`, in user or registered memory.
+    pub fn bytes(&self, v: IoVec) -> Vec<u8> {
+        match &self.target {
+            Some(t) if v.base >= RMA_BASE => t.lock().unwrap().mem.get(v).to_vec(),
+            _ => self.mem.get(v).to_vec(),
+        }
+    }
+
     pub fn new(addr: &[u8], rx_cfg: RxConfig) -> Self {
         Side {
             addr: addr.to_vec(),
@@ -178,6 +408,7 @@ impl Side {
             posted_regions: Vec::new(),
             stats: Stats::default(),
             wakeups: 0,
+            target: None,
         }
     }
 
@@ -397,6 +628,17 @@ impl World {
                 let room = limit - out.len();
                 match sl {
                     TxSlice::Bytes(b) => out.extend_from_slice(&b[..b.len().min(room)]),
+                    TxSlice::Iov(v) if v.base >= RMA_BASE => {
+                        let t = side
+                            .target
+                            .as_ref()
+                            .expect("registered memory")
+                            .lock()
+                            .unwrap();
+                        assert!(t.inside(v), "answer from outside every region: {v:?}");
+                        let b = t.mem.get(v);
+                        out.extend_from_slice(&b[..b.len().min(room)]);
+                    }
                     TxSlice::Iov(v) => {
                         let b = side.mem.get(v);
                         out.extend_from_slice(&b[..b.len().min(room)]);
@@ -447,18 +689,33 @@ impl World {
                 let mut n = 0;
                 for v in iov {
                     assert!(v.len > 0, "zero-length payload range");
-                    assert!(
-                        side.posted_regions
-                            .iter()
-                            .any(|r| v.base >= r.base && v.base + v.len <= r.base + r.len),
-                        "payload range {v:?} outside every posted buffer"
-                    );
+                    if v.base >= RMA_BASE {
+                        let t = side
+                            .target
+                            .as_ref()
+                            .expect("registered memory")
+                            .lock()
+                            .unwrap();
+                        assert!(t.inside(*v), "payload range {v:?} outside every region");
+                    } else {
+                        assert!(
+                            side.posted_regions
+                                .iter()
+                                .any(|r| v.base >= r.base && v.base + v.len <= r.base + r.len),
+                            "payload range {v:?} outside every posted buffer"
+                        );
+                    }
                     if n == avail {
                         break;
                     }
                     let k = (avail - n).min(v.len);
                     let bytes: Vec<u8> = pipe.drain(..k).collect();
-                    side.mem.put(v.base, &bytes);
+                    if v.base >= RMA_BASE {
+                        let t = side.target.as_ref().expect("registered memory");
+                        t.lock().unwrap().mem.put(v.base, &bytes);
+                    } else {
+                        side.mem.put(v.base, &bytes);
+                    }
                     n += k;
                 }
                 side.stats.payload_bytes += n;

@@ -17,8 +17,8 @@ use ofi_core::object::{EpBindings, RecvOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{
-    decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, RecvReq, Rx, RxConfig,
-    SendReq,
+    decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, RecvReq, Req, Rx,
+    RxConfig,
 };
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -40,7 +40,7 @@ struct Inner {
     sends: Sends,
     peers: HashMap<ConnId, Peer>,
     by_addr: HashMap<u64, ConnId>,
-    parked: HashMap<u64, Vec<SendReq>>,
+    parked: HashMap<u64, Vec<Req>>,
     av_gen: u64,
     ready: Vec<u64>,
     src_ok: bool,
@@ -153,7 +153,7 @@ impl TcpRdmEp {
         if let Some(parked) = g.parked.remove(&dest) {
             let p = g.peers.get_mut(&id).expect("just added");
             for r in parked {
-                let _ = p.link.conn.queue_send(r);
+                let _ = p.link.conn.queue(r);
             }
         }
         Ok(id)
@@ -261,7 +261,7 @@ impl TcpRdmEp {
         moved.extend(g.parked.remove(&fi_addr).unwrap_or_default());
         if let Some(p) = g.peers.get_mut(&id) {
             for r in moved {
-                let _ = p.link.conn.queue_send(r);
+                let _ = p.link.conn.queue(r);
             }
         }
     }
@@ -293,7 +293,7 @@ impl TcpRdmEp {
                         {
                             Some(w) => {
                                 for r in queued {
-                                    let _ = w.link.conn.queue_send(r);
+                                    let _ = w.link.conn.queue(r);
                                 }
                             }
                             None => g.parked.entry(fi_addr).or_default().extend(queued),

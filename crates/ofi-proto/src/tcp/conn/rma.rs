@@ -1,0 +1,722 @@
+//! One-sided requests on a connection: the initiator's side (staging
+//! WRITE, READ and ATOMIC frames, landing answers) and the target's side
+//! (resolving ranges, landing WRITE data in place, serving READs, applying
+//! atomics, answering with RESP), both in stream order.
+
+use super::{Conn, Done, RxState, SegKind, State};
+use crate::tcp::event::{Event, ProtoError};
+use crate::tcp::one_sided::{AtomicArgs, Grant, Remote, RmaKind, RmaReq, MAX_RANGES};
+use crate::tcp::rx::{clip, Rx};
+use ofi_core::consts::{
+    atomic_op, enum_name, ATOMIC_OP_NAMES, FI_ATOMIC, FI_REMOTE_CQ_DATA, FI_REMOTE_READ,
+    FI_REMOTE_WRITE, FI_RMA,
+};
+use ofi_core::error::errno;
+use ofi_core::util::atomic::{self, AtomicKind};
+use ofi_core::util::iov::{iov_len, IoVec};
+use ofi_core::util::matching::MAX_IOV;
+use ofi_core::util::rma::RmaIov;
+use ofi_wire::tcp::{desc_len, flag, kind, op, DescRepr, Range, Repr, RmaDesc};
+
+const _: () = assert!(MAX_RANGES <= MAX_IOV);
+
+/// One of our requests (or an acknowledged send) waiting for its answer.
+#[derive(Debug)]
+pub(super) struct Outgoing {
+    context: usize,
+    /// A message (SendComplete) rather than a one-sided request.
+    send: bool,
+    /// Where the answer lands.
+    pub(super) dest: [IoVec; MAX_IOV],
+    pub(super) cnt: usize,
+    /// Answer length on success.
+    pub(super) want: usize,
+    /// Answer bytes landed.
+    pub(super) got: usize,
+    /// RESP seen (RESP_DATA may follow).
+    answered: bool,
+}
+
+impl Outgoing {
+    /// The completion event of a failure.
+    pub(super) fn failed(&self, err: i32) -> Event {
+        if self.send {
+            Event::SendError {
+                context: self.context,
+                err,
+            }
+        } else {
+            Event::RmaError {
+                context: self.context,
+                err,
+            }
+        }
+    }
+}
+
+/// Our WRITE whose data is still being staged in DATA frames.
+#[derive(Debug)]
+pub(super) struct WStream {
+    id: u64,
+    src: [IoVec; MAX_IOV],
+    cnt: usize,
+    off: usize,
+    total: usize,
+}
+
+/// Where the bytes of an answer come from.
+#[derive(Debug)]
+pub(super) enum RespSrc {
+    None,
+    /// Core-owned bytes; `base` is the answer offset of `bytes[0]`.
+    Bytes {
+        bytes: Vec<u8>,
+        base: usize,
+    },
+    /// Registered memory (READ data).
+    Mem {
+        iov: [IoVec; MAX_IOV],
+        cnt: usize,
+    },
+}
+
+/// An answer to one of the peer's requests, staged a frame at a time.
+#[derive(Debug)]
+pub(super) struct RespOut {
+    id: u64,
+    status: i32,
+    total: usize,
+    sent: usize,
+    started: bool,
+    src: RespSrc,
+}
+
+/// The peer's WRITE whose data is landing.
+#[derive(Debug)]
+pub(super) struct WriteIn {
+    pub(super) id: u64,
+    pub(super) total: usize,
+    pub(super) got: usize,
+    /// 0, or the FI_E* answer (the data is then dropped).
+    pub(super) status: i32,
+    pub(super) grant: Option<Grant>,
+    pub(super) iov: [IoVec; MAX_IOV],
+    pub(super) cnt: usize,
+    cq_data: Option<u64>,
+}
+
+/// Byte ranges of a descriptor whose lengths count `size`-byte units, and
+/// their total; a violation if anything overflows or exceeds `max`.
+fn byte_ranges(
+    d: &DescRepr,
+    size: usize,
+    max: usize,
+) -> Result<([RmaIov; MAX_RANGES], usize), &'static str> {
+    let mut out = [RmaIov::default(); MAX_RANGES];
+    let mut total = 0u64;
+    for (o, r) in out.iter_mut().zip(d.ranges()) {
+        let len = r
+            .len
+            .checked_mul(size as u64)
+            .ok_or("a range length overflows")?;
+        total = total
+            .checked_add(len)
+            .ok_or("the request length overflows")?;
+        if total > max as u64 {
+            return Err("a request longer than the maximum");
+        }
+        *o = RmaIov {
+            addr: r.addr,
+            len: len as usize,
+            key: r.key,
+        };
+    }
+    Ok((out, total as usize))
+}
+
+fn wire_kind(k: AtomicKind) -> u8 {
+    match k {
+        AtomicKind::Basic => kind::ATOMIC,
+        AtomicKind::Fetch => kind::FETCH,
+        AtomicKind::Compare => kind::COMPARE,
+    }
+}
+
+/// Operand and compare bytes an atomic of `bytes` target bytes carries.
+fn operand_bytes(a: &AtomicArgs, bytes: usize) -> (usize, usize) {
+    let operand = if a.kind == AtomicKind::Fetch && a.op == atomic_op::FI_ATOMIC_READ {
+        0
+    } else {
+        bytes
+    };
+    let compare = if a.kind == AtomicKind::Compare {
+        bytes
+    } else {
+        0
+    };
+    (operand, compare)
+}
+
+impl Conn {
+    // ---- initiator ---------------------------------------------------------
+
+    /// Queues a one-sided request, in order with sends. `FI_EINVAL` for
+    /// more ranges than fit or lengths that disagree (remote and local, or
+    /// an atomic's buffers and its element count), `FI_EOPNOTSUPP` for an
+    /// atomic that is not defined, `FI_EMSGSIZE` above `max_msg_size` (an
+    /// atomic: above `max_frame`), `FI_ENOTCONN` once closing.
+    pub fn queue_rma(&mut self, req: RmaReq) -> Result<(), i32> {
+        if req.local_cnt > MAX_IOV
+            || req.compare_cnt > MAX_IOV
+            || req.result_cnt > MAX_IOV
+            || req.remote_cnt == 0
+            || req.remote_cnt > MAX_RANGES
+        {
+            return Err(errno::FI_EINVAL);
+        }
+        if matches!(self.state, State::Closing | State::Closed) {
+            return Err(errno::FI_ENOTCONN);
+        }
+        let remote = req
+            .remote()
+            .iter()
+            .try_fold(0u64, |a, r| a.checked_add(r.len))
+            .ok_or(errno::FI_EINVAL)?;
+        match req.kind {
+            RmaKind::Write | RmaKind::Read => {
+                if remote != iov_len(req.local()) as u64 {
+                    return Err(errno::FI_EINVAL);
+                }
+                if remote > self.cfg.max_msg_size as u64 {
+                    return Err(errno::FI_EMSGSIZE);
+                }
+            }
+            RmaKind::Atomic(a) => {
+                if a.op > u8::MAX as u32 || a.datatype > u8::MAX as u32 {
+                    return Err(errno::FI_EINVAL);
+                }
+                let size = atomic::datatype_size(a.datatype).ok_or(errno::FI_EINVAL)?;
+                if !atomic::valid(a.kind, a.op, a.datatype) {
+                    return Err(errno::FI_EOPNOTSUPP);
+                }
+                let bytes = remote
+                    .checked_mul(size as u64)
+                    .filter(|b| *b <= self.cfg.max_frame as u64)
+                    .ok_or(errno::FI_EMSGSIZE)? as usize;
+                let (ob, cb) = operand_bytes(&a, bytes);
+                let rb = if a.kind == AtomicKind::Basic {
+                    0
+                } else {
+                    bytes
+                };
+                if iov_len(req.local()) != ob
+                    || iov_len(req.compare()) != cb
+                    || iov_len(req.result()) != rb
+                {
+                    return Err(errno::FI_EINVAL);
+                }
+                if desc_len(req.remote_cnt) + ob + cb > self.cfg.max_frame {
+                    return Err(errno::FI_EMSGSIZE);
+                }
+            }
+        }
+        self.sendq.push_back(super::Req::Rma(req));
+        Ok(())
+    }
+
+    /// Records that request `id` waits for an answer landing in `dest`.
+    pub(super) fn await_answer(
+        &mut self,
+        id: u64,
+        context: usize,
+        send: bool,
+        dest: &[IoVec],
+        want: usize,
+    ) {
+        let mut d = [IoVec::default(); MAX_IOV];
+        let cnt = dest.len().min(MAX_IOV);
+        d[..cnt].copy_from_slice(&dest[..cnt]);
+        self.outstanding.insert(
+            id,
+            Outgoing {
+                context,
+                send,
+                dest: d,
+                cnt,
+                want,
+                got: 0,
+                answered: false,
+            },
+        );
+    }
+
+    pub(super) fn commit_rma(&mut self, req: RmaReq) {
+        let id = self.new_id();
+        let mut d = DescRepr {
+            count: req.remote_cnt.min(MAX_RANGES),
+            ..Default::default()
+        };
+        for (w, r) in d.ranges.iter_mut().zip(req.remote()) {
+            let Remote { addr, len, key } = *r;
+            *w = Range { addr, len, key };
+        }
+        let dlen = d.len();
+        let mut desc = [0u8; desc_len(MAX_RANGES)];
+        let cq = if req.cq_data { flag::CQ_DATA } else { 0 };
+        let data = if req.cq_data { req.data } else { 0 };
+        let mut out = [IoVec::default(); MAX_IOV];
+        match req.kind {
+            RmaKind::Write => {
+                d.emit(&mut RmaDesc::new_unchecked(&mut desc[..dlen]));
+                let total = iov_len(req.local());
+                let first = total.min(self.cfg.data_chunk.saturating_sub(dlen));
+                let r = Repr {
+                    op: op::WRITE,
+                    flags: cq,
+                    len: (dlen + first) as u64,
+                    tag: first as u64,
+                    data,
+                    id,
+                };
+                self.stage_frame(&r, &desc[..dlen], Done::Nothing);
+                let n = clip(req.local(), 0, first, &mut out);
+                self.push_user(&out[..n], Done::Nothing);
+                if total > first {
+                    self.wstream = Some(WStream {
+                        id,
+                        src: req.local,
+                        cnt: req.local_cnt.min(MAX_IOV),
+                        off: first,
+                        total,
+                    });
+                }
+                self.await_answer(id, req.context, false, &[], 0);
+            }
+            RmaKind::Read => {
+                d.emit(&mut RmaDesc::new_unchecked(&mut desc[..dlen]));
+                let r = Repr {
+                    op: op::READ,
+                    len: dlen as u64,
+                    id,
+                    ..Default::default()
+                };
+                self.stage_frame(&r, &desc[..dlen], Done::Nothing);
+                let want = iov_len(req.local());
+                self.await_answer(id, req.context, false, req.local(), want);
+            }
+            RmaKind::Atomic(a) => {
+                d.kind = wire_kind(a.kind);
+                d.op = a.op as u8;
+                d.datatype = a.datatype as u8;
+                d.emit(&mut RmaDesc::new_unchecked(&mut desc[..dlen]));
+                let ob = iov_len(req.local());
+                let cb = iov_len(req.compare());
+                let r = Repr {
+                    op: op::ATOMIC,
+                    flags: cq,
+                    len: (dlen + ob + cb) as u64,
+                    tag: (ob + cb) as u64,
+                    data,
+                    id,
+                };
+                self.stage_frame(&r, &desc[..dlen], Done::Nothing);
+                let n = clip(req.local(), 0, ob, &mut out);
+                self.push_user(&out[..n], Done::Nothing);
+                let n = clip(req.compare(), 0, cb, &mut out);
+                self.push_user(&out[..n], Done::Nothing);
+                let want = iov_len(req.result());
+                self.await_answer(id, req.context, false, req.result(), want);
+            }
+        }
+    }
+
+    /// Stages the next DATA frame of the WRITE being sent.
+    pub(super) fn stage_write_chunk(&mut self) {
+        let Some(w) = self.wstream.as_mut() else {
+            return;
+        };
+        let chunk = self.cfg.data_chunk.min(w.total - w.off);
+        let (id, off, src, cnt) = (w.id, w.off, w.src, w.cnt);
+        w.off += chunk;
+        if w.off == w.total {
+            self.wstream = None;
+        }
+        let r = Repr {
+            op: op::DATA,
+            len: chunk as u64,
+            id,
+            ..Default::default()
+        };
+        self.stage_frame(&r, &[], Done::Nothing);
+        let mut out = [IoVec::default(); MAX_IOV];
+        let n = clip(&src[..cnt], off, chunk, &mut out);
+        self.push_user(&out[..n], Done::Nothing);
+    }
+
+    /// Request `id` is answered: complete it (`status` 0) or fail it.
+    pub(super) fn answered(&mut self, id: u64, status: i32) {
+        let Some(o) = self.outstanding.remove(&id) else {
+            return;
+        };
+        let ev = match (status, o.send) {
+            (0, true) => Event::SendComplete { context: o.context },
+            (0, false) => Event::RmaComplete { context: o.context },
+            (e, _) => o.failed(e),
+        };
+        self.events.push_back(ev);
+    }
+
+    pub(super) fn on_resp(&mut self, r: &Repr, rx: &mut Rx) {
+        let Some(o) = self.outstanding.get_mut(&r.id) else {
+            return self
+                .protocol_error(rx, ProtoError::Violation("an answer to an unknown request"));
+        };
+        if o.answered {
+            return self.protocol_error(rx, ProtoError::Violation("a second answer to a request"));
+        }
+        o.answered = true;
+        if r.data != 0 {
+            // A refusal: nothing was executed, nothing follows.
+            return self.answered(r.id, r.data as i32);
+        }
+        if r.tag != o.want as u64 {
+            return self.protocol_error(
+                rx,
+                ProtoError::Violation("an answer whose length differs from the request"),
+            );
+        }
+        if o.want == 0 {
+            self.answered(r.id, 0);
+        } else if r.len > 0 {
+            self.rstate = RxState::Answer {
+                id: r.id,
+                left: r.len as usize,
+            };
+        }
+    }
+
+    pub(super) fn on_resp_data(&mut self, r: &Repr, rx: &mut Rx) {
+        let room = match self.outstanding.get(&r.id) {
+            Some(o) if o.answered => o.want - o.got,
+            _ => {
+                return self.protocol_error(
+                    rx,
+                    ProtoError::Violation("RESP_DATA for no answer in progress"),
+                )
+            }
+        };
+        if r.len > room as u64 {
+            return self.protocol_error(
+                rx,
+                ProtoError::Violation("RESP_DATA beyond the answer's length"),
+            );
+        }
+        self.rstate = RxState::Answer {
+            id: r.id,
+            left: r.len as usize,
+        };
+    }
+
+    // ---- target ------------------------------------------------------------
+
+    /// Queues the answer to the peer's request `id`.
+    pub(super) fn answer(&mut self, id: u64, status: i32, src: RespSrc, total: usize) {
+        self.resps.push_back(RespOut {
+            id,
+            status,
+            total,
+            sent: 0,
+            started: false,
+            src,
+        });
+    }
+
+    /// Stages the next frame of the first answer.
+    pub(super) fn stage_answer(&mut self) {
+        let Some(mut a) = self.resps.pop_front() else {
+            return;
+        };
+        let chunk = (a.total - a.sent).min(self.cfg.data_chunk);
+        let r = if a.started {
+            Repr {
+                op: op::RESP_DATA,
+                len: chunk as u64,
+                id: a.id,
+                ..Default::default()
+            }
+        } else {
+            Repr {
+                op: op::RESP,
+                len: chunk as u64,
+                tag: a.total as u64,
+                data: a.status as u64,
+                id: a.id,
+                ..Default::default()
+            }
+        };
+        a.started = true;
+        let at = a.sent;
+        a.sent += chunk;
+        match &a.src {
+            RespSrc::None => self.stage_frame(&r, &[], Done::Nothing),
+            RespSrc::Bytes { bytes, base } => {
+                let from = at - base;
+                self.stage_frame(&r, &bytes[from..from + chunk], Done::Nothing);
+            }
+            RespSrc::Mem { iov, cnt } => {
+                self.stage_frame(&r, &[], Done::Nothing);
+                let mut out = [IoVec::default(); MAX_IOV];
+                let n = clip(&iov[..*cnt], at, chunk, &mut out);
+                for v in &out[..n] {
+                    self.segs.push_back(super::Seg {
+                        kind: SegKind::Mem(v.base),
+                        len: v.len,
+                        done: Done::Nothing,
+                    });
+                }
+            }
+        }
+        if a.sent < a.total {
+            self.resps.push_front(a);
+        }
+    }
+
+    /// Before a frame that may change memory: copies the READ data still
+    /// waiting to be written out of registered memory, so the answer holds
+    /// what the memory held when the READ was executed.
+    pub(super) fn capture(&mut self, rx: &mut Rx) {
+        if self.mem_refs == 0 {
+            return;
+        }
+        self.mem_refs = 0;
+        let Some(m) = rx.memory() else {
+            return;
+        };
+        for s in self.segs.iter_mut() {
+            if let SegKind::Mem(base) = s.kind {
+                let start = self.stage.len();
+                self.stage.resize(start + s.len, 0);
+                m.read(IoVec { base, len: s.len }, &mut self.stage[start..]);
+                s.kind = SegKind::Staged(start);
+            }
+        }
+        for a in self.resps.iter_mut() {
+            if let RespSrc::Mem { iov, cnt } = a.src {
+                let left = a.total - a.sent;
+                let mut bytes = vec![0u8; left];
+                let mut parts = [IoVec::default(); MAX_IOV];
+                let n = clip(&iov[..cnt], a.sent, left, &mut parts);
+                let mut at = 0;
+                for p in &parts[..n] {
+                    m.read(*p, &mut bytes[at..at + p.len]);
+                    at += p.len;
+                }
+                a.src = RespSrc::Bytes {
+                    bytes,
+                    base: a.sent,
+                };
+            }
+        }
+    }
+
+    /// A WRITE, READ or ATOMIC frame's descriptor (and, for ATOMIC, its
+    /// operands) has been read.
+    pub(super) fn on_request(&mut self, r: Repr, buf: Vec<u8>, rx: &mut Rx) {
+        let dlen = (r.len - r.tag) as usize;
+        let d = match DescRepr::parse(&RmaDesc::new_unchecked(&buf[..dlen.min(buf.len())]), r.op) {
+            Ok(d) => d,
+            Err(e) => {
+                rx.recycle(buf);
+                return self.protocol_error(rx, ProtoError::Wire(e));
+            }
+        };
+        match r.op {
+            op::WRITE => self.start_write(&r, &d, rx),
+            op::READ => self.serve_read(&r, &d, rx),
+            _ => self.serve_atomic(&r, &d, &buf[dlen..], rx),
+        }
+        rx.recycle(buf);
+    }
+
+    fn start_write(&mut self, r: &Repr, d: &DescRepr, rx: &mut Rx) {
+        let (ranges, total) = match byte_ranges(d, 1, self.cfg.max_msg_size) {
+            Ok(x) => x,
+            Err(v) => return self.protocol_error(rx, ProtoError::Violation(v)),
+        };
+        if r.tag > total as u64 {
+            return self.protocol_error(
+                rx,
+                ProtoError::Violation("a WRITE carrying more than its ranges hold"),
+            );
+        }
+        let mut iov = [IoVec::default(); MAX_IOV];
+        let (status, grant) = match rx.memory() {
+            None => (errno::FI_EOPNOTSUPP, None),
+            Some(m) => match m.resolve(&ranges[..d.count], FI_REMOTE_WRITE, &mut iov[..d.count]) {
+                Ok(g) => (0, Some(g)),
+                Err(e) => (e, None),
+            },
+        };
+        self.wr = Some(WriteIn {
+            id: r.id,
+            total,
+            got: 0,
+            status,
+            grant,
+            iov,
+            cnt: d.count,
+            cq_data: (r.flags & flag::CQ_DATA != 0).then_some(r.data),
+        });
+        if r.tag > 0 {
+            self.rstate = RxState::WriteData {
+                left: r.tag as usize,
+            };
+        } else if total == 0 {
+            self.finish_write(rx);
+        }
+    }
+
+    /// The peer's WRITE has all its data: count it, report its CQ data,
+    /// answer.
+    pub(super) fn finish_write(&mut self, rx: &mut Rx) {
+        let Some(w) = self.wr.take() else {
+            return;
+        };
+        if let (Some(g), Some(m)) = (w.grant, rx.memory()) {
+            m.release(g, w.status == 0);
+        }
+        if w.status == 0 {
+            if let Some(data) = w.cq_data {
+                rx.push_event(Event::RemoteCqData {
+                    flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+                    len: w.total,
+                    data,
+                    src: self.peer,
+                });
+            }
+        }
+        self.answer(w.id, w.status, RespSrc::None, 0);
+    }
+
+    fn serve_read(&mut self, r: &Repr, d: &DescRepr, rx: &mut Rx) {
+        let (ranges, total) = match byte_ranges(d, 1, self.cfg.max_msg_size) {
+            Ok(x) => x,
+            Err(v) => return self.protocol_error(rx, ProtoError::Violation(v)),
+        };
+        let mut iov = [IoVec::default(); MAX_IOV];
+        let res = match rx.memory() {
+            None => Err(errno::FI_EOPNOTSUPP),
+            Some(m) => m
+                .resolve(&ranges[..d.count], FI_REMOTE_READ, &mut iov[..d.count])
+                .map(|g| m.release(g, true)),
+        };
+        match res {
+            Ok(()) => {
+                self.mem_refs += total;
+                let cnt = d.count;
+                self.answer(r.id, 0, RespSrc::Mem { iov, cnt }, total);
+            }
+            Err(e) => self.answer(r.id, e, RespSrc::None, 0),
+        }
+    }
+
+    fn serve_atomic(&mut self, r: &Repr, d: &DescRepr, payload: &[u8], rx: &mut Rx) {
+        let (o, dt) = (u32::from(d.op), u32::from(d.datatype));
+        let size = match atomic::datatype_size(dt) {
+            Some(s) if enum_name(ATOMIC_OP_NAMES, o).is_some() => s,
+            _ => {
+                return self.protocol_error(
+                    rx,
+                    ProtoError::Violation("an unknown atomic operation or datatype"),
+                )
+            }
+        };
+        let k = match d.kind {
+            kind::ATOMIC => AtomicKind::Basic,
+            kind::FETCH => AtomicKind::Fetch,
+            _ => AtomicKind::Compare,
+        };
+        let args = AtomicArgs {
+            kind: k,
+            op: o,
+            datatype: dt,
+        };
+        let (ranges, total) = match byte_ranges(d, size, self.cfg.max_frame) {
+            Ok(x) => x,
+            Err(v) => return self.protocol_error(rx, ProtoError::Violation(v)),
+        };
+        let (ob, cb) = operand_bytes(&args, total);
+        if payload.len() != ob + cb {
+            return self.protocol_error(
+                rx,
+                ProtoError::Violation("ATOMIC operands disagree with its ranges"),
+            );
+        }
+        let (operand, compare) = payload.split_at(ob);
+        let mut result = if k == AtomicKind::Basic {
+            Vec::new()
+        } else {
+            rx.alloc_buf(total)
+        };
+        let access = if o == atomic_op::FI_ATOMIC_READ {
+            FI_REMOTE_READ
+        } else {
+            FI_REMOTE_WRITE
+        };
+        let mut iov = [IoVec::default(); MAX_IOV];
+        let status = if !atomic::valid(k, o, dt) {
+            errno::FI_EOPNOTSUPP
+        } else {
+            match rx.memory() {
+                None => errno::FI_EOPNOTSUPP,
+                Some(m) => match m.resolve(&ranges[..d.count], access, &mut iov[..d.count]) {
+                    Err(e) => e,
+                    Ok(g) => {
+                        let mut at = 0;
+                        let mut st = 0;
+                        for (i, rg) in ranges[..d.count].iter().enumerate() {
+                            let span = at..at + rg.len;
+                            let opnd = if ob > 0 { &operand[span.clone()] } else { &[] };
+                            let cmp = if cb > 0 { &compare[span.clone()] } else { &[] };
+                            let res: &mut [u8] = if result.is_empty() {
+                                &mut []
+                            } else {
+                                &mut result[span]
+                            };
+                            if let Err(e) = m.atomic(g, i, &args, opnd, cmp, res) {
+                                st = e;
+                                break;
+                            }
+                            at += rg.len;
+                        }
+                        m.release(g, st == 0);
+                        st
+                    }
+                },
+            }
+        };
+        if status == 0 && r.flags & flag::CQ_DATA != 0 {
+            rx.push_event(Event::RemoteCqData {
+                flags: FI_ATOMIC | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+                len: total,
+                data: r.data,
+                src: self.peer,
+            });
+        }
+        if status == 0 && k != AtomicKind::Basic {
+            let n = result.len();
+            self.answer(
+                r.id,
+                0,
+                RespSrc::Bytes {
+                    bytes: result,
+                    base: 0,
+                },
+                n,
+            );
+        } else {
+            rx.recycle(result);
+            self.answer(r.id, status, RespSrc::None, 0);
+        }
+    }
+}
