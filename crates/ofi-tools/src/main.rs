@@ -1,4 +1,4 @@
-//! `ofi`: the command-line tools of ofi (info, pingpong).
+//! `ofi`: the command-line tools of ofi (info, pingpong, bw).
 
 #![deny(unsafe_code)]
 
@@ -34,14 +34,20 @@ fn stdout_failed(e: std::io::Error) -> ! {
 }
 
 mod args;
+mod bw;
+mod control;
+mod data;
 mod info;
 mod pingpong;
 mod plot;
+mod report;
+mod setup;
 
 const USAGE: &str = "Usage: ofi <command> [options]
 Commands:
   info       list providers and their offers (fi_info)
   pingpong   latency and bandwidth between two endpoints (fi_pingpong)
+  bw         bandwidth and message rate of streamed sends, RMA or atomics
 Run 'ofi <command> -h' for a command's options.";
 
 fn main() {
@@ -49,6 +55,7 @@ fn main() {
     let code = match argv.first().map(String::as_str) {
         Some("info") => info::run(&argv[1..]),
         Some("pingpong") => pingpong::run(&argv[1..]),
+        Some("bw") => bw::run(&argv[1..]),
         Some("-h") | Some("--help") | None => {
             outln!("{USAGE}");
             0

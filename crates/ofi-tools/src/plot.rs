@@ -1,24 +1,26 @@
 //! CSV output and an SVG plot of latency and bandwidth against size.
 
-use crate::pingpong::Row;
+use crate::report::Row;
 use std::fmt::Write as _;
 
-/// Writes one line per size.
+/// Writes one line per size; the percentile columns are empty when the
+/// tool did not measure them.
 pub fn write_csv(path: &str, rows: &[Row]) -> std::io::Result<()> {
     let mut s = String::from("bytes,iters,seconds,mb_per_sec,usec_per_xfer,p50_us,p99_us,max_us\n");
     for r in rows {
-        let _ = writeln!(
+        let _ = write!(
             s,
-            "{},{},{:.6},{:.2},{:.3},{:.3},{:.3},{:.3}",
+            "{},{},{:.6},{:.2},{:.3}",
             r.size,
             r.iters,
             r.secs,
             r.mbps(),
-            r.usec(),
-            r.p50,
-            r.p99,
-            r.max
+            r.usec()
         );
+        let _ = match r.lat {
+            Some(l) => writeln!(s, ",{:.3},{:.3},{:.3}", l.p50, l.p99, l.max),
+            None => writeln!(s, ",,,"),
+        };
     }
     std::fs::write(path, s)
 }
@@ -140,8 +142,9 @@ fn panel(s: &mut String, x0: f64, title: &str, unit: &str, pts: &[(f64, f64)], c
     );
 }
 
-/// Writes a two-panel SVG: one-way latency (p50) and bandwidth against size.
-pub fn write_svg(path: &str, rows: &[Row], provider: &str) -> std::io::Result<()> {
+/// Writes a two-panel SVG: latency (the p50 one-way latency when measured,
+/// else µs per transfer) and bandwidth against size.
+pub fn write_svg(path: &str, rows: &[Row], tool: &str, provider: &str) -> std::io::Result<()> {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -150,12 +153,20 @@ pub fn write_svg(path: &str, rows: &[Row], provider: &str) -> std::io::Result<()
     let _ = writeln!(s, r#"<rect width="860" height="340" fill="white"/>"#);
     // Zero-byte rows have no place on log axes.
     let rows: Vec<&Row> = rows.iter().filter(|r| r.size > 0).collect();
-    let lat: Vec<(f64, f64)> = rows.iter().map(|r| (r.size as f64, r.p50)).collect();
+    let lat: Vec<(f64, f64)> = rows
+        .iter()
+        .map(|r| (r.size as f64, r.lat.map_or(r.usec(), |l| l.p50)))
+        .collect();
     let bw: Vec<(f64, f64)> = rows.iter().map(|r| (r.size as f64, r.mbps())).collect();
+    let what = if rows.iter().all(|r| r.lat.is_some()) {
+        "one-way latency p50"
+    } else {
+        "usec per transfer"
+    };
     panel(
         &mut s,
         0.0,
-        &format!("ofi pingpong ({provider}): one-way latency p50"),
+        &format!("ofi {tool} ({provider}): {what}"),
         "usec",
         &lat,
         "#1f77b4",
@@ -163,7 +174,7 @@ pub fn write_svg(path: &str, rows: &[Row], provider: &str) -> std::io::Result<()
     panel(
         &mut s,
         430.0,
-        &format!("ofi pingpong ({provider}): bandwidth"),
+        &format!("ofi {tool} ({provider}): bandwidth"),
         "MB/s",
         &bw,
         "#d62728",
