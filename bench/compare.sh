@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench/compare.sh: ofi pingpong against Debian's libfabric fi_pingpong.
+# bench/compare.sh: ofi pingpong against Debian's libfabric fi_pingpong, and
+# ofi bw's one-sided rows (RMA write bandwidth, fetch-add latency).
 #
 # A benchmark, not a test: it prints numbers and checks them against the
 # project's performance targets, and only fails (exit 1) when a run fails,
@@ -9,6 +10,7 @@
 #   bench/compare.sh                  # from any directory; shm and tcp
 #   RUNS=9 PROVIDERS=shm bench/compare.sh
 #   RUNS=3 PROVIDERS=tcp TCP_EPS=rdm bench/compare.sh
+#   RUNS=3 OPS="write atomic" bench/compare.sh     # only the one-sided rows
 #
 # What it does:
 #   1. builds target/release/ofi (cargo build --release -p ofi-tools; a no-op
@@ -30,10 +32,25 @@
 #             socket ping-pong (one-way usec) and a 1 MiB-write stream
 #             (MB/sec), server on cpu 0 and client on cpu 1 as above
 #      (both compiled with cc -O2 into a temporary directory),
-#   5. prints a Markdown table of medians, ratios and the targets.
+#   5. with OPS containing write / atomic, in the same rounds (pinned the
+#      same way, alternating tools the same way):
+#        write:  `ofi bw -o write -S BW_SIZE -W BW_WINDOW` on each provider,
+#                against the physical reference of the same run (shm: the
+#                memcpy bandwidth; tcp: the raw TCP stream), and Debian's
+#                `fi_rma_bw -o write` side by side when it is installed
+#                (fabtests; Debian's libfabric-bin does not ship it), run
+#                with its out-of-band address exchange on the control port
+#        atomic: `ofi bw -o atomic -W 1 -S 8` on shm: 8 B FI_UINT64 FI_SUM
+#                fetch-adds one at a time; half the round trip is the
+#                one-way latency of the target
+#   6. prints Markdown tables of medians, ratios and the targets.
 #
 # Environment:
 #   RUNS          runs per configuration and tool (default 5)
+#   OPS           what to measure (default "send write atomic"): send = the
+#                 ping-pong rows above, write = RMA write bandwidth rows,
+#                 atomic = the shm fetch-add latency row; OPS=send is the
+#                 script as it was before the one-sided rows
 #   PROVIDERS     providers to measure, in order (default "shm tcp"); the old
 #                 PROVIDER (one name) is still honoured when PROVIDERS is unset
 #   SIZES         shm msg sizes in bytes (default "8 4096 1048576")
@@ -42,6 +59,12 @@
 #   TCP_EPS       tcp endpoint types (default "msg rdm")
 #   ITERS         iterations per run (default: by size, 200000 for <= 4 KiB,
 #                 50000 for <= 64 KiB, then 5e9/size with a floor of 500)
+#   BW_SIZE       ofi bw -o write size in bytes (default 1048576)
+#   BW_WINDOW     writes kept in flight (default 64)
+#   BW_ITERS      writes per run (default: as ITERS for BW_SIZE)
+#   ATOMIC_ITERS  fetch-adds per run (default 200000)
+#   FI_RMA_BW     libfabric's RMA bandwidth test (default fi_rma_bw; rows say
+#                 "not installed" when it is missing)
 #   MEMCPY_SIZE   bytes per memcpy in the reference (default 1048576)
 #   RAW_PP_ITERS / RAW_STREAM_ITERS   raw TCP ping-pong round trips (default
 #                 200000) and 1 MiB stream writes (default 5000)
@@ -62,12 +85,21 @@
 # Targets (tcp, msg mode): RDM 8 B latency ofi/libfabric (tcp;ofi_rxm)
 # <= 0.75; MSG 8 B latency ofi/libfabric <= 1.00; RDM 1 MiB bandwidth
 # >= 1.20x libfabric and >= 0.70x the raw TCP stream.
+# Target (shm, atomics): 8 B fetch-and-add latency <= 1.0 usec one-way.
+# The RMA write rows are reported against memcpy / the raw stream and
+# fi_rma_bw without a target.
 # shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 RUNS="${RUNS:-5}"
+OPS="${OPS-send write atomic}"
+BW_SIZE="${BW_SIZE:-1048576}"
+BW_WINDOW="${BW_WINDOW:-64}"
+BW_ITERS="${BW_ITERS:-}"
+ATOMIC_ITERS="${ATOMIC_ITERS:-200000}"
+FI_RMA_BW="${FI_RMA_BW:-fi_rma_bw}"
 PROVIDERS="${PROVIDERS:-${PROVIDER:-shm tcp}}"
 SIZES="${SIZES:-8 4096 1048576}"
 TAGGED_SIZES="${TAGGED_SIZES-8}"
@@ -90,7 +122,8 @@ log() { printf '%s\n' "$*" >&2; }
 die() { log "compare.sh: $*"; exit 1; }
 
 case "$RUNS" in '' | *[!0-9]* | 0) die "RUNS must be a positive integer (got '$RUNS')" ;; esac
-for s in $SIZES $TAGGED_SIZES $TCP_SIZES $MEMCPY_SIZE $RAW_PP_ITERS $RAW_STREAM_ITERS; do
+for s in $SIZES $TAGGED_SIZES $TCP_SIZES $MEMCPY_SIZE $RAW_PP_ITERS $RAW_STREAM_ITERS \
+    $BW_SIZE $BW_WINDOW $BW_ITERS $ATOMIC_ITERS; do
     case "$s" in *[!0-9]*) die "sizes and counts must be numbers (got '$s')" ;; esac
 done
 HAS_SHM=0
@@ -104,6 +137,17 @@ for p in $PROVIDERS; do
 done
 for e in $TCP_EPS; do
     case "$e" in msg | rdm) ;; *) die "TCP_EPS: msg and/or rdm (got '$e')" ;; esac
+done
+OP_SEND=0
+OP_WRITE=0
+OP_ATOMIC=0
+for o in $OPS; do
+    case "$o" in
+        send) OP_SEND=1 ;;
+        write) OP_WRITE=1 ;;
+        atomic) OP_ATOMIC=1 ;;
+        *) die "OPS: send, write and/or atomic (got '$o')" ;;
+    esac
 done
 
 # --- tools --------------------------------------------------------------------
@@ -321,11 +365,76 @@ run_raw() {
     log "   $(printf '%-30s run %d: %10s usec/xfer %12s MB/sec' "$tag" "$round" "$usec" "$mbs")"
 }
 
+# run_bw TOOL PROV OP SIZE ROUND: one `ofi bw` (TOOL ofi) or fi_rma_bw (TOOL
+# libfabric) server/client pair, pinned like the others; appends
+# "usec mbs round oneway" to $WORK/bw-TOOL-PROV-OP-SIZE.dat (oneway: the
+# one-way line of ofi bw -o atomic -W 1, else "-").
+run_bw() {
+    local tool="$1" prov="$2" op="$3" size="$4" round="$5" iters window tag out
+    local bin flags
+    if [ "$op" = atomic ]; then
+        iters="$ATOMIC_ITERS"
+        window=1
+    else
+        iters="${BW_ITERS:-$(iters_for "$size")}"
+        window="$BW_WINDOW"
+    fi
+    tag="bw-$tool-$prov-$op-$size"
+    out="$WORK/$tag.r$round"
+    fresh_port
+    local server_end=() client_end=()
+    if [ "$tool" = ofi ]; then
+        bin=("$OFI_BIN" bw)
+        server_end=(-B "$PORT")
+        client_end=(-P "$PORT" 127.0.0.1)
+    else
+        bin=("$FI_RMA_BW")
+        # fabtests: -E=PORT exchanges addresses over a socket on PORT.
+        server_end=("-E=$PORT")
+        client_end=("-E=$PORT" 127.0.0.1)
+    fi
+    flags=(-p "$prov" -o "$op" -S "$size" -I "$iters" -W "$window")
+
+    if ! start_server "$out.server" "$tag run $round" \
+        taskset -c "$SERVER_CPU" "${bin[@]}" "${flags[@]}" "${server_end[@]}"; then
+        echo "$round server did not listen" >>"$WORK/$tag.fail"
+        return 0
+    fi
+    finish_pair "$out" taskset -c "$CLIENT_CPU" "${bin[@]}" "${flags[@]}" "${client_end[@]}"
+
+    # The row under the header line naming MB/sec, by column name (ofi bw
+    # prints fi_pingpong's columns, fabtests its own).
+    local vals usec mbs oneway
+    vals="$(awk '{ for (i = 1; i <= NF; i++) if ($i == "MB/sec") { m = i; for (j = 1; j <= NF; j++) if ($j == "usec/xfer") u = j; getline; print $u, $m; exit } }' "$out.client")"
+    usec="${vals% *}"
+    mbs="${vals#* }"
+    oneway="$(awk '/one-way/ { for (i = 2; i <= NF; i++) if ($i == "usec") v = $(i - 1) } END { print (v == "" ? "-" : v) }' "$out.client")"
+    case "$usec$mbs" in *[!0-9.]* | "") usec="" ;; esac
+    if [ "$CRC" -ne 0 ] || [ "$SRC" -ne 0 ] || [ -z "$usec" ] || { [ "$op" = atomic ] && [ "$oneway" = - ]; }; then
+        log "   $tag run $round: FAILED (client rc=$CRC, server rc=$SRC; 124 = timeout)"
+        sed 's/^/     client: /' "$out.client" | tail -5 >&2 || true
+        sed 's/^/     server: /' "$out.server" | tail -5 >&2 || true
+        {
+            printf '%s client rc=%s server rc=%s (124 = timeout);' "$round" "$CRC" "$SRC"
+            printf ' client: %s;' "$(grep -v 'MB/sec' "$out.client" | tail -2 | tr '\n' ' ')"
+            printf ' server: %s\n' "$(tail -2 "$out.server" | tr '\n' ' ')"
+        } >>"$WORK/$tag.fail"
+        FAILURES=$((FAILURES + 1))
+        return 0
+    fi
+    # usec/xfer with more digits than the 2 printed: size / MB/sec.
+    usec="$(awk -v s="$size" -v u="$usec" -v b="$mbs" 'BEGIN { if (s > 0 && b > 0) printf "%.4f\n", s / b; else print u }')"
+    printf '%s %s %s %s\n' "$usec" "$mbs" "$round" "$oneway" >>"$WORK/$tag.dat"
+    log "   $(printf '%-30s run %d: %10s usec/xfer %12s MB/sec%s' "$tag" "$round" "$usec" "$mbs" \
+        "$([ "$oneway" = - ] || echo ", one-way $oneway usec")")"
+}
+
 # --- runs ---------------------------------------------------------------------
 
 # Configurations: PROV:EP:MODE:SIZE.
 CONFIGS=()
 for p in $PROVIDERS; do
+    [ "$OP_SEND" = 1 ] || break
     case "$p" in
         shm)
             for s in $SIZES; do CONFIGS+=("shm:rdm:msg:$s"); done
@@ -338,7 +447,34 @@ for p in $PROVIDERS; do
             ;;
     esac
 done
-[ "${#CONFIGS[@]}" -gt 0 ] || die "nothing to run: no sizes for the chosen providers"
+# One-sided configurations: PROV:OP:SIZE.
+# A provider whose offers lack the capability gets no row (a note instead).
+BW_CONFIGS=()
+NO_CAP=""
+offers() { # PROV CAP: does ofi offer an RDM endpoint with CAP on PROV?
+    "$OFI_BIN" info -p "$1" -c "$2" -t FI_EP_RDM 2>/dev/null | grep -q '^provider:'
+}
+for p in $PROVIDERS; do
+    if [ "$OP_WRITE" = 1 ]; then
+        if offers "$p" FI_RMA; then BW_CONFIGS+=("$p:write:$BW_SIZE"); else NO_CAP="$NO_CAP $p:write:FI_RMA"; fi
+    fi
+    if [ "$OP_ATOMIC" = 1 ] && [ "$p" = shm ]; then
+        if offers shm FI_ATOMIC; then BW_CONFIGS+=("shm:atomic:8"); else NO_CAP="$NO_CAP shm:atomic:FI_ATOMIC"; fi
+    fi
+done
+for n in $NO_CAP; do
+    IFS=: read -r prov op cap <<<"$n"
+    log "note: ofi's $prov offers no $cap yet: no $op row for $prov"
+done
+[ "${#CONFIGS[@]}" -gt 0 ] || [ "${#BW_CONFIGS[@]}" -gt 0 ] || die "nothing to run: no sizes or operations for the chosen providers"
+HAVE_RMA_BW=0
+if [ "$OP_WRITE" = 1 ]; then
+    if command -v "$FI_RMA_BW" >/dev/null 2>&1; then
+        HAVE_RMA_BW=1
+    else
+        log "note: $FI_RMA_BW not installed (Debian's libfabric-bin does not ship fabtests): ofi bw write rows only"
+    fi
+fi
 
 # Share of the cpus busy over one second (other work perturbs the numbers).
 cpu_busy() {
@@ -367,7 +503,8 @@ BUSY_ROUNDS=0
 REFS=""
 [ "$HAS_SHM" = 0 ] || REFS="memcpy $MEMCPY_SIZE B"
 [ "$HAS_TCP" = 0 ] || REFS="${REFS:+$REFS; }raw TCP ping-pong 8 B and stream 1 MiB"
-log "== $RUNS rounds of: ${CONFIGS[*]}; references: $REFS"
+ALL_CONFIGS=("${CONFIGS[@]}" "${BW_CONFIGS[@]}")
+log "== $RUNS rounds of: ${ALL_CONFIGS[*]}; references: $REFS"
 for round in $(seq 1 "$RUNS"); do
     log "-- round $round"
     wait_quiet || BUSY_ROUNDS=$((BUSY_ROUNDS + 1))
@@ -375,6 +512,15 @@ for round in $(seq 1 "$RUNS"); do
         IFS=: read -r prov ep mode size <<<"$c"
         if [ $((round % 2)) -eq 1 ]; then order="ofi libfabric"; else order="libfabric ofi"; fi
         for tool in $order; do run_one "$tool" "$prov" "$ep" "$mode" "$size" "$round"; done
+    done
+    for c in "${BW_CONFIGS[@]}"; do
+        IFS=: read -r prov op size <<<"$c"
+        if [ "$op" = write ] && [ "$HAVE_RMA_BW" = 1 ]; then
+            if [ $((round % 2)) -eq 1 ]; then order="ofi libfabric"; else order="libfabric ofi"; fi
+        else
+            order="ofi"
+        fi
+        for tool in $order; do run_bw "$tool" "$prov" "$op" "$size" "$round"; done
     done
     if [ "$HAS_TCP" = 1 ]; then
         run_raw pingpong "$round"
@@ -433,34 +579,76 @@ echo "ofi pingpong vs libfabric ${LF_VER:-?} fi_pingpong; providers: $PROVIDERS"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); ofi $GIT_REV"
 echo "machine: $(nproc) cpus (${CPU:-unknown cpu}), Linux $(uname -r); server on cpu $SERVER_CPU, client on cpu $CLIENT_CPU"
 echo "rounds that started while other processes kept the cpus busy: $BUSY_ROUNDS of $RUNS"
-echo "command: RUNS=$RUNS PROVIDERS=\"$PROVIDERS\" SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" TCP_SIZES=\"$TCP_SIZES\" TCP_EPS=\"$TCP_EPS\" bench/compare.sh"
+echo "command: RUNS=$RUNS PROVIDERS=\"$PROVIDERS\" OPS=\"$OPS\" SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" TCP_SIZES=\"$TCP_SIZES\" TCP_EPS=\"$TCP_EPS\" bench/compare.sh"
 echo "medians of $RUNS runs each; MB/sec as fi_pingpong prints it (MB = 10^6 bytes); usec/xfer = size / MB/sec"
 echo "(the same number fi_pingpong prints, with more digits than its 2 decimals)"
-echo
-echo "| provider | ep | mode | size | iters | ofi usec/xfer | libfabric usec/xfer | latency ofi/lf | ofi MB/sec | libfabric MB/sec | bandwidth ofi/lf |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 declare -A LAT BW BWO LATO
-for c in "${CONFIGS[@]}"; do
-    IFS=: read -r prov ep mode size <<<"$c"
-    f="$prov-$ep-$mode-$size"
-    ou="$(col "$WORK/ofi-$f.dat" 1)"
-    lu="$(col "$WORK/libfabric-$f.dat" 1)"
-    ob="$(col "$WORK/ofi-$f.dat" 2)"
-    lb="$(col "$WORK/libfabric-$f.dat" 2)"
-    LAT[$c]="$(ratio "$ou" "$lu")"
-    BW[$c]="$(ratio "$ob" "$lb")"
-    BWO[$c]="$ob"
-    LATO[$c]="$ou"
-    echo "| $prov (lf: $(provider_label "$prov" "$ep")) | $ep | $mode | $(human "$size") | $(iters_for "$size") | $ou | $lu | ${LAT[$c]} | $ob | $lb | ${BW[$c]} |"
-done
-echo
-echo "spread: usec/xfer min - max over the runs, and the latency ratio ofi/libfabric of each round"
-echo "(each round runs the two tools back to back, so its ratio compares like with like):"
-for c in "${CONFIGS[@]}"; do
-    IFS=: read -r prov ep mode size <<<"$c"
-    f="$prov-$ep-$mode-$size"
-    echo "- $prov $ep $mode $(human "$size"): ofi $(range "$WORK/ofi-$f.dat"), libfabric $(range "$WORK/libfabric-$f.dat"); per round: $(paired "$WORK/ofi-$f.dat" "$WORK/libfabric-$f.dat")"
-done
+if [ "${#CONFIGS[@]}" -gt 0 ]; then
+    echo
+    echo "| provider | ep | mode | size | iters | ofi usec/xfer | libfabric usec/xfer | latency ofi/lf | ofi MB/sec | libfabric MB/sec | bandwidth ofi/lf |"
+    echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    for c in "${CONFIGS[@]}"; do
+        IFS=: read -r prov ep mode size <<<"$c"
+        f="$prov-$ep-$mode-$size"
+        ou="$(col "$WORK/ofi-$f.dat" 1)"
+        lu="$(col "$WORK/libfabric-$f.dat" 1)"
+        ob="$(col "$WORK/ofi-$f.dat" 2)"
+        lb="$(col "$WORK/libfabric-$f.dat" 2)"
+        LAT[$c]="$(ratio "$ou" "$lu")"
+        BW[$c]="$(ratio "$ob" "$lb")"
+        BWO[$c]="$ob"
+        LATO[$c]="$ou"
+        echo "| $prov (lf: $(provider_label "$prov" "$ep")) | $ep | $mode | $(human "$size") | $(iters_for "$size") | $ou | $lu | ${LAT[$c]} | $ob | $lb | ${BW[$c]} |"
+    done
+    echo
+    echo "spread: usec/xfer min - max over the runs, and the latency ratio ofi/libfabric of each round"
+    echo "(each round runs the two tools back to back, so its ratio compares like with like):"
+    for c in "${CONFIGS[@]}"; do
+        IFS=: read -r prov ep mode size <<<"$c"
+        f="$prov-$ep-$mode-$size"
+        echo "- $prov $ep $mode $(human "$size"): ofi $(range "$WORK/ofi-$f.dat"), libfabric $(range "$WORK/libfabric-$f.dat"); per round: $(paired "$WORK/ofi-$f.dat" "$WORK/libfabric-$f.dat")"
+    done
+fi
+ATOMIC_ONEWAY="-"
+if [ "${#BW_CONFIGS[@]}" -gt 0 ] || [ -n "$NO_CAP" ]; then
+    echo
+    echo "one-sided: ofi bw, client streaming to the server's registered region (MB/sec as above)"
+    for n in $NO_CAP; do
+        IFS=: read -r prov op cap <<<"$n"
+        echo "- $prov $op: not measured, ofi's $prov offers no $cap yet"
+    done
+    if [[ " ${BW_CONFIGS[*]} " == *:write:* ]]; then
+        if [ "$HAVE_RMA_BW" = 1 ]; then lf_note="$FI_RMA_BW -o write, same flags"; else lf_note="$FI_RMA_BW not installed"; fi
+        echo
+        echo "| provider | operation | size | window | iters | ofi MB/sec | libfabric MB/sec ($lf_note) | bandwidth ofi/lf | reference (same run) | reference MB/sec | ofi/reference |"
+        echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+    fi
+    for c in "${BW_CONFIGS[@]}"; do
+        IFS=: read -r prov op size <<<"$c"
+        [ "$op" = write ] || continue
+        f="$prov-$op-$size"
+        ob="$(col "$WORK/bw-ofi-$f.dat" 2)"
+        lb="$(col "$WORK/bw-libfabric-$f.dat" 2)"
+        if [ "$prov" = shm ]; then
+            ref="single-thread memcpy $(human "$MEMCPY_SIZE")"
+            refv="$MEMCPY_MED"
+        else
+            ref="raw TCP stream, 1 MiB writes"
+            refv="$RAW_ST_MED"
+        fi
+        echo "| $prov | fi_write | $(human "$size") | $BW_WINDOW | ${BW_ITERS:-$(iters_for "$size")} | $ob | $lb | $(ratio "$ob" "$lb") | $ref | $refv | $(ratio "$ob" "$refv") |"
+    done
+    for c in "${BW_CONFIGS[@]}"; do
+        IFS=: read -r prov op size <<<"$c"
+        [ "$op" = atomic ] || continue
+        f="bw-ofi-$prov-$op-$size"
+        ATOMIC_ONEWAY="$(col "$WORK/$f.dat" 4)"
+        echo
+        echo "- $prov $(human "$size") fetch-add (fi_fetch_atomic FI_UINT64 FI_SUM, one in flight, $ATOMIC_ITERS per run):" \
+            "round trip $(col "$WORK/$f.dat" 1) usec, one-way (half) $ATOMIC_ONEWAY usec;" \
+            "one-way range $(if [ -s "$WORK/$f.dat" ]; then awk '{ print $4 }' "$WORK/$f.dat" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo " - " hi }'; else echo -; fi)"
+    done
+fi
 echo
 NOT_MEASURED=0
 for c in "${CONFIGS[@]}"; do
@@ -471,6 +659,16 @@ for c in "${CONFIGS[@]}"; do
         if [ "$NOT_MEASURED" = 0 ]; then echo "failed runs (medians use the successful runs only; '-' = nothing measured):"; fi
         NOT_MEASURED=1
         echo "- $tool $prov $ep $mode $(human "$size"): $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
+    done
+done
+for c in "${BW_CONFIGS[@]}"; do
+    IFS=: read -r prov op size <<<"$c"
+    for tool in ofi libfabric; do
+        ff="$WORK/bw-$tool-$prov-$op-$size.fail"
+        [ -s "$ff" ] || continue
+        if [ "$NOT_MEASURED" = 0 ]; then echo "failed runs (medians use the successful runs only; '-' = nothing measured):"; fi
+        NOT_MEASURED=1
+        echo "- $tool bw $prov $op $(human "$size"): $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
     done
 done
 for k in pingpong stream; do
@@ -507,7 +705,7 @@ target() { # NAME VALUE OP GOAL
 
 echo "| target | measured | goal | result |"
 echo "|---|---:|---:|---|"
-if [ "$HAS_SHM" = 1 ]; then
+if [ "$HAS_SHM" = 1 ] && [ "$OP_SEND" = 1 ]; then
     target "shm rdm 8 B latency, ofi/libfabric" "${LAT[shm:rdm:msg:8]:--}" "<=" 0.70
     target "shm rdm 4 KiB latency, ofi/libfabric" "${LAT[shm:rdm:msg:4096]:--}" "<=" 0.80
     target "shm rdm 1 MiB bandwidth, ofi/libfabric" "${BW[shm:rdm:msg:1048576]:--}" ">=" 1.20
@@ -517,7 +715,10 @@ if [ "$HAS_SHM" = 1 ]; then
     fi
     target "shm rdm 1 MiB bandwidth, ofi/memcpy" "$mc_ratio" ">=" 0.80
 fi
-if [ "$HAS_TCP" = 1 ]; then
+if [ "$HAS_SHM" = 1 ] && [ "$OP_ATOMIC" = 1 ]; then
+    target "shm 8 B fetch-and-add latency, one-way usec" "$ATOMIC_ONEWAY" "<=" 1.0
+fi
+if [ "$HAS_TCP" = 1 ] && [ "$OP_SEND" = 1 ]; then
     target "tcp RDM 8 B latency, ofi/libfabric $(provider_label tcp rdm)" "${LAT[tcp:rdm:msg:8]:--}" "<=" 0.75
     target "tcp MSG 8 B latency, ofi/libfabric tcp" "${LAT[tcp:msg:msg:8]:--}" "<=" 1.00
     target "tcp RDM 1 MiB bandwidth, ofi/libfabric $(provider_label tcp rdm)" "${BW[tcp:rdm:msg:1048576]:--}" ">=" 1.20
