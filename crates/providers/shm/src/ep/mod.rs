@@ -1039,15 +1039,18 @@ impl ShmEndpoint {
     /// into the receiver's buffer until none are left.
     fn coop_write(&self, g: &mut Inner, r: &Repr) {
         let idx = r.cookie as u32;
-        let Some(s) = g
+        // The CTS names a pending send, or a one-sided write the target pulls.
+        let found = g
             .sends
             .get(idx as usize)
             .and_then(|s| s.as_ref())
             .filter(|s| s.gen == (r.cookie >> 32) as u32)
-        else {
+            .map(|s| (s.peer.clone(), s.iov, s.cnt, s.len))
+            .or_else(|| self.rma_source(g, r.cookie));
+        let Some((peer, iov, cnt_local, len)) = found else {
             return;
         };
-        let Some(d) = s.peer.seg.xfer(r.tag) else {
+        let Some(d) = peer.seg.xfer(r.tag) else {
             tracing::warn!(
                 index = r.tag,
                 "shm: CTS names an invalid transfer descriptor"
@@ -1060,7 +1063,7 @@ impl ShmEndpoint {
             d.total.load(Ordering::Relaxed) as usize,
         );
         let cnt = (d.recv_cnt.load(Ordering::Relaxed) as usize).min(4);
-        if chunk == 0 || total > s.len || n != total.div_ceil(chunk) as u64 {
+        if chunk == 0 || total > len || n != total.div_ceil(chunk) as u64 {
             tracing::warn!("shm: CTS describes an impossible transfer");
             return;
         }
@@ -1071,14 +1074,14 @@ impl ShmEndpoint {
                 len: x[1].load(Ordering::Relaxed) as usize,
             })
             .collect();
-        let local: Vec<Range> = s.iov[..s.cnt]
+        let local: Vec<Range> = iov[..cnt_local]
             .iter()
             .map(|v| Range {
                 base: v.base,
                 len: v.len,
             })
             .collect();
-        let pid = s.peer.addr.pid;
+        let pid = peer.addr.pid;
         while let Some(c) = claim(d, gen, n) {
             if let Err(e) = copy_chunk(pid, &local, &remote, c as usize, chunk, total, true) {
                 let _ = d.failed.compare_exchange(

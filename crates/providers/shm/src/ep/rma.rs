@@ -728,8 +728,22 @@ impl ShmEndpoint {
                         })
                         .collect();
                     let pid = ShmAddr::from_id(r.src).pid;
-                    // SAFETY: the local ranges are resolved, registered memory.
-                    match unsafe { cma::read_from(pid, &local, &remote) } {
+                    let copied = if len >= self.cfg.coop_threshold {
+                        // Large: the initiator copies half, chunk by chunk,
+                        // into the ranges resolved here (each byte once).
+                        match self.coop_read(g, r.src, r.cookie, &local, &remote, len) {
+                            None => Err(std::io::Error::from_raw_os_error(libc_eperm())),
+                            Some(Ok(n)) => Ok(n),
+                            Some(Err(code)) => {
+                                self.send_ctrl(g, r.src, answer(me, r.cookie, code));
+                                return;
+                            }
+                        }
+                    } else {
+                        // SAFETY: the local ranges are resolved, registered memory.
+                        unsafe { cma::read_from(pid, &local, &remote) }
+                    };
+                    match copied {
                         Ok(got) if got == len => {}
                         Ok(_) => {
                             self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
@@ -923,6 +937,18 @@ impl ShmEndpoint {
             let p = self.take_rma(g, cookie).expect("slot checked above");
             self.rma_done(g, &p, 0);
         }
+    }
+
+    /// The source of a pending write the target pulls (for a CTS): peer,
+    /// local ranges and length.
+    pub(super) fn rma_source(
+        &self,
+        g: &mut Inner,
+        cookie: u64,
+    ) -> Option<(Arc<Peer>, [IoVec; MAX_IOV], usize, usize)> {
+        let p = Self::rma_slot(g, cookie)?;
+        (p.kind == Kind::Write && p.owned.is_none())
+            .then(|| (p.peer.clone(), p.local, p.cnt, p.len))
     }
 
     /// Pending one-sided operations whose target died complete with FI_EIO.
