@@ -120,13 +120,16 @@ deps() {
             case " ${need[*]:-} " in *" $pkg "*) ;; *) need+=("$pkg") ;; esac
         fi
     done
+    # C headers for the programs tests compile (the long double reference
+    # of the atomics matrix): gcc only recommends libc6-dev.
+    [ -f /usr/include/stdio.h ] || need+=(libc6-dev)
     if [ "${#need[@]}" -gt 0 ]; then
         command -v apt-get >/dev/null 2>&1 || { echo "missing ${need[*]} and no apt-get" >&2; return 1; }
         echo "installing: ${need[*]}"
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     else
-        echo "Debian packages: all present (libfabric-bin, gcc, util-linux, coreutils)"
+        echo "Debian packages: all present (libfabric-bin, gcc, libc6-dev, util-linux, coreutils)"
     fi
 
     command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.87)" >&2; return 1; }
