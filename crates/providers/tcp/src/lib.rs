@@ -1,5 +1,7 @@
 //! The tcp provider: MSG endpoints with connection management and native
-//! RDM endpoints, over TCP sockets on any network device.
+//! RDM endpoints, over TCP sockets on any network device. RMA and atomics
+//! are executed by the target against its registered regions, in the order
+//! requests arrive on a connection ([`MSG_ORDER`]).
 //!
 //! Work in progress: discovery (one fabric per interface subnet, as
 //! libfabric's tcp provider offers them) and addressing are here; the
@@ -13,6 +15,7 @@ pub mod addr;
 mod domain;
 mod link;
 mod msg;
+mod one_sided;
 mod pep;
 mod rdm;
 mod sends;
@@ -26,6 +29,7 @@ use ofi_core::provider::{
     AddrOps, DomainOps, EndpointOps, FabricOps, GetinfoRequest, PassiveEndpointOps, Provider,
 };
 use ofi_core::util::netif;
+pub use one_sided::ATOMIC_MAX_BYTES;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,6 +165,8 @@ pub const VERSION: u32 = fi_version(0, 1);
 pub const INJECT_SIZE: usize = 4096;
 /// Most iov entries per operation.
 pub const IOV_LIMIT: usize = 4;
+/// Most remote ranges per RMA or atomic operation.
+pub const RMA_IOV_LIMIT: usize = ofi_proto::tcp::MAX_RANGES;
 
 /// The provider's tunables.
 pub fn tunables() -> Vec<Tunable> {
@@ -172,9 +178,35 @@ pub fn tunables() -> Vec<Tunable> {
     ]
 }
 
+/// The ordering that holds between two operations on one connection. The
+/// target executes requests in stream order: a WRITE's data is placed, an
+/// atomic applied and a READ's data captured before the next frame is read,
+/// and a message is matched when it arrives; so reads and writes are
+/// ordered among themselves (RAR, RAW, WAR, WAW) and sends after them
+/// (SAR, SAW), and sends among themselves (SAS). Writes and reads after a
+/// send are not ordered (no WAS, RAS): a send that waits for a receive as
+/// unexpected, or whose data follows its rendezvous, lands after them.
+pub const MSG_ORDER: u64 = order::FI_ORDER_RAR
+    | order::FI_ORDER_RAW
+    | order::FI_ORDER_WAR
+    | order::FI_ORDER_WAW
+    | order::FI_ORDER_SAR
+    | order::FI_ORDER_SAW
+    | order::FI_ORDER_SAS;
+
 fn base_offer(ep: u32, sa: &SocketAddr, fabric: &str, domain: &str) -> Info {
     let rdm = ep == ep_type::FI_EP_RDM;
-    let mut caps = FI_MSG | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
+    let one_sided = FI_RMA
+        | FI_ATOMIC
+        | FI_READ
+        | FI_WRITE
+        | FI_REMOTE_READ
+        | FI_REMOTE_WRITE
+        | FI_RMA_EVENT
+        | FI_TRIGGER
+        | FI_FENCE;
+    let mut caps =
+        FI_MSG | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | one_sided;
     if rdm {
         caps |= FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
     }
@@ -183,18 +215,39 @@ fn base_offer(ep: u32, sa: &SocketAddr, fabric: &str, domain: &str) -> Info {
         addr_format: addr::format_of(sa),
         src_addr: Some(addr::encode(sa)),
         tx_attr: TxAttr {
-            caps: caps & (FI_MSG | FI_TAGGED | FI_SEND),
-            msg_order: order::FI_ORDER_SAS,
+            caps: caps
+                & (FI_MSG
+                    | FI_TAGGED
+                    | FI_SEND
+                    | FI_RMA
+                    | FI_ATOMIC
+                    | FI_READ
+                    | FI_WRITE
+                    | FI_TRIGGER
+                    | FI_FENCE),
+            op_flags: FI_INJECT_COMPLETE,
+            msg_order: MSG_ORDER,
             comp_order: order::FI_ORDER_NONE,
             inject_size: INJECT_SIZE,
             size: 1024,
             iov_limit: IOV_LIMIT,
+            rma_iov_limit: RMA_IOV_LIMIT,
             ..Default::default()
         },
         rx_attr: RxAttr {
             caps: caps
-                & (FI_MSG | FI_TAGGED | FI_RECV | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV),
-            msg_order: order::FI_ORDER_SAS,
+                & (FI_MSG
+                    | FI_TAGGED
+                    | FI_RECV
+                    | FI_MULTI_RECV
+                    | FI_SOURCE
+                    | FI_DIRECTED_RECV
+                    | FI_RMA
+                    | FI_ATOMIC
+                    | FI_REMOTE_READ
+                    | FI_REMOTE_WRITE
+                    | FI_RMA_EVENT),
+            msg_order: MSG_ORDER,
             comp_order: order::FI_ORDER_NONE,
             size: 1024,
             iov_limit: IOV_LIMIT,
@@ -205,6 +258,9 @@ fn base_offer(ep: u32, sa: &SocketAddr, fabric: &str, domain: &str) -> Info {
             protocol: protocol::FI_PROTO_SOCK_TCP,
             protocol_version: 1,
             max_msg_size: usize::MAX >> 1,
+            max_order_raw_size: usize::MAX >> 1,
+            max_order_war_size: usize::MAX >> 1,
+            max_order_waw_size: usize::MAX >> 1,
             mem_tag_format: if rdm { 0xaaaa_aaaa_aaaa_aaaa } else { 0 },
             tx_ctx_cnt: 1,
             rx_ctx_cnt: 1,
@@ -217,6 +273,7 @@ fn base_offer(ep: u32, sa: &SocketAddr, fabric: &str, domain: &str) -> Info {
             data_progress: progress::FI_PROGRESS_MANUAL,
             resource_mgmt: resource_mgmt::FI_RM_ENABLED,
             av_type: av_type::FI_AV_UNSPEC,
+            mr_mode: mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED,
             mr_key_size: 8,
             cq_data_size: 8,
             cq_cnt: 256,

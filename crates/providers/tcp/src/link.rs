@@ -325,6 +325,27 @@ pub fn drain_rx(b: &EpBindings, rx: &mut Rx, src_ok: bool) {
                 flags,
                 tag,
             } => rx_error(b, context, flags, errno::FI_ECANCELED, tag),
+            Event::RemoteCqData {
+                flags,
+                len,
+                data,
+                src,
+            } => {
+                // A peer's write or atomic with remote CQ data: an entry
+                // that consumes no receive (counted by the remote counters).
+                if let Some(cq) = &b.rx_cq {
+                    cq.push(
+                        CqTaggedEntry {
+                            op_context: 0,
+                            flags,
+                            len,
+                            data,
+                            ..Default::default()
+                        },
+                        if src_ok { src } else { FI_ADDR_NOTAVAIL },
+                    );
+                }
+            }
             _ => {}
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::domain::{Member, Shared};
 use crate::link::{drain_rx, Link};
+use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
 use crate::pep::Request;
 use crate::sends::Sends;
 use crate::sys::Socket;
@@ -11,11 +12,12 @@ use crate::{TcpConfig, INJECT_SIZE};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::info::{ConnHandle, Info};
-use ofi_core::object::{EpBindings, RecvOp, SendOp};
+use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
+use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::eq::{EqError, EqEvent};
 use ofi_core::util::lock::SpinLock;
-use ofi_proto::tcp::{Conn, Event, RecvReq, Rx, RxConfig};
+use ofi_proto::tcp::{Conn, Event, Memory, RecvReq, RmaReq, Rx, RxConfig};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,6 +37,7 @@ struct Inner {
     link: Option<Link>,
     phase: Phase,
     sends: Sends,
+    ops: Ops,
     handle: Option<ConnHandle>,
 }
 
@@ -70,6 +73,7 @@ impl TcpMsgEp {
                 link: None,
                 phase: Phase::Idle,
                 sends: Sends::default(),
+                ops: Ops::default(),
                 handle: info.handle.clone(),
             }),
         };
@@ -143,6 +147,8 @@ impl TcpMsgEp {
                 }
                 Event::SendComplete { context } => g.sends.complete(&g.b, context, None),
                 Event::SendError { context, err } => g.sends.complete(&g.b, context, Some(err)),
+                Event::RmaComplete { context } => g.ops.complete(&g.b, context, None),
+                Event::RmaError { context, err } => g.ops.complete(&g.b, context, Some(err)),
                 // Receive events are queued on the Rx and drained below.
                 _ => {}
             }
@@ -160,6 +166,41 @@ impl TcpMsgEp {
                 self.shared.poller.remove(l.sock.fd());
             }
         }
+    }
+}
+
+impl TcpMsgEp {
+    /// The endpoint's state, if it is enabled and has a connection.
+    fn connected_for(&self, what: &str) -> Result<ofi_core::util::lock::SpinGuard<'_, Inner>> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                format!("tcp: {what} on an endpoint that is not enabled"),
+            ));
+        }
+        let g = self.inner.lock();
+        if g.phase == Phase::Done || g.link.is_none() {
+            return Err(Error::new(
+                errno::FI_ENOTCONN,
+                "tcp: the endpoint is not connected",
+            ));
+        }
+        Ok(g)
+    }
+
+    /// Queues a one-sided request on the connection and drives it.
+    fn queue_one_sided(&self, g: &mut Inner, req: RmaReq) -> Result<()> {
+        let Inner { link, ops, .. } = &mut *g;
+        let Some(link) = link.as_mut() else {
+            ops.abandon(&req);
+            return Err(Error::new(errno::FI_ENOTCONN, "tcp: no connection"));
+        };
+        if let Err(e) = link.conn.queue_rma(req) {
+            ops.abandon(&req);
+            return Err(refused(e));
+        }
+        self.drive(g);
+        Ok(())
     }
 }
 
@@ -194,7 +235,11 @@ impl Progress for TcpMsgEp {
 
 impl EndpointOps for TcpMsgEp {
     fn enable(&self, b: EpBindings) -> Result<()> {
-        self.inner.lock().b = b;
+        let mut g = self.inner.lock();
+        let target = Target::for_endpoint(&b).map(|t| Box::new(t) as Box<dyn Memory>);
+        g.rx.set_memory(target);
+        g.b = b;
+        drop(g);
         self.enabled.store(true, Ordering::Release);
         Ok(())
     }
@@ -230,7 +275,9 @@ impl EndpointOps for TcpMsgEp {
         }
         let selective = g.b.tx_selective;
         // SAFETY: forwarded from post_send's contract.
-        let req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
+        let mut req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
+        req.ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        req.fence = op.flags & FI_FENCE != 0;
         let Inner { link, sends, .. } = &mut *g;
         let link = link.as_mut().expect("checked above");
         if let Err(e) = link.conn.queue_send(req) {
@@ -239,6 +286,23 @@ impl EndpointOps for TcpMsgEp {
         }
         self.drive(&mut g);
         Ok(())
+    }
+    unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        let mut g = self.connected_for("RMA")?;
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_rma's contract.
+        let req = unsafe { g.ops.start_rma(op, selective)? };
+        self.queue_one_sided(&mut g, req)
+    }
+    unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        let mut g = self.connected_for("atomic")?;
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_atomic's contract.
+        let req = unsafe { g.ops.start_atomic(op, selective)? };
+        self.queue_one_sided(&mut g, req)
+    }
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        query_atomic(kind, op, datatype)
     }
     unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
         if !self.enabled.load(Ordering::Relaxed) {

@@ -7,17 +7,19 @@
 
 use crate::domain::{Member, Shared};
 use crate::link::{drain_rx, Link};
+use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
 use crate::sends::Sends;
 use crate::sys::Socket;
 use crate::{TcpConfig, INJECT_SIZE};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::info::Info;
-use ofi_core::object::{EpBindings, RecvOp, SendOp};
+use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
+use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{
-    decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, RecvReq, Req, Rx,
+    decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
     RxConfig,
 };
 use std::collections::HashMap;
@@ -38,6 +40,7 @@ struct Inner {
     b: EpBindings,
     rx: Rx,
     sends: Sends,
+    ops: Ops,
     peers: HashMap<ConnId, Peer>,
     by_addr: HashMap<u64, ConnId>,
     parked: HashMap<u64, Vec<Req>>,
@@ -92,6 +95,7 @@ impl TcpRdmEp {
                 b: EpBindings::default(),
                 rx: Rx::new(rxc),
                 sends: Sends::default(),
+                ops: Ops::default(),
                 peers: HashMap::new(),
                 by_addr: HashMap::new(),
                 parked: HashMap::new(),
@@ -311,6 +315,8 @@ impl TcpRdmEp {
                 }
                 Event::SendComplete { context } => g.sends.complete(&g.b, context, None),
                 Event::SendError { context, err } => g.sends.complete(&g.b, context, Some(err)),
+                Event::RmaComplete { context } => g.ops.complete(&g.b, context, None),
+                Event::RmaError { context, err } => g.ops.complete(&g.b, context, Some(err)),
                 _ => {}
             }
         }
@@ -373,6 +379,29 @@ impl TcpRdmEp {
     }
 }
 
+impl TcpRdmEp {
+    /// Queues a one-sided request on connection `id` and drives it.
+    fn queue_one_sided(
+        &self,
+        g: &mut Inner,
+        id: ConnId,
+        req: ofi_proto::tcp::RmaReq,
+    ) -> Result<()> {
+        let Inner { peers, ops, .. } = &mut *g;
+        let Some(p) = peers.get_mut(&id) else {
+            ops.abandon(&req);
+            return Err(Error::new(errno::FI_EIO, "tcp: the connection vanished"));
+        };
+        if let Err(e) = p.link.conn.queue_rma(req) {
+            ops.abandon(&req);
+            return Err(refused(e));
+        }
+        self.drive_link(g, id);
+        self.finish(g);
+        Ok(())
+    }
+}
+
 impl crate::addr::TcpAddrOps {
     /// The canonical form of an address, or None if it is not one.
     fn canonical_or_none(&self, a: &[u8]) -> Option<Vec<u8>> {
@@ -411,7 +440,11 @@ impl Progress for TcpRdmEp {
 
 impl EndpointOps for TcpRdmEp {
     fn enable(&self, b: EpBindings) -> Result<()> {
-        self.inner.lock().b = b;
+        let mut g = self.inner.lock();
+        let target = Target::for_endpoint(&b).map(|t| Box::new(t) as Box<dyn Memory>);
+        g.rx.set_memory(target);
+        g.b = b;
+        drop(g);
         self.enabled.store(true, Ordering::Release);
         Ok(())
     }
@@ -429,7 +462,9 @@ impl EndpointOps for TcpRdmEp {
         let id = self.link_for(&mut g, op.dest)?;
         let selective = g.b.tx_selective;
         // SAFETY: forwarded from post_send's contract.
-        let req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
+        let mut req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
+        req.ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        req.fence = op.flags & FI_FENCE != 0;
         let Inner { peers, sends, .. } = &mut *g;
         let p = peers
             .get_mut(&id)
@@ -441,6 +476,37 @@ impl EndpointOps for TcpRdmEp {
         self.drive_link(&mut g, id);
         self.finish(&mut g);
         Ok(())
+    }
+    unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: RMA on an endpoint that is not enabled",
+            ));
+        }
+        let mut g = self.inner.lock();
+        let id = self.link_for(&mut g, op.addr)?;
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_rma's contract.
+        let req = unsafe { g.ops.start_rma(op, selective)? };
+        self.queue_one_sided(&mut g, id, req)
+    }
+    unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: atomic on an endpoint that is not enabled",
+            ));
+        }
+        let mut g = self.inner.lock();
+        let id = self.link_for(&mut g, op.addr)?;
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_atomic's contract.
+        let req = unsafe { g.ops.start_atomic(op, selective)? };
+        self.queue_one_sided(&mut g, id, req)
+    }
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        query_atomic(kind, op, datatype)
     }
     unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
         if !self.enabled.load(Ordering::Relaxed) {
