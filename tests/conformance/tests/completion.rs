@@ -5,7 +5,7 @@
 #![allow(unsafe_code)]
 
 use ofi_conformance::ofi::consts::*;
-use ofi_conformance::ofi::{IoVec, MrAttr, RmaIov, RmaOp, SendOp};
+use ofi_conformance::ofi::{errno, IoVec, MrAttr, RmaIov, RmaOp, SendOp};
 use ofi_conformance::*;
 use std::time::{Duration, Instant};
 
@@ -141,5 +141,21 @@ conformance!(fn read_right_after_write_sees_it_when_raw_ordered(info) {
         assert_bytes_eq(&back, &src, "read after write");
     }
     drop(mr);
+    Ok(())
+});
+
+conformance!(fn commit_complete_is_refused_unless_advertised(info) {
+    require(info, FI_RMA)?;
+    if info.tx_attr.op_flags & FI_COMMIT_COMPLETE != 0 {
+        return Err(Skip("offer advertises FI_COMMIT_COMPLETE".into()));
+    }
+    let p = Pair::open(info, FI_RMA)?;
+    let src = [1u8; 8];
+    let iov = [IoVec::from_slice(&src)];
+    let rma = [RmaIov { addr: 0, len: 8, key: 1 }];
+    let w = RmaOp { iov: &iov, desc: &[], addr: p.fb, rma_iov: &rma, data: 0, context: 1, flags: FI_COMMIT_COMPLETE, read: false };
+    // SAFETY: refused before anything is posted.
+    let e = unsafe { p.a.post_rma(&w) }.unwrap_err();
+    assert_eq!(e.code(), errno::FI_EOPNOTSUPP);
     Ok(())
 });

@@ -47,6 +47,7 @@ impl Endpoint {
             return self.require_caps(FI_RMA | dir, if op.read { "read" } else { "write" });
         }
         let t = &self.info.tx_attr;
+        self.check_commit(op.flags)?;
         if op.iov.len() > t.iov_limit.max(1) {
             return Err(Error::inval(format!(
                 "rma: {} local ranges exceed iov_limit {}",
@@ -320,8 +321,21 @@ impl Endpoint {
         }
     }
 
+    /// FI_COMMIT_COMPLETE (data durable at the target) is honoured only by
+    /// offers that advertise it in `tx_attr.op_flags`.
+    fn check_commit(&self, flags: u64) -> Result<()> {
+        if flags & FI_COMMIT_COMPLETE != 0 && self.info.tx_attr.op_flags & FI_COMMIT_COMPLETE == 0 {
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                "FI_COMMIT_COMPLETE: this offer cannot make data durable at the target",
+            ));
+        }
+        Ok(())
+    }
+
     fn check_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
         self.require_caps(FI_ATOMIC, "atomic")?;
+        self.check_commit(op.flags)?;
         let t = &self.info.tx_attr;
         for (l, what) in [
             (op.operand.len(), "operand"),
