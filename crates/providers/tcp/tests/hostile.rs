@@ -2,7 +2,9 @@
 //! `std::net::TcpStream` connects to the endpoint's address and sends
 //! garbage, a frame with a bad magic, a header claiming an impossible
 //! payload length, a DATA frame for a rendezvous that does not exist, an
-//! unknown opcode or a CTS nobody asked for. Each time the endpoint must
+//! unknown opcode, a CTS nobody asked for, or an impossible one-sided frame
+//! (too many ranges, lengths that overflow, an unknown atomic operation,
+//! an answer to a request never made). Each time the endpoint must
 //! close that connection (the stream sees EOF, or a reset when the endpoint
 //! closed with the rest of the hostile bytes unread) within a bounded time
 //! and log the reason (captured here with a tracing subscriber and checked),
@@ -15,7 +17,7 @@ mod common;
 
 use common::*;
 use ofi_core::consts::*;
-use ofi_wire::tcp::{op, Repr, HDR_LEN, MAGIC};
+use ofi_wire::tcp::{kind, op, DescRepr, Range, Repr, HDR_LEN, MAGIC};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Mutex, Once};
@@ -300,6 +302,44 @@ enum Bad {
     UnknownOp,
     /// Handshake, then a CTS for a rendezvous this side never started.
     UnknownCts,
+    /// Handshake, then a WRITE naming five remote ranges.
+    RmaTooManyRanges,
+    /// Handshake, then a READ whose ranges add up beyond any message.
+    RmaLengthOverflow,
+    /// Handshake, then an ATOMIC with an operation that does not exist.
+    AtomicUnknownOp,
+    /// Handshake, then an answer to a request this side never made.
+    AnswerUnknownRequest,
+}
+
+/// A one-sided request frame: header, descriptor, `after` bytes.
+fn one_sided(o: u8, d: &DescRepr, after: &[u8]) -> Vec<u8> {
+    let mut p = Vec::new();
+    d.append_to(&mut p);
+    p.extend_from_slice(after);
+    let mut v = Repr {
+        op: o,
+        len: p.len() as u64,
+        tag: after.len() as u64,
+        id: 5,
+        ..Default::default()
+    }
+    .to_bytes()
+    .to_vec();
+    v.extend_from_slice(&p);
+    v
+}
+
+fn desc(kind: u8, o: u8, dt: u8, ranges: &[Range]) -> DescRepr {
+    let mut d = DescRepr {
+        kind,
+        op: o,
+        datatype: dt,
+        count: ranges.len(),
+        ..Default::default()
+    };
+    d.ranges[..ranges.len()].copy_from_slice(ranges);
+    d
 }
 
 impl Bad {
@@ -315,6 +355,10 @@ impl Bad {
             Bad::UnknownRendezvousData => &["DATA for an unknown rendezvous"],
             Bad::UnknownOp => &["unknown opcode"],
             Bad::UnknownCts => &["CTS for an unknown rendezvous"],
+            Bad::RmaTooManyRanges => &["range descriptor"],
+            Bad::RmaLengthOverflow => &["longer than the maximum", "overflows"],
+            Bad::AtomicUnknownOp => &["unknown atomic operation"],
+            Bad::AnswerUnknownRequest => &["an answer to an unknown request"],
         }
     }
 
@@ -384,6 +428,44 @@ impl Bad {
                 op: op::CTS,
                 data: 4096,
                 id: 77,
+                ..Default::default()
+            }
+            .to_bytes()
+            .to_vec(),
+            Bad::RmaTooManyRanges => {
+                let r = Range {
+                    addr: 0,
+                    len: 8,
+                    key: 1,
+                };
+                let mut v = one_sided(op::WRITE, &desc(kind::RMA, 0, 0, &[r; 4]), &[0x44; 32]);
+                // Count five ranges and add a fifth: the descriptor no
+                // longer has a possible length.
+                v[HDR_LEN] = 5;
+                let len = v.len() - HDR_LEN + 24;
+                v[8..16].copy_from_slice(&(len as u64).to_le_bytes());
+                v.extend_from_slice(&[0x55; 24]);
+                v
+            }
+            Bad::RmaLengthOverflow => {
+                let r = Range {
+                    addr: 0,
+                    len: u64::MAX / 2,
+                    key: 1,
+                };
+                one_sided(op::READ, &desc(kind::RMA, 0, 0, &[r, r]), &[])
+            }
+            Bad::AtomicUnknownOp => {
+                let r = Range {
+                    addr: 0,
+                    len: 1,
+                    key: 1,
+                };
+                one_sided(op::ATOMIC, &desc(kind::ATOMIC, 99, 10, &[r]), &[0x66; 8])
+            }
+            Bad::AnswerUnknownRequest => Repr {
+                op: op::RESP,
+                id: 4242,
                 ..Default::default()
             }
             .to_bytes()
@@ -649,6 +731,26 @@ fn cts_for_an_unknown_rendezvous_closes_the_connection() {
     run(Bad::UnknownCts);
 }
 
+#[test]
+fn rma_request_with_too_many_ranges_closes_the_connection() {
+    run(Bad::RmaTooManyRanges);
+}
+
+#[test]
+fn rma_request_whose_length_overflows_closes_the_connection() {
+    run(Bad::RmaLengthOverflow);
+}
+
+#[test]
+fn atomic_with_an_unknown_operation_closes_the_connection() {
+    run(Bad::AtomicUnknownOp);
+}
+
+#[test]
+fn answer_to_an_unknown_request_closes_the_connection() {
+    run(Bad::AnswerUnknownRequest);
+}
+
 /// Every attack at once, on one endpoint: with more connections than the
 /// provider polls directly it switches to epoll readiness; each hostile
 /// connection still closes, the good peer is unaffected.
@@ -664,6 +766,10 @@ fn many_hostile_peers_at_once() {
         Bad::UnknownRendezvousData,
         Bad::UnknownOp,
         Bad::UnknownCts,
+        Bad::RmaTooManyRanges,
+        Bad::RmaLengthOverflow,
+        Bad::AtomicUnknownOp,
+        Bad::AnswerUnknownRequest,
     ];
     let to = p.e.sockaddr();
     let mut hs: Vec<(Bad, Hostile)> = all.iter().map(|b| (*b, Hostile::connect(to))).collect();
