@@ -8,6 +8,7 @@ pub mod cntr;
 pub mod cq;
 pub mod driver;
 pub mod eq;
+pub mod hash;
 pub mod iov;
 pub mod lock;
 pub mod matching;

@@ -408,6 +408,11 @@ impl Rx {
         self.wake.pop_front()
     }
 
+    /// True when [`next_wakeup`](Self::next_wakeup) would name a connection.
+    pub fn has_wakeups(&self) -> bool {
+        !self.wake.is_empty()
+    }
+
     /// Gives back a [`CopyOut`] buffer for reuse.
     pub fn recycle(&mut self, mut v: Vec<u8>) {
         if self.pool.len() < POOL_MAX && v.capacity() > 0 {

@@ -16,6 +16,14 @@ pub trait Member: Send + Sync {
     fn drive(&self);
     /// True when it must not sleep (a connect or a blocked write is pending).
     fn restless(&self) -> bool;
+    /// True when driving it now would find nothing to do unless one of the
+    /// domain's sockets is ready (no connect, write, read-ahead bytes or
+    /// parked message pending). A busy or contended endpoint is not idle.
+    fn idle(&self) -> bool;
+    /// True when the endpoint has at most one connection: polling that
+    /// socket with `recv` costs one system call, the same as asking the
+    /// poller, and saves one when a message is there.
+    fn single(&self) -> bool;
 }
 
 /// The shared part of a tcp domain.
@@ -48,15 +56,22 @@ impl Shared {
         g.push(m);
     }
 
-    /// Drives every endpoint of the domain.
+    /// Drives the endpoints of the domain. An idle poll costs one
+    /// `epoll_wait` that takes no socket lock (a `recv` on every socket
+    /// would contend with the kernel delivering the next message); sockets
+    /// are read only when one is ready or an endpoint has other work.
     pub fn progress(&self) {
         // Another thread driving the domain is as good as us.
         let Some(g) = self.members.try_lock() else {
             return;
         };
+        let direct = g.len() == 1 && g[0].upgrade().is_some_and(|m| m.single());
+        let ready = direct || self.poller.any_ready();
         for w in g.iter() {
             if let Some(m) = w.upgrade() {
-                m.drive();
+                if ready || !m.idle() {
+                    m.drive();
+                }
             }
         }
     }

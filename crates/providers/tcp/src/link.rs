@@ -101,6 +101,10 @@ impl Link {
             staged,
             ..
         } = self;
+        // A read-ahead that came back short emptied the socket: asking
+        // again would only return EAGAIN (one wasted system call per
+        // message); the poller reports the socket when more arrives.
+        let mut drained = false;
         loop {
             let avail = staged.1 - staged.0;
             let target = conn.recv_target(rx);
@@ -129,9 +133,11 @@ impl Link {
                 Ok(n)
             } else {
                 match target {
+                    Target::Header(_) if drained => return true,
                     Target::Header(_) => match sock.read(&mut stage[..]) {
                         Ok(0) => Ok(0),
                         Ok(n) => {
+                            drained = n < stage.len();
                             *staged = (0, n);
                             continue;
                         }
@@ -168,6 +174,13 @@ impl Link {
 
     /// Moves bytes both ways as far as the socket allows.
     pub fn drive(&mut self, rx: &mut Rx, connect_timeout: std::time::Duration) {
+        self.drive_with(rx, connect_timeout, true);
+    }
+
+    /// Sends what is queued, reading only when `read` (a post needs no read:
+    /// the next progress call reads, and skipping it saves a system call per
+    /// operation).
+    pub fn drive_with(&mut self, rx: &mut Rx, connect_timeout: std::time::Duration, read: bool) {
         if self.connecting {
             match self.sock.connect_result() {
                 Ok(false) => {
@@ -196,10 +209,17 @@ impl Link {
         if self.conn.is_closed() {
             return;
         }
-        if self.write(rx) && self.read(rx) {
+        if self.write(rx) && read && self.read(rx) {
             // A read may have queued control frames (CTS): send them now.
             self.write(rx);
         }
+    }
+
+    /// True when driving the link may do work that no socket readiness
+    /// announces: a connect in progress, bytes waiting to be written, or
+    /// bytes read ahead and not yet handed to the protocol.
+    pub fn needs_drive(&self) -> bool {
+        self.wants_write() || self.staged.1 > self.staged.0
     }
 
     /// True while the link has bytes waiting for a writable socket.

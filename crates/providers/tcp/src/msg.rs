@@ -104,8 +104,12 @@ impl TcpMsgEp {
     }
 
     fn drive(&self, g: &mut Inner) {
+        self.drive_with(g, true);
+    }
+
+    fn drive_with(&self, g: &mut Inner, read: bool) {
         let Some(link) = g.link.as_mut() else { return };
-        link.drive(&mut g.rx, self.cfg.connect_timeout);
+        link.drive_with(&mut g.rx, self.cfg.connect_timeout, read);
         let was = g.phase;
         while let Some(ev) = g.link.as_mut().and_then(|l| l.conn.poll_event()) {
             match ev {
@@ -218,6 +222,14 @@ impl Member for TcpMsgEp {
             .try_lock()
             .is_none_or(|g| g.link.as_ref().is_some_and(|l| l.connecting))
     }
+    fn single(&self) -> bool {
+        true
+    }
+    fn idle(&self) -> bool {
+        self.inner.try_lock().is_some_and(|g| {
+            !g.rx.has_wakeups() && !g.link.as_ref().is_some_and(|l| l.needs_drive())
+        })
+    }
 }
 
 impl Progress for TcpMsgEp {
@@ -284,7 +296,7 @@ impl EndpointOps for TcpMsgEp {
             sends.abandon(&req);
             return Err(Error::new(e, "tcp: the connection refused the send"));
         }
-        self.drive(&mut g);
+        self.drive_with(&mut g, false);
         Ok(())
     }
     unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {

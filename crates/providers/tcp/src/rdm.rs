@@ -17,12 +17,12 @@ use ofi_core::info::Info;
 use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
+use ofi_core::util::hash::IdMap;
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{
     decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
     RxConfig,
 };
-use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -41,11 +41,13 @@ struct Inner {
     rx: Rx,
     sends: Sends,
     ops: Ops,
-    peers: HashMap<ConnId, Peer>,
-    by_addr: HashMap<u64, ConnId>,
-    parked: HashMap<u64, Vec<Req>>,
+    peers: IdMap<ConnId, Peer>,
+    by_addr: IdMap<u64, ConnId>,
+    parked: IdMap<u64, Vec<Req>>,
     av_gen: u64,
     ready: Vec<u64>,
+    /// Passes over the links since the endpoint opened (paces accept calls).
+    polls: u32,
     src_ok: bool,
 }
 
@@ -96,11 +98,12 @@ impl TcpRdmEp {
                 rx: Rx::new(rxc),
                 sends: Sends::default(),
                 ops: Ops::default(),
-                peers: HashMap::new(),
-                by_addr: HashMap::new(),
-                parked: HashMap::new(),
+                peers: IdMap::default(),
+                by_addr: IdMap::default(),
+                parked: IdMap::default(),
                 av_gen: 0,
                 ready: Vec::with_capacity(64),
+                polls: 0,
                 src_ok: info.caps & FI_SOURCE != 0,
             }),
         })
@@ -271,9 +274,13 @@ impl TcpRdmEp {
     }
 
     fn drive_link(&self, g: &mut Inner, id: ConnId) {
+        self.drive_link_with(g, id, true);
+    }
+
+    fn drive_link_with(&self, g: &mut Inner, id: ConnId, read: bool) {
         let Inner { peers, rx, .. } = &mut *g;
         let Some(p) = peers.get_mut(&id) else { return };
-        p.link.drive(rx, self.cfg.connect_timeout);
+        p.link.drive_with(rx, self.cfg.connect_timeout, read);
         while let Some(ev) = g.peers.get_mut(&id).and_then(|p| p.link.conn.poll_event()) {
             match ev {
                 Event::ConnRequest { peer_addr, .. } => self.on_hello(g, id, &peer_addr),
@@ -337,7 +344,13 @@ impl TcpRdmEp {
         let mut ids = std::mem::take(&mut g.ready);
         ids.clear();
         if g.peers.len() < DIRECT_POLL {
-            self.accept_new(g);
+            // New connections are rare: look for them on every 16th pass
+            // (always while there is no connection), not with a system
+            // call on every poll.
+            g.polls = g.polls.wrapping_add(1);
+            if g.peers.is_empty() || g.polls.is_multiple_of(16) {
+                self.accept_new(g);
+            }
             ids.extend(g.peers.keys().copied());
         } else {
             let _ = self.shared.poller.ready(&mut ids);
@@ -423,6 +436,14 @@ impl Member for TcpRdmEp {
             .try_lock()
             .is_none_or(|g| g.peers.values().any(|p| p.link.connecting))
     }
+    fn single(&self) -> bool {
+        self.inner.try_lock().is_some_and(|g| g.peers.len() <= 1)
+    }
+    fn idle(&self) -> bool {
+        self.inner
+            .try_lock()
+            .is_some_and(|g| !g.rx.has_wakeups() && !g.peers.values().any(|p| p.link.needs_drive()))
+    }
 }
 
 impl Progress for TcpRdmEp {
@@ -473,7 +494,7 @@ impl EndpointOps for TcpRdmEp {
             sends.abandon(&req);
             return Err(Error::new(e, "tcp: the connection refused the send"));
         }
-        self.drive_link(&mut g, id);
+        self.drive_link_with(&mut g, id, false);
         self.finish(&mut g);
         Ok(())
     }

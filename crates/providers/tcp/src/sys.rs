@@ -366,6 +366,14 @@ impl Poller {
         Ok(())
     }
 
+    /// True when a watched socket is ready now (errors count as ready, so
+    /// the caller drives and finds out).
+    pub fn any_ready(&self) -> bool {
+        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+        // SAFETY: ev is a valid buffer of one event.
+        unsafe { libc::epoll_wait(self.0.as_raw_fd(), ev.as_mut_ptr(), 1, 0) != 0 }
+    }
+
     /// Waits up to `ms` milliseconds for a watched socket to become ready.
     pub fn wait(&self, ms: i32) {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 1];
