@@ -44,11 +44,36 @@ pub fn shm_entry(data: &[u8]) {
         // Entries past iov_cnt stay zero.
         assert!(iov[n..].iter().all(|&p| p == (0, 0)));
     }
-    if matches!(r.op, shm::op::INLINE | shm::op::DATA) {
+    if matches!(r.op, shm::op::INLINE | shm::op::DATA | shm::op::RMA_RESP) {
         assert!(
             r.len as usize <= e.payload().len(),
             "inline length past the entry"
         );
+    }
+    if matches!(
+        r.op,
+        shm::op::RMA_WRITE | shm::op::RMA_PULL | shm::op::RMA_READ | shm::op::ATOMIC
+    ) {
+        // A parsed one-sided request's range lists and inline data lie
+        // inside the entry, and the lengths add up as parse promised.
+        let rg = r.ranges(&e).expect("parse accepted the ranges");
+        assert!((1..=shm::MAX_RANGES).contains(&rg.n_remote));
+        assert!(rg.n_local <= shm::MAX_RANGES);
+        let data = match r.op {
+            shm::op::RMA_WRITE | shm::op::ATOMIC => r.len as usize,
+            _ => 0,
+        };
+        assert!(
+            rg.data_at + data <= e.payload().len(),
+            "request past the entry"
+        );
+        if r.op != shm::op::ATOMIC {
+            assert_eq!(
+                rg.remote_len(),
+                r.tag,
+                "remote ranges differ from the length"
+            );
+        }
     }
     // Round trip through a fresh entry of the same size.
     let mut buf = vec![0u8; data.len()];
