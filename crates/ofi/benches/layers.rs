@@ -99,6 +99,7 @@ fn safe(info: &Info) -> f64 {
                         Completion::Sent { buf, .. } => tx = Some(buf),
                         Completion::Received { buf, .. } => rx = Some(buf),
                         Completion::Failed { error, .. } => panic!("{error}"),
+                        c => panic!("unexpected {c:?}"),
                     }
                 }
             }

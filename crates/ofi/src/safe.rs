@@ -5,18 +5,30 @@
 //! A [`Channel`] owns an endpoint, its completion queue and address vector,
 //! and the buffers of every operation in flight. Dropping the channel shuts
 //! the endpoint down before the buffers are freed.
+//!
+//! One-sided operations follow the same rule: the initiator's buffers
+//! (written, read into, atomic operands and results) are owned by the
+//! operation; the target exposes a [`Region`] that owns its memory and
+//! hands it back only once no peer can reach it (see [`region`]).
 
 // The one place the safe layer calls the raw layer: every buffer passed to
 // a raw post is owned by `inflight` until its completion is reaped.
 #![allow(unsafe_code)]
 
+pub mod region;
+
+pub use region::Region;
+
 use crate::consts::*;
 use crate::{
-    errno, AddressVector, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry, Domain, Endpoint, Error,
-    Fabric, Info, RecvOp, Result, SendOp,
+    errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry,
+    Domain, Endpoint, Error, Fabric, Info, Ioc, RecvOp, Result, RmaIoc, RmaIov, RmaOp, SendOp,
 };
+use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
+use region::Parked;
 use std::cell::{RefCell, RefMut};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// An address inserted into a channel's address vector.
@@ -27,8 +39,31 @@ pub struct Addr(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpId(pub u64);
 
+/// An atomic operation: what to apply and the buffers it owns.
+///
+/// The form follows the buffers: with `compare` it is a compare atomic
+/// (`fi_compare_atomic`: the cswap family, FI_MSWAP), else with `fetch` a
+/// fetching one (`fi_fetch_atomic`), else a plain `fi_atomic`. Fetch and
+/// compare forms hand the target's original values back in
+/// [`Completion::Atomic`]'s `result`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Atomic {
+    /// The operation (`atomic_op::FI_SUM`, `FI_CSWAP` …).
+    pub op: u32,
+    /// The element type (`datatype::FI_UINT64` …).
+    pub datatype: u32,
+    /// Operand elements, native byte order; their number is the element
+    /// count (for FI_ATOMIC_READ only the length matters).
+    pub operand: Vec<u8>,
+    /// Compare elements (the mask for FI_MSWAP), as many as the operands.
+    pub compare: Option<Vec<u8>>,
+    /// Hand back the target's original values.
+    pub fetch: bool,
+}
+
 /// A finished operation, with its buffer handed back.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Completion {
     /// A send finished; the buffer may be reused.
     Sent {
@@ -52,11 +87,47 @@ pub enum Completion {
         /// The sender, if it is in the address vector.
         src: Option<Addr>,
     },
-    /// The operation failed (truncated, cancelled, peer gone …).
+    /// An RMA write (or writedata) finished.
+    Written {
+        /// The operation.
+        id: OpId,
+        /// The buffer that was written.
+        buf: Vec<u8>,
+    },
+    /// An RMA read finished; the buffer holds the remote bytes.
+    Read {
+        /// The operation.
+        id: OpId,
+        /// The buffer read into.
+        buf: Vec<u8>,
+    },
+    /// An atomic finished.
+    Atomic {
+        /// The operation.
+        id: OpId,
+        /// The operands, handed back.
+        operand: Vec<u8>,
+        /// The compare values, handed back.
+        compare: Option<Vec<u8>>,
+        /// The target's original values (fetch and compare forms; else empty).
+        result: Vec<u8>,
+    },
+    /// A peer's write (or atomic) carrying remote CQ data landed in one of
+    /// this channel's regions.
+    RemoteWrite {
+        /// Bytes written.
+        len: usize,
+        /// The data the peer attached.
+        data: u64,
+        /// The peer, if it is in the address vector.
+        src: Option<Addr>,
+    },
+    /// The operation failed (truncated, cancelled, peer gone, access
+    /// refused at the target …).
     Failed {
         /// The operation.
         id: OpId,
-        /// The buffer, handed back.
+        /// The buffer, handed back (an atomic's operands).
         buf: Vec<u8>,
         /// What went wrong.
         error: Error,
@@ -65,9 +136,47 @@ pub enum Completion {
     },
 }
 
+impl Completion {
+    /// The fetched value of a one-element 64-bit fetch or compare atomic
+    /// (as from [`Channel::fetch_add_u64`]).
+    pub fn fetched_u64(&self) -> Option<u64> {
+        match self {
+            Completion::Atomic { result, .. } => {
+                Some(u64::from_ne_bytes(result.as_slice().try_into().ok()?))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What an operation in flight owns, by kind.
+enum Held {
+    Send(Vec<u8>),
+    Recv(Vec<u8>),
+    Write(Vec<u8>),
+    Read(Vec<u8>),
+    Atomic(Box<AtomicBufs>),
+}
+
+struct AtomicBufs {
+    operand: Vec<u8>,
+    compare: Option<Vec<u8>>,
+    result: Vec<u8>,
+}
+
+impl Held {
+    /// The buffer a failure hands back.
+    fn into_buf(self) -> Vec<u8> {
+        match self {
+            Held::Send(b) | Held::Recv(b) | Held::Write(b) | Held::Read(b) => b,
+            Held::Atomic(a) => a.operand,
+        }
+    }
+}
+
 enum Slot {
     Free(usize),
-    Busy(Vec<u8>),
+    Busy(Held),
 }
 
 struct Inflight {
@@ -76,23 +185,23 @@ struct Inflight {
 }
 
 impl Inflight {
-    fn put(&mut self, buf: Vec<u8>) -> usize {
+    fn put(&mut self, held: Held) -> usize {
         if self.free < self.slots.len() {
             let i = self.free;
             let next = match self.slots[i] {
                 Slot::Free(n) => n,
                 Slot::Busy(_) => self.slots.len(),
             };
-            self.slots[i] = Slot::Busy(buf);
+            self.slots[i] = Slot::Busy(held);
             self.free = next;
             i
         } else {
-            self.slots.push(Slot::Busy(buf));
+            self.slots.push(Slot::Busy(held));
             self.free = self.slots.len();
             self.slots.len() - 1
         }
     }
-    fn take(&mut self, i: usize) -> Option<Vec<u8>> {
+    fn take(&mut self, i: usize) -> Option<Held> {
         let s = self.slots.get_mut(i)?;
         if let Slot::Busy(_) = s {
             let old = std::mem::replace(s, Slot::Free(self.free));
@@ -105,19 +214,31 @@ impl Inflight {
     }
 }
 
+fn iov(buf: &mut [u8]) -> IoVec {
+    IoVec {
+        base: buf.as_mut_ptr() as usize,
+        len: buf.len(),
+    }
+}
+
 /// An endpoint with its queue, address vector and in-flight buffers.
 ///
 /// A channel is `Send` but not `Sync`: one thread drives it at a time (wrap
 /// it in a `Mutex` to share it), which keeps its bookkeeping free of atomics.
+///
+/// One-sided calls need an offer with FI_RMA (reads and writes) or
+/// FI_ATOMIC; on other channels they fail with `FI_EOPNOTSUPP`.
 pub struct Channel {
     // Field order is drop order: the endpoint shuts down (and stops touching
-    // posted buffers) before the buffers it may reference are freed.
+    // posted buffers and registered regions) before the buffers it may
+    // reference are freed.
     ep: Endpoint,
     cq: CompletionQueue,
     av: AddressVector,
     inflight: RefCell<Inflight>,
     scratch: RefCell<([CqTaggedEntry; 16], [u64; 16])>,
-    _domain: Domain,
+    parked: Arc<Parked>,
+    domain: Domain,
     _fabric: Fabric,
 }
 
@@ -127,8 +248,12 @@ impl std::fmt::Debug for Channel {
     }
 }
 
+type Posted = std::result::Result<OpId, (Vec<u8>, Error)>;
+
 impl Channel {
-    /// Opens a channel on an offer (from [`crate::getinfo`]).
+    /// Opens a channel on an offer (from [`crate::getinfo`]). The endpoint
+    /// gets the offer's capabilities: ask for FI_RMA / FI_ATOMIC in the
+    /// hints to use the one-sided calls.
     pub fn open(info: &Info) -> Result<Channel> {
         let fabric = Fabric::open(&info.fabric_attr)?;
         let domain = fabric.domain(info)?;
@@ -151,7 +276,8 @@ impl Channel {
                 slots: Vec::new(),
                 free: 0,
             }),
-            _domain: domain,
+            parked: Arc::default(),
+            domain,
             _fabric: fabric,
         })
     }
@@ -170,25 +296,36 @@ impl Channel {
         self.inflight.borrow_mut()
     }
 
+    /// Parks `held` in a slot, then posts it with `f(held, context)`; the
+    /// pointers `f` takes from `held` stay valid because the slot owns the
+    /// buffers (heap memory does not move with the `Vec`).
     fn post(
         &self,
-        buf: Vec<u8>,
-        f: impl FnOnce(IoVec, usize) -> Result<()>,
-    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+        held: Held,
+        f: impl FnOnce(&mut Held, usize) -> Result<()>,
+    ) -> std::result::Result<OpId, (Held, Error)> {
         let mut g = self.lock();
-        let iov = IoVec {
-            base: buf.as_ptr() as usize,
-            len: buf.len(),
+        let i = g.put(held);
+        let r = match g.slots.get_mut(i) {
+            // The context is the slot index + 1, so 0 never names an operation.
+            Some(Slot::Busy(h)) => f(h, i + 1),
+            _ => Err(Error::inval("safe: lost an in-flight slot")),
         };
-        let i = g.put(buf);
-        // The context is the slot index + 1, so 0 never names an operation.
-        match f(iov, i + 1) {
+        match r {
             Ok(()) => Ok(OpId(i as u64 + 1)),
-            Err(e) => {
-                let b = g.take(i).unwrap_or_default();
-                Err((b, e))
-            }
+            Err(e) => match g.take(i) {
+                Some(h) => Err((h, e)),
+                None => Err((Held::Send(Vec::new()), e)),
+            },
         }
+    }
+
+    fn post_buf(&self, held: Held, f: impl FnOnce(IoVec, usize) -> Result<()>) -> Posted {
+        self.post(held, |h, ctx| match h {
+            Held::Send(b) | Held::Recv(b) | Held::Write(b) | Held::Read(b) => f(iov(b), ctx),
+            Held::Atomic(_) => Err(Error::inval("safe: not a buffer operation")),
+        })
+        .map_err(|(h, e)| (h.into_buf(), e))
     }
 
     fn send_op(
@@ -198,8 +335,8 @@ impl Channel {
         tag: u64,
         data: Option<u64>,
         tagged: bool,
-    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
-        self.post(buf, |iov, ctx| {
+    ) -> Posted {
+        self.post_buf(Held::Send(buf), |iov, ctx| {
             let v = [iov];
             let op = SendOp {
                 iov: &v,
@@ -219,27 +356,17 @@ impl Channel {
     }
 
     /// Sends a message; the buffer comes back in [`Completion::Sent`].
-    pub fn send(&self, buf: Vec<u8>, dest: Addr) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    pub fn send(&self, buf: Vec<u8>, dest: Addr) -> Posted {
         self.send_op(buf, dest, 0, None, false)
     }
 
     /// Sends a message carrying remote CQ data.
-    pub fn senddata(
-        &self,
-        buf: Vec<u8>,
-        data: u64,
-        dest: Addr,
-    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    pub fn senddata(&self, buf: Vec<u8>, data: u64, dest: Addr) -> Posted {
         self.send_op(buf, dest, 0, Some(data), false)
     }
 
     /// Sends a tagged message.
-    pub fn tsend(
-        &self,
-        buf: Vec<u8>,
-        dest: Addr,
-        tag: u64,
-    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    pub fn tsend(&self, buf: Vec<u8>, dest: Addr, tag: u64) -> Posted {
         self.send_op(buf, dest, tag, None, true)
     }
 
@@ -248,14 +375,8 @@ impl Channel {
         self.ep.inject(buf, dest.0)
     }
 
-    fn recv_op(
-        &self,
-        buf: Vec<u8>,
-        tag: u64,
-        ignore: u64,
-        tagged: bool,
-    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
-        self.post(buf, |iov, ctx| {
+    fn recv_op(&self, buf: Vec<u8>, tag: u64, ignore: u64, tagged: bool) -> Posted {
+        self.post_buf(Held::Recv(buf), |iov, ctx| {
             let v = [iov];
             let op = RecvOp {
                 iov: &v,
@@ -273,17 +394,12 @@ impl Channel {
     }
 
     /// Posts a receive buffer; it comes back in [`Completion::Received`].
-    pub fn recv(&self, buf: Vec<u8>) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    pub fn recv(&self, buf: Vec<u8>) -> Posted {
         self.recv_op(buf, 0, 0, false)
     }
 
     /// Posts a tagged receive.
-    pub fn trecv(
-        &self,
-        buf: Vec<u8>,
-        tag: u64,
-        ignore: u64,
-    ) -> std::result::Result<OpId, (Vec<u8>, Error)> {
+    pub fn trecv(&self, buf: Vec<u8>, tag: u64, ignore: u64) -> Posted {
         self.recv_op(buf, tag, ignore, true)
     }
 
@@ -292,26 +408,270 @@ impl Channel {
         self.ep.cancel(id.0 as usize)
     }
 
+    /// Registers `buf` as a region peers may access with `access`
+    /// (FI_REMOTE_READ and/or FI_REMOTE_WRITE; FI_READ / FI_WRITE / FI_SEND
+    /// / FI_RECV are accepted too). The buffer comes back with the error on
+    /// failure; `FI_EOPNOTSUPP` on channels without FI_RMA or FI_ATOMIC.
+    ///
+    /// A peer's accesses are carried out by this channel's endpoint: with
+    /// manual progress, drive the channel (`poll`/`wait`) for them to happen.
+    pub fn register(
+        &self,
+        buf: Vec<u8>,
+        access: u64,
+    ) -> std::result::Result<Region, (Vec<u8>, Error)> {
+        if self.ep.info().caps & (FI_RMA | FI_ATOMIC) == 0 {
+            return Err((
+                buf,
+                Error::new(
+                    errno::FI_EOPNOTSUPP,
+                    "register: the channel's offer has neither FI_RMA nor FI_ATOMIC",
+                ),
+            ));
+        }
+        self.parked.sweep();
+        Region::register(&self.domain, buf, access, self.parked.clone())
+    }
+
+    fn rma_op(
+        &self,
+        held: Held,
+        peer: Addr,
+        remote_addr: u64,
+        key: u64,
+        data: Option<u64>,
+    ) -> Posted {
+        let read = matches!(held, Held::Read(_));
+        self.post_buf(held, |iov, ctx| {
+            let v = [iov];
+            let rma = [RmaIov {
+                addr: remote_addr,
+                len: iov.len,
+                key,
+            }];
+            let op = RmaOp {
+                iov: &v,
+                desc: &[],
+                addr: peer.0,
+                rma_iov: &rma,
+                data: data.unwrap_or(0),
+                context: ctx,
+                flags: FI_COMPLETION | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
+                read,
+            };
+            // SAFETY: as in `send_op`: `inflight` owns the buffer (read into
+            // or written from) until the completion is reaped or the
+            // endpoint has shut down.
+            unsafe { self.ep.post_rma(&op) }
+        })
+    }
+
+    /// Writes `buf` to the peer's region at `(remote_addr, key)`; the
+    /// buffer comes back in [`Completion::Written`].
+    pub fn write(&self, buf: Vec<u8>, dest: Addr, remote_addr: u64, key: u64) -> Posted {
+        self.rma_op(Held::Write(buf), dest, remote_addr, key, None)
+    }
+
+    /// Writes `buf` and delivers `data` to the target, where it shows up as
+    /// [`Completion::RemoteWrite`].
+    pub fn writedata(
+        &self,
+        buf: Vec<u8>,
+        data: u64,
+        dest: Addr,
+        remote_addr: u64,
+        key: u64,
+    ) -> Posted {
+        self.rma_op(Held::Write(buf), dest, remote_addr, key, Some(data))
+    }
+
+    /// Reads `buf.len()` bytes of the peer's region at `(remote_addr, key)`
+    /// into `buf`; it comes back in [`Completion::Read`].
+    pub fn read(&self, buf: Vec<u8>, src: Addr, remote_addr: u64, key: u64) -> Posted {
+        self.rma_op(Held::Read(buf), src, remote_addr, key, None)
+    }
+
+    /// Applies an atomic to the peer's region at `(remote_addr, key)`; its
+    /// buffers come back in [`Completion::Atomic`] (or with the error).
+    pub fn atomic(
+        &self,
+        a: Atomic,
+        dest: Addr,
+        remote_addr: u64,
+        key: u64,
+    ) -> std::result::Result<OpId, (Atomic, Error)> {
+        let Some(size) = datatype_size(a.datatype) else {
+            let e = Error::inval(format!("atomic: unknown datatype {}", a.datatype));
+            return Err((a, e));
+        };
+        if a.operand.is_empty() || !a.operand.len().is_multiple_of(size) {
+            let e = Error::inval(format!(
+                "atomic: {} operand bytes are not a whole, non-zero number of {size}-byte elements",
+                a.operand.len()
+            ));
+            return Err((a, e));
+        }
+        let count = a.operand.len() / size;
+        let kind = match (&a.compare, a.fetch) {
+            (Some(_), _) => AtomicKind::Compare,
+            (None, true) => AtomicKind::Fetch,
+            (None, false) => AtomicKind::Basic,
+        };
+        let (op, datatype) = (a.op, a.datatype);
+        let result = if kind == AtomicKind::Basic {
+            Vec::new()
+        } else {
+            vec![0; a.operand.len()]
+        };
+        let held = Held::Atomic(Box::new(AtomicBufs {
+            operand: a.operand,
+            compare: a.compare,
+            result,
+        }));
+        let r = self.post(held, |h, ctx| {
+            let Held::Atomic(b) = h else {
+                return Err(Error::inval("safe: not an atomic"));
+            };
+            let elems = |v: &mut Vec<u8>| {
+                [Ioc {
+                    addr: v.as_mut_ptr() as usize,
+                    count: v.len() / size,
+                }]
+            };
+            let operand = elems(&mut b.operand);
+            let compare = b.compare.as_mut().map(elems);
+            let result = elems(&mut b.result);
+            let no_operand = kind == AtomicKind::Fetch && op == atomic_op::FI_ATOMIC_READ;
+            let rma = [RmaIoc {
+                addr: remote_addr,
+                count,
+                key,
+            }];
+            let op = AtomicOp {
+                kind,
+                op,
+                datatype,
+                operand: if no_operand { &[] } else { &operand },
+                compare: compare.as_ref().map_or(&[], |c| c.as_slice()),
+                result: if kind == AtomicKind::Basic {
+                    &[]
+                } else {
+                    &result
+                },
+                desc: &[],
+                addr: dest.0,
+                rma_ioc: &rma,
+                data: 0,
+                context: ctx,
+                flags: FI_COMPLETION,
+            };
+            // SAFETY: operands, compare values and results are owned by the
+            // slot in `inflight` until the completion is reaped or the
+            // endpoint has shut down; each list covers its whole buffer.
+            unsafe { self.ep.post_atomic(&op) }
+        });
+        r.map_err(|(h, e)| match h {
+            Held::Atomic(b) => (
+                Atomic {
+                    op,
+                    datatype,
+                    operand: b.operand,
+                    compare: b.compare,
+                    fetch: a.fetch,
+                },
+                e,
+            ),
+            other => (
+                Atomic {
+                    op,
+                    datatype,
+                    operand: other.into_buf(),
+                    compare: None,
+                    fetch: a.fetch,
+                },
+                e,
+            ),
+        })
+    }
+
+    /// Adds `value` to the 64-bit word at `(remote_addr, key)`; the word's
+    /// previous value comes back in [`Completion::Atomic`]
+    /// ([`Completion::fetched_u64`]).
+    pub fn fetch_add_u64(
+        &self,
+        dest: Addr,
+        remote_addr: u64,
+        key: u64,
+        value: u64,
+    ) -> Result<OpId> {
+        let a = Atomic {
+            op: atomic_op::FI_SUM,
+            datatype: datatype::FI_UINT64,
+            operand: value.to_ne_bytes().to_vec(),
+            compare: None,
+            fetch: true,
+        };
+        self.atomic(a, dest, remote_addr, key).map_err(|(_, e)| e)
+    }
+
+    /// Stores `swap` in the 64-bit word at `(remote_addr, key)` if it holds
+    /// `compare`; the previous value comes back as in [`fetch_add_u64`](Self::fetch_add_u64).
+    pub fn compare_swap_u64(
+        &self,
+        dest: Addr,
+        remote_addr: u64,
+        key: u64,
+        compare: u64,
+        swap: u64,
+    ) -> Result<OpId> {
+        let a = Atomic {
+            op: atomic_op::FI_CSWAP,
+            datatype: datatype::FI_UINT64,
+            operand: swap.to_ne_bytes().to_vec(),
+            compare: Some(compare.to_ne_bytes().to_vec()),
+            fetch: true,
+        };
+        self.atomic(a, dest, remote_addr, key).map_err(|(_, e)| e)
+    }
+
     fn reap(&self, e: &CqTaggedEntry, src: u64) -> Option<Completion> {
-        let buf = self.lock().take(e.op_context.checked_sub(1)?)?;
+        let src = (src != FI_ADDR_NOTAVAIL).then_some(Addr(src));
+        if e.flags & FI_REMOTE_WRITE != 0 && e.flags & FI_REMOTE_CQ_DATA != 0 {
+            return Some(Completion::RemoteWrite {
+                len: e.len,
+                data: e.data,
+                src,
+            });
+        }
+        let held = self.lock().take(e.op_context.checked_sub(1)?)?;
         let id = OpId(e.op_context as u64);
-        Some(if e.flags & FI_RECV != 0 {
-            Completion::Received {
+        Some(match held {
+            Held::Recv(buf) => Completion::Received {
                 id,
                 buf,
                 len: e.len,
                 tag: e.tag,
                 data: (e.flags & FI_REMOTE_CQ_DATA != 0).then_some(e.data),
-                src: (src != FI_ADDR_NOTAVAIL).then_some(Addr(src)),
+                src,
+            },
+            Held::Send(buf) => Completion::Sent { id, buf },
+            Held::Write(buf) => Completion::Written { id, buf },
+            Held::Read(buf) => Completion::Read { id, buf },
+            Held::Atomic(b) => {
+                let b = *b;
+                Completion::Atomic {
+                    id,
+                    operand: b.operand,
+                    compare: b.compare,
+                    result: b.result,
+                }
             }
-        } else {
-            Completion::Sent { id, buf }
         })
     }
 
     fn reap_err(&self) -> Result<Option<Completion>> {
         let e = self.cq.readerr()?;
-        let Some(buf) = e
+        let Some(held) = e
             .op_context
             .checked_sub(1)
             .and_then(|i| self.lock().take(i))
@@ -320,7 +680,7 @@ impl Channel {
         };
         Ok(Some(Completion::Failed {
             id: OpId(e.op_context as u64),
-            buf,
+            buf: held.into_buf(),
             error: Error::new(
                 e.err,
                 format!("operation failed (len {}, overflow {})", e.len, e.olen),
@@ -332,6 +692,7 @@ impl Channel {
     /// Collects finished operations without blocking (one progress pass and
     /// up to 16 completions); returns how many were added.
     pub fn poll(&self, out: &mut Vec<Completion>) -> Result<usize> {
+        self.parked.sweep();
         let mut scratch = self.scratch.borrow_mut();
         let (ents, src) = &mut *scratch;
         let before = out.len();
@@ -419,6 +780,7 @@ mod tests {
                         id, buf, len, tag, ..
                     } => got = Some((id, buf, len, tag)),
                     Completion::Failed { error, .. } => panic!("{error}"),
+                    c => panic!("unexpected {c:?}"),
                 }
             }
         }
