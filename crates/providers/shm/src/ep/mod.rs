@@ -1927,6 +1927,13 @@ impl EndpointOps for ShmEndpoint {
     }
     fn close(&self) {
         self.enabled.store(false, Ordering::Release);
+        // Targets answer large reads by writing straight into this
+        // process's memory: wait (bounded) for those answers before the
+        // buffers can be freed and reused.
+        {
+            let mut g = self.lock();
+            self.settle_reads(&mut g);
+        }
         // SYNC POINT: peers' liveness checks and sends acquire `closed`.
         self.seg.header().closed.store(1, Ordering::Release);
         let mut g = self.lock();

@@ -611,6 +611,15 @@ impl ShmEndpoint {
                 }
                 let len = r.tag as usize;
                 let (src, ns) = resolved_iov(&res);
+                // An initiator that has closed (or died) may have freed the
+                // buffer: never write into it.
+                if self
+                    .peer_by_id(g, r.src)
+                    .is_ok_and(|p| p.closed() || p.dead())
+                {
+                    self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_ECONNRESET));
+                    return;
+                }
                 let cma = !self.cfg.disable_cma
                     && self
                         .peer_by_id(g, r.src)
@@ -949,6 +958,26 @@ impl ShmEndpoint {
         let p = Self::rma_slot(g, cookie)?;
         (p.kind == Kind::Write && p.owned.is_none())
             .then(|| (p.peer.clone(), p.local, p.cnt, p.len))
+    }
+
+    /// Before the endpoint closes: drives progress until no read is waiting
+    /// for a target that may still copy into this process's memory (the
+    /// target is alive and has not closed), for at most five seconds.
+    pub(super) fn settle_reads(&self, g: &mut Inner) {
+        let waiting = |g: &Inner| {
+            g.rmas
+                .iter()
+                .flatten()
+                .any(|p| p.kind == Kind::Read && !p.peer.dead() && !p.peer.closed())
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while waiting(g) && Instant::now() < deadline {
+            self.progress_locked(g);
+            std::hint::spin_loop();
+        }
+        if waiting(g) {
+            tracing::warn!("shm: closing with reads still unanswered by a live target");
+        }
     }
 
     /// Pending one-sided operations whose target died complete with FI_EIO.
