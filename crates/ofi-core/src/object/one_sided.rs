@@ -631,51 +631,10 @@ impl Endpoint {
             return self.require_caps(FI_TRIGGER, "triggered operation");
         }
         self.enabled_for("triggered operation")?;
-        match &op {
-            Deferred::Rma {
-                iov,
-                addr,
-                rma_iov,
-                data,
-                context,
-                flags,
-                read,
-            } => self.check_rma(&RmaOp {
-                iov,
-                desc: &[],
-                addr: *addr,
-                rma_iov,
-                data: *data,
-                context: *context,
-                flags: *flags,
-                read: *read,
-            })?,
-            Deferred::Atomic {
-                kind,
-                op: o,
-                datatype,
-                operand,
-                compare,
-                result,
-                addr,
-                rma_ioc,
-                context,
-                flags,
-            } => self.check_atomic(&AtomicOp {
-                kind: *kind,
-                op: *o,
-                datatype: *datatype,
-                operand,
-                compare,
-                result,
-                desc: &[],
-                addr: *addr,
-                rma_ioc,
-                data: 0,
-                context: *context,
-                flags: *flags,
-            })?,
-            Deferred::Send { .. } | Deferred::Recv { .. } => {}
+        match op.view() {
+            View::Rma(r) => self.check_rma(&r)?,
+            View::Atomic(a) => self.check_atomic(&a)?,
+            View::Send(_) | View::Recv(_) => {}
         }
         let (tx_cq, rx_cq) = {
             let s = self.state();
@@ -844,95 +803,114 @@ impl Deferred {
         }
     }
 
+    /// The operation as the provider-facing view its raw call would build
+    /// (without FI_TRIGGER).
+    fn view(&self) -> View<'_> {
+        let strip = |f: u64| f & !FI_TRIGGER;
+        match self {
+            Deferred::Send {
+                iov,
+                dest,
+                tag,
+                data,
+                context,
+                flags,
+                tagged,
+            } => View::Send(SendOp {
+                iov,
+                desc: &[],
+                dest: *dest,
+                tag: *tag,
+                data: *data,
+                context: *context,
+                flags: strip(*flags),
+                tagged: *tagged,
+            }),
+            Deferred::Recv {
+                iov,
+                src,
+                tag,
+                ignore,
+                context,
+                flags,
+                tagged,
+            } => View::Recv(RecvOp {
+                iov,
+                desc: &[],
+                src: *src,
+                tag: *tag,
+                ignore: *ignore,
+                context: *context,
+                flags: strip(*flags),
+                tagged: *tagged,
+            }),
+            Deferred::Rma {
+                iov,
+                addr,
+                rma_iov,
+                data,
+                context,
+                flags,
+                read,
+            } => View::Rma(RmaOp {
+                iov,
+                desc: &[],
+                addr: *addr,
+                rma_iov,
+                data: *data,
+                context: *context,
+                flags: strip(*flags),
+                read: *read,
+            }),
+            Deferred::Atomic {
+                kind,
+                op,
+                datatype,
+                operand,
+                compare,
+                result,
+                addr,
+                rma_ioc,
+                context,
+                flags,
+            } => View::Atomic(AtomicOp {
+                kind: *kind,
+                op: *op,
+                datatype: *datatype,
+                operand,
+                compare,
+                result,
+                desc: &[],
+                addr: *addr,
+                rma_ioc,
+                data: 0,
+                context: *context,
+                flags: strip(*flags),
+            }),
+        }
+    }
+
     /// Posts the operation (without FI_TRIGGER) to a provider endpoint.
     ///
     /// # Safety
     /// As the corresponding raw call.
     unsafe fn post(&self, ops: &dyn EndpointOps) -> Result<()> {
-        let strip = |f: u64| f & !FI_TRIGGER;
         // SAFETY: every arm forwards `Endpoint::trigger`'s memory contract.
         unsafe {
-            match self {
-                Deferred::Send {
-                    iov,
-                    dest,
-                    tag,
-                    data,
-                    context,
-                    flags,
-                    tagged,
-                } => ops.post_send(&SendOp {
-                    iov,
-                    desc: &[],
-                    dest: *dest,
-                    tag: *tag,
-                    data: *data,
-                    context: *context,
-                    flags: strip(*flags),
-                    tagged: *tagged,
-                }),
-                Deferred::Recv {
-                    iov,
-                    src,
-                    tag,
-                    ignore,
-                    context,
-                    flags,
-                    tagged,
-                } => ops.post_recv(&RecvOp {
-                    iov,
-                    desc: &[],
-                    src: *src,
-                    tag: *tag,
-                    ignore: *ignore,
-                    context: *context,
-                    flags: strip(*flags),
-                    tagged: *tagged,
-                }),
-                Deferred::Rma {
-                    iov,
-                    addr,
-                    rma_iov,
-                    data,
-                    context,
-                    flags,
-                    read,
-                } => ops.post_rma(&RmaOp {
-                    iov,
-                    desc: &[],
-                    addr: *addr,
-                    rma_iov,
-                    data: *data,
-                    context: *context,
-                    flags: strip(*flags),
-                    read: *read,
-                }),
-                Deferred::Atomic {
-                    kind,
-                    op,
-                    datatype,
-                    operand,
-                    compare,
-                    result,
-                    addr,
-                    rma_ioc,
-                    context,
-                    flags,
-                } => ops.post_atomic(&AtomicOp {
-                    kind: *kind,
-                    op: *op,
-                    datatype: *datatype,
-                    operand,
-                    compare,
-                    result,
-                    desc: &[],
-                    addr: *addr,
-                    rma_ioc,
-                    data: 0,
-                    context: *context,
-                    flags: strip(*flags),
-                }),
+            match self.view() {
+                View::Send(o) => ops.post_send(&o),
+                View::Recv(o) => ops.post_recv(&o),
+                View::Rma(o) => ops.post_rma(&o),
+                View::Atomic(o) => ops.post_atomic(&o),
             }
         }
     }
+}
+
+/// A deferred operation seen as the call that posts it.
+enum View<'a> {
+    Send(SendOp<'a>),
+    Recv(RecvOp<'a>),
+    Rma(RmaOp<'a>),
+    Atomic(AtomicOp<'a>),
 }
