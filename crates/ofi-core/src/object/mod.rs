@@ -17,7 +17,7 @@ use crate::provider::{DomainOps, EndpointOps, FabricOps, PassiveEndpointOps, Pro
 use crate::util::atomic::AtomicKind;
 use crate::util::av::{AvAttr, AvCore};
 use crate::util::cntr::{CntrAttr, CntrCore};
-use crate::util::cq::{CqAttr, CqCore, CqErrEntry, CqFormat};
+use crate::util::cq::{CqAttr, CqCore, CqErrEntry, CqFormat, CqTaggedEntry};
 use crate::util::eq::{EqAttr, EqCore, EqError, EqEvent};
 use crate::util::iov::IoVec;
 use crate::util::mr::{MrAttr, MrCore, MrMap};
@@ -161,6 +161,62 @@ pub struct EpBindings {
 }
 
 impl EpBindings {
+    /// The counter a transmit-side operation counts into, by its completion
+    /// flags: FI_READ (RMA reads, fetching atomics) the read counter,
+    /// FI_WRITE (RMA writes, basic atomics) the write counter, else the
+    /// send counter.
+    pub fn tx_cntr(&self, flags: u64) -> &Option<Arc<CntrCore>> {
+        if flags & FI_READ != 0 {
+            &self.read_cntr
+        } else if flags & FI_WRITE != 0 {
+            &self.write_cntr
+        } else {
+            &self.send_cntr
+        }
+    }
+
+    /// Reports a finished transmit-side operation: on success a completion
+    /// in the transmit CQ (when `completion`) and a count; on failure
+    /// (`err`, a positive FI_E* number) an error completion, always, and an
+    /// error count.
+    pub fn tx_done(&self, context: usize, flags: u64, completion: bool, err: Option<i32>) {
+        let cntr = self.tx_cntr(flags);
+        match err {
+            None => {
+                if let Some(cq) = self.tx_cq.as_ref().filter(|_| completion) {
+                    cq.push(
+                        CqTaggedEntry {
+                            op_context: context,
+                            flags,
+                            ..Default::default()
+                        },
+                        FI_ADDR_NOTAVAIL,
+                    );
+                }
+                if let Some(c) = cntr {
+                    c.add(1);
+                }
+            }
+            Some(e) => {
+                if let Some(cq) = &self.tx_cq {
+                    cq.push_err(
+                        CqErrEntry {
+                            op_context: context,
+                            flags,
+                            err: e,
+                            prov_errno: e,
+                            ..Default::default()
+                        },
+                        FI_ADDR_NOTAVAIL,
+                    );
+                }
+                if let Some(c) = cntr {
+                    c.add_err(1);
+                }
+            }
+        }
+    }
+
     /// Every counter slot (send, recv, read, write, remote read, remote write).
     pub fn cntrs(&self) -> [&Option<Arc<CntrCore>>; 6] {
         [

@@ -238,44 +238,6 @@ impl Link {
     }
 }
 
-/// Completes a send into the transmit CQ (when `completion`) and counter.
-pub fn send_done(b: &EpBindings, context: usize, flags: u64, completion: bool, err: Option<i32>) {
-    match err {
-        None => {
-            if let Some(cq) = b.tx_cq.as_ref().filter(|_| completion) {
-                cq.push(
-                    CqTaggedEntry {
-                        op_context: context,
-                        flags,
-                        ..Default::default()
-                    },
-                    FI_ADDR_NOTAVAIL,
-                );
-            }
-            if let Some(c) = &b.send_cntr {
-                c.add(1);
-            }
-        }
-        Some(e) => {
-            if let Some(cq) = &b.tx_cq {
-                cq.push_err(
-                    CqErrEntry {
-                        op_context: context,
-                        flags,
-                        err: e,
-                        prov_errno: e,
-                        ..Default::default()
-                    },
-                    FI_ADDR_NOTAVAIL,
-                );
-            }
-            if let Some(c) = &b.send_cntr {
-                c.add_err(1);
-            }
-        }
-    }
-}
-
 /// Turns the receive side's events into completions. `src_ok` says whether
 /// source addresses are reported (FI_SOURCE).
 pub fn drain_rx(b: &EpBindings, rx: &mut Rx, src_ok: bool) {

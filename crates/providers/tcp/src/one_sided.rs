@@ -13,7 +13,6 @@ use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::{AtomicOp, EpBindings, RmaOp};
 use ofi_core::util::atomic::{self, AtomicKind};
-use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
 use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::mr::MrMap;
@@ -189,8 +188,6 @@ struct OpMeta {
     context: usize,
     flags: u64,
     completion: bool,
-    /// Counts into `read_cntr` (else `write_cntr`).
-    read: bool,
     /// The copied payload of an inject.
     inject: Option<Vec<u8>>,
 }
@@ -295,7 +292,6 @@ impl Ops {
             context: op.context,
             flags: FI_RMA | if op.read { FI_READ } else { FI_WRITE },
             completion: !inject && (!selective || op.flags & FI_COMPLETION != 0),
-            read: op.read,
             inject: copy,
         });
         Ok(req)
@@ -359,7 +355,6 @@ impl Ops {
             context: op.context,
             flags: FI_ATOMIC | if read { FI_READ } else { FI_WRITE },
             completion: !inject && (!selective || op.flags & FI_COMPLETION != 0),
-            read,
             inject: copy,
         });
         Ok(req)
@@ -378,41 +373,7 @@ impl Ops {
         let Some(m) = self.finish(id) else {
             return;
         };
-        let cntr = if m.read { &b.read_cntr } else { &b.write_cntr };
-        match err {
-            None => {
-                if let Some(cq) = b.tx_cq.as_ref().filter(|_| m.completion) {
-                    cq.push(
-                        CqTaggedEntry {
-                            op_context: m.context,
-                            flags: m.flags,
-                            ..Default::default()
-                        },
-                        FI_ADDR_NOTAVAIL,
-                    );
-                }
-                if let Some(c) = cntr {
-                    c.add(1);
-                }
-            }
-            Some(e) => {
-                if let Some(cq) = &b.tx_cq {
-                    cq.push_err(
-                        CqErrEntry {
-                            op_context: m.context,
-                            flags: m.flags,
-                            err: e,
-                            prov_errno: e,
-                            ..Default::default()
-                        },
-                        FI_ADDR_NOTAVAIL,
-                    );
-                }
-                if let Some(c) = cntr {
-                    c.add_err(1);
-                }
-            }
-        }
+        b.tx_done(m.context, m.flags, m.completion, err);
         if let Some(v) = m.inject {
             if self.pool.len() < 64 {
                 self.pool.push(v);

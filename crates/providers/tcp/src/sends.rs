@@ -112,7 +112,7 @@ impl Sends {
     /// bindings' transmit CQ and counter, and recycles its inject copy.
     pub fn complete(&mut self, b: &EpBindings, id: usize, err: Option<i32>) {
         if let Some(m) = self.finish(id) {
-            crate::link::send_done(b, m.context, m.flags, m.completion || err.is_some(), err);
+            b.tx_done(m.context, m.flags, m.completion, err);
             if let Some(v) = m.inject {
                 self.recycle(v);
             }

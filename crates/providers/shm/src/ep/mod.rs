@@ -274,40 +274,11 @@ impl ShmEndpoint {
     // ---- completions -------------------------------------------------
 
     fn tx_complete(&self, g: &Inner, context: usize, flags: u64, completion: bool) {
-        if completion {
-            if let Some(cq) = &g.b.tx_cq {
-                cq.push(
-                    CqTaggedEntry {
-                        op_context: context,
-                        flags,
-                        ..Default::default()
-                    },
-                    FI_ADDR_NOTAVAIL,
-                );
-            }
-        }
-        if let Some(c) = &g.b.send_cntr {
-            c.add(1);
-        }
+        g.b.tx_done(context, flags, completion, None);
     }
 
-    fn tx_error(&self, g: &Inner, context: usize, flags: u64, err: i32, len: usize) {
-        if let Some(cq) = &g.b.tx_cq {
-            cq.push_err(
-                CqErrEntry {
-                    op_context: context,
-                    flags,
-                    len,
-                    err,
-                    prov_errno: err,
-                    ..Default::default()
-                },
-                FI_ADDR_NOTAVAIL,
-            );
-        }
-        if let Some(c) = &g.b.send_cntr {
-            c.add_err(1);
-        }
+    fn tx_error(&self, g: &Inner, context: usize, flags: u64, err: i32) {
+        g.b.tx_done(context, flags, true, Some(err));
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -423,6 +394,36 @@ impl ShmEndpoint {
             g.peers[i] = Some(p.clone());
         }
         Ok(p)
+    }
+
+    /// The peer behind `dest`, refused with `FI_ECONNRESET` (and forgotten)
+    /// when its endpoint has closed.
+    fn usable_peer(&self, g: &mut Inner, dest: u64) -> Result<Arc<Peer>> {
+        let peer = self.peer_for(g, dest)?;
+        if peer.closed() {
+            g.peers.clear();
+            g.by_id.remove(&peer.addr.id());
+            return Err(Error::new(
+                errno::FI_ECONNRESET,
+                format!(
+                    "shm: peer endpoint {}.{} has closed",
+                    peer.addr.pid, peer.addr.idx
+                ),
+            ));
+        }
+        Ok(peer)
+    }
+
+    /// `FI_EOPBADSTATE` unless the endpoint is enabled; `what` names the call.
+    #[inline]
+    fn check_enabled(&self, what: &str) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                format!("shm: {what} on an endpoint that is not enabled"),
+            ));
+        }
+        Ok(())
     }
 
     fn src_addr(&self, g: &mut Inner, id: u64) -> u64 {
@@ -590,12 +591,7 @@ impl ShmEndpoint {
     }
 
     fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
-        if !self.enabled.load(Ordering::Relaxed) {
-            return Err(Error::new(
-                errno::FI_EOPBADSTATE,
-                "shm: send on an endpoint that is not enabled",
-            ));
-        }
+        self.check_enabled("send")?;
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::inval(format!(
                 "shm: {} iov entries exceed the limit of {IOV_LIMIT}",
@@ -618,9 +614,7 @@ impl ShmEndpoint {
             ));
         }
         let mut g = self.lock();
-        if (op.flags & FI_FENCE != 0 && self.outstanding(&g)) || !g.rma_pushes.is_empty() {
-            return Err(Error::again());
-        }
+        self.admit(&g, op.flags)?;
         let completion = !inject && (!g.b.tx_selective || op.flags & FI_COMPLETION != 0);
         // FI_DELIVERY_COMPLETE: only the receiver's ACK, sent once the data
         // is in the matched buffer, may complete the send — the RTS path.
@@ -637,18 +631,7 @@ impl ShmEndpoint {
                 }
             }
         }
-        let peer = self.peer_for(&mut g, op.dest)?;
-        if peer.closed() {
-            g.peers.clear();
-            g.by_id.remove(&peer.addr.id());
-            return Err(Error::new(
-                errno::FI_ECONNRESET,
-                format!(
-                    "shm: peer endpoint {}.{} has closed",
-                    peer.addr.pid, peer.addr.idx
-                ),
-            ));
-        }
+        let peer = self.usable_peer(&mut g, op.dest)?;
         if len <= INLINE_MAX && !deliver {
             return self.push_inline(&g, &peer, op, len, completion);
         }
@@ -1238,7 +1221,7 @@ impl ShmEndpoint {
                     if r.data == 0 {
                         self.tx_complete(g, s.context, s.flags, s.completion);
                     } else {
-                        self.tx_error(g, s.context, s.flags, status_code(r.data), 0);
+                        self.tx_error(g, s.context, s.flags, status_code(r.data));
                     }
                 }
             }
@@ -1359,7 +1342,7 @@ impl ShmEndpoint {
                     pid = s.peer.addr.pid,
                     "shm: peer died with a send in flight"
                 );
-                self.tx_error(g, s.context, s.flags, errno::FI_EIO, 0);
+                self.tx_error(g, s.context, s.flags, errno::FI_EIO);
             }
         }
         let mut i = 0;
@@ -1509,12 +1492,7 @@ impl ShmEndpoint {
     }
 
     fn recv_inner(&self, op: &RecvOp<'_>) -> Result<()> {
-        if !self.enabled.load(Ordering::Relaxed) {
-            return Err(Error::new(
-                errno::FI_EOPBADSTATE,
-                "shm: receive on an endpoint that is not enabled",
-            ));
-        }
+        self.check_enabled("receive")?;
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::inval(format!(
                 "shm: {} iov entries exceed the limit of {IOV_LIMIT}",

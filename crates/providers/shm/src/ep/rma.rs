@@ -22,6 +22,7 @@
 
 use super::*;
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov};
+use ofi_core::util::mr::MrMap;
 use ofi_core::util::rma::{self as core_rma, Ioc, Resolved, RmaIov};
 use ofi_wire::shm::{put_ranges, Ranges, WireRange, LOCAL_LEN, MAX_RANGES, RANGE_LEN};
 
@@ -123,17 +124,53 @@ fn resolved_iov(res: &[Resolved]) -> ([IoVec; MAX_RANGES], usize) {
     (out, res.len().min(MAX_RANGES))
 }
 
-fn ranges_as_core(rg: &Ranges, elem: usize) -> Option<([RmaIov; MAX_RANGES], usize)> {
-    let mut out = [RmaIov::default(); MAX_RANGES];
-    for (o, r) in out.iter_mut().zip(rg.remote()) {
-        let len = usize::try_from(r.len).ok()?.checked_mul(elem)?;
+/// Resolves a request's remote ranges (lengths in `elem`-byte elements)
+/// against the domain's regions, all or nothing; `Err` is the FI_E* number
+/// to answer with.
+fn resolve_request(
+    map: &MrMap,
+    rg: &Ranges,
+    elem: usize,
+    access: u64,
+    virt: bool,
+) -> std::result::Result<Vec<Resolved>, i32> {
+    let mut ranges = [RmaIov::default(); MAX_RANGES];
+    for (o, r) in ranges.iter_mut().zip(rg.remote()) {
+        let len = usize::try_from(r.len)
+            .ok()
+            .and_then(|l| l.checked_mul(elem))
+            .ok_or(errno::FI_EINVAL)?;
         *o = RmaIov {
             addr: r.addr,
             len,
             key: r.key,
         };
     }
-    Some((out, rg.n_remote))
+    let mut res = Vec::with_capacity(rg.n_remote);
+    core_rma::resolve_all(map, &ranges[..rg.n_remote], access, virt, &mut res)
+        .map_err(|e| e.code())?;
+    Ok(res)
+}
+
+/// The target's resolved ranges and the initiator's ranges of a request,
+/// as the cross-process copy takes them.
+fn cma_ranges(res: &[Resolved], rg: &Ranges) -> (Vec<Range>, Vec<Range>) {
+    let local = res
+        .iter()
+        .map(|x| Range {
+            base: x.addr,
+            len: x.len,
+        })
+        .collect();
+    let remote = rg
+        .local()
+        .iter()
+        .map(|&(a, l)| Range {
+            base: a as usize,
+            len: l as usize,
+        })
+        .collect();
+    (local, remote)
 }
 
 fn cma_refused(e: &std::io::Error) -> bool {
@@ -144,6 +181,16 @@ impl ShmEndpoint {
     /// True while sends or one-sided operations of this endpoint are in flight.
     pub(super) fn outstanding(&self, g: &Inner) -> bool {
         g.sends.len() != g.free_sends.len() || g.rmas.len() != g.free_rmas.len()
+    }
+
+    /// Whether a transmit operation may start now: a fenced one waits for
+    /// everything before it, and nothing overtakes a write still being
+    /// pushed in chunks (FI_ORDER_WAW and co). `FI_EAGAIN` otherwise.
+    pub(super) fn admit(&self, g: &Inner, flags: u64) -> Result<()> {
+        if (flags & FI_FENCE != 0 && self.outstanding(g)) || !g.rma_pushes.is_empty() {
+            return Err(Error::again());
+        }
+        Ok(())
     }
 
     fn alloc_rma(&self, g: &mut Inner, mut p: PendingRma) -> u64 {
@@ -188,70 +235,7 @@ impl ShmEndpoint {
 
     /// Completes a one-sided operation at the initiator (`err` 0: success).
     fn rma_done(&self, g: &Inner, p: &PendingRma, err: i32) {
-        let cntr = if p.flags & FI_READ != 0 {
-            &g.b.read_cntr
-        } else {
-            &g.b.write_cntr
-        };
-        if err != 0 {
-            if let Some(cq) = &g.b.tx_cq {
-                cq.push_err(
-                    CqErrEntry {
-                        op_context: p.context,
-                        flags: p.flags,
-                        err,
-                        prov_errno: err,
-                        ..Default::default()
-                    },
-                    FI_ADDR_NOTAVAIL,
-                );
-            }
-            if let Some(c) = cntr {
-                c.add_err(1);
-            }
-            return;
-        }
-        if p.completion {
-            if let Some(cq) = &g.b.tx_cq {
-                cq.push(
-                    CqTaggedEntry {
-                        op_context: p.context,
-                        flags: p.flags,
-                        ..Default::default()
-                    },
-                    FI_ADDR_NOTAVAIL,
-                );
-            }
-        }
-        if let Some(c) = cntr {
-            c.add(1);
-        }
-    }
-
-    fn usable_peer(&self, g: &mut Inner, dest: u64) -> Result<Arc<Peer>> {
-        let peer = self.peer_for(g, dest)?;
-        if peer.closed() {
-            g.peers.clear();
-            g.by_id.remove(&peer.addr.id());
-            return Err(Error::new(
-                errno::FI_ECONNRESET,
-                format!(
-                    "shm: peer endpoint {}.{} has closed",
-                    peer.addr.pid, peer.addr.idx
-                ),
-            ));
-        }
-        Ok(peer)
-    }
-
-    fn check_enabled(&self) -> Result<()> {
-        if !self.enabled.load(Ordering::Relaxed) {
-            return Err(Error::new(
-                errno::FI_EOPBADSTATE,
-                "shm: one-sided operation on an endpoint that is not enabled",
-            ));
-        }
-        Ok(())
+        g.b.tx_done(p.context, p.flags, p.completion, (err != 0).then_some(err));
     }
 
     /// Posts an RMA read or write.
@@ -259,7 +243,7 @@ impl ShmEndpoint {
     /// # Safety
     /// As `EndpointOps::post_rma`.
     pub(super) unsafe fn rma_inner(&self, o: &RmaOp<'_>) -> Result<()> {
-        self.check_enabled()?;
+        self.check_enabled("one-sided operation")?;
         if o.iov.len() > IOV_LIMIT || o.rma_iov.len() > MAX_RANGES || o.rma_iov.is_empty() {
             return Err(Error::inval(format!(
                 "shm: {} local / {} remote ranges exceed the limit of {IOV_LIMIT}",
@@ -270,11 +254,7 @@ impl ShmEndpoint {
         let len = iov_len(o.iov);
         let inject = o.flags & FI_INJECT != 0;
         let mut g = self.lock();
-        if (o.flags & FI_FENCE != 0 && self.outstanding(&g)) || !g.rma_pushes.is_empty() {
-            // A fence waits for everything before it; a write still being
-            // pushed in chunks must not be overtaken (FI_ORDER_WAW and co).
-            return Err(Error::again());
-        }
+        self.admit(&g, o.flags)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
         let completion = !inject && (!g.b.tx_selective || o.flags & FI_COMPLETION != 0);
         let (remote, nr) = wire_ranges(o.rma_iov);
@@ -361,7 +341,7 @@ impl ShmEndpoint {
     /// # Safety
     /// As `EndpointOps::post_atomic`.
     pub(super) unsafe fn atomic_inner(&self, o: &AtomicOp<'_>) -> Result<()> {
-        self.check_enabled()?;
+        self.check_enabled("one-sided operation")?;
         let size = atomic::datatype_size(o.datatype)
             .ok_or_else(|| Error::inval(format!("shm: unknown datatype {}", o.datatype)))?;
         if o.rma_ioc.len() > MAX_RANGES || o.result.len() > MAX_IOV {
@@ -380,11 +360,7 @@ impl ShmEndpoint {
         }
         let inject = o.flags & FI_INJECT != 0;
         let mut g = self.lock();
-        if (o.flags & FI_FENCE != 0 && self.outstanding(&g)) || !g.rma_pushes.is_empty() {
-            // A fence waits for everything before it; a write still being
-            // pushed in chunks must not be overtaken (FI_ORDER_WAW and co).
-            return Err(Error::again());
-        }
+        self.admit(&g, o.flags)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
         let completion = !inject && (!g.b.tx_selective || o.flags & FI_COMPLETION != 0);
         let mut remote = [WireRange::default(); MAX_RANGES];
@@ -598,17 +574,13 @@ impl ShmEndpoint {
         match r.op {
             op::ATOMIC => self.atomic_target(g, r, &rg, &map, virt, payload),
             op::RMA_READ => {
-                let Some((ranges, n)) = ranges_as_core(&rg, 1) else {
-                    self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EINVAL));
-                    return;
+                let res = match resolve_request(&map, &rg, 1, FI_REMOTE_READ, virt) {
+                    Ok(res) => res,
+                    Err(code) => {
+                        self.send_ctrl(g, r.src, answer(me, r.cookie, code));
+                        return;
+                    }
                 };
-                let mut res = Vec::with_capacity(n);
-                if let Err(err) =
-                    core_rma::resolve_all(&map, &ranges[..n], FI_REMOTE_READ, virt, &mut res)
-                {
-                    self.send_ctrl(g, r.src, answer(me, r.cookie, err.code()));
-                    return;
-                }
                 let len = r.tag as usize;
                 let (src, ns) = resolved_iov(&res);
                 // An initiator that has closed (or died) may have freed the
@@ -636,21 +608,7 @@ impl ShmEndpoint {
                     return;
                 }
                 if cma {
-                    let local: Vec<Range> = res
-                        .iter()
-                        .map(|x| Range {
-                            base: x.addr,
-                            len: x.len,
-                        })
-                        .collect();
-                    let remote: Vec<Range> = rg
-                        .local()
-                        .iter()
-                        .map(|&(a, l)| Range {
-                            base: a as usize,
-                            len: l as usize,
-                        })
-                        .collect();
+                    let (local, remote) = cma_ranges(&res, &rg);
                     let pid = ShmAddr::from_id(r.src).pid;
                     // SAFETY: the local ranges are resolved, registered memory.
                     match unsafe { cma::write_to(pid, &local, &remote) } {
@@ -689,18 +647,14 @@ impl ShmEndpoint {
             }
             _ => {
                 // RMA_WRITE (inline data or a chunk) and RMA_PULL.
-                let Some((ranges, n)) = ranges_as_core(&rg, 1) else {
-                    self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EINVAL));
-                    return;
-                };
                 let last = r.op == op::RMA_PULL || r.flags & flag::LAST != 0;
-                let mut res = Vec::with_capacity(n);
-                if let Err(err) =
-                    core_rma::resolve_all(&map, &ranges[..n], FI_REMOTE_WRITE, virt, &mut res)
-                {
-                    self.send_ctrl(g, r.src, answer(me, r.cookie, err.code()));
-                    return;
-                }
+                let res = match resolve_request(&map, &rg, 1, FI_REMOTE_WRITE, virt) {
+                    Ok(res) => res,
+                    Err(code) => {
+                        self.send_ctrl(g, r.src, answer(me, r.cookie, code));
+                        return;
+                    }
+                };
                 let (dst, nd) = resolved_iov(&res);
                 if r.op == op::RMA_WRITE {
                     let at = rg.data_at;
@@ -721,21 +675,7 @@ impl ShmEndpoint {
                         self.send_ctrl(g, r.src, a);
                         return;
                     }
-                    let local: Vec<Range> = res
-                        .iter()
-                        .map(|x| Range {
-                            base: x.addr,
-                            len: x.len,
-                        })
-                        .collect();
-                    let remote: Vec<Range> = rg
-                        .local()
-                        .iter()
-                        .map(|&(a, l)| Range {
-                            base: a as usize,
-                            len: l as usize,
-                        })
-                        .collect();
+                    let (local, remote) = cma_ranges(&res, &rg);
                     let pid = ShmAddr::from_id(r.src).pid;
                     let copied = if len >= self.cfg.coop_threshold {
                         // Large: the initiator copies half, chunk by chunk,
@@ -812,7 +752,7 @@ impl ShmEndpoint {
         g: &mut Inner,
         r: &Repr,
         rg: &Ranges,
-        map: &Arc<ofi_core::util::mr::MrMap>,
+        map: &Arc<MrMap>,
         virt: bool,
         payload: &[u8],
     ) {
@@ -847,20 +787,18 @@ impl ShmEndpoint {
             fail(self, g, errno::FI_EINVAL);
             return;
         }
-        let Some((ranges, n)) = ranges_as_core(rg, size) else {
-            fail(self, g, errno::FI_EINVAL);
-            return;
-        };
         let access = if read_only {
             FI_REMOTE_READ
         } else {
             FI_REMOTE_WRITE
         };
-        let mut res = Vec::with_capacity(n);
-        if let Err(err) = core_rma::resolve_all(map, &ranges[..n], access, virt, &mut res) {
-            fail(self, g, err.code());
-            return;
-        }
+        let res = match resolve_request(map, rg, size, access, virt) {
+            Ok(res) => res,
+            Err(code) => {
+                fail(self, g, code);
+                return;
+            }
+        };
         let at = rg.data_at;
         let operand = if with_operand {
             &payload[at..at + bytes]
