@@ -65,11 +65,15 @@ impl Shared {
         let Some(g) = self.members.try_lock() else {
             return;
         };
-        let direct = g.len() == 1 && g[0].upgrade().is_some_and(|m| m.single());
-        let ready = direct || self.poller.any_ready();
+        let alone = g.len() == 1;
+        // Asked of the poller at most once per pass, and only when needed.
+        let mut ready = None;
         for w in g.iter() {
             if let Some(m) = w.upgrade() {
-                if ready || !m.idle() {
+                let go = (alone && m.single())
+                    || *ready.get_or_insert_with(|| self.poller.any_ready())
+                    || !m.idle();
+                if go {
                     m.drive();
                 }
             }
