@@ -1,0 +1,1 @@
+//! The libfabric objects: fids and their ops tables.
