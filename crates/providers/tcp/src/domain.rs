@@ -32,15 +32,19 @@ pub struct Shared {
     pub poller: Poller,
     members: SpinLock<Vec<Weak<dyn Member>>>,
     next_key: AtomicU64,
+    poll_recv: bool,
 }
 
 impl Shared {
     /// A new domain's shared state.
-    pub fn new() -> Result<Arc<Shared>> {
+    /// `poll_recv`: let a lone single-connection endpoint poll with `recv`
+    /// (FI_TCP_POLL_RECV).
+    pub fn new(poll_recv: bool) -> Result<Arc<Shared>> {
         Ok(Arc::new(Shared {
             poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
             members: SpinLock::new(Vec::new()),
             next_key: AtomicU64::new(1),
+            poll_recv,
         }))
     }
 
@@ -65,7 +69,7 @@ impl Shared {
         let Some(g) = self.members.try_lock() else {
             return;
         };
-        let alone = g.len() == 1;
+        let alone = self.poll_recv && g.len() == 1;
         // Asked of the poller at most once per pass, and only when needed.
         let mut ready = None;
         for w in g.iter() {

@@ -45,6 +45,8 @@ pub struct TcpConfig {
     pub connect_timeout: Duration,
     /// TCP_USER_TIMEOUT for every connection.
     pub user_timeout_ms: u32,
+    /// Single-connection endpoints poll with `recv` instead of epoll.
+    pub poll_recv: bool,
 }
 
 impl TcpConfig {
@@ -61,6 +63,7 @@ impl TcpConfig {
             max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
             connect_timeout: Duration::from_millis(get("conn_timeout_ms").get_size()? as u64),
             user_timeout_ms: get("user_timeout_ms").get_size()?.min(u32::MAX as usize) as u32,
+            poll_recv: get("poll_recv").get_bool()?,
         })
     }
 }
@@ -102,7 +105,7 @@ impl FabricOps for TcpFabric {
                 format!("info is for provider '{}', not tcp", info.provider()),
             ));
         }
-        let shared = domain::Shared::new()?;
+        let shared = domain::Shared::new(self.cfg.poll_recv)?;
         if info.domain_attr.data_progress == progress::FI_PROGRESS_AUTO {
             shared.start_auto_progress()?;
         }
@@ -174,6 +177,7 @@ pub fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "eager_max", 16384, "Messages up to this size are sent eagerly; larger ones by rendezvous"),
         Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes buffered per endpoint before the socket is left unread (backpressure)"),
         Tunable::size(NAME, "conn_timeout_ms", 10000, "Milliseconds a connection attempt may take before it fails with FI_ETIMEDOUT"),
+        Tunable::boolean(NAME, "poll_recv", false, "An endpoint with one connection polls it with recv rather than asking epoll first: one system call less per message, but each poll takes the socket lock the kernel needs to deliver the next message"),
         Tunable::size(NAME, "user_timeout_ms", 5000, "Milliseconds written data may stay unacknowledged (TCP_USER_TIMEOUT) before the connection fails; keepalive probes also detect a silent dead peer within a few seconds"),
     ]
 }

@@ -335,7 +335,8 @@ impl EndpointOps for TcpMsgEp {
             .with_flags(op.flags | if completion { FI_COMPLETION } else { 0 });
         g.rx.post_recv(&req)
             .map_err(|e| Error::new(e, "tcp: receive refused"))?;
-        self.drive(&mut g);
+        // No socket read here (the next progress call reads): a post costs
+        // no system call. A message the post unblocked shows as a wakeup.
         let Inner { b, rx, .. } = &mut *g;
         drain_rx(b, rx, false);
         Ok(())
