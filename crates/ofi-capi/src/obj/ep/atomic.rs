@@ -1,0 +1,623 @@
+//! `fi_ops_atomic`: basic, fetching and compare atomics in their plain,
+//! vector, `*msg` and inject forms, and the `*valid` queries.
+
+use super::{descs, ep};
+use crate::abi::*;
+use crate::guard;
+use crate::obj::{ffi, sret, EINVAL, EINVAL_S, PANIC, PANIC_S};
+use ofi_core::consts::{atomic_op, FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_INJECT};
+use ofi_core::object::AtomicOp;
+use ofi_core::util::atomic::AtomicKind;
+use ofi_core::util::rma::{Ioc, RmaIoc};
+
+const _: () = assert!(std::mem::size_of::<Ioc>() == std::mem::size_of::<fi_ioc>());
+const _: () = assert!(std::mem::size_of::<RmaIoc>() == std::mem::size_of::<fi_rma_ioc>());
+
+/// Where a call's flags come from.
+#[derive(Clone, Copy)]
+enum Flags {
+    Default,
+    Given(u64),
+}
+
+/// One atomic as the C call describes it.
+struct Call<'a> {
+    kind: AtomicKind,
+    op: u32,
+    datatype: u32,
+    operand: &'a [Ioc],
+    compare: &'a [Ioc],
+    result: &'a [Ioc],
+    desc: &'a [u64],
+    peer: fi_addr_t,
+    rma_ioc: &'a [RmaIoc],
+    data: u64,
+    context: *mut c_void,
+    flags: Flags,
+}
+
+/// Posts an atomic on the endpoint behind `p`.
+///
+/// # Safety
+/// Operand, compare and result memory stay valid until completion.
+unsafe fn post(p: *mut fid_ep, c: Call<'_>) -> ssize_t {
+    // SAFETY: p is NULL or a fid of the application.
+    let Some((o, e)) = (unsafe { ep(p) }) else {
+        return EINVAL_S;
+    };
+    let flags = match c.flags {
+        Flags::Default => o.tx_flags(),
+        Flags::Given(f) => f,
+    };
+    let op = AtomicOp {
+        kind: c.kind,
+        op: c.op,
+        datatype: c.datatype,
+        operand: c.operand,
+        compare: c.compare,
+        result: c.result,
+        desc: c.desc,
+        addr: c.peer,
+        rma_ioc: c.rma_ioc,
+        data: c.data,
+        context: c.context as usize,
+        flags,
+    };
+    // SAFETY: forwarded caller contract.
+    sret(unsafe { e.post_atomic(&op) })
+}
+
+/// An `fi_ioc` list as the raw layer's.
+///
+/// # Safety
+/// `p` holds `n` entries.
+unsafe fn iocs<'a>(p: *const fi_ioc, n: usize) -> Option<&'a [Ioc]> {
+    // SAFETY: Ioc has fi_ioc's layout; the caller's contract.
+    unsafe { crate::obj::array(p.cast::<Ioc>(), n) }
+}
+
+/// An `fi_rma_ioc` list as the raw layer's.
+///
+/// # Safety
+/// `p` holds `n` entries.
+unsafe fn rma_iocs<'a>(p: *const fi_rma_ioc, n: usize) -> Option<&'a [RmaIoc]> {
+    // SAFETY: RmaIoc has fi_rma_ioc's layout; the caller's contract.
+    unsafe { crate::obj::array(p.cast::<RmaIoc>(), n) }
+}
+
+fn total(l: &[Ioc]) -> usize {
+    l.iter().fold(0usize, |a, v| a.saturating_add(v.count))
+}
+
+/// One buffer as an ioc list; a NULL buffer is no operand (FI_ATOMIC_READ).
+fn one(buf: *const c_void, count: usize) -> [Ioc; 1] {
+    [Ioc {
+        addr: buf as usize,
+        count,
+    }]
+}
+
+fn opt_list(l: &[Ioc; 1]) -> &[Ioc] {
+    if l[0].addr == 0 {
+        &[]
+    } else {
+        l
+    }
+}
+
+fn one_desc(d: &[u64; 1]) -> &[u64] {
+    if d[0] == 0 {
+        &[]
+    } else {
+        d
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_write(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    count: size_t,
+    desc: *mut c_void,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: fi_datatype,
+    op: fi_op,
+    context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        if buf.is_null() {
+            return EINVAL_S;
+        }
+        let o = one(buf, count);
+        let d = [desc as u64];
+        let r = [RmaIoc { addr, count, key }];
+        let c = Call {
+            kind: AtomicKind::Basic,
+            op,
+            datatype,
+            operand: &o,
+            compare: &[],
+            result: &[],
+            desc: one_desc(&d),
+            peer: dest,
+            rma_ioc: &r,
+            data: 0,
+            context,
+            flags: Flags::Default,
+        };
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_writev(
+    p: *mut fid_ep,
+    iov: *const fi_ioc,
+    desc: *mut *mut c_void,
+    count: size_t,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: fi_datatype,
+    op: fi_op,
+    context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: iov / desc hold count entries.
+        let (Some(o), d) = (unsafe { iocs(iov, count) }, unsafe { descs(desc, count) }) else {
+            return EINVAL_S;
+        };
+        let r = [RmaIoc {
+            addr,
+            count: total(o),
+            key,
+        }];
+        let c = Call {
+            kind: AtomicKind::Basic,
+            op,
+            datatype,
+            operand: o,
+            compare: &[],
+            result: &[],
+            desc: d,
+            peer: dest,
+            rma_ioc: &r,
+            data: 0,
+            context,
+            flags: Flags::Default,
+        };
+        // SAFETY: the application keeps the operands valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+/// An `fi_msg_atomic` with its operand, descriptor and remote lists.
+type MsgParts<'a> = (&'a fi_msg_atomic, &'a [Ioc], &'a [u64], &'a [RmaIoc]);
+
+/// The parts of an `fi_msg_atomic`.
+///
+/// # Safety
+/// `msg` is NULL or valid, its lists holding their counts.
+unsafe fn msg_parts<'a>(msg: *const fi_msg_atomic) -> Option<MsgParts<'a>> {
+    if msg.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        let m = &*msg;
+        let o = iocs(m.msg_iov, m.iov_count)?;
+        let d = descs(m.desc, m.iov_count);
+        let r = rma_iocs(m.rma_iov, m.rma_iov_count)?;
+        Some((m, o, d, r))
+    }
+}
+
+unsafe extern "C" fn atomic_writemsg(
+    p: *mut fid_ep,
+    msg: *const fi_msg_atomic,
+    flags: u64,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: msg is NULL or a valid message.
+        let Some((m, o, d, r)) = (unsafe { msg_parts(msg) }) else {
+            return EINVAL_S;
+        };
+        let c = Call {
+            kind: AtomicKind::Basic,
+            op: m.op,
+            datatype: m.datatype,
+            operand: o,
+            compare: &[],
+            result: &[],
+            desc: d,
+            peer: m.addr,
+            rma_ioc: r,
+            data: m.data,
+            context: m.context,
+            flags: Flags::Given(flags),
+        };
+        // SAFETY: the application keeps the operands valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_inject(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    count: size_t,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: fi_datatype,
+    op: fi_op,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        if buf.is_null() {
+            return EINVAL_S;
+        }
+        let o = one(buf, count);
+        let r = [RmaIoc { addr, count, key }];
+        let c = Call {
+            kind: AtomicKind::Basic,
+            op,
+            datatype,
+            operand: &o,
+            compare: &[],
+            result: &[],
+            desc: &[],
+            peer: dest,
+            rma_ioc: &r,
+            data: 0,
+            context: std::ptr::null_mut(),
+            flags: Flags::Given(FI_INJECT),
+        };
+        // SAFETY: FI_INJECT: the operands are read before the call returns.
+        unsafe { post(p, c) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_readwrite(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    count: size_t,
+    desc: *mut c_void,
+    result: *mut c_void,
+    _result_desc: *mut c_void,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: fi_datatype,
+    op: fi_op,
+    context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        if result.is_null() || (buf.is_null() && op != atomic_op::FI_ATOMIC_READ) {
+            return EINVAL_S;
+        }
+        let o = one(buf, count);
+        let res = one(result, count);
+        let d = [desc as u64];
+        let r = [RmaIoc { addr, count, key }];
+        let c = Call {
+            kind: AtomicKind::Fetch,
+            op,
+            datatype,
+            operand: opt_list(&o),
+            compare: &[],
+            result: &res,
+            desc: one_desc(&d),
+            peer: dest,
+            rma_ioc: &r,
+            data: 0,
+            context,
+            flags: Flags::Default,
+        };
+        // SAFETY: the application keeps the buffers valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_readwritev(
+    p: *mut fid_ep,
+    iov: *const fi_ioc,
+    desc: *mut *mut c_void,
+    count: size_t,
+    resultv: *mut fi_ioc,
+    _result_desc: *mut *mut c_void,
+    result_count: size_t,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: fi_datatype,
+    op: fi_op,
+    context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: the lists hold their counts of entries.
+        let (Some(o), d, Some(res)) = (
+            unsafe { iocs(iov, count) },
+            unsafe { descs(desc, count) },
+            unsafe { iocs(resultv.cast_const(), result_count) },
+        ) else {
+            return EINVAL_S;
+        };
+        let r = [RmaIoc {
+            addr,
+            count: total(res),
+            key,
+        }];
+        let c = Call {
+            kind: AtomicKind::Fetch,
+            op,
+            datatype,
+            operand: o,
+            compare: &[],
+            result: res,
+            desc: d,
+            peer: dest,
+            rma_ioc: &r,
+            data: 0,
+            context,
+            flags: Flags::Default,
+        };
+        // SAFETY: the application keeps the buffers valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+unsafe extern "C" fn atomic_readwritemsg(
+    p: *mut fid_ep,
+    msg: *const fi_msg_atomic,
+    resultv: *mut fi_ioc,
+    _result_desc: *mut *mut c_void,
+    result_count: size_t,
+    flags: u64,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: msg is NULL or a valid message; resultv holds result_count.
+        let (Some((m, o, d, r)), Some(res)) = (unsafe { msg_parts(msg) }, unsafe {
+            iocs(resultv.cast_const(), result_count)
+        }) else {
+            return EINVAL_S;
+        };
+        let c = Call {
+            kind: AtomicKind::Fetch,
+            op: m.op,
+            datatype: m.datatype,
+            operand: o,
+            compare: &[],
+            result: res,
+            desc: d,
+            peer: m.addr,
+            rma_ioc: r,
+            data: m.data,
+            context: m.context,
+            flags: Flags::Given(flags),
+        };
+        // SAFETY: the application keeps the buffers valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_compwrite(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    count: size_t,
+    desc: *mut c_void,
+    compare: *const c_void,
+    _compare_desc: *mut c_void,
+    result: *mut c_void,
+    _result_desc: *mut c_void,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: fi_datatype,
+    op: fi_op,
+    context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        if buf.is_null() || compare.is_null() || result.is_null() {
+            return EINVAL_S;
+        }
+        let o = one(buf, count);
+        let cmp = one(compare, count);
+        let res = one(result, count);
+        let d = [desc as u64];
+        let r = [RmaIoc { addr, count, key }];
+        let c = Call {
+            kind: AtomicKind::Compare,
+            op,
+            datatype,
+            operand: &o,
+            compare: &cmp,
+            result: &res,
+            desc: one_desc(&d),
+            peer: dest,
+            rma_ioc: &r,
+            data: 0,
+            context,
+            flags: Flags::Default,
+        };
+        // SAFETY: the application keeps the buffers valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_compwritev(
+    p: *mut fid_ep,
+    iov: *const fi_ioc,
+    desc: *mut *mut c_void,
+    count: size_t,
+    comparev: *const fi_ioc,
+    _compare_desc: *mut *mut c_void,
+    compare_count: size_t,
+    resultv: *mut fi_ioc,
+    _result_desc: *mut *mut c_void,
+    result_count: size_t,
+    dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    datatype: fi_datatype,
+    op: fi_op,
+    context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: the lists hold their counts of entries.
+        let (Some(o), d, Some(cmp), Some(res)) = (
+            unsafe { iocs(iov, count) },
+            unsafe { descs(desc, count) },
+            unsafe { iocs(comparev, compare_count) },
+            unsafe { iocs(resultv.cast_const(), result_count) },
+        ) else {
+            return EINVAL_S;
+        };
+        let r = [RmaIoc {
+            addr,
+            count: total(o),
+            key,
+        }];
+        let c = Call {
+            kind: AtomicKind::Compare,
+            op,
+            datatype,
+            operand: o,
+            compare: cmp,
+            result: res,
+            desc: d,
+            peer: dest,
+            rma_ioc: &r,
+            data: 0,
+            context,
+            flags: Flags::Default,
+        };
+        // SAFETY: the application keeps the buffers valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn atomic_compwritemsg(
+    p: *mut fid_ep,
+    msg: *const fi_msg_atomic,
+    comparev: *const fi_ioc,
+    _compare_desc: *mut *mut c_void,
+    compare_count: size_t,
+    resultv: *mut fi_ioc,
+    _result_desc: *mut *mut c_void,
+    result_count: size_t,
+    flags: u64,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: msg is NULL or a valid message; the lists hold their counts.
+        let (Some((m, o, d, r)), Some(cmp), Some(res)) = (
+            unsafe { msg_parts(msg) },
+            unsafe { iocs(comparev, compare_count) },
+            unsafe { iocs(resultv.cast_const(), result_count) },
+        ) else {
+            return EINVAL_S;
+        };
+        let c = Call {
+            kind: AtomicKind::Compare,
+            op: m.op,
+            datatype: m.datatype,
+            operand: o,
+            compare: cmp,
+            result: res,
+            desc: d,
+            peer: m.addr,
+            rma_ioc: r,
+            data: m.data,
+            context: m.context,
+            flags: Flags::Given(flags),
+        };
+        // SAFETY: the application keeps the buffers valid until completion.
+        unsafe { post(p, c) }
+    })
+}
+
+/// The `*valid` queries: 0 with the largest element count, or
+/// -FI_EOPNOTSUPP.
+///
+/// # Safety
+/// `count` is NULL or writable.
+unsafe fn valid(p: *mut fid_ep, datatype: u32, op: u32, count: *mut size_t, flags: u64) -> c_int {
+    // SAFETY: p is NULL or a fid of the application.
+    let Some((_, e)) = (unsafe { ep(p) }) else {
+        return EINVAL;
+    };
+    if count.is_null() {
+        return EINVAL;
+    }
+    match e.query_atomic(datatype, op, flags) {
+        Ok(n) => {
+            // SAFETY: count is non-null and writable.
+            unsafe { *count = n };
+            0
+        }
+        Err(err) => guard::err(&err),
+    }
+}
+
+unsafe extern "C" fn atomic_writevalid(
+    p: *mut fid_ep,
+    datatype: fi_datatype,
+    op: fi_op,
+    count: *mut size_t,
+) -> c_int {
+    // SAFETY: forwarded C arguments.
+    ffi(PANIC, || unsafe { valid(p, datatype, op, count, 0) })
+}
+
+unsafe extern "C" fn atomic_readwritevalid(
+    p: *mut fid_ep,
+    datatype: fi_datatype,
+    op: fi_op,
+    count: *mut size_t,
+) -> c_int {
+    // SAFETY: forwarded C arguments.
+    ffi(PANIC, || unsafe {
+        valid(p, datatype, op, count, FI_FETCH_ATOMIC)
+    })
+}
+
+unsafe extern "C" fn atomic_compwritevalid(
+    p: *mut fid_ep,
+    datatype: fi_datatype,
+    op: fi_op,
+    count: *mut size_t,
+) -> c_int {
+    // SAFETY: forwarded C arguments.
+    ffi(PANIC, || unsafe {
+        valid(p, datatype, op, count, FI_COMPARE_ATOMIC)
+    })
+}
+
+static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
+    size: std::mem::size_of::<fi_ops_atomic>(),
+    write: Some(atomic_write),
+    writev: Some(atomic_writev),
+    writemsg: Some(atomic_writemsg),
+    inject: Some(atomic_inject),
+    readwrite: Some(atomic_readwrite),
+    readwritev: Some(atomic_readwritev),
+    readwritemsg: Some(atomic_readwritemsg),
+    compwrite: Some(atomic_compwrite),
+    compwritev: Some(atomic_compwritev),
+    compwritemsg: Some(atomic_compwritemsg),
+    writevalid: Some(atomic_writevalid),
+    readwritevalid: Some(atomic_readwritevalid),
+    compwritevalid: Some(atomic_compwritevalid),
+};
+
+/// The endpoints' `fi_ops_atomic` table.
+pub(crate) fn atomic_ops_table() -> *mut fi_ops_atomic {
+    &ATOMIC_OPS as *const fi_ops_atomic as *mut fi_ops_atomic
+}

@@ -1,0 +1,687 @@
+//! Endpoints (`fi_endpoint`, `struct fid_ep`): binding, enabling, default
+//! operation flags, options, cancel, and connection management (shared
+//! with passive endpoints). The data-transfer tables live in [`msg`]
+//! (messages and tagged messages), [`rma`] and [`atomic`].
+
+pub mod atomic;
+pub mod msg;
+pub mod rma;
+
+use super::pep::{connreq, free_connreq, pep, ConnReqObj};
+use super::{
+    ffi, get, give_addr, publish, unpublish, CObj, EINVAL, EINVAL_S, ENOSYS, ENOSYS_S, PANIC,
+    PANIC_S,
+};
+use crate::abi::*;
+use crate::guard;
+use ofi_core::consts::{FI_RECV, FI_TRANSMIT};
+use ofi_core::error::errno::*;
+use ofi_core::util::iov::IoVec;
+use ofi_core::Endpoint;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// An endpoint as C sees it: `struct fid_ep`, then the raw-layer endpoint.
+#[repr(C)]
+pub struct EpObj {
+    c: fid_ep,
+    pub(crate) core: Option<Endpoint>,
+    /// Default flags of transmit calls without a flags argument.
+    tx_flags: AtomicU64,
+    /// Default flags of receive calls without a flags argument.
+    rx_flags: AtomicU64,
+    /// The connection request this endpoint was opened for, freed with it.
+    connreq: *mut ConnReqObj,
+}
+
+// SAFETY: repr(C), first field fid_ep whose first field is fid.
+unsafe impl CObj for EpObj {
+    const CLASS: usize = class::FI_CLASS_EP;
+    fn base_ops() -> *const fi_ops {
+        &EP_FI_OPS
+    }
+    fn shut(&mut self) -> Result<(), c_int> {
+        super::shut_core(&mut self.core, Endpoint::close)?;
+        if !self.connreq.is_null() {
+            // SAFETY: the request was made by connreq_info and is owned here.
+            unsafe { free_connreq(self.connreq) };
+            self.connreq = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+}
+
+impl EpObj {
+    /// Default transmit flags.
+    #[inline]
+    pub(crate) fn tx_flags(&self) -> u64 {
+        self.tx_flags.load(Ordering::Relaxed)
+    }
+    /// Default receive flags.
+    #[inline]
+    pub(crate) fn rx_flags(&self) -> u64 {
+        self.rx_flags.load(Ordering::Relaxed)
+    }
+}
+
+/// The endpoint behind a `struct fid_ep *`, with its raw-layer endpoint.
+///
+/// # Safety
+/// `p` is NULL or a readable fid.
+#[inline]
+pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)> {
+    // SAFETY: forwarded.
+    let o = unsafe { get::<EpObj>(p.cast::<fid>()) }?;
+    Some((o, o.core.as_ref()?))
+}
+
+/// An application iovec array as the raw layer's ranges (same layout).
+///
+/// # Safety
+/// `iov` holds `count` entries.
+#[inline]
+pub(crate) unsafe fn iovs<'a>(iov: *const iovec, count: usize) -> Option<&'a [IoVec]> {
+    // SAFETY: IoVec is laid out as struct iovec (asserted by the core);
+    // the caller's contract on iov.
+    unsafe { super::array(iov.cast::<IoVec>(), count) }
+}
+
+/// An application descriptor array (`void **desc`) as the raw layer's
+/// `u64` descriptors; NULL gives none.
+///
+/// # Safety
+/// `desc` is NULL or holds `count` entries.
+#[inline]
+pub(crate) unsafe fn descs<'a>(desc: *mut *mut c_void, count: usize) -> &'a [u64] {
+    // SAFETY: pointers are u64-sized (asserted in obj); caller's contract.
+    unsafe { super::array(desc.cast_const().cast::<u64>(), count) }.unwrap_or(&[])
+}
+
+static EP_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(super::close::<EpObj>),
+    bind: Some(ep_bind),
+    control: Some(ep_control),
+    ops_open: Some(super::ops_open_nosys),
+    tostr: Some(super::tostr),
+    ops_set: Some(super::ops_set_nosys),
+};
+
+static EP_OPS: fi_ops_ep = fi_ops_ep {
+    size: std::mem::size_of::<fi_ops_ep>(),
+    cancel: Some(ep_cancel),
+    getopt: Some(ep_getopt),
+    setopt: Some(ep_setopt),
+    tx_ctx: Some(ep_tx_ctx),
+    rx_ctx: Some(ep_rx_ctx),
+    rx_size_left: Some(ep_size_left),
+    tx_size_left: Some(ep_size_left),
+};
+
+static CM_OPS: fi_ops_cm = fi_ops_cm {
+    size: std::mem::size_of::<fi_ops_cm>(),
+    setname: Some(cm_setname),
+    getname: Some(cm_getname),
+    getpeer: Some(cm_getpeer),
+    connect: Some(cm_connect),
+    listen: Some(cm_listen),
+    accept: Some(cm_accept),
+    reject: Some(cm_reject),
+    shutdown: Some(cm_shutdown),
+    join: Some(cm_join),
+};
+
+/// The `fi_ops_ep` table (endpoints and passive endpoints share it).
+pub(crate) fn ep_ops_table() -> *mut fi_ops_ep {
+    &EP_OPS as *const fi_ops_ep as *mut fi_ops_ep
+}
+
+/// The `fi_ops_cm` table (endpoints and passive endpoints share it).
+pub(crate) fn cm_ops_table() -> *mut fi_ops_cm {
+    &CM_OPS as *const fi_ops_cm as *mut fi_ops_cm
+}
+
+/// `fi_endpoint`: opens an endpoint of a domain; an `info->handle` naming
+/// a connection request opens the accepting side of that request.
+///
+/// # Safety
+/// Arguments as `fi_endpoint(3)`.
+pub(crate) unsafe fn open(
+    d: *mut fid_domain,
+    info: *mut fi_info,
+    out: *mut *mut fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: d is NULL or a fid of the application.
+    let Some(dom) = (unsafe { super::domain::domain(d) }) else {
+        return EINVAL;
+    };
+    let Some(dcore) = dom.core() else {
+        return EINVAL;
+    };
+    if info.is_null() || out.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: info is a valid fi_info.
+    let mut i = match unsafe { crate::info::info_from_c(info) } {
+        Ok(i) => i,
+        Err(e) => return e,
+    };
+    // SAFETY: info is valid; its handle is NULL or a fid.
+    let req = unsafe { connreq((*info).handle) };
+    let mut req_ptr = std::ptr::null_mut();
+    if let Some(r) = req {
+        i.handle = Some(r.handle.clone());
+        req_ptr = r as *const ConnReqObj as *mut ConnReqObj;
+    }
+    let p = publish(EpObj {
+        c: fid_ep {
+            fid: fid {
+                fclass: class::FI_CLASS_EP,
+                context,
+                ops: &EP_FI_OPS as *const fi_ops as *mut fi_ops,
+            },
+            ops: ep_ops_table(),
+            cm: cm_ops_table(),
+            msg: msg::msg_ops_table(),
+            rma: rma::rma_ops_table(),
+            tagged: msg::tagged_ops_table(),
+            atomic: atomic::atomic_ops_table(),
+            collective: &COLL_OPS as *const fi_ops_collective as *mut fi_ops_collective,
+        },
+        core: None,
+        tx_flags: AtomicU64::new(i.tx_attr.op_flags),
+        rx_flags: AtomicU64::new(i.rx_attr.op_flags),
+        connreq: std::ptr::null_mut(),
+    });
+    // Events about this endpoint name it by its C fid.
+    match dcore.endpoint_with_context(&i, p as usize) {
+        Ok(core) => {
+            dom.note_endpoint(core.ops());
+            // SAFETY: p came from publish and is not yet shared.
+            unsafe {
+                (*p).core = Some(core);
+                (*p).connreq = req_ptr;
+                *out = p.cast::<fid_ep>();
+            }
+            0
+        }
+        Err(e) => {
+            // SAFETY: p came from publish and was never shared.
+            unsafe { unpublish(p) };
+            guard::err(&e)
+        }
+    }
+}
+
+/// `fi_ep_bind`: a CQ (FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION),
+/// counter (FI_SEND / FI_RECV / FI_READ / FI_WRITE / FI_REMOTE_*), AV or EQ.
+unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let Some((_, e)) = (unsafe { ep(f.cast::<fid_ep>()) }) else {
+            return EINVAL;
+        };
+        // SAFETY: bfid is NULL or a fid of the application; each probe
+        // checks class and table before use.
+        unsafe {
+            if let Some(q) = get::<super::cq::CqObj>(bfid).and_then(|o| o.core.as_ref()) {
+                return super::ret(e.bind_cq(q, flags));
+            }
+            if let Some(c) = get::<super::cntr::CntrObj>(bfid).and_then(|o| o.core.as_ref()) {
+                return super::ret(e.bind_cntr(c, flags));
+            }
+            if let Some(v) = get::<super::av::AvObj>(bfid).and_then(|o| o.core.as_ref()) {
+                return super::ret(e.bind_av(v));
+            }
+            if let Some(q) = get::<super::eq::EqObj>(bfid).and_then(|o| o.core.as_ref()) {
+                return super::ret(e.bind_eq(q));
+            }
+        }
+        EINVAL
+    })
+}
+
+/// `fi_control` of endpoints: FI_ENABLE, and FI_GETOPSFLAG / FI_SETOPSFLAG
+/// (or the FIDFLAG forms) on the default flags that FI_TRANSMIT or FI_RECV
+/// in `*arg` selects.
+unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let Some((o, e)) = (unsafe { ep(f.cast::<fid_ep>()) }) else {
+            return EINVAL;
+        };
+        match command {
+            control::FI_ENABLE => super::ret(e.enable()),
+            control::FI_GETOPSFLAG
+            | control::FI_SETOPSFLAG
+            | control::FI_GETFIDFLAG
+            | control::FI_SETFIDFLAG => {
+                if arg.is_null() {
+                    return EINVAL;
+                }
+                let a = arg.cast::<u64>();
+                // SAFETY: these commands take a uint64_t *.
+                let v = unsafe { *a };
+                let slot = match v & (FI_TRANSMIT | FI_RECV) {
+                    FI_TRANSMIT => &o.tx_flags,
+                    FI_RECV => &o.rx_flags,
+                    _ => return EINVAL,
+                };
+                if command == control::FI_SETOPSFLAG || command == control::FI_SETFIDFLAG {
+                    slot.store(v & !(FI_TRANSMIT | FI_RECV), Ordering::Relaxed);
+                } else {
+                    // SAFETY: as above.
+                    unsafe { *a = slot.load(Ordering::Relaxed) };
+                }
+                0
+            }
+            _ => ENOSYS,
+        }
+    })
+}
+
+/// `fi_cancel`: a posted receive by its context completes with FI_ECANCELED.
+unsafe extern "C" fn ep_cancel(f: fid_t, context: *mut c_void) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let Some((_, e)) = (unsafe { ep(f.cast::<fid_ep>()) }) else {
+            return EINVAL_S;
+        };
+        super::sret(e.cancel(context as usize))
+    })
+}
+
+/// Options whose value is a `size_t`.
+fn size_opt(name: c_int) -> bool {
+    matches!(
+        name,
+        ep_opt::FI_OPT_MIN_MULTI_RECV
+            | ep_opt::FI_OPT_CM_DATA_SIZE
+            | ep_opt::FI_OPT_BUFFERED_MIN
+            | ep_opt::FI_OPT_BUFFERED_LIMIT
+            | ep_opt::FI_OPT_SEND_BUF_SIZE
+            | ep_opt::FI_OPT_RECV_BUF_SIZE
+            | ep_opt::FI_OPT_TX_SIZE
+            | ep_opt::FI_OPT_RX_SIZE
+    )
+}
+
+/// `fi_getopt` (level FI_OPT_ENDPOINT; `size_t` options and the `int`
+/// FI_OPT_FI_HMEM_P2P).
+unsafe extern "C" fn ep_getopt(
+    f: fid_t,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    optlen: *mut size_t,
+) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let e = unsafe { ep(f.cast::<fid_ep>()) };
+        // SAFETY: as above.
+        if e.is_none() && unsafe { pep(f) }.is_none() {
+            return EINVAL;
+        }
+        if optval.is_null() || optlen.is_null() {
+            return EINVAL;
+        }
+        let noproto = guard::neg(FI_ENOPROTOOPT);
+        if level != ep_opt::FI_OPT_ENDPOINT {
+            return noproto;
+        }
+        let Some((_, e)) = e else {
+            return noproto;
+        };
+        let v = match e.getopt(optname) {
+            Ok(v) => v,
+            Err(err) => return guard::err(&err),
+        };
+        // SAFETY: optlen is valid; optval has *optlen writable bytes.
+        unsafe {
+            if size_opt(optname) {
+                if *optlen < std::mem::size_of::<size_t>() {
+                    return guard::neg(FI_ETOOSMALL);
+                }
+                optval.cast::<size_t>().write_unaligned(v);
+                *optlen = std::mem::size_of::<size_t>();
+            } else {
+                if *optlen < std::mem::size_of::<c_int>() {
+                    return guard::neg(FI_ETOOSMALL);
+                }
+                optval.cast::<c_int>().write_unaligned(v as c_int);
+                *optlen = std::mem::size_of::<c_int>();
+            }
+        }
+        0
+    })
+}
+
+/// `fi_setopt` (level FI_OPT_ENDPOINT).
+unsafe extern "C" fn ep_setopt(
+    f: fid_t,
+    level: c_int,
+    optname: c_int,
+    optval: *const c_void,
+    optlen: size_t,
+) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let e = unsafe { ep(f.cast::<fid_ep>()) };
+        // SAFETY: as above.
+        if e.is_none() && unsafe { pep(f) }.is_none() {
+            return EINVAL;
+        }
+        if optval.is_null() {
+            return EINVAL;
+        }
+        let noproto = guard::neg(FI_ENOPROTOOPT);
+        if level != ep_opt::FI_OPT_ENDPOINT {
+            return noproto;
+        }
+        let Some((_, e)) = e else {
+            return noproto;
+        };
+        let v = if size_opt(optname) {
+            if optlen < std::mem::size_of::<size_t>() {
+                return EINVAL;
+            }
+            // SAFETY: optval holds a size_t.
+            unsafe { optval.cast::<size_t>().read_unaligned() }
+        } else {
+            if optlen < std::mem::size_of::<c_int>() {
+                return EINVAL;
+            }
+            // SAFETY: optval holds an int.
+            let i = unsafe { optval.cast::<c_int>().read_unaligned() };
+            i as usize
+        };
+        super::ret(e.setopt(optname, v))
+    })
+}
+
+unsafe extern "C" fn ep_tx_ctx(
+    _sep: *mut fid_ep,
+    _index: c_int,
+    _attr: *mut fi_tx_attr,
+    _tx_ep: *mut *mut fid_ep,
+    _context: *mut c_void,
+) -> c_int {
+    ffi(PANIC, || ENOSYS)
+}
+
+unsafe extern "C" fn ep_rx_ctx(
+    _sep: *mut fid_ep,
+    _index: c_int,
+    _attr: *mut fi_rx_attr,
+    _rx_ep: *mut *mut fid_ep,
+    _context: *mut c_void,
+) -> c_int {
+    ffi(PANIC, || ENOSYS)
+}
+
+/// `fi_rx_size_left` / `fi_tx_size_left` (deprecated): not tracked.
+unsafe extern "C" fn ep_size_left(_ep: *mut fid_ep) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+unsafe extern "C" fn cm_setname(_f: fid_t, _addr: *mut c_void, _addrlen: size_t) -> c_int {
+    ffi(PANIC, || ENOSYS)
+}
+
+/// `fi_getname` of an endpoint or passive endpoint.
+unsafe extern "C" fn cm_getname(f: fid_t, addr: *mut c_void, addrlen: *mut size_t) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let name = if let Some((_, e)) = unsafe { ep(f.cast::<fid_ep>()) } {
+            e.getname()
+        } else if let Some(p) = unsafe { pep(f) } {
+            p.getname()
+        } else {
+            return EINVAL;
+        };
+        match name {
+            // SAFETY: addr / addrlen as fi_getname(3).
+            Ok(a) => unsafe { give_addr(&a, addr, addrlen) },
+            Err(e) => guard::err(&e),
+        }
+    })
+}
+
+unsafe extern "C" fn cm_getpeer(p: *mut fid_ep, addr: *mut c_void, addrlen: *mut size_t) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: p is NULL or a fid of the application.
+        let Some((_, e)) = (unsafe { ep(p) }) else {
+            return EINVAL;
+        };
+        match e.getpeer() {
+            // SAFETY: addr / addrlen as fi_getpeer(3).
+            Ok(a) => unsafe { give_addr(&a, addr, addrlen) },
+            Err(err) => guard::err(&err),
+        }
+    })
+}
+
+unsafe extern "C" fn cm_connect(
+    p: *mut fid_ep,
+    addr: *const c_void,
+    param: *const c_void,
+    paramlen: size_t,
+) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: p is NULL or a fid of the application.
+        let Some((_, e)) = (unsafe { ep(p) }) else {
+            return EINVAL;
+        };
+        // SAFETY: param holds paramlen bytes.
+        let Some(prm) = (unsafe { super::bytes(param, paramlen) }) else {
+            return EINVAL;
+        };
+        let dest: Vec<u8> = if addr.is_null() {
+            match &e.info().dest_addr {
+                Some(d) => d.clone(),
+                None => return EINVAL,
+            }
+        } else {
+            // SAFETY: addr is an address of the endpoint's format.
+            let Some(n) = (unsafe { super::addr_len(e.info().addr_format, addr) }) else {
+                return EINVAL;
+            };
+            // SAFETY: the address is n readable bytes.
+            unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), n) }.to_vec()
+        };
+        super::ret(e.connect(&dest, prm))
+    })
+}
+
+unsafe extern "C" fn cm_listen(p: *mut fid_pep) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: p is NULL or a fid of the application.
+        match unsafe { pep(p.cast::<fid>()) } {
+            Some(l) => super::ret(l.listen()),
+            None => EINVAL,
+        }
+    })
+}
+
+unsafe extern "C" fn cm_accept(p: *mut fid_ep, param: *const c_void, paramlen: size_t) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: p is NULL or a fid of the application.
+        let Some((_, e)) = (unsafe { ep(p) }) else {
+            return EINVAL;
+        };
+        // SAFETY: param holds paramlen bytes.
+        let Some(prm) = (unsafe { super::bytes(param, paramlen) }) else {
+            return EINVAL;
+        };
+        super::ret(e.accept(prm))
+    })
+}
+
+/// `fi_reject`: refuses the request and frees its handle.
+unsafe extern "C" fn cm_reject(
+    p: *mut fid_pep,
+    handle: fid_t,
+    param: *const c_void,
+    paramlen: size_t,
+) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: p and handle are NULL or fids of the application.
+        let (Some(l), Some(r)) = (unsafe { pep(p.cast::<fid>()) }, unsafe { connreq(handle) })
+        else {
+            return EINVAL;
+        };
+        // SAFETY: param holds paramlen bytes.
+        let Some(prm) = (unsafe { super::bytes(param, paramlen) }) else {
+            return EINVAL;
+        };
+        let rc = super::ret(l.reject(&r.handle, prm));
+        // SAFETY: the request is answered; the application gives up handle.
+        unsafe { free_connreq(r as *const ConnReqObj as *mut ConnReqObj) };
+        rc
+    })
+}
+
+unsafe extern "C" fn cm_shutdown(p: *mut fid_ep, flags: u64) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: p is NULL or a fid of the application.
+        match unsafe { ep(p) } {
+            Some((_, e)) => super::ret(e.shutdown(flags)),
+            None => EINVAL,
+        }
+    })
+}
+
+unsafe extern "C" fn cm_join(
+    _p: *mut fid_ep,
+    _addr: *const c_void,
+    _flags: u64,
+    _mc: *mut *mut fid_mc,
+    _context: *mut c_void,
+) -> c_int {
+    ffi(PANIC, || ENOSYS)
+}
+
+unsafe extern "C" fn coll_barrier(
+    _ep: *mut fid_ep,
+    _coll_addr: fi_addr_t,
+    _context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+unsafe extern "C" fn coll_barrier2(
+    _ep: *mut fid_ep,
+    _coll_addr: fi_addr_t,
+    _flags: u64,
+    _context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+unsafe extern "C" fn coll_broadcast(
+    _ep: *mut fid_ep,
+    _buf: *mut c_void,
+    _count: size_t,
+    _desc: *mut c_void,
+    _coll_addr: fi_addr_t,
+    _root_addr: fi_addr_t,
+    _datatype: fi_datatype,
+    _flags: u64,
+    _context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+/// alltoall, allgather: no collectives over AV sets here.
+unsafe extern "C" fn coll_gatherlike(
+    _ep: *mut fid_ep,
+    _buf: *const c_void,
+    _count: size_t,
+    _desc: *mut c_void,
+    _result: *mut c_void,
+    _result_desc: *mut c_void,
+    _coll_addr: fi_addr_t,
+    _datatype: fi_datatype,
+    _flags: u64,
+    _context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+/// allreduce, reduce_scatter.
+unsafe extern "C" fn coll_reducelike(
+    _ep: *mut fid_ep,
+    _buf: *const c_void,
+    _count: size_t,
+    _desc: *mut c_void,
+    _result: *mut c_void,
+    _result_desc: *mut c_void,
+    _coll_addr: fi_addr_t,
+    _datatype: fi_datatype,
+    _op: fi_op,
+    _flags: u64,
+    _context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+unsafe extern "C" fn coll_reduce(
+    _ep: *mut fid_ep,
+    _buf: *const c_void,
+    _count: size_t,
+    _desc: *mut c_void,
+    _result: *mut c_void,
+    _result_desc: *mut c_void,
+    _coll_addr: fi_addr_t,
+    _root_addr: fi_addr_t,
+    _datatype: fi_datatype,
+    _op: fi_op,
+    _flags: u64,
+    _context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+/// scatter, gather.
+unsafe extern "C" fn coll_rooted(
+    _ep: *mut fid_ep,
+    _buf: *const c_void,
+    _count: size_t,
+    _desc: *mut c_void,
+    _result: *mut c_void,
+    _result_desc: *mut c_void,
+    _coll_addr: fi_addr_t,
+    _root_addr: fi_addr_t,
+    _datatype: fi_datatype,
+    _flags: u64,
+    _context: *mut c_void,
+) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+unsafe extern "C" fn coll_msg(
+    _ep: *mut fid_ep,
+    _msg: *const fi_msg_collective,
+    _resultv: *mut fi_ioc,
+    _result_desc: *mut *mut c_void,
+    _result_count: size_t,
+    _flags: u64,
+) -> ssize_t {
+    ffi(PANIC_S, || ENOSYS_S)
+}
+
+/// Collectives are not offered: every slot is -FI_ENOSYS.
+static COLL_OPS: fi_ops_collective = fi_ops_collective {
+    size: std::mem::size_of::<fi_ops_collective>(),
+    barrier: Some(coll_barrier),
+    broadcast: Some(coll_broadcast),
+    alltoall: Some(coll_gatherlike),
+    allreduce: Some(coll_reducelike),
+    allgather: Some(coll_gatherlike),
+    reduce_scatter: Some(coll_reducelike),
+    reduce: Some(coll_reduce),
+    scatter: Some(coll_rooted),
+    gather: Some(coll_rooted),
+    msg: Some(coll_msg),
+    barrier2: Some(coll_barrier2),
+};

@@ -1,0 +1,351 @@
+//! Event queues (`fi_eq_open`, `struct fid_eq`, `fi_ops_eq`):
+//! connection-management entries (`fi_eq_cm_entry` with the connection
+//! request's `fi_info` and private data), generic entries, error entries,
+//! application writes, blocking reads, wait fd.
+
+use super::cq::API_1_5;
+use super::{ffi, get, publish, shut_core, CObj, EINVAL, EINVAL_S, ENOSYS, PANIC, PANIC_S};
+use crate::abi::*;
+use crate::guard;
+use ofi_core::consts::{eq_event, wait_obj, FI_PEEK};
+use ofi_core::error::errno::*;
+use ofi_core::util::eq::{EqAttr, EqEvent};
+use ofi_core::EventQueue;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// An event queue as C sees it: `struct fid_eq`, then the raw-layer queue.
+#[repr(C)]
+pub struct EqObj {
+    c: fid_eq,
+    pub(crate) core: Option<EventQueue>,
+    api_version: u32,
+    /// Error data of the last error entry read, kept until the next read
+    /// (what `err_data` points to when the application gave no buffer).
+    err_data: Mutex<Vec<u8>>,
+}
+
+// SAFETY: repr(C), first field fid_eq whose first field is fid.
+unsafe impl CObj for EqObj {
+    const CLASS: usize = class::FI_CLASS_EQ;
+    fn base_ops() -> *const fi_ops {
+        &EQ_FI_OPS
+    }
+    fn shut(&mut self) -> Result<(), c_int> {
+        shut_core(&mut self.core, EventQueue::close)
+    }
+}
+
+impl EqObj {
+    /// `fi_trywait` on this queue: `-FI_EAGAIN` while an entry is queued.
+    pub(crate) fn trywait(&self) -> c_int {
+        let Some(q) = &self.core else {
+            return EINVAL;
+        };
+        match q.peek() {
+            Err(e) if e.is_again() => 0,
+            _ => super::fabric::EAGAIN,
+        }
+    }
+}
+
+static EQ_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(super::close::<EqObj>),
+    bind: Some(super::bind_nosys),
+    control: Some(eq_control),
+    ops_open: Some(super::ops_open_nosys),
+    tostr: Some(super::tostr),
+    ops_set: Some(super::ops_set_nosys),
+};
+
+static EQ_OPS: fi_ops_eq = fi_ops_eq {
+    size: std::mem::size_of::<fi_ops_eq>(),
+    read: Some(eq_read),
+    readerr: Some(eq_readerr),
+    write: Some(eq_write),
+    sread: Some(eq_sread),
+    strerror: Some(eq_strerror),
+};
+
+/// The queue behind a `struct fid_eq *`.
+///
+/// # Safety
+/// `p` is NULL or a readable fid.
+#[inline]
+unsafe fn eq<'a>(p: *mut fid_eq) -> Option<&'a EqObj> {
+    // SAFETY: forwarded.
+    unsafe { get::<EqObj>(p.cast::<fid>()) }
+}
+
+/// `fi_eq_open`.
+///
+/// # Safety
+/// Arguments as `fi_eq_open(3)`.
+pub(crate) unsafe fn open(
+    fab: *mut fid_fabric,
+    attr: *mut fi_eq_attr,
+    out: *mut *mut fid_eq,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: fab is NULL or a fid of the application.
+    let Some(f) = (unsafe { super::fabric::fabric(fab) }) else {
+        return EINVAL;
+    };
+    let Some(fcore) = f.core.as_ref() else {
+        return EINVAL;
+    };
+    if attr.is_null() || out.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: attr is non-null and valid.
+    let a = unsafe { &*attr };
+    if !a.wait_set.is_null() || a.wait_obj == wait_obj::FI_WAIT_SET {
+        return ENOSYS;
+    }
+    let core = match fcore.eq(&EqAttr {
+        size: a.size,
+        wait_obj: a.wait_obj,
+    }) {
+        Ok(q) => q,
+        Err(e) => return guard::err(&e),
+    };
+    let p = publish(EqObj {
+        c: fid_eq {
+            fid: fid {
+                fclass: class::FI_CLASS_EQ,
+                context,
+                ops: &EQ_FI_OPS as *const fi_ops as *mut fi_ops,
+            },
+            ops: &EQ_OPS as *const fi_ops_eq as *mut fi_ops_eq,
+        },
+        core: Some(core),
+        api_version: f.api_version(),
+        err_data: Mutex::new(Vec::new()),
+    });
+    // SAFETY: out is non-null and writable.
+    unsafe { *out = p.cast::<fid_eq>() };
+    0
+}
+
+fn is_cm(event: u32) -> bool {
+    matches!(
+        event,
+        eq_event::FI_CONNREQ | eq_event::FI_CONNECTED | eq_event::FI_SHUTDOWN
+    )
+}
+
+const CM_HDR: usize = std::mem::size_of::<fi_eq_cm_entry>();
+const ENTRY: usize = std::mem::size_of::<fi_eq_entry>();
+
+/// Writes one event into the application's buffer; returns bytes written.
+///
+/// # Safety
+/// `buf` is writable for `len` bytes, `len` at least the entry's header.
+unsafe fn give_event(ev: &EqEvent, buf: *mut c_void, len: usize) -> ssize_t {
+    if is_cm(ev.event) {
+        let info = match (&ev.info, ev.event) {
+            (Some(i), eq_event::FI_CONNREQ) => super::pep::connreq_info(i),
+            _ => std::ptr::null_mut(),
+        };
+        let n = ev.cm_data.len().min(len - CM_HDR);
+        // SAFETY: buf has len >= CM_HDR + n writable bytes.
+        unsafe {
+            let e = buf.cast::<fi_eq_cm_entry>();
+            std::ptr::addr_of_mut!((*e).fid).write_unaligned(ev.fid as fid_t);
+            std::ptr::addr_of_mut!((*e).info).write_unaligned(info);
+            std::ptr::copy_nonoverlapping(ev.cm_data.as_ptr(), buf.cast::<u8>().add(CM_HDR), n);
+        }
+        (CM_HDR + n) as ssize_t
+    } else {
+        let e = fi_eq_entry {
+            fid: ev.fid as fid_t,
+            context: ev.context as *mut c_void,
+            data: ev.data,
+        };
+        // SAFETY: buf has len >= ENTRY writable bytes.
+        unsafe { buf.cast::<fi_eq_entry>().write_unaligned(e) };
+        ENTRY as ssize_t
+    }
+}
+
+/// The read slots' common body: look at the next event, check that it
+/// fits, then take it (unless FI_PEEK) and write it out.
+///
+/// # Safety
+/// Arguments as `fi_eq_read(3)`.
+unsafe fn read_any(
+    p: *mut fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: size_t,
+    flags: u64,
+    wait: Option<Option<Duration>>,
+) -> ssize_t {
+    // SAFETY: p is NULL or a fid of the application.
+    let Some(obj) = (unsafe { eq(p) }) else {
+        return EINVAL_S;
+    };
+    let Some(q) = obj.core.as_ref() else {
+        return EINVAL_S;
+    };
+    if event.is_null() || buf.is_null() {
+        return EINVAL_S;
+    }
+    let first = match wait {
+        None => q.peek(),
+        Some(t) => q.core().sread(t, true),
+    };
+    let ev = match first {
+        Ok(ev) => ev,
+        Err(e) => return guard::err_isize(&e),
+    };
+    let need = if is_cm(ev.event) { CM_HDR } else { ENTRY };
+    if len < need {
+        return guard::neg_isize(FI_ETOOSMALL);
+    }
+    let ev = if flags & FI_PEEK != 0 {
+        ev
+    } else {
+        match q.read() {
+            Ok(ev) => ev,
+            Err(e) => return guard::err_isize(&e),
+        }
+    };
+    // SAFETY: event is non-null and writable; buf has len bytes.
+    unsafe {
+        *event = ev.event;
+        give_event(&ev, buf, len)
+    }
+}
+
+unsafe extern "C" fn eq_read(
+    p: *mut fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: size_t,
+    flags: u64,
+) -> ssize_t {
+    // SAFETY: forwarded C arguments.
+    ffi(PANIC_S, || unsafe {
+        read_any(p, event, buf, len, flags, None)
+    })
+}
+
+unsafe extern "C" fn eq_sread(
+    p: *mut fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: size_t,
+    timeout: c_int,
+    flags: u64,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        let t = super::timeout_ms(timeout);
+        // SAFETY: forwarded C arguments.
+        unsafe { read_any(p, event, buf, len, flags, Some(t)) }
+    })
+}
+
+unsafe extern "C" fn eq_readerr(p: *mut fid_eq, buf: *mut fi_eq_err_entry, _flags: u64) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: p is NULL or a fid of the application.
+        let Some(obj) = (unsafe { eq(p) }) else {
+            return EINVAL_S;
+        };
+        let Some(q) = obj.core.as_ref() else {
+            return EINVAL_S;
+        };
+        if buf.is_null() {
+            return EINVAL_S;
+        }
+        let e = match q.readerr() {
+            Ok(e) => e,
+            Err(e) => return guard::err_isize(&e),
+        };
+        let new = obj.api_version == 0 || obj.api_version >= API_1_5;
+        let mut kept = obj.err_data.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: buf is a writable error entry of the application's version.
+        unsafe {
+            let user = if new {
+                ((*buf).err_data, (*buf).err_data_size)
+            } else {
+                (std::ptr::null_mut(), 0)
+            };
+            let (data, size) = if user.1 > 0 && !user.0.is_null() {
+                let n = e.err_data.len().min(user.1);
+                std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), user.0.cast::<u8>(), n);
+                (user.0, n)
+            } else if e.err_data.is_empty() {
+                (std::ptr::null_mut(), 0)
+            } else {
+                *kept = e.err_data.clone();
+                (kept.as_mut_ptr().cast::<c_void>(), kept.len())
+            };
+            (*buf).fid = e.fid as fid_t;
+            (*buf).context = e.context as *mut c_void;
+            (*buf).data = e.data;
+            (*buf).err = e.err;
+            (*buf).prov_errno = e.prov_errno;
+            (*buf).err_data = data;
+            if new {
+                (*buf).err_data_size = size;
+                std::mem::size_of::<fi_eq_err_entry>() as ssize_t
+            } else {
+                std::mem::offset_of!(fi_eq_err_entry, err_data_size) as ssize_t
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn eq_write(
+    p: *mut fid_eq,
+    event: u32,
+    buf: *const c_void,
+    len: size_t,
+    _flags: u64,
+) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: p is NULL or a fid of the application.
+        let Some(q) = (unsafe { eq(p) }).and_then(|o| o.core.as_ref()) else {
+            return EINVAL_S;
+        };
+        if buf.is_null() || len < ENTRY {
+            return EINVAL_S;
+        }
+        // SAFETY: buf holds at least an fi_eq_entry.
+        let e = unsafe { buf.cast::<fi_eq_entry>().read_unaligned() };
+        q.write(EqEvent {
+            event,
+            fid: e.fid as usize,
+            context: e.context as usize,
+            data: e.data,
+            ..Default::default()
+        });
+        len as ssize_t
+    })
+}
+
+unsafe extern "C" fn eq_strerror(
+    _p: *mut fid_eq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: size_t,
+) -> *const c_char {
+    // SAFETY: buf is NULL or writable for len bytes.
+    ffi(std::ptr::null(), || unsafe {
+        super::strerror_into(prov_errno, buf, len)
+    })
+}
+
+unsafe extern "C" fn eq_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let Some(q) = (unsafe { get::<EqObj>(f) }).and_then(|o| o.core.as_ref()) else {
+            return EINVAL;
+        };
+        // SAFETY: arg is what the command takes (caller's contract).
+        unsafe { super::cq::wait_control(q.wait_fd(), command, arg) }
+    })
+}

@@ -1,0 +1,203 @@
+//! Memory regions (`fi_mr_reg` / `fi_mr_regv` / `fi_mr_regattr` through
+//! the domain's `fi_ops_mr`, `struct fid_mr` with `mem_desc` and `key`).
+
+use super::{ffi, get, publish, CObj, EINVAL, ENOSYS, PANIC};
+use crate::abi::*;
+use crate::guard;
+use ofi_core::error::errno::*;
+use ofi_core::util::mr::MrAttr;
+use ofi_core::MemoryRegion;
+
+/// A memory region as C sees it: `struct fid_mr`, then the raw-layer region.
+#[repr(C)]
+pub struct MrObj {
+    c: fid_mr,
+    core: Option<MemoryRegion>,
+}
+
+// SAFETY: repr(C), first field fid_mr whose first field is fid.
+unsafe impl CObj for MrObj {
+    const CLASS: usize = class::FI_CLASS_MR;
+    fn base_ops() -> *const fi_ops {
+        &MR_FI_OPS
+    }
+    fn shut(&mut self) -> Result<(), c_int> {
+        self.core = None;
+        Ok(())
+    }
+}
+
+static MR_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(super::close::<MrObj>),
+    bind: Some(mr_bind),
+    control: Some(mr_control),
+    ops_open: Some(super::ops_open_nosys),
+    tostr: Some(super::tostr),
+    ops_set: Some(super::ops_set_nosys),
+};
+
+/// Registers ranges of the application's memory with a domain.
+///
+/// # Safety
+/// `d` is NULL or a readable fid; `out` is NULL or writable; the ranges stay
+/// valid while registered (the application's promise to `fi_mr_reg`).
+unsafe fn register(
+    d: *mut fid,
+    attr: MrAttr,
+    out: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: d is NULL or a fid of the application.
+    let Some(dom) = (unsafe { get::<super::domain::DomainObj>(d) }).and_then(|x| x.core()) else {
+        return EINVAL;
+    };
+    if out.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the application keeps the ranges valid while registered.
+    let core = match unsafe { dom.mr_reg(&attr) } {
+        Ok(m) => m,
+        Err(e) => return guard::err(&e),
+    };
+    let p = publish(MrObj {
+        c: fid_mr {
+            fid: fid {
+                fclass: class::FI_CLASS_MR,
+                context,
+                ops: &MR_FI_OPS as *const fi_ops as *mut fi_ops,
+            },
+            mem_desc: core.desc() as usize as *mut c_void,
+            key: core.key(),
+        },
+        core: Some(core),
+    });
+    // SAFETY: out is non-null and writable.
+    unsafe { *out = p.cast::<fid_mr>() };
+    0
+}
+
+/// `fi_ops_mr.reg` (`fi_mr_reg`).
+pub(crate) unsafe extern "C" fn mr_reg(
+    d: *mut fid,
+    buf: *const c_void,
+    len: size_t,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    _flags: u64,
+    mr: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    ffi(PANIC, || {
+        let attr = MrAttr {
+            iov: vec![(buf as usize, len)],
+            access,
+            requested_key,
+            offset,
+        };
+        // SAFETY: forwarded C arguments.
+        unsafe { register(d, attr, mr, context) }
+    })
+}
+
+/// `fi_ops_mr.regv` (`fi_mr_regv`).
+pub(crate) unsafe extern "C" fn mr_regv(
+    d: *mut fid,
+    iov: *const iovec,
+    count: size_t,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    _flags: u64,
+    mr: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: iov holds count entries.
+        let Some(list) = (unsafe { super::array(iov, count) }) else {
+            return EINVAL;
+        };
+        let attr = MrAttr {
+            iov: list
+                .iter()
+                .map(|v| (v.iov_base as usize, v.iov_len))
+                .collect(),
+            access,
+            requested_key,
+            offset,
+        };
+        // SAFETY: forwarded C arguments.
+        unsafe { register(d, attr, mr, context) }
+    })
+}
+
+/// `fi_ops_mr.regattr` (`fi_mr_regattr`): host memory only.
+pub(crate) unsafe extern "C" fn mr_regattr(
+    d: *mut fid,
+    attr: *const fi_mr_attr,
+    _flags: u64,
+    mr: *mut *mut fid_mr,
+) -> c_int {
+    ffi(PANIC, || {
+        if attr.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: attr is non-null and valid.
+        let a = unsafe { &*attr };
+        if a.iface != hmem_iface::FI_HMEM_SYSTEM {
+            return guard::neg(FI_EOPNOTSUPP);
+        }
+        // SAFETY: mr_iov holds iov_count entries.
+        let Some(list) = (unsafe { super::array(a.mr_iov, a.iov_count) }) else {
+            return EINVAL;
+        };
+        let m = MrAttr {
+            iov: list
+                .iter()
+                .map(|v| (v.iov_base as usize, v.iov_len))
+                .collect(),
+            access: a.access,
+            requested_key: a.requested_key,
+            offset: a.offset,
+        };
+        // SAFETY: forwarded C arguments.
+        unsafe { register(d, m, mr, a.context) }
+    })
+}
+
+/// `fi_mr_bind`: a counter of remote accesses (FI_REMOTE_READ / FI_REMOTE_WRITE).
+unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let Some(m) = (unsafe { get::<MrObj>(f) }).and_then(|o| o.core.as_ref()) else {
+            return EINVAL;
+        };
+        // SAFETY: bfid is NULL or a fid of the application.
+        if let Some(c) =
+            (unsafe { get::<super::cntr::CntrObj>(bfid) }).and_then(|o| o.core.as_ref())
+        {
+            return super::ret(m.bind_cntr(c, flags));
+        }
+        // SAFETY: as above.
+        if unsafe { get::<super::ep::EpObj>(bfid) }.is_some() {
+            // FI_MR_ENDPOINT regions are not offered.
+            return ENOSYS;
+        }
+        EINVAL
+    })
+}
+
+/// `fi_mr_enable` (FI_ENABLE) succeeds: regions are usable once registered.
+unsafe extern "C" fn mr_control(f: *mut fid, command: c_int, _arg: *mut c_void) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f is NULL or a fid of the application.
+        if unsafe { get::<MrObj>(f) }.is_none() {
+            return EINVAL;
+        }
+        match command {
+            control::FI_ENABLE => 0,
+            _ => ENOSYS,
+        }
+    })
+}
