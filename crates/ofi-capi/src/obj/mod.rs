@@ -366,3 +366,6 @@ pub(crate) unsafe fn give_addr(a: &[u8], addr: *mut c_void, addrlen: *mut size_t
     unsafe { std::ptr::copy_nonoverlapping(a.as_ptr(), addr.cast::<u8>(), a.len()) };
     0
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,299 @@
+//! The objects driven through their C ops tables, as a C program would:
+//! two shm RDM endpoints exchanging tagged messages in one process.
+
+use crate::abi::*;
+use ofi_core::consts::*;
+use ofi_core::error::errno::*;
+use std::ptr::null_mut;
+
+fn shm_rdm_info() -> *mut fi_info {
+    let mut h = ofi_core::Info::hints();
+    h.caps = FI_TAGGED | FI_MSG;
+    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
+    h.fabric_attr.prov_name = Some("shm".into());
+    let offers = ofi::getinfo((1 << 16) | 17, None, None, 0, Some(&h)).expect("shm offers");
+    let ci = crate::info::info_to_c(&offers[0]);
+    assert!(!ci.is_null());
+    ci
+}
+
+/// Objects of one test, closed in reverse order at the end.
+struct World {
+    info: *mut fi_info,
+    fab: *mut fid_fabric,
+    dom: *mut fid_domain,
+    cq: *mut fid_cq,
+    av: *mut fid_av,
+    eps: [*mut fid_ep; 2],
+}
+
+fn close(f: *mut fid) -> c_int {
+    // SAFETY: f is a live object made by this library.
+    unsafe { ((*(*f).ops).close.expect("close slot"))(f) }
+}
+
+fn open_world() -> World {
+    let info = shm_rdm_info();
+    let mut fab = null_mut();
+    let mut dom = null_mut();
+    let mut cq = null_mut();
+    let mut av = null_mut();
+    let mut eps = [null_mut(); 2];
+    // SAFETY: every pointer passed is a live object or out-parameter of
+    // this test; every slot is filled (Some).
+    unsafe {
+        assert_eq!(
+            super::fabric::fi_fabric((*info).fabric_attr, &mut fab, null_mut()),
+            0
+        );
+        assert_eq!((*fab).fid.fclass, class::FI_CLASS_FABRIC);
+        let fops = &*(*fab).ops;
+        assert_eq!(fops.size, std::mem::size_of::<fi_ops_fabric>());
+        assert_eq!(fops.domain.unwrap()(fab, info, &mut dom, null_mut()), 0);
+        let dops = &*(*dom).ops;
+        let mut cattr: fi_cq_attr = std::mem::zeroed();
+        cattr.format = cq_format::FI_CQ_FORMAT_TAGGED;
+        cattr.wait_obj = wait_obj::FI_WAIT_UNSPEC;
+        assert_eq!(
+            dops.cq_open.unwrap()(dom, &mut cattr, &mut cq, null_mut()),
+            0
+        );
+        let mut aattr: fi_av_attr = std::mem::zeroed();
+        aattr.r#type = av_type::FI_AV_TABLE;
+        assert_eq!(
+            dops.av_open.unwrap()(dom, &mut aattr, &mut av, null_mut()),
+            0
+        );
+        for ep in eps.iter_mut() {
+            assert_eq!(dops.endpoint.unwrap()(dom, info, ep, null_mut()), 0);
+            let bind = (*(**ep).fid.ops).bind.unwrap();
+            assert_eq!(
+                bind(&mut (**ep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV),
+                0
+            );
+            assert_eq!(bind(&mut (**ep).fid, &mut (*av).fid, 0), 0);
+            let control = (*(**ep).fid.ops).control.unwrap();
+            assert_eq!(control(&mut (**ep).fid, control::FI_ENABLE, null_mut()), 0);
+        }
+    }
+    World {
+        info,
+        fab,
+        dom,
+        cq,
+        av,
+        eps,
+    }
+}
+
+impl World {
+    /// Inserts endpoint `i`'s address into the AV.
+    fn insert(&self, i: usize) -> fi_addr_t {
+        let mut name = [0u8; 128];
+        let mut len = 4usize;
+        let mut fa = FI_ADDR_NOTAVAIL;
+        // SAFETY: live objects; buffers sized as passed.
+        unsafe {
+            let getname = (*(*self.eps[i]).cm).getname.unwrap();
+            let ep = &mut (*self.eps[i]).fid as *mut fid;
+            // Too small: the full length comes back with -FI_ETOOSMALL.
+            assert_eq!(
+                getname(ep, name.as_mut_ptr().cast(), &mut len),
+                -FI_ETOOSMALL
+            );
+            assert!(len > 4 && len <= name.len());
+            assert_eq!(getname(ep, name.as_mut_ptr().cast(), &mut len), 0);
+            let insert = (*(*self.av).ops).insert.unwrap();
+            assert_eq!(
+                insert(self.av, name.as_ptr().cast(), 1, &mut fa, 0, null_mut()),
+                1
+            );
+        }
+        fa
+    }
+
+    /// Reads one tagged completion, spinning until it arrives.
+    fn completion(&self) -> fi_cq_tagged_entry {
+        // SAFETY: live CQ of format TAGGED; the entry is written by the read.
+        unsafe {
+            let read = (*(*self.cq).ops).read.unwrap();
+            let mut e: fi_cq_tagged_entry = std::mem::zeroed();
+            for _ in 0..1_000_000 {
+                let n = read(self.cq, (&mut e as *mut fi_cq_tagged_entry).cast(), 1);
+                if n == 1 {
+                    return e;
+                }
+                assert_eq!(n, -(FI_EAGAIN as ssize_t));
+            }
+        }
+        panic!("no completion");
+    }
+
+    fn close_all(self) {
+        // The domain has endpoints, queues and an AV open: refused.
+        // SAFETY: live domain.
+        assert_eq!(close(unsafe { &mut (*self.dom).fid }), -FI_EBUSY);
+        // SAFETY: live CQ, bound to the endpoints: refused too.
+        assert_eq!(close(unsafe { &mut (*self.cq).fid }), -FI_EBUSY);
+        for ep in self.eps {
+            // SAFETY: live endpoint.
+            assert_eq!(close(unsafe { &mut (*ep).fid }), 0);
+        }
+        // SAFETY: live objects, closed children first.
+        unsafe {
+            assert_eq!(close(&mut (*self.av).fid), 0);
+            assert_eq!(close(&mut (*self.cq).fid), 0);
+            assert_eq!(close(&mut (*self.dom).fid), 0);
+            assert_eq!(close(&mut (*self.fab).fid), 0);
+            crate::info::free_info(self.info);
+        }
+    }
+}
+
+#[test]
+fn tagged_exchange_through_the_c_tables() {
+    let w = open_world();
+    let _a0 = w.insert(0);
+    let a1 = w.insert(1);
+    let mut rbuf = [0u8; 16];
+    let sbuf = *b"hello, tables!!\0";
+    let rctx = 0x1111usize as *mut c_void;
+    let sctx = 0x2222usize as *mut c_void;
+    // SAFETY: live endpoints; the buffers outlive the completions read below.
+    unsafe {
+        let t1 = &*(*w.eps[1]).tagged;
+        let t0 = &*(*w.eps[0]).tagged;
+        assert_eq!(t0.size, std::mem::size_of::<fi_ops_tagged>());
+        let r = t1.recv.unwrap()(
+            w.eps[1],
+            rbuf.as_mut_ptr().cast(),
+            rbuf.len(),
+            null_mut(),
+            FI_ADDR_UNSPEC,
+            0x77,
+            0,
+            rctx,
+        );
+        assert_eq!(r, 0);
+        let s = t0.send.unwrap()(
+            w.eps[0],
+            sbuf.as_ptr().cast(),
+            sbuf.len(),
+            null_mut(),
+            a1,
+            0x77,
+            sctx,
+        );
+        assert_eq!(s, 0);
+    }
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let e = w.completion();
+        seen.push(e.op_context as usize);
+        if e.op_context == rctx {
+            assert_eq!(e.tag, 0x77);
+            assert_eq!(e.len, sbuf.len());
+            assert_ne!(e.flags & FI_RECV, 0);
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, vec![0x1111, 0x2222]);
+    assert_eq!(rbuf, sbuf);
+
+    // An empty tagged message from a NULL iov (Open MPI's Ssend ack).
+    // SAFETY: live endpoints; no buffers.
+    unsafe {
+        let t1 = &*(*w.eps[1]).tagged;
+        let t0 = &*(*w.eps[0]).tagged;
+        assert_eq!(
+            t1.recv.unwrap()(
+                w.eps[1],
+                null_mut(),
+                0,
+                null_mut(),
+                FI_ADDR_UNSPEC,
+                5,
+                0,
+                rctx
+            ),
+            0
+        );
+        let m = fi_msg_tagged {
+            msg_iov: std::ptr::null(),
+            desc: null_mut(),
+            iov_count: 0,
+            addr: a1,
+            tag: 5,
+            ignore: 0,
+            context: sctx,
+            data: 0,
+        };
+        assert_eq!(t0.sendmsg.unwrap()(w.eps[0], &m, FI_COMPLETION), 0);
+    }
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let e = w.completion();
+        assert_eq!(e.len, 0);
+        seen.push(e.op_context as usize);
+    }
+    seen.sort();
+    assert_eq!(seen, vec![0x1111, 0x2222]);
+    w.close_all();
+}
+
+#[test]
+fn bad_arguments_are_einval() {
+    // SAFETY: the calls must reject NULL and foreign pointers without
+    // touching anything beyond a struct fid.
+    unsafe {
+        let mut fab = null_mut();
+        assert_eq!(
+            super::fabric::fi_fabric(null_mut(), &mut fab, null_mut()),
+            -FI_EINVAL
+        );
+        let mut bogus = fid {
+            fclass: class::FI_CLASS_EP,
+            context: null_mut(),
+            ops: null_mut(),
+        };
+        assert_eq!(super::close::<super::ep::EpObj>(&mut bogus), -FI_EINVAL);
+        assert_eq!(super::close::<super::ep::EpObj>(null_mut()), -FI_EINVAL);
+    }
+}
+
+#[test]
+fn every_ops_table_is_full() {
+    let w = open_world();
+    // SAFETY: live objects; tables are statics of this library.
+    unsafe {
+        let ep = &*w.eps[0];
+        let tables: [(&[u8], usize); 6] = [
+            (bytes_of(&*ep.msg), std::mem::size_of::<fi_ops_msg>()),
+            (bytes_of(&*ep.tagged), std::mem::size_of::<fi_ops_tagged>()),
+            (bytes_of(&*ep.rma), std::mem::size_of::<fi_ops_rma>()),
+            (bytes_of(&*ep.atomic), std::mem::size_of::<fi_ops_atomic>()),
+            (bytes_of(&*ep.cm), std::mem::size_of::<fi_ops_cm>()),
+            (
+                bytes_of(&*ep.collective),
+                std::mem::size_of::<fi_ops_collective>(),
+            ),
+        ];
+        for (t, size) in tables {
+            assert_eq!(t.len(), size);
+            // Every word after `size` is a non-NULL function pointer.
+            for w in t.chunks(8).skip(1) {
+                assert_ne!(w, [0u8; 8]);
+            }
+        }
+    }
+    w.close_all();
+}
+
+/// The bytes of a table.
+///
+/// # Safety
+/// `t` is a plain-old-data table.
+unsafe fn bytes_of<T>(t: &T) -> &[u8] {
+    // SAFETY: the caller's contract; the slice covers exactly *t.
+    unsafe { std::slice::from_raw_parts((t as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
