@@ -473,3 +473,61 @@ fn simultaneous_connect_resolves_in_every_order_of_arrival() {
         }
     }
 }
+
+/// The unexpected-byte budget is shared, but a connection holding nothing
+/// may always park one message: a peer flooding the endpoint with messages
+/// nobody receives yet cannot stop another peer's stream, whose next
+/// message a posted receive waits for behind one unexpected message.
+#[test]
+fn a_flooding_peer_cannot_stop_another_peers_stream() {
+    for seed in 0..8 {
+        let limit = 2000;
+        let mut w = three(
+            seed,
+            RxConfig {
+                max_unexpected_bytes: limit,
+                ..RxConfig::default()
+            },
+        );
+        // A floods C with 20 × 400 B that no receive matches yet.
+        for seq in 0..20 {
+            let s = w.sides[0].mem.alloc(400);
+            w.sides[0].mem.put(s.base, &content(0, seq, 400));
+            w.sides[0].send(0, SendReq::tagged(&[s], 1, seq)).unwrap();
+        }
+        w.run();
+        assert!(w.sides[2].rx.unexpected_bytes() >= limit - 400);
+        assert!(w.sides[2].stats.blocked > 0, "A must be held back");
+        // B sends an unexpected message, then the one C waits for.
+        for (seq, tag) in [(0, 2), (1, 3)] {
+            let s = w.sides[1].mem.alloc(300);
+            w.sides[1].mem.put(s.base, &content(1, seq, 300));
+            w.sides[1].send(0, SendReq::tagged(&[s], tag, seq)).unwrap();
+        }
+        let r = w.sides[2].mem.alloc(300);
+        w.sides[2].post(RecvReq::tagged(&[r], 3, 0, 100)).unwrap();
+        w.run();
+        let d = w.sides[2].done(100);
+        assert_eq!((d.src, d.len), (1, 300));
+        assert_eq!(w.sides[2].mem.get(r), &content(1, 1, 300)[..]);
+        // Memory stays bounded: the limit plus B's one parked message.
+        assert!(w.sides[2].rx.unexpected_bytes() <= limit + 300);
+        assert_eq!(w.sides[2].rx.held_by(1), 300);
+        // Receiving everything drains A's flood in order, then B's first.
+        for seq in 0..20 {
+            let r = w.sides[2].mem.alloc(400);
+            w.sides[2]
+                .post(RecvReq::tagged(&[r], 1, 0, 200 + seq))
+                .unwrap();
+            w.run();
+            assert_eq!(w.sides[2].mem.get(r), &content(0, seq, 400)[..]);
+        }
+        let r = w.sides[2].mem.alloc(300);
+        w.sides[2].post(RecvReq::tagged(&[r], 2, 0, 300)).unwrap();
+        w.run();
+        assert_eq!(w.sides[2].mem.get(r), &content(1, 0, 300)[..]);
+        assert_eq!(w.sides[2].rx.unexpected_bytes(), 0);
+        assert_eq!(w.sides[0].sends_done().len(), 20);
+        assert_eq!(w.sides[1].sends_done().len(), 2);
+    }
+}

@@ -1344,11 +1344,11 @@ impl Conn {
         } else {
             inc.size
         };
-        if !rx.has_room(cost) {
+        if !rx.has_room(self.id, cost) {
             self.rstate = RxState::Parked(inc);
             return false;
         }
-        rx.charge(cost);
+        rx.charge(self.id, cost);
         match inc.rndv {
             Some(id) => rx.push_unexpected(
                 &inc.meta,
@@ -1377,7 +1377,7 @@ impl Conn {
     fn on_buffered(&mut self, inc: Incoming, buf: Vec<u8>, rx: &mut Rx) {
         match rx.match_posted(&inc.meta, inc.size) {
             Some(b) => {
-                rx.uncharge(inc.size);
+                rx.uncharge(self.id, inc.size);
                 rx.finish_with_copy(b, buf);
             }
             None => {
@@ -1398,9 +1398,15 @@ impl Conn {
             },
             Some(id) => {
                 rx.queue_ack(self.id, id);
-                Pending::Eager(bytes)
+                Pending::Eager {
+                    bytes,
+                    conn: self.id,
+                }
             }
-            None => Pending::Eager(bytes),
+            None => Pending::Eager {
+                bytes,
+                conn: self.id,
+            },
         }
     }
 
@@ -1479,7 +1485,7 @@ impl Conn {
         match std::mem::replace(&mut self.rstate, RxState::Closed) {
             RxState::Direct(b) => rx.fail(&b, err),
             RxState::Buffer { inc, buf, .. } => {
-                rx.uncharge(inc.size);
+                rx.uncharge(self.id, inc.size);
                 rx.recycle(buf);
             }
             _ => {}

@@ -16,6 +16,8 @@
 //! context. Messages that arrive before their receive wait as unexpected:
 //! an eager message with its bytes (counted against
 //! [`RxConfig::max_unexpected_bytes`]), a rendezvous message as its RTS only.
+//! The budget is per endpoint, the stopping per connection: a connection
+//! holding no unexpected bytes may always park one message.
 
 use super::event::{CopyOut, Event, RecvDone};
 use super::one_sided::Memory;
@@ -58,7 +60,12 @@ impl Default for RxConfig {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Pending {
     /// An eager message's whole payload.
-    Eager(Vec<u8>),
+    Eager {
+        /// The whole payload.
+        bytes: Vec<u8>,
+        /// The connection it came on (whose budget it is charged to).
+        conn: ConnId,
+    },
     /// An eager message whose sender waits for an acknowledgement once it
     /// is placed (`FI_DELIVERY_COMPLETE`).
     EagerAcked {
@@ -315,6 +322,8 @@ pub struct Rx {
     mq: MatchQueues<Pending>,
     cfg: RxConfig,
     unexpected_bytes: usize,
+    /// Unexpected bytes held per connection (only connections holding some).
+    held: Vec<(ConnId, usize)>,
     events: VecDeque<Event>,
     matched: Vec<MatchedRts>,
     wake: VecDeque<ConnId>,
@@ -334,6 +343,7 @@ impl Rx {
             mq: MatchQueues::new(cfg.depth),
             cfg,
             unexpected_bytes: 0,
+            held: Vec::new(),
             events: VecDeque::new(),
             matched: Vec::new(),
             wake: VecDeque::new(),
@@ -591,12 +601,15 @@ impl Rx {
                 });
             }
             while let Some(u) = self.mq.take_unexpected(tagged, 0) {
-                if let Pending::Eager(v) | Pending::EagerAcked { bytes: v, .. } = u.payload {
+                if let Pending::Eager { bytes: v, .. } | Pending::EagerAcked { bytes: v, .. } =
+                    u.payload
+                {
                     self.recycle(v);
                 }
             }
         }
         self.unexpected_bytes = 0;
+        self.held.clear();
         self.acks.clear();
         for m in std::mem::take(&mut self.matched) {
             if let Some(b) = m.bound {
@@ -631,19 +644,42 @@ impl Rx {
         Some(Bound::new(&copy, off, cap, total, *meta, true))
     }
 
-    /// True if `cost` more unexpected bytes fit (one message always fits
-    /// when nothing is held, so a limit below the eager size cannot stall).
-    pub(crate) fn has_room(&self, cost: usize) -> bool {
-        self.unexpected_bytes == 0
+    /// True if `cost` more unexpected bytes from `conn` fit. A connection
+    /// that holds nothing may always park one message, whatever the others
+    /// hold: one peer flooding the endpoint with unexpected messages cannot
+    /// stop another's stream (and the replies or CTS frames behind its next
+    /// message), and a limit below the eager size cannot stall. Memory stays
+    /// bounded: the limit plus one message per connection.
+    pub(crate) fn has_room(&self, conn: ConnId, cost: usize) -> bool {
+        self.held_by(conn) == 0
             || self.unexpected_bytes.saturating_add(cost) <= self.cfg.max_unexpected_bytes
     }
 
-    pub(crate) fn charge(&mut self, cost: usize) {
-        self.unexpected_bytes = self.unexpected_bytes.saturating_add(cost);
+    /// Unexpected bytes `conn`'s messages hold.
+    pub fn held_by(&self, conn: ConnId) -> usize {
+        self.held.iter().find(|h| h.0 == conn).map_or(0, |h| h.1)
     }
 
-    pub(crate) fn uncharge(&mut self, cost: usize) {
+    pub(crate) fn charge(&mut self, conn: ConnId, cost: usize) {
+        self.unexpected_bytes = self.unexpected_bytes.saturating_add(cost);
+        match self.held.iter_mut().find(|h| h.0 == conn) {
+            Some(h) => h.1 = h.1.saturating_add(cost),
+            None => self.held.push((conn, cost)),
+        }
+    }
+
+    fn release_charge(&mut self, conn: ConnId, cost: usize) {
         self.unexpected_bytes = self.unexpected_bytes.saturating_sub(cost);
+        if let Some(i) = self.held.iter().position(|h| h.0 == conn) {
+            self.held[i].1 = self.held[i].1.saturating_sub(cost);
+            if self.held[i].1 == 0 {
+                self.held.swap_remove(i);
+            }
+        }
+    }
+
+    pub(crate) fn uncharge(&mut self, conn: ConnId, cost: usize) {
+        self.release_charge(conn, cost);
         self.wake_blocked();
     }
 
@@ -763,7 +799,7 @@ impl Rx {
                     if let Pending::EagerAcked { bytes, .. } =
                         std::mem::replace(&mut u.payload, Pending::Lost)
                     {
-                        u.payload = Pending::Eager(bytes);
+                        u.payload = Pending::Eager { bytes, conn };
                     }
                     continue;
                 }
@@ -775,7 +811,7 @@ impl Rx {
                 } else {
                     self.mq.take_unexpected(tagged, i);
                 }
-                self.unexpected_bytes = self.unexpected_bytes.saturating_sub(RTS_COST);
+                self.release_charge(conn, RTS_COST);
             }
         }
         while let Some(m) = self.take_matched(conn) {
@@ -792,18 +828,18 @@ impl Rx {
     /// Places an unexpected message into a receive.
     fn deliver(&mut self, p: Pending, mut b: Bound) {
         match p {
-            Pending::Eager(v) => {
-                self.uncharge(v.len());
-                self.finish_with_copy(b, v);
+            Pending::Eager { bytes, conn } => {
+                self.uncharge(conn, bytes.len());
+                self.finish_with_copy(b, bytes);
             }
             Pending::EagerAcked { bytes, conn, id } => {
-                self.uncharge(bytes.len());
+                self.uncharge(conn, bytes.len());
                 b.meta.conn = conn;
                 b.meta.ack = Some(id);
                 self.finish_with_copy(b, bytes);
             }
             Pending::Rndv { conn, id, acked } => {
-                self.uncharge(RTS_COST);
+                self.uncharge(conn, RTS_COST);
                 if acked {
                     b.meta.conn = conn;
                     b.meta.ack = Some(id);
@@ -825,17 +861,17 @@ impl Rx {
     /// rendezvous sender is told to send nothing.
     fn release(&mut self, p: Pending) {
         match p {
-            Pending::Eager(v) => {
-                self.uncharge(v.len());
-                self.recycle(v);
+            Pending::Eager { bytes, conn } => {
+                self.uncharge(conn, bytes.len());
+                self.recycle(bytes);
             }
             Pending::EagerAcked { bytes, conn, id } => {
-                self.uncharge(bytes.len());
+                self.uncharge(conn, bytes.len());
                 self.recycle(bytes);
                 self.queue_ack(conn, id);
             }
             Pending::Rndv { conn, id, acked } => {
-                self.uncharge(RTS_COST);
+                self.uncharge(conn, RTS_COST);
                 if acked {
                     self.queue_ack(conn, id);
                 }
