@@ -174,9 +174,8 @@ unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             return EINVAL;
         };
         // SAFETY: bfid is NULL or a fid of the application.
-        if let Some(c) =
-            (unsafe { get::<super::cntr::CntrObj>(bfid) }).and_then(|o| o.core.as_ref())
-        {
+        let cntr = unsafe { get::<super::cntr::CntrObj>(bfid) };
+        if let Some(c) = cntr.and_then(|o| o.core.as_ref()) {
             return super::ret(m.bind_cntr(c, flags));
         }
         // SAFETY: as above.
