@@ -297,3 +297,181 @@ unsafe fn bytes_of<T>(t: &T) -> &[u8] {
     // SAFETY: the caller's contract; the slice covers exactly *t.
     unsafe { std::slice::from_raw_parts((t as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
+
+/// Calls a slot of the fid's base `fi_ops`.
+fn bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
+    // SAFETY: f and b are live objects made by this library.
+    unsafe { ((*(*f).ops).bind.expect("bind slot"))(f, b, flags) }
+}
+
+fn enable(f: *mut fid) -> c_int {
+    // SAFETY: f is a live endpoint made by this library.
+    unsafe { ((*(*f).ops).control.expect("control slot"))(f, control::FI_ENABLE, null_mut()) }
+}
+
+/// Reads the next EQ event, waiting up to 5 s.
+fn eq_event(eq: *mut fid_eq, buf: &mut [u8; 64]) -> (u32, ssize_t) {
+    let mut event = 0u32;
+    // SAFETY: live EQ; buf has 64 writable bytes.
+    let n = unsafe {
+        (*(*eq).ops).sread.unwrap()(eq, &mut event, buf.as_mut_ptr().cast(), 64, 5000, 0)
+    };
+    (event, n)
+}
+
+#[test]
+fn msg_connect_accept_and_send_over_tcp() {
+    let mut h = ofi_core::Info::hints();
+    h.caps = FI_MSG;
+    h.ep_attr.ep_type = ep_type::FI_EP_MSG;
+    h.fabric_attr.prov_name = Some("tcp".into());
+    let offers = ofi::getinfo(
+        (1 << 16) | 17,
+        Some("127.0.0.1"),
+        Some("0"),
+        FI_SOURCE,
+        Some(&h),
+    )
+    .expect("tcp msg offers");
+    let info = crate::info::info_to_c(&offers[0]);
+    let (mut fab, mut eq, mut pep, mut dom) = (null_mut(), null_mut(), null_mut(), null_mut());
+    let (mut cq, mut cep, mut sep, mut sdom) = (null_mut(), null_mut(), null_mut(), null_mut());
+    let mut buf = [0u8; 64];
+    // SAFETY: every pointer is a live object or out-parameter of this test.
+    unsafe {
+        assert_eq!(
+            super::fabric::fi_fabric((*info).fabric_attr, &mut fab, null_mut()),
+            0
+        );
+        let fops = &*(*fab).ops;
+        let mut eattr: fi_eq_attr = std::mem::zeroed();
+        eattr.wait_obj = wait_obj::FI_WAIT_UNSPEC;
+        assert_eq!(
+            fops.eq_open.unwrap()(fab, &mut eattr, &mut eq, null_mut()),
+            0
+        );
+        assert_eq!(fops.passive_ep.unwrap()(fab, info, &mut pep, null_mut()), 0);
+        assert_eq!(bind(&mut (*pep).fid, &mut (*eq).fid, 0), 0);
+        assert_eq!((*(*pep).cm).listen.unwrap()(pep), 0);
+        let mut name = [0u8; 64];
+        let mut len = name.len();
+        assert_eq!(
+            (*(*pep).cm).getname.unwrap()(&mut (*pep).fid, name.as_mut_ptr().cast(), &mut len),
+            0
+        );
+        assert_eq!(len, 16);
+
+        // Client: domain, CQ, endpoint, connect.
+        assert_eq!(fops.domain.unwrap()(fab, info, &mut dom, null_mut()), 0);
+        let mut cattr: fi_cq_attr = std::mem::zeroed();
+        cattr.format = cq_format::FI_CQ_FORMAT_MSG;
+        cattr.wait_obj = wait_obj::FI_WAIT_FD;
+        assert_eq!(
+            (*(*dom).ops).cq_open.unwrap()(dom, &mut cattr, &mut cq, null_mut()),
+            0
+        );
+        let mut fd: c_int = -1;
+        let ctl = (*(*cq).fid.ops).control.unwrap();
+        assert_eq!(
+            ctl(
+                &mut (*cq).fid,
+                control::FI_GETWAIT,
+                (&mut fd as *mut c_int).cast()
+            ),
+            0
+        );
+        assert!(fd >= 0);
+        assert_eq!(
+            (*(*dom).ops).endpoint.unwrap()(dom, info, &mut cep, null_mut()),
+            0
+        );
+        assert_eq!(bind(&mut (*cep).fid, &mut (*eq).fid, 0), 0);
+        assert_eq!(
+            bind(&mut (*cep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV),
+            0
+        );
+        assert_eq!(enable(&mut (*cep).fid), 0);
+        let data = *b"hi!";
+        assert_eq!(
+            (*(*cep).cm).connect.unwrap()(cep, name.as_ptr().cast(), data.as_ptr().cast(), 3),
+            0
+        );
+
+        // Server: the request carries an fi_info whose handle opens the
+        // accepting endpoint.
+        let (ev, n) = eq_event(eq, &mut buf);
+        assert_eq!(ev, eq_event::FI_CONNREQ);
+        assert_eq!(n as usize, std::mem::size_of::<fi_eq_cm_entry>() + 3);
+        let entry = buf.as_ptr().cast::<fi_eq_cm_entry>().read_unaligned();
+        assert_eq!(entry.fid, &mut (*pep).fid as *mut fid);
+        assert_eq!(&buf[16..19], b"hi!");
+        let rinfo = entry.info;
+        assert!(!rinfo.is_null());
+        assert_eq!((*(*rinfo).handle).fclass, class::FI_CLASS_CONNREQ);
+        assert_eq!(fops.domain.unwrap()(fab, rinfo, &mut sdom, null_mut()), 0);
+        assert_eq!(
+            (*(*sdom).ops).endpoint.unwrap()(sdom, rinfo, &mut sep, null_mut()),
+            0
+        );
+        assert_eq!(bind(&mut (*sep).fid, &mut (*eq).fid, 0), 0);
+        assert_eq!(
+            bind(&mut (*sep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV),
+            0
+        );
+        assert_eq!(enable(&mut (*sep).fid), 0);
+        let mut rbuf = [0u8; 8];
+        let rctx = 0x55usize as *mut c_void;
+        assert_eq!(
+            (*(*sep).msg).recv.unwrap()(sep, rbuf.as_mut_ptr().cast(), 8, null_mut(), 0, rctx),
+            0
+        );
+        assert_eq!((*(*sep).cm).accept.unwrap()(sep, null_mut(), 0), 0);
+        let mut connected = Vec::new();
+        for _ in 0..2 {
+            let (ev, n) = eq_event(eq, &mut buf);
+            assert_eq!(ev, eq_event::FI_CONNECTED, "{n}");
+            connected.push(buf.as_ptr().cast::<fi_eq_cm_entry>().read_unaligned().fid);
+        }
+        assert!(connected.contains(&(&mut (*sep).fid as *mut fid)));
+        assert!(connected.contains(&(&mut (*cep).fid as *mut fid)));
+
+        let sctx = 0x66usize as *mut c_void;
+        assert_eq!(
+            (*(*cep).msg).send.unwrap()(cep, b"ping".as_ptr().cast(), 4, null_mut(), 0, sctx),
+            0
+        );
+        let mut got = Vec::new();
+        let read = (*(*cq).ops).sread.unwrap();
+        while got.len() < 2 {
+            let mut e: fi_cq_msg_entry = std::mem::zeroed();
+            let n = read(
+                cq,
+                (&mut e as *mut fi_cq_msg_entry).cast(),
+                1,
+                std::ptr::null(),
+                5000,
+            );
+            assert_eq!(n, 1);
+            got.push((e.op_context as usize, e.len));
+        }
+        got.sort();
+        assert_eq!(got[0], (0x55, 4));
+        assert_eq!(got[1].0, 0x66);
+        assert_eq!(&rbuf[..4], b"ping");
+
+        crate::info::free_info(rinfo);
+        for f in [
+            &mut (*cep).fid as *mut fid,
+            &mut (*sep).fid,
+            &mut (*pep).fid,
+            &mut (*cq).fid,
+            &mut (*eq).fid,
+            &mut (*sdom).fid,
+            &mut (*dom).fid,
+            &mut (*fab).fid,
+        ] {
+            assert_eq!(close(f), 0);
+        }
+        crate::info::free_info(info);
+    }
+}
