@@ -475,3 +475,202 @@ fn msg_connect_accept_and_send_over_tcp() {
         crate::info::free_info(info);
     }
 }
+
+#[test]
+fn rma_atomics_counters_and_errors_over_shm() {
+    let mut h = ofi_core::Info::hints();
+    h.caps = FI_MSG | FI_RMA | FI_ATOMIC;
+    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
+    h.fabric_attr.prov_name = Some("shm".into());
+    let offers = ofi::getinfo((1 << 16) | 17, None, None, 0, Some(&h)).expect("shm offers");
+    let info = crate::info::info_to_c(&offers[0]);
+    let (mut fab, mut dom, mut cq, mut av, mut cntr) =
+        (null_mut(), null_mut(), null_mut(), null_mut(), null_mut());
+    let mut eps = [null_mut(); 2];
+    let mut target = [0u64; 4];
+    let mut mr: *mut fid_mr = null_mut();
+    // SAFETY: every pointer is a live object or out-parameter of this test;
+    // target outlives every operation on it.
+    unsafe {
+        assert_eq!(
+            super::fabric::fi_fabric((*info).fabric_attr, &mut fab, null_mut()),
+            0
+        );
+        assert_eq!(
+            (*(*fab).ops).domain.unwrap()(fab, info, &mut dom, null_mut()),
+            0
+        );
+        let dops = &*(*dom).ops;
+        let mut cattr: fi_cq_attr = std::mem::zeroed();
+        cattr.format = cq_format::FI_CQ_FORMAT_DATA;
+        assert_eq!(
+            dops.cq_open.unwrap()(dom, &mut cattr, &mut cq, null_mut()),
+            0
+        );
+        let mut aattr: fi_av_attr = std::mem::zeroed();
+        assert_eq!(
+            dops.av_open.unwrap()(dom, &mut aattr, &mut av, null_mut()),
+            0
+        );
+        let mut nattr: fi_cntr_attr = std::mem::zeroed();
+        nattr.wait_obj = wait_obj::FI_WAIT_UNSPEC;
+        assert_eq!(
+            dops.cntr_open.unwrap()(dom, &mut nattr, &mut cntr, null_mut()),
+            0
+        );
+        for ep in eps.iter_mut() {
+            assert_eq!(dops.endpoint.unwrap()(dom, info, ep, null_mut()), 0);
+            assert_eq!(
+                bind(&mut (**ep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV),
+                0
+            );
+            assert_eq!(bind(&mut (**ep).fid, &mut (*av).fid, 0), 0);
+            assert_eq!(
+                bind(&mut (**ep).fid, &mut (*cntr).fid, FI_WRITE | FI_READ),
+                0
+            );
+            assert_eq!(enable(&mut (**ep).fid), 0);
+        }
+        let w = World {
+            info,
+            fab,
+            dom,
+            cq,
+            av,
+            eps,
+        };
+        let _ = w.insert(0);
+        let a1 = w.insert(1);
+        let reg = (*(*dom).mr).reg.unwrap();
+        let access = FI_REMOTE_READ | FI_REMOTE_WRITE;
+        let tp = target.as_mut_ptr();
+        assert_eq!(
+            reg(
+                &mut (*dom).fid,
+                tp.cast(),
+                32,
+                access,
+                0,
+                0,
+                0,
+                &mut mr,
+                null_mut()
+            ),
+            0
+        );
+        let key = (*mr).key;
+        let base = tp as u64;
+
+        // Write 7 into target[1], read it back into `back`.
+        let seven = 7u64;
+        let rma = &*(*eps[0]).rma;
+        let ctx = 0x10usize as *mut c_void;
+        let r = rma.write.unwrap()(
+            eps[0],
+            (&seven as *const u64).cast(),
+            8,
+            null_mut(),
+            a1,
+            base + 8,
+            key,
+            ctx,
+        );
+        assert_eq!(r, 0);
+        let cwait = (*(*cntr).ops).wait.unwrap();
+        assert_eq!(cwait(cntr, 1, 5000), 0);
+        let mut back = 0u64;
+        let r = rma.read.unwrap()(
+            eps[0],
+            (&mut back as *mut u64).cast(),
+            8,
+            null_mut(),
+            a1,
+            base + 8,
+            key,
+            ctx,
+        );
+        assert_eq!(r, 0);
+        assert_eq!(cwait(cntr, 2, 5000), 0);
+        assert_eq!(back, 7);
+
+        // Fetch-add 5 to target[1]: the old value comes back.
+        let at = &*(*eps[0]).atomic;
+        let mut count = 0usize;
+        assert_eq!(
+            at.readwritevalid.unwrap()(eps[0], datatype::FI_UINT64, atomic_op::FI_SUM, &mut count),
+            0
+        );
+        assert!(count >= 1);
+        let five = 5u64;
+        let mut old = 0u64;
+        let r = at.readwrite.unwrap()(
+            eps[0],
+            (&five as *const u64).cast(),
+            1,
+            null_mut(),
+            (&mut old as *mut u64).cast(),
+            null_mut(),
+            a1,
+            base + 8,
+            key,
+            datatype::FI_UINT64,
+            atomic_op::FI_SUM,
+            ctx,
+        );
+        assert_eq!(r, 0);
+        assert_eq!(cwait(cntr, 3, 5000), 0);
+        assert_eq!(old, 7);
+        assert_eq!(std::ptr::read_volatile(tp.add(1)), 12);
+
+        // A bad key fails with an error completion, read with readerr.
+        let mut drained = 0;
+        while drained < 3 {
+            let mut e: fi_cq_data_entry = std::mem::zeroed();
+            let n = (*(*cq).ops).read.unwrap()(cq, (&mut e as *mut fi_cq_data_entry).cast(), 1);
+            if n == 1 {
+                drained += 1;
+            }
+        }
+        let r = rma.write.unwrap()(
+            eps[0],
+            (&seven as *const u64).cast(),
+            8,
+            null_mut(),
+            a1,
+            base,
+            key ^ 1,
+            ctx,
+        );
+        assert_eq!(r, 0);
+        let mut n;
+        loop {
+            let mut e: fi_cq_data_entry = std::mem::zeroed();
+            n = (*(*cq).ops).read.unwrap()(cq, (&mut e as *mut fi_cq_data_entry).cast(), 1);
+            if n != -(FI_EAGAIN as ssize_t) {
+                break;
+            }
+        }
+        assert_eq!(n, -(FI_EAVAIL as ssize_t));
+        let mut err: fi_cq_err_entry = std::mem::zeroed();
+        assert_eq!((*(*cq).ops).readerr.unwrap()(cq, &mut err, 0), 1);
+        assert_eq!(err.op_context, ctx);
+        assert_ne!(err.err, 0);
+        assert!(err.err_data.is_null());
+        assert_eq!(err.err_data_size, 0);
+        assert_eq!((*(*cntr).ops).readerr.unwrap()(cntr), 1);
+        let s = (*(*cq).ops).strerror.unwrap()(cq, err.prov_errno, err.err_data, null_mut(), 0);
+        assert!(!std::ffi::CStr::from_ptr(s).to_bytes().is_empty());
+
+        assert_eq!(close(&mut (*mr).fid), 0);
+        for ep in eps {
+            assert_eq!(close(&mut (*ep).fid), 0);
+        }
+        assert_eq!(close(&mut (*cntr).fid), 0);
+        drop(w);
+        assert_eq!(close(&mut (*av).fid), 0);
+        assert_eq!(close(&mut (*cq).fid), 0);
+        assert_eq!(close(&mut (*dom).fid), 0);
+        assert_eq!(close(&mut (*fab).fid), 0);
+        crate::info::free_info(info);
+    }
+}
