@@ -1,0 +1,728 @@
+//! Real, unmodified C clients on ofi's `libfabric.so.1`: Debian's `fi_info`
+//! and `fi_pingpong` binaries and Open MPI 4.1.4 (ofi MTL over tcp, ofi BTL
+//! one-sided over shm) find ofi's library through `LD_LIBRARY_PATH`, a temp
+//! dir holding a `libfabric.so.1` symlink to this profile's `libfabric.so`.
+//!
+//! `OFI_CAPI_CLIENTS_LIB=system` runs the same tests on the system's
+//! libfabric instead (no `LD_LIBRARY_PATH`), which checks the tests
+//! themselves against the real thing. On Debian's libfabric 1.17 every test
+//! passes except `mpi_p2p_over_ofi_mtl_tcp`, which times out in its
+//! "truncate small" phase: libfabric's tcp never completes a truncated
+//! receive under Open MPI's MTL.
+//!
+//! Every client run is bounded by a timeout (its whole process group is
+//! killed after it) and the runs are serialised, so that the two cores of a
+//! CI machine never carry two spinning pairs at once. A missing client
+//! (fi_info, fi_pingpong, mpirun, mpicc) fails the test with the package that
+//! scripts/test.sh installs for it.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// One client at a time (see the crate doc).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Which libfabric.so.1 the clients load.
+struct Lib {
+    /// Directory put first on LD_LIBRARY_PATH; None: the system's library.
+    dir: Option<PathBuf>,
+}
+
+impl Lib {
+    /// ofi's library of this test's profile (target/<profile>/libfabric.so),
+    /// or the system's under `OFI_CAPI_CLIENTS_LIB=system`.
+    fn get(test: &str) -> Lib {
+        if std::env::var("OFI_CAPI_CLIENTS_LIB").as_deref() == Ok("system") {
+            return Lib { dir: None };
+        }
+        let so = ofi_so();
+        let dir = std::env::temp_dir().join(format!("ofi-capi-{}-{}", std::process::id(), test));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the library dir");
+        std::os::unix::fs::symlink(&so, dir.join("libfabric.so.1"))
+            .expect("symlink libfabric.so.1");
+        Lib { dir: Some(dir) }
+    }
+
+    fn is_ofi(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// A command for `program` that loads this library.
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        if let Some(dir) = &self.dir {
+            let mut path = dir.as_os_str().to_owned();
+            if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+                path.push(":");
+                path.push(old);
+            }
+            c.env("LD_LIBRARY_PATH", path);
+        }
+        // Logging only when the caller asks for it.
+        if std::env::var_os("FI_LOG_LEVEL").is_none() {
+            c.env_remove("FI_LOG_LEVEL");
+        }
+        c
+    }
+
+    /// Where a process on this library finds `libfabric.so.1`.
+    fn expected_path(&self) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join("libfabric.so.1"))
+    }
+}
+
+impl Drop for Lib {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// target/<profile>/libfabric.so, the library `cargo build -p ofi-capi`
+/// makes beside this test's profile.
+fn ofi_so() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>/deps/<test>");
+    let so = profile_dir.join("libfabric.so");
+    assert!(
+        so.exists(),
+        "{} not found: build it first with `cargo build -p ofi-capi` in the same profile \
+         (`--release` for a release test run)",
+        so.display()
+    );
+    so
+}
+
+/// A client binary that must be installed; the message names its package.
+fn need(program: &str, package: &str) -> String {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{program} not found on PATH: it comes with Debian's {package}, which scripts/test.sh \
+         installs (apt-get install -y {package})"
+    );
+    program.to_string()
+}
+
+/// What a bounded run of a client gave.
+struct Run {
+    what: String,
+    status: Option<ExitStatus>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn timed_out(&self) -> bool {
+        self.status.is_none()
+    }
+
+    /// Everything known about the run, for failure messages.
+    fn report(&self) -> String {
+        let how = match self.status {
+            None => "timed out (process group killed)".to_string(),
+            Some(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => format!("exit {c}"),
+                (_, Some(sig)) => format!("killed by signal {sig}"),
+                _ => format!("{s:?}"),
+            },
+        };
+        format!(
+            "{}\n  -> {how}\n--- stdout ---\n{}\n--- stderr ---\n{}\n---",
+            self.what, self.stdout, self.stderr
+        )
+    }
+
+    fn assert_success(&self) {
+        assert!(
+            self.status.is_some_and(|s| s.success()),
+            "client failed: {}",
+            self.report()
+        );
+    }
+
+    fn assert_stdout_has(&self, needle: &str) {
+        assert!(
+            self.stdout.contains(needle),
+            "{needle:?} missing from the output of {}",
+            self.report()
+        );
+    }
+}
+
+/// A started client in its own process group, its output captured.
+struct Spawned {
+    what: String,
+    child: Child,
+    out: thread::JoinHandle<String>,
+    err: thread::JoinHandle<String>,
+}
+
+fn spawn(mut cmd: Command) -> Spawned {
+    let what = format!("{cmd:?}");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    Spawned {
+        what,
+        child,
+        out,
+        err,
+    }
+}
+
+/// Signals a process group through kill(1) (no unsafe here).
+fn kill_group(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .args([signal, "--", &format!("-{pid}")])
+        .stderr(Stdio::null())
+        .status();
+}
+
+impl Spawned {
+    /// Waits up to `limit`; past it, SIGTERM to the group (mpirun tears its
+    /// job down on it), then SIGKILL to whatever is left.
+    fn wait(mut self, limit: Duration) -> Run {
+        let end = Instant::now() + limit;
+        let mut status = None;
+        while Instant::now() < end {
+            match self.child.try_wait() {
+                Ok(Some(s)) => {
+                    status = Some(s);
+                    break;
+                }
+                Ok(None) => thread::sleep(Duration::from_millis(20)),
+                Err(e) => panic!("waiting for {}: {e}", self.what),
+            }
+        }
+        let pid = self.child.id();
+        if status.is_none() {
+            kill_group(pid, "-TERM");
+            let grace = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < grace && matches!(self.child.try_wait(), Ok(None)) {
+                thread::sleep(Duration::from_millis(50));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        // Stragglers of the group (a forked rank, a server) go too.
+        kill_group(pid, "-KILL");
+        Run {
+            what: self.what,
+            status,
+            stdout: self.out.join().unwrap_or_default(),
+            stderr: self.err.join().unwrap_or_default(),
+        }
+    }
+}
+
+fn run(cmd: Command, limit: Duration) -> Run {
+    spawn(cmd).wait(limit)
+}
+
+/// A TCP port free right now on loopback, for fi_pingpong's control socket.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+// --- fi_info ----------------------------------------------------------------
+
+fn fi_info(lib: &Lib, args: &[&str]) -> Run {
+    let mut c = lib.command(&need("fi_info", "libfabric-bin"));
+    c.args(args);
+    run(c, Duration::from_secs(30))
+}
+
+/// Debian-only providers ofi's library must not list (proof that the client
+/// really runs on ofi, not on the system's libfabric).
+const DEBIAN_ONLY: [&str; 4] = ["sockets:", "udp:", "ofi_rxm:", "psm2:"];
+
+#[test]
+fn clients_load_ofis_library() {
+    let _s = serial();
+    let lib = Lib::get("load");
+    // The dynamic loader's own answer, as ldd gives it.
+    let mut c = lib.command(&need("fi_info", "libfabric-bin"));
+    c.env("LD_TRACE_LOADED_OBJECTS", "1");
+    let r = run(c, Duration::from_secs(30));
+    r.assert_success();
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("libfabric.so.1"))
+        .unwrap_or_else(|| panic!("fi_info does not load libfabric.so.1: {}", r.report()));
+    if let Some(want) = lib.expected_path() {
+        assert!(
+            line.contains(&format!("=> {}", want.display())),
+            "fi_info resolves libfabric.so.1 elsewhere than ofi's library {}: {line}",
+            want.display()
+        );
+    }
+    assert!(!line.contains("not found"), "{line}");
+}
+
+#[test]
+fn fi_info_lists_shm_and_tcp() {
+    let _s = serial();
+    let lib = Lib::get("list");
+    let r = fi_info(&lib, &["-l"]);
+    r.assert_success();
+    for p in ["shm:", "tcp:"] {
+        let at = r
+            .stdout
+            .lines()
+            .position(|l| l == p)
+            .unwrap_or_else(|| panic!("{p} not listed: {}", r.report()));
+        let next = r.stdout.lines().nth(at + 1).unwrap_or("");
+        assert!(
+            next.trim_start().starts_with("version: "),
+            "no version line after {p}: {}",
+            r.report()
+        );
+    }
+    if lib.is_ofi() {
+        for p in DEBIAN_ONLY {
+            assert!(
+                !r.stdout.lines().any(|l| l == p),
+                "{p} listed: this is not ofi's library: {}",
+                r.report()
+            );
+        }
+    }
+}
+
+/// The "provider:" blocks of fi_info's short output, as (key, value) lists.
+fn blocks(out: &str) -> Vec<Vec<(String, String)>> {
+    let mut all: Vec<Vec<(String, String)>> = Vec::new();
+    for line in out.lines() {
+        let Some((k, v)) = line.split_once(": ") else {
+            continue;
+        };
+        let entry = (k.trim().to_string(), v.trim().to_string());
+        if k == "provider" {
+            all.push(vec![entry]);
+        } else if let Some(b) = all.last_mut() {
+            b.push(entry);
+        }
+    }
+    all
+}
+
+fn field<'a>(block: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    block
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Every block is an offer of `prov` with the fields fi_info prints. ofi
+/// names its providers plainly; libfabric also offers them under a utility
+/// layer ("tcp;ofi_rxm").
+fn assert_offer_fields(lib: &Lib, r: &Run, prov: &str) -> Vec<Vec<(String, String)>> {
+    let b = blocks(&r.stdout);
+    assert!(!b.is_empty(), "no offers: {}", r.report());
+    for block in &b {
+        let name = field(block, "provider").unwrap_or("");
+        assert!(
+            name == prov || (!lib.is_ofi() && name.starts_with(&format!("{prov};"))),
+            "offer of provider {name:?}, want {prov}: {}",
+            r.report()
+        );
+        for key in ["fabric", "domain", "version", "type", "protocol"] {
+            let v =
+                field(block, key).unwrap_or_else(|| panic!("offer without {key}: {}", r.report()));
+            assert!(!v.is_empty(), "empty {key}: {}", r.report());
+        }
+        assert!(
+            field(block, "type").is_some_and(|t| t.starts_with("FI_EP_")),
+            "{}",
+            r.report()
+        );
+    }
+    b
+}
+
+#[test]
+fn fi_info_provider_shm() {
+    let _s = serial();
+    let lib = Lib::get("shm");
+    let r = fi_info(&lib, &["-p", "shm"]);
+    r.assert_success();
+    let b = assert_offer_fields(&lib, &r, "shm");
+    assert!(
+        b.iter().all(|x| field(x, "type") == Some("FI_EP_RDM")
+            && field(x, "protocol") == Some("FI_PROTO_SHM")),
+        "shm offers other than FI_EP_RDM / FI_PROTO_SHM: {}",
+        r.report()
+    );
+}
+
+#[test]
+fn fi_info_provider_tcp_and_endpoint_types() {
+    let _s = serial();
+    let lib = Lib::get("tcp");
+    let r = fi_info(&lib, &["-p", "tcp"]);
+    r.assert_success();
+    let b = assert_offer_fields(&lib, &r, "tcp");
+    for t in ["FI_EP_MSG", "FI_EP_RDM"] {
+        assert!(
+            b.iter().any(|x| field(x, "type") == Some(t)),
+            "tcp offers no {t}: {}",
+            r.report()
+        );
+    }
+    // The loopback offer, which fi_pingpong and Open MPI use here.
+    assert!(
+        b.iter().any(|x| field(x, "domain") == Some("lo")),
+        "no tcp offer on lo: {}",
+        r.report()
+    );
+    // -t filters by endpoint type.
+    for t in ["FI_EP_MSG", "FI_EP_RDM"] {
+        let r = fi_info(&lib, &["-p", "tcp", "-t", t]);
+        r.assert_success();
+        let b = assert_offer_fields(&lib, &r, "tcp");
+        assert!(
+            b.iter().all(|x| field(x, "type") == Some(t)),
+            "-t {t} lists other types: {}",
+            r.report()
+        );
+    }
+    let r = fi_info(&lib, &["-p", "shm", "-t", "FI_EP_RDM"]);
+    r.assert_success();
+    assert_offer_fields(&lib, &r, "shm");
+}
+
+#[test]
+fn fi_info_verbose_prints_every_attribute() {
+    let _s = serial();
+    let lib = Lib::get("verbose");
+    for (prov, ep) in [
+        ("shm", "FI_EP_RDM"),
+        ("tcp", "FI_EP_MSG"),
+        ("tcp", "FI_EP_RDM"),
+    ] {
+        let r = fi_info(&lib, &["-v", "-p", prov, "-t", ep]);
+        r.assert_success();
+        for needle in [
+            "fi_info:",
+            "    caps: [",
+            "FI_MSG",
+            "    mode: [",
+            "    addr_format: FI_",
+            "    fi_tx_attr:",
+            "        inject_size: ",
+            "    fi_rx_attr:",
+            "        msg_order: [",
+            "    fi_ep_attr:",
+            &format!("        type: {ep}"),
+            "        max_msg_size: ",
+            "        mem_tag_format: 0x",
+            "    fi_domain_attr:",
+            "        threading: FI_THREAD_",
+            "        data_progress: FI_PROGRESS_",
+            "        mr_mode: [",
+            "        cq_data_size: ",
+            "    fi_fabric_attr:",
+            &format!("        prov_name: {prov}"),
+            "        api_version: 1.",
+        ] {
+            r.assert_stdout_has(needle);
+        }
+        if ep == "FI_EP_RDM" {
+            r.assert_stdout_has("FI_TAGGED");
+        }
+    }
+}
+
+#[test]
+fn fi_info_env_lists_variables() {
+    let _s = serial();
+    let lib = Lib::get("env");
+    let r = fi_info(&lib, &["-e"]);
+    r.assert_success();
+    for needle in [
+        "# FI_LOG_LEVEL: String",
+        "# FI_PROVIDER",
+        "# FI_SHM_",
+        "# FI_TCP_",
+    ] {
+        r.assert_stdout_has(needle);
+    }
+    // -g keeps only the variables whose name holds the substring.
+    let r = fi_info(&lib, &["-g", "SHM"]);
+    r.assert_success();
+    r.assert_stdout_has("# FI_SHM_");
+    let names: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("# FI_"))
+        .filter_map(|l| l.split(':').next())
+        .collect();
+    assert!(!names.is_empty(), "{}", r.report());
+    assert!(
+        names.iter().all(|n| n.contains("SHM")),
+        "-g SHM lists {names:?}"
+    );
+}
+
+#[test]
+fn fi_info_unknown_provider_fails_cleanly() {
+    let _s = serial();
+    let lib = Lib::get("efa");
+    for prov in ["efa", "no_such_provider"] {
+        let r = fi_info(&lib, &["-p", prov]);
+        // fi_info prints fi_getinfo's return value and exits with its
+        // negation: -FI_ENODATA (61), not a crash.
+        assert_eq!(
+            r.status.and_then(|s| s.code()),
+            Some(61),
+            "want exit 61 (fi_getinfo -FI_ENODATA): {}",
+            r.report()
+        );
+        assert!(
+            r.stderr.contains("fi_getinfo: -61") || r.stdout.contains("fi_getinfo: -61"),
+            "{}",
+            r.report()
+        );
+    }
+}
+
+// --- fi_pingpong --------------------------------------------------------------
+
+const PINGPONG_ITERS: &str = "50";
+
+/// Debian's fi_pingpong as server and client (two processes) with data
+/// checks at every size: both exit 0 and print a row per size.
+fn pingpong(test: &str, args: &[&str]) {
+    let _s = serial();
+    let lib = Lib::get(test);
+    let prog = need("fi_pingpong", "libfabric-bin");
+    let port = free_port().to_string();
+    let common: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["-c", "-S", "all", "-I", PINGPONG_ITERS])
+        .collect();
+    let mut srv = lib.command(&prog);
+    srv.args(&common).args(["-B", &port]);
+    // Loopback only, for libfabric's tcp (ofi's tcp is given the address).
+    srv.env("FI_TCP_IFACE", "lo");
+    let server = spawn(srv);
+    // The server's control socket listens once its fabric is up; the client
+    // retries its connect for a while, but give it a head start.
+    thread::sleep(Duration::from_millis(300));
+    let mut cli = lib.command(&prog);
+    cli.args(&common)
+        .args(["-P", &port, "127.0.0.1"])
+        .env("FI_TCP_IFACE", "lo");
+    let limit = Duration::from_secs(90);
+    let client = run(cli, limit);
+    let server = server.wait(if client.timed_out() {
+        Duration::from_secs(1)
+    } else {
+        limit
+    });
+    for (who, r) in [("client", &client), ("server", &server)] {
+        assert!(
+            r.status.is_some_and(|s| s.success()),
+            "fi_pingpong {who} failed\n== client: {}\n== server: {}",
+            client.report(),
+            server.report()
+        );
+        r.assert_stdout_has(
+            "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec",
+        );
+        // A row for each of these sizes, every message acknowledged.
+        for size in ["1", "64", "4k", "64k", "1m"] {
+            let row = r
+                .stdout
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(size))
+                .unwrap_or_else(|| panic!("no row for {size} B in the {who}'s {}", r.report()));
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(
+                (cols.get(1).copied(), cols.get(2).copied()),
+                (
+                    Some(PINGPONG_ITERS),
+                    Some(format!("={PINGPONG_ITERS}").as_str())
+                ),
+                "row {row:?} of {}",
+                r.report()
+            );
+        }
+    }
+}
+
+#[test]
+fn fi_pingpong_shm_rdm() {
+    pingpong("pp-shm-rdm", &["-p", "shm", "-e", "rdm"]);
+}
+
+#[test]
+fn fi_pingpong_tcp_msg() {
+    pingpong("pp-tcp-msg", &["-p", "tcp", "-e", "msg"]);
+}
+
+#[test]
+fn fi_pingpong_tcp_rdm_tagged() {
+    pingpong("pp-tcp-rdm", &["-p", "tcp", "-e", "rdm", "-m", "tagged"]);
+}
+
+// --- Open MPI -----------------------------------------------------------------
+
+/// Compiles tests/mpi/NAME.c with mpicc into `dir`.
+fn mpicc(name: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mpi")
+        .join(format!("{name}.c"));
+    let exe = dir.join(name);
+    let mut c = Command::new(need("mpicc", "libopenmpi-dev"));
+    c.args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src);
+    let r = run(c, Duration::from_secs(120));
+    r.assert_success();
+    exe
+}
+
+/// mpirun, 2 ranks on this machine, loopback only, with the library of
+/// `lib` passed to the ranks.
+fn mpirun(lib: &Lib, mca: &[(&str, &str)], exe: &Path) -> Run {
+    let mut c = lib.command(&need("mpirun", "openmpi-bin"));
+    c.args(["--allow-run-as-root", "--oversubscribe", "-np", "2"]);
+    if lib.is_ofi() {
+        c.args(["-x", "LD_LIBRARY_PATH"]);
+    }
+    c.args(["--mca", "oob_tcp_if_include", "lo"]);
+    for (name, value) in mca {
+        c.args(["--mca", name, value]);
+    }
+    c.arg(exe).env("FI_TCP_IFACE", "lo");
+    // Every phase of the programs has its own 30 s alarm; this bounds the whole.
+    run(c, Duration::from_secs(240))
+}
+
+/// The run loaded the library it was meant to (rank 0 prints the path).
+fn assert_library(r: &Run, lib: &Lib, prefix: &str) {
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{prefix}: libfabric ")))
+        .unwrap_or_else(|| panic!("no libfabric line: {}", r.report()));
+    match lib.expected_path() {
+        Some(want) => {
+            // /proc/self/maps names the symlink's target.
+            let so = ofi_so().canonicalize().expect("canonical path");
+            assert!(
+                line.ends_with(&so.display().to_string())
+                    || line.ends_with(&want.display().to_string()),
+                "the ranks loaded another libfabric than ofi's {}: {line}",
+                so.display()
+            );
+        }
+        None => assert!(!line.ends_with("(none)"), "{line}"),
+    }
+}
+
+fn mpi_test(test: &str, program: &str, mca: &[(&str, &str)], phases: &[&str]) {
+    let _s = serial();
+    let lib = Lib::get(test);
+    let dir = std::env::temp_dir().join(format!("ofi-capi-mpi-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mpi build dir");
+    let exe = mpicc(program, &dir);
+    let r = mpirun(&lib, mca, &exe);
+    let _ = std::fs::remove_dir_all(&dir);
+    r.assert_success();
+    assert_library(&r, &lib, program);
+    for phase in phases {
+        r.assert_stdout_has(&format!("{program}: {phase} ok\n"));
+    }
+    r.assert_stdout_has(&format!("{program}: all checks passed"));
+}
+
+/// Open MPI's cm PML over the ofi MTL on tcp: every point-to-point message
+/// is a libfabric tagged operation. See tests/mpi/p2p.c.
+#[test]
+fn mpi_p2p_over_ofi_mtl_tcp() {
+    mpi_test(
+        "mpi-p2p",
+        "p2p",
+        &[
+            ("pml", "cm"),
+            ("mtl", "ofi"),
+            ("mtl_ofi_provider_include", "tcp"),
+            ("btl", "self"),
+            ("btl_tcp_if_include", "lo"),
+        ],
+        &[
+            "pingpong",
+            "allreduce",
+            "probe",
+            "ssend",
+            "cancel",
+            "truncate small",
+            "truncate large",
+        ],
+    );
+}
+
+/// MPI one-sided operations through the osc rdma component on the ofi BTL
+/// over shm. See tests/mpi/rma.c.
+#[test]
+fn mpi_rma_over_ofi_btl_shm() {
+    mpi_test(
+        "mpi-rma",
+        "rma",
+        &[
+            ("pml", "ob1"),
+            ("btl", "ofi,self,tcp"),
+            ("btl_ofi_provider_include", "shm"),
+            ("osc", "rdma"),
+            ("osc_rdma_btls", "ofi"),
+            ("btl_tcp_if_include", "lo"),
+        ],
+        &[
+            "win_create",
+            "get",
+            "put",
+            "put+get under lock",
+            "accumulate",
+            "compare_and_swap",
+            "free",
+        ],
+    );
+}
