@@ -666,7 +666,7 @@ fn rma_atomics_counters_and_errors_over_shm() {
             assert_eq!(close(&mut (*ep).fid), 0);
         }
         assert_eq!(close(&mut (*cntr).fid), 0);
-        drop(w);
+        let _ = w.eps;
         assert_eq!(close(&mut (*av).fid), 0);
         assert_eq!(close(&mut (*cq).fid), 0);
         assert_eq!(close(&mut (*dom).fid), 0);
