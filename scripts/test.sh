@@ -8,16 +8,28 @@
 # Stages, in order (each under a timeout; the script goes on after a failed
 # stage unless FAIL_FAST=1, so one run reports every failure):
 #   deps       install missing Debian packages (libfabric-bin: fi_info and
-#              fi_pingpong, used by comparison tests; gcc; util-linux for
-#              taskset) with apt-get, running `apt-get update` once and only
-#              if something must be installed; as root directly, otherwise
-#              through sudo; adds the rustfmt and clippy components with
-#              rustup when they are missing
+#              fi_pingpong, used by comparison tests and run on ofi's
+#              libfabric.so.1; libfabric-dev: the C headers the C ABI tests
+#              and the C example compile against; openmpi-bin and
+#              libopenmpi-dev: mpirun and mpicc for the Open MPI client
+#              tests; gcc; util-linux for taskset) with apt-get, running
+#              `apt-get update` once and only if something must be
+#              installed; as root directly, otherwise through sudo; adds the
+#              rustfmt and clippy components with rustup when they are
+#              missing
 #   fmt        cargo fmt --all --check
 #   clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   build      cargo build --release --workspace
 #   test       cargo test --workspace --release --no-fail-fast (every test
-#              binary runs, so one run lists every failing test)
+#              binary runs, so one run lists every failing test), less
+#              ofi-capi, which has its own stage
+#   capi       the C ABI: cargo build --release -p ofi-capi (libfabric.so,
+#              SONAME libfabric.so.1), then its tests, among them the real
+#              clients on it: Debian's fi_info and fi_pingpong, Open MPI's
+#              ofi MTL and ofi BTL (crates/ofi-capi/tests/clients.rs)
+#   capi:example  builds examples/c/hello_fabric.c against the system's
+#              <rdma/*.h> and links it to ofi's libfabric.so.1, then runs it
+#              on shm and on tcp
 #   loom       the loom models of the shm ring (cfg loom, own target dir)
 #   fuzz       every cargo-fuzz target in fuzz/ (its own workspace and target
 #              dir) for FUZZ_TIME seconds each, on the saved corpus plus
@@ -113,7 +125,8 @@ as_root() {
 deps() {
     # command -> Debian package providing it
     local need=() pair cmd pkg
-    for pair in fi_pingpong:libfabric-bin fi_info:libfabric-bin cc:gcc taskset:util-linux timeout:coreutils; do
+    for pair in fi_pingpong:libfabric-bin fi_info:libfabric-bin cc:gcc taskset:util-linux timeout:coreutils \
+        mpirun:openmpi-bin mpicc:libopenmpi-dev; do
         cmd="${pair%%:*}"
         pkg="${pair#*:}"
         if ! command -v "$cmd" >/dev/null 2>&1; then
@@ -123,13 +136,15 @@ deps() {
     # C headers for the programs tests compile (the long double reference
     # of the atomics matrix): gcc only recommends libc6-dev.
     [ -f /usr/include/stdio.h ] || need+=(libc6-dev)
+    # libfabric's headers, the layout reference of the C ABI.
+    [ -f /usr/include/rdma/fabric.h ] || need+=(libfabric-dev)
     if [ "${#need[@]}" -gt 0 ]; then
         command -v apt-get >/dev/null 2>&1 || { echo "missing ${need[*]} and no apt-get" >&2; return 1; }
         echo "installing: ${need[*]}"
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     else
-        echo "Debian packages: all present (libfabric-bin, gcc, libc6-dev, util-linux, coreutils)"
+        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils)"
     fi
 
     command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.87)" >&2; return 1; }
@@ -144,6 +159,7 @@ deps() {
     cargo fmt --version
     cargo clippy --version
     fi_info --version | head -1
+    mpirun --version | head -1
 }
 
 # Each fuzz target for FUZZ_TIME seconds (built with cargo-fuzz: ASan,
@@ -179,6 +195,33 @@ fuzz_run() {
     done
 }
 
+# The C ABI crate: the shared object first (its tests run clients on it).
+capi() {
+    cargo build --release -p ofi-capi
+    cargo test --release -p ofi-capi --no-fail-fast
+}
+
+# The C example, built as any libfabric program is, linked to ofi's library
+# (a libfabric.so.1 link beside libfabric.so, found through the rpath).
+capi_example() {
+    local lib exe prov
+    lib="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)"
+    exe="$lib/hello_fabric"
+    ln -sf libfabric.so "$lib/libfabric.so.1"
+    echo "+ cc -O2 -Wall -Wextra -Werror -o $exe examples/c/hello_fabric.c -L$lib -lfabric -Wl,-rpath,$lib"
+    cc -O2 -Wall -Wextra -Werror -o "$exe" examples/c/hello_fabric.c -L"$lib" -lfabric -Wl,-rpath,"$lib"
+    # It must load ofi's library, not the system's.
+    if ! ldd "$exe" | grep -q "libfabric.so.1 => $lib/libfabric.so.1 "; then
+        echo "hello_fabric does not load $lib/libfabric.so.1:" >&2
+        ldd "$exe" >&2
+        return 1
+    fi
+    for prov in shm tcp; do
+        echo "+ $exe $prov"
+        timeout 60 "$exe" "$prov"
+    done
+}
+
 e2e_pingpong() {
     echo "+ $OFI_BIN pingpong --local -p shm -S all -I 50 -c"
     "$OFI_BIN" pingpong --local -p shm -S all -I 50 -c
@@ -205,7 +248,7 @@ stage deps 0 deps
 stage fmt "$STAGE_TIMEOUT" cargo fmt --all --check
 stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warnings
 stage build "$STAGE_TIMEOUT" cargo build --release --workspace
-stage test "$STAGE_TIMEOUT" cargo test --workspace --release --no-fail-fast
+stage test "$STAGE_TIMEOUT" cargo test --workspace --release --no-fail-fast --exclude ofi-capi
 stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p ofi-shm --test loom_ring --release
 stage fuzz "$STAGE_TIMEOUT" fuzz_run
@@ -219,6 +262,8 @@ for ex in crates/ofi/examples/*.rs crates/ofi/examples/*/main.rs; do
     stage "example:$name" "$STAGE_TIMEOUT" cargo run --release -p ofi --example "$name"
 done
 
+stage capi "$STAGE_TIMEOUT" capi
+stage capi:example "$SHORT_TIMEOUT" capi_example
 stage e2e:pingpong "$SHORT_TIMEOUT" e2e_pingpong
 stage e2e:info "$SHORT_TIMEOUT" e2e_info
 

@@ -12,16 +12,17 @@
  * Build and run it on ofi's library (from the repository root):
  *
  *   cargo build --release -p ofi-capi
- *   cc -O2 -Wall -o target/hello_fabric examples/c/hello_fabric.c \
+ *   ln -sf libfabric.so target/release/libfabric.so.1
+ *   cc -O2 -Wall -o target/release/hello_fabric examples/c/hello_fabric.c \
  *       -Ltarget/release -lfabric -Wl,-rpath,"$PWD/target/release"
- *   target/hello_fabric shm
- *   target/hello_fabric tcp
+ *   target/release/hello_fabric shm
+ *   target/release/hello_fabric tcp
  *
- * The link step finds ofi's target/release/libfabric.so; its SONAME,
- * libfabric.so.1, is what the program then asks the loader for, and the
- * rpath makes the loader find it in target/release (linked with Debian's
- * -lfabric instead, the same program runs on libfabric). scripts/test.sh
- * builds and runs it like this in its capi:example stage.
+ * -lfabric finds ofi's target/release/libfabric.so before the system's; the
+ * program records that library's SONAME, libfabric.so.1, and the rpath
+ * makes the loader take it from target/release (the symlink). Built with
+ * plain `cc hello_fabric.c -lfabric`, the same program runs on the system's
+ * libfabric. scripts/test.sh builds and runs it so (stage capi:example).
  */
 #include <errno.h>
 #include <rdma/fabric.h>
