@@ -6,9 +6,9 @@ use ofi_core::consts::*;
 use ofi_core::error::errno::*;
 use std::ptr::null_mut;
 
-fn shm_rdm_info() -> *mut fi_info {
+fn shm_rdm_info(caps: u64) -> *mut fi_info {
     let mut h = ofi_core::Info::hints();
-    h.caps = FI_TAGGED | FI_MSG;
+    h.caps = caps;
     h.ep_attr.ep_type = ep_type::FI_EP_RDM;
     h.fabric_attr.prov_name = Some("shm".into());
     let offers = ofi::getinfo((1 << 16) | 17, None, None, 0, Some(&h)).expect("shm offers");
@@ -32,8 +32,8 @@ fn close(f: *mut fid) -> c_int {
     unsafe { ((*(*f).ops).close.expect("close slot"))(f) }
 }
 
-fn open_world() -> World {
-    let info = shm_rdm_info();
+fn open_world(caps: u64) -> World {
+    let info = shm_rdm_info(caps);
     let mut fab = null_mut();
     let mut dom = null_mut();
     let mut cq = null_mut();
@@ -152,7 +152,7 @@ impl World {
 
 #[test]
 fn tagged_exchange_through_the_c_tables() {
-    let w = open_world();
+    let w = open_world(FI_TAGGED | FI_MSG);
     let _a0 = w.insert(0);
     let a1 = w.insert(1);
     let mut rbuf = [0u8; 16];
@@ -263,7 +263,7 @@ fn bad_arguments_are_einval() {
 
 #[test]
 fn every_ops_table_is_full() {
-    let w = open_world();
+    let w = open_world(FI_TAGGED | FI_MSG);
     // SAFETY: live objects; tables are statics of this library.
     unsafe {
         let ep = &*w.eps[0];
@@ -673,4 +673,75 @@ fn rma_atomics_counters_and_errors_over_shm() {
         assert_eq!(close(&mut (*fab).fid), 0);
         crate::info::free_info(info);
     }
+}
+
+#[test]
+fn triggered_send_waits_for_its_counter() {
+    let w = open_world(FI_TAGGED | FI_MSG | FI_TRIGGER);
+    let _ = w.insert(0);
+    let a1 = w.insert(1);
+    let mut cntr = null_mut();
+    let mut rbuf = [0u8; 4];
+    let sbuf = *b"trig";
+    // SAFETY: live objects; buffers and the triggered context outlive the
+    // completions read below.
+    unsafe {
+        let mut nattr: fi_cntr_attr = std::mem::zeroed();
+        assert_eq!(
+            (*(*w.dom).ops).cntr_open.unwrap()(w.dom, &mut nattr, &mut cntr, null_mut()),
+            0
+        );
+        let mut tctx: fi_triggered_context = std::mem::zeroed();
+        tctx.event_type = trigger_event::FI_TRIGGER_THRESHOLD;
+        tctx.trigger.threshold = fi_trigger_threshold { cntr, threshold: 1 };
+        let tctx_p = (&mut tctx as *mut fi_triggered_context).cast::<c_void>();
+        let t1 = &*(*w.eps[1]).tagged;
+        let rctx = 0x31usize as *mut c_void;
+        assert_eq!(
+            t1.recv.unwrap()(
+                w.eps[1],
+                rbuf.as_mut_ptr().cast(),
+                4,
+                null_mut(),
+                FI_ADDR_UNSPEC,
+                9,
+                0,
+                rctx
+            ),
+            0
+        );
+        let iov = iovec {
+            iov_base: sbuf.as_ptr() as *mut c_void,
+            iov_len: 4,
+        };
+        let m = fi_msg_tagged {
+            msg_iov: &iov,
+            desc: null_mut(),
+            iov_count: 1,
+            addr: a1,
+            tag: 9,
+            ignore: 0,
+            context: tctx_p,
+            data: 0,
+        };
+        assert_eq!(
+            (*(*w.eps[0]).tagged).sendmsg.unwrap()(w.eps[0], &m, FI_TRIGGER | FI_COMPLETION),
+            0
+        );
+        let read = (*(*w.cq).ops).read.unwrap();
+        let mut e: fi_cq_tagged_entry = std::mem::zeroed();
+        for _ in 0..1000 {
+            assert_eq!(
+                read(w.cq, (&mut e as *mut fi_cq_tagged_entry).cast(), 1),
+                -(FI_EAGAIN as ssize_t)
+            );
+        }
+        assert_eq!((*(*cntr).ops).add.unwrap()(cntr, 1), 0);
+        let mut seen = vec![w.completion().op_context, w.completion().op_context];
+        seen.sort();
+        assert_eq!(seen, vec![rctx, tctx_p]);
+        assert_eq!(&rbuf, b"trig");
+        assert_eq!(close(&mut (*cntr).fid), 0);
+    }
+    w.close_all();
 }

@@ -5,7 +5,7 @@ use super::{descs, ep};
 use crate::abi::*;
 use crate::guard;
 use crate::obj::{ffi, sret, EINVAL, EINVAL_S, PANIC, PANIC_S};
-use ofi_core::consts::{atomic_op, FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_INJECT};
+use ofi_core::consts::{atomic_op, FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_INJECT, FI_TRIGGER};
 use ofi_core::object::AtomicOp;
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::rma::{Ioc, RmaIoc};
@@ -49,6 +49,22 @@ unsafe fn post(p: *mut fid_ep, c: Call<'_>) -> ssize_t {
         Flags::Default => o.tx_flags(),
         Flags::Given(f) => f,
     };
+    if flags & FI_TRIGGER != 0 {
+        let d = ofi_core::Deferred::Atomic {
+            kind: c.kind,
+            op: c.op,
+            datatype: c.datatype,
+            operand: c.operand.to_vec(),
+            compare: c.compare.to_vec(),
+            result: c.result.to_vec(),
+            addr: c.peer,
+            rma_ioc: c.rma_ioc.to_vec(),
+            context: c.context as usize,
+            flags,
+        };
+        // SAFETY: forwarded caller contract.
+        return unsafe { super::trigger(e, c.context, d) };
+    }
     let op = AtomicOp {
         kind: c.kind,
         op: c.op,

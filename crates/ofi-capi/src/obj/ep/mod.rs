@@ -685,3 +685,35 @@ static COLL_OPS: fi_ops_collective = fi_ops_collective {
     msg: Some(coll_msg),
     barrier2: Some(coll_barrier2),
 };
+
+/// Defers an operation posted with FI_TRIGGER until the counter of its
+/// `struct fi_triggered_context` (the operation's context) reaches the
+/// threshold.
+///
+/// # Safety
+/// `context` is NULL or an `fi_triggered_context`; the operation's memory
+/// stays valid until it completes.
+pub(crate) unsafe fn trigger(
+    e: &Endpoint,
+    context: *mut c_void,
+    op: ofi_core::Deferred,
+) -> ssize_t {
+    if context.is_null() {
+        return EINVAL_S;
+    }
+    // SAFETY: a triggered operation's context is an fi_triggered_context.
+    let tc = unsafe { &*context.cast::<fi_triggered_context>() };
+    if tc.event_type != trigger_event::FI_TRIGGER_THRESHOLD {
+        return ENOSYS_S;
+    }
+    // SAFETY: the threshold arm is the one FI_TRIGGER_THRESHOLD selects.
+    let th = unsafe { tc.trigger.threshold };
+    // SAFETY: th.cntr is NULL or a counter of the application.
+    let Some(c) = (unsafe { get::<super::cntr::CntrObj>(th.cntr.cast::<fid>()) })
+        .and_then(|o| o.core.as_ref())
+    else {
+        return EINVAL_S;
+    };
+    // SAFETY: forwarded caller contract.
+    super::sret(unsafe { e.trigger(c, th.threshold as u64, op) })
+}

@@ -7,7 +7,7 @@
 use super::{descs, ep, iovs};
 use crate::abi::*;
 use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
-use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA};
+use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
 use ofi_core::object::{RecvOp, SendOp};
 use ofi_core::util::iov::IoVec;
 
@@ -67,6 +67,19 @@ unsafe fn send(
         Flags::Default(add) => o.tx_flags() | add,
         Flags::Given(f) => f,
     };
+    if flags & FI_TRIGGER != 0 {
+        let d = ofi_core::Deferred::Send {
+            iov: iov.to_vec(),
+            dest,
+            tag,
+            data,
+            context: context as usize,
+            flags,
+            tagged,
+        };
+        // SAFETY: forwarded caller contract.
+        return unsafe { super::trigger(e, context, d) };
+    }
     let op = SendOp {
         iov,
         desc,
@@ -106,6 +119,19 @@ unsafe fn recv(
         Flags::Default(add) => o.rx_flags() | add,
         Flags::Given(f) => f,
     };
+    if flags & FI_TRIGGER != 0 {
+        let d = ofi_core::Deferred::Recv {
+            iov: iov.to_vec(),
+            src,
+            tag,
+            ignore,
+            context: context as usize,
+            flags,
+            tagged,
+        };
+        // SAFETY: forwarded caller contract.
+        return unsafe { super::trigger(e, context, d) };
+    }
     let op = RecvOp {
         iov,
         desc,

@@ -4,7 +4,7 @@
 use super::{descs, ep, iovs};
 use crate::abi::*;
 use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
-use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA};
+use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
 use ofi_core::object::RmaOp;
 use ofi_core::util::iov::{iov_len, IoVec};
 use ofi_core::util::rma::RmaIov;
@@ -42,6 +42,19 @@ unsafe fn post(
         Flags::Default(add) => o.tx_flags() | add,
         Flags::Given(f) => f,
     };
+    if flags & FI_TRIGGER != 0 {
+        let d = ofi_core::Deferred::Rma {
+            iov: iov.to_vec(),
+            addr: peer,
+            rma_iov: rma_iov.to_vec(),
+            data,
+            context: context as usize,
+            flags,
+            read,
+        };
+        // SAFETY: forwarded caller contract.
+        return unsafe { super::trigger(e, context, d) };
+    }
     let op = RmaOp {
         iov,
         desc,
