@@ -303,3 +303,44 @@ pub mod cq_wait_cond {
     /// Wait for a threshold of entries (`size_t`).
     pub const FI_CQ_COND_THRESHOLD: fi_cq_wait_cond = 1;
 }
+
+/// `enum fi_log_level`.
+pub mod log_level {
+    use crate::abi::fi_log_level;
+    /// Warnings.
+    pub const FI_LOG_WARN: fi_log_level = 0;
+    /// Traces.
+    pub const FI_LOG_TRACE: fi_log_level = 1;
+    /// Information.
+    pub const FI_LOG_INFO: fi_log_level = 2;
+    /// Debugging.
+    pub const FI_LOG_DEBUG: fi_log_level = 3;
+}
+
+/// `enum fi_log_subsys`.
+pub mod log_subsys {
+    use crate::abi::fi_log_subsys;
+    /// Core.
+    pub const FI_LOG_CORE: fi_log_subsys = 0;
+    /// Fabric.
+    pub const FI_LOG_FABRIC: fi_log_subsys = 1;
+    /// Domain.
+    pub const FI_LOG_DOMAIN: fi_log_subsys = 2;
+    /// Endpoint control.
+    pub const FI_LOG_EP_CTRL: fi_log_subsys = 3;
+    /// Endpoint data.
+    pub const FI_LOG_EP_DATA: fi_log_subsys = 4;
+    /// Address vectors.
+    pub const FI_LOG_AV: fi_log_subsys = 5;
+    /// Completion queues.
+    pub const FI_LOG_CQ: fi_log_subsys = 6;
+    /// Event queues.
+    pub const FI_LOG_EQ: fi_log_subsys = 7;
+    /// Memory registration.
+    pub const FI_LOG_MR: fi_log_subsys = 8;
+    /// Counters.
+    pub const FI_LOG_CNTR: fi_log_subsys = 9;
+}
+
+/// Set in enum values a provider defines itself (`FI_PROV_SPECIFIC`).
+pub const FI_PROV_SPECIFIC: u32 = 1 << 31;
