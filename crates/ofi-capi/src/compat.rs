@@ -358,7 +358,7 @@ impl Upgraded {
 macro_rules! upgrade_info {
     ($old:expr, $tx:ty, $ep:ty, $dom:ty, $fab:ty) => {{
         let o = $old;
-        // SAFETY (all): the old info's attribute pointers are NULL or valid
+        // SAFETY: the old info's attribute pointers are NULL or valid
         // structures of the old layouts, which are prefixes of today's.
         unsafe {
             let mut info: fi_info = std::mem::zeroed();

@@ -783,7 +783,7 @@ unsafe fn read_u64(data: *const c_void) -> u64 {
 unsafe fn tostr_text(data: *const c_void, t: fi_type) -> Option<String> {
     use crate::abi::tostr_type::*;
     let mut out = String::new();
-    // SAFETY (all arms): `data` points to a value of the named type.
+    // SAFETY: `data` points to a value of the named type.
     unsafe {
         match t {
             FI_TYPE_INFO => info_text(&mut out, &*data.cast::<fi_info>()),
@@ -1088,7 +1088,7 @@ pub unsafe extern "C" fn fi_param_get(
         if raw.is_null() {
             return guard::neg(FI_ENODATA);
         }
-        // SAFETY (all arms): `value` points to storage of the parameter's
+        // SAFETY: `value` points to storage of the parameter's
         // type (caller's contract); `raw` is a C string.
         unsafe {
             match ty {

@@ -7,6 +7,8 @@
 //! in [`consts`] for those only the C ABI needs. Everything is re-exported
 //! flat, so `use crate::abi::*;` brings every C type into scope.
 #![allow(non_camel_case_types)]
+// The ops tables are C function-pointer tables; their types are the C ones.
+#![allow(clippy::type_complexity)]
 
 mod atomic;
 mod cm;
