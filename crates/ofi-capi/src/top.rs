@@ -69,13 +69,24 @@ pub unsafe extern "C" fn fi_getinfo(
         } else {
             // SAFETY: non-NULL hints are a valid fi_info (caller's contract).
             match unsafe { info::info_from_c(hints) } {
-                Ok(h) => Some(h),
+                Ok(mut h) => {
+                    relax_hints(&mut h);
+                    Some(h)
+                }
                 Err(e) => return e,
             }
         };
-        let offers = match ofi::getinfo(version, node, service, flags, hints.as_ref()) {
+        let result = if flags & ofi_core::consts::FI_PROV_ATTR_ONLY != 0 {
+            provider_list(hints.as_ref())
+        } else {
+            ofi::getinfo(version, node, service, flags, hints.as_ref())
+        };
+        let offers = match result {
             Ok(o) => o,
-            Err(e) => return guard::err(&e),
+            Err(e) => {
+                tracing::info!("fi_getinfo: {}", e.message());
+                return guard::err(&e);
+            }
         };
         if offers.is_empty() {
             return guard::neg(FI_ENODATA);
@@ -89,6 +100,45 @@ pub unsafe extern "C" fn fi_getinfo(
             Err(e) => e,
         }
     })
+}
+
+/// Hints say in `mode` and `mr_mode` what the application supports; bits no
+/// provider can require mean nothing there (Debian's `fi_info` passes all
+/// ones), so they are dropped before ofi's strict hint validation.
+fn relax_hints(h: &mut ofi_core::Info) {
+    let modes = MODE.iter().fold(0, |m, (bit, _)| m | bit);
+    let mr_modes = MR_MODE.iter().fold(0, |m, (bit, _)| m | bit) as u32;
+    h.mode &= modes;
+    h.tx_attr.mode &= modes;
+    h.rx_attr.mode &= modes;
+    h.domain_attr.mode &= modes;
+    h.domain_attr.mr_mode &= mr_modes;
+}
+
+/// `FI_PROV_ATTR_ONLY`: one offer per provider that FI_PROVIDER and the
+/// hinted provider names allow, with only the provider's name and version
+/// filled in (usable or not).
+fn provider_list(hints: Option<&ofi_core::Info>) -> ofi_core::Result<Vec<ofi_core::Info>> {
+    use ofi_core::hints::ProviderFilter;
+    ofi::init();
+    let env = ofi_core::config::provider_filter()?;
+    let hinted = match hints.and_then(|h| h.fabric_attr.prov_name.as_deref()) {
+        Some(p) => Some(ProviderFilter::parse(p)?),
+        None => None,
+    };
+    let mut out: Vec<ofi_core::Info> = Vec::new();
+    for (name, version, _) in ofi_core::registry::providers() {
+        let allowed = |f: &Option<ProviderFilter>| f.as_ref().is_none_or(|f| f.allows(&name));
+        if !allowed(&env) || !allowed(&hinted) || out.iter().any(|o| o.provider() == name) {
+            continue;
+        }
+        let mut i = ofi_core::Info::default();
+        i.fabric_attr.prov_name = Some(name);
+        i.fabric_attr.prov_version = version;
+        i.fabric_attr.api_version = ofi_core::consts::FI_VERSION_CURRENT;
+        out.push(i);
+    }
+    Ok(out)
 }
 
 /// `fi_freeinfo` (FABRIC_1.3): frees a whole `fi_info` list (NULL is a no-op).

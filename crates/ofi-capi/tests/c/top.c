@@ -85,6 +85,27 @@ int main(void)
 	ret = fi_getinfo(FI_VERSION(2, 0), NULL, NULL, 0, NULL, &info);
 	CHECK("API version 2.0 is refused", ret < 0);
 
+	/* Debian's fi_info sets every mode bit and every mr_mode bit but the legacy ones. */
+	struct fi_info *wide = fi_allocinfo();
+	wide->mode = ~0ULL;
+	wide->domain_attr->mode = ~0ULL;
+	wide->domain_attr->mr_mode = ~(FI_MR_BASIC | FI_MR_SCALABLE);
+	wide->fabric_attr->prov_name = strdup("shm");
+	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, wide, &info);
+	CHECK("hints with all mode and mr_mode bits set", ret == 0 && all_from(info, "shm") > 0);
+	fi_freeinfo(info);
+	fi_freeinfo(wide);
+	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, FI_PROV_ATTR_ONLY, NULL, &info);
+	int provs = 0, pshm = 0, ptcp = 0;
+	for (struct fi_info *i = info; ret == 0 && i; i = i->next, provs++) {
+		pshm += !strcmp(i->fabric_attr->prov_name, "shm");
+		ptcp += !strcmp(i->fabric_attr->prov_name, "tcp");
+		if (i->caps || i->ep_attr->type || i->domain_attr->name || i->fabric_attr->prov_version == 0)
+			pshm = -100;
+	}
+	CHECK("FI_PROV_ATTR_ONLY gives one bare offer per provider", ret == 0 && pshm == 1 && ptcp == 1);
+	fi_freeinfo(info);
+
 	/* The application's own strings in hints: dupinfo copies, freeinfo frees both. */
 	free(hints->fabric_attr->prov_name);
 	hints->fabric_attr->prov_name = strdup("shm");
