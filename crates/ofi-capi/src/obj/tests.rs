@@ -6,14 +6,18 @@ use ofi_core::consts::*;
 use ofi_core::error::errno::*;
 use std::ptr::null_mut;
 
-fn shm_rdm_info(caps: u64) -> *mut fi_info {
+fn rdm_info(prov: &str, caps: u64) -> *mut fi_info {
     let mut h = ofi_core::Info::hints();
     h.caps = caps;
     h.ep_attr.ep_type = ep_type::FI_EP_RDM;
-    h.fabric_attr.prov_name = Some("shm".into());
+    h.fabric_attr.prov_name = Some(prov.into());
     let offers = ofi::getinfo((1 << 16) | 17, None, None, 0, Some(&h)).expect("shm offers");
     let ci = crate::info::info_to_c(&offers[0]);
     assert!(!ci.is_null());
+    // As fi_pingpong does: without FI_DIRECTED_RECV, receives ignore their
+    // source address.
+    // SAFETY: ci is a fresh fi_info.
+    unsafe { (*ci).caps &= !FI_DIRECTED_RECV };
     ci
 }
 
@@ -33,7 +37,11 @@ fn close(f: *mut fid) -> c_int {
 }
 
 fn open_world(caps: u64) -> World {
-    let info = shm_rdm_info(caps);
+    open_world_on("shm", caps)
+}
+
+fn open_world_on(prov: &str, caps: u64) -> World {
+    let info = rdm_info(prov, caps);
     let mut fab = null_mut();
     let mut dom = null_mut();
     let mut cq = null_mut();
@@ -152,7 +160,16 @@ impl World {
 
 #[test]
 fn tagged_exchange_through_the_c_tables() {
-    let w = open_world(FI_TAGGED | FI_MSG);
+    tagged_exchange("shm");
+}
+
+#[test]
+fn tagged_exchange_over_tcp_rdm() {
+    tagged_exchange("tcp");
+}
+
+fn tagged_exchange(prov: &str) {
+    let w = open_world_on(prov, FI_TAGGED | FI_MSG);
     let _a0 = w.insert(0);
     let a1 = w.insert(1);
     let mut rbuf = [0u8; 16];
@@ -169,7 +186,8 @@ fn tagged_exchange_through_the_c_tables() {
             rbuf.as_mut_ptr().cast(),
             rbuf.len(),
             null_mut(),
-            FI_ADDR_UNSPEC,
+            // Not the sender: ignored without FI_DIRECTED_RECV.
+            a1,
             0x77,
             0,
             rctx,

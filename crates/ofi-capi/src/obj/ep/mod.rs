@@ -14,7 +14,7 @@ use super::{
 };
 use crate::abi::*;
 use crate::guard;
-use ofi_core::consts::{FI_RECV, FI_TRANSMIT};
+use ofi_core::consts::{FI_ADDR_UNSPEC, FI_DIRECTED_RECV, FI_RECV, FI_TRANSMIT};
 use ofi_core::error::errno::*;
 use ofi_core::util::iov::IoVec;
 use ofi_core::Endpoint;
@@ -31,6 +31,9 @@ pub struct EpObj {
     rx_flags: AtomicU64,
     /// The connection request this endpoint was opened for, freed with it.
     connreq: *mut ConnReqObj,
+    /// Opened with FI_DIRECTED_RECV: receives honour their source address
+    /// (without it, fi_endpoint(3) says the source is ignored).
+    directed: bool,
 }
 
 // SAFETY: repr(C), first field fid_ep whose first field is fid.
@@ -60,6 +63,16 @@ impl EpObj {
     #[inline]
     pub(crate) fn rx_flags(&self) -> u64 {
         self.rx_flags.load(Ordering::Relaxed)
+    }
+    /// The source a receive accepts: as given with FI_DIRECTED_RECV, any
+    /// (`FI_ADDR_UNSPEC`) without it.
+    #[inline]
+    pub(crate) fn recv_src(&self, src: fi_addr_t) -> fi_addr_t {
+        if self.directed {
+            src
+        } else {
+            FI_ADDR_UNSPEC
+        }
     }
 }
 
@@ -192,6 +205,7 @@ pub(crate) unsafe fn open(
         tx_flags: AtomicU64::new(i.tx_attr.op_flags),
         rx_flags: AtomicU64::new(i.rx_attr.op_flags),
         connreq: std::ptr::null_mut(),
+        directed: i.caps & FI_DIRECTED_RECV != 0,
     });
     // Events about this endpoint name it by its C fid.
     match dcore.endpoint_with_context(&i, p as usize) {

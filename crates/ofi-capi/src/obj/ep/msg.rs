@@ -119,6 +119,7 @@ unsafe fn recv(
         Flags::Default(add) => o.rx_flags() | add,
         Flags::Given(f) => f,
     };
+    let src = o.recv_src(src);
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Recv {
             iov: iov.to_vec(),
