@@ -24,6 +24,21 @@ struct fabric_attr_1_0 { struct fid_fabric *fabric; char *name; char *prov_name;
 struct info_1_0 { struct info_1_0 *next; uint64_t caps, mode; uint32_t addr_format; size_t src_addrlen, dest_addrlen; void *src_addr, *dest_addr; fid_t handle;
 	struct tx_attr_1_0 *tx_attr; struct fi_rx_attr *rx_attr; struct ep_attr_1_0 *ep_attr; struct domain_attr_1_0 *domain_attr; struct fabric_attr_1_0 *fabric_attr; };
 
+/* FABRIC_1.1 (1.2 adds nic at the end): 1.0 tx attributes, today's ep and fabric attributes, domain attributes without tclass. */
+struct domain_attr_1_1 { struct fid_domain *domain; char *name; enum fi_threading threading; enum fi_progress control_progress, data_progress; enum fi_resource_mgmt resource_mgmt; enum fi_av_type av_type; int mr_mode; size_t mr_key_size, cq_data_size, cq_cnt, ep_cnt, tx_ctx_cnt, rx_ctx_cnt, max_ep_tx_ctx, max_ep_rx_ctx, max_ep_stx_ctx, max_ep_srx_ctx, cntr_cnt, mr_iov_limit; uint64_t caps, mode; uint8_t *auth_key; size_t auth_key_size, max_err_data, mr_cnt; };
+struct info_1_2 { struct info_1_2 *next; uint64_t caps, mode; uint32_t addr_format; size_t src_addrlen, dest_addrlen; void *src_addr, *dest_addr; fid_t handle;
+	struct tx_attr_1_0 *tx_attr; struct fi_rx_attr *rx_attr; struct fi_ep_attr *ep_attr; struct domain_attr_1_1 *domain_attr; struct fi_fabric_attr *fabric_attr; struct fid_nic *nic; };
+
+__asm__(".symver getinfo_1_1, fi_getinfo@FABRIC_1.1");
+int getinfo_1_1(uint32_t, const char *, const char *, uint64_t, const struct info_1_2 *, struct info_1_2 **);
+__asm__(".symver getinfo_1_2, fi_getinfo@FABRIC_1.2");
+int getinfo_1_2(uint32_t, const char *, const char *, uint64_t, const struct info_1_2 *, struct info_1_2 **);
+__asm__(".symver dupinfo_1_1, fi_dupinfo@FABRIC_1.1");
+struct info_1_2 *dupinfo_1_1(const struct info_1_2 *);
+__asm__(".symver dupinfo_1_2, fi_dupinfo@FABRIC_1.2");
+struct info_1_2 *dupinfo_1_2(const struct info_1_2 *);
+__asm__(".symver freeinfo_1_2, fi_freeinfo@FABRIC_1.2");
+void freeinfo_1_2(struct info_1_2 *);
 __asm__(".symver getinfo_1_0, fi_getinfo@FABRIC_1.0");
 int getinfo_1_0(uint32_t, const char *, const char *, uint64_t, const struct info_1_0 *, struct info_1_0 **);
 __asm__(".symver dupinfo_1_0, fi_dupinfo@FABRIC_1.0");
@@ -208,6 +223,31 @@ int main(void)
 	freeinfo_1_0(olddup);
 	CHECK("fi_dupinfo@FABRIC_1.0 of NULL allocates", (olddup = dupinfo_1_0(NULL)) && olddup->fabric_attr);
 	freeinfo_1_0(olddup);
+
+	/* FABRIC_1.1 and 1.2 entry points: a 1.1 info is a 1.2 info without nic. */
+	struct tx_attr_1_0 tx11 = { 0 };
+	struct fi_rx_attr rx11 = { 0 };
+	struct fi_ep_attr ep11 = { .type = FI_EP_MSG };
+	struct domain_attr_1_1 dom11 = { .name = "eth-like", .mr_mode = FI_MR_LOCAL };
+	struct fi_fabric_attr fab11 = { .prov_name = "tcp" };
+	struct info_1_2 h11 = { .caps = FI_MSG, .tx_attr = &tx11, .rx_attr = &rx11, .ep_attr = &ep11, .domain_attr = &dom11, .fabric_attr = &fab11 };
+	struct info_1_2 *l11 = NULL;
+	dom11.name = NULL;
+	ret = getinfo_1_1(FI_VERSION(1, 5), NULL, NULL, 0, &h11, &l11);
+	CHECK("fi_getinfo@FABRIC_1.1 with 1.1 hints", ret == 0 && l11 && !strcmp(l11->fabric_attr->prov_name, "tcp") &&
+	      l11->ep_attr->type == FI_EP_MSG);
+	freeinfo_1_2(l11);
+	l11 = NULL;
+	ret = getinfo_1_2(FI_VERSION(1, 9), NULL, NULL, 0, &h11, &l11);
+	CHECK("fi_getinfo@FABRIC_1.2 with 1.2 hints", ret == 0 && l11 && !strcmp(l11->fabric_attr->prov_name, "tcp"));
+	freeinfo_1_2(l11);
+	dom11.name = "copied";
+	struct info_1_2 *d11 = dupinfo_1_1(&h11), *d12 = dupinfo_1_2(&h11);
+	CHECK("fi_dupinfo@FABRIC_1.1 and 1.2 copy deeply", d11 && d12 && d11->domain_attr->name != dom11.name &&
+	      !strcmp(d11->domain_attr->name, "copied") && !strcmp(d12->domain_attr->name, "copied") &&
+	      d12->domain_attr->mr_mode == FI_MR_LOCAL && !strcmp(d12->fabric_attr->prov_name, "tcp"));
+	freeinfo_1_2(d11);
+	freeinfo_1_2(d12);
 
 	printf("%s\n", failures ? "FAILED" : "ALL OK");
 	return failures ? 1 : 0;
