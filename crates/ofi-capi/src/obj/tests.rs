@@ -763,3 +763,108 @@ fn triggered_send_waits_for_its_counter() {
     }
     w.close_all();
 }
+
+#[test]
+fn rejected_connection_reports_the_private_data() {
+    let mut h = ofi_core::Info::hints();
+    h.caps = FI_MSG;
+    h.ep_attr.ep_type = ep_type::FI_EP_MSG;
+    h.fabric_attr.prov_name = Some("tcp".into());
+    let offers = ofi::getinfo(
+        (1 << 16) | 17,
+        Some("127.0.0.1"),
+        Some("0"),
+        FI_SOURCE,
+        Some(&h),
+    )
+    .expect("tcp msg offers");
+    let info = crate::info::info_to_c(&offers[0]);
+    let (mut fab, mut seq, mut ceq, mut pep, mut dom) =
+        (null_mut(), null_mut(), null_mut(), null_mut(), null_mut());
+    let (mut cq, mut cep) = (null_mut(), null_mut());
+    let mut buf = [0u8; 64];
+    // SAFETY: every pointer is a live object or out-parameter of this test.
+    unsafe {
+        assert_eq!(
+            super::fabric::fi_fabric((*info).fabric_attr, &mut fab, null_mut()),
+            0
+        );
+        let fops = &*(*fab).ops;
+        let mut eattr: fi_eq_attr = std::mem::zeroed();
+        eattr.wait_obj = wait_obj::FI_WAIT_UNSPEC;
+        assert_eq!(
+            fops.eq_open.unwrap()(fab, &mut eattr, &mut seq, null_mut()),
+            0
+        );
+        assert_eq!(
+            fops.eq_open.unwrap()(fab, &mut eattr, &mut ceq, null_mut()),
+            0
+        );
+        assert_eq!(fops.passive_ep.unwrap()(fab, info, &mut pep, null_mut()), 0);
+        assert_eq!(bind(&mut (*pep).fid, &mut (*seq).fid, 0), 0);
+        assert_eq!((*(*pep).cm).listen.unwrap()(pep), 0);
+        let mut name = [0u8; 64];
+        let mut len = name.len();
+        assert_eq!(
+            (*(*pep).cm).getname.unwrap()(&mut (*pep).fid, name.as_mut_ptr().cast(), &mut len),
+            0
+        );
+        assert_eq!(fops.domain.unwrap()(fab, info, &mut dom, null_mut()), 0);
+        let mut cattr: fi_cq_attr = std::mem::zeroed();
+        assert_eq!(
+            (*(*dom).ops).cq_open.unwrap()(dom, &mut cattr, &mut cq, null_mut()),
+            0
+        );
+        assert_eq!(
+            (*(*dom).ops).endpoint.unwrap()(dom, info, &mut cep, null_mut()),
+            0
+        );
+        assert_eq!(bind(&mut (*cep).fid, &mut (*ceq).fid, 0), 0);
+        assert_eq!(
+            bind(&mut (*cep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV),
+            0
+        );
+        assert_eq!(enable(&mut (*cep).fid), 0);
+        assert_eq!(
+            (*(*cep).cm).connect.unwrap()(cep, name.as_ptr().cast(), null_mut(), 0),
+            0
+        );
+
+        let (ev, _) = eq_event(seq, &mut buf);
+        assert_eq!(ev, eq_event::FI_CONNREQ);
+        let entry = buf.as_ptr().cast::<fi_eq_cm_entry>().read_unaligned();
+        let no = *b"no";
+        let reject = (*(*pep).cm).reject.unwrap();
+        assert_eq!(reject(pep, (*entry.info).handle, no.as_ptr().cast(), 2), 0);
+        crate::info::free_info(entry.info);
+
+        let (_, n) = eq_event(ceq, &mut buf);
+        assert_eq!(n, -(FI_EAVAIL as ssize_t));
+        // An fi_eq_err_entry without a buffer of the application's: err_data
+        // points at the library's copy.
+        let mut err: fi_eq_err_entry = std::mem::zeroed();
+        let readerr = (*(*ceq).ops).readerr.unwrap();
+        let n = readerr(ceq, &mut err, 0);
+        assert_eq!(n as usize, std::mem::size_of::<fi_eq_err_entry>());
+        assert_eq!(err.fid, &mut (*cep).fid as *mut fid);
+        assert_eq!(err.err, FI_ECONNREFUSED);
+        assert_eq!(err.err_data_size, 2);
+        assert_eq!(
+            std::slice::from_raw_parts(err.err_data.cast::<u8>(), 2),
+            b"no"
+        );
+
+        for f in [
+            &mut (*cep).fid as *mut fid,
+            &mut (*pep).fid,
+            &mut (*cq).fid,
+            &mut (*seq).fid,
+            &mut (*ceq).fid,
+            &mut (*dom).fid,
+            &mut (*fab).fid,
+        ] {
+            assert_eq!(close(f), 0);
+        }
+        crate::info::free_info(info);
+    }
+}
