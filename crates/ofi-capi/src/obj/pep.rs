@@ -7,6 +7,7 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::info::{ConnHandle, Info};
 use ofi_core::PassiveEndpoint;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A passive endpoint as C sees it: `struct fid_pep`, then the raw-layer one.
 #[repr(C)]
@@ -31,6 +32,20 @@ unsafe impl CObj for PepObj {
 pub struct ConnReqObj {
     c: fid,
     pub(crate) handle: ConnHandle,
+    /// An endpoint was opened for the request and owns (frees) this fid.
+    taken: AtomicBool,
+}
+
+impl ConnReqObj {
+    /// Claims the request for an endpoint: true for the first claimant,
+    /// which then frees it when it closes.
+    pub(crate) fn take(&self) -> bool {
+        !self.taken.swap(true, Ordering::AcqRel)
+    }
+    /// Whether an endpoint owns the request.
+    pub(crate) fn taken(&self) -> bool {
+        self.taken.load(Ordering::Acquire)
+    }
 }
 
 // SAFETY: repr(C), first field fid.
@@ -140,6 +155,7 @@ pub(crate) fn connreq_info(info: &Info) -> *mut fi_info {
                 ops: &CONNREQ_FI_OPS as *const fi_ops as *mut fi_ops,
             },
             handle: h.clone(),
+            taken: AtomicBool::new(false),
         });
         // SAFETY: ci is a fresh fi_info from info_to_c.
         unsafe { (*ci).handle = r.cast::<fid>() };

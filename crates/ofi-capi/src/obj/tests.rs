@@ -833,9 +833,22 @@ fn rejected_connection_reports_the_private_data() {
         let (ev, _) = eq_event(seq, &mut buf);
         assert_eq!(ev, eq_event::FI_CONNREQ);
         let entry = buf.as_ptr().cast::<fi_eq_cm_entry>().read_unaligned();
+        // fi_pingpong's error path: an endpoint is opened for the request,
+        // then the request is rejected; the endpoint still owns the handle.
+        let (mut sdom, mut sep) = (null_mut(), null_mut());
+        assert_eq!(
+            fops.domain.unwrap()(fab, entry.info, &mut sdom, null_mut()),
+            0
+        );
+        assert_eq!(
+            (*(*sdom).ops).endpoint.unwrap()(sdom, entry.info, &mut sep, null_mut()),
+            0
+        );
         let no = *b"no";
         let reject = (*(*pep).cm).reject.unwrap();
         assert_eq!(reject(pep, (*entry.info).handle, no.as_ptr().cast(), 2), 0);
+        assert_eq!(close(&mut (*sep).fid), 0);
+        assert_eq!(close(&mut (*sdom).fid), 0);
         crate::info::free_info(entry.info);
 
         let (_, n) = eq_event(ceq, &mut buf);

@@ -181,10 +181,8 @@ pub(crate) unsafe fn open(
     };
     // SAFETY: info is valid; its handle is NULL or a fid.
     let req = unsafe { connreq((*info).handle) };
-    let mut req_ptr = std::ptr::null_mut();
     if let Some(r) = req {
         i.handle = Some(r.handle.clone());
-        req_ptr = r as *const ConnReqObj as *mut ConnReqObj;
     }
     let p = publish(EpObj {
         c: fid_ep {
@@ -211,10 +209,14 @@ pub(crate) unsafe fn open(
     match dcore.endpoint_with_context(&i, p as usize) {
         Ok(core) => {
             dom.note_endpoint(core.ops());
+            // The first endpoint opened for a request owns its fid.
+            let owned = req.filter(|r| r.take());
             // SAFETY: p came from publish and is not yet shared.
             unsafe {
                 (*p).core = Some(core);
-                (*p).connreq = req_ptr;
+                if let Some(r) = owned {
+                    (*p).connreq = r as *const ConnReqObj as *mut ConnReqObj;
+                }
                 *out = p.cast::<fid_ep>();
             }
             0
@@ -549,8 +551,11 @@ unsafe extern "C" fn cm_reject(
             return EINVAL;
         };
         let rc = super::ret(l.reject(&r.handle, prm));
-        // SAFETY: the request is answered; the application gives up handle.
-        unsafe { free_connreq(r as *const ConnReqObj as *mut ConnReqObj) };
+        if !r.taken() {
+            // SAFETY: the request is answered and no endpoint owns it; the
+            // application gives up the handle.
+            unsafe { free_connreq(r as *const ConnReqObj as *mut ConnReqObj) };
+        }
         rc
     })
 }
