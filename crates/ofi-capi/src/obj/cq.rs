@@ -188,7 +188,9 @@ unsafe fn read_any(
     let Some(q) = obj.core.as_ref() else {
         return EINVAL_S;
     };
-    if buf.is_null() || count == 0 {
+    // Every entry format starts with a pointer: buffers are pointer-aligned.
+    if buf.is_null() || count == 0 || !(buf as usize).is_multiple_of(std::mem::align_of::<usize>())
+    {
         return EINVAL_S;
     }
     // SAFETY: forwarded contract, with the entry type of the queue's format.
