@@ -58,21 +58,15 @@ impl Lib {
         self.dir.is_some()
     }
 
-    /// A command for `program` that loads this library.
+    /// A command for `program` that loads this library. LD_LIBRARY_PATH is
+    /// set here alone: cargo's own (target/<profile> and deps) could hold
+    /// another libfabric.so.1.
     fn command(&self, program: &str) -> Command {
         let mut c = Command::new(program);
-        if let Some(dir) = &self.dir {
-            let mut path = dir.as_os_str().to_owned();
-            if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
-                path.push(":");
-                path.push(old);
-            }
-            c.env("LD_LIBRARY_PATH", path);
-        }
-        // Logging only when the caller asks for it.
-        if std::env::var_os("FI_LOG_LEVEL").is_none() {
-            c.env_remove("FI_LOG_LEVEL");
-        }
+        match &self.dir {
+            Some(dir) => c.env("LD_LIBRARY_PATH", dir),
+            None => c.env_remove("LD_LIBRARY_PATH"),
+        };
         c
     }
 
@@ -248,6 +242,21 @@ impl Spawned {
 
 fn run(cmd: Command, limit: Duration) -> Run {
     spawn(cmd).wait(limit)
+}
+
+/// Whether some socket listens on TCP `port` (read from /proc/net/tcp and
+/// tcp6, so that no probe connection steals a server's one accept).
+fn listening(port: u16) -> bool {
+    let hex = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                // local_address is column 1, st is column 3 (0A: LISTEN).
+                cols.len() > 3 && cols[1].ends_with(&hex) && cols[3] == "0A"
+            })
+        })
+    })
 }
 
 /// A TCP port free right now on loopback, for fi_pingpong's control socket.
@@ -531,23 +540,34 @@ fn pingpong(test: &str, args: &[&str]) {
     let _s = serial();
     let lib = Lib::get(test);
     let prog = need("fi_pingpong", "libfabric-bin");
-    let port = free_port().to_string();
+    let port = free_port();
+    let port_arg = port.to_string();
     let common: Vec<&str> = args
         .iter()
         .copied()
         .chain(["-c", "-S", "all", "-I", PINGPONG_ITERS])
         .collect();
     let mut srv = lib.command(&prog);
-    srv.args(&common).args(["-B", &port]);
+    srv.args(&common).args(["-B", &port_arg]);
     // Loopback only, for libfabric's tcp (ofi's tcp is given the address).
     srv.env("FI_TCP_IFACE", "lo");
-    let server = spawn(srv);
-    // The server's control socket listens once its fabric is up; the client
-    // retries its connect for a while, but give it a head start.
-    thread::sleep(Duration::from_millis(300));
+    let mut server = spawn(srv);
+    // The client connects once, without retrying: start it only when the
+    // server's control socket listens.
+    let ready = Instant::now() + Duration::from_secs(20);
+    while !listening(port) {
+        if Instant::now() > ready || matches!(server.child.try_wait(), Ok(Some(_))) {
+            let r = server.wait(Duration::from_secs(1));
+            panic!(
+                "fi_pingpong server never listened on {port}: {}",
+                r.report()
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
     let mut cli = lib.command(&prog);
     cli.args(&common)
-        .args(["-P", &port, "127.0.0.1"])
+        .args(["-P", &port_arg, "127.0.0.1"])
         .env("FI_TCP_IFACE", "lo");
     let limit = Duration::from_secs(90);
     let client = run(cli, limit);
