@@ -881,3 +881,171 @@ fn rejected_connection_reports_the_private_data() {
         crate::info::free_info(info);
     }
 }
+
+impl World {
+    /// The next completion or error completion of the CQ (format TAGGED),
+    /// with its source address.
+    fn next(&self) -> Result<(fi_cq_tagged_entry, fi_addr_t), fi_cq_err_entry> {
+        // SAFETY: live CQ of format TAGGED; the entries are written by the calls.
+        unsafe {
+            let ops = &*(*self.cq).ops;
+            loop {
+                let mut e: fi_cq_tagged_entry = std::mem::zeroed();
+                let mut src = 0u64;
+                let n = ops.readfrom.unwrap()(
+                    self.cq,
+                    (&mut e as *mut fi_cq_tagged_entry).cast(),
+                    1,
+                    &mut src,
+                );
+                if n == 1 {
+                    return Ok((e, src));
+                }
+                if n == -(FI_EAVAIL as ssize_t) {
+                    let mut err: fi_cq_err_entry = std::mem::zeroed();
+                    assert_eq!(ops.readerr.unwrap()(self.cq, &mut err, 0), 1);
+                    return Err(err);
+                }
+                assert_eq!(n, -(FI_EAGAIN as ssize_t));
+            }
+        }
+    }
+
+    fn trecvmsg(
+        &self,
+        i: usize,
+        buf: Option<&mut [u8]>,
+        tag: u64,
+        ctx: *mut c_void,
+        flags: u64,
+    ) -> ssize_t {
+        let (iov, n) = match buf {
+            Some(b) => (
+                iovec {
+                    iov_base: b.as_mut_ptr().cast(),
+                    iov_len: b.len(),
+                },
+                1,
+            ),
+            None => (
+                iovec {
+                    iov_base: null_mut(),
+                    iov_len: 0,
+                },
+                0,
+            ),
+        };
+        let m = fi_msg_tagged {
+            msg_iov: if n == 1 { &iov } else { std::ptr::null() },
+            desc: null_mut(),
+            iov_count: n,
+            addr: FI_ADDR_UNSPEC,
+            tag,
+            ignore: 0,
+            context: ctx,
+            data: 0,
+        };
+        // SAFETY: live endpoint; the buffer outlives the completion the
+        // caller reads.
+        unsafe { (*(*self.eps[i]).tagged).recvmsg.unwrap()(self.eps[i], &m, flags) }
+    }
+}
+
+#[test]
+fn peek_claim_cancel_and_readfrom_over_shm() {
+    let w = open_world(FI_TAGGED | FI_MSG | FI_SOURCE);
+    let a0 = w.insert(0);
+    let a1 = w.insert(1);
+    let sbuf = *b"abc";
+    let mut claim: fi_context = fi_context {
+        internal: [null_mut(); 4],
+    };
+    let cctx = (&mut claim as *mut fi_context).cast::<c_void>();
+    // SAFETY: live endpoint; sbuf outlives the send's completion.
+    unsafe {
+        let t0 = &*(*w.eps[0]).tagged;
+        assert_eq!(
+            t0.send.unwrap()(
+                w.eps[0],
+                sbuf.as_ptr().cast(),
+                3,
+                null_mut(),
+                a1,
+                3,
+                0x70 as *mut c_void
+            ),
+            0
+        );
+    }
+    // Peek (and claim) until the message is there: FI_ENOMSG until then.
+    let found = 'peek: loop {
+        assert_eq!(
+            w.trecvmsg(1, None, 3, cctx, FI_PEEK | FI_CLAIM | FI_COMPLETION),
+            0
+        );
+        // Each peek completes once, found or not (the send's own
+        // completion may come in between).
+        loop {
+            match w.next() {
+                Ok((e, src)) if e.op_context == cctx => break 'peek (e, src),
+                Ok((e, _)) => assert_eq!(e.op_context as usize, 0x70),
+                Err(err) => {
+                    assert_eq!(err.err, FI_ENOMSG);
+                    assert_eq!(err.op_context, cctx);
+                    break;
+                }
+            }
+        }
+    };
+    assert_eq!(found.0.len, 3);
+    assert_eq!(found.0.tag, 3);
+    assert_eq!(found.1, a0);
+    let mut rbuf = [0u8; 8];
+    assert_eq!(
+        w.trecvmsg(1, Some(&mut rbuf), 3, cctx, FI_CLAIM | FI_COMPLETION),
+        0
+    );
+    let got = loop {
+        match w.next() {
+            Ok((e, _)) if e.op_context == cctx => break e,
+            Ok((e, _)) => assert_eq!(e.op_context as usize, 0x70),
+            Err(err) => panic!("claim failed: {}", err.err),
+        }
+    };
+    assert_eq!(got.len, 3);
+    assert_eq!(&rbuf[..3], b"abc");
+
+    // A receive that never matches is canceled by its context.
+    let mut cbuf = [0u8; 4];
+    let xctx = 0x99usize as *mut c_void;
+    // SAFETY: live endpoint; cbuf outlives the cancel's completion.
+    unsafe {
+        let t1 = &*(*w.eps[1]).tagged;
+        assert_eq!(
+            t1.recv.unwrap()(
+                w.eps[1],
+                cbuf.as_mut_ptr().cast(),
+                4,
+                null_mut(),
+                FI_ADDR_UNSPEC,
+                99,
+                0,
+                xctx
+            ),
+            0
+        );
+        let cancel = (*(*w.eps[1]).ops).cancel.unwrap();
+        assert_eq!(cancel(&mut (*w.eps[1]).fid, xctx), 0);
+    }
+    loop {
+        match w.next() {
+            Err(err) => {
+                assert_eq!(err.err, FI_ECANCELED);
+                assert_eq!(err.op_context, xctx);
+                break;
+            }
+            Ok((e, _)) => assert_eq!(e.op_context as usize, 0x70),
+        }
+    }
+    w.close_all();
+}
