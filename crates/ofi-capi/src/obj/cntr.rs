@@ -12,6 +12,8 @@ use ofi_core::Counter;
 pub struct CntrObj {
     c: fid_cntr,
     pub(crate) core: Option<Counter>,
+    /// The wait object asked for (FI_WAIT_UNSPEC as FI_WAIT_FD).
+    wait_obj: u32,
 }
 
 // SAFETY: repr(C), first field fid_cntr whose first field is fid.
@@ -110,6 +112,7 @@ pub(crate) unsafe fn open(
             ops: &CNTR_OPS as *const fi_ops_cntr as *mut fi_ops_cntr,
         },
         core: Some(core),
+        wait_obj: super::cq::wait_kind(a.wait_obj),
     });
     // SAFETY: out is non-null and writable.
     unsafe { *out = p.cast::<fid_cntr>() };
@@ -174,10 +177,13 @@ unsafe extern "C" fn cntr_wait(p: *mut fid_cntr, threshold: u64, timeout: c_int)
 unsafe extern "C" fn cntr_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
-        let Some(c) = (unsafe { get::<CntrObj>(f) }).and_then(|o| o.core.as_ref()) else {
+        let Some(o) = (unsafe { get::<CntrObj>(f) }) else {
+            return EINVAL;
+        };
+        let Some(c) = o.core.as_ref() else {
             return EINVAL;
         };
         // SAFETY: arg is what the command takes (caller's contract).
-        unsafe { super::cq::wait_control(c.wait_fd(), command, arg) }
+        unsafe { super::cq::wait_control(c.wait_fd(), o.wait_obj, command, arg) }
     })
 }

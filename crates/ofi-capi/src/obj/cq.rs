@@ -23,6 +23,8 @@ pub struct CqObj {
     pub(crate) core: Option<CompletionQueue>,
     format: u32,
     api_version: u32,
+    /// The wait object asked for (FI_WAIT_UNSPEC as FI_WAIT_FD).
+    wait_obj: u32,
 }
 
 // SAFETY: repr(C), first field fid_cq whose first field is fid.
@@ -123,6 +125,7 @@ pub(crate) unsafe fn open(
         core: Some(core),
         format,
         api_version: dom.api_version,
+        wait_obj: wait_kind(a.wait_obj),
     });
     // SAFETY: out is non-null and writable.
     unsafe { *out = p.cast::<fid_cq>() };
@@ -344,32 +347,64 @@ unsafe extern "C" fn cq_strerror(
     })
 }
 
-/// `fi_control` of CQs, counters and EQs: FI_GETWAIT gives the wait fd
-/// (`int *`), FI_GETWAITOBJ the wait object kind.
+/// The wait object an application asked for, as this library provides
+/// it: FI_WAIT_UNSPEC becomes FI_WAIT_FD.
+pub(crate) fn wait_kind(requested: u32) -> u32 {
+    match requested {
+        wait_obj::FI_WAIT_UNSPEC => wait_obj::FI_WAIT_FD,
+        w => w,
+    }
+}
+
+/// `fi_control` of CQs, counters and EQs: FI_GETWAIT gives the wait object
+/// (an `int *` fd for FI_WAIT_FD, a `struct fi_wait_pollfd *` for
+/// FI_WAIT_POLLFD), FI_GETWAITOBJ its kind.
 ///
 /// # Safety
-/// `arg` is NULL or points to what the command takes.
-pub(crate) unsafe fn wait_control(fd: Option<i32>, command: c_int, arg: *mut c_void) -> c_int {
+/// `arg` is NULL or points to what the command takes for `kind`.
+pub(crate) unsafe fn wait_control(
+    fd: Option<i32>,
+    kind: u32,
+    command: c_int,
+    arg: *mut c_void,
+) -> c_int {
     if arg.is_null() {
         return EINVAL;
     }
-    match command {
-        control::FI_GETWAIT => match fd {
-            Some(fd) => {
-                // SAFETY: FI_GETWAIT takes an int * (FI_WAIT_FD).
-                unsafe { *arg.cast::<c_int>() = fd };
-                0
+    let kind = if fd.is_some() {
+        kind
+    } else {
+        wait_obj::FI_WAIT_NONE
+    };
+    match (command, fd) {
+        (control::FI_GETWAIT, Some(fd)) if kind == wait_obj::FI_WAIT_POLLFD => {
+            let p = arg.cast::<fi_wait_pollfd>();
+            // SAFETY: FI_GETWAIT on an FI_WAIT_POLLFD object takes a
+            // struct fi_wait_pollfd * whose fd array has nfds entries.
+            unsafe {
+                let room = (*p).nfds;
+                (*p).nfds = 1;
+                (*p).change_index = 1;
+                if room < 1 || (*p).fd.is_null() {
+                    return guard::neg(FI_ETOOSMALL);
+                }
+                *(*p).fd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
             }
-            None => guard::neg(FI_ENODATA),
-        },
-        control::FI_GETWAITOBJ => {
-            let w = if fd.is_some() {
-                wait_obj::FI_WAIT_FD
-            } else {
-                wait_obj::FI_WAIT_NONE
-            };
+            0
+        }
+        (control::FI_GETWAIT, Some(fd)) if kind == wait_obj::FI_WAIT_FD => {
+            // SAFETY: FI_GETWAIT on an FI_WAIT_FD object takes an int *.
+            unsafe { *arg.cast::<c_int>() = fd };
+            0
+        }
+        (control::FI_GETWAIT, _) => guard::neg(FI_ENODATA),
+        (control::FI_GETWAITOBJ, _) => {
             // SAFETY: FI_GETWAITOBJ takes an enum fi_wait_obj *.
-            unsafe { *arg.cast::<fi_wait_obj>() = w };
+            unsafe { *arg.cast::<fi_wait_obj>() = kind };
             0
         }
         _ => ENOSYS,
@@ -379,10 +414,13 @@ pub(crate) unsafe fn wait_control(fd: Option<i32>, command: c_int, arg: *mut c_v
 unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
-        let Some(q) = (unsafe { get::<CqObj>(f) }).and_then(|o| o.core.as_ref()) else {
+        let Some(o) = (unsafe { get::<CqObj>(f) }) else {
+            return EINVAL;
+        };
+        let Some(q) = o.core.as_ref() else {
             return EINVAL;
         };
         // SAFETY: arg is what the command takes (caller's contract).
-        unsafe { wait_control(q.wait_fd(), command, arg) }
+        unsafe { wait_control(q.wait_fd(), o.wait_obj, command, arg) }
     })
 }

@@ -20,6 +20,8 @@ pub struct EqObj {
     c: fid_eq,
     pub(crate) core: Option<EventQueue>,
     api_version: u32,
+    /// The wait object asked for (FI_WAIT_UNSPEC as FI_WAIT_FD).
+    wait_obj: u32,
     /// Error data of the last error entry read, kept until the next read
     /// (what `err_data` points to when the application gave no buffer).
     err_data: Mutex<Vec<u8>>,
@@ -121,6 +123,7 @@ pub(crate) unsafe fn open(
         },
         core: Some(core),
         api_version: f.api_version(),
+        wait_obj: super::cq::wait_kind(a.wait_obj),
         err_data: Mutex::new(Vec::new()),
     });
     // SAFETY: out is non-null and writable.
@@ -342,10 +345,13 @@ unsafe extern "C" fn eq_strerror(
 unsafe extern "C" fn eq_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
-        let Some(q) = (unsafe { get::<EqObj>(f) }).and_then(|o| o.core.as_ref()) else {
+        let Some(o) = (unsafe { get::<EqObj>(f) }) else {
+            return EINVAL;
+        };
+        let Some(q) = o.core.as_ref() else {
             return EINVAL;
         };
         // SAFETY: arg is what the command takes (caller's contract).
-        unsafe { super::cq::wait_control(q.wait_fd(), command, arg) }
+        unsafe { super::cq::wait_control(q.wait_fd(), o.wait_obj, command, arg) }
     })
 }
