@@ -1242,8 +1242,8 @@ struct LogConfig {
     level: Option<fi_log_level>,
     /// Provider filter (`prov1,prov2` or `^prov`).
     prov: Option<ofi_core::hints::ProviderFilter>,
-    /// Only this subsystem, if set.
-    subsys: Option<fi_log_subsys>,
+    /// Subsystem filter (`cq,eq` or `^ep_data`), same syntax as FI_LOG_PROV.
+    subsys: Option<ofi_core::hints::ProviderFilter>,
 }
 
 fn log_config() -> &'static LogConfig {
@@ -1259,13 +1259,9 @@ fn log_config() -> &'static LogConfig {
         let prov = std::env::var("FI_LOG_PROV")
             .ok()
             .and_then(|v| ofi_core::hints::ProviderFilter::parse(&v).ok());
-        let subsys = std::env::var("FI_LOG_SUBSYS").ok().and_then(|v| {
-            let v = v.trim().to_ascii_lowercase();
-            LOG_SUBSYS
-                .iter()
-                .position(|n| *n == v)
-                .map(|p| p as fi_log_subsys)
-        });
+        let subsys = std::env::var("FI_LOG_SUBSYS")
+            .ok()
+            .and_then(|v| ofi_core::hints::ProviderFilter::parse(&v).ok());
         LogConfig {
             level,
             prov,
@@ -1275,10 +1271,19 @@ fn log_config() -> &'static LogConfig {
 }
 
 fn log_enabled(prov: &str, level: fi_log_level, subsys: fi_log_subsys) -> bool {
-    let c = log_config();
-    c.level.is_some_and(|l| level <= l)
-        && c.prov.as_ref().is_none_or(|f| f.allows(prov))
-        && c.subsys.is_none_or(|s| s == subsys)
+    log_config().allows(prov, level, subsys)
+}
+
+impl LogConfig {
+    /// Whether a message of this provider, level and subsystem is printed.
+    fn allows(&self, prov: &str, level: fi_log_level, subsys: fi_log_subsys) -> bool {
+        self.level.is_some_and(|l| level <= l)
+            && self.prov.as_ref().is_none_or(|f| f.allows(prov))
+            && self
+                .subsys
+                .as_ref()
+                .is_none_or(|f| f.allows(name(LOG_SUBSYS, subsys)))
+    }
 }
 
 /// `fi_log_enabled`: whether a message of this provider, level and
@@ -1506,6 +1511,26 @@ mod tests {
         assert_eq!(s(FI_EAGAIN), "Resource temporarily unavailable");
         assert_eq!(s(-FI_ETRUNC), "Truncation error");
         assert_eq!(s(4000), "Unspecified error");
+    }
+
+    #[test]
+    fn log_filters() {
+        use ofi_core::hints::ProviderFilter;
+        let off = LogConfig {
+            level: None,
+            prov: None,
+            subsys: None,
+        };
+        assert!(!off.allows("tcp", log_level::FI_LOG_WARN, 0));
+        let info = LogConfig {
+            level: Some(log_level::FI_LOG_INFO),
+            prov: ProviderFilter::parse("^shm").ok(),
+            subsys: ProviderFilter::parse("cq,eq").ok(),
+        };
+        assert!(info.allows("tcp", log_level::FI_LOG_WARN, log_subsys::FI_LOG_CQ));
+        assert!(!info.allows("tcp", log_level::FI_LOG_DEBUG, log_subsys::FI_LOG_CQ));
+        assert!(!info.allows("shm", log_level::FI_LOG_WARN, log_subsys::FI_LOG_CQ));
+        assert!(!info.allows("tcp", log_level::FI_LOG_WARN, log_subsys::FI_LOG_MR));
     }
 
     #[test]
