@@ -249,6 +249,21 @@ int main(void)
 	freeinfo_1_2(d11);
 	freeinfo_1_2(d12);
 
+	/* NULL arguments are errors, never crashes. */
+	CHECK("fi_tostr of NULL data", !strcmp(fi_tostr(NULL, FI_TYPE_INFO), "(null)"));
+	CHECK("fi_getparams with NULL outputs", fi_getparams(NULL, &count) == -FI_EINVAL && fi_getparams(&params, NULL) == -FI_EINVAL);
+	fi_freeparams(NULL);
+	CHECK("fi_param_get with NULL name or value", fi_param_get(&prov, NULL, &iv) == -FI_EINVAL &&
+	      fi_param_get(&prov, "knob", NULL) == -FI_EINVAL);
+	CHECK("fi_param_define with NULL name or help", fi_param_define(&prov, NULL, FI_PARAM_INT, "h") == -FI_EINVAL &&
+	      fi_param_define(&prov, "x", FI_PARAM_INT, NULL) == -FI_EINVAL);
+	CHECK("fi_open with NULL name or output", fi_open(FI_VERSION(1, 17), NULL, NULL, 0, 0, &opened, NULL) == -FI_EINVAL &&
+	      fi_open(FI_VERSION(1, 17), "x", NULL, 0, 0, NULL, NULL) == -FI_EINVAL);
+	CHECK("fi_fabric@FABRIC_1.0 with a NULL attribute", fabric_1_0(NULL, &fabric, NULL) == -FI_EINVAL);
+	CHECK("fi_getinfo@FABRIC_1.0 with a NULL output", getinfo_1_0(FI_VERSION(1, 0), NULL, NULL, 0, NULL, NULL) == -FI_EINVAL);
+	fi_log(NULL, FI_LOG_WARN, FI_LOG_CORE, NULL, 0, NULL);
+	CHECK("fi_log with NULL provider, function and format", fi_log_ready(NULL, FI_LOG_WARN, FI_LOG_CORE, NULL) == 1);
+
 	printf("%s\n", failures ? "FAILED" : "ALL OK");
 	return failures ? 1 : 0;
 }
