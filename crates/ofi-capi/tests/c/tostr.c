@@ -123,6 +123,23 @@ int main(void)
 	show("domain_attr", i->domain_attr, FI_TYPE_DOMAIN_ATTR);
 	show("fabric_attr", i->fabric_attr, FI_TYPE_FABRIC_ATTR);
 
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6, .sin6_port = htons(7471) };
+	inet_pton(AF_INET6, "fd00::12:34", &sin6.sin6_addr);
+	i->addr_format = FI_SOCKADDR_IN6;
+	i->dest_addr = malloc(sizeof sin6);
+	memcpy(i->dest_addr, &sin6, sizeof sin6);
+	i->dest_addrlen = sizeof sin6;
+	free(i->src_addr);
+	i->src_addr = malloc(sizeof sin6);
+	memcpy(i->src_addr, &sin6, sizeof sin6);
+	i->src_addrlen = sizeof sin6;
+	show("info with IPv6 addresses", i, FI_TYPE_INFO);
+	i->addr_format = FI_SOCKADDR;
+	show("info with FI_SOCKADDR addresses", i, FI_TYPE_INFO);
+	free(i->dest_addr);
+	i->dest_addr = NULL;
+	i->dest_addrlen = 0;
+
 	i->addr_format = FI_ADDR_STR;
 	free(i->src_addr);
 	i->src_addr = strdup("fi_shm://4242");
