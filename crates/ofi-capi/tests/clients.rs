@@ -121,6 +121,8 @@ struct Run {
     status: Option<ExitStatus>,
     stdout: String,
     stderr: String,
+    /// gdb's backtraces of the group's processes when the run timed out.
+    backtraces: String,
 }
 
 impl Run {
@@ -138,10 +140,17 @@ impl Run {
                 _ => format!("{s:?}"),
             },
         };
-        format!(
+        let mut s = format!(
             "{}\n  -> {how}\n--- stdout ---\n{}\n--- stderr ---\n{}\n---",
             self.what, self.stdout, self.stderr
-        )
+        );
+        if !self.backtraces.is_empty() {
+            s.push_str(&format!(
+                "\n--- backtraces at the timeout ---\n{}---",
+                self.backtraces
+            ));
+        }
+        s
     }
 
     fn assert_success(&self) {
@@ -195,6 +204,49 @@ fn spawn(mut cmd: Command) -> Spawned {
     }
 }
 
+/// The processes of process group `pgid` (from /proc/PID/stat: the fields
+/// after the command's closing parenthesis are state, ppid, pgrp).
+fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                st.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<u32>().ok())
+                    == Some(pgid)
+            })
+        })
+        .collect()
+}
+
+/// Where every process of a hung client's group is, as gdb sees it (empty
+/// when gdb is not installed): the libfabric call it waits in.
+fn group_backtraces(pgid: u32) -> String {
+    let mut all = String::new();
+    for pid in group_members(pgid) {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        let Ok(out) = Command::new("timeout")
+            .args(["20", "gdb", "-q", "-batch", "-p", &pid.to_string()])
+            .args(["-ex", "thread apply all bt 25"])
+            .stdin(Stdio::null())
+            .output()
+        else {
+            return String::new();
+        };
+        let bt: String = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with('#') || l.starts_with("Thread "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        all.push_str(&format!("== pid {pid}: {cmdline}\n{bt}"));
+    }
+    all
+}
+
 /// Signals a process group through kill(1) (no unsafe here).
 fn kill_group(pid: u32, signal: &str) {
     let _ = Command::new("kill")
@@ -220,7 +272,9 @@ impl Spawned {
             }
         }
         let pid = self.child.id();
+        let mut backtraces = String::new();
         if status.is_none() {
+            backtraces = group_backtraces(pid);
             kill_group(pid, "-TERM");
             let grace = Instant::now() + Duration::from_secs(3);
             while Instant::now() < grace && matches!(self.child.try_wait(), Ok(None)) {
@@ -236,6 +290,7 @@ impl Spawned {
             status,
             stdout: self.out.join().unwrap_or_default(),
             stderr: self.err.join().unwrap_or_default(),
+            backtraces,
         }
     }
 }
@@ -508,6 +563,47 @@ fn fi_info_env_lists_variables() {
     );
 }
 
+/// The providers (less any utility layer: "tcp;ofi_rxm" is tcp) of the
+/// offers fi_info prints.
+fn offered_providers(r: &Run) -> Vec<String> {
+    let mut names: Vec<String> = blocks(&r.stdout)
+        .iter()
+        .filter_map(|b| field(b, "provider"))
+        .map(|p| p.split(';').next().unwrap_or(p).to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn fi_info_honours_fi_provider() {
+    let _s = serial();
+    let lib = Lib::get("fi-provider");
+    let with = |value: &str, args: &[&str]| {
+        let mut c = lib.command(&need("fi_info", "libfabric-bin"));
+        c.args(args).env("FI_PROVIDER", value);
+        run(c, Duration::from_secs(30))
+    };
+    let r = with("shm", &[]);
+    r.assert_success();
+    assert_eq!(offered_providers(&r), ["shm"], "{}", r.report());
+    let r = with("tcp,shm", &[]);
+    r.assert_success();
+    assert_eq!(offered_providers(&r), ["shm", "tcp"], "{}", r.report());
+    let r = with("^shm", &[]);
+    r.assert_success();
+    let names = offered_providers(&r);
+    assert!(
+        names.contains(&"tcp".to_string()) && !names.contains(&"shm".to_string()),
+        "{}",
+        r.report()
+    );
+    // A provider the variable leaves out is not found by name either.
+    let r = with("shm", &["-p", "tcp"]);
+    assert_eq!(r.status.and_then(|s| s.code()), Some(61), "{}", r.report());
+}
+
 #[test]
 fn fi_info_unknown_provider_fails_cleanly() {
     let _s = serial();
@@ -547,8 +643,13 @@ fn pingpong(test: &str, args: &[&str]) {
         .copied()
         .chain(["-c", "-S", "all", "-I", PINGPONG_ITERS])
         .collect();
-    let mut srv = lib.command(&prog);
-    srv.args(&common).args(["-B", &port_arg]);
+    // Line-buffered stdout (coreutils' stdbuf, the binary itself unchanged),
+    // so that a killed run still shows the rows it printed.
+    let mut srv = lib.command("stdbuf");
+    srv.arg("-oL")
+        .arg(&prog)
+        .args(&common)
+        .args(["-B", &port_arg]);
     // Loopback only, for libfabric's tcp (ofi's tcp is given the address).
     srv.env("FI_TCP_IFACE", "lo");
     let mut server = spawn(srv);
@@ -565,11 +666,13 @@ fn pingpong(test: &str, args: &[&str]) {
         }
         thread::sleep(Duration::from_millis(20));
     }
-    let mut cli = lib.command(&prog);
-    cli.args(&common)
+    let mut cli = lib.command("stdbuf");
+    cli.arg("-oL")
+        .arg(&prog)
+        .args(&common)
         .args(["-P", &port_arg, "127.0.0.1"])
         .env("FI_TCP_IFACE", "lo");
-    let limit = Duration::from_secs(90);
+    let limit = Duration::from_secs(60);
     let client = run(cli, limit);
     let server = server.wait(if client.timed_out() {
         Duration::from_secs(1)
