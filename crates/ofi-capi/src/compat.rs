@@ -668,8 +668,7 @@ export_ver!("fi_dupinfo", "1.3", "@@", top::fi_dupinfo);
 export_ver!("fi_dupinfo", "1.2", "@", fi_dupinfo_1_2);
 export_ver!("fi_dupinfo", "1.1", "@", fi_dupinfo_1_1);
 export_ver!("fi_dupinfo", "1.0", "@", fi_dupinfo_1_0);
-// PENDING(B drops #[no_mangle] on obj::fabric::fi_fabric):
-// export_ver!("fi_fabric", "1.1", "@@", crate::obj::fabric::fi_fabric);
+export_ver!("fi_fabric", "1.1", "@@", crate::obj::fabric::fi_fabric);
 export_ver!("fi_fabric", "1.0", "@", fi_fabric_1_0);
 export!("fi_version", top::fi_version);
 export!("fi_strerror", top::fi_strerror);

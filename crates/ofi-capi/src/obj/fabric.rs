@@ -73,10 +73,10 @@ fn attr_from_c(a: &fi_fabric_attr) -> FabricAttr {
 }
 
 /// `fi_fabric`: opens the fabric of a provider offer's fabric attributes.
+/// `compat` exports it as `fi_fabric@@FABRIC_1.1` (hence no `#[no_mangle]`).
 ///
 /// # Safety
 /// `attr` is NULL or a valid `fi_fabric_attr`; `fabric` is NULL or writable.
-#[no_mangle]
 pub unsafe extern "C" fn fi_fabric(
     attr: *mut fi_fabric_attr,
     fabric: *mut *mut fid_fabric,
