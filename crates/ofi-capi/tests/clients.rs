@@ -813,6 +813,7 @@ fn mpi_p2p_over_ofi_mtl_tcp() {
         ],
         &[
             "pingpong",
+            "matching",
             "allreduce",
             "probe",
             "ssend",

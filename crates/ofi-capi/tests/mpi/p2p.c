@@ -166,6 +166,54 @@ static void pingpong(void)
     free(buf);
 }
 
+/* Many messages in flight at once: receives posted in the reverse order of
+ * the sends match by tag, whatever their size; messages with the same tag
+ * arrive in the order sent (MPI's non-overtaking rule). */
+static void matching(void)
+{
+    enum { K = 12, SEQ = 200 };
+    static const size_t sizes[K] = {0, 1, 8, 100, 4000, 9000, 70000, 1 << 20, 3, 65536, 500000, 16};
+    unsigned char *bufs[K];
+    MPI_Request reqs[K];
+    for (int k = 0; k < K; k++) {
+        bufs[k] = malloc(sizes[k] + 1);
+        if (!bufs[k])
+            fail("malloc");
+    }
+    if (rank == 1) {
+        for (int k = 0; k < K; k++) {
+            fill(bufs[k], sizes[k], 50 + k);
+            ok(MPI_Isend(bufs[k], (int)sizes[k], MPI_BYTE, 0, 500 + k, MPI_COMM_WORLD, &reqs[k]), "MPI_Isend");
+        }
+        ok(MPI_Waitall(K, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall(Isend)");
+        for (int i = 0; i < SEQ; i++)
+            ok(MPI_Send(&i, 1, MPI_INT, 0, 600 + i % 3, MPI_COMM_WORLD), "MPI_Send");
+    } else {
+        MPI_Status st[K];
+        for (int k = K - 1; k >= 0; k--)
+            ok(MPI_Irecv(bufs[k], (int)sizes[k], MPI_BYTE, 1, 500 + k, MPI_COMM_WORLD, &reqs[k]), "MPI_Irecv");
+        ok(MPI_Waitall(K, reqs, st), "MPI_Waitall(Irecv)");
+        for (int k = 0; k < K; k++) {
+            int count = -1;
+            MPI_Get_count(&st[k], MPI_BYTE, &count);
+            if ((size_t)count != sizes[k] || st[k].MPI_TAG != 500 + k)
+                fail("message %d: count %d tag %d, want %zu, %d", k, count, st[k].MPI_TAG, sizes[k], 500 + k);
+            check(bufs[k], sizes[k], 50 + k, "matched by tag");
+        }
+        /* Three tags interleaved, received through MPI_ANY_SOURCE and
+         * MPI_ANY_TAG: the sequence numbers come back in order. */
+        for (int i = 0; i < SEQ; i++) {
+            int v = -1;
+            MPI_Status one;
+            ok(MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &one), "MPI_Recv");
+            if (v != i || one.MPI_TAG != 600 + i % 3 || one.MPI_SOURCE != 1)
+                fail("message %d of the sequence: got %d with tag %d from %d", i, v, one.MPI_TAG, one.MPI_SOURCE);
+        }
+    }
+    for (int k = 0; k < K; k++)
+        free(bufs[k]);
+}
+
 static void allreduce(void)
 {
     enum { N = 10000 };
@@ -362,6 +410,9 @@ int main(int argc, char **argv)
     /* Every phase is left only together, through done()'s barrier. */
     start("pingpong");
     pingpong();
+    done();
+    start("matching");
+    matching();
     done();
     start("allreduce");
     allreduce();
