@@ -4,7 +4,7 @@
 //! dir holding a `libfabric.so.1` symlink to this profile's `libfabric.so`.
 //!
 //! `OFI_CAPI_CLIENTS_LIB=system` runs the same tests on the system's
-//! libfabric instead (no `LD_LIBRARY_PATH`), which checks the tests
+//! libfabric instead (`LD_LIBRARY_PATH` cleared), which checks the tests
 //! themselves against the real thing. On Debian's libfabric 1.17 every test
 //! passes except `mpi_p2p_over_ofi_mtl_tcp`, which times out in its
 //! "truncate small" phase: libfabric's tcp never completes a truncated
@@ -34,7 +34,7 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// Which libfabric.so.1 the clients load.
 struct Lib {
-    /// Directory put first on LD_LIBRARY_PATH; None: the system's library.
+    /// The whole LD_LIBRARY_PATH of the clients; None: the system's library.
     dir: Option<PathBuf>,
 }
 
@@ -561,6 +561,63 @@ fn fi_info_env_lists_variables() {
         names.iter().all(|n| n.contains("SHM")),
         "-g SHM lists {names:?}"
     );
+}
+
+#[test]
+fn fi_info_node_service_and_caps() {
+    let _s = serial();
+    let lib = Lib::get("node");
+    // A node picks the interface that reaches it.
+    let r = fi_info(&lib, &["-p", "tcp", "-n", "127.0.0.1"]);
+    r.assert_success();
+    let b = assert_offer_fields(&lib, &r, "tcp");
+    assert!(
+        b.iter().all(|x| field(x, "domain") == Some("lo")),
+        "-n 127.0.0.1 offers other domains than lo: {}",
+        r.report()
+    );
+    // Node and service give the destination; with -s, the source.
+    let r = fi_info(
+        &lib,
+        &[
+            "-p",
+            "tcp",
+            "-t",
+            "FI_EP_MSG",
+            "-n",
+            "127.0.0.1",
+            "-P",
+            "4000",
+            "-v",
+        ],
+    );
+    r.assert_success();
+    r.assert_stdout_has("    dest_addr: fi_sockaddr_in://127.0.0.1:4000\n");
+    r.assert_stdout_has("    src_addr: fi_sockaddr_in://127.0.0.1:0\n");
+    let r = fi_info(
+        &lib,
+        &[
+            "-p",
+            "tcp",
+            "-t",
+            "FI_EP_MSG",
+            "-s",
+            "127.0.0.1",
+            "-P",
+            "4000",
+            "-v",
+        ],
+    );
+    r.assert_success();
+    r.assert_stdout_has("    src_addr: fi_sockaddr_in://127.0.0.1:4000\n");
+    r.assert_stdout_has("    dest_addr: (null)\n");
+    // Capabilities filter: shm does one-sided operations, tcp's MSG
+    // endpoints no tagged ones.
+    let r = fi_info(&lib, &["-p", "shm", "-c", "FI_RMA|FI_ATOMIC"]);
+    r.assert_success();
+    assert_offer_fields(&lib, &r, "shm");
+    let r = fi_info(&lib, &["-p", "tcp", "-t", "FI_EP_MSG", "-c", "FI_TAGGED"]);
+    assert_eq!(r.status.and_then(|s| s.code()), Some(61), "{}", r.report());
 }
 
 /// The providers (less any utility layer: "tcp;ofi_rxm" is tcp) of the
