@@ -84,22 +84,25 @@ impl Drop for Lib {
     }
 }
 
-/// target/<profile>/libfabric.so, the library `cargo build -p ofi-capi`
-/// makes beside this test's profile.
+/// ofi's libfabric.so of this test's profile: target/<profile>/deps/, where
+/// cargo builds it with this test (`cargo test` does not always copy it up
+/// to target/<profile>/, so the copy there may be older), else
+/// target/<profile>/ (`cargo build -p ofi-capi`).
 fn ofi_so() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>/deps/<test>");
-    let so = profile_dir.join("libfabric.so");
-    assert!(
-        so.exists(),
-        "{} not found: build it first with `cargo build -p ofi-capi` in the same profile \
-         (`--release` for a release test run)",
-        so.display()
-    );
-    so
+    let deps = exe.parent().expect("target/<profile>/deps");
+    let profile_dir = deps.parent().expect("target/<profile>");
+    [deps, profile_dir]
+        .iter()
+        .map(|d| d.join("libfabric.so"))
+        .find(|so| so.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "libfabric.so not found in {}: build it with `cargo build -p ofi-capi` in the \
+                 same profile (`--release` for a release test run)",
+                profile_dir.display()
+            )
+        })
 }
 
 /// A client binary that must be installed; the message names its package.
