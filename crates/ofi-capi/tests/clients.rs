@@ -690,18 +690,24 @@ fn fi_info_unknown_provider_fails_cleanly() {
 
 const PINGPONG_ITERS: &str = "50";
 
-/// Debian's fi_pingpong as server and client (two processes) with data
-/// checks at every size: both exit 0 and print a row per size.
-fn pingpong(test: &str, args: &[&str]) {
-    let _s = serial();
-    let lib = Lib::get(test);
+/// One fi_pingpong session: Debian's fi_pingpong as server and client (two
+/// processes) with data checks, `iters` round trips at `size` ("all": every
+/// size); both must exit 0 within `limit` and print a row for each of
+/// `rows`, every message acknowledged.
+fn pingpong_session(
+    lib: &Lib,
+    args: &[&str],
+    (size, iters): (&str, &str),
+    rows: &[&str],
+    limit: Duration,
+) {
     let prog = need("fi_pingpong", "libfabric-bin");
     let port = free_port();
     let port_arg = port.to_string();
     let common: Vec<&str> = args
         .iter()
         .copied()
-        .chain(["-c", "-S", "all", "-I", PINGPONG_ITERS])
+        .chain(["-c", "-S", size, "-I", iters])
         .collect();
     // Line-buffered stdout (coreutils' stdbuf, the binary itself unchanged),
     // so that a killed run still shows the rows it printed.
@@ -732,7 +738,6 @@ fn pingpong(test: &str, args: &[&str]) {
         .args(&common)
         .args(["-P", &port_arg, "127.0.0.1"])
         .env("FI_TCP_IFACE", "lo");
-    let limit = Duration::from_secs(60);
     let client = run(cli, limit);
     let server = server.wait(if client.timed_out() {
         Duration::from_secs(1)
@@ -749,8 +754,7 @@ fn pingpong(test: &str, args: &[&str]) {
         r.assert_stdout_has(
             "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec",
         );
-        // A row for each of these sizes, every message acknowledged.
-        for size in ["1", "64", "4k", "64k", "1m"] {
+        for size in rows {
             let row = r
                 .stdout
                 .lines()
@@ -759,14 +763,35 @@ fn pingpong(test: &str, args: &[&str]) {
             let cols: Vec<&str> = row.split_whitespace().collect();
             assert_eq!(
                 (cols.get(1).copied(), cols.get(2).copied()),
-                (
-                    Some(PINGPONG_ITERS),
-                    Some(format!("={PINGPONG_ITERS}").as_str())
-                ),
+                (Some(iters), Some(format!("={iters}").as_str())),
                 "row {row:?} of {}",
                 r.report()
             );
         }
+    }
+}
+
+/// Every size from 0 B to fi_pingpong's largest, data checked.
+fn pingpong(test: &str, args: &[&str]) {
+    let _s = serial();
+    let lib = Lib::get(test);
+    pingpong_session(
+        &lib,
+        args,
+        ("all", PINGPONG_ITERS),
+        &["1", "64", "4k", "64k", "1m"],
+        Duration::from_secs(60),
+    );
+}
+
+/// Short sessions one after the other: setup and teardown (fi_pingpong's
+/// closing exchange, fi_shutdown, fi_close) many times over, where races
+/// between a peer's last messages and its close show.
+fn pingpong_sessions(test: &str, args: &[&str]) {
+    let _s = serial();
+    let lib = Lib::get(test);
+    for _ in 0..10 {
+        pingpong_session(&lib, args, ("64", "20"), &["64"], Duration::from_secs(15));
     }
 }
 
@@ -783,6 +808,21 @@ fn fi_pingpong_tcp_msg() {
 #[test]
 fn fi_pingpong_tcp_rdm_tagged() {
     pingpong("pp-tcp-rdm", &["-p", "tcp", "-e", "rdm", "-m", "tagged"]);
+}
+
+#[test]
+fn fi_pingpong_short_sessions_shm_rdm() {
+    pingpong_sessions("pps-shm-rdm", &["-p", "shm", "-e", "rdm"]);
+}
+
+#[test]
+fn fi_pingpong_short_sessions_tcp_msg() {
+    pingpong_sessions("pps-tcp-msg", &["-p", "tcp", "-e", "msg"]);
+}
+
+#[test]
+fn fi_pingpong_short_sessions_tcp_rdm_tagged() {
+    pingpong_sessions("pps-tcp-rdm", &["-p", "tcp", "-e", "rdm", "-m", "tagged"]);
 }
 
 // --- Open MPI -----------------------------------------------------------------
