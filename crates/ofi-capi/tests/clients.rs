@@ -664,6 +664,25 @@ fn fi_info_honours_fi_provider() {
     assert_eq!(r.status.and_then(|s| s.code()), Some(61), "{}", r.report());
 }
 
+/// fi_tcp(7)'s FI_TCP_IFACE: "a specific network interface can be
+/// requested with this variable" (Open MPI and fi_pingpong users set it to
+/// keep tcp on one interface).
+#[test]
+fn fi_info_honours_fi_tcp_iface() {
+    let _s = serial();
+    let lib = Lib::get("tcp-iface");
+    let mut c = lib.command(&need("fi_info", "libfabric-bin"));
+    c.args(["-p", "tcp"]).env("FI_TCP_IFACE", "lo");
+    let r = run(c, Duration::from_secs(30));
+    r.assert_success();
+    let b = assert_offer_fields(&lib, &r, "tcp");
+    assert!(
+        b.iter().all(|x| field(x, "domain") == Some("lo")),
+        "FI_TCP_IFACE=lo, yet tcp offers other interfaces than lo: {}",
+        r.report()
+    );
+}
+
 #[test]
 fn fi_info_unknown_provider_fails_cleanly() {
     let _s = serial();
