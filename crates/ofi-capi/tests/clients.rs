@@ -664,6 +664,60 @@ fn fi_info_honours_fi_provider() {
     assert_eq!(r.status.and_then(|s| s.code()), Some(61), "{}", r.report());
 }
 
+/// FI_LOG_LEVEL: quiet by default, and at `debug` the library says on
+/// stderr (never stdout, which clients parse) what it did with a request.
+#[test]
+fn fi_info_honours_fi_log_level() {
+    let _s = serial();
+    let lib = Lib::get("log-level");
+    let with = |level: Option<&str>, args: &[&str]| {
+        let mut c = lib.command(&need("fi_info", "libfabric-bin"));
+        c.args(args);
+        match level {
+            Some(l) => c.env("FI_LOG_LEVEL", l),
+            None => c.env_remove("FI_LOG_LEVEL"),
+        };
+        run(c, Duration::from_secs(30))
+    };
+    // A request nobody satisfies: shm has no collectives.
+    let refused = ["-p", "shm", "-c", "FI_COLLECTIVE"];
+    let quiet = with(None, &refused);
+    assert_eq!(
+        quiet.status.and_then(|s| s.code()),
+        Some(61),
+        "{}",
+        quiet.report()
+    );
+    assert_eq!(quiet.stderr.trim(), "fi_getinfo: -61", "{}", quiet.report());
+    let debug = with(Some("debug"), &refused);
+    assert_eq!(
+        debug.status.and_then(|s| s.code()),
+        Some(61),
+        "{}",
+        debug.report()
+    );
+    assert!(
+        debug.stdout.is_empty(),
+        "log output on stdout: {}",
+        debug.report()
+    );
+    assert!(
+        debug
+            .stderr
+            .lines()
+            .any(|l| l.contains("shm") && !l.starts_with("fi_getinfo")),
+        "FI_LOG_LEVEL=debug logs nothing about shm: {}",
+        debug.report()
+    );
+    // A request that succeeds prints the same offers whatever the level.
+    let plain = with(None, &["-p", "shm"]);
+    let logged = with(Some("debug"), &["-p", "shm"]);
+    plain.assert_success();
+    logged.assert_success();
+    assert_eq!(plain.stdout, logged.stdout, "{}", logged.report());
+    assert!(plain.stderr.is_empty(), "{}", plain.report());
+}
+
 /// fi_tcp(7)'s FI_TCP_IFACE: "a specific network interface can be
 /// requested with this variable" (Open MPI and fi_pingpong users set it to
 /// keep tcp on one interface).
