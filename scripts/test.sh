@@ -23,13 +23,6 @@
 #   test       cargo test --workspace --release --no-fail-fast (every test
 #              binary runs, so one run lists every failing test), less
 #              ofi-capi, which has its own stage
-#   capi       the C ABI: cargo build --release -p ofi-capi (libfabric.so,
-#              SONAME libfabric.so.1), then its tests, among them the real
-#              clients on it: Debian's fi_info and fi_pingpong, Open MPI's
-#              ofi MTL and ofi BTL (crates/ofi-capi/tests/clients.rs)
-#   capi:example  builds examples/c/hello_fabric.c against the system's
-#              <rdma/*.h> and links it to ofi's libfabric.so.1, then runs it
-#              on shm and on tcp
 #   loom       the loom models of the shm ring (cfg loom, own target dir)
 #   fuzz       every cargo-fuzz target in fuzz/ (its own workspace and target
 #              dir) for FUZZ_TIME seconds each, on the saved corpus plus
@@ -40,6 +33,13 @@
 #              (sanitizer, sancov) and only a stable toolchain is assumed
 #   example:*  cargo run --release -p ofi --example NAME, for every example
 #              in crates/ofi/examples
+#   capi       the C ABI: cargo build --release -p ofi-capi (libfabric.so,
+#              SONAME libfabric.so.1), then its tests, among them the real
+#              clients on it: Debian's fi_info and fi_pingpong, Open MPI's
+#              ofi MTL and ofi BTL (crates/ofi-capi/tests/clients.rs)
+#   capi:example  builds examples/c/hello_fabric.c against the system's
+#              <rdma/*.h> and links it to ofi's libfabric.so.1, then runs it
+#              on shm and on tcp
 #   e2e:pingpong  target/release/ofi pingpong --local -p shm -S all -I 50 -c
 #   e2e:info      target/release/ofi info -p shm prints "provider: shm"
 #
