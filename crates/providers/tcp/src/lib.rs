@@ -178,6 +178,7 @@ pub fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes buffered per endpoint before a connection bringing more is left unread (backpressure); a connection holding none may always park one message, so one flooding peer cannot stop another"),
         Tunable::size(NAME, "conn_timeout_ms", 10000, "Milliseconds a connection attempt may take before it fails with FI_ETIMEDOUT"),
         Tunable::boolean(NAME, "poll_recv", false, "An endpoint with one connection polls it with recv rather than asking epoll first: one system call less per message, but each poll takes the socket lock the kernel needs to deliver the next message"),
+        Tunable::text(NAME, "iface", "", "Offer only this network interface (by name, e.g. eth0 or lo) when the request names no source address; empty offers every interface that is up"),
         Tunable::size(NAME, "user_timeout_ms", 5000, "Milliseconds written data may stay unacknowledged (TCP_USER_TIMEOUT) before the connection fails; keepalive probes also detect a silent dead peer within a few seconds"),
     ]
 }
@@ -306,6 +307,17 @@ fn base_offer(ep: u32, sa: &SocketAddr, fabric: &str, domain: &str) -> Info {
 /// address family fits, best first (non-loopback before loopback); with a
 /// destination node, only subnets that can reach it.
 pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
+    let iface = tunables()
+        .into_iter()
+        .find(|t| t.name == "iface")
+        .map(|t| t.get_str())
+        .unwrap_or_default();
+    offers_on(req, iface.trim())
+}
+
+/// [`offers`] restricted to the interface named `iface` (FI_TCP_IFACE;
+/// empty: every interface) unless the request names a source address.
+fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
     let hints = req.hints;
     let want_fmt = hints.map(|h| h.addr_format).filter(|f| *f != 0);
     if let Some(f) = want_fmt {
@@ -338,6 +350,15 @@ pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
     }
     let mut ifs = netif::interfaces().map_err(|e| Error::os(e, "tcp: listing interfaces"))?;
     ifs.retain(|i| i.up);
+    let named_source = src.is_some_and(|s| !s.ip().is_unspecified());
+    if !iface.is_empty() && !named_source {
+        ifs.retain(|i| i.name == iface);
+        if ifs.is_empty() {
+            return Err(Error::nodata(format!(
+                "tcp: FI_TCP_IFACE={iface} names no interface that is up"
+            )));
+        }
+    }
     ifs.sort_by_key(|i| i.loopback);
     let mut out = Vec::new();
     for ifa in &ifs {
@@ -442,6 +463,25 @@ mod tests {
             "127.0.0.1:4001".parse().unwrap()
         );
         assert!(s[0].dest_addr.is_none());
+    }
+
+    #[test]
+    fn iface_keeps_one_interface_unless_a_source_is_named() {
+        let lo = offers_on(&req(None, None, 0, None), "lo").unwrap();
+        assert!(!lo.is_empty());
+        assert!(lo
+            .iter()
+            .all(|i| i.domain_attr.name.as_deref() == Some("lo")));
+        let e = offers_on(&req(None, None, 0, None), "no-such-if0").unwrap_err();
+        assert_eq!(e.code(), ofi_core::error::errno::FI_ENODATA);
+        assert!(e.to_string().contains("no-such-if0"), "{e}");
+        // A named source address wins over the variable.
+        let s = offers_on(
+            &req(Some("127.0.0.1"), Some("4001"), FI_SOURCE, None),
+            "no-such-if0",
+        )
+        .unwrap();
+        assert_eq!(s[0].domain_attr.name.as_deref(), Some("lo"));
     }
 
     #[test]

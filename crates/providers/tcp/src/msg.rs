@@ -107,9 +107,37 @@ impl TcpMsgEp {
         self.drive_with(g, true);
     }
 
+    /// Drives the connection, then turns what it produced into events and
+    /// completions. A receive that the pass unblocked (a wakeup: a CTS or
+    /// an acknowledgement to send) takes another pass, whose events are
+    /// handled the same way: a completion it produced (the answer to a
+    /// FI_TRANSMIT_COMPLETE send read in that pass) must not wait in the
+    /// connection for a progress call that readiness would never trigger.
     fn drive_with(&self, g: &mut Inner, read: bool) {
-        let Some(link) = g.link.as_mut() else { return };
-        link.drive_with(&mut g.rx, self.cfg.connect_timeout, read);
+        let mut read = read;
+        for _ in 0..1024 {
+            let Some(link) = g.link.as_mut() else { return };
+            link.drive_with(&mut g.rx, self.cfg.connect_timeout, read);
+            self.handle_events(g);
+            drain_rx(&g.b, &mut g.rx, false);
+            if g.rx.next_wakeup().is_none() {
+                break;
+            }
+            // One connection: every wakeup names it.
+            while g.rx.next_wakeup().is_some() {}
+            read = true;
+        }
+        if let Some(l) = &mut g.link {
+            l.sync_interest(&self.shared.poller, self.key.load(Ordering::Relaxed));
+            if l.conn.is_closed() {
+                self.shared.poller.remove(l.sock.fd());
+            }
+        }
+    }
+
+    /// Turns the connection's events into EQ entries and transmit
+    /// completions (receive events stay on the `Rx` for `drain_rx`).
+    fn handle_events(&self, g: &mut Inner) {
         let was = g.phase;
         while let Some(ev) = g.link.as_mut().and_then(|l| l.conn.poll_event()) {
             match ev {
@@ -153,21 +181,8 @@ impl TcpMsgEp {
                 Event::SendError { context, err } => g.sends.complete(&g.b, context, Some(err)),
                 Event::RmaComplete { context } => g.ops.complete(&g.b, context, None),
                 Event::RmaError { context, err } => g.ops.complete(&g.b, context, Some(err)),
-                // Receive events are queued on the Rx and drained below.
+                // Receive events are queued on the Rx and drained by the caller.
                 _ => {}
-            }
-        }
-        drain_rx(&g.b, &mut g.rx, false);
-        while g.rx.next_wakeup().is_some() {
-            if let Some(l) = g.link.as_mut() {
-                l.drive(&mut g.rx, self.cfg.connect_timeout);
-            }
-            drain_rx(&g.b, &mut g.rx, false);
-        }
-        if let Some(l) = &mut g.link {
-            l.sync_interest(&self.shared.poller, self.key.load(Ordering::Relaxed));
-            if l.conn.is_closed() {
-                self.shared.poller.remove(l.sock.fd());
             }
         }
     }

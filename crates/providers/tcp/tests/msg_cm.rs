@@ -214,3 +214,97 @@ fn connecting_to_a_closed_port_is_refused() {
     };
     assert_eq!(err.err, errno::FI_ECONNREFUSED);
 }
+
+/// Both ends send with FI_TRANSMIT_COMPLETE at once, each driven by its
+/// own thread and domain, as fi_pingpong's finalize does. A pass that reads
+/// the peer's message queues an acknowledgement and drives the connection
+/// again; the peer's acknowledgement of our own send, read in that second
+/// pass, must complete the send then, not in a later progress call that no
+/// socket readiness would ever trigger (it hung here).
+#[test]
+fn transmit_complete_sends_crossing_both_complete() {
+    let info = info();
+    let fabric = Fabric::open(&info.fabric_attr).unwrap();
+    let eq_s = fabric.eq(&EqAttr::default()).unwrap();
+    let eq_c = fabric.eq(&EqAttr::default()).unwrap();
+    let pep = fabric.passive_ep(&info, 1).unwrap();
+    pep.bind_eq(&eq_s).unwrap();
+    pep.listen().unwrap();
+    let attr = CqAttr {
+        format: cq_format::FI_CQ_FORMAT_TAGGED,
+        ..Default::default()
+    };
+    let dom_c = fabric.domain(&info).unwrap();
+    let cq_c = dom_c.cq(&attr).unwrap();
+    let client = dom_c.endpoint(&info).unwrap();
+    client.bind_cq(&cq_c, FI_TRANSMIT | FI_RECV).unwrap();
+    client.bind_eq(&eq_c).unwrap();
+    client.enable().unwrap();
+    client.connect(&pep.getname().unwrap(), &[]).unwrap();
+    let req = wait_eq(&eq_s, &eq_c);
+    let sinfo = req.info.expect("CONNREQ carries an info");
+    let dom_s = fabric.domain(&sinfo).unwrap();
+    let cq_s = dom_s.cq(&attr).unwrap();
+    let server = dom_s.endpoint(&sinfo).unwrap();
+    server.bind_cq(&cq_s, FI_TRANSMIT | FI_RECV).unwrap();
+    server.bind_eq(&eq_s).unwrap();
+    server.enable().unwrap();
+    server.accept(&[]).unwrap();
+    assert_eq!(wait_eq(&eq_c, &eq_s).event, eq_event::FI_CONNECTED);
+    assert_eq!(wait_eq(&eq_s, &eq_c).event, eq_event::FI_CONNECTED);
+
+    const ROUNDS: usize = 300;
+    // One side's rounds: post a receive, send 4 bytes with
+    // FI_TRANSMIT_COMPLETE, wait (driving only its own domain) for both.
+    fn side(ep: &Endpoint, cq: &CompletionQueue, me: u8) -> Result<(), String> {
+        let tx = [me; 4];
+        let mut rx = [0u8; 4];
+        for round in 0..ROUNDS {
+            let iov = [ofi_core::util::iov::IoVec {
+                base: tx.as_ptr() as usize,
+                len: tx.len(),
+            }];
+            // SAFETY: tx and rx outlive both operations, which complete
+            // before the next round (or the test fails).
+            unsafe {
+                ep.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 1)
+                    .map_err(|e| e.to_string())?;
+                ep.post_send(&SendOp {
+                    iov: &iov,
+                    desc: &[],
+                    dest: 0,
+                    tag: 0,
+                    data: 0,
+                    context: 2,
+                    flags: FI_TRANSMIT_COMPLETE,
+                    tagged: false,
+                })
+                .map_err(|e| e.to_string())?;
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut seen = [false; 2];
+            let mut e = [CqTaggedEntry::default(); 1];
+            while seen != [true; 2] {
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "side {me} round {round}: completions seen (recv, send) {seen:?}"
+                    ));
+                }
+                match cq.read(&mut e) {
+                    Ok(_) => seen[e[0].op_context - 1] = true,
+                    Err(er) if er.is_again() => {}
+                    Err(er) => return Err(format!("{er}: {:?}", cq.readerr())),
+                }
+            }
+            if rx != [me ^ 1; 4] {
+                return Err(format!("side {me} round {round}: received {rx:?}"));
+            }
+        }
+        Ok(())
+    }
+    let t = std::thread::spawn(move || side(&server, &cq_s, 1));
+    let c = side(&client, &cq_c, 0);
+    let s = t.join().unwrap();
+    c.unwrap();
+    s.unwrap();
+}
