@@ -43,7 +43,12 @@
 #        atomic: `ofi bw -o atomic -W 1 -S 8` on shm: 8 B FI_UINT64 FI_SUM
 #                fetch-adds one at a time; half the round trip is the
 #                one-way latency of the target
-#   6. prints Markdown tables of medians, ratios and the targets.
+#   6. with CAPI=1 (the default), also runs Debian's fi_pingpong unchanged on
+#      ofi's C ABI (target/release/libfabric.so, built here, reached through
+#      LD_LIBRARY_PATH and a libfabric.so.1 link) for every ping-pong
+#      configuration, in the same rounds and alternation: the same binary
+#      on both libraries, so the ratio compares the libraries alone,
+#   7. prints Markdown tables of medians, ratios and the targets.
 #
 # Environment:
 #   RUNS          runs per configuration and tool (default 5)
@@ -76,6 +81,7 @@
 #   QUIET_WAIT    seconds to wait before each round for the cpus to be idle
 #                 (under 10 % busy over one second; default 120); rounds that
 #                 start busy anyway are counted in the report
+#   CAPI          1 (default): add the fi_pingpong-on-ofi runs; 0: skip them
 #   KEEP=1        keep the raw outputs (the directory is printed)
 #   STRICT=1      exit 1 when a target is missed
 #
@@ -86,6 +92,9 @@
 # <= 0.75; MSG 8 B latency ofi/libfabric <= 1.00; RDM 1 MiB bandwidth
 # >= 1.20x libfabric and >= 0.70x the raw TCP stream.
 # Target (shm, atomics): 8 B fetch-and-add latency <= 1.0 usec one-way.
+# Targets (C ABI, the same fi_pingpong binary on ofi's libfabric.so.1 and on
+# Debian's): shm rdm 8 B latency <= 0.80; tcp rdm 8 B <= 0.80 (against
+# tcp;ofi_rxm).
 # The RMA write rows are reported against memcpy / the raw stream and
 # fi_rma_bw without a target.
 # shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
@@ -114,6 +123,7 @@ SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 FI_PINGPONG="${FI_PINGPONG:-fi_pingpong}"
 KEEP="${KEEP:-0}"
+CAPI="${CAPI:-1}"
 STRICT="${STRICT:-0}"
 QUIET_WAIT="${QUIET_WAIT:-120}"
 NEXT_PORT="${BASE_PORT:-$((20000 + ($$ % 1000) * 10))}"
@@ -185,6 +195,16 @@ if ! command -v "$FI_PINGPONG" >/dev/null 2>&1; then
 fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ofi-compare.XXXXXX")"
+if [ "$CAPI" = 1 ]; then
+    CAPI_SO="$ROOT/target/release/libfabric.so"
+    if command -v cargo >/dev/null 2>&1; then
+        log "== building ofi's C ABI (cargo build --release -p ofi-capi)"
+        (cd "$ROOT" && cargo build --release -p ofi-capi) >&2 || die "cargo build -p ofi-capi failed"
+    fi
+    [ -f "$CAPI_SO" ] || die "$CAPI_SO not found (CAPI=0 skips the C ABI rows)"
+    mkdir -p "$WORK/capi"
+    ln -sf "$CAPI_SO" "$WORK/capi/libfabric.so.1"
+fi
 SERVER_PID=""
 cleanup() {
     if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
@@ -300,7 +320,11 @@ run_one() {
     local tool="$1" prov="$2" ep="$3" mode="$4" size="$5" round="$6" bin
     local iters tag out
     iters="$(iters_for "$size")"
-    if [ "$tool" = ofi ]; then bin=("$OFI_BIN" pingpong); else bin=("$FI_PINGPONG"); fi
+    case "$tool" in
+        ofi) bin=("$OFI_BIN" pingpong) ;;
+        capi) bin=(env LD_LIBRARY_PATH="$WORK/capi" "$FI_PINGPONG") ;;
+        *) bin=("$FI_PINGPONG") ;;
+    esac
     local flags=(-p "$prov" -e "$ep" -m "$mode" -S "$size" -I "$iters")
     tag="$tool-$prov-$ep-$mode-$size"
     out="$WORK/$tag.r$round"
@@ -511,6 +535,9 @@ for round in $(seq 1 "$RUNS"); do
     for c in "${CONFIGS[@]}"; do
         IFS=: read -r prov ep mode size <<<"$c"
         if [ $((round % 2)) -eq 1 ]; then order="ofi libfabric"; else order="libfabric ofi"; fi
+        if [ "$CAPI" = 1 ]; then
+            if [ $((round % 2)) -eq 1 ]; then order="$order capi"; else order="capi $order"; fi
+        fi
         for tool in $order; do run_one "$tool" "$prov" "$ep" "$mode" "$size" "$round"; done
     done
     for c in "${BW_CONFIGS[@]}"; do
@@ -609,6 +636,31 @@ if [ "${#CONFIGS[@]}" -gt 0 ]; then
         echo "- $prov $ep $mode $(human "$size"): ofi $(range "$WORK/ofi-$f.dat"), libfabric $(range "$WORK/libfabric-$f.dat"); per round: $(paired "$WORK/ofi-$f.dat" "$WORK/libfabric-$f.dat")"
     done
 fi
+declare -A CAPI_LAT
+if [ "$CAPI" = 1 ] && [ "${#CONFIGS[@]}" -gt 0 ]; then
+    echo
+    echo "the C ABI: Debian's fi_pingpong, unchanged, on ofi's libfabric.so.1 (LD_LIBRARY_PATH) and on Debian's libfabric, same rounds"
+    echo
+    echo "| provider | ep | mode | size | fi_pingpong on ofi usec/xfer | on libfabric usec/xfer | latency ofi/lf | on ofi MB/sec | on libfabric MB/sec | bandwidth ofi/lf |"
+    echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    for c in "${CONFIGS[@]}"; do
+        IFS=: read -r prov ep mode size <<<"$c"
+        f="$prov-$ep-$mode-$size"
+        cu="$(col "$WORK/capi-$f.dat" 1)"
+        lu="$(col "$WORK/libfabric-$f.dat" 1)"
+        cb="$(col "$WORK/capi-$f.dat" 2)"
+        lb="$(col "$WORK/libfabric-$f.dat" 2)"
+        CAPI_LAT[$c]="$(ratio "$cu" "$lu")"
+        echo "| $prov (lf: $(provider_label "$prov" "$ep")) | $ep | $mode | $(human "$size") | $cu | $lu | ${CAPI_LAT[$c]} | $cb | $lb | $(ratio "$cb" "$lb") |"
+    done
+    echo
+    echo "per round, latency ratio of fi_pingpong on ofi / on libfabric:"
+    for c in "${CONFIGS[@]}"; do
+        IFS=: read -r prov ep mode size <<<"$c"
+        f="$prov-$ep-$mode-$size"
+        echo "- $prov $ep $mode $(human "$size"): on ofi $(range "$WORK/capi-$f.dat"); per round: $(paired "$WORK/capi-$f.dat" "$WORK/libfabric-$f.dat")"
+    done
+fi
 ATOMIC_ONEWAY="-"
 if [ "${#BW_CONFIGS[@]}" -gt 0 ] || [ -n "$NO_CAP" ]; then
     echo
@@ -653,7 +705,7 @@ echo
 NOT_MEASURED=0
 for c in "${CONFIGS[@]}"; do
     IFS=: read -r prov ep mode size <<<"$c"
-    for tool in ofi libfabric; do
+    for tool in ofi libfabric capi; do
         ff="$WORK/$tool-$prov-$ep-$mode-$size.fail"
         [ -s "$ff" ] || continue
         if [ "$NOT_MEASURED" = 0 ]; then echo "failed runs (medians use the successful runs only; '-' = nothing measured):"; fi
@@ -726,6 +778,13 @@ if [ "$HAS_TCP" = 1 ] && [ "$OP_SEND" = 1 ]; then
     echo
     echo "for reference (no target): tcp 8 B one-way latency over the raw busy-polled socket ping-pong:" \
         "ofi RDM $(ratio "${LATO[tcp:rdm:msg:8]:--}" "$RAW_PP_MED")x, ofi MSG $(ratio "${LATO[tcp:msg:msg:8]:--}" "$RAW_PP_MED")x"
+fi
+if [ "$CAPI" = 1 ] && [ "$OP_SEND" = 1 ]; then
+    echo
+    echo "| target (C ABI: the same fi_pingpong binary) | measured | goal | result |"
+    echo "|---|---:|---:|---|"
+    [ "$HAS_SHM" = 0 ] || target "shm rdm 8 B latency, on ofi/on libfabric" "${CAPI_LAT[shm:rdm:msg:8]:--}" "<=" 0.80
+    [ "$HAS_TCP" = 0 ] || target "tcp rdm 8 B latency, on ofi/on libfabric $(provider_label tcp rdm)" "${CAPI_LAT[tcp:rdm:msg:8]:--}" "<=" 0.80
 fi
 echo
 
