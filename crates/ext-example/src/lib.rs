@@ -272,7 +272,7 @@ impl EndpointOps for LoopEp {
                 ),
             }
         }
-        if op.flags & FI_INJECT == 0 {
+        if b.tx_completion(op.flags) {
             if let Some(cq) = &b.tx_cq {
                 cq.push(
                     CqTaggedEntry {

@@ -108,6 +108,14 @@ bits! {
     FI_NAMED_RX_CTX = 1 << 58;
     /// Receives may name the source they accept.
     FI_DIRECTED_RECV = 1 << 59;
+    /// ofi's own operation flag, in a bit libfabric's operation flags leave
+    /// unused: the operation comes from an inject call (`fi_inject`,
+    /// `fi_injectdata`, `fi_tinject`, `fi_inject_write`, `fi_inject_atomic`
+    /// …), which writes no completion when it succeeds (fi_msg(3): as if
+    /// selective completion were on and FI_COMPLETION not given). FI_INJECT
+    /// alone (`fi_sendmsg` with FI_INJECT) only frees the buffer at return;
+    /// whether such an operation completes follows the usual rules.
+    OFI_INJECT_CALL = 1 << 63;
     /// Claim a peeked message (operation flag, shares the bit of FI_DIRECTED_RECV).
     FI_CLAIM = 1 << 59;
     /// Discard a peeked message (operation flag, shares the bit of FI_NAMED_RX_CTX).

@@ -302,6 +302,42 @@ conformance!(
 );
 
 conformance!(
+    /// fi_sendmsg with FI_INJECT (fi_msg(3)): the buffer is reusable on
+    /// return, yet unlike fi_inject the send completes as any other does
+    /// (the endpoint writes every completion), with its own context.
+    fn sendmsg_inject_flag_still_completes(info) {
+        let p = Pair::open(info, FI_MSG)?;
+        if info.tx_attr.inject_size < 8 {
+            return Err(Skip("tx_attr.inject_size is under 8".into()));
+        }
+        let mut tx = pattern(77, 8);
+        let want = tx.clone();
+        let mut rx = [0u8; 8];
+        // SAFETY: rx outlives the receive, which completes below.
+        unsafe { p.b.recv(rx.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 0x71) }.unwrap();
+        let iov = [IoVec::from_slice(&tx)];
+        let op = ofi::SendOp {
+            iov: &iov,
+            desc: &[],
+            dest: p.fb,
+            tag: 0,
+            data: 0,
+            context: 0x72,
+            flags: FI_INJECT,
+            tagged: false,
+        };
+        // SAFETY: FI_INJECT: tx is read before the call returns.
+        unsafe { p.a.post_send(&op) }.unwrap();
+        tx.fill(0xee);
+        let (ca, cb) = p.wait(1, 1, TIMEOUT);
+        assert!(ca.ok_ctx(0x72).is_some(), "sendmsg(FI_INJECT) wrote no completion: {}", errs(&ca));
+        assert_recv(&cb.ok[0], 0x71, 8, false);
+        assert_bytes_eq(&rx, &want, "sendmsg(FI_INJECT)");
+        Ok(())
+    }
+);
+
+conformance!(
     /// inject: the buffer is reusable on return, the data arrives, no send
     /// completion is written; above inject_size the call fails, naming inject.
     fn inject_semantics(info) {

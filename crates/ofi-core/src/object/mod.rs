@@ -51,6 +51,16 @@ pub struct SendOp<'a> {
     pub tagged: bool,
 }
 
+/// Whether a transmit-side operation with these flags writes a CQ entry
+/// when it succeeds, on an endpoint bound with or without
+/// FI_SELECTIVE_COMPLETION: not one from an inject call (OFI_INJECT_CALL);
+/// otherwise always, or with selective completion only when it asks for
+/// FI_COMPLETION. FI_INJECT alone, as `fi_sendmsg` may pass it, does not
+/// suppress the completion.
+pub fn tx_completion(flags: u64, selective: bool) -> bool {
+    flags & OFI_INJECT_CALL == 0 && (!selective || flags & FI_COMPLETION != 0)
+}
+
 /// A receive (or peek / claim / discard) as the provider sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct RecvOp<'a> {
@@ -173,6 +183,15 @@ impl EpBindings {
         } else {
             &self.send_cntr
         }
+    }
+
+    /// Whether a transmit-side operation with these flags writes a CQ entry
+    /// when it succeeds: not one from an inject call (OFI_INJECT_CALL);
+    /// otherwise always, or with selective completion only when it asks
+    /// for FI_COMPLETION. (FI_INJECT alone, as `fi_sendmsg` may pass it,
+    /// does not suppress the completion.)
+    pub fn tx_completion(&self, flags: u64) -> bool {
+        tx_completion(flags, self.tx_selective)
     }
 
     /// Reports a finished transmit-side operation: on success a completion
@@ -997,7 +1016,7 @@ impl Endpoint {
             tag: 0,
             data: 0,
             context: 0,
-            flags: FI_INJECT,
+            flags: FI_INJECT | OFI_INJECT_CALL,
             tagged: false,
         };
         // SAFETY: FI_INJECT copies before returning; buf is live for the call.
@@ -1014,7 +1033,7 @@ impl Endpoint {
             tag: 0,
             data,
             context: 0,
-            flags: FI_INJECT | FI_REMOTE_CQ_DATA,
+            flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA,
             tagged: false,
         };
         // SAFETY: FI_INJECT copies before returning; buf is live for the call.
@@ -1127,7 +1146,7 @@ impl Endpoint {
             tag,
             data: 0,
             context: 0,
-            flags: FI_INJECT,
+            flags: FI_INJECT | OFI_INJECT_CALL,
             tagged: true,
         };
         // SAFETY: FI_INJECT copies before returning; buf is live for the call.

@@ -290,7 +290,7 @@ impl Endpoint {
                 key,
                 0,
                 0,
-                FI_INJECT,
+                FI_INJECT | OFI_INJECT_CALL,
                 false,
             )
         }
@@ -315,7 +315,7 @@ impl Endpoint {
                 key,
                 data,
                 0,
-                FI_INJECT | FI_REMOTE_CQ_DATA,
+                FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA,
                 false,
             )
         }
@@ -511,7 +511,7 @@ impl Endpoint {
                 datatype,
                 op,
                 0,
-                FI_INJECT,
+                FI_INJECT | OFI_INJECT_CALL,
             )
         }
     }

@@ -291,7 +291,7 @@ impl Ops {
         req.context = self.insert(OpMeta {
             context: op.context,
             flags: FI_RMA | if op.read { FI_READ } else { FI_WRITE },
-            completion: !inject && (!selective || op.flags & FI_COMPLETION != 0),
+            completion: ofi_core::object::tx_completion(op.flags, selective),
             inject: copy,
         });
         Ok(req)
@@ -354,7 +354,7 @@ impl Ops {
         req.context = self.insert(OpMeta {
             context: op.context,
             flags: FI_ATOMIC | if read { FI_READ } else { FI_WRITE },
-            completion: !inject && (!selective || op.flags & FI_COMPLETION != 0),
+            completion: ofi_core::object::tx_completion(op.flags, selective),
             inject: copy,
         });
         Ok(req)

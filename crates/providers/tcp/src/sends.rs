@@ -83,7 +83,7 @@ impl Sends {
         let meta = SendMeta {
             context: op.context,
             flags: FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG },
-            completion: !inject && (!selective || op.flags & FI_COMPLETION != 0),
+            completion: ofi_core::object::tx_completion(op.flags, selective),
             inject: copy,
         };
         let idx = match self.free.pop() {

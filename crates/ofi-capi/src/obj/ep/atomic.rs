@@ -5,7 +5,9 @@ use super::{descs, ep};
 use crate::abi::*;
 use crate::guard;
 use crate::obj::{ffi, sret, EINVAL, EINVAL_S, PANIC, PANIC_S};
-use ofi_core::consts::{atomic_op, FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_INJECT, FI_TRIGGER};
+use ofi_core::consts::{
+    atomic_op, FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_INJECT, FI_TRIGGER, OFI_INJECT_CALL,
+};
 use ofi_core::object::AtomicOp;
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::rma::{Ioc, RmaIoc};
@@ -18,6 +20,8 @@ const _: () = assert!(std::mem::size_of::<RmaIoc>() == std::mem::size_of::<fi_rm
 enum Flags {
     Default,
     Given(u64),
+    /// An inject call's flags: no completion on success (OFI_INJECT_CALL).
+    Inject(u64),
 }
 
 /// One atomic as the C call describes it.
@@ -47,7 +51,8 @@ unsafe fn post(p: *mut fid_ep, c: Call<'_>) -> ssize_t {
     };
     let flags = match c.flags {
         Flags::Default => o.tx_flags(),
-        Flags::Given(f) => f,
+        Flags::Given(f) => f & !OFI_INJECT_CALL,
+        Flags::Inject(f) => f | OFI_INJECT_CALL,
     };
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Atomic {
@@ -289,7 +294,7 @@ unsafe extern "C" fn atomic_inject(
             rma_ioc: &r,
             data: 0,
             context: std::ptr::null_mut(),
-            flags: Flags::Given(FI_INJECT),
+            flags: Flags::Inject(FI_INJECT),
         };
         // SAFETY: FI_INJECT: the operands are read before the call returns.
         unsafe { post(p, c) }

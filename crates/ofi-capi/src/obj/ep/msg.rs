@@ -7,7 +7,7 @@
 use super::{descs, ep, iovs};
 use crate::abi::*;
 use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
-use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
+use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER, OFI_INJECT_CALL};
 use ofi_core::object::{RecvOp, SendOp};
 use ofi_core::util::iov::IoVec;
 
@@ -16,8 +16,11 @@ use ofi_core::util::iov::IoVec;
 enum Flags {
     /// The endpoint's default flags, plus these bits.
     Default(u64),
-    /// Exactly these (the `*msg` calls).
+    /// Exactly these (the `*msg` calls); ofi's own OFI_INJECT_CALL bit is
+    /// not the caller's to set.
     Given(u64),
+    /// An inject call's flags: no completion on success (OFI_INJECT_CALL).
+    Inject(u64),
 }
 
 /// One range, or none for a zero-length buffer.
@@ -65,7 +68,8 @@ unsafe fn send(
     };
     let flags = match flags {
         Flags::Default(add) => o.tx_flags() | add,
-        Flags::Given(f) => f,
+        Flags::Given(f) => f & !OFI_INJECT_CALL,
+        Flags::Inject(f) => f | OFI_INJECT_CALL,
     };
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Send {
@@ -117,7 +121,8 @@ unsafe fn recv(
     };
     let flags = match flags {
         Flags::Default(add) => o.rx_flags() | add,
-        Flags::Given(f) => f,
+        Flags::Given(f) => f & !OFI_INJECT_CALL,
+        Flags::Inject(f) => f | OFI_INJECT_CALL,
     };
     let src = o.recv_src(src);
     if flags & FI_TRIGGER != 0 {
@@ -313,7 +318,7 @@ unsafe extern "C" fn msg_inject(
                 0,
                 0,
                 std::ptr::null_mut(),
-                Flags::Given(FI_INJECT),
+                Flags::Inject(FI_INJECT),
                 false,
             )
         }
@@ -351,7 +356,7 @@ unsafe extern "C" fn msg_injectdata(
         let Some(iov) = one(buf, len) else {
             return EINVAL_S;
         };
-        let f = Flags::Given(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
         // SAFETY: FI_INJECT: buf is read before the call returns.
         unsafe { send(p, &iov, &[], dest, 0, data, std::ptr::null_mut(), f, false) }
     })
@@ -520,7 +525,7 @@ unsafe extern "C" fn tagged_inject(
         let Some(iov) = one(buf, len) else {
             return EINVAL_S;
         };
-        let f = Flags::Given(FI_INJECT);
+        let f = Flags::Inject(FI_INJECT);
         // SAFETY: FI_INJECT: buf is read before the call returns.
         unsafe { send(p, &iov, &[], dest, tag, 0, std::ptr::null_mut(), f, true) }
     })
@@ -560,7 +565,7 @@ unsafe extern "C" fn tagged_injectdata(
         let Some(iov) = one(buf, len) else {
             return EINVAL_S;
         };
-        let f = Flags::Given(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
         // SAFETY: FI_INJECT: buf is read before the call returns.
         unsafe { send(p, &iov, &[], dest, tag, data, std::ptr::null_mut(), f, true) }
     })

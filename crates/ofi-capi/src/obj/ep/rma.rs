@@ -4,7 +4,7 @@
 use super::{descs, ep, iovs};
 use crate::abi::*;
 use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
-use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
+use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER, OFI_INJECT_CALL};
 use ofi_core::object::RmaOp;
 use ofi_core::util::iov::{iov_len, IoVec};
 use ofi_core::util::rma::RmaIov;
@@ -16,6 +16,8 @@ const _: () = assert!(std::mem::size_of::<RmaIov>() == std::mem::size_of::<fi_rm
 enum Flags {
     Default(u64),
     Given(u64),
+    /// An inject call's flags: no completion on success (OFI_INJECT_CALL).
+    Inject(u64),
 }
 
 /// Posts an RMA operation on the endpoint behind `p`.
@@ -40,7 +42,8 @@ unsafe fn post(
     };
     let flags = match flags {
         Flags::Default(add) => o.tx_flags() | add,
-        Flags::Given(f) => f,
+        Flags::Given(f) => f & !OFI_INJECT_CALL,
+        Flags::Inject(f) => f | OFI_INJECT_CALL,
     };
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Rma {
@@ -273,7 +276,7 @@ unsafe extern "C" fn rma_inject(
             return EINVAL_S;
         };
         let r = [RmaIov { addr, len, key }];
-        let f = Flags::Given(FI_INJECT);
+        let f = Flags::Inject(FI_INJECT);
         // SAFETY: FI_INJECT: buf is read before the call returns.
         unsafe { post(p, &iov, &[], dest, &r, 0, std::ptr::null_mut(), f, false) }
     })
@@ -318,7 +321,7 @@ unsafe extern "C" fn rma_injectdata(
             return EINVAL_S;
         };
         let r = [RmaIov { addr, len, key }];
-        let f = Flags::Given(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
         // SAFETY: FI_INJECT: buf is read before the call returns.
         unsafe { post(p, &iov, &[], dest, &r, data, std::ptr::null_mut(), f, false) }
     })

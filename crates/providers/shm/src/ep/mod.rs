@@ -615,7 +615,7 @@ impl ShmEndpoint {
         }
         let mut g = self.lock();
         self.admit(&g, op.flags)?;
-        let completion = !inject && (!g.b.tx_selective || op.flags & FI_COMPLETION != 0);
+        let completion = g.b.tx_completion(op.flags);
         // FI_DELIVERY_COMPLETE: only the receiver's ACK, sent once the data
         // is in the matched buffer, may complete the send — the RTS path.
         let deliver = !inject && (op.flags | g.b.info.tx_attr.op_flags) & FI_DELIVERY_COMPLETE != 0;

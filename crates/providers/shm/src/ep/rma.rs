@@ -256,7 +256,7 @@ impl ShmEndpoint {
         let mut g = self.lock();
         self.admit(&g, o.flags)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
-        let completion = !inject && (!g.b.tx_selective || o.flags & FI_COMPLETION != 0);
+        let completion = g.b.tx_completion(o.flags);
         let (remote, nr) = wire_ranges(o.rma_iov);
         let mut local = [IoVec::default(); MAX_IOV];
         local[..o.iov.len()].copy_from_slice(o.iov);
@@ -358,11 +358,10 @@ impl ShmEndpoint {
                 format!("shm: an atomic of {bytes} bytes exceeds {ATOMIC_MAX_BYTES}"),
             ));
         }
-        let inject = o.flags & FI_INJECT != 0;
         let mut g = self.lock();
         self.admit(&g, o.flags)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
-        let completion = !inject && (!g.b.tx_selective || o.flags & FI_COMPLETION != 0);
+        let completion = g.b.tx_completion(o.flags);
         let mut remote = [WireRange::default(); MAX_RANGES];
         for (w, r) in remote.iter_mut().zip(o.rma_ioc) {
             *w = WireRange {
