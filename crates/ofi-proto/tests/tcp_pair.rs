@@ -218,6 +218,97 @@ fn eager_messages_of_many_sizes_land_in_place() {
     }
 }
 
+/// The fast path ([`Conn::frame_now`]) mixed with queued sends: small
+/// sends are written at once when nothing is ahead of them, cut at every
+/// split by a short write (the rest staged), and otherwise queued; the
+/// receiver sees every message whole, in posting order, and each send
+/// completes once (a whole fast write needs no event; a cut one, one event).
+#[test]
+fn fast_path_sends_keep_order_at_every_split() {
+    use ofi_proto::tcp::{Ack, FAST_MAX};
+    let mut cut_writes = 0;
+    for seed in 0..SEEDS {
+        let cfg = small_cfg();
+        let mut w = World::pair(seed, cfg, RxConfig::default());
+        let mut rng = XorShift::new(seed ^ 0x5eed);
+        let n = 40;
+        let mut sent = Vec::new();
+        let mut rbufs = Vec::new();
+        let mut fast_whole = Vec::new();
+        let mut queued = Vec::new();
+        for i in 0..n {
+            let len = match rng.below(4) {
+                0 => 0,
+                1 => rng.range(1, FAST_MAX),
+                2 => FAST_MAX,
+                // Eager (in-order completion); rendezvous would complete
+                // after later eager messages.
+                _ => rng.range(FAST_MAX + 1, cfg.eager_max),
+            };
+            let r = w.sides[1].mem.alloc(len.max(1));
+            w.sides[1]
+                .post(RecvReq::tagged(&[r], i as u64, 0, 1000 + i))
+                .unwrap();
+            rbufs.push(r);
+            let b = w.sides[0].mem.alloc_pattern(len, seed * 1000 + i as u64);
+            sent.push(w.sides[0].mem.gather(&[b]));
+            let mut req = SendReq::tagged(&[b], i as u64, i);
+            if rng.chance(8) {
+                req = req.with_ack(Ack::Received);
+            }
+            // Often the whole frame; otherwise any room from nothing on
+            // (every split).
+            let room = if rng.chance(2) {
+                usize::MAX
+            } else {
+                rng.range(0, ofi_wire::tcp::HDR_LEN + len + 1)
+            };
+            match w.send_now(0, 0, req, room) {
+                Some(true) => fast_whole.push(i),
+                Some(false) => cut_writes += 1,
+                None => {
+                    assert!(
+                        len > FAST_MAX || req.ack != Ack::None || w.conn(0, 0).wants_transmit(),
+                        "send {i} of {len} B with nothing ahead refused the fast path"
+                    );
+                    w.sides[0].send(0, req).unwrap();
+                    queued.push(i);
+                }
+            }
+            if rng.chance(3) {
+                w.run();
+            }
+        }
+        w.run();
+        for i in 0..n {
+            let d = w.sides[1].done(1000 + i);
+            assert_eq!(d.len, sent[i].len(), "message {i}");
+            assert_eq!(d.tag, i as u64);
+            assert_eq!(
+                &w.sides[1].mem.get(rbufs[i])[..d.len],
+                &sent[i][..],
+                "message {i}"
+            );
+        }
+        assert_eq!(
+            w.sides[1].recvs_done(),
+            (1000..1000 + n).collect::<Vec<_>>(),
+            "seed {seed}"
+        );
+        // Every send completes exactly once: fast whole ones at once (no
+        // event), the others by event.
+        let mut done = w.sides[0].sends_done();
+        done.extend(&fast_whole);
+        done.sort_unstable();
+        assert_eq!(done, (0..n).collect::<Vec<_>>(), "seed {seed}");
+        assert!(
+            !fast_whole.is_empty() && !queued.is_empty(),
+            "seed {seed}: both paths taken"
+        );
+    }
+    assert!(cut_writes > SEEDS, "short fast writes: {cut_writes}");
+}
+
 #[test]
 fn bytewise_splits() {
     let cfg = small_cfg();

@@ -323,6 +323,10 @@ enum RxState {
     Closed,
 }
 
+/// Largest payload a send may have to take the fast path
+/// ([`Conn::frame_now`]).
+pub const FAST_MAX: usize = 256;
+
 /// Bytes of staged headers above which no new frame is staged until the
 /// window drains.
 const STAGE_SOFT_MAX: usize = 8 << 10;
@@ -645,6 +649,66 @@ impl Conn {
         }
         self.sendq.push_back(Req::Send(req));
         Ok(())
+    }
+
+    /// The fast path of a small eager send: when the connection is up and
+    /// has nothing staged, queued or in rendezvous ahead of it (so stream
+    /// order is what the queue would give), the send asks for no
+    /// acknowledgement and no fence, and its payload is at most
+    /// [`FAST_MAX`] bytes, writes the frame's header into `hdr` and returns
+    /// the frame's length (header and payload). The driver appends the
+    /// payload, writes the frame at once and reports how much went out with
+    /// [`frame_written`](Self::frame_written). `None`: queue it with
+    /// [`queue_send`](Self::queue_send) instead.
+    pub fn frame_now(&self, req: &SendReq, hdr: &mut [u8; HDR_LEN]) -> Option<usize> {
+        if self.state != State::Connected
+            || !self.segs.is_empty()
+            || !self.ctrl.is_empty()
+            || !self.resps.is_empty()
+            || !self.sendq.is_empty()
+            || !self.streams.is_empty()
+            || self.wstream.is_some()
+            || req.ack != Ack::None
+            || req.fence
+            || req.iov_cnt > MAX_IOV
+        {
+            return None;
+        }
+        let len = iov_len(req.iov());
+        if len > FAST_MAX || len > self.cfg.eager_max {
+            return None;
+        }
+        let r = Repr {
+            op: op::MSG,
+            flags: if req.tagged { flag::TAGGED } else { 0 }
+                | if req.cq_data { flag::CQ_DATA } else { 0 },
+            len: len as u64,
+            tag: if req.tagged { req.tag } else { 0 },
+            data: if req.cq_data { req.data } else { 0 },
+            id: len as u64,
+        };
+        *hdr = r.to_bytes();
+        Some(HDR_LEN + len)
+    }
+
+    /// `n` bytes of `frame`, built by [`frame_now`](Self::frame_now), were
+    /// written. True when that was all of it: the send is complete and no
+    /// event will follow. Otherwise the rest is copied into the stage to go
+    /// out first, and [`Event::SendComplete`] with `context` follows once
+    /// it is written.
+    pub fn frame_written(&mut self, frame: &[u8], n: usize, context: usize) -> bool {
+        if n >= frame.len() {
+            return true;
+        }
+        self.stage.clear();
+        self.seg_off = 0;
+        self.stage.extend_from_slice(&frame[n..]);
+        self.segs.push_back(Seg {
+            kind: SegKind::Staged(0),
+            len: frame.len() - n,
+            done: Done::Send(context),
+        });
+        false
     }
 
     /// What to write next. Write a prefix of it (writev) and report the

@@ -47,7 +47,7 @@ mod event;
 mod one_sided;
 mod rx;
 
-pub use conn::{Config, Conn, SendReq, State, Target, Transmit, TxSlice};
+pub use conn::{Config, Conn, SendReq, State, Target, Transmit, TxSlice, FAST_MAX};
 pub use crossing::{decide_hello, Existing, HelloDecision};
 pub use event::{CopyOut, Event, ProtoError, RecvDone};
 pub use ofi_wire::tcp::reject;

@@ -656,6 +656,44 @@ impl World {
         n
     }
 
+    /// The driver's fast path for a send on `side`'s connection `conn`
+    /// ([`Conn::frame_now`]): when taken, the frame is built (payload from
+    /// the side's memory), at most `room` bytes of it go into the pipe at
+    /// once and the rest is left to the connection ([`Conn::frame_written`]).
+    /// `None`: not taken (the caller queues the send); `Some(true)`: written
+    /// whole, complete; `Some(false)`: part staged, completes as `req.context`.
+    pub fn send_now(
+        &mut self,
+        side: usize,
+        conn: ConnId,
+        req: SendReq,
+        room: usize,
+    ) -> Option<bool> {
+        let l = self
+            .links
+            .iter()
+            .position(|l| l.ends.contains(&(side, conn)))
+            .expect("a link for this connection");
+        let end = self.links[l]
+            .ends
+            .iter()
+            .position(|e| *e == (side, conn))
+            .expect("end");
+        let sd = &mut self.sides[side];
+        let c = &mut sd.conns[conn as usize];
+        let mut hdr = [0u8; ofi_wire::tcp::HDR_LEN];
+        let total = c.frame_now(&req, &mut hdr)?;
+        let mut frame = hdr.to_vec();
+        frame.extend_from_slice(&sd.mem.gather(req.iov()));
+        assert_eq!(frame.len(), total, "frame_now's length");
+        let n = room.min(total);
+        let whole = c.frame_written(&frame, n, req.context);
+        assert_eq!(whole, n == total);
+        sd.stats.written += n;
+        self.links[l].pipes[1 - end].extend(&frame[..n]);
+        Some(whole)
+    }
+
     /// Reads up to `limit` bytes at end `end` of link `l`.
     pub fn rx(&mut self, l: usize, end: usize, limit: usize) -> usize {
         if self.links[l].cut {

@@ -9,8 +9,9 @@ use ofi_core::consts::*;
 use ofi_core::error::errno;
 use ofi_core::object::EpBindings;
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
-use ofi_core::util::iov::copy_to_iov;
-use ofi_proto::tcp::{Conn, Event, Rx, Target};
+use ofi_core::util::iov::{copy_from_iov, copy_to_iov};
+use ofi_proto::tcp::{Conn, Event, Rx, SendReq, Target, FAST_MAX};
+use ofi_wire::tcp::HDR_LEN;
 use std::io;
 use std::time::Instant;
 
@@ -20,6 +21,17 @@ pub fn fi_errno(e: &io::Error) -> i32 {
         Some(c) if c > 0 && c < 256 => c,
         _ => errno::FI_EIO,
     }
+}
+
+/// What [`Link::send_now`] did with a send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fast {
+    /// Written whole: the send is complete.
+    Sent,
+    /// Partly written; the rest is staged and completes later.
+    Staged,
+    /// Not taken: queue the send as usual.
+    Queue,
 }
 
 /// A connection: socket, protocol state, and a scratch buffer for discards.
@@ -85,6 +97,47 @@ impl Link {
                 }
             }
         }
+    }
+
+    /// Writes a small eager send at once when the connection allows it
+    /// ([`Conn::frame_now`]): header and payload gathered on the stack and
+    /// handed to one `send`, with no copy kept and nothing queued.
+    /// `register` names the send for a later completion; it is called only
+    /// when the socket took part of the frame (the rest then waits in the
+    /// connection, ahead of anything queued later).
+    ///
+    /// # Safety
+    /// `req`'s ranges are readable for this call.
+    pub unsafe fn send_now(&mut self, req: &SendReq, register: impl FnOnce() -> usize) -> Fast {
+        if self.connecting {
+            return Fast::Queue;
+        }
+        let mut frame = [0u8; HDR_LEN + FAST_MAX];
+        let (hdr, body) = frame.split_at_mut(HDR_LEN);
+        let hdr: &mut [u8; HDR_LEN] = hdr.try_into().expect("HDR_LEN bytes");
+        let Some(total) = self.conn.frame_now(req, hdr) else {
+            return Fast::Queue;
+        };
+        // SAFETY: the caller vouches for the ranges; frame_now checked that
+        // they hold total - HDR_LEN <= FAST_MAX bytes.
+        unsafe { copy_from_iov(req.iov(), 0, &mut body[..total - HDR_LEN]) };
+        let frame = &frame[..total];
+        let n = loop {
+            match self.sock.send(frame) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
+                // The queue's own write meets the error and fails the
+                // connection's operations with it, this one among them.
+                Err(_) => return Fast::Queue,
+            }
+        };
+        if n == total {
+            return Fast::Sent;
+        }
+        let ctx = register();
+        self.conn.frame_written(frame, n, ctx);
+        Fast::Staged
     }
 
     /// Reads as far as the socket and the protocol allow. Headers are read

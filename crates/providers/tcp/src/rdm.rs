@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use crate::domain::{Member, Shared};
-use crate::link::{drain_rx, Link};
+use crate::link::{drain_rx, Fast, Link};
 use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
 use crate::sends::Sends;
 use crate::sys::Socket;
@@ -20,8 +20,8 @@ use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{
-    decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
-    RxConfig,
+    decide_hello, reject, Ack, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req,
+    Rx, RxConfig,
 };
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -481,10 +481,39 @@ impl EndpointOps for TcpRdmEp {
         }
         let mut g = self.inner.lock();
         let id = self.link_for(&mut g, op.dest)?;
+        let ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        if ack == Ack::None && op.flags & FI_FENCE == 0 {
+            if let Some(bare) = Sends::bare(op) {
+                let Inner {
+                    peers, sends, b, ..
+                } = &mut *g;
+                if let Some(p) = peers.get_mut(&id) {
+                    let selective = b.tx_selective;
+                    let register = || {
+                        // SAFETY: forwarded from post_send's contract.
+                        unsafe { sends.start(op, selective, INJECT_SIZE) }.map_or(0, |r| r.context)
+                    };
+                    // SAFETY: post_send's contract: the ranges are readable
+                    // for this call (and until completion without FI_INJECT).
+                    let fast = unsafe { p.link.send_now(&bare, register) };
+                    match fast {
+                        Fast::Sent => {
+                            Sends::complete_now(b, op);
+                            return Ok(());
+                        }
+                        Fast::Staged => {
+                            self.drive_link_with(&mut g, id, false);
+                            return Ok(());
+                        }
+                        Fast::Queue => {}
+                    }
+                }
+            }
+        }
         let selective = g.b.tx_selective;
         // SAFETY: forwarded from post_send's contract.
         let mut req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
-        req.ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        req.ack = ack;
         req.fence = op.flags & FI_FENCE != 0;
         let Inner { peers, sends, .. } = &mut *g;
         let p = peers

@@ -100,6 +100,37 @@ impl Sends {
         Ok(req)
     }
 
+    /// The send as the protocol core takes it, registering nothing: for the
+    /// fast path ([`crate::link::Link::send_now`]), which reads the ranges
+    /// before the call returns. `None` when the iov list is too long (the
+    /// registering [`start`](Self::start) reports that error).
+    pub fn bare(op: &SendOp<'_>) -> Option<SendReq> {
+        if op.iov.len() > IOV_LIMIT {
+            return None;
+        }
+        let mut req = SendReq::default();
+        req.iov[..op.iov.len()].copy_from_slice(op.iov);
+        req.iov_cnt = op.iov.len();
+        req.tagged = op.tagged;
+        req.tag = op.tag;
+        if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            req.cq_data = true;
+            req.data = op.data;
+        }
+        Some(req)
+    }
+
+    /// Completes a send the fast path wrote whole (nothing was registered).
+    pub fn complete_now(b: &EpBindings, op: &SendOp<'_>) {
+        let flags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        b.tx_done(
+            op.context,
+            flags,
+            ofi_core::object::tx_completion(op.flags, b.tx_selective),
+            None,
+        );
+    }
+
     /// Takes a finished send's record.
     pub fn finish(&mut self, id: usize) -> Option<SendMeta> {
         let i = id.checked_sub(1)?;

@@ -234,6 +234,19 @@ impl Socket {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
     }
 
+    /// Writes one buffer, without blocking or raising SIGPIPE.
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: buf is a valid readable slice.
+        cvt_size(unsafe {
+            libc::send(
+                self.fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        })
+    }
+
     /// Reads into one buffer. `Ok(0)` is end of stream.
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         // SAFETY: buf is a valid writable slice.

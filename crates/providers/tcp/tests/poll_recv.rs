@@ -1,6 +1,7 @@
-//! FI_TCP_POLL_RECV=1: an endpoint alone in its domain with one connection
-//! polls its socket with `recv` instead of asking epoll first. Messages of
-//! every protocol path (eager, rendezvous) still arrive intact both ways.
+//! FI_TCP_POLL_RECV=0: an endpoint alone in its domain with one connection
+//! asks epoll before reading its socket, instead of polling it with `recv`
+//! (the default, which every other test exercises). Messages of every
+//! protocol path (eager, rendezvous) still arrive intact both ways.
 #![allow(unsafe_code)]
 
 use ofi_core::consts::*;
@@ -53,10 +54,10 @@ fn wait(on: &Side, other: &Side, want: &[usize]) {
 }
 
 #[test]
-fn recv_polling_moves_every_size_both_ways() {
+fn epoll_polling_moves_every_size_both_ways() {
     // Set before the provider reads its tunables (once, at registration).
-    std::env::set_var("FI_TCP_POLL_RECV", "1");
-    assert!(ofi_prov_tcp::TcpConfig::from_env().unwrap().poll_recv);
+    std::env::set_var("FI_TCP_POLL_RECV", "0");
+    assert!(!ofi_prov_tcp::TcpConfig::from_env().unwrap().poll_recv);
     ofi_prov_tcp::register().unwrap();
     {
         let mut h = Info::hints();
