@@ -7,7 +7,7 @@ use crate::sys::Poller;
 use ofi_core::error::{Error, Result};
 use ofi_core::util::lock::SpinLock;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 /// An endpoint the domain drives.
@@ -24,6 +24,9 @@ pub trait Member: Send + Sync {
     /// socket with `recv` costs one system call, the same as asking the
     /// poller, and saves one when a message is there.
     fn single(&self) -> bool;
+    /// Puts every socket it took out of the poller back in (someone is
+    /// about to sleep on the poller).
+    fn watch_all(&self);
 }
 
 /// The shared part of a tcp domain.
@@ -33,6 +36,13 @@ pub struct Shared {
     members: SpinLock<Vec<Weak<dyn Member>>>,
     next_key: AtomicU64,
     poll_recv: bool,
+    /// Waiters between `arm` and `disarm`: they sleep on the poller.
+    armed: AtomicUsize,
+    /// A progress thread sleeps on the poller.
+    auto: AtomicBool,
+    /// Set by each progress pass: the lone member polls its one socket
+    /// with `recv` and may keep it out of the poller.
+    quiet: AtomicBool,
 }
 
 impl Shared {
@@ -45,6 +55,9 @@ impl Shared {
             members: SpinLock::new(Vec::new()),
             next_key: AtomicU64::new(1),
             poll_recv,
+            armed: AtomicUsize::new(0),
+            auto: AtomicBool::new(false),
+            quiet: AtomicBool::new(false),
         }))
     }
 
@@ -70,6 +83,10 @@ impl Shared {
             return;
         };
         let alone = self.poll_recv && g.len() == 1;
+        self.quiet.store(
+            alone && self.armed.load(Ordering::Acquire) == 0 && !self.auto.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
         // Asked of the poller at most once per pass, and only when needed.
         let mut ready = None;
         for w in g.iter() {
@@ -82,6 +99,37 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// True while the lone member of the domain may keep its one socket
+    /// out of the poller (it is driven on every pass, polling with `recv`).
+    pub fn quiet(&self) -> bool {
+        self.quiet.load(Ordering::Relaxed)
+    }
+
+    /// A waiter is about to sleep on the poller: every socket goes back in
+    /// (epoll then reports what arrived meanwhile), and none leaves again
+    /// until the matching [`disarm`](Self::disarm). True if it may sleep.
+    pub fn arm(&self) -> bool {
+        self.armed.fetch_add(1, Ordering::AcqRel);
+        self.quiet.store(false, Ordering::Relaxed);
+        let members: Vec<_> = self
+            .members
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for m in members {
+            m.watch_all();
+        }
+        self.may_sleep()
+    }
+
+    /// The waiter of an [`arm`](Self::arm) woke up or gave up.
+    pub fn disarm(&self) {
+        let _ = self
+            .armed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
     /// True when a waiter may sleep on the poller: nothing is ready now and
@@ -103,6 +151,8 @@ impl Shared {
     /// FI_PROGRESS_AUTO: a thread that waits on the domain's sockets and
     /// drives its endpoints, until the domain and its endpoints are gone.
     pub fn start_auto_progress(self: &Arc<Self>) -> Result<()> {
+        self.auto.store(true, Ordering::Relaxed);
+        self.quiet.store(false, Ordering::Relaxed);
         let weak = Arc::downgrade(self);
         std::thread::Builder::new()
             .name("ofi-tcp-progress".into())

@@ -128,9 +128,15 @@ impl TcpMsgEp {
             read = true;
         }
         if let Some(l) = &mut g.link {
-            l.sync_interest(&self.shared.poller, self.key.load(Ordering::Relaxed));
+            let key = self.key.load(Ordering::Relaxed);
             if l.conn.is_closed() {
                 self.shared.poller.remove(l.sock.fd());
+            } else {
+                // Polled with recv on every pass while nobody sleeps on the
+                // poller: out of it (see Link::keep_watched).
+                let quiet = self.shared.quiet() && !l.connecting;
+                l.keep_watched(&self.shared.poller, key, !quiet);
+                l.sync_interest(&self.shared.poller, key);
             }
         }
     }
@@ -241,9 +247,22 @@ impl Member for TcpMsgEp {
         true
     }
     fn idle(&self) -> bool {
+        // A socket out of the poller cannot report readiness: not idle.
         self.inner.try_lock().is_some_and(|g| {
-            !g.rx.has_wakeups() && !g.link.as_ref().is_some_and(|l| l.needs_drive())
+            !g.rx.has_wakeups()
+                && !g
+                    .link
+                    .as_ref()
+                    .is_some_and(|l| l.needs_drive() || !l.watched())
         })
+    }
+    fn watch_all(&self) {
+        let mut g = self.inner.lock();
+        if let Some(l) = g.link.as_mut() {
+            if !l.conn.is_closed() {
+                l.keep_watched(&self.shared.poller, self.key.load(Ordering::Relaxed), true);
+            }
+        }
     }
 }
 
@@ -252,9 +271,11 @@ impl Progress for TcpMsgEp {
         self.shared.progress();
     }
     fn arm(&self) -> bool {
-        self.shared.may_sleep()
+        self.shared.arm()
     }
-    fn disarm(&self) {}
+    fn disarm(&self) {
+        self.shared.disarm();
+    }
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.shared.fd())
     }

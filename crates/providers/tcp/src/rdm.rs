@@ -373,6 +373,13 @@ impl TcpRdmEp {
         ids.clear();
         g.ready = ids;
         self.finish(g);
+        // One connection polled with recv on every pass stays out of the
+        // poller while nobody sleeps on it; any other shape is watched.
+        let quiet = self.shared.quiet() && g.peers.len() == 1;
+        for (id, p) in g.peers.iter_mut() {
+            let watch = !quiet || p.link.connecting;
+            p.link.keep_watched(&self.shared.poller, *id, watch);
+        }
     }
 
     fn finish(&self, g: &mut Inner) {
@@ -440,9 +447,20 @@ impl Member for TcpRdmEp {
         self.inner.try_lock().is_some_and(|g| g.peers.len() <= 1)
     }
     fn idle(&self) -> bool {
-        self.inner
-            .try_lock()
-            .is_some_and(|g| !g.rx.has_wakeups() && !g.peers.values().any(|p| p.link.needs_drive()))
+        // A socket out of the poller cannot report readiness: not idle.
+        self.inner.try_lock().is_some_and(|g| {
+            !g.rx.has_wakeups()
+                && !g
+                    .peers
+                    .values()
+                    .any(|p| p.link.needs_drive() || !p.link.watched())
+        })
+    }
+    fn watch_all(&self) {
+        let mut g = self.inner.lock();
+        for (id, p) in g.peers.iter_mut() {
+            p.link.keep_watched(&self.shared.poller, *id, true);
+        }
     }
 }
 
@@ -451,9 +469,11 @@ impl Progress for TcpRdmEp {
         self.shared.progress();
     }
     fn arm(&self) -> bool {
-        self.shared.may_sleep()
+        self.shared.arm()
     }
-    fn disarm(&self) {}
+    fn disarm(&self) {
+        self.shared.disarm();
+    }
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.shared.fd())
     }

@@ -1,0 +1,148 @@
+//! A lone endpoint polling its one connection with `recv` keeps that socket
+//! out of the domain's epoll set while it busy-polls (Link::keep_watched),
+//! and puts it back before anyone sleeps: a blocking read (sread) or a
+//! sleep on the CQ's wait fd after trywait still wakes when a message
+//! arrives, round after round of switching between busy polling and
+//! sleeping.
+#![allow(unsafe_code)]
+
+use ofi_core::consts::*;
+use ofi_core::object::*;
+use ofi_core::util::av::AvAttr;
+use ofi_core::util::cq::{CqAttr, CqEntry};
+use ofi_core::Info;
+use std::time::{Duration, Instant};
+
+struct Side {
+    _domain: Domain,
+    cq: CompletionQueue,
+    av: AddressVector,
+    ep: Endpoint,
+}
+
+fn side(fabric: &Fabric, info: &Info) -> Side {
+    let domain = fabric.domain(info).unwrap();
+    let cq = domain
+        .cq(&CqAttr {
+            wait_obj: wait_obj::FI_WAIT_FD,
+            ..Default::default()
+        })
+        .unwrap();
+    let av = domain.av(&AvAttr::default()).unwrap();
+    let ep = domain.endpoint(info).unwrap();
+    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
+    ep.bind_av(&av).unwrap();
+    ep.enable().unwrap();
+    Side {
+        _domain: domain,
+        cq,
+        av,
+        ep,
+    }
+}
+
+/// Busy-polls `s`'s CQ for `ctx`, driving `other` too (manual progress:
+/// a connection being made needs both ends' calls).
+fn spin_for(s: &Side, other: Option<&Side>, ctx: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut e = [CqEntry::default(); 4];
+    loop {
+        assert!(Instant::now() < deadline, "no completion {ctx}");
+        match s.cq.read(&mut e) {
+            Ok(n) if e[..n].iter().any(|x| x.op_context == ctx) => return,
+            Ok(_) => {}
+            Err(err) => assert!(err.is_again(), "cq read: {err}"),
+        }
+        if let Some(o) = other {
+            o.ep.progress();
+        }
+    }
+}
+
+fn readable(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+#[test]
+fn sleeping_after_busy_polling_still_wakes_on_arrival() {
+    ofi_prov_tcp::register().unwrap();
+    let mut h = Info::hints();
+    h.caps = FI_MSG;
+    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
+    h.fabric_attr.prov_name = Some("tcp".into());
+    let info = ofi_core::getinfo(
+        FI_VERSION_CURRENT,
+        Some("127.0.0.1"),
+        None,
+        FI_SOURCE,
+        Some(&h),
+    )
+    .unwrap()
+    .remove(0);
+    let fabric = Fabric::open(&info.fabric_attr).unwrap();
+    // Two domains: each endpoint is its domain's only member.
+    let a = side(&fabric, &info);
+    let b = side(&fabric, &info);
+    let fb = a.av.insert_one(&b.ep.getname().unwrap()).unwrap();
+    let msg = *b"wake up!";
+    let mut r = [0u8; 8];
+    for round in 0..12usize {
+        // Busy phase: b polls until the message is there (its socket
+        // leaves the epoll set), and a polls for its send.
+        // SAFETY: r and msg outlive the operations, which complete below.
+        unsafe {
+            b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 1).unwrap();
+            a.ep.send(msg.as_ptr(), 8, fb, 2).unwrap();
+        }
+        spin_for(&b, Some(&a), 1);
+        spin_for(&a, Some(&b), 2);
+        // Sleeping phase: b blocks, a sends a little later.
+        // SAFETY: as above.
+        unsafe { b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 3).unwrap() };
+        let by_fd = round % 2 == 1;
+        std::thread::scope(|s| {
+            let sleeper = s.spawn(|| {
+                let t = Instant::now();
+                let mut e = [CqEntry::default(); 4];
+                if by_fd {
+                    // The application's own sleep: trywait, then poll(2).
+                    let fd = b.cq.wait_fd().expect("FI_WAIT_FD gives a wait fd");
+                    loop {
+                        if b.cq.trywait().is_ok() && !readable(fd, 10_000) {
+                            panic!("round {round}: the wait fd stayed quiet");
+                        }
+                        match b.cq.read(&mut e) {
+                            Ok(n) if e[..n].iter().any(|x| x.op_context == 3) => break,
+                            Ok(_) => {}
+                            Err(err) => assert!(err.is_again(), "cq read: {err}"),
+                        }
+                        assert!(t.elapsed() < Duration::from_secs(10), "round {round}");
+                    }
+                } else {
+                    let n = b
+                        .cq
+                        .sread(&mut e, Some(Duration::from_secs(10)))
+                        .unwrap_or_else(|err| panic!("round {round}: sread did not wake: {err}"));
+                    assert_eq!((n, e[0].op_context), (1, 3), "round {round}");
+                }
+                t.elapsed()
+            });
+            std::thread::sleep(Duration::from_millis(40));
+            // SAFETY: as above.
+            unsafe { a.ep.send(msg.as_ptr(), 8, fb, 4).unwrap() };
+            spin_for(&a, None, 4);
+            let took = sleeper.join().expect("sleeper panicked");
+            assert!(
+                took < Duration::from_secs(5),
+                "round {round}: woke after {took:?}"
+            );
+        });
+        assert_eq!(r, msg);
+    }
+}
