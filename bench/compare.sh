@@ -48,7 +48,12 @@
 #      LD_LIBRARY_PATH and a libfabric.so.1 link) for every ping-pong
 #      configuration, in the same rounds and alternation: the same binary
 #      on both libraries, so the ratio compares the libraries alone,
-#   7. prints Markdown tables of medians, ratios and the targets.
+#   7. with MPI=1 (the default when tcp is measured, CAPI=1 and mpicc and
+#      mpirun are installed), also runs bench/mpi_latency.c under Debian's
+#      Open MPI (pml cm, mtl ofi, provider tcp, 2 ranks bound to the two
+#      cpus) on ofi's libfabric.so.1 and on Debian's, alternating per round:
+#      the same MPI binary on both libraries,
+#   8. prints Markdown tables of medians, ratios and the targets.
 #
 # Environment:
 #   RUNS          runs per configuration and tool (default 5)
@@ -82,6 +87,9 @@
 #                 (under 10 % busy over one second; default 120); rounds that
 #                 start busy anyway are counted in the report
 #   CAPI          1 (default): add the fi_pingpong-on-ofi runs; 0: skip them
+#   MPI           1: add the Open MPI runs (default: 1 when possible); 0: skip
+#   MPI_ITERS     MPI round trips per size and run (default 50000)
+#   MPI_SIZES     MPI message sizes in bytes (default "8")
 #   KEEP=1        keep the raw outputs (the directory is printed)
 #   STRICT=1      exit 1 when a target is missed
 #
@@ -94,7 +102,8 @@
 # Target (shm, atomics): 8 B fetch-and-add latency <= 1.0 usec one-way.
 # Targets (C ABI, the same fi_pingpong binary on ofi's libfabric.so.1 and on
 # Debian's): shm rdm 8 B latency <= 0.80; tcp rdm 8 B <= 0.80 (against
-# tcp;ofi_rxm).
+# tcp;ofi_rxm); Open MPI (cm, ofi MTL, tcp) 8 B latency on ofi <= on
+# libfabric (ratio <= 1.00).
 # The RMA write rows are reported against memcpy / the raw stream and
 # fi_rma_bw without a target.
 # shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
@@ -124,6 +133,9 @@ CLIENT_CPU="${CLIENT_CPU:-1}"
 FI_PINGPONG="${FI_PINGPONG:-fi_pingpong}"
 KEEP="${KEEP:-0}"
 CAPI="${CAPI:-1}"
+MPI="${MPI:-}"
+MPI_ITERS="${MPI_ITERS:-50000}"
+MPI_SIZES="${MPI_SIZES:-8}"
 STRICT="${STRICT:-0}"
 QUIET_WAIT="${QUIET_WAIT:-120}"
 NEXT_PORT="${BASE_PORT:-$((20000 + ($$ % 1000) * 10))}"
@@ -217,6 +229,15 @@ if [ "$HAS_SHM" = 1 ]; then
 fi
 if [ "$HAS_TCP" = 1 ]; then
     cc -O2 -o "$WORK/tcp_raw" "$ROOT/bench/tcp_raw.c" || die "cannot compile bench/tcp_raw.c"
+fi
+if [ -z "$MPI" ]; then
+    MPI=0
+    if [ "$HAS_TCP" = 1 ] && [ "$CAPI" = 1 ] && command -v mpicc >/dev/null 2>&1 &&
+        command -v mpirun >/dev/null 2>&1; then MPI=1; fi
+fi
+if [ "$MPI" = 1 ]; then
+    [ "$CAPI" = 1 ] || die "MPI=1 needs CAPI=1 (ofi's libfabric.so.1)"
+    mpicc -O2 -o "$WORK/mpi_latency" "$ROOT/bench/mpi_latency.c" || die "cannot compile bench/mpi_latency.c"
 fi
 
 # --- helpers ------------------------------------------------------------------
@@ -389,6 +410,38 @@ run_raw() {
     log "   $(printf '%-30s run %d: %10s usec/xfer %12s MB/sec' "$tag" "$round" "$usec" "$mbs")"
 }
 
+# run_mpi TOOL ROUND: bench/mpi_latency under Open MPI (pml cm, mtl ofi,
+# provider tcp on loopback, 2 ranks bound to one core each) on ofi's
+# libfabric.so.1 (TOOL capi) or Debian's (TOOL libfabric); appends
+# "usec round" to $WORK/mpi-TOOL-SIZE.dat for every size.
+run_mpi() {
+    local tool="$1" round="$2" out="$WORK/mpi-$1.r$2" rc=0
+    local args=(--allow-run-as-root -np 2 --bind-to core --map-by core
+        --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tcp
+        --mca btl self --mca oob_tcp_if_include lo -x FI_TCP_IFACE)
+    if [ "$tool" = capi ]; then
+        env LD_LIBRARY_PATH="$WORK/capi" FI_TCP_IFACE=lo timeout "$TIMEOUT" \
+            mpirun "${args[@]}" -x LD_LIBRARY_PATH "$WORK/mpi_latency" "$MPI_ITERS" $MPI_SIZES \
+            >"$out" 2>&1 || rc=$?
+    else
+        env -u LD_LIBRARY_PATH FI_TCP_IFACE=lo timeout "$TIMEOUT" \
+            mpirun "${args[@]}" "$WORK/mpi_latency" "$MPI_ITERS" $MPI_SIZES >"$out" 2>&1 || rc=$?
+    fi
+    local size usec
+    for size in $MPI_SIZES; do
+        usec="$(awk -v s="$size" '$1 == "size" && $2 == s { print $6 }' "$out")"
+        if [ "$rc" -ne 0 ] || [ -z "$usec" ]; then
+            log "   mpi-$tool $size B run $round: FAILED (rc=$rc)"
+            sed 's/^/     /' "$out" >&2 || true
+            echo "$round rc=$rc" >>"$WORK/mpi-$tool-$size.fail"
+            FAILURES=$((FAILURES + 1))
+            continue
+        fi
+        printf '%s %s\n' "$usec" "$round" >>"$WORK/mpi-$tool-$size.dat"
+        log "   $(printf '%-30s run %d: %10s usec/xfer' "mpi-$tool-$size" "$round" "$usec")"
+    done
+}
+
 # run_bw TOOL PROV OP SIZE ROUND: one `ofi bw` (TOOL ofi) or fi_rma_bw (TOOL
 # libfabric) server/client pair, pinned like the others; appends
 # "usec mbs round oneway" to $WORK/bw-TOOL-PROV-OP-SIZE.dat (oneway: the
@@ -549,6 +602,10 @@ for round in $(seq 1 "$RUNS"); do
         fi
         for tool in $order; do run_bw "$tool" "$prov" "$op" "$size" "$round"; done
     done
+    if [ "$MPI" = 1 ]; then
+        if [ $((round % 2)) -eq 1 ]; then order="capi libfabric"; else order="libfabric capi"; fi
+        for tool in $order; do run_mpi "$tool" "$round"; done
+    fi
     if [ "$HAS_TCP" = 1 ]; then
         run_raw pingpong "$round"
         run_raw stream "$round"
@@ -659,6 +716,25 @@ if [ "$CAPI" = 1 ] && [ "${#CONFIGS[@]}" -gt 0 ]; then
         IFS=: read -r prov ep mode size <<<"$c"
         f="$prov-$ep-$mode-$size"
         echo "- $prov $ep $mode $(human "$size"): on ofi $(range "$WORK/capi-$f.dat"); per round: $(paired "$WORK/capi-$f.dat" "$WORK/libfabric-$f.dat")"
+    done
+fi
+declare -A MPI_LAT
+if [ "$MPI" = 1 ]; then
+    echo
+    echo "Open MPI (Debian's, pml cm + mtl ofi, provider tcp on loopback, 2 ranks bound to cpus 0 and 1): bench/mpi_latency.c, $MPI_ITERS round trips per run, one-way usec (half the mean round trip), on ofi's libfabric.so.1 and on Debian's libfabric, same rounds"
+    echo
+    echo "| size | on ofi usec | on libfabric usec | latency ofi/lf | per round |"
+    echo "|---:|---:|---:|---:|---|"
+    for size in $MPI_SIZES; do
+        mo="$(if [ -s "$WORK/mpi-capi-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-capi-$size.dat" | median "%.4f"; else echo -; fi)"
+        ml="$(if [ -s "$WORK/mpi-libfabric-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-libfabric-$size.dat" | median "%.4f"; else echo -; fi)"
+        MPI_LAT[$size]="$(ratio "$mo" "$ml")"
+        per="-"
+        if [ -s "$WORK/mpi-capi-$size.dat" ] && [ -s "$WORK/mpi-libfabric-$size.dat" ]; then
+            per="$(awk 'NR == FNR { o[$2] = $1; next } ($2 in o) && $1 > 0 { printf "%s%.2f", sep, o[$2] / $1; sep = " " } END { print "" }' \
+                "$WORK/mpi-capi-$size.dat" "$WORK/mpi-libfabric-$size.dat")"
+        fi
+        echo "| $(human "$size") | $mo | $ml | ${MPI_LAT[$size]} | $per |"
     done
 fi
 ATOMIC_ONEWAY="-"
@@ -785,6 +861,7 @@ if [ "$CAPI" = 1 ] && [ "$OP_SEND" = 1 ]; then
     echo "|---|---:|---:|---|"
     [ "$HAS_SHM" = 0 ] || target "shm rdm 8 B latency, on ofi/on libfabric" "${CAPI_LAT[shm:rdm:msg:8]:--}" "<=" 0.80
     [ "$HAS_TCP" = 0 ] || target "tcp rdm 8 B latency, on ofi/on libfabric $(provider_label tcp rdm)" "${CAPI_LAT[tcp:rdm:msg:8]:--}" "<=" 0.80
+    [ "$MPI" = 0 ] || target "Open MPI cm + ofi MTL over tcp, 8 B latency, on ofi/on libfabric" "${MPI_LAT[8]:--}" "<=" 1.00
 fi
 echo
 
