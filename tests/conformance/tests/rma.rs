@@ -418,6 +418,53 @@ conformance!(fn triggered_send_and_receive_wait_for_their_counters(info) {
     Ok(())
 });
 
+conformance!(fn triggered_inject_operations_send_the_bytes_of_the_call(info) {
+    // FI_INJECT: the buffer is the caller's again when the call returns,
+    // even though the operation waits for its counter; what goes out is
+    // what the buffer held at the call.
+    require(info, FI_MSG | FI_RMA | FI_TRIGGER)?;
+    let p = Pair::open(info, FI_MSG | FI_RMA | FI_TRIGGER)?;
+    let trig = p.domain.cntr(&CntrAttr::default()).unwrap();
+    let target = Region::new(&p.domain, info, 16, FI_REMOTE_WRITE);
+    let mut msg = pattern(3, 16);
+    let mut data = pattern(4, 16);
+    let (want_msg, want_data) = (msg.clone(), data.clone());
+    let mut dst = vec![0u8; 16];
+    // SAFETY: dst outlives the receive, which completes below.
+    unsafe { p.b.recv(dst.as_mut_ptr(), 16, FI_ADDR_UNSPEC, 9) }.unwrap();
+    let send = Deferred::Send {
+        iov: vec![IoVec::from_slice(&msg)],
+        dest: p.fb,
+        tag: 0,
+        data: 0,
+        context: 7,
+        flags: FI_INJECT | FI_COMPLETION,
+        tagged: false,
+    };
+    let write = Deferred::Rma {
+        iov: vec![IoVec::from_slice(&data)],
+        addr: p.fb,
+        rma_iov: vec![RmaIov { addr: target.addr(0), len: 16, key: target.key() }],
+        data: 0,
+        context: 8,
+        flags: FI_INJECT | FI_COMPLETION,
+        read: false,
+    };
+    // SAFETY: FI_INJECT: the sources are read before the calls return.
+    unsafe { p.a.trigger(&trig, 1, send) }.unwrap();
+    // SAFETY: as above.
+    unsafe { p.a.trigger(&trig, 1, write) }.unwrap();
+    msg.fill(0xee);
+    data.fill(0xdd);
+    trig.add(1);
+    let (ca, cb) = p.wait(2, 1, TIMEOUT);
+    assert!(ca.ok_ctx(7).is_some() && ca.ok_ctx(8).is_some(), "{}", errs(&ca));
+    assert_recv(cb.ok_ctx(9).expect("receive"), 9, 16, false);
+    assert_bytes_eq(&dst, &want_msg, "triggered FI_INJECT send");
+    assert_bytes_eq(&target.buf, &want_data, "triggered FI_INJECT write");
+    Ok(())
+});
+
 conformance!(fn atomic_violations_leave_the_target_alone(info) {
     require(info, FI_ATOMIC)?;
     let p = Pair::open(info, FI_ATOMIC)?;

@@ -13,7 +13,7 @@ use crate::object::{AtomicOp, RecvOp, RmaOp, SendOp};
 use crate::provider::EndpointOps;
 use crate::util::atomic::{self, AtomicKind};
 use crate::util::cq::{error_completion, CqCore};
-use crate::util::iov::{iov_len, IoVec};
+use crate::util::iov::{copy_from_iov, iov_len, IoVec};
 use crate::util::rma::{check_atomic_shape, Ioc, RmaIoc, RmaIov};
 use std::sync::Arc;
 
@@ -645,11 +645,17 @@ impl Endpoint {
         } else {
             tx_cq
         };
+        let mut op = op;
+        // SAFETY: the caller's ranges are readable for this call.
+        let held = unsafe { op.hold_injected() };
         let ops = self.ops.clone();
         let mut pending = Some(op);
         cntr.core.defer(
             threshold,
             Box::new(move || {
+                // The copy an FI_INJECT operation points at lives as long as
+                // the operation may still be posted.
+                let _ = &held;
                 let Some(op) = pending.as_ref() else {
                     return Ok(());
                 };
@@ -766,6 +772,59 @@ pub enum Deferred {
 }
 
 impl Deferred {
+    /// FI_INJECT: the source bytes are the caller's only until the call
+    /// returns, but a deferred operation reads them when its threshold is
+    /// reached. Copies them now and points the operation at the copy, which
+    /// the caller keeps with the operation. `None` when nothing needs it.
+    ///
+    /// # Safety
+    /// The operation's source ranges are readable for this call.
+    unsafe fn hold_injected(&mut self) -> Option<Vec<u8>> {
+        if let Deferred::Atomic {
+            operand,
+            datatype,
+            flags,
+            ..
+        } = self
+        {
+            if *flags & FI_INJECT == 0 {
+                return None;
+            }
+            let size = atomic::datatype_size(*datatype)?;
+            let count: usize = operand.iter().map(|o| o.count).sum();
+            let ranges: Vec<IoVec> = operand
+                .iter()
+                .map(|o| IoVec {
+                    base: o.addr,
+                    len: o.count.saturating_mul(size),
+                })
+                .collect();
+            let mut copy = vec![0u8; iov_len(&ranges)];
+            // SAFETY: forwarded from this function's contract; `copy` is ours.
+            unsafe { copy_from_iov(&ranges, 0, &mut copy) };
+            *operand = vec![Ioc {
+                addr: copy.as_ptr() as usize,
+                count,
+            }];
+            return Some(copy);
+        }
+        let src: &mut Vec<IoVec> = match self {
+            Deferred::Send { iov, flags, .. } if *flags & FI_INJECT != 0 => iov,
+            Deferred::Rma {
+                iov, flags, read, ..
+            } if *flags & FI_INJECT != 0 && !*read => iov,
+            _ => return None,
+        };
+        let mut copy = vec![0u8; iov_len(src)];
+        // SAFETY: forwarded from this function's contract; `copy` is ours.
+        unsafe { copy_from_iov(src, 0, &mut copy) };
+        *src = vec![IoVec {
+            base: copy.as_ptr() as usize,
+            len: copy.len(),
+        }];
+        Some(copy)
+    }
+
     fn context_flags(&self) -> (usize, u64) {
         match self {
             Deferred::Send {

@@ -16,6 +16,8 @@ pub struct Driver {
     sleepers: AtomicU32,
     /// Sources left armed by `trywait` for an application that sleeps on the fd.
     armed: AtomicBool,
+    /// The sources that `trywait` armed (each gets exactly one `disarm`).
+    armed_sources: SpinLock<Vec<Arc<dyn Progress>>>,
     /// Set by `signal`: the next (or current) blocking wait returns FI_EAGAIN.
     signaled: AtomicBool,
     spin: Duration,
@@ -40,18 +42,24 @@ impl Driver {
             },
             sleepers: AtomicU32::new(0),
             armed: AtomicBool::new(false),
+            armed_sources: SpinLock::new(Vec::new()),
             signaled: AtomicBool::new(false),
             spin: Duration::from_micros(spin as u64),
         })
     }
 
-    /// Adds an endpoint to drive (and its wake-up fd to the wait set).
+    /// Adds an endpoint to drive (and its wake-up fd to the wait set). One
+    /// that joins while a `trywait` holds the sources armed is armed too.
     pub fn attach(&self, p: Arc<dyn Progress>) -> Result<()> {
         if let (Some(w), Some(fd)) = (&self.waits, p.wait_fd()) {
             w.add(fd)?;
         }
         let mut s = self.sources.lock();
         if !s.iter().any(|x| Arc::ptr_eq(x, &p)) {
+            if self.armed.load(Ordering::Acquire) {
+                let _ = p.arm();
+                self.armed_sources.lock().push(p.clone());
+            }
             s.push(p);
         }
         Ok(())
@@ -62,6 +70,11 @@ impl Driver {
         let mut s = self.sources.lock();
         if let Some(i) = s.iter().position(|x| Arc::ptr_eq(x, p)) {
             let gone = s.swap_remove(i);
+            let mut a = self.armed_sources.lock();
+            if let Some(j) = a.iter().position(|x| Arc::ptr_eq(x, p)) {
+                a.swap_remove(j).disarm();
+            }
+            drop(a);
             if let (Some(w), Some(fd)) = (&self.waits, gone.wait_fd()) {
                 if !s.iter().any(|x| x.wait_fd() == Some(fd)) {
                     w.remove(fd);
@@ -74,10 +87,8 @@ impl Driver {
     #[inline]
     pub fn progress(&self) {
         let s = self.sources.lock();
-        if self.armed.load(Ordering::Relaxed) && self.armed.swap(false, Ordering::AcqRel) {
-            for p in s.iter() {
-                p.disarm();
-            }
+        if self.armed.load(Ordering::Relaxed) {
+            self.release_trywait();
         }
         for p in s.iter() {
             p.progress();
@@ -86,9 +97,25 @@ impl Driver {
         super::trigger::run_ready();
     }
 
+    /// Disarms what `trywait` armed, once a sleeper on the wait fd would
+    /// have been woken (the set is readable) or there is no wait set: a
+    /// thread that polls while another sleeps on the fd must not disarm
+    /// the sources under the sleeper.
+    fn release_trywait(&self) {
+        if self.waits.as_ref().is_some_and(|w| !w.readable_now()) {
+            return;
+        }
+        if self.armed.swap(false, Ordering::AcqRel) {
+            let armed = std::mem::take(&mut *self.armed_sources.lock());
+            for p in armed {
+                p.disarm();
+            }
+        }
+    }
+
     /// `fi_trywait`: arms every source so a peer's next event makes the wait
     /// fd readable, and returns false (disarmed again) if events are already
-    /// pending. The next progress call disarms.
+    /// pending. A progress call disarms once the wait fd is readable.
     pub fn trywait(&self) -> bool {
         let s = self.sources.lock();
         if self.armed.swap(true, Ordering::AcqRel) {
@@ -98,7 +125,9 @@ impl Driver {
         for p in s.iter() {
             safe &= p.arm();
         }
-        if !safe {
+        if safe {
+            *self.armed_sources.lock() = s.clone();
+        } else {
             self.armed.store(false, Ordering::Release);
             for p in s.iter() {
                 p.disarm();

@@ -94,6 +94,14 @@ impl WaitSet {
         }
     }
 
+    /// True when some fd in the set is readable now (a waiter sleeping on
+    /// the set would be woken).
+    pub fn readable_now(&self) -> bool {
+        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+        // SAFETY: ev is a valid buffer of one event; a zero timeout never blocks.
+        unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), ev.as_mut_ptr(), 1, 0) > 0 }
+    }
+
     /// Blocks until some fd in the set is readable or the timeout passes.
     /// Returns false on timeout.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {

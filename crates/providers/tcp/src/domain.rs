@@ -14,7 +14,9 @@ use std::sync::{Arc, Weak};
 pub trait Member: Send + Sync {
     /// Moves this endpoint's bytes and completions (non-blocking; skips if busy).
     fn drive(&self);
-    /// True when it must not sleep (a connect or a blocked write is pending).
+    /// True when it must not sleep: it has work no socket readiness
+    /// announces (a connect in progress, wakeups of its receive side, bytes
+    /// read ahead). A contended endpoint is restless.
     fn restless(&self) -> bool;
     /// True when driving it now would find nothing to do unless one of the
     /// domain's sockets is ready (no connect, write, read-ahead bytes or
@@ -104,14 +106,22 @@ impl Shared {
     /// True while the lone member of the domain may keep its one socket
     /// out of the poller (it is driven on every pass, polling with `recv`).
     pub fn quiet(&self) -> bool {
-        self.quiet.load(Ordering::Relaxed)
+        // A pass that read `armed` just before an `arm` may have stored a
+        // stale `true`; the count itself settles it (arm raises it before
+        // taking any endpoint's lock, and this is read under one).
+        self.quiet.load(Ordering::Relaxed) && !self.armed()
+    }
+
+    /// True while some waiter is between `arm` and `disarm`.
+    pub fn armed(&self) -> bool {
+        self.armed.load(Ordering::SeqCst) != 0
     }
 
     /// A waiter is about to sleep on the poller: every socket goes back in
     /// (epoll then reports what arrived meanwhile), and none leaves again
     /// until the matching [`disarm`](Self::disarm). True if it may sleep.
     pub fn arm(&self) -> bool {
-        self.armed.fetch_add(1, Ordering::AcqRel);
+        self.armed.fetch_add(1, Ordering::SeqCst);
         self.quiet.store(false, Ordering::Relaxed);
         let members: Vec<_> = self
             .members
@@ -133,7 +143,8 @@ impl Shared {
     }
 
     /// True when a waiter may sleep on the poller: nothing is ready now and
-    /// no endpoint has work that readiness would not report.
+    /// no endpoint has work that readiness would not report (a connect in
+    /// progress, a wakeup of its receive side, bytes read ahead).
     pub fn may_sleep(&self) -> bool {
         let mut ready = Vec::new();
         if self.poller.ready(&mut ready).is_err() || !ready.is_empty() {

@@ -280,6 +280,12 @@ impl Link {
         self.wants_write() || self.staged.1 > self.staged.0
     }
 
+    /// True when bytes were read ahead and not yet handed to the protocol
+    /// (no socket readiness announces them).
+    pub fn has_read_ahead(&self) -> bool {
+        self.staged.1 > self.staged.0
+    }
+
     /// True while the link has bytes waiting for a writable socket.
     pub fn wants_write(&self) -> bool {
         self.connecting || self.conn.wants_transmit()

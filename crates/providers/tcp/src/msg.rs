@@ -116,21 +116,25 @@ impl TcpMsgEp {
     fn drive_with(&self, g: &mut Inner, read: bool) {
         let mut read = read;
         for _ in 0..1024 {
+            // One connection: every wakeup names it, and this pass (which
+            // then reads: a parked message may now be placed) serves them
+            // all; any left past the bound keep the endpoint restless.
+            if g.rx.has_wakeups() {
+                read = true;
+                while g.rx.next_wakeup().is_some() {}
+            }
             let Some(link) = g.link.as_mut() else { return };
             link.drive_with(&mut g.rx, self.cfg.connect_timeout, read);
             self.handle_events(g);
             drain_rx(&g.b, &mut g.rx, false);
-            if g.rx.next_wakeup().is_none() {
+            if !g.rx.has_wakeups() {
                 break;
             }
-            // One connection: every wakeup names it.
-            while g.rx.next_wakeup().is_some() {}
-            read = true;
         }
         if let Some(l) = &mut g.link {
             let key = self.key.load(Ordering::Relaxed);
             if l.conn.is_closed() {
-                self.shared.poller.remove(l.sock.fd());
+                l.keep_watched(&self.shared.poller, key, false);
             } else {
                 // Polled with recv on every pass while nobody sleeps on the
                 // poller: out of it (see Link::keep_watched).
@@ -239,21 +243,25 @@ impl Member for TcpMsgEp {
         }
     }
     fn restless(&self) -> bool {
-        self.inner
-            .try_lock()
-            .is_none_or(|g| g.link.as_ref().is_some_and(|l| l.connecting))
+        self.inner.try_lock().is_none_or(|g| {
+            g.rx.has_wakeups()
+                || g.link
+                    .as_ref()
+                    .is_some_and(|l| l.connecting || l.has_read_ahead())
+        })
     }
     fn single(&self) -> bool {
         true
     }
     fn idle(&self) -> bool {
-        // A socket out of the poller cannot report readiness: not idle.
+        // A socket out of the poller cannot report readiness: not idle
+        // (unless its connection is over).
         self.inner.try_lock().is_some_and(|g| {
             !g.rx.has_wakeups()
                 && !g
                     .link
                     .as_ref()
-                    .is_some_and(|l| l.needs_drive() || !l.watched())
+                    .is_some_and(|l| l.needs_drive() || (!l.watched() && !l.conn.is_closed()))
         })
     }
     fn watch_all(&self) {

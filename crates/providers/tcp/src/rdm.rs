@@ -163,6 +163,10 @@ impl TcpRdmEp {
             true,
         );
         g.by_addr.insert(dest, id);
+        // A new peer may connect back (crossing connects, replies): look
+        // for its connection soon.
+        g.polls = 0;
+        g.accept_every = ACCEPT_EVERY_MIN;
         if let Some(parked) = g.parked.remove(&dest) {
             let p = g.peers.get_mut(&id).expect("just added");
             for r in parked {
@@ -361,8 +365,14 @@ impl TcpRdmEp {
             // every ACCEPT_EVERY_MIN-th to every ACCEPT_EVERY_MAX-th pass
             // that doubles while nothing arrives and restarts when a
             // connection does.
+            // A waiter about to sleep looks at once (the listener's
+            // readiness would keep it from sleeping otherwise).
             g.polls = g.polls.saturating_add(1);
-            if g.peers.is_empty() || g.polls >= g.accept_every {
+            if g.peers.is_empty() {
+                g.polls = 0;
+                g.accept_every = ACCEPT_EVERY_MIN;
+                let _ = self.accept_new(g);
+            } else if g.polls >= g.accept_every || self.shared.armed() {
                 g.polls = 0;
                 g.accept_every = if self.accept_new(g) > 0 {
                     ACCEPT_EVERY_MIN
@@ -458,9 +468,12 @@ impl Member for TcpRdmEp {
         }
     }
     fn restless(&self) -> bool {
-        self.inner
-            .try_lock()
-            .is_none_or(|g| g.peers.values().any(|p| p.link.connecting))
+        self.inner.try_lock().is_none_or(|g| {
+            g.rx.has_wakeups()
+                || g.peers
+                    .values()
+                    .any(|p| p.link.connecting || p.link.has_read_ahead())
+        })
     }
     fn single(&self) -> bool {
         self.inner.try_lock().is_some_and(|g| g.peers.len() <= 1)

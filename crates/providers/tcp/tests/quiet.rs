@@ -146,3 +146,73 @@ fn sleeping_after_busy_polling_still_wakes_on_arrival() {
         assert_eq!(r, msg);
     }
 }
+
+/// One thread sleeps on the CQ's wait fd after trywait while another keeps
+/// reading the same CQ for a while and then stops: the reader's progress
+/// calls must not take the socket out of epoll under the sleeper (the
+/// trywait stays armed until the fd is readable), so the sleeper wakes when
+/// the message arrives.
+#[test]
+fn a_reader_does_not_disarm_a_sleeper_on_the_wait_fd() {
+    ofi_prov_tcp::register().unwrap();
+    let mut h = Info::hints();
+    h.caps = FI_MSG;
+    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
+    h.fabric_attr.prov_name = Some("tcp".into());
+    let info = ofi_core::getinfo(
+        FI_VERSION_CURRENT,
+        Some("127.0.0.1"),
+        None,
+        FI_SOURCE,
+        Some(&h),
+    )
+    .unwrap()
+    .remove(0);
+    let fabric = Fabric::open(&info.fabric_attr).unwrap();
+    let a = side(&fabric, &info);
+    let b = side(&fabric, &info);
+    let fb = a.av.insert_one(&b.ep.getname().unwrap()).unwrap();
+    let msg = *b"sleeper!";
+    let mut r = [0u8; 8];
+    for round in 0..6usize {
+        // Busy phase: the connection is up and b's socket left epoll.
+        // SAFETY: r and msg outlive the operations, which complete below.
+        unsafe {
+            b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 1).unwrap();
+            a.ep.send(msg.as_ptr(), 8, fb, 2).unwrap();
+        }
+        spin_for(&b, Some(&a), 1);
+        spin_for(&a, Some(&b), 2);
+        // SAFETY: as above.
+        unsafe { b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 3).unwrap() };
+        let fd = b.cq.wait_fd().expect("FI_WAIT_FD gives a wait fd");
+        let (armed_tx, armed_rx) = std::sync::mpsc::channel();
+        let cq_b = &b.cq;
+        std::thread::scope(|s| {
+            let sleeper = s.spawn(move || {
+                cq_b.trywait().expect("nothing pending: trywait succeeds");
+                armed_tx.send(()).unwrap();
+                readable(fd, 10_000)
+            });
+            armed_rx.recv().unwrap();
+            // Another thread reads the CQ (driving b's domain), then stops.
+            let mut e = [CqEntry::default(); 4];
+            for _ in 0..50 {
+                match b.cq.read(&mut e) {
+                    Ok(n) => panic!("round {round}: {n} completions before any send"),
+                    Err(err) => assert!(err.is_again(), "cq read: {err}"),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(30));
+            // SAFETY: as above.
+            unsafe { a.ep.send(msg.as_ptr(), 8, fb, 4).unwrap() };
+            spin_for(&a, None, 4);
+            assert!(
+                sleeper.join().expect("sleeper panicked"),
+                "round {round}: the wait fd stayed quiet after the message arrived"
+            );
+        });
+        spin_for(&b, None, 3);
+        assert_eq!(r, msg);
+    }
+}
