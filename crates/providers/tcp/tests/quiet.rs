@@ -6,44 +6,42 @@
 //! sleeping.
 #![allow(unsafe_code)]
 
+mod common;
+
+use common::{offer, Rdm};
 use ofi_core::consts::*;
-use ofi_core::object::*;
-use ofi_core::util::av::AvAttr;
 use ofi_core::util::cq::{CqAttr, CqEntry};
-use ofi_core::Info;
 use std::time::{Duration, Instant};
 
-struct Side {
-    _domain: Domain,
-    cq: CompletionQueue,
-    av: AddressVector,
-    ep: Endpoint,
+/// Two RDM endpoints over loopback, each alone in its own domain (so each
+/// polls its one connection with recv), with wait-fd CQs; `a` knows `b`.
+fn pair() -> (Rdm, Rdm, u64) {
+    let info = offer(ep_type::FI_EP_RDM, "127.0.0.1");
+    let cq = CqAttr {
+        wait_obj: wait_obj::FI_WAIT_FD,
+        ..Default::default()
+    };
+    let a = Rdm::open_with(&info, &cq);
+    let b = Rdm::open_with(&info, &cq);
+    let fb = a.av.insert_one(&b.ep.getname().unwrap()).unwrap();
+    (a, b, fb)
 }
 
-fn side(fabric: &Fabric, info: &Info) -> Side {
-    let domain = fabric.domain(info).unwrap();
-    let cq = domain
-        .cq(&CqAttr {
-            wait_obj: wait_obj::FI_WAIT_FD,
-            ..Default::default()
-        })
-        .unwrap();
-    let av = domain.av(&AvAttr::default()).unwrap();
-    let ep = domain.endpoint(info).unwrap();
-    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
-    ep.bind_av(&av).unwrap();
-    ep.enable().unwrap();
-    Side {
-        _domain: domain,
-        cq,
-        av,
-        ep,
+/// One busy-polled round trip a -> b: the connection is up and b's socket
+/// has left the epoll set.
+fn busy_round(a: &Rdm, b: &Rdm, fb: u64, r: &mut [u8; 8], msg: &[u8; 8]) {
+    // SAFETY: r and msg outlive the operations, which complete below.
+    unsafe {
+        b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 1).unwrap();
+        a.ep.send(msg.as_ptr(), 8, fb, 2).unwrap();
     }
+    spin_for(b, Some(a), 1);
+    spin_for(a, Some(b), 2);
 }
 
 /// Busy-polls `s`'s CQ for `ctx`, driving `other` too (manual progress:
 /// a connection being made needs both ends' calls).
-fn spin_for(s: &Side, other: Option<&Side>, ctx: usize) {
+fn spin_for(s: &Rdm, other: Option<&Rdm>, ctx: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut e = [CqEntry::default(); 4];
     loop {
@@ -71,39 +69,13 @@ fn readable(fd: i32, ms: i32) -> bool {
 
 #[test]
 fn sleeping_after_busy_polling_still_wakes_on_arrival() {
-    ofi_prov_tcp::register().unwrap();
-    let mut h = Info::hints();
-    h.caps = FI_MSG;
-    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
-    h.fabric_attr.prov_name = Some("tcp".into());
-    let info = ofi_core::getinfo(
-        FI_VERSION_CURRENT,
-        Some("127.0.0.1"),
-        None,
-        FI_SOURCE,
-        Some(&h),
-    )
-    .unwrap()
-    .remove(0);
-    let fabric = Fabric::open(&info.fabric_attr).unwrap();
-    // Two domains: each endpoint is its domain's only member.
-    let a = side(&fabric, &info);
-    let b = side(&fabric, &info);
-    let fb = a.av.insert_one(&b.ep.getname().unwrap()).unwrap();
+    let (a, b, fb) = pair();
     let msg = *b"wake up!";
     let mut r = [0u8; 8];
     for round in 0..12usize {
-        // Busy phase: b polls until the message is there (its socket
-        // leaves the epoll set), and a polls for its send.
-        // SAFETY: r and msg outlive the operations, which complete below.
-        unsafe {
-            b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 1).unwrap();
-            a.ep.send(msg.as_ptr(), 8, fb, 2).unwrap();
-        }
-        spin_for(&b, Some(&a), 1);
-        spin_for(&a, Some(&b), 2);
+        busy_round(&a, &b, fb, &mut r, &msg);
         // Sleeping phase: b blocks, a sends a little later.
-        // SAFETY: as above.
+        // SAFETY: r and msg outlive the operations, which complete below.
         unsafe { b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 3).unwrap() };
         let by_fd = round % 2 == 1;
         std::thread::scope(|s| {
@@ -154,36 +126,12 @@ fn sleeping_after_busy_polling_still_wakes_on_arrival() {
 /// the message arrives.
 #[test]
 fn a_reader_does_not_disarm_a_sleeper_on_the_wait_fd() {
-    ofi_prov_tcp::register().unwrap();
-    let mut h = Info::hints();
-    h.caps = FI_MSG;
-    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
-    h.fabric_attr.prov_name = Some("tcp".into());
-    let info = ofi_core::getinfo(
-        FI_VERSION_CURRENT,
-        Some("127.0.0.1"),
-        None,
-        FI_SOURCE,
-        Some(&h),
-    )
-    .unwrap()
-    .remove(0);
-    let fabric = Fabric::open(&info.fabric_attr).unwrap();
-    let a = side(&fabric, &info);
-    let b = side(&fabric, &info);
-    let fb = a.av.insert_one(&b.ep.getname().unwrap()).unwrap();
+    let (a, b, fb) = pair();
     let msg = *b"sleeper!";
     let mut r = [0u8; 8];
     for round in 0..6usize {
-        // Busy phase: the connection is up and b's socket left epoll.
+        busy_round(&a, &b, fb, &mut r, &msg);
         // SAFETY: r and msg outlive the operations, which complete below.
-        unsafe {
-            b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 1).unwrap();
-            a.ep.send(msg.as_ptr(), 8, fb, 2).unwrap();
-        }
-        spin_for(&b, Some(&a), 1);
-        spin_for(&a, Some(&b), 2);
-        // SAFETY: as above.
         unsafe { b.ep.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 3).unwrap() };
         let fd = b.cq.wait_fd().expect("FI_WAIT_FD gives a wait fd");
         let (armed_tx, armed_rx) = std::sync::mpsc::channel();

@@ -76,9 +76,14 @@ pub struct Rdm {
 impl Rdm {
     /// Opens and enables an RDM endpoint on `info`.
     pub fn open(info: &Info) -> Rdm {
+        Rdm::open_with(info, &tagged_cq())
+    }
+
+    /// As [`open`](Self::open), with these CQ attributes.
+    pub fn open_with(info: &Info, cq: &CqAttr) -> Rdm {
         let fabric = Fabric::open(&info.fabric_attr).expect("fabric");
         let domain = fabric.domain(info).expect("domain");
-        let cq = domain.cq(&tagged_cq()).expect("cq");
+        let cq = domain.cq(cq).expect("cq");
         let av = domain.av(&AvAttr::default()).expect("av");
         let ep = domain.endpoint(info).expect("rdm endpoint");
         ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
