@@ -964,6 +964,9 @@ impl Conn {
     /// Rendezvous that `post_recv` matched for this connection: CTS them;
     /// messages the `Rx` placed whose senders wait: acknowledge them.
     fn absorb(&mut self, rx: &mut Rx) {
+        if !rx.owes_frames() {
+            return;
+        }
         while let Some(id) = rx.take_ack(self.id) {
             if self.state == State::Connected {
                 self.answer(id, 0, rma::RespSrc::None, 0);

@@ -423,6 +423,12 @@ impl Rx {
         !self.wake.is_empty()
     }
 
+    /// True when some connection has something to send on the receive
+    /// side's behalf (an acknowledgement, the CTS of a matched rendezvous).
+    pub fn owes_frames(&self) -> bool {
+        !self.acks.is_empty() || !self.matched.is_empty()
+    }
+
     /// Gives back a [`CopyOut`] buffer for reuse.
     pub fn recycle(&mut self, mut v: Vec<u8>) {
         if self.pool.len() < POOL_MAX && v.capacity() > 0 {

@@ -85,6 +85,11 @@ impl Link {
     }
 
     fn write(&mut self, rx: &mut Rx) -> bool {
+        // Nothing staged or queued and nothing owed for the receive side:
+        // skip asking the protocol (most passes of a polling loop).
+        if !self.conn.wants_transmit() && !rx.owes_frames() {
+            return true;
+        }
         loop {
             let t = self.conn.poll_transmit(rx);
             if t.is_empty() {
