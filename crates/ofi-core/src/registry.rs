@@ -169,6 +169,8 @@ pub fn getinfo(
     let mut out = Vec::new();
     let mut reasons = Vec::new();
     let mut hard_error = None;
+    // Providers asked (not excluded by FI_PROVIDER or the hinted names).
+    let mut asked = 0;
     for prov in provs {
         let name = prov.name().to_string();
         if env_filter.as_ref().is_some_and(|f| !f.allows(&name)) {
@@ -179,6 +181,7 @@ pub fn getinfo(
             reasons.push(format!("{name}: not in the hinted provider list"));
             continue;
         }
+        asked += 1;
         let offers = match prov.getinfo(&req) {
             Ok(o) => o,
             Err(e) if e.code() == errno::FI_ENODATA => {
@@ -206,8 +209,10 @@ pub fn getinfo(
         }
     }
     if out.is_empty() {
+        // The one provider asked failed outright (a malformed tunable, a
+        // bad address): its error, not "no data".
         if let Some(e) = hard_error {
-            if e.code() != errno::FI_ENODATA && reasons.len() == 1 {
+            if e.code() != errno::FI_ENODATA && asked == 1 {
                 return Err(e);
             }
         }

@@ -47,6 +47,11 @@ pub struct Config {
     pub coop_threshold: usize,
     /// Chunk size of a cooperative copy.
     pub coop_chunk: usize,
+    /// Default transmit and receive context sizes the offer advertises
+    /// (FI_SHM_TX_SIZE, FI_SHM_RX_SIZE, as fi_shm(7) names them).
+    pub tx_size: usize,
+    /// See `tx_size`.
+    pub rx_size: usize,
 }
 
 fn tunables() -> Vec<Tunable> {
@@ -58,6 +63,8 @@ fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "max_unexpected", 4096, "Unexpected messages buffered before senders see backpressure"),
         Tunable::size(NAME, "coop_threshold", 65536, "Messages at least this large are copied by sender and receiver together, in chunks (0: never)"),
         Tunable::size(NAME, "coop_chunk", 131072, "Chunk size of a cooperative copy"),
+        Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offer advertises"),
+        Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offer advertises"),
     ]
 }
 
@@ -74,8 +81,15 @@ impl Config {
             max_unexpected: get("max_unexpected").get_size()?.max(1),
             coop_threshold: get("coop_threshold").get_size()?,
             coop_chunk: get("coop_chunk").get_size()?,
+            tx_size: get("tx_size").get_size()?,
+            rx_size: get("rx_size").get_size()?,
         };
         let bad = |m: String| Err(ofi_core::Error::inval(m));
+        for (var, v) in [("FI_SHM_TX_SIZE", c.tx_size), ("FI_SHM_RX_SIZE", c.rx_size)] {
+            if v == 0 {
+                return bad(format!("{var}=0: a context holds at least one operation"));
+            }
+        }
         if c.coop_chunk < 4096 {
             return bad(format!(
                 "FI_SHM_COOP_CHUNK={} must be at least 4096",
@@ -244,9 +258,11 @@ impl Provider for ShmProvider {
         VERSION
     }
     fn getinfo(&self, req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
-        Config::from_env()?;
+        let cfg = Config::from_env()?;
         let mut o = offer();
         o.fabric_attr.api_version = req.version;
+        o.tx_attr.size = cfg.tx_size;
+        o.rx_attr.size = cfg.rx_size;
         Ok(vec![o])
     }
     fn fabric(&self, _attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {

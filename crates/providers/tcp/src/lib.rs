@@ -47,6 +47,14 @@ pub struct TcpConfig {
     pub user_timeout_ms: u32,
     /// Single-connection endpoints poll with `recv` instead of epoll.
     pub poll_recv: bool,
+    /// Ports a listening socket bound to port 0 takes its port from
+    /// (FI_TCP_PORT_LOW_RANGE..=FI_TCP_PORT_HIGH_RANGE); `None`: any.
+    pub port_range: Option<(u16, u16)>,
+    /// Default transmit and receive context sizes (FI_TCP_TX_SIZE,
+    /// FI_TCP_RX_SIZE), what offers advertise.
+    pub tx_size: usize,
+    /// See `tx_size`.
+    pub rx_size: usize,
 }
 
 impl TcpConfig {
@@ -58,12 +66,40 @@ impl TcpConfig {
             eager_max: get("eager_max").get_size()?.clamp(0, 1 << 20),
             ..Default::default()
         };
+        let port = |n: &str| -> Result<u16> {
+            let v = get(n).get_size()?;
+            u16::try_from(v).map_err(|_| {
+                Error::inval(format!("{}={v} is not a port (0 to 65535)", get(n).var()))
+            })
+        };
+        let (low, high) = (port("port_low_range")?, port("port_high_range")?);
+        let port_range = match (low, high) {
+            (0, 0) => None,
+            (l, h) if l == 0 || h == 0 || l > h => {
+                return Err(Error::inval(format!(
+                    "FI_TCP_PORT_LOW_RANGE={l} and FI_TCP_PORT_HIGH_RANGE={h} do not make a range of ports (set both, low <= high)"
+                )))
+            }
+            (l, h) => Some((l, h)),
+        };
+        let ctx_size = |n: &str| -> Result<usize> {
+            match get(n).get_size()? {
+                0 => Err(Error::inval(format!(
+                    "{}=0: a context holds at least one operation",
+                    get(n).var()
+                ))),
+                v => Ok(v),
+            }
+        };
         Ok(TcpConfig {
             proto,
             max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
             connect_timeout: Duration::from_millis(get("conn_timeout_ms").get_size()? as u64),
             user_timeout_ms: get("user_timeout_ms").get_size()?.min(u32::MAX as usize) as u32,
             poll_recv: get("poll_recv").get_bool()?,
+            port_range,
+            tx_size: ctx_size("tx_size")?,
+            rx_size: ctx_size("rx_size")?,
         })
     }
 }
@@ -80,8 +116,13 @@ impl Provider for TcpProvider {
         VERSION
     }
     fn getinfo(&self, req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
-        TcpConfig::from_env()?;
-        offers(req)
+        let cfg = TcpConfig::from_env()?;
+        let mut v = offers(req)?;
+        for o in v.iter_mut() {
+            o.tx_attr.size = cfg.tx_size;
+            o.rx_attr.size = cfg.rx_size;
+        }
+        Ok(v)
     }
     fn fabric(&self, _attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {
         Ok(Arc::new(TcpFabric {
@@ -178,6 +219,10 @@ pub fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes buffered per endpoint before a connection bringing more is left unread (backpressure); a connection holding none may always park one message, so one flooding peer cannot stop another"),
         Tunable::size(NAME, "conn_timeout_ms", 10000, "Milliseconds a connection attempt may take before it fails with FI_ETIMEDOUT"),
         Tunable::boolean(NAME, "poll_recv", true, "An endpoint alone in its domain with at most one connection polls that socket with recv rather than asking epoll first: one system call less per message received (0: every poll asks epoll first)"),
+        Tunable::size(NAME, "port_low_range", 0, "Lowest port a listening socket (passive endpoint, RDM endpoint) takes when its address names no port; 0 with FI_TCP_PORT_HIGH_RANGE 0: any port the system picks"),
+        Tunable::size(NAME, "port_high_range", 0, "Highest port of that range (see FI_TCP_PORT_LOW_RANGE)"),
+        Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offers advertise"),
+        Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offers advertise (and the depth of posted receives an endpoint keeps room for)"),
         Tunable::text(NAME, "iface", "", "Offer only this network interface (by name, e.g. eth0 or lo) when the request names no source address; empty offers every interface that is up"),
         Tunable::size(NAME, "user_timeout_ms", 5000, "Milliseconds written data may stay unacknowledged (TCP_USER_TIMEOUT) before the connection fails; keepalive probes also detect a silent dead peer within a few seconds"),
     ]

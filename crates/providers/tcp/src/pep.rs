@@ -181,8 +181,7 @@ impl PassiveEndpointOps for TcpPep {
         if g.listener.is_some() {
             return Err(Error::new(errno::FI_EALREADY, "tcp: already listening"));
         }
-        let l = Socket::listen(&self.src)
-            .map_err(|e| Error::os(e, &format!("tcp: listening on {}", self.src)))?;
+        let l = Socket::listen_in(&self.src, self.cfg.port_range)?;
         self.poller
             .add(l.fd(), 0, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;

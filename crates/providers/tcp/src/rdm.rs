@@ -74,8 +74,7 @@ impl TcpRdmEp {
             Some(b) => crate::addr::decode(b)?,
             None => "127.0.0.1:0".parse().expect("literal address"),
         };
-        let listener =
-            Socket::listen(&src).map_err(|e| Error::os(e, &format!("tcp: listening on {src}")))?;
+        let listener = Socket::listen_in(&src, cfg.port_range)?;
         let me = crate::addr::encode(
             &listener
                 .local_addr()

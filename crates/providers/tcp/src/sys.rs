@@ -84,6 +84,34 @@ impl Socket {
         Ok(s)
     }
 
+    /// [`listen`](Self::listen), with a port from `range` when `sa` names
+    /// port 0 (the first free one, in order); `FI_EADDRINUSE` naming the
+    /// range when every port of it is taken.
+    pub fn listen_in(
+        sa: &SocketAddr,
+        range: Option<(u16, u16)>,
+    ) -> ofi_core::error::Result<Socket> {
+        use ofi_core::error::{errno, Error};
+        let Some((low, high)) = range.filter(|_| sa.port() == 0) else {
+            return Socket::listen(sa)
+                .map_err(|e| Error::os(e, &format!("tcp: listening on {sa}")));
+        };
+        for port in low..=high {
+            let at = SocketAddr::new(sa.ip(), port);
+            match Socket::listen(&at) {
+                Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => continue,
+                r => return r.map_err(|e| Error::os(e, &format!("tcp: listening on {at}"))),
+            }
+        }
+        Err(Error::new(
+            errno::FI_EADDRINUSE,
+            format!(
+                "tcp: listening on {}: every port of FI_TCP_PORT_LOW_RANGE..FI_TCP_PORT_HIGH_RANGE ({low}-{high}) is in use",
+                sa.ip()
+            ),
+        ))
+    }
+
     /// Liveness settings for a connected socket: keepalive probes after 2 s
     /// of silence every 1 s, 3 unanswered probes end the connection, and
     /// data unacknowledged for `user_timeout_ms` ends it too, so a dead link
