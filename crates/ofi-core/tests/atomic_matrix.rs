@@ -1495,31 +1495,3 @@ fn long_double_complex_product_matches_the_c_compiler() {
         xs.len()
     );
 }
-
-/// Not a check: prints the cost of the hot path. Run with
-/// `cargo test --release -p ofi-core --test atomic_matrix -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn fetch_add_u64_cost() {
-    let mut target = 0u64.to_ne_bytes();
-    let operand = 1u64.to_ne_bytes();
-    let mut result = [0u8; 8];
-    let n = 20_000_000u32;
-    let start = std::time::Instant::now();
-    for _ in 0..n {
-        apply(
-            std::hint::black_box(AtomicKind::Fetch),
-            std::hint::black_box(FI_SUM),
-            std::hint::black_box(FI_UINT64),
-            &mut target,
-            std::hint::black_box(&operand),
-            &[],
-            &mut result,
-        )
-        .unwrap();
-        std::hint::black_box(&mut target);
-    }
-    let ns = start.elapsed().as_secs_f64() * 1e9 / f64::from(n);
-    assert_eq!(u64::from_ne_bytes(target), u64::from(n));
-    println!("fetch-add of one u64 through apply: {ns:.2} ns per call");
-}
