@@ -54,6 +54,8 @@ struct Inner {
     /// Passes between looks for new connections (see `drive_all`).
     accept_every: u32,
     src_ok: bool,
+    /// Some connection's socket is out of the poller (see `drive_all`).
+    unwatched: bool,
 }
 
 /// A tcp RDM endpoint.
@@ -110,6 +112,7 @@ impl TcpRdmEp {
                 polls: 0,
                 accept_every: ACCEPT_EVERY_MIN,
                 src_ok: info.caps & FI_SOURCE != 0,
+                unwatched: false,
             }),
         })
     }
@@ -403,10 +406,17 @@ impl TcpRdmEp {
         self.finish(g);
         // One connection polled with recv on every pass stays out of the
         // poller while nobody sleeps on it; any other shape is watched.
+        // (Only a pass that may change something looks at the links: an
+        // endpoint with many connections is not walked on every poll.)
         let quiet = self.shared.quiet() && g.peers.len() == 1;
-        for (id, p) in g.peers.iter_mut() {
-            let watch = !quiet || p.link.connecting;
-            p.link.keep_watched(&self.shared.poller, *id, watch);
+        if quiet || g.unwatched {
+            let mut unwatched = false;
+            for (id, p) in g.peers.iter_mut() {
+                let watch = !quiet || p.link.connecting;
+                p.link.keep_watched(&self.shared.poller, *id, watch);
+                unwatched |= !p.link.watched();
+            }
+            g.unwatched = unwatched;
         }
     }
 
@@ -480,18 +490,17 @@ impl Member for TcpRdmEp {
     fn idle(&self) -> bool {
         // A socket out of the poller cannot report readiness: not idle.
         self.inner.try_lock().is_some_and(|g| {
-            !g.rx.has_wakeups()
-                && !g
-                    .peers
-                    .values()
-                    .any(|p| p.link.needs_drive() || !p.link.watched())
+            !g.rx.has_wakeups() && !g.unwatched && !g.peers.values().any(|p| p.link.needs_drive())
         })
     }
     fn watch_all(&self) {
         let mut g = self.inner.lock();
+        let mut unwatched = false;
         for (id, p) in g.peers.iter_mut() {
             p.link.keep_watched(&self.shared.poller, *id, true);
+            unwatched |= !p.link.watched();
         }
+        g.unwatched = unwatched;
     }
 }
 
