@@ -17,7 +17,7 @@ use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::eq::{EqError, EqEvent};
 use ofi_core::util::lock::SpinLock;
-use ofi_proto::tcp::{Ack, Conn, Event, Memory, RecvReq, RmaReq, Rx, RxConfig};
+use ofi_proto::tcp::{Conn, Event, Memory, RecvReq, RmaReq, Rx, RxConfig};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -330,30 +330,16 @@ impl EndpointOps for TcpMsgEp {
             ));
         }
         let ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
-        if ack == Ack::None && op.flags & FI_FENCE == 0 {
-            if let Some(bare) = Sends::bare(op) {
-                let Inner { link, sends, b, .. } = &mut *g;
-                let link = link.as_mut().expect("checked above");
-                let selective = b.tx_selective;
-                let register = || {
-                    // SAFETY: forwarded from post_send's contract.
-                    unsafe { sends.start(op, selective, INJECT_SIZE) }.map_or(0, |r| r.context)
-                };
-                // SAFETY: post_send's contract: the ranges are readable for
-                // this call (and until completion without FI_INJECT).
-                let fast = unsafe { link.send_now(&bare, register) };
-                match fast {
-                    Fast::Sent => {
-                        Sends::complete_now(b, op);
-                        return Ok(());
-                    }
-                    Fast::Staged => {
-                        self.drive_with(&mut g, false);
-                        return Ok(());
-                    }
-                    Fast::Queue => {}
-                }
+        let Inner { link, sends, b, .. } = &mut *g;
+        let link = link.as_mut().expect("checked above");
+        // SAFETY: forwarded from post_send's contract.
+        match unsafe { sends.send_fast(link, b, op, ack) } {
+            Fast::Sent => return Ok(()),
+            Fast::Staged => {
+                self.drive_with(&mut g, false);
+                return Ok(());
             }
+            Fast::Queue => {}
         }
         let selective = g.b.tx_selective;
         // SAFETY: forwarded from post_send's contract.

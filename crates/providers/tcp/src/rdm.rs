@@ -20,8 +20,8 @@ use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{
-    decide_hello, reject, Ack, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req,
-    Rx, RxConfig,
+    decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
+    RxConfig,
 };
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -410,14 +410,20 @@ impl TcpRdmEp {
         // endpoint with many connections is not walked on every poll.)
         let quiet = self.shared.quiet() && g.peers.len() == 1;
         if quiet || g.unwatched {
-            let mut unwatched = false;
-            for (id, p) in g.peers.iter_mut() {
-                let watch = !quiet || p.link.connecting;
-                p.link.keep_watched(&self.shared.poller, *id, watch);
-                unwatched |= !p.link.watched();
-            }
-            g.unwatched = unwatched;
+            self.set_watched(g, |l| !quiet || l.connecting);
         }
+    }
+
+    /// Puts each link in the poller or takes it out, as `watch` says
+    /// (Link::keep_watched), and notes whether one is left out.
+    fn set_watched(&self, g: &mut Inner, watch: impl Fn(&Link) -> bool) {
+        let mut unwatched = false;
+        for (id, p) in g.peers.iter_mut() {
+            let w = watch(&p.link);
+            p.link.keep_watched(&self.shared.poller, *id, w);
+            unwatched |= !p.link.watched();
+        }
+        g.unwatched = unwatched;
     }
 
     fn finish(&self, g: &mut Inner) {
@@ -495,12 +501,7 @@ impl Member for TcpRdmEp {
     }
     fn watch_all(&self) {
         let mut g = self.inner.lock();
-        let mut unwatched = false;
-        for (id, p) in g.peers.iter_mut() {
-            p.link.keep_watched(&self.shared.poller, *id, true);
-            unwatched |= !p.link.watched();
-        }
-        g.unwatched = unwatched;
+        self.set_watched(&mut g, |_| true);
     }
 }
 
@@ -542,32 +543,18 @@ impl EndpointOps for TcpRdmEp {
         let mut g = self.inner.lock();
         let id = self.link_for(&mut g, op.dest)?;
         let ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
-        if ack == Ack::None && op.flags & FI_FENCE == 0 {
-            if let Some(bare) = Sends::bare(op) {
-                let Inner {
-                    peers, sends, b, ..
-                } = &mut *g;
-                if let Some(p) = peers.get_mut(&id) {
-                    let selective = b.tx_selective;
-                    let register = || {
-                        // SAFETY: forwarded from post_send's contract.
-                        unsafe { sends.start(op, selective, INJECT_SIZE) }.map_or(0, |r| r.context)
-                    };
-                    // SAFETY: post_send's contract: the ranges are readable
-                    // for this call (and until completion without FI_INJECT).
-                    let fast = unsafe { p.link.send_now(&bare, register) };
-                    match fast {
-                        Fast::Sent => {
-                            Sends::complete_now(b, op);
-                            return Ok(());
-                        }
-                        Fast::Staged => {
-                            self.drive_link_with(&mut g, id, false);
-                            return Ok(());
-                        }
-                        Fast::Queue => {}
-                    }
+        let Inner {
+            peers, sends, b, ..
+        } = &mut *g;
+        if let Some(p) = peers.get_mut(&id) {
+            // SAFETY: forwarded from post_send's contract.
+            match unsafe { sends.send_fast(&mut p.link, b, op, ack) } {
+                Fast::Sent => return Ok(()),
+                Fast::Staged => {
+                    self.drive_link_with(&mut g, id, false);
+                    return Ok(());
                 }
+                Fast::Queue => {}
             }
         }
         let selective = g.b.tx_selective;

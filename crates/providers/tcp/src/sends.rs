@@ -2,12 +2,13 @@
 //! small id the protocol core carries, and copies of injected payloads.
 #![allow(unsafe_code)]
 
-use crate::IOV_LIMIT;
+use crate::link::{Fast, Link};
+use crate::{INJECT_SIZE, IOV_LIMIT};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::{EpBindings, SendOp};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
-use ofi_proto::tcp::SendReq;
+use ofi_proto::tcp::{Ack, SendReq};
 
 /// What a send's completion reports.
 #[derive(Debug)]
@@ -100,11 +101,46 @@ impl Sends {
         Ok(req)
     }
 
+    /// The fast path of a send on `link` ([`Link::send_now`]), for one that
+    /// asks for neither an acknowledgement (`ack`) nor a fence: written
+    /// whole, it is completed here (`Fast::Sent`); partly written, it is
+    /// registered and completes later (`Fast::Staged`: drive the link);
+    /// `Fast::Queue`: not taken, queue it as usual.
+    ///
+    /// # Safety
+    /// `post_send`'s contract: the ranges are readable for this call (and
+    /// until completion without FI_INJECT).
+    pub unsafe fn send_fast(
+        &mut self,
+        link: &mut Link,
+        b: &EpBindings,
+        op: &SendOp<'_>,
+        ack: Ack,
+    ) -> Fast {
+        if ack != Ack::None || op.flags & FI_FENCE != 0 {
+            return Fast::Queue;
+        }
+        let Some(bare) = Sends::bare(op) else {
+            return Fast::Queue;
+        };
+        let selective = b.tx_selective;
+        let register = || {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { self.start(op, selective, INJECT_SIZE) }.map_or(0, |r| r.context)
+        };
+        // SAFETY: forwarded from this function's contract.
+        let fast = unsafe { link.send_now(&bare, register) };
+        if fast == Fast::Sent {
+            Sends::complete_now(b, op);
+        }
+        fast
+    }
+
     /// The send as the protocol core takes it, registering nothing: for the
-    /// fast path ([`crate::link::Link::send_now`]), which reads the ranges
-    /// before the call returns. `None` when the iov list is too long (the
-    /// registering [`start`](Self::start) reports that error).
-    pub fn bare(op: &SendOp<'_>) -> Option<SendReq> {
+    /// fast path, which reads the ranges before the call returns. `None`
+    /// when the iov list is too long (the registering
+    /// [`start`](Self::start) reports that error).
+    fn bare(op: &SendOp<'_>) -> Option<SendReq> {
         if op.iov.len() > IOV_LIMIT {
             return None;
         }
@@ -121,7 +157,7 @@ impl Sends {
     }
 
     /// Completes a send the fast path wrote whole (nothing was registered).
-    pub fn complete_now(b: &EpBindings, op: &SendOp<'_>) {
+    fn complete_now(b: &EpBindings, op: &SendOp<'_>) {
         let flags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
         b.tx_done(
             op.context,
