@@ -43,7 +43,7 @@ pub struct Shared {
     /// A progress thread sleeps on the poller.
     auto: AtomicBool,
     /// Set by each progress pass: the lone member polls its one socket
-    /// with `recv` and may keep it out of the poller.
+    /// with `recv` (and may keep it out of the poller unless `armed`).
     quiet: AtomicBool,
 }
 
@@ -86,7 +86,7 @@ impl Shared {
         };
         let alone = self.poll_recv && g.len() == 1;
         self.quiet.store(
-            alone && self.armed.load(Ordering::Acquire) == 0 && !self.auto.load(Ordering::Relaxed),
+            alone && !self.auto.load(Ordering::Relaxed),
             Ordering::Relaxed,
         );
         // Asked of the poller at most once per pass, and only when needed.
@@ -106,9 +106,9 @@ impl Shared {
     /// True while the lone member of the domain may keep its one socket
     /// out of the poller (it is driven on every pass, polling with `recv`).
     pub fn quiet(&self) -> bool {
-        // A pass that read `armed` just before an `arm` may have stored a
-        // stale `true`; the count itself settles it (arm raises it before
-        // taking any endpoint's lock, and this is read under one).
+        // The armed count is read here, not folded into the flag: `arm`
+        // raises it before taking any endpoint's lock, and this is read
+        // under one, so no pass can leave a stale "quiet" behind it.
         self.quiet.load(Ordering::Relaxed) && !self.armed()
     }
 
@@ -122,7 +122,6 @@ impl Shared {
     /// until the matching [`disarm`](Self::disarm). True if it may sleep.
     pub fn arm(&self) -> bool {
         self.armed.fetch_add(1, Ordering::SeqCst);
-        self.quiet.store(false, Ordering::Relaxed);
         let members: Vec<_> = self
             .members
             .lock()
