@@ -204,16 +204,23 @@ capi() {
 # The C example, built as any libfabric program is, linked to ofi's library
 # (a libfabric.so.1 link beside libfabric.so, found through the rpath).
 capi_example() {
-    local lib exe prov
+    local lib exe prov deps
     lib="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)"
     exe="$lib/hello_fabric"
     ln -sf libfabric.so "$lib/libfabric.so.1"
-    echo "+ cc -O2 -Wall -Wextra -Werror -o $exe examples/c/hello_fabric.c -L$lib -lfabric -Wl,-rpath,$lib"
-    cc -O2 -Wall -Wextra -Werror -o "$exe" examples/c/hello_fabric.c -L"$lib" -lfabric -Wl,-rpath,"$lib"
-    # It must load ofi's library, not the system's.
-    if ! ldd "$exe" | grep -q "libfabric.so.1 => $lib/libfabric.so.1 "; then
-        echo "hello_fabric does not load $lib/libfabric.so.1:" >&2
-        ldd "$exe" >&2
+    # The caller's LD_LIBRARY_PATH could name the system's libfabric.so.1 and
+    # would come before a RUNPATH: the example runs without it, and is linked
+    # with an RPATH, which the loader searches before LD_LIBRARY_PATH.
+    unset LD_LIBRARY_PATH
+    echo "+ cc -O2 -Wall -Wextra -Werror -o $exe examples/c/hello_fabric.c -L$lib -lfabric -Wl,-rpath,$lib -Wl,--disable-new-dtags"
+    cc -O2 -Wall -Wextra -Werror -o "$exe" examples/c/hello_fabric.c -L"$lib" -lfabric -Wl,-rpath,"$lib" \
+        -Wl,--disable-new-dtags
+    # It must load ofi's library, not the system's. (ldd's output is read
+    # whole first: `ldd | grep -q` under pipefail fails when grep leaves early.)
+    deps="$(ldd "$exe")"
+    printf '%s\n' "$deps"
+    if ! grep -qF "libfabric.so.1 => $lib/libfabric.so.1 " <<<"$deps"; then
+        echo "hello_fabric does not load $lib/libfabric.so.1" >&2
         return 1
     fi
     for prov in shm tcp; do

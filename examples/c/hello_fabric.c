@@ -14,13 +14,17 @@
  *   cargo build --release -p ofi-capi
  *   ln -sf libfabric.so target/release/libfabric.so.1
  *   cc -O2 -Wall -o target/release/hello_fabric examples/c/hello_fabric.c \
- *       -Ltarget/release -lfabric -Wl,-rpath,"$PWD/target/release"
+ *       -Ltarget/release -lfabric -Wl,-rpath,"$PWD/target/release" \
+ *       -Wl,--disable-new-dtags
  *   target/release/hello_fabric shm
  *   target/release/hello_fabric tcp
  *
  * -lfabric finds ofi's target/release/libfabric.so before the system's; the
  * program records that library's SONAME, libfabric.so.1, and the rpath
- * makes the loader take it from target/release (the symlink). Built with
+ * makes the loader take it from target/release (the symlink), even when an
+ * LD_LIBRARY_PATH names a directory holding the system's libfabric.so.1
+ * (--disable-new-dtags writes a DT_RPATH, which the loader searches before
+ * LD_LIBRARY_PATH; the default DT_RUNPATH comes after it). Built with
  * plain `cc hello_fabric.c -lfabric`, the same program runs on the system's
  * libfabric. scripts/test.sh builds and runs it so (stage capi:example).
  */
