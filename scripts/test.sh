@@ -204,7 +204,7 @@ capi() {
 # The C example, built as any libfabric program is, linked to ofi's library
 # (a libfabric.so.1 link beside libfabric.so, found through the rpath).
 capi_example() {
-    local lib exe prov deps
+    local lib exe prov deps cmd
     lib="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)"
     exe="$lib/hello_fabric"
     ln -sf libfabric.so "$lib/libfabric.so.1"
@@ -212,9 +212,11 @@ capi_example() {
     # would come before a RUNPATH: the example runs without it, and is linked
     # with an RPATH, which the loader searches before LD_LIBRARY_PATH.
     unset LD_LIBRARY_PATH
-    echo "+ cc -O2 -Wall -Wextra -Werror -o $exe examples/c/hello_fabric.c -L$lib -lfabric -Wl,-rpath,$lib -Wl,--disable-new-dtags"
-    cc -O2 -Wall -Wextra -Werror -o "$exe" examples/c/hello_fabric.c -L"$lib" -lfabric -Wl,-rpath,"$lib" \
-        -Wl,--disable-new-dtags
+    # (-Xlinker: a comma in the path would split a -Wl, argument.)
+    cmd=(cc -O2 -Wall -Wextra -Werror -o "$exe" examples/c/hello_fabric.c -L"$lib" -lfabric
+        -Xlinker -rpath -Xlinker "$lib" -Xlinker --disable-new-dtags)
+    echo "+ ${cmd[*]}"
+    "${cmd[@]}"
     # It must load ofi's library, not the system's. (ldd's output is read
     # whole first: `ldd | grep -q` under pipefail fails when grep leaves early.)
     deps="$(ldd "$exe")"
