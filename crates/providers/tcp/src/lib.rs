@@ -446,11 +446,50 @@ fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
         }
     }
     if out.is_empty() {
-        return Err(Error::nodata(
-            "tcp: no interface fits the requested addresses",
-        ));
+        return Err(Error::nodata(no_fit(
+            src,
+            dest,
+            want_fmt,
+            iface,
+            named_source,
+        )));
     }
     Ok(out)
+}
+
+/// Why no interface fits a getinfo request: what it asked for (the source,
+/// the destination, the address format, FI_TCP_IFACE) in one message.
+fn no_fit(
+    src: Option<SocketAddr>,
+    dest: Option<SocketAddr>,
+    fmt: Option<u32>,
+    iface: &str,
+    named_source: bool,
+) -> String {
+    let mut asked = Vec::new();
+    if let Some(s) = src.filter(|s| !s.ip().is_unspecified()) {
+        asked.push(format!("source {}", s.ip()));
+    }
+    if let Some(d) = dest {
+        asked.push(format!("destination {d}"));
+    }
+    match fmt {
+        Some(addr_format::FI_SOCKADDR_IN) => asked.push("FI_SOCKADDR_IN".into()),
+        Some(addr_format::FI_SOCKADDR_IN6) => asked.push("FI_SOCKADDR_IN6".into()),
+        _ => {}
+    }
+    if !iface.is_empty() && !named_source {
+        asked.push(format!("FI_TCP_IFACE={iface}"));
+    }
+    if asked.is_empty() {
+        "tcp: no interface that is up has an address".into()
+    } else {
+        format!(
+            "tcp: no interface that is up fits the request ({}): a source must be one of \
+             its addresses, a destination in its subnet",
+            asked.join(", ")
+        )
+    }
 }
 
 #[cfg(test)]
@@ -527,6 +566,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s[0].domain_attr.name.as_deref(), Some("lo"));
+    }
+
+    #[test]
+    fn a_request_no_interface_fits_is_refused_naming_what_it_asked() {
+        // 10.255.255.1 is in no subnet of lo: nothing to connect from.
+        let e = offers_on(&req(Some("10.255.255.1"), Some("4000"), 0, None), "lo").unwrap_err();
+        assert_eq!(e.code(), ofi_core::error::errno::FI_ENODATA);
+        let msg = e.to_string();
+        assert!(msg.contains("destination 10.255.255.1:4000"), "{msg}");
+        assert!(msg.contains("FI_TCP_IFACE=lo"), "{msg}");
+        // A source that is no local address (TEST-NET-2; nothing is sent).
+        let e = offers(&req(Some("198.51.100.254"), Some("4001"), FI_SOURCE, None)).unwrap_err();
+        assert!(e.to_string().contains("source 198.51.100.254"), "{e}");
     }
 
     #[test]
