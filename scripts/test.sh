@@ -50,6 +50,7 @@
 # (seconds, default 1200) bounds each cargo stage; the end-to-end stages get
 # 120 s; deps has no timeout (sudo may ask for a password); FUZZ_TIME
 # (seconds per fuzz target, default 15; 0 skips the runs but still builds).
+# Inherited FI_* variables are unset (the tests set the ones they need).
 # shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
 set -euo pipefail
 
@@ -246,6 +247,18 @@ e2e_info() {
         return 1
     fi
 }
+
+# The suite sets the libfabric variables its tests need: ones inherited from
+# the caller's environment (FI_PROVIDER, FI_TCP_IFACE, FI_LOG_LEVEL …) would
+# change what getinfo offers and what the clients print.
+for var in $(compgen -e); do
+    case "$var" in
+        FI_*)
+            echo "unsetting $var=${!var} for the test suite"
+            unset "$var"
+            ;;
+    esac
+done
 
 # The binary the build stage makes (target/release/ofi unless CARGO_TARGET_DIR
 # says otherwise); exported for the stage functions, which run in a child bash.
