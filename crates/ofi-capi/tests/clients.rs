@@ -716,6 +716,15 @@ fn fi_info_honours_fi_log_level() {
     logged.assert_success();
     assert_eq!(plain.stdout, logged.stdout, "{}", logged.report());
     assert!(plain.stderr.is_empty(), "{}", plain.report());
+    // and at info or below says what it offered, per provider.
+    assert!(
+        logged
+            .stderr
+            .lines()
+            .any(|l| l.contains("getinfo: 1 offer (shm: 1)")),
+        "FI_LOG_LEVEL=debug does not say what getinfo offered: {}",
+        logged.report()
+    );
 }
 
 /// fi_tcp(7)'s FI_TCP_IFACE: "a specific network interface can be

@@ -168,6 +168,8 @@ pub fn getinfo(
     };
     let mut out = Vec::new();
     let mut reasons = Vec::new();
+    // Offers given, per provider asked (for the log).
+    let mut given = Vec::new();
     let mut hard_error = None;
     // Providers asked (not excluded by FI_PROVIDER or the hinted names).
     let mut asked = 0;
@@ -195,6 +197,7 @@ pub fn getinfo(
                 continue;
             }
         };
+        let before = out.len();
         for offer in offers {
             match hints {
                 None => out.push(offer),
@@ -207,6 +210,7 @@ pub fn getinfo(
                 },
             }
         }
+        given.push(format!("{name}: {}", out.len() - before));
     }
     if out.is_empty() {
         // The one provider asked failed outright (a malformed tunable, a
@@ -224,6 +228,17 @@ pub fn getinfo(
         };
         return Err(Error::nodata(why));
     }
+    tracing::info!(
+        "getinfo: {} {} ({}){}",
+        out.len(),
+        if out.len() == 1 { "offer" } else { "offers" },
+        given.join(", "),
+        if reasons.is_empty() {
+            String::new()
+        } else {
+            format!("; left out: {}", reasons.join("; "))
+        }
+    );
     Ok(out)
 }
 
