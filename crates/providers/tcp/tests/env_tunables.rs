@@ -8,28 +8,14 @@
 
 mod common;
 
-use common::{offer, tagged_cq};
+use common::{offer, request, tagged_cq};
 use ofi_core::consts::*;
 use ofi_core::error::errno;
 use ofi_core::object::*;
 use ofi_core::util::av::AvAttr;
 use ofi_core::util::cq::CqTaggedEntry;
-use ofi_core::Info;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
-
-fn getinfo_tcp(ep: u32) -> ofi_core::error::Result<Vec<Info>> {
-    let mut h = Info::hints();
-    h.ep_attr.ep_type = ep;
-    h.fabric_attr.prov_name = Some("tcp".into());
-    ofi_core::getinfo(
-        FI_VERSION_CURRENT,
-        Some("127.0.0.1"),
-        Some("0"),
-        FI_SOURCE,
-        Some(&h),
-    )
-}
 
 fn port_of(name: &[u8]) -> u16 {
     ofi_prov_tcp::addr::decode(name)
@@ -57,7 +43,7 @@ fn context_sizes_and_port_range_follow_the_environment() {
     std::env::set_var("FI_TCP_TX_SIZE", "100");
     std::env::set_var("FI_TCP_RX_SIZE", "200");
     for ep in [ep_type::FI_EP_RDM, ep_type::FI_EP_MSG] {
-        let v = getinfo_tcp(ep).unwrap();
+        let v = request(ep, "127.0.0.1").unwrap();
         assert!(
             v.iter()
                 .all(|i| i.tx_attr.size == 100 && i.rx_attr.size == 200),
@@ -68,7 +54,7 @@ fn context_sizes_and_port_range_follow_the_environment() {
         );
     }
     std::env::set_var("FI_TCP_TX_SIZE", "0");
-    let e = getinfo_tcp(ep_type::FI_EP_RDM).unwrap_err();
+    let e = request(ep_type::FI_EP_RDM, "127.0.0.1").unwrap_err();
     assert_eq!(e.code(), errno::FI_EINVAL);
     assert!(e.to_string().contains("FI_TCP_TX_SIZE"), "{e}");
     std::env::remove_var("FI_TCP_TX_SIZE");
@@ -76,16 +62,16 @@ fn context_sizes_and_port_range_follow_the_environment() {
 
     // A half-set or inverted range is refused, naming the variables.
     std::env::set_var("FI_TCP_PORT_LOW_RANGE", "30000");
-    let e = getinfo_tcp(ep_type::FI_EP_RDM).unwrap_err();
+    let e = request(ep_type::FI_EP_RDM, "127.0.0.1").unwrap_err();
     assert_eq!(e.code(), errno::FI_EINVAL);
     assert!(e.to_string().contains("FI_TCP_PORT_HIGH_RANGE"), "{e}");
     std::env::set_var("FI_TCP_PORT_HIGH_RANGE", "29999");
     assert_eq!(
-        getinfo_tcp(ep_type::FI_EP_RDM).unwrap_err().code(),
+        request(ep_type::FI_EP_RDM, "127.0.0.1").unwrap_err().code(),
         errno::FI_EINVAL
     );
     std::env::set_var("FI_TCP_PORT_HIGH_RANGE", "70000");
-    let e = getinfo_tcp(ep_type::FI_EP_RDM).unwrap_err();
+    let e = request(ep_type::FI_EP_RDM, "127.0.0.1").unwrap_err();
     assert!(e.to_string().contains("FI_TCP_PORT_HIGH_RANGE"), "{e}");
 
     // A range of two ports: two RDM endpoints take them, a third finds

@@ -2,6 +2,8 @@
 //! messages both ways at eager and rendezvous sizes, shutdown.
 #![allow(unsafe_code)]
 
+mod common;
+
 use ofi_core::consts::*;
 use ofi_core::error::errno;
 use ofi_core::object::*;
@@ -11,21 +13,7 @@ use ofi_core::Info;
 use std::time::{Duration, Instant};
 
 fn info() -> Info {
-    ofi_prov_tcp::register().unwrap();
-    let mut h = Info::hints();
-    h.caps = FI_MSG;
-    h.ep_attr.ep_type = ep_type::FI_EP_MSG;
-    h.fabric_attr.prov_name = Some("tcp".into());
-    h.addr_format = addr_format::FI_SOCKADDR_IN;
-    ofi_core::getinfo(
-        FI_VERSION_CURRENT,
-        Some("127.0.0.1"),
-        Some("0"),
-        FI_SOURCE,
-        Some(&h),
-    )
-    .unwrap()
-    .remove(0)
+    common::offer(ep_type::FI_EP_MSG, "127.0.0.1")
 }
 
 /// Waits for an event on `eq` while also driving `other` (manual progress:

@@ -28,22 +28,28 @@ pub const TAG: &str = "@ofi ";
 
 // ------------------------------------------------------------- opening
 
-/// The tcp offer of `ep_type` bound to `node` (FI_SOURCE, any port).
-pub fn offer(ep_type: u32, node: &str) -> Info {
+/// getinfo for tcp offers of `ep_type` with FI_MSG bound to `node`
+/// (FI_SOURCE, any port, FI_SOCKADDR_IN), its error as it comes.
+pub fn request(ep_type: u32, node: &str) -> ofi_core::error::Result<Vec<Info>> {
     ofi_prov_tcp::register().expect("registering tcp");
     let mut h = Info::hints();
     h.caps = FI_MSG;
     h.ep_attr.ep_type = ep_type;
     h.fabric_attr.prov_name = Some("tcp".into());
     h.addr_format = addr_format::FI_SOCKADDR_IN;
-    let v = ofi_core::getinfo(
+    ofi_core::getinfo(
         FI_VERSION_CURRENT,
         Some(node),
         Some("0"),
         FI_SOURCE,
         Some(&h),
     )
-    .unwrap_or_else(|e| panic!("getinfo tcp node={node} FI_SOURCE: {e}"));
+}
+
+/// The tcp offer of `ep_type` bound to `node` (FI_SOURCE, any port).
+pub fn offer(ep_type: u32, node: &str) -> Info {
+    let v =
+        request(ep_type, node).unwrap_or_else(|e| panic!("getinfo tcp node={node} FI_SOURCE: {e}"));
     let want = format!("{node}:");
     let o = v
         .into_iter()
