@@ -112,6 +112,14 @@ impl Tunable {
             }),
         }
     }
+    /// The value as a size that must be at least 1 (a context or queue
+    /// depth); 0 is an error naming the variable and `why` it cannot be.
+    pub fn get_nonzero_size(&self, why: &str) -> Result<usize> {
+        match self.get_size()? {
+            0 => Err(Error::inval(format!("{}=0: {why}", self.var()))),
+            v => Ok(v),
+        }
+    }
     /// The value as a boolean; an unparsable value is an error naming the variable.
     pub fn get_bool(&self) -> Result<bool> {
         match self.raw() {
@@ -247,5 +255,21 @@ mod tests {
         let t = Tunable::size("shm", "spin_us", 5, "h");
         assert_eq!(t.var(), "FI_SHM_SPIN_US");
         assert_eq!(core_tunable("provider").env_name(), "FI_PROVIDER");
+    }
+    #[test]
+    fn nonzero_sizes_refuse_zero_naming_the_variable() {
+        // Defaults only: no variable of these names is set.
+        let zero = Tunable::size("cfgtest", "depth_zero", 0, "h");
+        let e = zero
+            .get_nonzero_size("a queue holds one entry")
+            .unwrap_err();
+        assert_eq!(e.code(), crate::error::errno::FI_EINVAL);
+        assert!(
+            e.to_string()
+                .contains("FI_CFGTEST_DEPTH_ZERO=0: a queue holds one entry"),
+            "{e}"
+        );
+        let some = Tunable::size("cfgtest", "depth_some", 8, "h");
+        assert_eq!(some.get_nonzero_size("unused").unwrap(), 8);
     }
 }

@@ -54,6 +54,9 @@ pub struct Config {
     pub rx_size: usize,
 }
 
+/// Why a context size of 0 is refused.
+const CONTEXT_SIZE: &str = "a context holds at least one operation";
+
 fn tunables() -> Vec<Tunable> {
     vec![
         Tunable::size(NAME, "ring_slots", 256, "Inbound ring entries per endpoint (power of two); each holds up to 4 KiB inline"),
@@ -81,15 +84,10 @@ impl Config {
             max_unexpected: get("max_unexpected").get_size()?.max(1),
             coop_threshold: get("coop_threshold").get_size()?,
             coop_chunk: get("coop_chunk").get_size()?,
-            tx_size: get("tx_size").get_size()?,
-            rx_size: get("rx_size").get_size()?,
+            tx_size: get("tx_size").get_nonzero_size(CONTEXT_SIZE)?,
+            rx_size: get("rx_size").get_nonzero_size(CONTEXT_SIZE)?,
         };
         let bad = |m: String| Err(ofi_core::Error::inval(m));
-        for (var, v) in [("FI_SHM_TX_SIZE", c.tx_size), ("FI_SHM_RX_SIZE", c.rx_size)] {
-            if v == 0 {
-                return bad(format!("{var}=0: a context holds at least one operation"));
-            }
-        }
         if c.coop_chunk < 4096 {
             return bad(format!(
                 "FI_SHM_COOP_CHUNK={} must be at least 4096",

@@ -82,15 +82,7 @@ impl TcpConfig {
             }
             (l, h) => Some((l, h)),
         };
-        let ctx_size = |n: &str| -> Result<usize> {
-            match get(n).get_size()? {
-                0 => Err(Error::inval(format!(
-                    "{}=0: a context holds at least one operation",
-                    get(n).var()
-                ))),
-                v => Ok(v),
-            }
-        };
+        let ctx = "a context holds at least one operation";
         Ok(TcpConfig {
             proto,
             max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
@@ -98,8 +90,8 @@ impl TcpConfig {
             user_timeout_ms: get("user_timeout_ms").get_size()?.min(u32::MAX as usize) as u32,
             poll_recv: get("poll_recv").get_bool()?,
             port_range,
-            tx_size: ctx_size("tx_size")?,
-            rx_size: ctx_size("rx_size")?,
+            tx_size: get("tx_size").get_nonzero_size(ctx)?,
+            rx_size: get("rx_size").get_nonzero_size(ctx)?,
         })
     }
 }
