@@ -7,7 +7,8 @@
 
 use ofi_conformance::ofi::consts::*;
 use ofi_conformance::ofi::{
-    errno, CntrAttr, Counter, Deferred, Domain, Info, IoVec, MemoryRegion, MrAttr, RmaIov,
+    errno, AtomicKind, CntrAttr, Counter, Deferred, Domain, Info, IoVec, Ioc, MemoryRegion, MrAttr,
+    RmaIoc, RmaIov,
 };
 use ofi_conformance::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -462,6 +463,44 @@ conformance!(fn triggered_inject_operations_send_the_bytes_of_the_call(info) {
     assert_recv(cb.ok_ctx(9).expect("receive"), 9, 16, false);
     assert_bytes_eq(&dst, &want_msg, "triggered FI_INJECT send");
     assert_bytes_eq(&target.buf, &want_data, "triggered FI_INJECT write");
+    Ok(())
+});
+
+conformance!(fn triggered_inject_atomic_applies_the_operands_of_the_call(info) {
+    // As above for an atomic: the operands are copied at the call.
+    require(info, FI_ATOMIC | FI_TRIGGER)?;
+    let p = Pair::open(info, FI_ATOMIC | FI_TRIGGER)?;
+    let trig = p.domain.cntr(&CntrAttr::default()).unwrap();
+    let mut target = Region::new(&p.domain, info, 16, FI_REMOTE_WRITE);
+    target.buf[..8].copy_from_slice(&40u64.to_ne_bytes());
+    target.buf[8..].copy_from_slice(&100u64.to_ne_bytes());
+    let mut operand = [0u8; 16];
+    operand[..8].copy_from_slice(&3u64.to_ne_bytes());
+    operand[8..].copy_from_slice(&4u64.to_ne_bytes());
+    let sum = Deferred::Atomic {
+        kind: AtomicKind::Basic,
+        op: atomic_op::FI_SUM,
+        datatype: datatype::FI_UINT64,
+        operand: vec![Ioc { addr: operand.as_ptr() as usize, count: 2 }],
+        compare: Vec::new(),
+        result: Vec::new(),
+        addr: p.fb,
+        rma_ioc: vec![RmaIoc { addr: target.addr(0), count: 2, key: target.key() }],
+        context: 11,
+        flags: FI_INJECT | FI_COMPLETION,
+    };
+    // SAFETY: FI_INJECT: the operands are read before the call returns.
+    unsafe { p.a.trigger(&trig, 1, sum) }.unwrap();
+    operand.fill(0x77);
+    trig.add(1);
+    one_ok(&p, 11, "triggered FI_INJECT atomic");
+    let deadline = Instant::now() + TIMEOUT;
+    let read = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap());
+    while read(&target.buf[..8]) == 40 && Instant::now() < deadline {
+        p.progress();
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    assert_eq!((read(&target.buf[..8]), read(&target.buf[8..])), (43, 104));
     Ok(())
 });
 
