@@ -780,49 +780,51 @@ impl Deferred {
     /// # Safety
     /// The operation's source ranges are readable for this call.
     unsafe fn hold_injected(&mut self) -> Option<Vec<u8>> {
-        if let Deferred::Atomic {
-            operand,
-            datatype,
-            flags,
-            ..
-        } = self
-        {
-            if *flags & FI_INJECT == 0 {
-                return None;
-            }
-            let size = atomic::datatype_size(*datatype)?;
-            let count: usize = operand.iter().map(|o| o.count).sum();
-            let ranges: Vec<IoVec> = operand
-                .iter()
-                .map(|o| IoVec {
-                    base: o.addr,
-                    len: o.count.saturating_mul(size),
-                })
-                .collect();
-            let mut copy = vec![0u8; iov_len(&ranges)];
+        let copy_of = |ranges: &[IoVec]| {
+            let mut copy = vec![0u8; iov_len(ranges)];
             // SAFETY: forwarded from this function's contract; `copy` is ours.
-            unsafe { copy_from_iov(&ranges, 0, &mut copy) };
-            *operand = vec![Ioc {
-                addr: copy.as_ptr() as usize,
-                count,
-            }];
-            return Some(copy);
-        }
-        let src: &mut Vec<IoVec> = match self {
-            Deferred::Send { iov, flags, .. } if *flags & FI_INJECT != 0 => iov,
-            Deferred::Rma {
-                iov, flags, read, ..
-            } if *flags & FI_INJECT != 0 && !*read => iov,
-            _ => return None,
+            unsafe { copy_from_iov(ranges, 0, &mut copy) };
+            copy
         };
-        let mut copy = vec![0u8; iov_len(src)];
-        // SAFETY: forwarded from this function's contract; `copy` is ours.
-        unsafe { copy_from_iov(src, 0, &mut copy) };
-        *src = vec![IoVec {
-            base: copy.as_ptr() as usize,
-            len: copy.len(),
-        }];
-        Some(copy)
+        match self {
+            Deferred::Atomic {
+                operand,
+                datatype,
+                flags,
+                ..
+            } if *flags & FI_INJECT != 0 => {
+                let size = atomic::datatype_size(*datatype)?;
+                let ranges: Vec<IoVec> = operand
+                    .iter()
+                    .map(|o| IoVec {
+                        base: o.addr,
+                        len: o.count.saturating_mul(size),
+                    })
+                    .collect();
+                let copy = copy_of(&ranges);
+                let count = operand.iter().map(|o| o.count).sum();
+                *operand = vec![Ioc {
+                    addr: copy.as_ptr() as usize,
+                    count,
+                }];
+                Some(copy)
+            }
+            Deferred::Send { iov, flags, .. }
+            | Deferred::Rma {
+                iov,
+                flags,
+                read: false,
+                ..
+            } if *flags & FI_INJECT != 0 => {
+                let copy = copy_of(iov);
+                *iov = vec![IoVec {
+                    base: copy.as_ptr() as usize,
+                    len: copy.len(),
+                }];
+                Some(copy)
+            }
+            _ => None,
+        }
     }
 
     fn context_flags(&self) -> (usize, u64) {
