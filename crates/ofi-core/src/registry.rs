@@ -210,7 +210,7 @@ pub fn getinfo(
                 },
             }
         }
-        given.push(format!("{name}: {}", out.len() - before));
+        given.push((name, out.len() - before));
     }
     if out.is_empty() {
         // The one provider asked failed outright (a malformed tunable, a
@@ -232,7 +232,11 @@ pub fn getinfo(
         "getinfo: {} {} ({}){}",
         out.len(),
         if out.len() == 1 { "offer" } else { "offers" },
-        given.join(", "),
+        given
+            .iter()
+            .map(|(name, n)| format!("{name}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         if reasons.is_empty() {
             String::new()
         } else {
