@@ -23,12 +23,12 @@ use ofi_shm::cma::{self, Range};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc;
 use ofi_shm::segment::{
-    bell_path, reclaim_stale, segment_path, Geometry, Segment, XferDesc, XFER_DESCS,
+    bell_path, reclaim_stale, segment_path, Geometry, MsgConsumer, Segment, XferLayout, XFER_DESCS,
 };
 use ofi_wire::shm::{flag, op, Entry, Repr, HDR_LEN, MAX_RTS_IOV};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
@@ -150,10 +150,9 @@ struct Inner {
     last_check: Instant,
     xfer_free: Vec<u32>,
     xfer_gen: u32,
-    /// The consumer's position in its own ring.
-    head: u64,
-    /// The position last published to producers.
-    published: u64,
+    /// The one consumer of the endpoint's ring (taken out while a pass
+    /// reads entries).
+    rx: Option<MsgConsumer>,
 }
 
 /// An shm RDM endpoint.
@@ -217,7 +216,7 @@ impl ShmEndpoint {
             pool_bufs: cfg.bounce_bufs.max(1),
             pool_buf_size: cfg.bounce_size,
         };
-        let seg = Segment::create(&segment_path(uid, me.pid, me.idx), geo)
+        let (seg, rx) = Segment::create(&segment_path(uid, me.pid, me.idx), geo)
             .map_err(|e| Error::os(e, "shm: creating the endpoint segment"))?;
         let bell = Bell::create(&bell_path(uid, me.pid, me.idx))
             .map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
@@ -256,8 +255,7 @@ impl ShmEndpoint {
                 last_check: Instant::now(),
                 xfer_free: (0..XFER_DESCS as u32).rev().collect(),
                 xfer_gen: 0,
-                head: 0,
-                published: 0,
+                rx: Some(rx),
             }),
             cfg,
             enabled: AtomicBool::new(false),
@@ -637,28 +635,26 @@ impl ShmEndpoint {
         }
         let mut r = self.header(op, len);
         if len <= self.cfg.bounce_size && !deliver {
-            if let Some(idx) = peer.seg.alloc_bounce() {
-                let copied = peer.seg.with_bounce(idx, |buf| {
-                    let l = len.min(buf.len());
-                    // SAFETY: post_send's caller keeps the iov readable for this call.
-                    unsafe { copy_from_iov(op.iov, 0, &mut buf[..l]) }
-                });
-                if copied == Some(len) {
+            if let Some(mut buf) = peer.seg.alloc_bounce() {
+                let bytes = buf.as_mut_slice();
+                let l = len.min(bytes.len());
+                // SAFETY: post_send's caller keeps the iov readable for this call.
+                let copied = unsafe { copy_from_iov(op.iov, 0, &mut bytes[..l]) };
+                if copied == len {
                     r.op = op::BOUNCE;
-                    r.cookie = idx;
+                    r.cookie = buf.index();
                     if peer
                         .seg
                         .msg_ring()
                         .push_with(&peer.cached_head, |b| r.emit(&mut Entry::new_unchecked(b)))
                         .is_ok()
                     {
+                        buf.hand_over();
                         peer.notify();
                         self.tx_complete(&g, op.context, tx_flags(op.tagged), completion);
                         return Ok(());
                     }
-                }
-                peer.seg.free_bounce(idx);
-                if copied == Some(len) {
+                    drop(buf);
                     return Err(self.ring_full(&peer));
                 }
             }
@@ -786,12 +782,13 @@ impl ShmEndpoint {
                 self.rx_complete(g, context, cq_flags, &m, n, buf, completion);
             }
             Src::Bounce(idx) => {
-                let n = self.seg.with_bounce(idx, |b| {
+                // Dropping the token frees the buffer.
+                let n = self.seg.take_bounce(idx).map(|b| {
+                    let b = b.as_slice();
                     let w = want.min(b.len());
                     // SAFETY: post_recv's caller keeps the receive iov valid until completion.
                     unsafe { copy_to_iov(iov, off, &b[..w]) }
                 });
-                self.seg.free_bounce(idx);
                 match n {
                     Some(n) => self.rx_complete(g, context, cq_flags, &m, n, buf, completion),
                     None => self.rx_error(g, context, cq_flags, errno::FI_EIO, m.tag),
@@ -952,18 +949,17 @@ impl ShmEndpoint {
         let d = self.seg.xfer(u64::from(di))?;
         g.xfer_gen = g.xfer_gen.wrapping_add(1).max(1);
         let gen = u64::from(g.xfer_gen);
-        d.total.store(want as u64, Ordering::Relaxed);
-        d.chunk.store(chunk as u64, Ordering::Relaxed);
-        d.nchunks.store(n, Ordering::Relaxed);
-        d.done.store(first, Ordering::Relaxed);
-        d.failed.store(0, Ordering::Relaxed);
-        d.recv_cnt.store(local.len() as u64, Ordering::Relaxed);
-        for (slot, r) in d.recv_iov.iter().zip(local) {
-            slot[0].store(r.base as u64, Ordering::Relaxed);
-            slot[1].store(r.len as u64, Ordering::Relaxed);
+        let mut layout = XferLayout {
+            nchunks: n,
+            chunk,
+            total: want,
+            ranges_cnt: local.len().min(4),
+            ..Default::default()
+        };
+        for (o, r) in layout.ranges.iter_mut().zip(local) {
+            *o = (r.base, r.len);
         }
-        // SYNC POINT: publishes the descriptor to the sender's acquire of `claim`.
-        d.claim.store((gen << 32) | first, Ordering::Release);
+        d.publish(g.xfer_gen, &layout, first);
         self.send_ctrl(
             g,
             sender,
@@ -976,42 +972,29 @@ impl ShmEndpoint {
                 ..Default::default()
             },
         );
-        while let Some(c) = claim(d, gen, n) {
-            if let Err(e) = copy_chunk(pid, local, remote, c as usize, chunk, want, false) {
-                let _ = d.failed.compare_exchange(
-                    0,
-                    e.raw_os_error().unwrap_or(5) as u64,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                );
-            }
-            d.done.fetch_add(1, Ordering::AcqRel);
+        while let Some(c) = d.claim(gen, n) {
+            let r = copy_chunk(pid, local, remote, c as usize, chunk, want, false);
+            d.chunk_done(r.err().map(|e| e.raw_os_error().unwrap_or(5)));
         }
         // Wait for the chunks the sender claimed; it is copying them now.
         let start = Instant::now();
         let mut last = start;
-        // SYNC POINT: acquires the sender's release of `done` (its copies are visible).
-        while d.done.load(Ordering::Acquire) < n {
+        while !d.finished(n) {
             std::hint::spin_loop();
             let now = Instant::now();
             if now.duration_since(last) > Duration::from_millis(5) {
                 last = now;
                 let dead = self.peer_by_id(g, sender).map(|p| p.dead()).unwrap_or(true);
                 if dead || now.duration_since(start) > Duration::from_secs(30) {
-                    let _ = d.failed.compare_exchange(
-                        0,
-                        errno::FI_EIO as u64,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    );
+                    d.fail(errno::FI_EIO);
                     break;
                 }
             }
         }
         // Retire the generation so no stale claim can succeed, then reuse.
-        d.claim.store(0, Ordering::Release);
+        let failed = d.retire();
         g.xfer_free.push(di);
-        match d.failed.load(Ordering::Acquire) {
+        match failed {
             0 => Some(Ok(want)),
             14 => Some(Err(errno::FI_EFAULT)),
             _ => Some(Err(errno::FI_EIO)),
@@ -1040,22 +1023,17 @@ impl ShmEndpoint {
             );
             return;
         };
-        let (gen, n) = (r.data, d.nchunks.load(Ordering::Relaxed));
-        let (chunk, total) = (
-            d.chunk.load(Ordering::Relaxed) as usize,
-            d.total.load(Ordering::Relaxed) as usize,
-        );
-        let cnt = (d.recv_cnt.load(Ordering::Relaxed) as usize).min(4);
+        let gen = r.data;
+        let layout = d.layout();
+        let (n, chunk, total) = (layout.nchunks, layout.chunk, layout.total);
         if chunk == 0 || total > len || n != total.div_ceil(chunk) as u64 {
             tracing::warn!("shm: CTS describes an impossible transfer");
             return;
         }
-        let remote: Vec<Range> = d.recv_iov[..cnt]
+        let remote: Vec<Range> = layout
+            .ranges()
             .iter()
-            .map(|x| Range {
-                base: x[0].load(Ordering::Relaxed) as usize,
-                len: x[1].load(Ordering::Relaxed) as usize,
-            })
+            .map(|&(base, len)| Range { base, len })
             .collect();
         let local: Vec<Range> = iov[..cnt_local]
             .iter()
@@ -1065,17 +1043,9 @@ impl ShmEndpoint {
             })
             .collect();
         let pid = peer.addr.pid;
-        while let Some(c) = claim(d, gen, n) {
-            if let Err(e) = copy_chunk(pid, &local, &remote, c as usize, chunk, total, true) {
-                let _ = d.failed.compare_exchange(
-                    0,
-                    e.raw_os_error().unwrap_or(5) as u64,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                );
-            }
-            // SYNC POINT: releases this chunk's bytes to the receiver's acquire of `done`.
-            d.done.fetch_add(1, Ordering::AcqRel);
+        while let Some(c) = d.claim(gen, n) {
+            let r = copy_chunk(pid, &local, &remote, c as usize, chunk, total, true);
+            d.chunk_done(r.err().map(|e| e.raw_os_error().unwrap_or(5)));
         }
     }
 
@@ -1195,7 +1165,9 @@ impl ShmEndpoint {
                 match r.op {
                     op::INLINE => self.incoming(g, m, Src::Inline(&e.payload()[..r.len as usize])),
                     op::BOUNCE => {
-                        if self.seg.bounce(r.cookie).is_none() || m.total > self.cfg.bounce_size {
+                        if r.cookie >= self.seg.geometry().pool_bufs as u64
+                            || m.total > self.cfg.bounce_size
+                        {
                             tracing::warn!(
                                 index = r.cookie,
                                 "shm: dropping an entry naming an invalid bounce buffer"
@@ -1289,28 +1261,23 @@ impl ShmEndpoint {
     }
 
     fn poll_ring(&self, g: &mut Inner) {
-        let ring = self.seg.msg_ring();
-        let mut head = g.head;
+        let Some(mut rx) = g.rx.take() else {
+            return;
+        };
         for _ in 0..BUDGET {
             // Reads answered in chunks hold the ring: later requests of the
             // same initiator must not overtake them (FI_ORDER_WAR).
             if g.unexpected >= self.cfg.max_unexpected || !g.read_pushes.is_empty() {
                 break;
             }
-            // SAFETY: the endpoint's lock (held as `g`) serialises the
-            // ring's consumer: only its owner pops, under the lock, with the
-            // position kept in `g.head`.
-            if unsafe { ring.pop_with(&mut head, |b| self.handle(g, b)) }.is_none() {
+            if rx.pop_with(&self.seg, |b| self.handle(g, b)).is_none() {
                 break;
             }
-            g.head = head;
         }
         // Hand consumed slots back to producers: a store to a line only this
         // side writes (producers read it only when the ring looks full).
-        if head != g.published {
-            ring.publish(head);
-            g.published = head;
-        }
+        rx.publish(&self.seg);
+        g.rx = Some(rx);
     }
 
     fn check_liveness(&self, g: &mut Inner) {
@@ -1370,7 +1337,9 @@ impl ShmEndpoint {
         }
         self.poll_ring(g);
         self.check_liveness(g);
-        self.head_hint.store(g.head, Ordering::Relaxed);
+        if let Some(rx) = &g.rx {
+            self.head_hint.store(rx.position(), Ordering::Relaxed);
+        }
         let busy = !g.ctrl.is_empty()
             || !g.pushes.is_empty()
             || g.rmas.len() != g.free_rmas.len()
@@ -1390,7 +1359,8 @@ impl ShmEndpoint {
                     g.pool.push(v);
                 }
             }
-            Payload::Bounce(idx) => self.seg.free_bounce(idx),
+            // Taking the buffer and dropping the token frees it.
+            Payload::Bounce(idx) => drop(self.seg.take_bounce(idx)),
             Payload::Rts { sender, cookie, .. } => self.send_ctrl(
                 g,
                 sender,
@@ -1711,24 +1681,6 @@ impl ShmEndpoint {
     }
 }
 
-/// Claims the next chunk of a cooperative copy of generation `gen`.
-fn claim(d: &XferDesc, gen: u64, n: u64) -> Option<u64> {
-    // SYNC POINT: acquires the receiver's release of the descriptor.
-    let mut cur = d.claim.load(Ordering::Acquire);
-    loop {
-        if cur >> 32 != gen || cur & 0xffff_ffff >= n {
-            return None;
-        }
-        match d
-            .claim
-            .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => return Some(cur & 0xffff_ffff),
-            Err(x) => cur = x,
-        }
-    }
-}
-
 /// The part `[off, off + want)` of a list of (address, length) ranges.
 fn clip_ranges(
     r: impl IntoIterator<Item = (usize, usize)>,
@@ -1817,20 +1769,16 @@ impl Progress for ShmEndpoint {
     }
     fn arm(&self) -> bool {
         let g = self.lock();
-        let h = self.seg.header();
-        h.sleeping.fetch_add(1, Ordering::SeqCst);
-        // SYNC POINT: pairs with Peer::notify's fence (Dekker).
-        fence(Ordering::SeqCst);
-        if self.seg.msg_ring().ready(g.head) {
-            return false;
-        }
-        g.ctrl.is_empty()
-            && g.pushes.is_empty()
-            && g.rma_pushes.is_empty()
-            && g.read_pushes.is_empty()
+        self.seg.sleep_arm(|| {
+            g.rx.as_ref().is_some_and(|rx| rx.ready(&self.seg))
+                || !g.ctrl.is_empty()
+                || !g.pushes.is_empty()
+                || !g.rma_pushes.is_empty()
+                || !g.read_pushes.is_empty()
+        })
     }
     fn disarm(&self) {
-        self.seg.header().sleeping.fetch_sub(1, Ordering::SeqCst);
+        self.seg.sleep_disarm();
         self.bell.drain();
     }
     fn wait_fd(&self) -> Option<RawFd> {
@@ -1921,20 +1869,17 @@ impl EndpointOps for ShmEndpoint {
         }
         // Large messages still in the ring: tell their senders, so no send
         // waits for an ACK that will never come.
-        let ring = self.seg.msg_ring();
-        let mut head = g.head;
+        let mut rx = g.rx.take();
         for _ in 0..self.cfg.ring_slots {
-            // SAFETY: the owner drains its ring under its lock.
-            let rts = unsafe {
-                ring.pop_with(&mut head, |b| {
-                    let e = Entry::new_unchecked(&*b);
-                    Repr::parse(&e).ok().filter(|r| {
-                        r.op == op::RTS
-                            || rma::is_request(r.op)
-                                && (r.op != op::RMA_WRITE || r.flags & flag::LAST != 0)
-                    })
+            let Some(rx) = rx.as_mut() else { break };
+            let rts = rx.pop_with(&self.seg, |b| {
+                let e = Entry::new_unchecked(&*b);
+                Repr::parse(&e).ok().filter(|r| {
+                    r.op == op::RTS
+                        || rma::is_request(r.op)
+                            && (r.op != op::RMA_WRITE || r.flags & flag::LAST != 0)
                 })
-            };
+            });
             match rts {
                 None => break,
                 Some(Some(r)) => {
