@@ -17,9 +17,11 @@ use crate::proc;
 use crate::ring::{self, Slots};
 use crate::wake;
 pub use crate::xfer::{XferDesc, XferLayout, XFER_RANGES};
-use std::ffi::CString;
+use rustix::fs::{self, Mode, OFlags};
+use rustix::io::Errno;
+use rustix::mm;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -174,26 +176,19 @@ fn held_bits(pool_bufs: usize) -> Box<[AtomicU64]> {
         .collect()
 }
 
-fn cpath(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
-}
-
-fn map(fd: libc::c_int, len: usize) -> io::Result<*mut u8> {
-    // SAFETY: mapping a file we hold open; the result is checked.
+fn map(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a new shared mapping of a file we hold open, at an address the
+    // kernel picks (nothing existing is replaced); the result is checked.
     let p = unsafe {
-        libc::mmap(
+        mm::mmap(
             std::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            mm::ProtFlags::READ | mm::ProtFlags::WRITE,
+            mm::MapFlags::SHARED,
             fd,
             0,
         )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
+    }?;
     Ok(p.cast())
 }
 
@@ -203,43 +198,29 @@ impl Segment {
     /// dead process with a reused pid) is replaced.
     pub fn create(path: &Path, geo: Geometry) -> io::Result<(Segment, MsgConsumer)> {
         geo.validate()?;
-        let c = cpath(path)?;
-        let mut fd;
-        loop {
-            // SAFETY: c is a valid C string; flags create a new private file.
-            fd = unsafe {
-                libc::open(
-                    c.as_ptr(),
-                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-                    0o600,
-                )
-            };
-            if fd >= 0 {
-                break;
+        let fd = loop {
+            match fs::open(
+                path,
+                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            ) {
+                Ok(fd) => break fd,
+                // A stale file of a dead process with a reused pid.
+                Err(Errno::EXIST) => {
+                    let _ = fs::unlink(path);
+                }
+                Err(e) => return Err(e.into()),
             }
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EEXIST) {
-                // SAFETY: unlinking a path we own by name.
-                unsafe { libc::unlink(c.as_ptr()) };
-                continue;
-            }
-            return Err(e);
-        }
-        let total = geo.total();
-        // SAFETY: fd is our new file.
-        let r = unsafe { libc::ftruncate(fd, total as libc::off_t) };
-        let mapped = if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            map(fd, total)
         };
-        // SAFETY: the mapping (if any) keeps the file; the fd is no longer needed.
-        unsafe { libc::close(fd) };
+        let total = geo.total();
+        // The mapping (if any) keeps the file; the fd closes on return.
+        let mapped = fs::ftruncate(&fd, total as u64)
+            .map_err(io::Error::from)
+            .and_then(|()| map(&fd, total));
         let base = match mapped {
             Ok(b) => b,
             Err(e) => {
-                // SAFETY: removing the file we just created.
-                unsafe { libc::unlink(c.as_ptr()) };
+                let _ = fs::unlink(path);
                 return Err(e);
             }
         };
@@ -286,29 +267,17 @@ impl Segment {
 
     /// Maps a peer's segment after checking its header against the file.
     pub fn open(path: &Path, expect_pid: u32) -> io::Result<Segment> {
-        let c = cpath(path)?;
-        // SAFETY: c is a valid C string.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: st is written by fstat on success.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fd is open; st is valid.
-        let r = unsafe { libc::fstat(fd, &mut st) };
-        let size = st.st_size as usize;
-        let res = if r < 0 {
-            Err(io::Error::last_os_error())
-        } else if size < SLOTS_OFF {
+        let fd = fs::open(path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())?;
+        let size = fs::fstat(&fd)?.st_size as usize;
+        // The mapping keeps the file alive; the fd closes on return.
+        let res = if size < SLOTS_OFF {
             Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "segment too small",
             ))
         } else {
-            map(fd, size)
+            map(&fd, size)
         };
-        // SAFETY: the mapping keeps the file alive.
-        unsafe { libc::close(fd) };
         let base = res?;
         let mut seg = Segment {
             base,
@@ -470,13 +439,11 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly what we mapped.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        // SAFETY: unmapping exactly what we mapped; no reference into the
+        // mapping outlives `self` (every borrow is tied to it).
+        let _ = unsafe { mm::munmap(self.base.cast(), self.len) };
         if self.owner {
-            if let Ok(c) = cpath(&self.path) {
-                // SAFETY: removing our own segment file.
-                unsafe { libc::unlink(c.as_ptr()) };
-            }
+            let _ = fs::unlink(&self.path);
         }
     }
 }
