@@ -19,7 +19,7 @@ use ofi_core::util::cq::CqTaggedEntry;
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov, IoVec};
 use ofi_core::util::mr::MrMap;
 use ofi_core::util::rma::{self as core_rma, Resolved, RmaIov};
-use ofi_proto::shm::path::{copy_error, rts_copy, CopyError, RtsCopy};
+use ofi_proto::shm::path::{copy_error, read_answer, rts_copy, CopyError, ReadAnswer, RtsCopy};
 use ofi_proto::shm::rma_answer as answer;
 use ofi_shm::cma::{self, Range};
 use ofi_wire::shm::{flag, op, Ranges, Repr, MAX_RANGES};
@@ -125,7 +125,8 @@ impl ShmEndpoint {
                     && self
                         .peer_by_id(g, r.src)
                         .is_ok_and(|p| p.cma_ok.load(Ordering::Relaxed));
-                if len <= INLINE_MAX {
+                let plan = read_answer(len, INLINE_MAX, cma);
+                if plan == ReadAnswer::Inline {
                     let mut buf = [0u8; INLINE_MAX];
                     // SAFETY: resolved ranges are registered memory of this
                     // process, kept registered by `res` for this call.
@@ -136,7 +137,7 @@ impl ShmEndpoint {
                     self.send_ctrl_with(g, r.src, a, &buf[..len]);
                     return;
                 }
-                if cma {
+                if plan == ReadAnswer::Write {
                     let (local, remote) = cma_ranges(&res, &rg);
                     let pid = ShmAddr::from_id(r.src).pid;
                     // SAFETY: the local ranges are resolved, registered memory.
