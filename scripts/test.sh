@@ -23,7 +23,8 @@
 #   test       cargo test --workspace --release --no-fail-fast (every test
 #              binary runs, so one run lists every failing test), less
 #              ofi-capi, which has its own stage
-#   loom       the loom models of the shm ring (cfg loom, own target dir)
+#   loom       the loom models of the shm ring, the cooperative-copy claims
+#              and the sleep/doorbell handshake (cfg loom, own target dir)
 #   fuzz       every cargo-fuzz target in fuzz/ (its own workspace and target
 #              dir) for FUZZ_TIME seconds each, on the saved corpus plus
 #              fuzz/seeds (and fuzz/artifacts, so a saved crash is retried
@@ -272,7 +273,7 @@ stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warni
 stage build "$STAGE_TIMEOUT" cargo build --release --workspace
 stage test "$STAGE_TIMEOUT" cargo test --workspace --release --no-fail-fast --exclude ofi-capi
 stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    cargo test -p ofi-shm --test loom_ring --release
+    cargo test -p ofi-shm --test loom_ring --test loom_xfer --test loom_wake --release
 stage fuzz "$STAGE_TIMEOUT" fuzz_run
 
 for ex in crates/ofi/examples/*.rs crates/ofi/examples/*/main.rs; do

@@ -84,6 +84,137 @@ pub fn shm_entry(data: &[u8]) {
     assert_eq!(again, Ok(r), "emit + parse changed the header");
 }
 
+// ---- the shm protocol core's entry handler -------------------------------
+
+/// The shm core driven as the provider drives it, over entries made of
+/// arbitrary bytes: the first byte picks the receiver's limits, then each
+/// entry is a length byte and that many bytes (a ring slot). Every entry is
+/// decoded (`ofi_proto::shm::decode`) and dispatched against the core's
+/// state: four pending sends and two pending one-sided operations (ACK,
+/// NACK, CTS and answers look them up by cookie), posted receives and the
+/// unexpected budget, and the control queue (a push that finds the ring
+/// full every third time). Whatever the bytes: no panic; what the decoder
+/// names lies inside the entry and the limits; an operation completes at
+/// most once; the unexpected budget holds.
+pub fn shm_handler(data: &[u8]) {
+    use ofi_core::util::matching::{PostedRecv, Unexpected};
+    use ofi_proto::shm::{self as core, Body, Incoming, Limits};
+    let Some((&sel, mut rest)) = data.split_first() else {
+        return;
+    };
+    let lim = Limits {
+        bounce_bufs: u64::from(sel & 0xf) + 1,
+        bounce_size: 4096 * (usize::from(sel >> 4) + 1),
+    };
+    let mut sends = core::OpTable::new(0);
+    let send_cookies: Vec<u64> = (0..4u32).map(|i| sends.insert(i)).collect();
+    let mut rmas = core::OpTable::new(1);
+    let rma_cookies: Vec<u64> = (0..2u32).map(|i| rmas.insert(i)).collect();
+    let mut rx = core::RxState::<usize>::new(8, 3);
+    rx.mq.post(
+        true,
+        PostedRecv {
+            iov_cnt: 1,
+            len: 64,
+            src: ofi_core::consts::FI_ADDR_UNSPEC,
+            tag: 7,
+            ..Default::default()
+        },
+    );
+    let mut ctrl = core::CtrlQueue::new();
+    let mut pushes = 0u32;
+    let mut done = std::collections::HashSet::new();
+    let mut rng_full = |_: u64, _: &ofi_wire::shm::Repr, _: &[u8]| {
+        pushes += 1;
+        if pushes % 3 == 0 {
+            core::Push::Full
+        } else {
+            core::Push::Done
+        }
+    };
+    while let Some((&n, tail)) = rest.split_first() {
+        let n = usize::from(n).min(tail.len());
+        let (slot, next) = tail.split_at(n);
+        rest = next;
+        let Ok(inc) = core::decode(slot, &lim) else {
+            continue;
+        };
+        let room = slot.len().saturating_sub(shm::HDR_LEN);
+        match inc {
+            Incoming::Msg { meta, body } => {
+                match body {
+                    Body::Inline(b) => assert!(b.len() <= room, "inline bytes past the entry"),
+                    Body::Bounce(i) => {
+                        assert!(i < lim.bounce_bufs && meta.total <= lim.bounce_size)
+                    }
+                    Body::Rts { cnt, .. } => {
+                        assert!((1..=shm::MAX_RTS_IOV as u8).contains(&cnt))
+                    }
+                }
+                if let Some(i) = rx.mq.find_posted(meta.tagged, 0, meta.tag) {
+                    let c = rx.claim_posted(meta.tagged, i, meta.total);
+                    assert!(c.offset + c.room <= 64);
+                } else if rx.may_read() {
+                    rx.hold(
+                        meta.tagged,
+                        Unexpected {
+                            src: 0,
+                            tag: meta.tag,
+                            data: meta.data,
+                            flags: 0,
+                            len: meta.total,
+                            claimed: None,
+                            payload: meta.total,
+                        },
+                    );
+                }
+                assert!(rx.unexpected() <= 3, "the unexpected budget was overrun");
+            }
+            Incoming::Ack { cookie, status } => {
+                if let Err(code) = status {
+                    assert!(code > 0 && code < 1024, "status {code} is not an FI_E* number");
+                }
+                if sends.take(cookie).is_some() {
+                    assert!(done.insert(cookie), "a send completed twice");
+                    assert!(send_cookies.contains(&cookie));
+                }
+                let me = 1;
+                ctrl.send(9, core::ack(me, cookie, 0), &[], &mut rng_full);
+            }
+            Incoming::Nack { cookie } => {
+                let _ = sends.get(cookie);
+            }
+            Incoming::Data { bytes, .. } => assert!(bytes.len() <= room),
+            Incoming::Cts { cookie, .. } => {
+                let _ = sends.get(cookie).or_else(|| rmas.get(cookie));
+            }
+            Incoming::Request {
+                repr,
+                ranges,
+                payload,
+            } => {
+                assert!(core::is_request(repr.op));
+                assert!(ranges.data_at <= payload.len(), "ranges past the entry");
+                ctrl.send(repr.src, core::rma_answer(1, repr.cookie, 0), &[], &mut rng_full);
+            }
+            Incoming::Answer {
+                cookie,
+                last,
+                bytes,
+                ..
+            } => {
+                assert!(bytes.len() <= room);
+                if last && rmas.take(cookie).is_some() {
+                    assert!(done.insert(cookie), "an operation completed twice");
+                    assert!(rma_cookies.contains(&cookie));
+                }
+            }
+        }
+        ctrl.flush(&mut rng_full);
+    }
+    assert_eq!(sends.len() + rmas.len() + done.len(), 6, "operations lost or invented");
+}
+
 // ---- tcp frame headers ----------------------------------------------------
 
 /// `tcp::Repr::parse` over arbitrary bytes, with a frame limit taken from the

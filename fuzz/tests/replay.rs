@@ -7,13 +7,14 @@
 //!   cd fuzz && cargo test
 //!   cd fuzz && cargo test -- --ignored write_seeds   # regenerates fuzz/seeds
 
-use ofi_fuzz::{conn_stream, shm_entry, tcp_conn_stream, tcp_header};
+use ofi_fuzz::{conn_stream, shm_entry, shm_handler, tcp_conn_stream, tcp_header};
 use ofi_wire::{shm, tcp};
 use std::path::Path;
 
 type Target = fn(&[u8]);
-const TARGETS: [(&str, Target); 3] = [
+const TARGETS: [(&str, Target); 4] = [
     ("shm_entry", shm_entry),
+    ("shm_handler", shm_handler),
     ("tcp_header", tcp_header),
     ("tcp_conn_stream", tcp_conn_stream),
 ];
@@ -94,7 +95,32 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     r.emit(&mut shm::Entry::new_unchecked(&mut e[..]));
     e[shm::HDR_LEN..shm::HDR_LEN + 8].copy_from_slice(&0x7f00_0000_1000u64.to_le_bytes());
     e[shm::HDR_LEN + 8..shm::HDR_LEN + 16].copy_from_slice(&4096u64.to_le_bytes());
-    out.push(("shm_entry", "rts", e));
+    out.push(("shm_entry", "rts", e.clone()));
+    // shm handler: limits, then length-prefixed entries: an inline message,
+    // the RTS, an ACK of the first pending send, a final answer of the first
+    // pending one-sided operation, the same ACK again (completes nothing).
+    let entry = |r: shm::Repr| {
+        let mut b = vec![0u8; shm::HDR_LEN + 16];
+        r.emit(&mut shm::Entry::new_unchecked(&mut b[..]));
+        b
+    };
+    let ack = entry(shm::Repr {
+        op: shm::op::ACK,
+        cookie: 1 << 32,
+        ..Default::default()
+    });
+    let answer = entry(shm::Repr {
+        op: shm::op::RMA_RESP,
+        flags: shm::flag::LAST,
+        cookie: (1u64 << 63) | (1 << 32),
+        ..Default::default()
+    });
+    let mut h = vec![0x13u8];
+    for x in [&out[0].2, &e, &ack, &answer, &ack] {
+        h.push(x.len() as u8);
+        h.extend_from_slice(x);
+    }
+    out.push(("shm_handler", "sequence", h));
     // tcp headers: one of each kind.
     out.push(("tcp_header", "msg", msg(Some(0xdead_beef), b"pingpong")));
     out.push(("tcp_header", "rts", rts(7, 3, 1 << 20)));

@@ -8,4 +8,5 @@
 
 #![forbid(unsafe_code)]
 
+pub mod shm;
 pub mod tcp;

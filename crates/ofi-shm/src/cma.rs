@@ -43,6 +43,12 @@ pub unsafe fn write_to(pid: u32, local: &[Range], remote: &[Range]) -> io::Resul
     unsafe { transfer(pid, local, remote, true) }
 }
 
+/// Copies between the local ranges and `pid`'s remote ranges, looping
+/// over partial transfers: a write to `pid` when `write`, else a read.
+///
+/// # Safety
+/// The local ranges must be valid for writes (a read) or reads (a write)
+/// for the duration of the call.
 unsafe fn transfer(pid: u32, local: &[Range], remote: &[Range], write: bool) -> io::Result<usize> {
     let want: usize = local
         .iter()

@@ -1,8 +1,10 @@
 //! Process identity and liveness: start times against pid reuse, and pidfds
 //! to notice a peer's death without signals.
-#![allow(unsafe_code)]
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+use rustix::process::{pidfd_open, test_kill_process, Pid, PidfdFlags};
+use std::os::fd::OwnedFd;
 
 /// A process's start time in clock ticks since boot (`/proc/PID/stat` field 22).
 pub fn start_time(pid: u32) -> Option<u64> {
@@ -14,18 +16,16 @@ pub fn start_time(pid: u32) -> Option<u64> {
 
 /// True when a process with this pid exists.
 pub fn alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
+    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
         return false;
-    }
-    // SAFETY: signal 0 only checks for existence and permission.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    };
+    // Signal 0 only checks for existence and permission.
+    matches!(test_kill_process(p), Ok(()) | Err(Errno::PERM))
 }
 
 /// The effective user id.
 pub fn uid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// Watches one process for death.
@@ -39,10 +39,10 @@ pub struct Watch {
 impl Watch {
     /// Starts watching `pid`, whose start time should be `start` (0: unknown).
     pub fn new(pid: u32, start: u64) -> Watch {
-        // SAFETY: pidfd_open takes a pid and flags; the result is checked.
-        let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        // SAFETY: r is a fresh fd we own when non-negative.
-        let fd = (r >= 0).then(|| unsafe { OwnedFd::from_raw_fd(r as i32) });
+        let fd = i32::try_from(pid)
+            .ok()
+            .and_then(Pid::from_raw)
+            .and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok());
         Watch {
             pid,
             start: (start != 0).then_some(start),
@@ -53,14 +53,13 @@ impl Watch {
     /// True once the process has exited (or its pid now names another process).
     pub fn dead(&self) -> bool {
         if let Some(fd) = &self.fd {
-            let mut p = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
+            let mut p = [PollFd::new(fd, PollFlags::IN)];
+            let zero = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
             };
-            // SAFETY: polling one valid pollfd without blocking.
-            let n = unsafe { libc::poll(&mut p, 1, 0) };
-            return n > 0 && p.revents & libc::POLLIN != 0;
+            let n = poll(&mut p, Some(&zero)).unwrap_or(0);
+            return n > 0 && p[0].revents().contains(PollFlags::IN);
         }
         if !alive(self.pid) {
             return true;

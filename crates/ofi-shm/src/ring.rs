@@ -7,6 +7,7 @@
 //! CAS on `tail` and `head`. The algorithm is written once against [`Slots`]
 //! and runs over shared memory in production and over loom cells in the
 //! model tests.
+#![allow(unsafe_code)]
 
 use crate::sync::{spin, AtomicU64, Ordering};
 
@@ -15,19 +16,29 @@ use crate::sync::{spin, AtomicU64, Ordering};
 const MAX_RETRIES: u32 = 1 << 16;
 
 /// Storage a ring runs over.
-pub trait Slots {
+///
+/// # Safety
+/// Implementors promise that `capacity` is a power of two and never
+/// changes; that `seq(idx)` returns, for every `idx` (masked into
+/// `0..capacity`), the same atomic each time and a different one for each
+/// slot; and that `with_payload(idx, f)` passes `f` a pointer to `len`
+/// writable bytes belonging to slot `idx` alone. The ring functions rely on
+/// these promises to hand a payload to one owner at a time.
+pub unsafe trait Slots {
     /// Number of slots (a power of two).
     fn capacity(&self) -> u64;
     /// Next position to fill.
     fn tail(&self) -> &AtomicU64;
     /// Next position to read.
     fn head(&self) -> &AtomicU64;
-    /// The sequence word of slot `idx`.
+    /// The sequence word of slot `idx & (capacity - 1)`: any index is in
+    /// bounds.
     fn seq(&self, idx: u64) -> &AtomicU64;
     /// Runs `f` on the payload of slot `idx` with its byte length.
     ///
     /// # Safety
-    /// The caller must own slot `idx` (claimed and not yet released).
+    /// `idx < capacity`, and the caller owns slot `idx` (claimed and not
+    /// yet released), so nobody else reads or writes the payload meanwhile.
     unsafe fn with_payload<R>(&self, idx: u64, f: impl FnOnce(*mut u8, usize) -> R) -> R;
 }
 
@@ -39,7 +50,11 @@ pub enum PushError {
 }
 
 /// Initialises slot sequences (the ring's owner, before anyone else maps it).
-pub fn init<S: Slots>(s: &S) {
+///
+/// # Safety
+/// Nobody else uses the ring yet: resetting the sequences of a live ring
+/// would hand one slot to two owners.
+pub unsafe fn init<S: Slots>(s: &S) {
     for i in 0..s.capacity() {
         s.seq(i).store(i, Ordering::Relaxed);
     }
@@ -78,8 +93,9 @@ pub fn push<S: Slots, R>(s: &S, fill: impl FnOnce(*mut u8, usize) -> R) -> Resul
             pos = s.tail().load(Ordering::Relaxed);
         }
     }
-    // SAFETY: the CAS above gave this producer exclusive ownership of the slot
-    // until it publishes the sequence below.
+    // SAFETY: the index is masked below the capacity; the CAS above gave this
+    // producer exclusive ownership of the slot until it publishes the
+    // sequence below.
     let r = unsafe { s.with_payload(pos & mask, fill) };
     // SYNC POINT: releases the payload to the consumer that acquires seq == pos + 1.
     s.seq(pos & mask)
@@ -118,8 +134,9 @@ pub fn pop<S: Slots, R>(s: &S, read: impl FnOnce(*mut u8, usize) -> R) -> Option
             pos = s.head().load(Ordering::Relaxed);
         }
     }
-    // SAFETY: the CAS above gave this consumer exclusive ownership of the slot
-    // until it releases the sequence below.
+    // SAFETY: the index is masked below the capacity; the CAS above gave this
+    // consumer exclusive ownership of the slot until it releases the
+    // sequence below.
     let r = unsafe { s.with_payload(pos & mask, read) };
     // SYNC POINT: releases the slot to the producer that acquires seq == pos + capacity.
     s.seq(pos & mask)
@@ -137,8 +154,8 @@ pub fn pop<S: Slots, R>(s: &S, read: impl FnOnce(*mut u8, usize) -> R) -> Option
 
 /// Claims a position (below the published head plus capacity), lets `fill`
 /// write the slot and stamps it. `cached_head` is the producer's last view
-/// of the consumer's published head; it is refreshed only when the ring
-/// looks full.
+/// of the consumer's published head (see [`Consumer::publish`]); it is
+/// refreshed only when the ring looks full.
 #[inline]
 pub fn push_mpsc<S: Slots, R>(
     s: &S,
@@ -176,50 +193,85 @@ pub fn push_mpsc<S: Slots, R>(
         }
     }
     let idx = pos & (cap - 1);
-    // SAFETY: the CAS gave this producer position `pos`, and the head check
-    // proved the consumer is done with the slot's previous lap.
+    // SAFETY: idx is masked below the capacity; the CAS gave this producer
+    // position `pos`, and the head check proved the consumer is done with the slot's previous lap.
     let r = unsafe { s.with_payload(idx, fill) };
     // SYNC POINT: releases the payload to the consumer's acquire of the stamp.
     s.seq(idx).store(pos.wrapping_add(1), Ordering::Release);
     Ok(r)
 }
 
-/// Takes the entry at the consumer's private position `head`, if stamped,
-/// and advances it. Call [`publish_head`] to let producers reuse slots.
-///
-/// # Safety
-/// One consumer at a time, and `head` is that consumer's position (starting
-/// at 0, only ever advanced by this function).
-#[inline]
-pub unsafe fn pop_mpsc<S: Slots, R>(
-    s: &S,
-    head: &mut u64,
-    read: impl FnOnce(*mut u8, usize) -> R,
-) -> Option<R> {
-    let pos = *head;
-    let idx = pos & (s.capacity() - 1);
-    // SYNC POINT: acquires the producer's release of the stamp.
-    if s.seq(idx).load(Ordering::Acquire) != pos.wrapping_add(1) {
-        return None;
+/// The consumer of a message ring (many producers, one consumer): its
+/// private read position and the position it last published. Holding the
+/// one `Consumer` of a ring is the right to read that ring's stamped slots,
+/// and `&mut self` keeps reads one at a time.
+#[derive(Debug)]
+pub struct Consumer {
+    pos: u64,
+    published: u64,
+}
+
+impl Consumer {
+    /// The consumer of a fresh ring (position 0).
+    ///
+    /// # Safety
+    /// At most one `Consumer` exists per ring, and it is only ever used with
+    /// that ring: two consumers would read (and release) the same slot.
+    pub unsafe fn new() -> Consumer {
+        Consumer {
+            pos: 0,
+            published: 0,
+        }
     }
-    // SAFETY: the stamp says the producer is done; the slot stays ours until
-    // a published head passes it.
-    let r = unsafe { s.with_payload(idx, read) };
-    *head = pos.wrapping_add(1);
-    Some(r)
+
+    /// Takes the entry at this consumer's position, if stamped, and
+    /// advances. Call [`Consumer::publish`] to let producers reuse slots.
+    #[inline]
+    pub fn pop<S: Slots, R>(&mut self, s: &S, read: impl FnOnce(*mut u8, usize) -> R) -> Option<R> {
+        let pos = self.pos;
+        let idx = pos & (s.capacity() - 1);
+        // SYNC POINT: acquires the producer's release of the stamp.
+        if s.seq(idx).load(Ordering::Acquire) != pos.wrapping_add(1) {
+            return None;
+        }
+        // SAFETY: idx is masked below the capacity; the stamp says the
+        // producer is done, and the slot stays this (only) consumer's until a
+        // published head passes it.
+        let r = unsafe { s.with_payload(idx, read) };
+        self.pos = pos.wrapping_add(1);
+        Some(r)
+    }
+
+    /// Publishes the position: slots below it may be refilled. A store only
+    /// when it moved (producers read the line only when the ring looks full).
+    #[inline]
+    pub fn publish<S: Slots>(&mut self, s: &S) {
+        if self.pos != self.published {
+            // SYNC POINT: releases the consumer's reads of every slot below
+            // the position to producers' acquire of `head`.
+            s.head().store(self.pos, Ordering::Release);
+            self.published = self.pos;
+        }
+    }
+
+    /// True when the entry at this consumer's position is stamped.
+    #[inline]
+    pub fn ready<S: Slots>(&self, s: &S) -> bool {
+        ready_at(s, self.pos)
+    }
+
+    /// The read position (entries consumed so far).
+    #[inline]
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
 }
 
-/// Publishes the consumer's position: slots below it may be refilled.
+/// True when the message-ring entry at position `pos` is stamped (a read
+/// of its sequence word only: an idle probe any thread may make).
 #[inline]
-pub fn publish_head<S: Slots>(s: &S, head: u64) {
-    // SYNC POINT: releases the consumer's reads of every slot below `head`.
-    s.head().store(head, Ordering::Release);
-}
-
-/// True when the entry at the consumer's position is stamped.
-#[inline]
-pub fn ready_mpsc<S: Slots>(s: &S, head: u64) -> bool {
-    s.seq(head & (s.capacity() - 1)).load(Ordering::Acquire) == head.wrapping_add(1)
+pub fn ready_at<S: Slots>(s: &S, pos: u64) -> bool {
+    s.seq(pos & (s.capacity() - 1)).load(Ordering::Acquire) == pos.wrapping_add(1)
 }
 
 /// True when the next slot to read is published (a cheap emptiness probe).

@@ -1,13 +1,27 @@
 //! Shared-memory segments: one per shm endpoint, a file in /dev/shm created
 //! mode 0600, holding a header, the inbound message ring, a ring of free
-//! bounce-buffer indices and the bounce buffers. Offsets, never pointers.
+//! bounce-buffer indices, cooperative-copy descriptors and the bounce
+//! buffers. Offsets, never pointers.
+//!
+//! What safe code gets: the header's atomics; ring slots to fill or read
+//! inside a closure, each claimed by one caller at a time; bounce buffers
+//! as [`Bounce`] tokens, at most one per buffer and mapping in this
+//! process; the message ring's reads through its one [`MsgConsumer`].
+//! Within this process no two safe calls can hold references to the same
+//! bytes. (A peer process shares the memory: a hostile peer can scribble on
+//! the bytes of its own rings and buffers at any time, never outside the
+//! mapping; every reader validates what it reads.)
 #![allow(unsafe_code)]
 
 use crate::proc;
 use crate::ring::{self, Slots};
-use std::ffi::CString;
+use crate::wake;
+pub use crate::xfer::{XferDesc, XferLayout, XFER_RANGES};
+use rustix::fs::{self, Mode, OFlags};
+use rustix::io::Errno;
+use rustix::mm;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -71,34 +85,6 @@ const SLOTS_OFF: usize = 4096;
 const FREE_SLOT_SIZE: usize = 16;
 /// Cooperative transfer descriptors per segment.
 pub const XFER_DESCS: usize = 16;
-
-/// A cooperative large-message copy: the receiver publishes its buffer
-/// ranges, and both processes claim chunks and copy them across (the
-/// receiver reading, the sender writing) until all are done. Lives in the
-/// receiver's segment; every field is atomic.
-#[repr(C)]
-pub struct XferDesc {
-    /// `generation << 32 | next chunk`: claims are CAS'd against the
-    /// generation the sender was told, so a stale claim fails.
-    pub claim: AtomicU64,
-    /// Chunks finished (by either side).
-    pub done: AtomicU64,
-    /// First error number a copier met, 0 when none.
-    pub failed: AtomicU64,
-    /// Number of chunks.
-    pub nchunks: AtomicU64,
-    /// Bytes per chunk.
-    pub chunk: AtomicU64,
-    /// Bytes to copy.
-    pub total: AtomicU64,
-    /// Receiver ranges in use.
-    pub recv_cnt: AtomicU64,
-    _pad: AtomicU64,
-    /// Receiver buffer ranges (address, length) in the receiver's address space.
-    pub recv_iov: [[AtomicU64; 2]; 4],
-}
-
-const _: () = assert!(std::mem::size_of::<XferDesc>() == 128);
 
 /// Sizes of a segment's parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,79 +152,75 @@ pub struct Segment {
     geo: Geometry,
     path: PathBuf,
     owner: bool,
+    /// Distinguishes mappings, so a [`MsgConsumer`] works on its own only.
+    id: u64,
+    /// Bounce buffers this process holds a [`Bounce`] for, one bit each
+    /// (process memory, not shared).
+    held: Box<[AtomicU64]>,
 }
 
-// SAFETY: the mapping is shared memory accessed only through atomics and
-// ring-owned slots; the pointer itself is immutable for the mapping's life.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+// SAFETY: the mapping is shared memory accessed only through atomics,
+// claimed ring slots and bounce tokens; the pointer itself is immutable for
+// the mapping's life.
 unsafe impl Send for Segment {}
-// SAFETY: as above; no method hands out unsynchronised &mut access.
+// SAFETY: as above; no method hands out unsynchronised &mut access: ring
+// slots are claimed by CAS, bounce buffers by the `held` bits, the message
+// ring's reads need the one `MsgConsumer` (`&mut`).
 unsafe impl Sync for Segment {}
 
-fn cpath(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+fn held_bits(pool_bufs: usize) -> Box<[AtomicU64]> {
+    (0..pool_bufs.div_ceil(64))
+        .map(|_| AtomicU64::new(0))
+        .collect()
 }
 
-fn map(fd: libc::c_int, len: usize) -> io::Result<*mut u8> {
-    // SAFETY: mapping a file we hold open; the result is checked.
+fn map(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a new shared mapping of a file we hold open, at an address the
+    // kernel picks (nothing existing is replaced); the result is checked.
     let p = unsafe {
-        libc::mmap(
+        mm::mmap(
             std::ptr::null_mut(),
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            mm::ProtFlags::READ | mm::ProtFlags::WRITE,
+            mm::MapFlags::SHARED,
             fd,
             0,
         )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
+    }?;
     Ok(p.cast())
 }
 
 impl Segment {
-    /// Creates and initialises this process's segment (mode 0600). A stale
-    /// file at the same path (a dead process with a reused pid) is replaced.
-    pub fn create(path: &Path, geo: Geometry) -> io::Result<Segment> {
+    /// Creates and initialises this process's segment (mode 0600), with the
+    /// one consumer of its message ring. A stale file at the same path (a
+    /// dead process with a reused pid) is replaced.
+    pub fn create(path: &Path, geo: Geometry) -> io::Result<(Segment, MsgConsumer)> {
         geo.validate()?;
-        let c = cpath(path)?;
-        let mut fd;
-        loop {
-            // SAFETY: c is a valid C string; flags create a new private file.
-            fd = unsafe {
-                libc::open(
-                    c.as_ptr(),
-                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-                    0o600,
-                )
-            };
-            if fd >= 0 {
-                break;
+        let fd = loop {
+            match fs::open(
+                path,
+                OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+            ) {
+                Ok(fd) => break fd,
+                // A stale file of a dead process with a reused pid.
+                Err(Errno::EXIST) => {
+                    let _ = fs::unlink(path);
+                }
+                Err(e) => return Err(e.into()),
             }
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EEXIST) {
-                // SAFETY: unlinking a path we own by name.
-                unsafe { libc::unlink(c.as_ptr()) };
-                continue;
-            }
-            return Err(e);
-        }
-        let total = geo.total();
-        // SAFETY: fd is our new file.
-        let r = unsafe { libc::ftruncate(fd, total as libc::off_t) };
-        let mapped = if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            map(fd, total)
         };
-        // SAFETY: the mapping (if any) keeps the file; the fd is no longer needed.
-        unsafe { libc::close(fd) };
+        let total = geo.total();
+        // The mapping (if any) keeps the file; the fd closes on return.
+        let mapped = fs::ftruncate(&fd, total as u64)
+            .map_err(io::Error::from)
+            .and_then(|()| map(&fd, total));
         let base = match mapped {
             Ok(b) => b,
             Err(e) => {
-                // SAFETY: removing the file we just created.
-                unsafe { libc::unlink(c.as_ptr()) };
+                let _ = fs::unlink(path);
                 return Err(e);
             }
         };
@@ -248,6 +230,8 @@ impl Segment {
             geo,
             path: path.to_path_buf(),
             owner: true,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            held: held_bits(geo.pool_bufs),
         };
         let pid = std::process::id();
         // SAFETY: freshly mapped, zeroed, nobody else has it yet; header is in bounds.
@@ -260,43 +244,40 @@ impl Segment {
         h.slot_size = geo.slot_size as u64;
         h.pool_bufs = geo.pool_bufs as u64;
         h.pool_buf_size = geo.pool_buf_size as u64;
-        ring::init(&seg.raw_msg_ring());
         let free = seg.free_ring();
-        ring::init(&free);
+        // SAFETY: nobody else has mapped the segment yet.
+        unsafe {
+            ring::init(&seg.raw_msg_ring());
+            ring::init(&free);
+        }
         for i in 0..geo.pool_bufs as u64 {
             // SAFETY: payload is 8 bytes, enough for a u64 index.
             let _ = ring::push(&free, |p, _| unsafe { (p as *mut u64).write_unaligned(i) });
         }
         h.magic.store(MAGIC, Ordering::Relaxed);
         h.ready.store(READY, Ordering::Release);
-        Ok(seg)
+        let consumer = MsgConsumer {
+            // SAFETY: the only consumer of this fresh ring: `create` is the
+            // one place that makes one, once per segment.
+            inner: unsafe { ring::Consumer::new() },
+            seg: seg.id,
+        };
+        Ok((seg, consumer))
     }
 
     /// Maps a peer's segment after checking its header against the file.
     pub fn open(path: &Path, expect_pid: u32) -> io::Result<Segment> {
-        let c = cpath(path)?;
-        // SAFETY: c is a valid C string.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: st is written by fstat on success.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fd is open; st is valid.
-        let r = unsafe { libc::fstat(fd, &mut st) };
-        let size = st.st_size as usize;
-        let res = if r < 0 {
-            Err(io::Error::last_os_error())
-        } else if size < SLOTS_OFF {
+        let fd = fs::open(path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())?;
+        let size = fs::fstat(&fd)?.st_size as usize;
+        // The mapping keeps the file alive; the fd closes on return.
+        let res = if size < SLOTS_OFF {
             Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "segment too small",
             ))
         } else {
-            map(fd, size)
+            map(&fd, size)
         };
-        // SAFETY: the mapping keeps the file alive.
-        unsafe { libc::close(fd) };
         let base = res?;
         let mut seg = Segment {
             base,
@@ -309,6 +290,8 @@ impl Segment {
             },
             path: path.to_path_buf(),
             owner: false,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            held: Box::new([]),
         };
         let h = seg.header();
         let invalid = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_string());
@@ -332,6 +315,7 @@ impl Segment {
             return Err(invalid("segment header disagrees with the file size"));
         }
         seg.geo = geo;
+        seg.held = held_bits(geo.pool_bufs);
         Ok(seg)
     }
 
@@ -347,7 +331,8 @@ impl Segment {
         self.geo
     }
 
-    /// The inbound message ring (many producers, one consumer).
+    /// The inbound message ring's producer side (many producers; the one
+    /// consumer is the [`MsgConsumer`] `create` returned).
     pub fn msg_ring(&self) -> MsgRing<'_> {
         MsgRing(self.raw_msg_ring())
     }
@@ -364,7 +349,7 @@ impl Segment {
     }
 
     /// The ring of free bounce-buffer indices.
-    pub fn free_ring(&self) -> ShmRing<'_> {
+    pub(crate) fn free_ring(&self) -> ShmRing<'_> {
         ShmRing {
             // SAFETY: FREE_RING_OFF + 256 <= SLOTS_OFF <= len.
             hdr: unsafe { &*(self.base.add(FREE_RING_OFF) as *const RingHeader) },
@@ -375,45 +360,44 @@ impl Segment {
         }
     }
 
-    /// Takes a free bounce buffer index.
-    pub fn alloc_bounce(&self) -> Option<u64> {
-        // SAFETY: the payload holds the 8-byte index written by `free_bounce`.
-        ring::pop(&self.free_ring(), |p, _| unsafe {
+    /// Sender: takes a free bounce buffer of this (the receiver's) segment.
+    /// None when none is free (or the ring names a buffer out of range or
+    /// already held here: a misbehaving owner).
+    pub fn alloc_bounce(&self) -> Option<Bounce<'_>> {
+        // SAFETY: the payload holds the 8-byte index written by `release`.
+        let idx = ring::pop(&self.free_ring(), |p, _| unsafe {
             (p as *const u64).read_unaligned()
-        })
+        })?;
+        self.hold(idx)
     }
 
-    /// Returns a bounce buffer index (by the segment's owner).
-    pub fn free_bounce(&self, idx: u64) {
-        // SAFETY: the payload has room for the 8-byte index.
-        let _ = ring::push(&self.free_ring(), |p, _| unsafe {
-            (p as *mut u64).write_unaligned(idx)
-        });
+    /// Receiver: the bounce buffer an entry names, handed over by its
+    /// sender. None for an index out of range, or one this process already
+    /// holds (an entry naming a buffer twice).
+    pub fn take_bounce(&self, idx: u64) -> Option<Bounce<'_>> {
+        self.hold(idx)
     }
 
-    /// A bounce buffer's memory, or None for an out-of-range index.
-    pub fn bounce(&self, idx: u64) -> Option<(*mut u8, usize)> {
+    fn hold(&self, idx: u64) -> Option<Bounce<'_>> {
         if idx >= self.geo.pool_bufs as u64 {
             return None;
         }
-        // SAFETY: idx < pool_bufs, so the buffer lies inside the mapping.
-        let p = unsafe {
-            self.base
-                .add(self.geo.pool_off() + idx as usize * self.geo.pool_buf_size)
-        };
-        Some((p, self.geo.pool_buf_size))
+        let (word, bit) = ((idx / 64) as usize, 1u64 << (idx % 64));
+        let w = self.held.get(word)?;
+        if w.fetch_or(bit, Ordering::Acquire) & bit != 0 {
+            return None;
+        }
+        Some(Bounce {
+            seg: self,
+            idx: idx as u32,
+        })
     }
 
-    /// Runs `f` on a bounce buffer the caller owns (taken with
-    /// `alloc_bounce`, or named by an entry the caller popped). None for an
-    /// out-of-range index.
-    pub fn with_bounce<R>(&self, idx: u64, f: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
-        let (p, len) = self.bounce(idx)?;
-        // SAFETY: the range is inside the mapping; ownership of the buffer
-        // passes through the free ring and the message ring, so one side at a
-        // time touches it (a misbehaving peer can scribble on bytes, never
-        // outside the mapping).
-        Some(f(unsafe { std::slice::from_raw_parts_mut(p, len) }))
+    fn unhold(&self, idx: u32) {
+        let (word, bit) = ((idx / 64) as usize, 1u64 << (idx % 64));
+        if let Some(w) = self.held.get(word) {
+            w.fetch_and(!bit, Ordering::Release);
+        }
     }
 
     /// A cooperative transfer descriptor, or None for an out-of-range index.
@@ -428,6 +412,25 @@ impl Segment {
         })
     }
 
+    /// Consumer (the owner): about to sleep; true when it may (see
+    /// [`wake::arm`](crate::wake::arm)). `pending` looks for work last.
+    /// Call [`Segment::sleep_disarm`] after waking, whatever this returned.
+    pub fn sleep_arm(&self, pending: impl FnOnce() -> bool) -> bool {
+        wake::arm(&self.header().sleeping, pending)
+    }
+
+    /// Consumer: awake again.
+    pub fn sleep_disarm(&self) {
+        wake::disarm(&self.header().sleeping)
+    }
+
+    /// Producer, after publishing an entry: true when the owner may sleep
+    /// and its doorbell must be rung.
+    #[inline]
+    pub fn must_ring(&self) -> bool {
+        wake::must_ring(&self.header().sleeping)
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -436,40 +439,12 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly what we mapped.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        // SAFETY: unmapping exactly what we mapped; no reference into the
+        // mapping outlives `self` (every borrow is tied to it).
+        let _ = unsafe { mm::munmap(self.base.cast(), self.len) };
         if self.owner {
-            if let Ok(c) = cpath(&self.path) {
-                // SAFETY: removing our own segment file.
-                unsafe { libc::unlink(c.as_ptr()) };
-            }
+            let _ = fs::unlink(&self.path);
         }
-    }
-}
-
-impl ShmRing<'_> {
-    /// Claims a slot and lets `fill` write its payload bytes.
-    #[inline]
-    pub fn push_with<R>(&self, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R, ring::PushError> {
-        ring::push(self, |p, n| {
-            // SAFETY: the ring hands out a claimed slot's payload exclusively.
-            let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
-            fill(bytes)
-        })
-    }
-    /// Takes the oldest entry and lets `read` see (and scratch) its bytes.
-    #[inline]
-    pub fn pop_with<R>(&self, read: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
-        ring::pop(self, |p, n| {
-            // SAFETY: the ring hands out a claimed slot's payload exclusively.
-            let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
-            read(bytes)
-        })
-    }
-    /// True when an entry is ready to pop.
-    #[inline]
-    pub fn ready(&self) -> bool {
-        ring::ready(self)
     }
 }
 
@@ -491,46 +466,129 @@ impl MsgRing<'_> {
             fill(bytes)
         })
     }
-    /// Consumer: takes the entry at `head` and advances it.
-    ///
-    /// # Safety
-    /// Only the ring's owner pops, one call at a time, with its own `head`.
+    /// True when the entry at position `pos` is stamped (a probe any
+    /// thread may make; the consumer's position is [`MsgConsumer::position`]).
     #[inline]
-    pub unsafe fn pop_with<R>(
-        &self,
-        head: &mut u64,
-        read: impl FnOnce(&mut [u8]) -> R,
-    ) -> Option<R> {
-        // SAFETY: forwarded contract: a single consumer with its position.
-        unsafe {
-            ring::pop_mpsc(&self.0, head, |p, n| {
-                // SAFETY: a stamped slot is the consumer's until published past.
-                let bytes = std::slice::from_raw_parts_mut(p, n);
-                read(bytes)
-            })
+    pub fn ready(&self, pos: u64) -> bool {
+        ring::ready_at(&self.0, pos)
+    }
+}
+
+/// The one consumer of a segment's message ring: holding it (`&mut`) is
+/// the right to read the ring's entries, one at a time.
+#[derive(Debug)]
+pub struct MsgConsumer {
+    inner: ring::Consumer,
+    seg: u64,
+}
+
+impl MsgConsumer {
+    /// Takes the oldest stamped entry of `seg`'s ring and lets `read` see
+    /// (and scratch) its bytes. None when nothing is stamped, or when `seg`
+    /// is not the segment this consumer was made with.
+    #[inline]
+    pub fn pop_with<R>(&mut self, seg: &Segment, read: impl FnOnce(&mut [u8]) -> R) -> Option<R> {
+        if seg.id != self.seg {
+            return None;
+        }
+        self.inner.pop(&seg.raw_msg_ring(), |p, n| {
+            // SAFETY: a stamped slot is this (only) consumer's until it
+            // publishes past it; `p` points to its `n` payload bytes.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
+            read(bytes)
+        })
+    }
+    /// Lets producers reuse the slots read so far.
+    #[inline]
+    pub fn publish(&mut self, seg: &Segment) {
+        if seg.id == self.seg {
+            self.inner.publish(&seg.raw_msg_ring());
         }
     }
-    /// Consumer: lets producers reuse the slots below `head`.
+    /// True when an entry waits at this consumer's position.
     #[inline]
-    pub fn publish(&self, head: u64) {
-        ring::publish_head(&self.0, head)
+    pub fn ready(&self, seg: &Segment) -> bool {
+        seg.id == self.seg && self.inner.ready(&seg.raw_msg_ring())
     }
-    /// True when the entry at `head` is ready.
+    /// Entries consumed so far (the position an idle probe looks at).
     #[inline]
-    pub fn ready(&self, head: u64) -> bool {
-        ring::ready_mpsc(&self.0, head)
+    pub fn position(&self) -> u64 {
+        self.inner.position()
+    }
+}
+
+/// A bounce buffer this process holds: taken from the free ring by a
+/// sender ([`Segment::alloc_bounce`]) or named by an entry to its receiver
+/// ([`Segment::take_bounce`]). At most one token per buffer and mapping
+/// exists, so its bytes are this holder's alone (within this process).
+/// Dropping it returns the buffer to the free ring; [`Bounce::hand_over`]
+/// gives it to the segment's owner instead.
+pub struct Bounce<'a> {
+    seg: &'a Segment,
+    idx: u32,
+}
+
+impl Bounce<'_> {
+    /// The buffer's index (what an entry carries).
+    pub fn index(&self) -> u64 {
+        u64::from(self.idx)
+    }
+    fn ptr(&self) -> *mut u8 {
+        let off = self.seg.geo.pool_off() + self.idx as usize * self.seg.geo.pool_buf_size;
+        // SAFETY: idx < pool_bufs (checked by `hold`), so the buffer lies
+        // inside the validated mapping.
+        unsafe { self.seg.base.add(off) }
+    }
+    /// The buffer's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: in bounds (see `ptr`); the held bit makes this token the
+        // only one for the buffer in this process.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.seg.geo.pool_buf_size) }
+    }
+    /// The buffer's bytes, to fill.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`; `&mut self` keeps this borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr(), self.seg.geo.pool_buf_size) }
+    }
+    /// The sender published an entry naming this buffer: ownership passes
+    /// to the segment's owner, which frees it once read.
+    pub fn hand_over(self) -> u64 {
+        let idx = self.idx;
+        self.seg.unhold(idx);
+        std::mem::forget(self);
+        u64::from(idx)
+    }
+}
+
+impl std::fmt::Debug for Bounce<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bounce").field("index", &self.idx).finish()
+    }
+}
+
+impl Drop for Bounce<'_> {
+    fn drop(&mut self) {
+        let idx = u64::from(self.idx);
+        // SAFETY: the payload has room for the 8-byte index.
+        let _ = ring::push(&self.seg.free_ring(), |p, _| unsafe {
+            (p as *mut u64).write_unaligned(idx)
+        });
+        self.seg.unhold(self.idx);
     }
 }
 
 /// A ring inside a segment.
-pub struct ShmRing<'a> {
+pub(crate) struct ShmRing<'a> {
     hdr: &'a RingHeader,
     slots: *mut u8,
     cap: u64,
     slot_size: usize,
 }
 
-impl Slots for ShmRing<'_> {
+// SAFETY: the capacity is a validated power of two; `seq` masks its index,
+// so every slot's sequence word is inside the mapping, 8-aligned and its
+// own; a payload is the bytes after its slot's sequence word.
+unsafe impl Slots for ShmRing<'_> {
     #[inline]
     fn capacity(&self) -> u64 {
         self.cap
@@ -545,13 +603,15 @@ impl Slots for ShmRing<'_> {
     }
     #[inline]
     fn seq(&self, idx: u64) -> &AtomicU64 {
-        // SAFETY: idx < cap (masked by the ring); each slot starts 8-aligned
-        // with its sequence word.
+        let idx = idx & (self.cap - 1);
+        // SAFETY: idx < cap (masked above); each slot starts 8-aligned with
+        // its sequence word.
         unsafe { &*(self.slots.add(idx as usize * self.slot_size) as *const AtomicU64) }
     }
     #[inline]
     unsafe fn with_payload<R>(&self, idx: u64, f: impl FnOnce(*mut u8, usize) -> R) -> R {
-        // SAFETY: idx < cap; the payload follows the 8-byte sequence.
+        // SAFETY: idx < cap (the caller's contract); the payload follows the
+        // 8-byte sequence.
         let p = unsafe { self.slots.add(idx as usize * self.slot_size + 8) };
         f(p, self.slot_size - 8)
     }
@@ -602,4 +662,80 @@ fn read_start_time(path: &Path) -> Option<u64> {
         return None;
     }
     Some(u64::from_ne_bytes(b[16..24].try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp_segment(tag: &str) -> (Segment, MsgConsumer) {
+        let path = std::env::temp_dir().join(format!(
+            "ofi-shm-unit-{}-{tag}-{}",
+            std::process::id(),
+            NEXT_ID.load(Ordering::Relaxed)
+        ));
+        let geo = Geometry {
+            ring_slots: 4,
+            slot_size: 128,
+            pool_bufs: 2,
+            pool_buf_size: 4096,
+        };
+        Segment::create(&path, geo).expect("segment in the temp dir")
+    }
+
+    #[test]
+    fn any_sequence_index_stays_inside_the_ring() {
+        // Before: `seq` indexed without a bound and this read far past the
+        // mapping (SIGSEGV).
+        let (seg, _c) = tmp_segment("seq");
+        let free = seg.free_ring();
+        let _ = free.seq(1 << 30).load(Ordering::Relaxed);
+        let _ = free.seq(u64::MAX).load(Ordering::Relaxed);
+        assert!(
+            std::ptr::eq(free.seq(3), free.seq(1)),
+            "indices wrap at the capacity"
+        );
+    }
+
+    #[test]
+    fn a_bounce_buffer_has_one_holder() {
+        // Before: `with_bounce` handed out `&mut [u8]` for an index, and two
+        // nested calls gave two live `&mut` to the same bytes.
+        let (seg, _c) = tmp_segment("bounce");
+        let mut a = seg.alloc_bounce().expect("a free buffer");
+        assert!(
+            seg.take_bounce(a.index()).is_none(),
+            "a held buffer is refused"
+        );
+        a.as_mut_slice()[0] = 7;
+        let b = seg.alloc_bounce().expect("the other buffer");
+        assert_ne!(a.index(), b.index());
+        assert!(seg.alloc_bounce().is_none(), "two buffers only");
+        assert!(seg.take_bounce(2).is_none(), "out of range");
+        // Handed over (as by an entry), then taken by the receiver once.
+        let ia = a.hand_over();
+        let got = seg.take_bounce(ia).expect("the receiver takes it");
+        assert_eq!(got.as_slice()[0], 7);
+        assert!(seg.take_bounce(ia).is_none(), "taken once at a time");
+        drop(got);
+        drop(b);
+        // Both dropped tokens went back to the free ring.
+        let x = seg.alloc_bounce().expect("freed");
+        let y = seg.alloc_bounce().expect("freed");
+        assert_ne!(x.index(), y.index());
+    }
+
+    #[test]
+    fn the_consumer_reads_its_own_segment_only() {
+        let (seg, mut c) = tmp_segment("own");
+        let (other, _oc) = tmp_segment("other");
+        let cached = AtomicU64::new(0);
+        other.msg_ring().push_with(&cached, |b| b[0] = 1).unwrap();
+        assert!(c.pop_with(&other, |_| ()).is_none(), "not its ring");
+        seg.msg_ring().push_with(&cached, |b| b[0] = 9).unwrap();
+        assert!(c.ready(&seg));
+        assert_eq!(c.pop_with(&seg, |b| b[0]), Some(9));
+        c.publish(&seg);
+        assert_eq!(c.position(), 1);
+    }
 }

@@ -1,10 +1,11 @@
-//! Atomics shim: std atomics normally, loom's under `--cfg loom`, so the ring
-//! algorithm is model-checked as written.
+//! Atomics shim: std atomics normally, loom's under `--cfg loom`, so the
+//! ring, the cooperative-copy claims and the sleep handshake are
+//! model-checked as written.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// Spin hint (a yield under loom so the model checker can switch threads).
 #[inline]

@@ -24,12 +24,16 @@ impl Heap {
             seq: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             cells: (0..cap).map(|_| UnsafeCell::new(0)).collect(),
         };
-        ring::init(&h);
+        // SAFETY: nobody else has the ring yet.
+        unsafe { ring::init(&h) };
         h
     }
 }
 
-impl Slots for Heap {
+// SAFETY: the capacity is a power of two (the tests use 2); `seq` and
+// `with_payload` index their own vectors (a bad index panics, never reads
+// out of bounds), one cell per slot.
+unsafe impl Slots for Heap {
     fn capacity(&self) -> u64 {
         self.seq.len() as u64
     }
@@ -40,7 +44,7 @@ impl Slots for Heap {
         &self.head
     }
     fn seq(&self, idx: u64) -> &AtomicU64 {
-        &self.seq[idx as usize]
+        &self.seq[(idx % self.seq.len() as u64) as usize]
     }
     unsafe fn with_payload<R>(&self, idx: u64, f: impl FnOnce(*mut u8, usize) -> R) -> R {
         self.cells[idx as usize].with_mut(|p| f(p.cast(), 8))
@@ -161,23 +165,20 @@ fn mpsc_message_ring_two_producers_flow_control() {
                 })
             })
             .collect();
-        let mut head = 0u64;
+        // SAFETY: this thread is the ring's only consumer.
+        let mut rx = unsafe { ring::Consumer::new() };
         let mut got = Vec::new();
-        // SAFETY (both pops): this thread is the only consumer, with its own head.
+        // SAFETY (both pops): the payload is one u64 written by the producer.
         for _ in 0..2 {
-            if let Some(v) =
-                unsafe { ring::pop_mpsc(&*h, &mut head, |p, _| (p as *const u64).read()) }
-            {
+            if let Some(v) = rx.pop(&*h, |p, _| unsafe { (p as *const u64).read() }) {
                 got.push(v);
-                ring::publish_head(&*h, head);
+                rx.publish(&*h);
             }
         }
         let sent: Vec<Vec<u64>> = ps.into_iter().map(|p| p.join().unwrap()).collect();
-        while let Some(v) =
-            unsafe { ring::pop_mpsc(&*h, &mut head, |p, _| (p as *const u64).read()) }
-        {
+        while let Some(v) = rx.pop(&*h, |p, _| unsafe { (p as *const u64).read() }) {
             got.push(v);
-            ring::publish_head(&*h, head);
+            rx.publish(&*h);
         }
         let total: usize = sent.iter().map(Vec::len).sum();
         assert_eq!(got.len(), total, "every stamped entry is taken once");
@@ -186,7 +187,7 @@ fn mpsc_message_ring_two_producers_flow_control() {
             assert_eq!(&mine, s, "per-producer order holds");
         }
         assert!(
-            h.tail.load(Ordering::Relaxed) - head <= 2,
+            h.tail.load(Ordering::Relaxed) - rx.position() <= 2,
             "never more than capacity outstanding"
         );
     });

@@ -5,10 +5,41 @@
 #![allow(unsafe_code)]
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A mutual-exclusion lock for short critical sections.
+///
+/// Like `std::sync::Mutex`, the lock is `Sync` when `T: Send` (it hands
+/// `T` from thread to thread, one holder at a time), and a guard is `Sync`
+/// only when `T: Sync` too: a guard shared between threads gives each of
+/// them `&T` at once, so a guard over a `Cell` stays on its thread.
+///
+/// ```compile_fail
+/// use ofi_core::util::lock::SpinLock;
+/// use std::cell::Cell;
+/// let l = SpinLock::new(Cell::new(0u64));
+/// let g = l.lock();
+/// // Two threads calling `Cell::set` through one guard: refused.
+/// std::thread::scope(|s| {
+///     s.spawn(|| g.set(g.get() + 1));
+///     g.set(g.get() + 1);
+/// });
+/// ```
+///
+/// ```
+/// use ofi_core::util::lock::SpinLock;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// let l = SpinLock::new(AtomicU64::new(0));
+/// let g = l.lock();
+/// // A `Sync` value may be shared through its guard.
+/// std::thread::scope(|s| {
+///     s.spawn(|| g.fetch_add(1, Ordering::Relaxed));
+///     g.fetch_add(1, Ordering::Relaxed);
+/// });
+/// assert_eq!(g.load(Ordering::Relaxed), 2);
+/// ```
 #[derive(Default)]
 pub struct SpinLock<T> {
     locked: AtomicBool,
@@ -22,8 +53,12 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
 /// Exclusive access to a [`SpinLock`]'s value; unlocks on drop.
+///
+/// `Send` when `T: Send`, `Sync` only when `T: Send + Sync` (the marker
+/// says so: the guard is, to the type system, a `&mut T`).
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    _access: PhantomData<&'a mut T>,
 }
 
 impl<T> SpinLock<T> {
@@ -71,7 +106,10 @@ impl<T> SpinLock<T> {
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
-            Some(SpinGuard { lock: self })
+            Some(SpinGuard {
+                lock: self,
+                _access: PhantomData,
+            })
         } else {
             None
         }

@@ -5,7 +5,7 @@ use ofi_core::error::{errno, Error, Result};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc::{self, Watch};
 use ofi_shm::segment::{bell_path, segment_path, Segment};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// A mapped peer endpoint.
@@ -62,10 +62,9 @@ impl Peer {
     /// Wakes the peer if it sleeps. Call after publishing an entry.
     #[inline]
     pub fn notify(&self) {
-        // SYNC POINT: pairs with the owner's fence after setting `sleeping`
-        // (Dekker): either it sees our entry, or we see it asleep.
-        fence(Ordering::SeqCst);
-        if self.seg.header().sleeping.load(Ordering::Relaxed) != 0 {
+        // The handshake with the owner's `sleep_arm`: either it sees our
+        // entry, or we see it asleep.
+        if self.seg.must_ring() {
             let bell = self.bell.get_or_init(|| {
                 Bell::open_peer(&bell_path(proc::uid(), self.addr.pid, self.addr.idx)).ok()
             });

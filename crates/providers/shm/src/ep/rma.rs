@@ -1,5 +1,6 @@
-//! One-sided operations over shm: RMA writes and reads and atomics,
-//! executed by the target against its registered regions.
+//! One-sided operations over shm, initiator side: RMA writes and reads and
+//! atomics, executed by the target against its registered regions
+//! (`rma_target.rs`).
 //!
 //! The initiator puts a request in the target's ring. The target checks
 //! every remote range (key, access, bounds) before touching memory, then:
@@ -20,11 +21,23 @@
 //! one initiator are processed in the order issued (reads answered in
 //! chunks hold the ring until they finish).
 
-use super::*;
-use ofi_core::util::iov::{copy_from_iov, copy_to_iov};
-use ofi_core::util::mr::MrMap;
-use ofi_core::util::rma::{self as core_rma, Ioc, Resolved, RmaIov};
-use ofi_wire::shm::{put_ranges, Ranges, WireRange, LOCAL_LEN, MAX_RANGES, RANGE_LEN};
+use super::{Inner, ShmEndpoint, INLINE_MAX};
+use crate::peer::Peer;
+use crate::IOV_LIMIT;
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::object::{AtomicOp, RmaOp};
+use ofi_core::util::atomic::{self, AtomicKind};
+use ofi_core::util::iov::{copy_from_iov, copy_to_iov, iov_len, IoVec};
+use ofi_core::util::matching::MAX_IOV;
+use ofi_core::util::rma::{Ioc, Resolved, RmaIov};
+use ofi_proto::shm::path::{write_path, WritePath};
+use ofi_proto::shm::status_code;
+use ofi_wire::shm::{
+    flag, op, put_ranges, Entry, Repr, WireRange, LOCAL_LEN, MAX_RANGES, RANGE_LEN,
+};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Largest operand list of one atomic, in bytes (operands and compare
 /// values travel inline in one ring entry, results come back in one).
@@ -33,23 +46,6 @@ pub(super) const ATOMIC_MAX_BYTES: usize = 1024;
 /// Room for inline write data after `n` remote ranges.
 fn write_room(n: usize) -> usize {
     INLINE_MAX - n * RANGE_LEN
-}
-
-/// True for the request opcodes a target answers.
-pub(super) fn is_request(o: u8) -> bool {
-    matches!(o, op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC)
-}
-
-/// A final answer carrying only a status.
-pub(super) fn answer(me: u64, cookie: u64, status: i32) -> Repr {
-    Repr {
-        op: op::RMA_RESP,
-        flags: flag::LAST,
-        src: me,
-        cookie,
-        data: status as u64,
-        ..Default::default()
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,8 +57,7 @@ enum Kind {
 
 /// An operation waiting for its target's answer.
 pub(super) struct PendingRma {
-    peer: Arc<Peer>,
-    gen: u32,
+    pub(super) peer: Arc<Peer>,
     kind: Kind,
     /// Write source, read destination, or atomic result ranges.
     local: [IoVec; MAX_IOV],
@@ -81,16 +76,23 @@ pub(super) struct PendingRma {
     completion: bool,
 }
 
+impl PendingRma {
+    /// True for an RMA read (the target may still write into our memory).
+    pub(super) fn is_read(&self) -> bool {
+        self.kind == Kind::Read
+    }
+}
+
 /// A read answered in chunks through the initiator's ring.
 pub(super) struct ReadPush {
-    to: u64,
-    cookie: u64,
-    src: [IoVec; MAX_RANGES],
-    n: usize,
-    offset: usize,
-    len: usize,
+    pub(super) to: u64,
+    pub(super) cookie: u64,
+    pub(super) src: [IoVec; MAX_RANGES],
+    pub(super) n: usize,
+    pub(super) offset: usize,
+    pub(super) len: usize,
     /// Keeps the regions registered while the chunks go out.
-    _mrs: Vec<Resolved>,
+    pub(super) _mrs: Vec<Resolved>,
 }
 
 fn wire_ranges(rma_iov: &[RmaIov]) -> ([WireRange; MAX_RANGES], usize) {
@@ -113,74 +115,10 @@ fn locals(iov: &[IoVec]) -> ([(u64, u64); MAX_RANGES], usize) {
     (out, iov.len().min(MAX_RANGES))
 }
 
-fn resolved_iov(res: &[Resolved]) -> ([IoVec; MAX_RANGES], usize) {
-    let mut out = [IoVec::default(); MAX_RANGES];
-    for (o, r) in out.iter_mut().zip(res) {
-        *o = IoVec {
-            base: r.addr,
-            len: r.len,
-        };
-    }
-    (out, res.len().min(MAX_RANGES))
-}
-
-/// Resolves a request's remote ranges (lengths in `elem`-byte elements)
-/// against the domain's regions, all or nothing; `Err` is the FI_E* number
-/// to answer with.
-fn resolve_request(
-    map: &MrMap,
-    rg: &Ranges,
-    elem: usize,
-    access: u64,
-    virt: bool,
-) -> std::result::Result<Vec<Resolved>, i32> {
-    let mut ranges = [RmaIov::default(); MAX_RANGES];
-    for (o, r) in ranges.iter_mut().zip(rg.remote()) {
-        let len = usize::try_from(r.len)
-            .ok()
-            .and_then(|l| l.checked_mul(elem))
-            .ok_or(errno::FI_EINVAL)?;
-        *o = RmaIov {
-            addr: r.addr,
-            len,
-            key: r.key,
-        };
-    }
-    let mut res = Vec::with_capacity(rg.n_remote);
-    core_rma::resolve_all(map, &ranges[..rg.n_remote], access, virt, &mut res)
-        .map_err(|e| e.code())?;
-    Ok(res)
-}
-
-/// The target's resolved ranges and the initiator's ranges of a request,
-/// as the cross-process copy takes them.
-fn cma_ranges(res: &[Resolved], rg: &Ranges) -> (Vec<Range>, Vec<Range>) {
-    let local = res
-        .iter()
-        .map(|x| Range {
-            base: x.addr,
-            len: x.len,
-        })
-        .collect();
-    let remote = rg
-        .local()
-        .iter()
-        .map(|&(a, l)| Range {
-            base: a as usize,
-            len: l as usize,
-        })
-        .collect();
-    (local, remote)
-}
-
-fn cma_refused(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(c) if c == libc_eperm() || c == libc_enosys())
-}
-
 impl ShmEndpoint {
     /// True while sends or one-sided operations of this endpoint are in flight.
     pub(super) fn outstanding(&self, g: &Inner) -> bool {
-        g.sends.len() != g.free_sends.len() || g.rmas.len() != g.free_rmas.len()
+        !g.sends.is_empty() || !g.rmas.is_empty()
     }
 
     /// Whether a transmit operation may start now: a fenced one waits for
@@ -193,48 +131,19 @@ impl ShmEndpoint {
         Ok(())
     }
 
-    fn alloc_rma(&self, g: &mut Inner, mut p: PendingRma) -> u64 {
+    fn alloc_rma(&self, g: &mut Inner, p: PendingRma) -> u64 {
         self.busy.store(true, Ordering::Relaxed);
-        let gen = g.next_gen;
-        g.next_gen = g.next_gen.wrapping_add(1).max(1);
-        p.gen = gen;
-        let idx = match g.free_rmas.pop() {
-            Some(i) => {
-                g.rmas[i as usize] = Some(p);
-                i
-            }
-            None => {
-                g.rmas.push(Some(p));
-                (g.rmas.len() - 1) as u32
-            }
-        };
-        (u64::from(gen) << 32) | u64::from(idx)
-    }
-
-    fn rma_slot(g: &mut Inner, cookie: u64) -> Option<&mut PendingRma> {
-        g.rmas
-            .get_mut(cookie as u32 as usize)?
-            .as_mut()
-            .filter(|p| p.gen == (cookie >> 32) as u32)
+        g.rmas.insert(p)
     }
 
     fn take_rma(&self, g: &mut Inner, cookie: u64) -> Option<PendingRma> {
-        let idx = cookie as u32;
-        let slot = g.rmas.get_mut(idx as usize)?;
-        if slot
-            .as_ref()
-            .is_some_and(|p| p.gen == (cookie >> 32) as u32)
-        {
-            let p = slot.take();
-            g.free_rmas.push(idx);
-            g.rma_pushes.retain(|c| *c != cookie);
-            return p;
-        }
-        None
+        let p = g.rmas.take(cookie)?;
+        g.rma_pushes.retain(|c| *c != cookie);
+        Some(p)
     }
 
     /// Completes a one-sided operation at the initiator (`err` 0: success).
-    fn rma_done(&self, g: &Inner, p: &PendingRma, err: i32) {
+    pub(super) fn rma_done(&self, g: &Inner, p: &PendingRma, err: i32) {
         g.b.tx_done(p.context, p.flags, p.completion, (err != 0).then_some(err));
     }
 
@@ -263,7 +172,6 @@ impl ShmEndpoint {
         let cq_data = o.flags & FI_REMOTE_CQ_DATA != 0 && !o.read;
         let mut p = PendingRma {
             peer: peer.clone(),
-            gen: 0,
             kind: if o.read { Kind::Read } else { Kind::Write },
             local,
             cnt: o.iov.len(),
@@ -279,9 +187,9 @@ impl ShmEndpoint {
             completion,
         };
         let room = write_room(nr);
-        let chunked = !o.read
-            && len > room
-            && (self.cfg.disable_cma || !peer.cma_ok.load(Ordering::Relaxed) || inject);
+        let cma_usable = !self.cfg.disable_cma && peer.cma_ok.load(Ordering::Relaxed);
+        let path = write_path(len, room, cma_usable, inject);
+        let chunked = !o.read && path == WritePath::Chunked;
         if inject && len > room {
             let mut v = vec![0u8; len];
             // SAFETY: post_rma's caller keeps the iov readable for this call.
@@ -301,7 +209,7 @@ impl ShmEndpoint {
             cookie,
             ..Default::default()
         };
-        let pushed = if o.read || len > room {
+        let pushed = if o.read || path == WritePath::Pull {
             r.op = if o.read { op::RMA_READ } else { op::RMA_PULL };
             r.flags = if cq_data { flag::CQ_DATA } else { 0 };
             r.data = if cq_data { o.data } else { 0 };
@@ -383,7 +291,6 @@ impl ShmEndpoint {
             &mut g,
             PendingRma {
                 peer: peer.clone(),
-                gen: 0,
                 kind: Kind::Atomic,
                 local,
                 cnt: if fetch { o.result.len() } else { 0 },
@@ -455,7 +362,7 @@ impl ShmEndpoint {
     pub(super) fn run_rma_pushes(&self, g: &mut Inner) {
         while let Some(&cookie) = g.rma_pushes.front() {
             let me = self.me.id();
-            let Some(p) = Self::rma_slot(g, cookie) else {
+            let Some(p) = g.rmas.get_mut(cookie) else {
                 g.rma_pushes.pop_front();
                 continue;
             };
@@ -554,304 +461,23 @@ impl ShmEndpoint {
         }
     }
 
-    /// Target side: checks and executes a one-sided request, then answers.
-    pub(super) fn rma_target(&self, g: &mut Inner, r: &Repr, e: &Entry<&[u8]>) {
-        let me = self.me.id();
-        let rg = match r.ranges(e) {
-            Ok(rg) => rg,
-            Err(err) => {
-                tracing::warn!(error = %err, "shm: dropping a malformed one-sided request");
-                return;
-            }
-        };
-        let Some(map) = g.b.mr_map.clone() else {
-            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EKEYREJECTED));
-            return;
-        };
-        let virt = g.b.info.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0;
-        let payload = e.payload();
-        match r.op {
-            op::ATOMIC => self.atomic_target(g, r, &rg, &map, virt, payload),
-            op::RMA_READ => {
-                let res = match resolve_request(&map, &rg, 1, FI_REMOTE_READ, virt) {
-                    Ok(res) => res,
-                    Err(code) => {
-                        self.send_ctrl(g, r.src, answer(me, r.cookie, code));
-                        return;
-                    }
-                };
-                let len = r.tag as usize;
-                let (src, ns) = resolved_iov(&res);
-                // An initiator that has closed (or died) may have freed the
-                // buffer: never write into it.
-                if self
-                    .peer_by_id(g, r.src)
-                    .is_ok_and(|p| p.closed() || p.dead())
-                {
-                    self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_ECONNRESET));
-                    return;
-                }
-                let cma = !self.cfg.disable_cma
-                    && self
-                        .peer_by_id(g, r.src)
-                        .is_ok_and(|p| p.cma_ok.load(Ordering::Relaxed));
-                if len <= INLINE_MAX {
-                    let mut buf = [0u8; INLINE_MAX];
-                    // SAFETY: resolved ranges are registered memory of this
-                    // process, kept registered by `res` for this call.
-                    unsafe { copy_from_iov(&src[..ns], 0, &mut buf[..len]) };
-                    self.count_target(g, &res, FI_REMOTE_READ);
-                    let mut a = answer(me, r.cookie, 0);
-                    a.len = len as u32;
-                    self.send_ctrl_with(g, r.src, a, &buf[..len]);
-                    return;
-                }
-                if cma {
-                    let (local, remote) = cma_ranges(&res, &rg);
-                    let pid = ShmAddr::from_id(r.src).pid;
-                    // SAFETY: the local ranges are resolved, registered memory.
-                    match unsafe { cma::write_to(pid, &local, &remote) } {
-                        Ok(n) if n == len => {
-                            self.count_target(g, &res, FI_REMOTE_READ);
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, 0));
-                            return;
-                        }
-                        Ok(_) => {
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
-                            return;
-                        }
-                        Err(err) if cma_refused(&err) => {
-                            if let Ok(p) = self.peer_by_id(g, r.src) {
-                                p.cma_ok.store(false, Ordering::Relaxed);
-                            }
-                        }
-                        Err(err) => {
-                            tracing::debug!(error = %err, "shm: read answer copy failed");
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EFAULT));
-                            return;
-                        }
-                    }
-                }
-                self.count_target(g, &res, FI_REMOTE_READ);
-                self.busy.store(true, Ordering::Relaxed);
-                g.read_pushes.push_back(ReadPush {
-                    to: r.src,
-                    cookie: r.cookie,
-                    src,
-                    n: ns,
-                    offset: 0,
-                    len,
-                    _mrs: res,
-                });
-            }
-            _ => {
-                // RMA_WRITE (inline data or a chunk) and RMA_PULL.
-                let last = r.op == op::RMA_PULL || r.flags & flag::LAST != 0;
-                let res = match resolve_request(&map, &rg, 1, FI_REMOTE_WRITE, virt) {
-                    Ok(res) => res,
-                    Err(code) => {
-                        self.send_ctrl(g, r.src, answer(me, r.cookie, code));
-                        return;
-                    }
-                };
-                let (dst, nd) = resolved_iov(&res);
-                if r.op == op::RMA_WRITE {
-                    let at = rg.data_at;
-                    let data = &payload[at..at + r.len as usize];
-                    // SAFETY: resolved ranges are registered memory of this
-                    // process; the chunk lies inside the write (checked by parse).
-                    unsafe { copy_to_iov(&dst[..nd], r.total as usize, data) };
-                } else {
-                    let len = r.tag as usize;
-                    let peer_ok = self.peer_by_id(g, r.src).ok();
-                    if self.cfg.disable_cma
-                        || peer_ok
-                            .as_ref()
-                            .is_some_and(|p| !p.cma_ok.load(Ordering::Relaxed))
-                    {
-                        let mut a = answer(me, r.cookie, 0);
-                        a.flags |= flag::PUSH;
-                        self.send_ctrl(g, r.src, a);
-                        return;
-                    }
-                    let (local, remote) = cma_ranges(&res, &rg);
-                    let pid = ShmAddr::from_id(r.src).pid;
-                    let copied = if len >= self.cfg.coop_threshold {
-                        // Large: the initiator copies half, chunk by chunk,
-                        // into the ranges resolved here (each byte once).
-                        match self.coop_read(g, r.src, r.cookie, &local, &remote, len) {
-                            None => Err(std::io::Error::from_raw_os_error(libc_eperm())),
-                            Some(Ok(n)) => Ok(n),
-                            Some(Err(code)) => {
-                                self.send_ctrl(g, r.src, answer(me, r.cookie, code));
-                                return;
-                            }
-                        }
-                    } else {
-                        // SAFETY: the local ranges are resolved, registered memory.
-                        unsafe { cma::read_from(pid, &local, &remote) }
-                    };
-                    match copied {
-                        Ok(got) if got == len => {}
-                        Ok(_) => {
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
-                            return;
-                        }
-                        Err(err) if cma_refused(&err) => {
-                            if let Some(p) = peer_ok {
-                                p.cma_ok.store(false, Ordering::Relaxed);
-                            }
-                            let mut a = answer(me, r.cookie, 0);
-                            a.flags |= flag::PUSH;
-                            self.send_ctrl(g, r.src, a);
-                            return;
-                        }
-                        Err(err) => {
-                            tracing::debug!(error = %err, "shm: pulling a write failed");
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EFAULT));
-                            return;
-                        }
-                    }
-                }
-                if last {
-                    self.count_target(g, &res, FI_REMOTE_WRITE);
-                    if r.flags & flag::CQ_DATA != 0 {
-                        let src_addr = self.src_addr(g, r.src);
-                        if let Some(cq) = &g.b.rx_cq {
-                            cq.push(
-                                CqTaggedEntry {
-                                    flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-                                    len: r.tag as usize,
-                                    data: r.data,
-                                    ..Default::default()
-                                },
-                                src_addr,
-                            );
-                        }
-                    }
-                    self.send_ctrl(g, r.src, answer(me, r.cookie, 0));
-                }
-            }
-        }
-    }
-
-    fn count_target(&self, g: &Inner, res: &[Resolved], access: u64) {
-        for (i, x) in res.iter().enumerate() {
-            // One event per operation for the endpoint, one per region touched.
-            if i == 0 {
-                core_rma::count_remote(&g.b, Some(&x.mr), access);
-            } else if !res[..i].iter().any(|y| Arc::ptr_eq(&y.mr, &x.mr)) {
-                x.mr.count_remote(access);
-            }
-        }
-    }
-
-    fn atomic_target(
+    /// Initiator side: an answer from a target.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rma_answer(
         &self,
         g: &mut Inner,
-        r: &Repr,
-        rg: &Ranges,
-        map: &Arc<MrMap>,
-        virt: bool,
-        payload: &[u8],
+        cookie: u64,
+        status: u64,
+        push: bool,
+        last: bool,
+        at: usize,
+        bytes: &[u8],
     ) {
-        let me = self.me.id();
-        let aop = (r.tag & 0xff) as u32;
-        let dt = ((r.tag >> 8) & 0xff) as u32;
-        let kind = match (r.tag >> 16) & 0xff {
-            0 => AtomicKind::Basic,
-            1 => AtomicKind::Fetch,
-            2 => AtomicKind::Compare,
-            _ => {
-                self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EINVAL));
-                return;
-            }
-        };
-        let fail =
-            |s: &Self, g: &mut Inner, code: i32| s.send_ctrl(g, r.src, answer(me, r.cookie, code));
-        let Some(size) = atomic::datatype_size(dt).filter(|_| atomic::valid(kind, aop, dt)) else {
-            fail(self, g, errno::FI_EOPNOTSUPP);
-            return;
-        };
-        let count = r.total as usize;
-        let Some(bytes) = count.checked_mul(size).filter(|b| *b <= ATOMIC_MAX_BYTES) else {
-            fail(self, g, errno::FI_EMSGSIZE);
-            return;
-        };
-        let read_only = kind == AtomicKind::Fetch && aop == atomic_op::FI_ATOMIC_READ;
-        let with_compare = kind == AtomicKind::Compare;
-        let with_operand = r.len as usize != if with_compare { bytes } else { 0 };
-        let expect = bytes * (usize::from(with_operand) + usize::from(with_compare));
-        if r.len as usize != expect || (!with_operand && !read_only) {
-            fail(self, g, errno::FI_EINVAL);
-            return;
-        }
-        let access = if read_only {
-            FI_REMOTE_READ
-        } else {
-            FI_REMOTE_WRITE
-        };
-        let res = match resolve_request(map, rg, size, access, virt) {
-            Ok(res) => res,
-            Err(code) => {
-                fail(self, g, code);
-                return;
-            }
-        };
-        let at = rg.data_at;
-        let operand = if with_operand {
-            &payload[at..at + bytes]
-        } else {
-            &[][..]
-        };
-        let compare = if with_compare {
-            let c = at + if with_operand { bytes } else { 0 };
-            &payload[c..c + bytes]
-        } else {
-            &[][..]
-        };
-        let mut out = [0u8; ATOMIC_MAX_BYTES];
-        let mut off = 0;
-        for x in &res {
-            let l = x.len;
-            let o = if with_operand {
-                &operand[off..off + l]
-            } else {
-                &[][..]
-            };
-            let c = if with_compare {
-                &compare[off..off + l]
-            } else {
-                &[][..]
-            };
-            let rs = if kind == AtomicKind::Basic {
-                &mut [][..]
-            } else {
-                &mut out[off..off + l]
-            };
-            // SAFETY: `x` was resolved against a region registered in this
-            // domain (still held by `res`).
-            if let Err(err) = unsafe { core_rma::apply_atomic(map, kind, aop, dt, x, o, c, rs) } {
-                fail(self, g, err.code());
-                return;
-            }
-            off += l;
-        }
-        self.count_target(g, &res, access);
-        let mut a = answer(me, r.cookie, 0);
-        let back = if kind == AtomicKind::Basic { 0 } else { bytes };
-        a.len = back as u32;
-        self.send_ctrl_with(g, r.src, a, &out[..back]);
-    }
-
-    /// Initiator side: an answer from a target.
-    pub(super) fn rma_answer(&self, g: &mut Inner, r: &Repr, bytes: &[u8]) {
-        let cookie = r.cookie;
-        let Some(p) = Self::rma_slot(g, cookie) else {
+        let Some(p) = g.rmas.get_mut(cookie) else {
             tracing::debug!(cookie, "shm: answer for no pending one-sided operation");
             return;
         };
-        if r.flags & flag::PUSH != 0 {
+        if push {
             if p.kind == Kind::Write && p.pushed == 0 {
                 p.peer.cma_ok.store(false, Ordering::Relaxed);
                 g.rma_pushes.push_back(cookie);
@@ -862,13 +488,12 @@ impl ShmEndpoint {
             self.rma_done(g, &p, errno::FI_EIO);
             return;
         }
-        if r.data != 0 {
+        if status != 0 {
             let p = self.take_rma(g, cookie).expect("slot checked above");
-            self.rma_done(g, &p, status_code(r.data));
+            self.rma_done(g, &p, status_code(status));
             return;
         }
         if !bytes.is_empty() {
-            let at = r.total as usize;
             if p.kind == Kind::Write || at.checked_add(bytes.len()).is_none_or(|e| e > p.len) {
                 tracing::warn!(cookie, "shm: answer bytes outside the operation");
                 let p = self.take_rma(g, cookie).expect("slot checked above");
@@ -879,7 +504,7 @@ impl ShmEndpoint {
             // until the operation completes (post_rma / post_atomic contract).
             unsafe { copy_to_iov(&p.local[..p.cnt], at, bytes) };
         }
-        if r.flags & flag::LAST != 0 {
+        if last {
             let p = self.take_rma(g, cookie).expect("slot checked above");
             self.rma_done(g, &p, 0);
         }
@@ -892,52 +517,9 @@ impl ShmEndpoint {
         g: &mut Inner,
         cookie: u64,
     ) -> Option<(Arc<Peer>, [IoVec; MAX_IOV], usize, usize)> {
-        let p = Self::rma_slot(g, cookie)?;
+        let p = g.rmas.get_mut(cookie)?;
         (p.kind == Kind::Write && p.owned.is_none())
             .then(|| (p.peer.clone(), p.local, p.cnt, p.len))
-    }
-
-    /// Before the endpoint closes: drives progress until no read is waiting
-    /// for a target that may still copy into this process's memory (the
-    /// target is alive and has not closed), for at most five seconds.
-    pub(super) fn settle_reads(&self, g: &mut Inner) {
-        let waiting = |g: &Inner| {
-            g.rmas
-                .iter()
-                .flatten()
-                .any(|p| p.kind == Kind::Read && !p.peer.dead() && !p.peer.closed())
-        };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while waiting(g) && Instant::now() < deadline {
-            self.progress_locked(g);
-            std::hint::spin_loop();
-        }
-        if waiting(g) {
-            tracing::warn!("shm: closing with reads still unanswered by a live target");
-        }
-    }
-
-    /// Pending one-sided operations whose target died complete with FI_EIO.
-    pub(super) fn rma_liveness(&self, g: &mut Inner) {
-        let dead: Vec<u64> = g
-            .rmas
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| {
-                p.as_ref()
-                    .filter(|p| p.peer.dead() || p.peer.closed())
-                    .map(|p| (u64::from(p.gen) << 32) | i as u64)
-            })
-            .collect();
-        for cookie in dead {
-            if let Some(p) = self.take_rma(g, cookie) {
-                tracing::warn!(
-                    pid = p.peer.addr.pid,
-                    "shm: target gone with a one-sided operation in flight"
-                );
-                self.rma_done(g, &p, errno::FI_EIO);
-            }
-        }
     }
 }
 

@@ -3,6 +3,9 @@
 //! well-formed message arrives intact.
 #![allow(unsafe_code)]
 
+mod common;
+use common::ofi;
+
 use ofi::consts::*;
 use ofi::*;
 use ofi_shm::segment::{segment_path, Segment};

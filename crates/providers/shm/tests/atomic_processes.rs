@@ -6,6 +6,9 @@
 //! variable `OFI_ATOMIC_CHILD`), passing the target's address and key.
 #![allow(unsafe_code)]
 
+mod common;
+use common::ofi;
+
 use ofi::consts::*;
 use ofi::{AddressVector, AvAttr, CqAttr, CqTaggedEntry, Endpoint, Info, MrAttr};
 use std::io::{BufRead, BufReader};

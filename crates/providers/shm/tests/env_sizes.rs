@@ -1,6 +1,9 @@
 //! fi_shm(7)'s FI_SHM_TX_SIZE and FI_SHM_RX_SIZE: the context sizes the shm
 //! offer advertises; 0 is refused naming the variable. One test (one
 //! process): the environment is process-wide.
+
+mod common;
+use common::ofi;
 use ofi::consts::*;
 use ofi::*;
 

@@ -1,0 +1,402 @@
+//! Incoming entries: every kind decoded and checked before the endpoint
+//! acts on it. A malformed entry, or one naming something impossible here
+//! (a bounce buffer out of range, a message larger than a bounce buffer),
+//! is [`Dropped`] with its reason; nothing a peer writes can make the
+//! decoder panic or name memory outside the entry.
+
+use super::PeerId;
+use ofi_wire::shm::{flag, op, Entry, Ranges, Repr, MAX_RTS_IOV};
+use ofi_wire::WireError;
+
+/// What the receiving endpoint's own segment allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bounce buffers in the segment.
+    pub bounce_bufs: u64,
+    /// Bytes per bounce buffer (the largest BOUNCE message accepted).
+    pub bounce_size: usize,
+}
+
+/// A two-sided message's header fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsgMeta {
+    /// Sender.
+    pub from: PeerId,
+    /// Tagged message.
+    pub tagged: bool,
+    /// Tag (tagged messages).
+    pub tag: u64,
+    /// Remote CQ data (with `cq_data`).
+    pub data: u64,
+    /// `data` is remote CQ data.
+    pub cq_data: bool,
+    /// Message length.
+    pub total: usize,
+}
+
+/// Where a message's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// In the entry.
+    Inline(&'a [u8]),
+    /// In this bounce buffer of the receiver's segment (index checked
+    /// against [`Limits`]).
+    Bounce(u64),
+    /// In the sender's memory: these (address, length) ranges; the
+    /// receiver copies them and answers ACK or NACK naming `cookie`.
+    Rts {
+        /// The sender's operation id.
+        cookie: u64,
+        /// Sender ranges (the first `cnt` are valid).
+        iov: [(u64, u64); MAX_RTS_IOV],
+        /// Ranges in use (1..=[`MAX_RTS_IOV`]).
+        cnt: u8,
+    },
+}
+
+/// A decoded entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Incoming<'a> {
+    /// A message (INLINE, BOUNCE, RTS).
+    Msg {
+        /// Its header fields.
+        meta: MsgMeta,
+        /// Where its bytes are.
+        body: Body<'a>,
+    },
+    /// The receiver finished with our RTS (`status`: Ok or FI_E*).
+    Ack {
+        /// Our operation id.
+        cookie: u64,
+        /// The outcome the receiver reports.
+        status: Result<(), i32>,
+    },
+    /// The receiver cannot copy across processes: push our RTS data.
+    Nack {
+        /// Our operation id.
+        cookie: u64,
+    },
+    /// A pushed chunk of a peer's RTS message.
+    Data {
+        /// Sender.
+        from: PeerId,
+        /// The sender's operation id.
+        cookie: u64,
+        /// Byte offset in the message.
+        offset: usize,
+        /// The bytes.
+        bytes: &'a [u8],
+    },
+    /// Clear to send: help copy our message (or pulled write) through the
+    /// receiver's transfer descriptor `desc` of generation `gen`.
+    Cts {
+        /// Our operation id.
+        cookie: u64,
+        /// Descriptor index in the receiver's segment (unchecked here: the
+        /// segment knows how many it has).
+        desc: u64,
+        /// Generation to claim with.
+        gen: u64,
+    },
+    /// A one-sided request for this endpoint to execute (RMA_WRITE,
+    /// RMA_PULL, RMA_READ, ATOMIC), its ranges checked against the entry.
+    Request {
+        /// The header.
+        repr: Repr,
+        /// Its ranges and where its inline data starts.
+        ranges: Ranges,
+        /// The entry's payload (ranges, then inline data).
+        payload: &'a [u8],
+    },
+    /// A target's answer to our one-sided request.
+    Answer {
+        /// Our operation id.
+        cookie: u64,
+        /// FI_E* number, 0 on success.
+        status: u64,
+        /// The target cannot copy across processes: push (writes).
+        push: bool,
+        /// The final answer.
+        last: bool,
+        /// Offset of `bytes` in the read or fetched data.
+        offset: usize,
+        /// Read or fetched bytes carried inline.
+        bytes: &'a [u8],
+    },
+}
+
+/// Why an entry was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// The header or its lists did not parse.
+    Malformed(WireError),
+    /// BOUNCE names a buffer out of range, or a message larger than one.
+    BadBounce {
+        /// The index it named.
+        index: u64,
+    },
+}
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dropped::Malformed(e) => write!(f, "malformed entry: {e}"),
+            Dropped::BadBounce { index } => {
+                write!(f, "entry names an invalid bounce buffer ({index})")
+            }
+        }
+    }
+}
+
+/// True for the request opcodes a target answers.
+pub fn is_request(o: u8) -> bool {
+    matches!(o, op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC)
+}
+
+/// Decodes one ring entry (header and payload, as the slot holds it).
+pub fn decode<'a>(b: &'a [u8], lim: &Limits) -> Result<Incoming<'a>, Dropped> {
+    let e = Entry::new_checked(b).map_err(Dropped::Malformed)?;
+    let r = Repr::parse(&e).map_err(Dropped::Malformed)?;
+    let payload: &'a [u8] = &b[ofi_wire::shm::HDR_LEN..];
+    // Lengths below were checked by `parse` against the payload.
+    let inline = |n: u32| &payload[..(n as usize).min(payload.len())];
+    Ok(match r.op {
+        op::INLINE | op::BOUNCE | op::RTS => {
+            let meta = MsgMeta {
+                from: r.src,
+                tagged: r.flags & flag::TAGGED != 0,
+                tag: r.tag,
+                data: r.data,
+                cq_data: r.flags & flag::CQ_DATA != 0,
+                total: usize::try_from(r.total).unwrap_or(usize::MAX),
+            };
+            let body = match r.op {
+                op::INLINE => Body::Inline(inline(r.len)),
+                op::BOUNCE => {
+                    if r.cookie >= lim.bounce_bufs || meta.total > lim.bounce_size {
+                        return Err(Dropped::BadBounce { index: r.cookie });
+                    }
+                    Body::Bounce(r.cookie)
+                }
+                _ => Body::Rts {
+                    cookie: r.cookie,
+                    iov: r.rts_iov(&e),
+                    cnt: r.iov_cnt,
+                },
+            };
+            Incoming::Msg { meta, body }
+        }
+        op::ACK => Incoming::Ack {
+            cookie: r.cookie,
+            status: if r.data == 0 {
+                Ok(())
+            } else {
+                Err(super::status_code(r.data))
+            },
+        },
+        op::NACK => Incoming::Nack { cookie: r.cookie },
+        op::DATA => Incoming::Data {
+            from: r.src,
+            cookie: r.cookie,
+            offset: usize::try_from(r.total).unwrap_or(usize::MAX),
+            bytes: inline(r.len),
+        },
+        op::CTS => Incoming::Cts {
+            cookie: r.cookie,
+            desc: r.tag,
+            gen: r.data,
+        },
+        op::RMA_RESP => Incoming::Answer {
+            cookie: r.cookie,
+            status: r.data,
+            push: r.flags & flag::PUSH != 0,
+            last: r.flags & flag::LAST != 0,
+            offset: usize::try_from(r.total).unwrap_or(usize::MAX),
+            bytes: inline(r.len),
+        },
+        o if is_request(o) => Incoming::Request {
+            repr: r,
+            ranges: r.ranges(&e).map_err(Dropped::Malformed)?,
+            payload,
+        },
+        o => return Err(Dropped::Malformed(WireError::UnknownOp(o))),
+    })
+}
+
+/// What an endpoint that closes owes the sender of an entry still in its
+/// ring: an ACK for an RTS, a final answer for a one-sided request (a
+/// chunk of a write owes nothing until its last).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owed {
+    /// ACK the RTS `cookie` of `to`.
+    Ack {
+        /// The sender.
+        to: PeerId,
+        /// Its operation id.
+        cookie: u64,
+    },
+    /// Answer request `cookie` of `to`.
+    Answer {
+        /// The initiator.
+        to: PeerId,
+        /// Its operation id.
+        cookie: u64,
+    },
+}
+
+/// The answer a closing endpoint owes for entry `b`, if any.
+pub fn owed(b: &[u8]) -> Option<Owed> {
+    let e = Entry::new_checked(b).ok()?;
+    let r = Repr::parse(&e).ok()?;
+    match r.op {
+        op::RTS => Some(Owed::Ack {
+            to: r.src,
+            cookie: r.cookie,
+        }),
+        op::RMA_WRITE if r.flags & flag::LAST == 0 => None,
+        o if is_request(o) => Some(Owed::Answer {
+            to: r.src,
+            cookie: r.cookie,
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIM: Limits = Limits {
+        bounce_bufs: 4,
+        bounce_size: 8192,
+    };
+
+    fn entry(r: Repr, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; ofi_wire::shm::HDR_LEN + 256];
+        b[ofi_wire::shm::HDR_LEN..ofi_wire::shm::HDR_LEN + payload.len()].copy_from_slice(payload);
+        r.emit(&mut Entry::new_unchecked(&mut b[..]));
+        b
+    }
+
+    #[test]
+    fn inline_message_carries_its_bytes() {
+        let b = entry(
+            Repr {
+                op: op::INLINE,
+                flags: flag::TAGGED | flag::CQ_DATA,
+                len: 3,
+                total: 3,
+                src: 9,
+                tag: 5,
+                data: 77,
+                ..Default::default()
+            },
+            b"abc",
+        );
+        let Ok(Incoming::Msg { meta, body }) = decode(&b, &LIM) else {
+            panic!("an inline message")
+        };
+        assert_eq!(body, Body::Inline(b"abc"));
+        assert!(meta.tagged && meta.cq_data);
+        assert_eq!((meta.from, meta.tag, meta.data, meta.total), (9, 5, 77, 3));
+    }
+
+    #[test]
+    fn bounce_index_and_size_are_checked() {
+        let r = Repr {
+            op: op::BOUNCE,
+            total: 100,
+            cookie: 3,
+            ..Default::default()
+        };
+        assert!(matches!(
+            decode(&entry(r, &[]), &LIM),
+            Ok(Incoming::Msg {
+                body: Body::Bounce(3),
+                ..
+            })
+        ));
+        let out = Repr { cookie: 4, ..r };
+        assert_eq!(
+            decode(&entry(out, &[]), &LIM),
+            Err(Dropped::BadBounce { index: 4 })
+        );
+        let big = Repr { total: 8193, ..r };
+        assert!(decode(&entry(big, &[]), &LIM).is_err());
+    }
+
+    #[test]
+    fn ack_status_is_an_error_number_or_eio() {
+        let ack = |data| Repr {
+            op: op::ACK,
+            cookie: 1,
+            data,
+            ..Default::default()
+        };
+        let st = |d| match decode(&entry(ack(d), &[]), &LIM) {
+            Ok(Incoming::Ack { status, .. }) => status,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(st(0), Ok(()));
+        assert_eq!(st(104), Err(104));
+        assert_eq!(st(u64::MAX), Err(ofi_core::error::errno::FI_EIO));
+    }
+
+    #[test]
+    fn a_closing_endpoint_owes_rts_and_last_requests_an_answer() {
+        let rts = Repr {
+            op: op::RTS,
+            iov_cnt: 1,
+            total: 1 << 20,
+            src: 4,
+            cookie: 8,
+            ..Default::default()
+        };
+        assert_eq!(owed(&entry(rts, &[])), Some(Owed::Ack { to: 4, cookie: 8 }));
+        let inline = Repr {
+            op: op::INLINE,
+            ..Default::default()
+        };
+        assert_eq!(owed(&entry(inline, &[])), None);
+        let mut ranges = [0u8; 24];
+        ranges[8..16].copy_from_slice(&4u64.to_le_bytes());
+        let chunk = Repr {
+            op: op::RMA_WRITE,
+            iov_cnt: 1,
+            len: 2,
+            tag: 4,
+            src: 4,
+            cookie: 9,
+            ..Default::default()
+        };
+        assert_eq!(owed(&entry(chunk, &ranges)), None, "not the last chunk");
+        let last = Repr {
+            flags: flag::LAST,
+            ..chunk
+        };
+        assert_eq!(
+            owed(&entry(last, &ranges)),
+            Some(Owed::Answer { to: 4, cookie: 9 })
+        );
+    }
+
+    #[test]
+    fn malformed_entries_are_dropped() {
+        assert!(matches!(
+            decode(&[0u8; 10], &LIM),
+            Err(Dropped::Malformed(_))
+        ));
+        let unknown = Repr {
+            op: 99,
+            ..Default::default()
+        };
+        assert!(decode(&entry(unknown, &[]), &LIM).is_err());
+        let rts0 = Repr {
+            op: op::RTS,
+            iov_cnt: 0,
+            total: 1 << 20,
+            ..Default::default()
+        };
+        assert!(decode(&entry(rts0, &[]), &LIM).is_err());
+    }
+}

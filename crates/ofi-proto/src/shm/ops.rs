@@ -1,0 +1,175 @@
+//! Operations waiting for a peer's answer, named by cookies.
+//!
+//! A cookie is `generation << 32 | slot`. A slot is reused once its
+//! operation is taken, under a new generation, so an answer that arrives
+//! late (or one a peer forged) names no live operation and is ignored.
+//! Each table stamps its own bit into the generation, so the cookies of two
+//! tables (sends and one-sided operations) never coincide.
+
+/// A table of in-flight operations of type `T`.
+#[derive(Debug)]
+pub struct OpTable<T> {
+    slots: Vec<Option<(u32, T)>>,
+    free: Vec<u32>,
+    next_gen: u32,
+    mark: u32,
+    live: usize,
+}
+
+impl<T> OpTable<T> {
+    /// An empty table; `mark` (0 or 1) tells its cookies from another
+    /// table's.
+    pub fn new(mark: u32) -> Self {
+        OpTable {
+            slots: Vec::new(),
+            free: Vec::new(),
+            next_gen: 1,
+            mark: (mark & 1) << 31,
+            live: 0,
+        }
+    }
+
+    /// Adds an operation; returns its cookie.
+    pub fn insert(&mut self, v: T) -> u64 {
+        let gen = self.next_gen | self.mark;
+        self.next_gen = (self.next_gen + 1) & 0x7fff_ffff;
+        if self.next_gen == 0 {
+            self.next_gen = 1;
+        }
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some((gen, v));
+                i
+            }
+            None => {
+                self.slots.push(Some((gen, v)));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.live += 1;
+        (u64::from(gen) << 32) | u64::from(idx)
+    }
+
+    fn slot(cookie: u64) -> (usize, u32) {
+        (cookie as u32 as usize, (cookie >> 32) as u32)
+    }
+
+    /// The live operation `cookie` names.
+    pub fn get(&self, cookie: u64) -> Option<&T> {
+        let (i, gen) = Self::slot(cookie);
+        match self.slots.get(i)? {
+            Some((g, v)) if *g == gen => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The live operation `cookie` names, to update.
+    pub fn get_mut(&mut self, cookie: u64) -> Option<&mut T> {
+        let (i, gen) = Self::slot(cookie);
+        match self.slots.get_mut(i)? {
+            Some((g, v)) if *g == gen => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Removes and returns the live operation `cookie` names.
+    pub fn take(&mut self, cookie: u64) -> Option<T> {
+        let (i, gen) = Self::slot(cookie);
+        let slot = self.slots.get_mut(i)?;
+        if !matches!(slot, Some((g, _)) if *g == gen) {
+            return None;
+        }
+        let (_, v) = slot.take()?;
+        self.free.push(i as u32);
+        self.live -= 1;
+        Some(v)
+    }
+
+    /// Removes every operation `pred` selects (a dead peer's), appending
+    /// them with their cookies to `out`.
+    pub fn take_where(&mut self, mut pred: impl FnMut(&T) -> bool, out: &mut Vec<(u64, T)>) {
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if matches!(slot, Some((_, v)) if pred(v)) {
+                if let Some((g, v)) = slot.take() {
+                    out.push(((u64::from(g) << 32) | i as u64, v));
+                    self.free.push(i as u32);
+                    self.live -= 1;
+                }
+            }
+        }
+    }
+
+    /// True when some live operation satisfies `pred`.
+    pub fn any(&self, mut pred: impl FnMut(&T) -> bool) -> bool {
+        self.slots.iter().flatten().any(|(_, v)| pred(v))
+    }
+
+    /// Live operations with their cookies.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            s.as_ref()
+                .map(|(g, v)| ((u64::from(*g) << 32) | i as u64, v))
+        })
+    }
+
+    /// Operations in flight.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Forgets every operation.
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.free.clear();
+        self.live = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_cookie_is_stale_even_after_its_slot_is_reused() {
+        let mut t = OpTable::new(0);
+        let a = t.insert("a");
+        assert_eq!(t.take(a), Some("a"));
+        let b = t.insert("b");
+        assert_eq!(a as u32, b as u32, "the slot is reused");
+        assert_eq!(t.get(a), None, "the old cookie names nothing");
+        assert_eq!(t.take(a), None);
+        assert_eq!(t.get(b), Some(&"b"));
+    }
+
+    #[test]
+    fn tables_with_different_marks_never_share_a_cookie() {
+        let mut s = OpTable::new(0);
+        let mut r = OpTable::new(1);
+        let a = s.insert(1);
+        let b = r.insert(2);
+        assert_ne!(a, b);
+        assert_eq!(s.get(b), None);
+        assert_eq!(r.get(a), None);
+    }
+
+    #[test]
+    fn take_where_removes_exactly_the_selected() {
+        let mut t = OpTable::new(0);
+        let cookies: Vec<u64> = (0..6).map(|i| t.insert(i)).collect();
+        let mut out = Vec::new();
+        t.take_where(|v| v % 2 == 0, &mut out);
+        let got: Vec<i32> = out.iter().map(|x| x.1).collect();
+        assert_eq!(got, vec![0, 2, 4]);
+        for (c, v) in &out {
+            assert_eq!(cookies[*v as usize], *c, "the cookie comes along");
+        }
+        assert_eq!(t.len(), 3);
+        assert!(t.any(|v| *v == 5));
+        assert!(!t.any(|v| *v == 4));
+    }
+}

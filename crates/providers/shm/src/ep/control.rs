@@ -1,0 +1,144 @@
+//! Reading the endpoint's ring and acting on each entry the core decodes;
+//! control answers (ACK, NACK, CTS, one-sided answers) through the core's
+//! queue, pushed into peers' rings.
+
+use super::{Inner, Meta, Push, ShmEndpoint, BUDGET};
+use ofi_proto::shm::{entry, CtrlQueue, Incoming};
+use ofi_wire::shm::{Entry, Repr};
+use std::sync::atomic::Ordering;
+
+impl ShmEndpoint {
+    /// Reads up to [`BUDGET`] entries, while the unexpected budget allows
+    /// and no read answer holds the ring, then lets producers reuse the
+    /// slots read.
+    pub(super) fn poll_ring(&self, g: &mut Inner) {
+        let Some(mut ring) = g.ring.take() else {
+            return;
+        };
+        for _ in 0..BUDGET {
+            // Reads answered in chunks hold the ring: later requests of the
+            // same initiator must not overtake them (FI_ORDER_WAR).
+            if !g.rx.may_read() || !g.read_pushes.is_empty() {
+                break;
+            }
+            if ring.pop_with(&self.seg, |b| self.handle(g, b)).is_none() {
+                break;
+            }
+        }
+        // Hand consumed slots back to producers: a store to a line only this
+        // side writes (producers read it only when the ring looks full).
+        ring.publish(&self.seg);
+        g.ring = Some(ring);
+    }
+
+    /// Acts on one entry of the ring.
+    fn handle(&self, g: &mut Inner, b: &mut [u8]) {
+        let inc = match entry::decode(b, &self.limits) {
+            Ok(i) => i,
+            Err(why) => {
+                tracing::warn!(reason = %why, "shm: dropping a ring entry");
+                return;
+            }
+        };
+        tracing::trace!(entry = ?inc, "shm: entry");
+        match inc {
+            Incoming::Msg { meta, body } => {
+                let m = Meta {
+                    tagged: meta.tagged,
+                    tag: meta.tag,
+                    data: meta.data,
+                    cq_data: meta.cq_data,
+                    total: meta.total,
+                    src_addr: self.src_addr(g, meta.from),
+                };
+                self.incoming(g, meta.from, m, body);
+            }
+            Incoming::Ack { cookie, status } => {
+                if let Some(s) = self.take_send(g, cookie) {
+                    match status {
+                        Ok(()) => self.tx_complete(g, s.context, s.flags, s.completion),
+                        Err(code) => self.tx_error(g, s.context, s.flags, code),
+                    }
+                }
+            }
+            Incoming::Nack { cookie } => {
+                if g.sends.get(cookie).is_some() {
+                    self.busy.store(true, Ordering::Relaxed);
+                    g.pushes.push_back(Push { cookie, offset: 0 });
+                }
+            }
+            Incoming::Data {
+                from,
+                cookie,
+                offset,
+                bytes,
+            } => self.data_chunk(g, from, cookie, offset, bytes),
+            Incoming::Cts { cookie, desc, gen } => self.coop_write(g, cookie, desc, gen),
+            Incoming::Request {
+                repr,
+                ranges,
+                payload,
+            } => self.rma_target(g, &repr, &ranges, payload),
+            Incoming::Answer {
+                cookie,
+                status,
+                push,
+                last,
+                offset,
+                bytes,
+            } => self.rma_answer(g, cookie, status, push, last, offset, bytes),
+        }
+    }
+
+    /// Sends a control entry now, or queues it until the peer's ring has room.
+    pub(super) fn send_ctrl(&self, g: &mut Inner, to: u64, r: Repr) {
+        self.send_ctrl_with(g, to, r, &[]);
+    }
+
+    /// Sends a control entry carrying `payload` (at most an entry's inline
+    /// capacity), or queues it with a copy of the payload.
+    pub(super) fn send_ctrl_with(&self, g: &mut Inner, to: u64, r: Repr, payload: &[u8]) {
+        let mut ctrl = std::mem::take(&mut g.ctrl);
+        if ctrl.send(to, r, payload, |to, r, p| self.try_ctrl(g, to, r, p)) {
+            self.busy.store(true, Ordering::Relaxed);
+        }
+        g.ctrl = ctrl;
+    }
+
+    /// Pushes queued control entries until a ring is full.
+    pub(super) fn flush_ctrl(&self, g: &mut Inner) {
+        let mut ctrl: CtrlQueue = std::mem::take(&mut g.ctrl);
+        ctrl.flush(|to, r, p| self.try_ctrl(g, to, r, p));
+        g.ctrl = ctrl;
+    }
+
+    /// One push of a control entry: done when pushed or the peer is gone.
+    fn try_ctrl(&self, g: &mut Inner, to: u64, r: &Repr, payload: &[u8]) -> ofi_proto::shm::Push {
+        use ofi_proto::shm::Push as P;
+        let peer = match self.peer_by_id(g, to) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(error = %e, "shm: control entry dropped, peer unreachable");
+                return P::Done;
+            }
+        };
+        let ok = peer
+            .seg
+            .msg_ring()
+            .push_with(&peer.cached_head, |b| {
+                let mut e = Entry::new_unchecked(b);
+                e.payload_mut()[..payload.len()].copy_from_slice(payload);
+                r.emit(&mut e);
+            })
+            .is_ok();
+        if ok {
+            peer.notify();
+            return P::Done;
+        }
+        if peer.dead() {
+            P::Done
+        } else {
+            P::Full
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! Rendezvous copies across processes: the receiver of an RTS reads the
+//! sender's memory with process_vm_readv, alone or (large copies) together
+//! with the sender, which writes chunks it claims in the receiver's
+//! transfer descriptor after a CTS. The core picks the copy
+//! ([`rts_copy`]) and says what a failure means ([`copy_error`]); a
+//! refusal by the kernel falls back to a NACK and DATA pushes.
+
+use super::recv::Dest;
+use super::{Inner, Meta, Reasm, ShmEndpoint};
+use crate::addr::ShmAddr;
+use crate::peer::Peer;
+use ofi_core::error::errno;
+use ofi_core::util::iov::IoVec;
+use ofi_core::util::matching::MAX_IOV;
+use ofi_proto::shm::path::{coop_chunks, coop_outcome, copy_error, rts_copy, CopyError, RtsCopy};
+use ofi_proto::shm::{ack, cts, nack};
+use ofi_shm::cma::{self, Range};
+use ofi_shm::segment::XferLayout;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a receiver waits for the chunks its sender claimed.
+const COOP_WAIT: Duration = Duration::from_secs(30);
+/// How often that wait checks the sender's liveness.
+const COOP_CHECK: Duration = Duration::from_millis(5);
+
+impl ShmEndpoint {
+    /// Copies an RTS message from `sender`'s ranges `riov` into a receive
+    /// and completes it, answering ACK; or falls back to DATA pushes (NACK).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn deliver_rts(
+        &self,
+        g: &mut Inner,
+        d: &Dest<'_>,
+        m: Meta,
+        sender: u64,
+        cookie: u64,
+        riov: &[(u64, u64)],
+        cq_flags: u64,
+    ) {
+        let buf = d.iov.first().map_or(0, |v| v.base + d.off);
+        let want = m.total.min(d.cap);
+        let remote: Vec<Range> = riov
+            .iter()
+            .map(|&(a, l)| Range {
+                base: a as usize,
+                len: l as usize,
+            })
+            .collect();
+        let local = clip(d.iov, d.off, want);
+        let me = self.me.id();
+        // The receiver always tries: a refusal seen in the other direction
+        // (this peer copying into us) says nothing about this one.
+        let plan = rts_copy(want, false, &self.copy_cfg);
+        if plan == RtsCopy::Coop {
+            if let Some(res) = self.coop_read(g, sender, cookie, &local, &remote, want) {
+                match res {
+                    Ok(n) => self.rx_complete(g, d.context, cq_flags, &m, n, buf, d.completion),
+                    Err(code) => self.rx_error(g, d.context, cq_flags, code, m.tag),
+                }
+                self.send_ctrl(g, sender, ack(me, cookie, res.err().unwrap_or(0)));
+                return;
+            }
+        }
+        let res = if plan == RtsCopy::Push {
+            Err(CopyError::Refused)
+        } else {
+            // SAFETY: post_recv's caller keeps the receive iov writable until completion.
+            unsafe { cma::read_from(ShmAddr::from_id(sender).pid, &local, &remote) }.map_err(|e| {
+                tracing::debug!(error = %e, "shm: cross-process copy failed");
+                copy_error(e.raw_os_error())
+            })
+        };
+        match res {
+            Ok(n) => {
+                self.rx_complete(g, d.context, cq_flags, &m, n.min(want), buf, d.completion);
+                self.send_ctrl(g, sender, ack(me, cookie, 0));
+            }
+            Err(CopyError::Refused) => {
+                if let Ok(p) = self.peer_by_id(g, sender) {
+                    p.cma_ok.store(false, Ordering::Relaxed);
+                }
+                let n = d.iov.len().min(MAX_IOV);
+                let mut v = [IoVec::default(); MAX_IOV];
+                v[..n].copy_from_slice(&d.iov[..n]);
+                self.busy.store(true, Ordering::Relaxed);
+                g.reasm.push(Reasm {
+                    sender,
+                    cookie,
+                    iov: v,
+                    cnt: n,
+                    offset: d.off,
+                    cap: d.cap,
+                    received: 0,
+                    meta: m,
+                    context: d.context,
+                    cq_flags,
+                    completion: d.completion,
+                    buf,
+                });
+                self.send_ctrl(g, sender, nack(me, cookie));
+            }
+            Err(CopyError::Failed(code)) => {
+                self.rx_error(g, d.context, cq_flags, code, m.tag);
+                self.send_ctrl(g, sender, ack(me, cookie, code));
+            }
+        }
+    }
+
+    /// Copies a large message with the sender's help: chunk 0 first (which
+    /// proves the kernel allows it), then a CTS invites the sender to claim
+    /// chunks and write them while this side reads the others. None when a
+    /// cooperative copy could not start (no descriptor, copies refused).
+    pub(super) fn coop_read(
+        &self,
+        g: &mut Inner,
+        sender: u64,
+        cookie: u64,
+        local: &[Range],
+        remote: &[Range],
+        want: usize,
+    ) -> Option<std::result::Result<usize, i32>> {
+        let pid = ShmAddr::from_id(sender).pid;
+        let (chunk, n) = coop_chunks(want, self.cfg.coop_chunk);
+        let peer = self.peer_by_id(g, sender).ok()?;
+        // Until a copy from this peer has worked, do chunk 0 alone first: a
+        // refusal then falls back cleanly, before the sender is involved.
+        let first = if peer.cma_proven.load(Ordering::Relaxed) {
+            0
+        } else {
+            if let Err(e) = copy_chunk(pid, local, remote, 0, chunk, want, false) {
+                return match copy_error(e.raw_os_error()) {
+                    CopyError::Refused => None,
+                    CopyError::Failed(_) => Some(Err(errno::FI_EIO)),
+                };
+            }
+            peer.cma_proven.store(true, Ordering::Relaxed);
+            1
+        };
+        if n == first {
+            return Some(Ok(want));
+        }
+        let di = g.xfer_free.pop()?;
+        let Some(d) = self.seg.xfer(u64::from(di)) else {
+            g.xfer_free.push(di);
+            return None;
+        };
+        g.xfer_gen = g.xfer_gen.wrapping_add(1).max(1);
+        let gen = u64::from(g.xfer_gen);
+        let mut layout = XferLayout {
+            nchunks: n,
+            chunk,
+            total: want,
+            ranges_cnt: local.len().min(4),
+            ..Default::default()
+        };
+        for (o, r) in layout.ranges.iter_mut().zip(local) {
+            *o = (r.base, r.len);
+        }
+        d.publish(g.xfer_gen, &layout, first);
+        self.send_ctrl(g, sender, cts(self.me.id(), cookie, u64::from(di), gen));
+        while let Some(c) = d.claim(gen, n) {
+            let r = copy_chunk(pid, local, remote, c as usize, chunk, want, false);
+            d.chunk_done(r.err().map(|e| e.raw_os_error().unwrap_or(5)));
+        }
+        // Wait for the chunks the sender claimed; it is copying them now.
+        let start = Instant::now();
+        let mut last = start;
+        while !d.finished(n) {
+            std::hint::spin_loop();
+            let now = Instant::now();
+            if now.duration_since(last) > COOP_CHECK {
+                last = now;
+                let dead = self.peer_by_id(g, sender).map(|p| p.dead()).unwrap_or(true);
+                if dead || now.duration_since(start) > COOP_WAIT {
+                    d.fail(errno::FI_EIO);
+                    break;
+                }
+            }
+        }
+        // Retire the generation so no stale claim can succeed, then reuse.
+        let failed = d.retire();
+        g.xfer_free.push(di);
+        Some(coop_outcome(failed).map(|()| want))
+    }
+
+    /// The sender's half of a cooperative copy (a CTS arrived): claim chunks
+    /// of descriptor `desc` and write them into the receiver's buffer until
+    /// none are left.
+    pub(super) fn coop_write(&self, g: &mut Inner, cookie: u64, desc: u64, gen: u64) {
+        // The CTS names a pending send, or a one-sided write the target pulls.
+        let found: Option<(Arc<Peer>, [IoVec; MAX_IOV], usize, usize)> = g
+            .sends
+            .get(cookie)
+            .map(|s| (s.peer.clone(), s.iov, s.cnt, s.len))
+            .or_else(|| self.rma_source(g, cookie));
+        let Some((peer, iov, cnt_local, len)) = found else {
+            return;
+        };
+        let Some(d) = peer.seg.xfer(desc) else {
+            tracing::warn!(
+                index = desc,
+                "shm: CTS names an invalid transfer descriptor"
+            );
+            return;
+        };
+        let layout = d.layout();
+        let (n, chunk, total) = (layout.nchunks, layout.chunk, layout.total);
+        if chunk == 0 || total > len || n != total.div_ceil(chunk) as u64 {
+            tracing::warn!("shm: CTS describes an impossible transfer");
+            return;
+        }
+        let remote: Vec<Range> = layout
+            .ranges()
+            .iter()
+            .map(|&(base, len)| Range { base, len })
+            .collect();
+        let local: Vec<Range> = iov[..cnt_local]
+            .iter()
+            .map(|v| Range {
+                base: v.base,
+                len: v.len,
+            })
+            .collect();
+        let pid = peer.addr.pid;
+        while let Some(c) = d.claim(gen, n) {
+            let r = copy_chunk(pid, &local, &remote, c as usize, chunk, total, true);
+            d.chunk_done(r.err().map(|e| e.raw_os_error().unwrap_or(5)));
+        }
+    }
+}
+
+/// The part `[off, off + want)` of a list of (address, length) ranges.
+fn clip_ranges(
+    r: impl IntoIterator<Item = (usize, usize)>,
+    mut off: usize,
+    mut want: usize,
+) -> Vec<Range> {
+    let mut out = Vec::new();
+    for (base, len) in r {
+        if want == 0 {
+            break;
+        }
+        if off >= len {
+            off -= len;
+            continue;
+        }
+        let n = (len - off).min(want);
+        out.push(Range {
+            base: base + off,
+            len: n,
+        });
+        want -= n;
+        off = 0;
+    }
+    out
+}
+
+/// [`clip_ranges`] over an iov list.
+fn clip(iov: &[IoVec], off: usize, want: usize) -> Vec<Range> {
+    clip_ranges(iov.iter().map(|v| (v.base, v.len)), off, want)
+}
+
+/// Copies chunk `c` of a transfer between `local` (this process) and
+/// `remote` (process `pid`): a write when `write`, else a read.
+fn copy_chunk(
+    pid: u32,
+    local: &[Range],
+    remote: &[Range],
+    c: usize,
+    chunk: usize,
+    total: usize,
+    write: bool,
+) -> std::io::Result<usize> {
+    let off = c * chunk;
+    let len = chunk.min(total.saturating_sub(off));
+    let l = clip_ranges(local.iter().map(|x| (x.base, x.len)), off, len);
+    let r = clip_ranges(remote.iter().map(|x| (x.base, x.len)), off, len);
+    if write {
+        // SAFETY: `local` is a pending send's iov, readable until it completes.
+        unsafe { cma::write_to(pid, &l, &r) }
+    } else {
+        // SAFETY: `local` is a matched receive's iov, writable until it completes.
+        unsafe { cma::read_from(pid, &l, &r) }
+    }
+}

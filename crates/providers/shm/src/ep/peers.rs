@@ -1,0 +1,109 @@
+//! Peers of the endpoint: found by fi_addr through the AV (cached per AV
+//! generation) or by the id an entry carries, mapped once, forgotten once
+//! their endpoint closes; and the reverse lookup of a sender's fi_addr.
+
+use super::{Inner, ShmEndpoint};
+use crate::addr::ShmAddr;
+use crate::peer::Peer;
+use ofi_core::consts::FI_ADDR_NOTAVAIL;
+use ofi_core::error::{errno, Error, Result};
+use std::sync::Arc;
+
+impl ShmEndpoint {
+    pub(super) fn peer_by_id(&self, g: &mut Inner, id: u64) -> Result<Arc<Peer>> {
+        if let Some(p) = g.by_id.get(&id) {
+            return Ok(p.clone());
+        }
+        let p = Arc::new(Peer::open(ShmAddr::from_id(id))?);
+        g.by_id.insert(id, p.clone());
+        Ok(p)
+    }
+
+    #[inline]
+    pub(super) fn peer_for(&self, g: &mut Inner, dest: u64) -> Result<Arc<Peer>> {
+        let av =
+            g.b.av
+                .as_ref()
+                .ok_or_else(|| Error::new(errno::FI_ENOAV, "shm: no address vector bound"))?;
+        let gen = av.generation();
+        if gen != g.av_gen {
+            g.peers.clear();
+            g.av_gen = gen;
+        }
+        if let Some(Some(p)) = g.peers.get(dest as usize) {
+            return Ok(p.clone());
+        }
+        let bytes = av.lookup(dest).map_err(|_| {
+            Error::inval(format!(
+                "shm: destination fi_addr {dest} is not in the address vector"
+            ))
+        })?;
+        let addr = ShmAddr::parse(&bytes)?;
+        let p = self.peer_by_id(g, addr.id())?;
+        let i = dest as usize;
+        if i < 1 << 24 {
+            if g.peers.len() <= i {
+                g.peers.resize(i + 1, None);
+            }
+            g.peers[i] = Some(p.clone());
+        }
+        Ok(p)
+    }
+
+    /// The peer behind `dest`, refused with `FI_ECONNRESET` (and forgotten)
+    /// when its endpoint has closed.
+    pub(super) fn usable_peer(&self, g: &mut Inner, dest: u64) -> Result<Arc<Peer>> {
+        let peer = self.peer_for(g, dest)?;
+        if peer.closed() {
+            g.peers.clear();
+            g.by_id.remove(&peer.addr.id());
+            return Err(Error::new(
+                errno::FI_ECONNRESET,
+                format!(
+                    "shm: peer endpoint {}.{} has closed",
+                    peer.addr.pid, peer.addr.idx
+                ),
+            ));
+        }
+        Ok(peer)
+    }
+
+    /// The fi_addr of sender `id` (FI_ADDR_NOTAVAIL without FI_SOURCE or
+    /// when the AV does not hold it).
+    pub(super) fn src_addr(&self, g: &mut Inner, id: u64) -> u64 {
+        if !g.need_src {
+            return FI_ADDR_NOTAVAIL;
+        }
+        let Some(av) = g.b.av.clone() else {
+            return FI_ADDR_NOTAVAIL;
+        };
+        let gen = av.generation();
+        if gen != g.src_gen {
+            g.src_cache.clear();
+            g.src_gen = gen;
+        }
+        if let Some(a) = g.src_cache.get(&id) {
+            return *a;
+        }
+        match av.reverse(&ShmAddr::from_id(id).to_bytes()) {
+            Some(a) => {
+                g.src_cache.insert(id, a);
+                a
+            }
+            None => FI_ADDR_NOTAVAIL,
+        }
+    }
+
+    /// The error of a push that found `peer`'s ring full: FI_EIO once the
+    /// peer has exited, else FI_EAGAIN.
+    pub(super) fn ring_full(&self, peer: &Peer) -> Error {
+        if peer.dead() {
+            Error::new(
+                errno::FI_EIO,
+                format!("shm: peer {}.{} has exited", peer.addr.pid, peer.addr.idx),
+            )
+        } else {
+            Error::again()
+        }
+    }
+}

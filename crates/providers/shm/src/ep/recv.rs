@@ -1,0 +1,392 @@
+//! Receives: posting (with FI_PEEK, FI_CLAIM, FI_DISCARD and multi-receive
+//! buffers), matching arriving messages against posted receives through the
+//! core's [`RxState`](ofi_proto::shm::RxState), holding unexpected ones,
+//! delivering inline and bounce-buffer bytes, and reassembling DATA pushes.
+
+use super::{rx_flags, Inner, Meta, Payload, ShmEndpoint};
+use crate::IOV_LIMIT;
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::object::RecvOp;
+use ofi_core::util::cq::CqTaggedEntry;
+use ofi_core::util::iov::{copy_to_iov, iov_len, IoVec};
+use ofi_core::util::matching::{PostedRecv, Unexpected, MAX_IOV};
+use ofi_proto::shm::{ack, consume_multi, Body};
+
+/// Inline payload vectors kept for reuse.
+const POOL_MAX: usize = 256;
+
+/// A receive's destination as `deliver` takes it.
+pub(super) struct Dest<'a> {
+    pub(super) iov: &'a [IoVec],
+    /// Multi-receive offset.
+    pub(super) off: usize,
+    /// Room at `off`.
+    pub(super) cap: usize,
+    pub(super) context: usize,
+    /// Completion flags beyond the message's own (FI_MULTI_RECV).
+    pub(super) flags: u64,
+    pub(super) completion: bool,
+}
+
+impl ShmEndpoint {
+    /// A message arrived: match a posted receive or hold it as unexpected.
+    pub(super) fn incoming(&self, g: &mut Inner, from: u64, m: Meta, body: Body<'_>) {
+        let Some(i) = g.rx.mq.find_posted(m.tagged, m.src_addr, m.tag) else {
+            let payload = match body {
+                Body::Inline(b) => {
+                    let mut v = g.pool.pop().unwrap_or_default();
+                    v.clear();
+                    v.extend_from_slice(&b[..m.total.min(b.len())]);
+                    Payload::Inline(v)
+                }
+                Body::Bounce(idx) => Payload::Bounce(idx),
+                Body::Rts { cookie, iov, cnt } => Payload::Rts {
+                    sender: from,
+                    cookie,
+                    iov,
+                    cnt,
+                },
+            };
+            g.rx.hold(
+                m.tagged,
+                Unexpected {
+                    src: m.src_addr,
+                    tag: m.tag,
+                    data: m.data,
+                    flags: if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 },
+                    len: m.total,
+                    claimed: None,
+                    payload,
+                },
+            );
+            return;
+        };
+        let c = g.rx.claim_posted(m.tagged, i, m.total);
+        let completion = c.recv.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+        let dest = Dest {
+            iov: &c.recv.iov[..c.recv.iov_cnt],
+            off: c.offset,
+            cap: c.room,
+            context: c.recv.context,
+            flags: c.flags,
+            completion,
+        };
+        self.deliver(g, &dest, m, from, body);
+    }
+
+    /// Copies a message into a receive and completes it (or starts the
+    /// cross-process copy of a rendezvous).
+    pub(super) fn deliver(&self, g: &mut Inner, d: &Dest<'_>, m: Meta, from: u64, body: Body<'_>) {
+        let buf = d.iov.first().map_or(0, |v| v.base + d.off);
+        let cq_flags = d.flags | rx_flags(&m);
+        let want = m.total.min(d.cap);
+        match body {
+            Body::Inline(bytes) => {
+                // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+                let n = unsafe { copy_to_iov(d.iov, d.off, &bytes[..want.min(bytes.len())]) };
+                self.rx_complete(g, d.context, cq_flags, &m, n, buf, d.completion);
+            }
+            Body::Bounce(idx) => {
+                // Dropping the token frees the buffer.
+                let n = self.seg.take_bounce(idx).map(|b| {
+                    let b = b.as_slice();
+                    let w = want.min(b.len());
+                    // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+                    unsafe { copy_to_iov(d.iov, d.off, &b[..w]) }
+                });
+                match n {
+                    Some(n) => self.rx_complete(g, d.context, cq_flags, &m, n, buf, d.completion),
+                    None => self.rx_error(g, d.context, cq_flags, errno::FI_EIO, m.tag),
+                }
+            }
+            Body::Rts { cookie, iov, cnt } => {
+                self.deliver_rts(g, d, m, from, cookie, &iov[..cnt as usize], cq_flags)
+            }
+        }
+    }
+
+    /// Delivers a held message's payload (recycling an inline vector).
+    fn deliver_payload(&self, g: &mut Inner, d: &Dest<'_>, m: Meta, p: Payload) {
+        match p {
+            Payload::Inline(v) => {
+                self.deliver(g, d, m, 0, Body::Inline(&v));
+                if g.pool.len() < POOL_MAX {
+                    g.pool.push(v);
+                }
+            }
+            Payload::Bounce(idx) => self.deliver(g, d, m, 0, Body::Bounce(idx)),
+            Payload::Rts {
+                sender,
+                cookie,
+                iov,
+                cnt,
+            } => self.deliver(g, d, m, sender, Body::Rts { cookie, iov, cnt }),
+        }
+    }
+
+    /// A chunk of a rendezvous message pushed through the ring.
+    pub(super) fn data_chunk(
+        &self,
+        g: &mut Inner,
+        from: u64,
+        cookie: u64,
+        at: usize,
+        bytes: &[u8],
+    ) {
+        let Some(i) = g
+            .reasm
+            .iter()
+            .position(|x| x.sender == from && x.cookie == cookie)
+        else {
+            tracing::warn!("shm: DATA entry for no pending receive");
+            return;
+        };
+        let x = &mut g.reasm[i];
+        if at < x.cap {
+            let n = bytes.len().min(x.cap - at);
+            // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+            unsafe { copy_to_iov(&x.iov[..x.cnt], x.offset + at, &bytes[..n]) };
+        }
+        x.received += bytes.len();
+        if x.received >= x.meta.total {
+            let x = g.reasm.swap_remove(i);
+            self.rx_complete(
+                g,
+                x.context,
+                x.cq_flags,
+                &x.meta,
+                x.meta.total.min(x.cap),
+                x.buf,
+                x.completion,
+            );
+            self.send_ctrl(g, x.sender, ack(self.me.id(), x.cookie, 0));
+        }
+    }
+
+    /// Frees what an unexpected message holds without delivering it; a
+    /// large message's sender is told `status` (0: consumed, or an FI_E* code).
+    pub(super) fn release(&self, g: &mut Inner, p: Payload, status: i32) {
+        match p {
+            Payload::Inline(v) => {
+                if g.pool.len() < POOL_MAX {
+                    g.pool.push(v);
+                }
+            }
+            // Taking the buffer and dropping the token frees it.
+            Payload::Bounce(idx) => drop(self.seg.take_bounce(idx)),
+            Payload::Rts { sender, cookie, .. } => {
+                self.send_ctrl(g, sender, ack(self.me.id(), cookie, status))
+            }
+        }
+    }
+
+    /// The fields of a held message as `deliver` takes them.
+    fn meta_of(tagged: bool, u: &Unexpected<Payload>) -> Meta {
+        Meta {
+            tagged,
+            tag: u.tag,
+            data: u.data,
+            cq_data: u.flags & FI_REMOTE_CQ_DATA != 0,
+            total: u.len,
+            src_addr: u.src,
+        }
+    }
+
+    /// Delivers an unexpected message into a receive.
+    fn deliver_unexpected(
+        &self,
+        g: &mut Inner,
+        u: Unexpected<Payload>,
+        tagged: bool,
+        recv: &RecvOp<'_>,
+        completion: bool,
+    ) {
+        let m = Self::meta_of(tagged, &u);
+        let d = Dest {
+            iov: recv.iov,
+            off: 0,
+            cap: iov_len(recv.iov),
+            context: recv.context,
+            flags: recv.flags & FI_MULTI_RECV,
+            completion,
+        };
+        self.deliver_payload(g, &d, m, u.payload);
+    }
+
+    pub(super) fn recv_inner(&self, op: &RecvOp<'_>) -> Result<()> {
+        self.check_enabled("receive")?;
+        if op.iov.len() > IOV_LIMIT {
+            return Err(Error::inval(format!(
+                "shm: {} iov entries exceed the limit of {IOV_LIMIT}",
+                op.iov.len()
+            )));
+        }
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if self.caps & need == 0 {
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                "shm: the endpoint was opened without this capability",
+            ));
+        }
+        if op.flags & FI_MULTI_RECV != 0 && (op.iov.len() != 1 || op.tagged) {
+            return Err(Error::inval("shm: FI_MULTI_RECV takes one untagged buffer"));
+        }
+        let tagged = op.tagged;
+        let ignore = if tagged { op.ignore } else { u64::MAX };
+        let mut g = self.lock();
+        let src = if self.caps & FI_DIRECTED_RECV != 0 {
+            op.src
+        } else {
+            FI_ADDR_UNSPEC
+        };
+        let completion = op.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+        let peek = op.flags & FI_PEEK != 0;
+        let claim = op.flags & FI_CLAIM != 0;
+        let discard = op.flags & FI_DISCARD != 0;
+        if (peek || claim || discard) && !tagged {
+            return Err(Error::new(
+                errno::FI_EBADFLAGS,
+                "shm: FI_PEEK / FI_CLAIM / FI_DISCARD apply to tagged receives",
+            ));
+        }
+        if peek {
+            return self.peek(&mut g, op, src, ignore, claim, discard);
+        }
+        if claim {
+            let i = g.rx.mq.find_claimed(true, op.context).ok_or_else(|| {
+                Error::inval("shm: FI_CLAIM names a context that claimed no message")
+            })?;
+            let u = g.rx.take_unexpected(true, i).expect("index from find");
+            if discard {
+                let (tag, src_addr) = (u.tag, u.src);
+                self.release(&mut g, u.payload, 0);
+                if let Some(cq) = &g.b.rx_cq {
+                    cq.push(
+                        CqTaggedEntry {
+                            op_context: op.context,
+                            flags: FI_RECV | FI_TAGGED,
+                            tag,
+                            ..Default::default()
+                        },
+                        src_addr,
+                    );
+                }
+            } else {
+                self.deliver_unexpected(&mut g, u, true, op, completion);
+            }
+            return Ok(());
+        }
+        // Entries still in the ring are newer than every unexpected message,
+        // so they match after this receive is posted: no need to poll here
+        // (touching the slot the sender is filling would cost a transfer).
+        if op.flags & FI_MULTI_RECV != 0 {
+            return self.post_multi(&mut g, op, src, completion);
+        }
+        if let Some(i) = g.rx.mq.find_unexpected(tagged, src, op.tag, ignore) {
+            let u = g.rx.take_unexpected(tagged, i).expect("index from find");
+            self.deliver_unexpected(&mut g, u, tagged, op, completion);
+            return Ok(());
+        }
+        let mut posted = PostedRecv {
+            iov: [IoVec::default(); MAX_IOV],
+            iov_cnt: op.iov.len(),
+            len: iov_len(op.iov),
+            src,
+            tag: op.tag,
+            ignore: if tagged { op.ignore } else { 0 },
+            context: op.context,
+            flags: op.flags | if completion { FI_COMPLETION } else { 0 },
+            consumed: 0,
+        };
+        posted.iov[..op.iov.len()].copy_from_slice(op.iov);
+        g.rx.mq.post(tagged, posted);
+        Ok(())
+    }
+
+    /// FI_PEEK (with FI_CLAIM or FI_DISCARD): reports the first matching
+    /// unexpected message, or FI_ENOMSG.
+    fn peek(
+        &self,
+        g: &mut Inner,
+        op: &RecvOp<'_>,
+        src: u64,
+        ignore: u64,
+        claim: bool,
+        discard: bool,
+    ) -> Result<()> {
+        self.progress_locked(g);
+        let Some(i) = g.rx.mq.find_unexpected(true, src, op.tag, ignore) else {
+            self.rx_error(g, op.context, FI_RECV | FI_TAGGED, errno::FI_ENOMSG, op.tag);
+            return Ok(());
+        };
+        let (len, tag, data, fl, src_addr) = {
+            let u = g.rx.mq.unexpected_mut(true, i).expect("index from find");
+            (u.len, u.tag, u.data, u.flags, u.src)
+        };
+        if discard {
+            if let Some(u) = g.rx.take_unexpected(true, i) {
+                self.release(g, u.payload, 0);
+            }
+        } else if claim {
+            if let Some(u) = g.rx.mq.unexpected_mut(true, i) {
+                u.claimed = Some(op.context);
+            }
+        }
+        if let Some(cq) = &g.b.rx_cq {
+            cq.push(
+                CqTaggedEntry {
+                    op_context: op.context,
+                    flags: FI_RECV | FI_TAGGED | (fl & FI_REMOTE_CQ_DATA),
+                    len,
+                    buf: 0,
+                    data,
+                    tag,
+                },
+                src_addr,
+            );
+        }
+        Ok(())
+    }
+
+    /// A multi-receive buffer: filled from unexpected messages first, then
+    /// posted while room remains.
+    fn post_multi(&self, g: &mut Inner, op: &RecvOp<'_>, src: u64, completion: bool) -> Result<()> {
+        let mut posted = PostedRecv {
+            iov: [IoVec::default(); MAX_IOV],
+            iov_cnt: 1,
+            len: iov_len(op.iov),
+            src,
+            tag: 0,
+            ignore: 0,
+            context: op.context,
+            flags: op.flags,
+            consumed: 0,
+        };
+        posted.iov[0] = op.iov[0];
+        let min = g.rx.min_multi_recv;
+        while let Some(i) = g.rx.mq.find_unexpected(false, src, 0, u64::MAX) {
+            let u = g.rx.take_unexpected(false, i).expect("index from find");
+            let (off, cap, done) = consume_multi(&mut posted, u.len, min);
+            let m = Meta {
+                tag: 0,
+                ..Self::meta_of(false, &u)
+            };
+            let iov = [posted.iov[0]];
+            let d = Dest {
+                iov: &iov,
+                off,
+                cap,
+                context: op.context,
+                flags: if done { FI_MULTI_RECV } else { 0 },
+                completion,
+            };
+            self.deliver_payload(g, &d, m, u.payload);
+            if done {
+                return Ok(());
+            }
+        }
+        g.rx.mq.post(false, posted);
+        Ok(())
+    }
+}

@@ -1,0 +1,377 @@
+//! One-sided operations over shm, target side: a request from a peer's
+//! ring is checked (key, access, bounds) against the domain's registered
+//! regions before any byte moves, executed, and answered (RMA_RESP).
+//!
+//! - RMA_WRITE: copies the inline data into place (small writes, chunks);
+//! - RMA_PULL: copies the initiator's buffer straight into place with one
+//!   process_vm_readv, or with the initiator's help for large writes;
+//! - RMA_READ: answers inline (small) or copies straight into the
+//!   initiator's buffer with process_vm_writev (large), or in chunks;
+//! - ATOMIC: applies the operation under the domain's atomic lock.
+
+use super::rma::{ReadPush, ATOMIC_MAX_BYTES};
+use super::{Inner, ShmEndpoint, INLINE_MAX};
+use crate::addr::ShmAddr;
+use ofi_core::consts::*;
+use ofi_core::error::errno;
+use ofi_core::util::atomic::{self, AtomicKind};
+use ofi_core::util::cq::CqTaggedEntry;
+use ofi_core::util::iov::{copy_from_iov, copy_to_iov, IoVec};
+use ofi_core::util::mr::MrMap;
+use ofi_core::util::rma::{self as core_rma, Resolved, RmaIov};
+use ofi_proto::shm::path::{copy_error, read_answer, rts_copy, CopyError, ReadAnswer, RtsCopy};
+use ofi_proto::shm::rma_answer as answer;
+use ofi_shm::cma::{self, Range};
+use ofi_wire::shm::{flag, op, Ranges, Repr, MAX_RANGES};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+fn resolved_iov(res: &[Resolved]) -> ([IoVec; MAX_RANGES], usize) {
+    let mut out = [IoVec::default(); MAX_RANGES];
+    for (o, r) in out.iter_mut().zip(res) {
+        *o = IoVec {
+            base: r.addr,
+            len: r.len,
+        };
+    }
+    (out, res.len().min(MAX_RANGES))
+}
+
+/// Resolves a request's remote ranges (lengths in `elem`-byte elements)
+/// against the domain's regions, all or nothing; `Err` is the FI_E* number
+/// to answer with.
+fn resolve_request(
+    map: &MrMap,
+    rg: &Ranges,
+    elem: usize,
+    access: u64,
+    virt: bool,
+) -> std::result::Result<Vec<Resolved>, i32> {
+    let mut ranges = [RmaIov::default(); MAX_RANGES];
+    for (o, r) in ranges.iter_mut().zip(rg.remote()) {
+        let len = usize::try_from(r.len)
+            .ok()
+            .and_then(|l| l.checked_mul(elem))
+            .ok_or(errno::FI_EINVAL)?;
+        *o = RmaIov {
+            addr: r.addr,
+            len,
+            key: r.key,
+        };
+    }
+    let mut res = Vec::with_capacity(rg.n_remote);
+    core_rma::resolve_all(map, &ranges[..rg.n_remote], access, virt, &mut res)
+        .map_err(|e| e.code())?;
+    Ok(res)
+}
+
+/// The target's resolved ranges and the initiator's ranges of a request,
+/// as the cross-process copy takes them.
+fn cma_ranges(res: &[Resolved], rg: &Ranges) -> (Vec<Range>, Vec<Range>) {
+    let local = res
+        .iter()
+        .map(|x| Range {
+            base: x.addr,
+            len: x.len,
+        })
+        .collect();
+    let remote = rg
+        .local()
+        .iter()
+        .map(|&(a, l)| Range {
+            base: a as usize,
+            len: l as usize,
+        })
+        .collect();
+    (local, remote)
+}
+
+fn cma_refused(e: &std::io::Error) -> bool {
+    copy_error(e.raw_os_error()) == CopyError::Refused
+}
+
+impl ShmEndpoint {
+    /// Target side: checks and executes a one-sided request, then answers.
+    pub(super) fn rma_target(&self, g: &mut Inner, r: &Repr, rg: &Ranges, payload: &[u8]) {
+        let me = self.me.id();
+        let rg = *rg;
+        let Some(map) = g.b.mr_map.clone() else {
+            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EKEYREJECTED));
+            return;
+        };
+        let virt = g.b.info.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0;
+        match r.op {
+            op::ATOMIC => self.atomic_target(g, r, &rg, &map, virt, payload),
+            op::RMA_READ => {
+                let res = match resolve_request(&map, &rg, 1, FI_REMOTE_READ, virt) {
+                    Ok(res) => res,
+                    Err(code) => {
+                        self.send_ctrl(g, r.src, answer(me, r.cookie, code));
+                        return;
+                    }
+                };
+                let len = r.tag as usize;
+                let (src, ns) = resolved_iov(&res);
+                // An initiator that has closed (or died) may have freed the
+                // buffer: never write into it.
+                if self
+                    .peer_by_id(g, r.src)
+                    .is_ok_and(|p| p.closed() || p.dead())
+                {
+                    self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_ECONNRESET));
+                    return;
+                }
+                let cma = !self.cfg.disable_cma
+                    && self
+                        .peer_by_id(g, r.src)
+                        .is_ok_and(|p| p.cma_ok.load(Ordering::Relaxed));
+                let plan = read_answer(len, INLINE_MAX, cma);
+                if plan == ReadAnswer::Inline {
+                    let mut buf = [0u8; INLINE_MAX];
+                    // SAFETY: resolved ranges are registered memory of this
+                    // process, kept registered by `res` for this call.
+                    unsafe { copy_from_iov(&src[..ns], 0, &mut buf[..len]) };
+                    self.count_target(g, &res, FI_REMOTE_READ);
+                    let mut a = answer(me, r.cookie, 0);
+                    a.len = len as u32;
+                    self.send_ctrl_with(g, r.src, a, &buf[..len]);
+                    return;
+                }
+                if plan == ReadAnswer::Write {
+                    let (local, remote) = cma_ranges(&res, &rg);
+                    let pid = ShmAddr::from_id(r.src).pid;
+                    // SAFETY: the local ranges are resolved, registered memory.
+                    match unsafe { cma::write_to(pid, &local, &remote) } {
+                        Ok(n) if n == len => {
+                            self.count_target(g, &res, FI_REMOTE_READ);
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, 0));
+                            return;
+                        }
+                        Ok(_) => {
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
+                            return;
+                        }
+                        Err(err) if cma_refused(&err) => {
+                            if let Ok(p) = self.peer_by_id(g, r.src) {
+                                p.cma_ok.store(false, Ordering::Relaxed);
+                            }
+                        }
+                        Err(err) => {
+                            tracing::debug!(error = %err, "shm: read answer copy failed");
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EFAULT));
+                            return;
+                        }
+                    }
+                }
+                self.count_target(g, &res, FI_REMOTE_READ);
+                self.busy.store(true, Ordering::Relaxed);
+                g.read_pushes.push_back(ReadPush {
+                    to: r.src,
+                    cookie: r.cookie,
+                    src,
+                    n: ns,
+                    offset: 0,
+                    len,
+                    _mrs: res,
+                });
+            }
+            _ => {
+                // RMA_WRITE (inline data or a chunk) and RMA_PULL.
+                let last = r.op == op::RMA_PULL || r.flags & flag::LAST != 0;
+                let res = match resolve_request(&map, &rg, 1, FI_REMOTE_WRITE, virt) {
+                    Ok(res) => res,
+                    Err(code) => {
+                        self.send_ctrl(g, r.src, answer(me, r.cookie, code));
+                        return;
+                    }
+                };
+                let (dst, nd) = resolved_iov(&res);
+                if r.op == op::RMA_WRITE {
+                    let at = rg.data_at;
+                    let data = &payload[at..at + r.len as usize];
+                    // SAFETY: resolved ranges are registered memory of this
+                    // process; the chunk lies inside the write (checked by parse).
+                    unsafe { copy_to_iov(&dst[..nd], r.total as usize, data) };
+                } else {
+                    let len = r.tag as usize;
+                    let peer_ok = self.peer_by_id(g, r.src).ok();
+                    let refused = peer_ok
+                        .as_ref()
+                        .is_some_and(|p| !p.cma_ok.load(Ordering::Relaxed));
+                    let plan = rts_copy(len, refused, &self.copy_cfg);
+                    if plan == RtsCopy::Push {
+                        let mut a = answer(me, r.cookie, 0);
+                        a.flags |= flag::PUSH;
+                        self.send_ctrl(g, r.src, a);
+                        return;
+                    }
+                    let (local, remote) = cma_ranges(&res, &rg);
+                    let pid = ShmAddr::from_id(r.src).pid;
+                    let copied = if plan == RtsCopy::Coop {
+                        // Large: the initiator copies half, chunk by chunk,
+                        // into the ranges resolved here (each byte once).
+                        match self.coop_read(g, r.src, r.cookie, &local, &remote, len) {
+                            None => Err(std::io::Error::from_raw_os_error(1)),
+                            Some(Ok(n)) => Ok(n),
+                            Some(Err(code)) => {
+                                self.send_ctrl(g, r.src, answer(me, r.cookie, code));
+                                return;
+                            }
+                        }
+                    } else {
+                        // SAFETY: the local ranges are resolved, registered memory.
+                        unsafe { cma::read_from(pid, &local, &remote) }
+                    };
+                    match copied {
+                        Ok(got) if got == len => {}
+                        Ok(_) => {
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
+                            return;
+                        }
+                        Err(err) if cma_refused(&err) => {
+                            if let Some(p) = peer_ok {
+                                p.cma_ok.store(false, Ordering::Relaxed);
+                            }
+                            let mut a = answer(me, r.cookie, 0);
+                            a.flags |= flag::PUSH;
+                            self.send_ctrl(g, r.src, a);
+                            return;
+                        }
+                        Err(err) => {
+                            tracing::debug!(error = %err, "shm: pulling a write failed");
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EFAULT));
+                            return;
+                        }
+                    }
+                }
+                if last {
+                    self.count_target(g, &res, FI_REMOTE_WRITE);
+                    if r.flags & flag::CQ_DATA != 0 {
+                        let src_addr = self.src_addr(g, r.src);
+                        if let Some(cq) = &g.b.rx_cq {
+                            cq.push(
+                                CqTaggedEntry {
+                                    flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+                                    len: r.tag as usize,
+                                    data: r.data,
+                                    ..Default::default()
+                                },
+                                src_addr,
+                            );
+                        }
+                    }
+                    self.send_ctrl(g, r.src, answer(me, r.cookie, 0));
+                }
+            }
+        }
+    }
+
+    fn count_target(&self, g: &Inner, res: &[Resolved], access: u64) {
+        for (i, x) in res.iter().enumerate() {
+            // One event per operation for the endpoint, one per region touched.
+            if i == 0 {
+                core_rma::count_remote(&g.b, Some(&x.mr), access);
+            } else if !res[..i].iter().any(|y| Arc::ptr_eq(&y.mr, &x.mr)) {
+                x.mr.count_remote(access);
+            }
+        }
+    }
+
+    fn atomic_target(
+        &self,
+        g: &mut Inner,
+        r: &Repr,
+        rg: &Ranges,
+        map: &Arc<MrMap>,
+        virt: bool,
+        payload: &[u8],
+    ) {
+        let me = self.me.id();
+        let aop = (r.tag & 0xff) as u32;
+        let dt = ((r.tag >> 8) & 0xff) as u32;
+        let kind = match (r.tag >> 16) & 0xff {
+            0 => AtomicKind::Basic,
+            1 => AtomicKind::Fetch,
+            2 => AtomicKind::Compare,
+            _ => {
+                self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EINVAL));
+                return;
+            }
+        };
+        let fail =
+            |s: &Self, g: &mut Inner, code: i32| s.send_ctrl(g, r.src, answer(me, r.cookie, code));
+        let Some(size) = atomic::datatype_size(dt).filter(|_| atomic::valid(kind, aop, dt)) else {
+            fail(self, g, errno::FI_EOPNOTSUPP);
+            return;
+        };
+        let count = r.total as usize;
+        let Some(bytes) = count.checked_mul(size).filter(|b| *b <= ATOMIC_MAX_BYTES) else {
+            fail(self, g, errno::FI_EMSGSIZE);
+            return;
+        };
+        let read_only = kind == AtomicKind::Fetch && aop == atomic_op::FI_ATOMIC_READ;
+        let with_compare = kind == AtomicKind::Compare;
+        let with_operand = r.len as usize != if with_compare { bytes } else { 0 };
+        let expect = bytes * (usize::from(with_operand) + usize::from(with_compare));
+        if r.len as usize != expect || (!with_operand && !read_only) {
+            fail(self, g, errno::FI_EINVAL);
+            return;
+        }
+        let access = if read_only {
+            FI_REMOTE_READ
+        } else {
+            FI_REMOTE_WRITE
+        };
+        let res = match resolve_request(map, rg, size, access, virt) {
+            Ok(res) => res,
+            Err(code) => {
+                fail(self, g, code);
+                return;
+            }
+        };
+        let at = rg.data_at;
+        let operand = if with_operand {
+            &payload[at..at + bytes]
+        } else {
+            &[][..]
+        };
+        let compare = if with_compare {
+            let c = at + if with_operand { bytes } else { 0 };
+            &payload[c..c + bytes]
+        } else {
+            &[][..]
+        };
+        let mut out = [0u8; ATOMIC_MAX_BYTES];
+        let mut off = 0;
+        for x in &res {
+            let l = x.len;
+            let o = if with_operand {
+                &operand[off..off + l]
+            } else {
+                &[][..]
+            };
+            let c = if with_compare {
+                &compare[off..off + l]
+            } else {
+                &[][..]
+            };
+            let rs = if kind == AtomicKind::Basic {
+                &mut [][..]
+            } else {
+                &mut out[off..off + l]
+            };
+            // SAFETY: `x` was resolved against a region registered in this
+            // domain (still held by `res`).
+            if let Err(err) = unsafe { core_rma::apply_atomic(map, kind, aop, dt, x, o, c, rs) } {
+                fail(self, g, err.code());
+                return;
+            }
+            off += l;
+        }
+        self.count_target(g, &res, access);
+        let mut a = answer(me, r.cookie, 0);
+        let back = if kind == AtomicKind::Basic { 0 } else { bytes };
+        a.len = back as u32;
+        self.send_ctrl_with(g, r.src, a, &out[..back]);
+    }
+}

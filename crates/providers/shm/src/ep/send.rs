@@ -1,0 +1,239 @@
+//! The send paths, as the core's [`send_path`] picks them: inline in one
+//! ring entry, through a bounce buffer of the receiver's segment, or as a
+//! rendezvous (RTS) the receiver copies; and the DATA pushes of a
+//! rendezvous whose receiver cannot copy across processes (after its NACK).
+
+use super::{tx_flags, Inner, PendingSend, Push, ShmEndpoint, INLINE_MAX};
+use crate::peer::Peer;
+use crate::{INJECT_SIZE, IOV_LIMIT};
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::object::SendOp;
+use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
+use ofi_core::util::matching::MAX_IOV;
+use ofi_proto::shm::path::{send_path, SendPath};
+use ofi_wire::shm::{flag, op, Entry, Repr};
+use std::sync::atomic::Ordering;
+
+impl ShmEndpoint {
+    /// Registers a rendezvous send; returns its cookie.
+    fn alloc_send(&self, g: &mut Inner, s: PendingSend) -> u64 {
+        self.busy.store(true, Ordering::Relaxed);
+        g.sends.insert(s)
+    }
+
+    /// Removes the send `cookie` names (and any push of it).
+    pub(super) fn take_send(&self, g: &mut Inner, cookie: u64) -> Option<PendingSend> {
+        let s = g.sends.take(cookie)?;
+        g.pushes.retain(|p| p.cookie != cookie);
+        Some(s)
+    }
+
+    /// The header fields every send carries.
+    #[inline]
+    fn header(&self, op: &SendOp<'_>, len: usize) -> Repr {
+        let cq_data = op.flags & FI_REMOTE_CQ_DATA != 0;
+        Repr {
+            flags: if op.tagged { flag::TAGGED } else { 0 }
+                | if cq_data { flag::CQ_DATA } else { 0 },
+            src: self.me.id(),
+            tag: op.tag,
+            data: if cq_data { op.data } else { 0 },
+            total: len as u64,
+            ..Default::default()
+        }
+    }
+
+    /// Sends a message inline in one ring entry and completes it.
+    #[inline]
+    fn push_inline(
+        &self,
+        g: &Inner,
+        peer: &Peer,
+        op: &SendOp<'_>,
+        len: usize,
+        completion: bool,
+    ) -> Result<()> {
+        let mut r = self.header(op, len);
+        r.op = op::INLINE;
+        r.len = len as u32;
+        let pushed = peer.seg.msg_ring().push_with(&peer.cached_head, |b| {
+            let mut e = Entry::new_unchecked(b);
+            // The receiver polls the slot's first cache line (sequence,
+            // header, first 8 data bytes): fill the rest first and that line
+            // last, so it changes hands once.
+            let head = len.min(8);
+            let p = e.payload_mut();
+            // SAFETY: post_send's caller keeps the iov readable for this call.
+            unsafe { copy_from_iov(op.iov, head, &mut p[head..len]) };
+            // SAFETY: as above.
+            unsafe { copy_from_iov(op.iov, 0, &mut p[..head]) };
+            r.emit(&mut e);
+        });
+        if pushed.is_err() {
+            return Err(self.ring_full(peer));
+        }
+        peer.notify();
+        self.tx_complete(g, op.context, tx_flags(op.tagged), completion);
+        Ok(())
+    }
+
+    pub(super) fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
+        self.check_enabled("send")?;
+        if op.iov.len() > IOV_LIMIT {
+            return Err(Error::inval(format!(
+                "shm: {} iov entries exceed the limit of {IOV_LIMIT}",
+                op.iov.len()
+            )));
+        }
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if self.caps & need == 0 {
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                "shm: the endpoint was opened without this capability",
+            ));
+        }
+        let len = iov_len(op.iov);
+        let inject = op.flags & FI_INJECT != 0;
+        if inject && len > INJECT_SIZE {
+            return Err(Error::new(
+                errno::FI_EMSGSIZE,
+                format!("shm: inject of {len} bytes exceeds inject_size {INJECT_SIZE}"),
+            ));
+        }
+        let mut g = self.lock();
+        self.admit(&g, op.flags)?;
+        let completion = g.b.tx_completion(op.flags);
+        let delivery = (op.flags | g.b.info.tx_attr.op_flags) & FI_DELIVERY_COMPLETE != 0;
+        let path = send_path(len, inject, delivery, &self.send_limits);
+        if path == SendPath::Inline {
+            // Fast path: a cached peer, borrowed without touching its refcount.
+            let cached =
+                g.b.av
+                    .as_ref()
+                    .is_some_and(|av| av.generation() == g.av_gen);
+            if let Some(Some(peer)) = g.peers.get(op.dest as usize).filter(|_| cached) {
+                if !peer.closed() {
+                    return self.push_inline(&g, peer, op, len, completion);
+                }
+            }
+        }
+        let peer = self.usable_peer(&mut g, op.dest)?;
+        if path == SendPath::Inline {
+            return self.push_inline(&g, &peer, op, len, completion);
+        }
+        let mut r = self.header(op, len);
+        if path == SendPath::Bounce {
+            // Without a free buffer (or with a peer's smaller than this
+            // message): the rendezvous below.
+            if let Some(mut buf) = peer.seg.alloc_bounce() {
+                let bytes = buf.as_mut_slice();
+                let l = len.min(bytes.len());
+                // SAFETY: post_send's caller keeps the iov readable for this call.
+                let copied = unsafe { copy_from_iov(op.iov, 0, &mut bytes[..l]) };
+                if copied == len {
+                    r.op = op::BOUNCE;
+                    r.cookie = buf.index();
+                    if peer
+                        .seg
+                        .msg_ring()
+                        .push_with(&peer.cached_head, |b| r.emit(&mut Entry::new_unchecked(b)))
+                        .is_ok()
+                    {
+                        buf.hand_over();
+                        peer.notify();
+                        self.tx_complete(&g, op.context, tx_flags(op.tagged), completion);
+                        return Ok(());
+                    }
+                    drop(buf);
+                    return Err(self.ring_full(&peer));
+                }
+            }
+        }
+        // Rendezvous: the receiver copies from us and answers ACK or NACK.
+        let mut iov = [IoVec::default(); MAX_IOV];
+        iov[..op.iov.len()].copy_from_slice(op.iov);
+        let cookie = self.alloc_send(
+            &mut g,
+            PendingSend {
+                peer: peer.clone(),
+                iov,
+                cnt: op.iov.len(),
+                len,
+                context: op.context,
+                flags: tx_flags(op.tagged),
+                completion,
+            },
+        );
+        r.op = op::RTS;
+        r.iov_cnt = op.iov.len().max(1) as u8;
+        r.cookie = cookie;
+        let pushed = peer.seg.msg_ring().push_with(&peer.cached_head, |b| {
+            let mut e = Entry::new_unchecked(b);
+            r.emit(&mut e);
+            let p = e.payload_mut();
+            for (i, v) in op.iov.iter().enumerate() {
+                p[i * 16..i * 16 + 8].copy_from_slice(&(v.base as u64).to_le_bytes());
+                p[i * 16 + 8..i * 16 + 16].copy_from_slice(&(v.len as u64).to_le_bytes());
+            }
+            if op.iov.is_empty() {
+                p[..16].fill(0);
+            }
+        });
+        if pushed.is_err() {
+            self.take_send(&mut g, cookie);
+            return Err(self.ring_full(&peer));
+        }
+        peer.notify();
+        Ok(())
+    }
+
+    /// Pushes DATA entries of sends whose receiver cannot copy across processes.
+    pub(super) fn run_pushes(&self, g: &mut Inner) {
+        let mut i = 0;
+        while i < g.pushes.len() {
+            let Push { cookie, mut offset } = g.pushes[i];
+            let Some(s) = g.sends.get(cookie) else {
+                g.pushes.remove(i);
+                continue;
+            };
+            let (peer, len, iov, cnt) = (s.peer.clone(), s.len, s.iov, s.cnt);
+            let mut pushed_any = false;
+            while offset < len {
+                let n = (len - offset).min(INLINE_MAX);
+                let r = Repr {
+                    op: op::DATA,
+                    len: n as u32,
+                    src: self.me.id(),
+                    total: offset as u64,
+                    cookie,
+                    ..Default::default()
+                };
+                let ok = peer
+                    .seg
+                    .msg_ring()
+                    .push_with(&peer.cached_head, |b| {
+                        let mut e = Entry::new_unchecked(b);
+                        r.emit(&mut e);
+                        // SAFETY: a pending send's iov stays valid until it completes.
+                        unsafe { copy_from_iov(&iov[..cnt], offset, &mut e.payload_mut()[..n]) };
+                    })
+                    .is_ok();
+                if !ok {
+                    break;
+                }
+                pushed_any = true;
+                offset += n;
+            }
+            if pushed_any {
+                peer.notify();
+            }
+            if offset >= len {
+                g.pushes.remove(i);
+            } else {
+                g.pushes[i].offset = offset;
+                i += 1;
+            }
+        }
+    }
+}
