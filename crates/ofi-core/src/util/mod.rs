@@ -14,6 +14,7 @@ pub mod lock;
 pub mod matching;
 pub mod mr;
 pub mod netif;
+pub mod peer;
 pub mod rma;
 pub mod trigger;
 pub mod wait;

@@ -124,7 +124,7 @@ impl TcpMsgEp {
                 while g.rx.next_wakeup().is_some() {}
             }
             let Some(link) = g.link.as_mut() else { return };
-            link.drive_with(&mut g.rx, self.cfg.connect_timeout, read);
+            link.drive_with(&mut g.rx, read);
             self.handle_events(g);
             drain_rx(&g.b, &mut g.rx, false);
             if !g.rx.has_wakeups() {
@@ -464,7 +464,7 @@ impl EndpointOps for TcpMsgEp {
             .poller
             .add(sock.fd(), self.key.load(Ordering::Relaxed), true)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
-        g.link = Some(Link::new(sock, conn, true, self.cfg.user_timeout_ms));
+        g.link = Some(Link::new(sock, conn, true, self.cfg.peer_timeout));
         g.phase = Phase::Connecting;
         self.drive(&mut g);
         Ok(())

@@ -76,7 +76,7 @@ impl TcpPep {
                             sock,
                             Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto),
                             false,
-                            self.cfg.user_timeout_ms,
+                            self.cfg.peer_timeout,
                         ));
                     }
                     Ok(None) => break,
@@ -90,7 +90,7 @@ impl TcpPep {
         let mut i = 0;
         while i < g.waiting.len() {
             let Inner { waiting, rx, .. } = &mut *g;
-            waiting[i].drive(rx, self.cfg.connect_timeout);
+            waiting[i].drive(rx);
             let mut request = None;
             let mut dead = false;
             while let Some(ev) = waiting[i].conn.poll_event() {
@@ -143,7 +143,7 @@ impl TcpPep {
         }
         let Inner { closing, rx, .. } = &mut *g;
         for l in closing.iter_mut() {
-            l.drive(rx, self.cfg.connect_timeout);
+            l.drive(rx);
             while l.conn.poll_event().is_some() {}
         }
         closing.retain(|l| {

@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use crate::domain::{Member, Shared};
-use crate::link::{drain_rx, Fast, Link};
+use crate::link::{drain_rx, rx_error, Fast, Link};
 use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
 use crate::sends::Sends;
 use crate::sys::Socket;
@@ -19,6 +19,7 @@ use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::lock::SpinLock;
+use ofi_core::util::peer::{Cause, DeadPeers, PeerDown};
 use ofi_proto::tcp::{
     decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
     RxConfig,
@@ -37,6 +38,10 @@ struct Peer {
     link: Link,
     fi_addr: u64,
     outgoing: bool,
+    /// The peer's address (its endpoint's name): from the AV for an
+    /// outgoing connection, from its HELLO for an incoming one; empty until
+    /// known.
+    name: Vec<u8>,
 }
 
 struct Inner {
@@ -56,6 +61,8 @@ struct Inner {
     src_ok: bool,
     /// Some connection's socket is out of the poller (see `drive_all`).
     unwatched: bool,
+    /// Peers declared dead (`ofi_core::util::peer`).
+    dead: DeadPeers,
 }
 
 /// A tcp RDM endpoint.
@@ -113,11 +120,19 @@ impl TcpRdmEp {
                 accept_every: ACCEPT_EVERY_MIN,
                 src_ok: info.caps & FI_SOURCE != 0,
                 unwatched: false,
+                dead: DeadPeers::default(),
             }),
         })
     }
 
-    fn add_link(&self, g: &mut Inner, link: Link, fi_addr: u64, outgoing: bool) -> ConnId {
+    fn add_link(
+        &self,
+        g: &mut Inner,
+        link: Link,
+        fi_addr: u64,
+        outgoing: bool,
+        name: Vec<u8>,
+    ) -> ConnId {
         let id = link.conn.id();
         let _ = self.shared.poller.add(link.sock.fd(), id, true);
         g.peers.insert(
@@ -126,6 +141,7 @@ impl TcpRdmEp {
                 link,
                 fi_addr,
                 outgoing,
+                name,
             },
         );
         id
@@ -160,9 +176,10 @@ impl TcpRdmEp {
             .map_err(|e| Error::new(e, "tcp: connect"))?;
         let id = self.add_link(
             g,
-            Link::new(sock, conn, true, self.cfg.user_timeout_ms),
+            Link::new(sock, conn, true, self.cfg.peer_timeout),
             dest,
             true,
+            bytes.to_vec(),
         );
         g.by_addr.insert(dest, id);
         // A new peer may connect back (crossing connects, replies): look
@@ -189,9 +206,10 @@ impl TcpRdmEp {
                     let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
                     self.add_link(
                         g,
-                        Link::new(sock, conn, false, self.cfg.user_timeout_ms),
+                        Link::new(sock, conn, false, self.cfg.peer_timeout),
                         FI_ADDR_NOTAVAIL,
                         false,
+                        Vec::new(),
                     );
                 }
                 Ok(None) => break,
@@ -248,6 +266,7 @@ impl TcpRdmEp {
             return;
         };
         p.fi_addr = fi_addr;
+        p.name = peer_addr.to_vec();
         p.link.conn.set_peer(fi_addr);
         match decision {
             HelloDecision::RejectSimultaneous => {
@@ -260,6 +279,8 @@ impl TcpRdmEp {
                 let _ = p.link.conn.accept(&[]);
             }
         }
+        // It answered: a peer declared dead came back.
+        g.dead.revive(fi_addr, peer_addr);
         if fi_addr == FI_ADDR_NOTAVAIL {
             return;
         }
@@ -289,6 +310,48 @@ impl TcpRdmEp {
         }
     }
 
+    /// Connection `id` ended abnormally with `err`: when it was an
+    /// identified peer's and no other connection to that peer is up, the
+    /// peer is declared dead (`ofi_core::util::peer`): reported once on the
+    /// EQ, its parked operations and the receives directed at it fail with
+    /// the cause's number. (The connection's own operations and the
+    /// receives it was filling failed in the protocol core already.)
+    fn peer_lost(&self, g: &mut Inner, id: ConnId, err: i32) {
+        let Some(cause) = Cause::of_errno(err) else {
+            return;
+        };
+        let Some(p) = g.peers.get(&id) else { return };
+        if p.name.is_empty() {
+            // Never identified itself (no HELLO yet): not a peer.
+            return;
+        }
+        let (fi_addr, name) = (p.fi_addr, p.name.clone());
+        let other_up = g.peers.iter().any(|(k, q)| {
+            *k != id && q.name == name && q.link.conn.state() == ofi_proto::tcp::State::Connected
+        });
+        if other_up {
+            return;
+        }
+        let down = PeerDown {
+            fi_addr,
+            addr: name,
+            cause,
+        };
+        let label = crate::addr::decode(&down.addr).map_or_else(|_| "?".into(), |a| a.to_string());
+        let err = cause.errno();
+        g.dead.declare(&g.b, &down, &label);
+        if fi_addr == FI_ADDR_NOTAVAIL {
+            return;
+        }
+        for r in g.parked.remove(&fi_addr).unwrap_or_default() {
+            match r {
+                Req::Send(s) => g.sends.complete(&g.b, s.context, Some(err)),
+                Req::Rma(x) => g.ops.complete(&g.b, x.context, Some(err)),
+            }
+        }
+        g.rx.fail_directed(fi_addr, err);
+    }
+
     fn drive_link(&self, g: &mut Inner, id: ConnId) {
         self.drive_link_with(g, id, true);
     }
@@ -296,11 +359,16 @@ impl TcpRdmEp {
     fn drive_link_with(&self, g: &mut Inner, id: ConnId, read: bool) {
         let Inner { peers, rx, .. } = &mut *g;
         let Some(p) = peers.get_mut(&id) else { return };
-        p.link.drive_with(rx, self.cfg.connect_timeout, read);
+        p.link.drive_with(rx, read);
         while let Some(ev) = g.peers.get_mut(&id).and_then(|p| p.link.conn.poll_event()) {
             match ev {
                 Event::ConnRequest { peer_addr, .. } => self.on_hello(g, id, &peer_addr),
-                Event::Connected { .. } => {}
+                Event::Connected { .. } => {
+                    if let Some(p) = g.peers.get(&id).filter(|p| p.outgoing) {
+                        let (fi_addr, name) = (p.fi_addr, p.name.clone());
+                        g.dead.revive(fi_addr, &name);
+                    }
+                }
                 Event::Rejected { reason, .. } => {
                     let fi_addr = g.peers.get(&id).map_or(FI_ADDR_NOTAVAIL, |p| p.fi_addr);
                     if g.by_addr.get(&fi_addr) == Some(&id) {
@@ -327,7 +395,8 @@ impl TcpRdmEp {
                         }
                     }
                 }
-                Event::PeerShutdown | Event::ConnectionLost { .. } => {}
+                Event::PeerShutdown => {}
+                Event::ConnectionLost { err } => self.peer_lost(g, id, err),
                 Event::ProtocolError(e) => {
                     let who = g.peers.get(&id).and_then(|p| p.link.sock.peer_addr().ok());
                     tracing::warn!(error = %e, peer = ?who, "tcp: disconnecting a peer that broke the protocol");
@@ -335,6 +404,7 @@ impl TcpRdmEp {
                     if let Some(p) = peers.get_mut(&id) {
                         p.link.conn.on_error(errno::FI_EIO, rx);
                     }
+                    self.peer_lost(g, id, errno::FI_EIO);
                 }
                 Event::SendComplete { context } => g.sends.complete(&g.b, context, None),
                 Event::SendError { context, err } => g.sends.complete(&g.b, context, Some(err)),
@@ -621,6 +691,13 @@ impl EndpointOps for TcpRdmEp {
         };
         req = req.with_flags(op.flags | if completion { FI_COMPLETION } else { 0 });
         if op.src != FI_ADDR_UNSPEC {
+            if let Some(err) = g.dead.dead(op.src) {
+                // Its peer is dead: no message will come (see
+                // ofi_core::util::peer).
+                let flags = FI_RECV | if op.tagged { FI_TAGGED } else { FI_MSG };
+                rx_error(&g.b, op.context, flags, err, op.tag);
+                return Ok(());
+            }
             req = req.from_src(op.src);
         }
         g.rx.post_recv(&req)
@@ -666,6 +743,7 @@ impl EndpointOps for TcpRdmEp {
         rx.close(errno::FI_ECANCELED);
         g.peers.clear();
         g.by_addr.clear();
+        g.dead.clear();
         g.b = EpBindings::default();
     }
 }
