@@ -3,6 +3,7 @@
 //! matching, scatter-gather copies and wait objects.
 
 pub mod atomic;
+pub mod auth;
 pub mod av;
 pub mod cntr;
 pub mod cq;

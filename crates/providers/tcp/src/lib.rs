@@ -12,6 +12,7 @@
 #![deny(unsafe_code)]
 
 pub mod addr;
+mod auth;
 mod domain;
 mod link;
 mod msg;
@@ -145,6 +146,9 @@ impl FabricOps for TcpFabric {
         Ok(Arc::new(TcpDomain {
             cfg: self.cfg,
             shared,
+            key: ofi_core::util::auth::AuthKey::new(
+                info.domain_attr.auth_key.as_deref().unwrap_or(&[]),
+            )?,
         }))
     }
     fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEndpointOps>> {
@@ -155,19 +159,33 @@ impl FabricOps for TcpFabric {
 struct TcpDomain {
     cfg: TcpConfig,
     shared: Arc<domain::Shared>,
+    /// The domain's auth key: its endpoints' default.
+    key: Option<ofi_core::util::auth::AuthKey>,
 }
 
 impl DomainOps for TcpDomain {
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
         match info.ep_attr.ep_type {
             ep_type::FI_EP_MSG => {
-                let ep = Arc::new(msg::TcpMsgEp::open(self.cfg, info, self.shared.clone())?);
+                let key = auth::endpoint_key(info, &self.key)?;
+                let ep = Arc::new(msg::TcpMsgEp::open(
+                    self.cfg,
+                    info,
+                    self.shared.clone(),
+                    key,
+                )?);
                 let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
                 self.shared.join(weak);
                 Ok(ep)
             }
             ep_type::FI_EP_RDM => {
-                let ep = Arc::new(rdm::TcpRdmEp::open(self.cfg, info, self.shared.clone())?);
+                let key = auth::endpoint_key(info, &self.key)?;
+                let ep = Arc::new(rdm::TcpRdmEp::open(
+                    self.cfg,
+                    info,
+                    self.shared.clone(),
+                    key,
+                )?);
                 let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
                 self.shared.join(weak);
                 Ok(ep)

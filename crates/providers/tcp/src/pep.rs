@@ -34,6 +34,8 @@ struct Inner {
 /// A tcp passive endpoint.
 pub struct TcpPep {
     cfg: TcpConfig,
+    /// The auth key connectors must prove (`None`: none).
+    key: Option<ofi_core::util::auth::AuthKey>,
     info: Info,
     src: SocketAddr,
     poller: Poller,
@@ -49,6 +51,7 @@ impl TcpPep {
         };
         Ok(TcpPep {
             cfg,
+            key: ofi_core::util::auth::AuthKey::of(info)?,
             info: info.clone(),
             src,
             poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
@@ -70,14 +73,17 @@ impl TcpPep {
                     Ok(Some((sock, peer))) => {
                         let id = g.next_id;
                         g.next_id += 1;
+                        let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
+                        let conn = match crate::auth::arm(conn, &self.key) {
+                            Ok(c) => c,
+                            Err(e) => {
+                                tracing::warn!(%peer, error = %e, "tcp: dropping a connection");
+                                continue;
+                            }
+                        };
                         let _ = self.poller.add(sock.fd(), id, false);
-                        let _ = peer;
-                        g.waiting.push(Link::new(
-                            sock,
-                            Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto),
-                            false,
-                            self.cfg.peer_timeout,
-                        ));
+                        g.waiting
+                            .push(Link::new(sock, conn, false, self.cfg.peer_timeout));
                     }
                     Ok(None) => break,
                     Err(e) => {
@@ -103,6 +109,10 @@ impl TcpPep {
                     Event::ProtocolError(e) => {
                         tracing::warn!(error = %e, "tcp: dropping a connection that sent a malformed request");
                         dead = true;
+                    }
+                    Event::AuthFailed { why } => {
+                        let who = waiting[i].sock.peer_addr().ok();
+                        tracing::warn!(peer = ?who, "tcp: refusing a connection: {why}");
                     }
                     Event::ConnectionLost { .. } => dead = true,
                     _ => {}

@@ -17,6 +17,7 @@ use ofi_core::info::Info;
 use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
+use ofi_core::util::auth::AuthKey;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::lock::SpinLock;
 use ofi_core::util::peer::{Cause, DeadPeers, PeerDown};
@@ -72,13 +73,20 @@ pub struct TcpRdmEp {
     listener: Socket,
     listener_key: u64,
     me: Vec<u8>,
+    /// The auth key every handshake proves (`None`: none).
+    key: Option<AuthKey>,
     enabled: AtomicBool,
     inner: SpinLock<Inner>,
 }
 
 impl TcpRdmEp {
     /// Opens the endpoint and its listening socket on the offer's source address.
-    pub fn open(cfg: TcpConfig, info: &Info, shared: Arc<Shared>) -> Result<TcpRdmEp> {
+    pub fn open(
+        cfg: TcpConfig,
+        info: &Info,
+        shared: Arc<Shared>,
+        key: Option<AuthKey>,
+    ) -> Result<TcpRdmEp> {
         let src = match &info.src_addr {
             Some(b) => crate::addr::decode(b)?,
             None => "127.0.0.1:0".parse().expect("literal address"),
@@ -105,6 +113,7 @@ impl TcpRdmEp {
             listener_key,
             listener,
             me,
+            key,
             enabled: AtomicBool::new(false),
             inner: SpinLock::new(Inner {
                 b: EpBindings::default(),
@@ -174,6 +183,7 @@ impl TcpRdmEp {
         let id = self.shared.key();
         let conn = Conn::connect(id, dest, self.cfg.proto, &self.me, &[])
             .map_err(|e| Error::new(e, "tcp: connect"))?;
+        let conn = crate::auth::arm(conn, &self.key)?;
         let id = self.add_link(
             g,
             Link::new(sock, conn, true, self.cfg.peer_timeout),
@@ -200,10 +210,17 @@ impl TcpRdmEp {
         let mut n = 0;
         loop {
             match self.listener.accept() {
-                Ok(Some((sock, _peer))) => {
+                Ok(Some((sock, peer))) => {
                     n += 1;
                     let id = self.shared.key();
                     let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
+                    let conn = match crate::auth::arm(conn, &self.key) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "tcp: dropping a connection");
+                            continue;
+                        }
+                    };
                     self.add_link(
                         g,
                         Link::new(sock, conn, false, self.cfg.peer_timeout),
@@ -397,6 +414,16 @@ impl TcpRdmEp {
                 }
                 Event::PeerShutdown => {}
                 Event::ConnectionLost { err } => self.peer_lost(g, id, err),
+                Event::AuthFailed { why } => {
+                    let p = g.peers.get(&id);
+                    let who = p.and_then(|p| p.link.sock.peer_addr().ok());
+                    let out = p.is_some_and(|p| p.outgoing);
+                    tracing::warn!(
+                        peer = ?who,
+                        outgoing = out,
+                        "tcp: authentication failed, connection closed: {why}"
+                    );
+                }
                 Event::ProtocolError(e) => {
                     let who = g.peers.get(&id).and_then(|p| p.link.sock.peer_addr().ok());
                     tracing::warn!(error = %e, peer = ?who, "tcp: disconnecting a peer that broke the protocol");
