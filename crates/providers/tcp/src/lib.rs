@@ -14,6 +14,7 @@
 pub mod addr;
 mod auth;
 mod domain;
+mod gate;
 mod link;
 mod msg;
 mod one_sided;
@@ -47,6 +48,9 @@ pub struct TcpConfig {
     /// must finish within it, and it sets every connection's
     /// TCP_USER_TIMEOUT and keepalive (see `ofi_core::util::peer`).
     pub peer_timeout: Duration,
+    /// Bounds on incoming connections in their handshake
+    /// (FI_TCP_MAX_HALF_OPEN, FI_TCP_HANDSHAKE_TIMEOUT_MS).
+    pub limits: gate::Limits,
     /// Single-connection endpoints poll with `recv` instead of epoll.
     pub poll_recv: bool,
     /// Ports a listening socket bound to port 0 takes its port from
@@ -89,6 +93,15 @@ impl TcpConfig {
             proto,
             max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
             peer_timeout: ofi_core::util::peer::timeout_from(&t)?,
+            limits: gate::Limits {
+                max_half_open: get("max_half_open")
+                    .get_nonzero_size("an endpoint must admit one connection at a time")?,
+                handshake_timeout: Duration::from_millis(
+                    get("handshake_timeout_ms")
+                        .get_nonzero_size("a connector needs some time to send its HELLO")?
+                        as u64,
+                ),
+            },
             poll_recv: get("poll_recv").get_bool()?,
             port_range,
             tx_size: get("tx_size").get_nonzero_size(ctx)?,
@@ -234,6 +247,8 @@ pub fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offers advertise (and the depth of posted receives an endpoint keeps room for)"),
         Tunable::text(NAME, "iface", "", "Offer only this network interface (by name, e.g. eth0 or lo) when the request names no source address; empty offers every interface that is up"),
         ofi_core::util::peer::timeout_tunable(NAME),
+        Tunable::size(NAME, "max_half_open", 256, "Incoming connections an RDM or passive endpoint holds in their handshake (no HELLO yet, or not yet authenticated) at once; past it the oldest is dropped (and logged)"),
+        Tunable::size(NAME, "handshake_timeout_ms", 10000, "Milliseconds an incoming connection has to finish its handshake (HELLO, and with an auth key the proof) before it is dropped (and logged)"),
     ]
 }
 

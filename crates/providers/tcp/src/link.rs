@@ -11,7 +11,7 @@ use ofi_core::object::EpBindings;
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov};
 use ofi_core::util::peer::Cause;
-use ofi_proto::tcp::{Conn, Event, Rx, SendReq, Target, FAST_MAX};
+use ofi_proto::tcp::{Conn, Event, Rx, SendReq, State, Target, FAST_MAX};
 use ofi_wire::tcp::HDR_LEN;
 use std::io;
 use std::time::{Duration, Instant};
@@ -247,6 +247,15 @@ impl Link {
     /// Moves bytes both ways as far as the socket allows.
     pub fn drive(&mut self, rx: &mut Rx) {
         self.drive_with(rx, true);
+    }
+
+    /// True while an incoming connection has not finished its handshake
+    /// (no HELLO yet, or not yet authenticated): what `gate` bounds.
+    pub fn half_open(&self) -> bool {
+        matches!(
+            self.conn.state(),
+            State::AwaitingHello | State::Authenticating
+        )
     }
 
     /// Fails the connection with `FI_ETIMEDOUT` when its TCP connect has

@@ -2,6 +2,7 @@
 //! held until its HELLO arrives, then reported as FI_CONNREQ with a handle
 //! the application accepts (by opening an endpoint with the info) or rejects.
 
+use crate::gate::{Accepting, Dropped, Gate};
 use crate::link::Link;
 use crate::sys::{Poller, Socket};
 use crate::TcpConfig;
@@ -15,6 +16,7 @@ use ofi_proto::tcp::{Conn, Event, Rx};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// A connection request waiting for accept or reject: what `info.handle` holds.
 pub struct Request {
@@ -29,6 +31,10 @@ struct Inner {
     closing: Vec<Link>,
     rx: Rx,
     next_id: u64,
+    /// `waiting` connections in their handshake (cap and deadline).
+    gate: Gate,
+    /// The listener's accept state (backoff, rate-limited warnings).
+    accepting: Accepting,
 }
 
 /// A tcp passive endpoint.
@@ -62,15 +68,19 @@ impl TcpPep {
                 closing: Vec::new(),
                 rx: Rx::new(Default::default()),
                 next_id: 1,
+                gate: Gate::new(cfg.limits),
+                accepting: Accepting::default(),
             }),
         })
     }
 
     fn drive(&self, g: &mut Inner) {
-        if let Some(l) = &g.listener {
-            loop {
+        let at = || self.src.to_string();
+        if g.listener.is_some() && g.accepting.may_accept(Instant::now) {
+            while let Some(l) = &g.listener {
                 match l.accept() {
                     Ok(Some((sock, peer))) => {
+                        g.accepting.recovered(&at());
                         let id = g.next_id;
                         g.next_id += 1;
                         let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
@@ -84,13 +94,36 @@ impl TcpPep {
                         let _ = self.poller.add(sock.fd(), id, false);
                         g.waiting
                             .push(Link::new(sock, conn, false, self.cfg.peer_timeout));
+                        let mut drops = Vec::new();
+                        let Inner { gate, waiting, .. } = &mut *g;
+                        gate.admit(
+                            id,
+                            Instant::now(),
+                            |i| waiting.iter().any(|l| l.conn.id() == i && l.half_open()),
+                            |i, why| drops.push((i, why)),
+                        );
+                        for (i, why) in drops {
+                            self.drop_half_open(g, i, why);
+                        }
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        tracing::warn!(error = %e, "tcp: accept failed");
+                        g.accepting.failed(&e, Instant::now(), &at());
                         break;
                     }
                 }
+            }
+        }
+        if !g.gate.is_empty() {
+            let mut drops = Vec::new();
+            let Inner { gate, waiting, .. } = &mut *g;
+            gate.sweep(
+                Instant::now(),
+                |i| waiting.iter().any(|l| l.conn.id() == i && l.half_open()),
+                |i, why| drops.push((i, why)),
+            );
+            for (i, why) in drops {
+                self.drop_half_open(g, i, why);
             }
         }
         let mut i = 0;
@@ -163,6 +196,23 @@ impl TcpPep {
             }
             !done
         });
+    }
+}
+
+impl TcpPep {
+    /// Drops a waiting connection still in its handshake (the gate's cap
+    /// or deadline), logging it.
+    fn drop_half_open(&self, g: &mut Inner, id: u64, why: Dropped) {
+        if let Some(i) = g.waiting.iter().position(|l| l.conn.id() == id) {
+            let l = g.waiting.swap_remove(i);
+            self.poller.remove(l.sock.fd());
+            tracing::warn!(
+                peer = ?l.sock.peer_addr().ok(),
+                listener = %self.src,
+                "tcp: dropping an incoming connection: {}",
+                why.describe(g.gate.limits())
+            );
+        }
     }
 }
 

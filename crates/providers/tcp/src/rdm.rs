@@ -6,6 +6,7 @@
 #![allow(unsafe_code)]
 
 use crate::domain::{Member, Shared};
+use crate::gate::{Accepting, Dropped, Gate};
 use crate::link::{drain_rx, rx_error, Fast, Link};
 use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
 use crate::sends::Sends;
@@ -28,6 +29,7 @@ use ofi_proto::tcp::{
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Below this many connections every one is polled directly (no epoll_wait).
 const DIRECT_POLL: usize = 4;
@@ -64,6 +66,10 @@ struct Inner {
     unwatched: bool,
     /// Peers declared dead (`ofi_core::util::peer`).
     dead: DeadPeers,
+    /// Incoming connections in their handshake (cap and deadline).
+    gate: Gate,
+    /// The listener's accept state (backoff, rate-limited warnings).
+    accepting: Accepting,
 }
 
 /// A tcp RDM endpoint.
@@ -130,6 +136,8 @@ impl TcpRdmEp {
                 src_ok: info.caps & FI_SOURCE != 0,
                 unwatched: false,
                 dead: DeadPeers::default(),
+                gate: Gate::new(cfg.limits),
+                accepting: Accepting::default(),
             }),
         })
     }
@@ -205,13 +213,20 @@ impl TcpRdmEp {
         Ok(id)
     }
 
-    /// Accepts every pending connection; returns how many.
+    /// Accepts every pending connection; returns how many. Each is driven
+    /// once at once (its HELLO is usually there already) and admitted
+    /// through the gate (the oldest half-open ones are dropped past the
+    /// cap); out of descriptors, accepting pauses (see `gate`).
     fn accept_new(&self, g: &mut Inner) -> usize {
         let mut n = 0;
+        if !g.accepting.may_accept(Instant::now) {
+            return 0;
+        }
         loop {
             match self.listener.accept() {
                 Ok(Some((sock, peer))) => {
                     n += 1;
+                    g.accepting.recovered(&self.label());
                     let id = self.shared.key();
                     let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
                     let conn = match crate::auth::arm(conn, &self.key) {
@@ -221,22 +236,68 @@ impl TcpRdmEp {
                             continue;
                         }
                     };
-                    self.add_link(
+                    let id = self.add_link(
                         g,
                         Link::new(sock, conn, false, self.cfg.peer_timeout),
                         FI_ADDR_NOTAVAIL,
                         false,
                         Vec::new(),
                     );
+                    self.drive_link(g, id);
+                    let mut drops = Vec::new();
+                    let Inner { gate, peers, .. } = &mut *g;
+                    gate.admit(
+                        id,
+                        Instant::now(),
+                        |i| peers.get(&i).is_some_and(|p| p.link.half_open()),
+                        |i, why| drops.push((i, why)),
+                    );
+                    for (i, why) in drops {
+                        self.drop_half_open(g, i, why);
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(error = %e, "tcp: accept failed");
+                    g.accepting.failed(&e, Instant::now(), &self.label());
                     break;
                 }
             }
         }
         n
+    }
+
+    /// The listening address, for log lines.
+    fn label(&self) -> String {
+        crate::addr::decode(&self.me).map_or_else(|_| "?".into(), |a| a.to_string())
+    }
+
+    /// Drops an incoming connection still in its handshake (the gate's
+    /// cap or deadline), logging it.
+    fn drop_half_open(&self, g: &mut Inner, id: ConnId, why: Dropped) {
+        if let Some(p) = g.peers.remove(&id) {
+            self.shared.poller.remove(p.link.sock.fd());
+            let who = p.link.sock.peer_addr().ok();
+            tracing::warn!(
+                peer = ?who,
+                listener = %self.label(),
+                "tcp: dropping an incoming connection: {}",
+                why.describe(g.gate.limits())
+            );
+        }
+    }
+
+    /// Drops incoming connections whose handshake deadline passed.
+    fn sweep_half_open(&self, g: &mut Inner) {
+        let mut drops = Vec::new();
+        let Inner { gate, peers, .. } = &mut *g;
+        gate.sweep(
+            Instant::now(),
+            |i| peers.get(&i).is_some_and(|p| p.link.half_open()),
+            |i, why| drops.push((i, why)),
+        );
+        for (i, why) in drops {
+            self.drop_half_open(g, i, why);
+        }
     }
 
     fn on_hello(&self, g: &mut Inner, id: ConnId, peer_addr: &[u8]) {
@@ -500,6 +561,9 @@ impl TcpRdmEp {
         }
         ids.clear();
         g.ready = ids;
+        if !g.gate.is_empty() {
+            self.sweep_half_open(g);
+        }
         self.finish(g);
         // One connection polled with recv on every pass stays out of the
         // poller while nobody sleeps on it; any other shape is watched.
