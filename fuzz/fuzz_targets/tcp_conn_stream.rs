@@ -1,5 +1,6 @@
 #![no_main]
-//! cargo fuzz target: see `ofi_fuzz::tcp_conn_stream`, then the same input
+//! cargo fuzz target: see `ofi_fuzz::tcp_conn_stream` (which also runs the
+//! input through `ofi_fuzz::auth_stream`, the handshake with an auth key), then the same input
 //! through a connection that is also an RMA target and initiator
 //! ([`rma_stream`]): registered regions lent as the core's `Memory`, one-
 //! sided requests of its own waiting for answers, and a frame encoder for
@@ -15,8 +16,7 @@ use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::rma::RmaIov;
 use ofi_proto::tcp::{
-    AtomicArgs, Config, Conn, Event, Grant, Memory, Remote, RmaReq, Rx, RxConfig, Target,
-    TxSlice,
+    AtomicArgs, Config, Conn, Event, Grant, Memory, Remote, RmaReq, Rx, RxConfig, Target, TxSlice,
 };
 use ofi_wire::tcp;
 use std::sync::{Arc, Mutex};
@@ -192,7 +192,8 @@ fn rma_frames(mut p: &[u8], addr_base: u64, out: &mut Vec<u8>) {
             0 => (tcp::op::WRITE, total as usize),
             1 => (tcp::op::READ, 0),
             2 | 3 => {
-                d.kind = [tcp::kind::ATOMIC, tcp::kind::FETCH, tcp::kind::COMPARE][kind as usize / 8 % 3];
+                d.kind = [tcp::kind::ATOMIC, tcp::kind::FETCH, tcp::kind::COMPARE]
+                    [kind as usize / 8 % 3];
                 d.op = [FI_SUM, FI_ATOMIC_READ, FI_CSWAP, 99][byte(&mut p) as usize % 4] as u8;
                 d.datatype = [FI_UINT64, FI_UINT32, 200][byte(&mut p) as usize % 3] as u8;
                 let size = if d.datatype == FI_UINT32 as u8 { 4 } else { 8 };
@@ -215,7 +216,11 @@ fn rma_frames(mut p: &[u8], addr_base: u64, out: &mut Vec<u8>) {
             }
             5 => {
                 let len = 1 + u64::from(byte(&mut p) % 40);
-                let o = if kind & 0x20 != 0 { tcp::op::DATA } else { tcp::op::RESP_DATA };
+                let o = if kind & 0x20 != 0 {
+                    tcp::op::DATA
+                } else {
+                    tcp::op::RESP_DATA
+                };
                 let r = tcp::Repr {
                     op: o,
                     len,
@@ -237,10 +242,18 @@ fn rma_frames(mut p: &[u8], addr_base: u64, out: &mut Vec<u8>) {
         let mut desc = Vec::new();
         d.append_to(&mut desc);
         // A WRITE's data may stop short in its first frame and follow in DATA.
-        let first = if op == tcp::op::WRITE && kind & 0x20 != 0 { after / 2 } else { after };
+        let first = if op == tcp::op::WRITE && kind & 0x20 != 0 {
+            after / 2
+        } else {
+            after
+        };
         let mut r = tcp::Repr {
             op,
-            flags: if kind & 0x10 != 0 && op != tcp::op::READ { tcp::flag::CQ_DATA } else { 0 },
+            flags: if kind & 0x10 != 0 && op != tcp::op::READ {
+                tcp::flag::CQ_DATA
+            } else {
+                0
+            },
             len: (desc.len() + first) as u64,
             tag: first as u64,
             data: 5,
@@ -357,7 +370,14 @@ fn rma_stream(data: &[u8]) {
                 op: FI_SUM,
                 datatype: FI_UINT64,
             };
-            let _ = conn.queue_rma(RmaReq::atomic(fetch, &[o], &[], &[res], &[Remote { len: 1, ..rem(8) }], 3));
+            let _ = conn.queue_rma(RmaReq::atomic(
+                fetch,
+                &[o],
+                &[],
+                &[res],
+                &[Remote { len: 1, ..rem(8) }],
+                3,
+            ));
         }
         // Write what the connection wants, checking every range it names.
         let limit = split(&mut rng);
@@ -429,5 +449,8 @@ fn rma_stream(data: &[u8]) {
     while conn.poll_event().is_some() {}
     rx.close(errno::FI_ECANCELED);
     let m = regions.lock().unwrap();
-    assert!(m.grants.iter().all(Option::is_none), "a grant was never released");
+    assert!(
+        m.grants.iter().all(Option::is_none),
+        "a grant was never released"
+    );
 }

@@ -7,7 +7,7 @@
 //!   cd fuzz && cargo test
 //!   cd fuzz && cargo test -- --ignored write_seeds   # regenerates fuzz/seeds
 
-use ofi_fuzz::{conn_stream, shm_entry, shm_handler, tcp_conn_stream, tcp_header};
+use ofi_fuzz::{auth_stream, conn_stream, shm_entry, shm_handler, tcp_conn_stream, tcp_header};
 use ofi_wire::{shm, tcp};
 use std::path::Path;
 
@@ -181,6 +181,20 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             &[hello(), frame(tcp::op::SHUTDOWN, 0, 0, 0, 0, b"")],
         ),
     ));
+    // The handshake with an auth key (auth_stream reads the same input):
+    // a valid acceptor exchange then a message, a connector with the
+    // wrong key, garbage after a HELLO.
+    out.push((
+        "tcp_conn_stream",
+        "auth_acceptor",
+        input(0x03, 4, &[msg(None, b"after-auth")]),
+    ));
+    out.push(("tcp_conn_stream", "auth_wrong_key", input(0x06, 4, &[])));
+    out.push((
+        "tcp_conn_stream",
+        "auth_garbage",
+        input(0x01, 4, &[frame(tcp::op::PROOF, 0, 0, 0, 0, &[7; 32])]),
+    ));
     // Structured mode (ctl bit 7): HELLO prepended, then descriptors
     // [kind, flags, len lo, len hi, tag, a lo, a hi, b, payload...].
     out.push((
@@ -306,6 +320,48 @@ fn structured_mode_builds_frames() {
     assert_eq!(r.conn_requests, 1, "{r:?}");
     assert_eq!(r.protocol_error, 0, "{r:?}");
     assert!(r.recv_complete >= 1, "{r:?}");
+}
+
+#[test]
+fn auth_harness_reaches_both_sides_and_refusals() {
+    let op = |o: u8| usize::from(o);
+    // Acceptor, valid handshake, then a message: request, CHALLENGE, ACCEPT.
+    let r = auth_stream(&input(0x03, 4, &[msg(None, b"after-auth")]));
+    assert_eq!(
+        (r.conn_requests, r.auth_failed, r.protocol_error),
+        (1, 0, 0),
+        "{r:?}"
+    );
+    assert_eq!(r.written_ops[op(tcp::op::CHALLENGE)], 1, "{r:?}");
+    assert_eq!(r.written_ops[op(tcp::op::ACCEPT)], 1, "{r:?}");
+    // Connector, valid handshake: HELLO, PROOF, Connected.
+    let r = auth_stream(&input(0x02, 4, &[]));
+    assert_eq!((r.connected, r.auth_failed), (1, 0), "{r:?}");
+    assert_eq!(r.written_ops[op(tcp::op::HELLO)], 1, "{r:?}");
+    assert_eq!(r.written_ops[op(tcp::op::PROOF)], 1, "{r:?}");
+    // The harness's side with another key: refused on both sides.
+    let r = auth_stream(&input(0x07, 4, &[]));
+    assert_eq!((r.conn_requests, r.auth_failed), (0, 1), "{r:?}");
+    assert_eq!(r.written_ops[op(tcp::op::REJECT)], 1, "{r:?}");
+    let r = auth_stream(&input(0x06, 4, &[]));
+    assert_eq!((r.connected, r.auth_failed), (0, 1), "{r:?}");
+    assert_eq!(
+        r.written_ops[op(tcp::op::PROOF)],
+        0,
+        "proof sent to an unproven acceptor"
+    );
+    // A made-up proof after a HELLO of its own.
+    let mut hello = b"fuzzer:9".to_vec();
+    hello.extend_from_slice(&[1; tcp::NONCE_LEN]);
+    let r = auth_stream(&input(
+        0x01,
+        4,
+        &[
+            frame(tcp::op::HELLO, 0, 0, 8, tcp::NONCE_LEN as u64, &hello),
+            frame(tcp::op::PROOF, 0, 0, 0, 0, &[7; 32]),
+        ],
+    ));
+    assert_eq!((r.conn_requests, r.auth_failed), (0, 1), "{r:?}");
 }
 
 #[test]

@@ -17,6 +17,7 @@ use crate::data;
 use crate::plot;
 use crate::report::{self, Row};
 use crate::setup::{self, Ctx, Want};
+use crate::watch::Watch;
 use ofi::consts::*;
 use ofi::errno;
 use ofi::{CqEntry, MemoryRegion, MrAttr};
@@ -382,6 +383,7 @@ pub fn run(argv: &[String]) -> i32 {
 /// `done(slot)` sees each completion.
 fn stream(
     c: &Ctx,
+    oob: &mut Oob,
     n: usize,
     slots: usize,
     mut post: impl FnMut(usize) -> ofi::Result<bool>,
@@ -390,6 +392,8 @@ fn stream(
     let mut free: Vec<usize> = (0..slots).rev().collect();
     let mut ents = [CqEntry::default(); 32];
     let (mut posted, mut finished) = (0usize, 0usize);
+    let mut watch = Watch::new();
+    let mut slept = Duration::ZERO;
     while finished < n {
         while posted < n {
             let Some(&slot) = free.last() else { break };
@@ -409,13 +413,15 @@ fn stream(
         if finished == n {
             break;
         }
-        let r = if c.block && free.len() < slots {
-            c.cq.sread(&mut ents, Some(Duration::from_secs(30)))
+        let blocking = c.block && free.len() < slots;
+        let r = if blocking {
+            c.cq.sread(&mut ents, Some(BLOCK_SLICE))
         } else {
             c.cq.read(&mut ents)
         };
         match r {
             Ok(k) => {
+                slept = Duration::ZERO;
                 for e in &ents[..k] {
                     let slot = e.op_context.wrapping_sub(SLOT_CTX);
                     if slot >= slots {
@@ -429,14 +435,25 @@ fn stream(
                     finished += 1;
                 }
             }
-            Err(e) if e.is_again() && !(c.block && free.len() < slots) => {}
-            Err(e) if e.is_again() => return Err("no completion in 30 s".into()),
+            Err(e) if e.is_again() && !blocking => watch.idle(c, oob)?,
+            Err(e) if e.is_again() => {
+                watch.look(c, oob)?;
+                slept += BLOCK_SLICE;
+                if slept >= NO_COMPLETION {
+                    return Err(format!("no completion in 30 s (peer {})", c.peer_name));
+                }
+            }
             Err(e) if e.code() == errno::FI_EAVAIL => return Err(c.cq_error()),
             Err(e) => return Err(format!("fi_cq_read: {e}")),
         }
     }
     Ok(())
 }
+
+/// How long a blocking read sleeps before the peer is looked after.
+const BLOCK_SLICE: Duration = Duration::from_millis(100);
+/// How long a wait for a completion may take before it gives up.
+const NO_COMPLETION: Duration = Duration::from_secs(30);
 
 fn client_session(
     a: &Args,
@@ -547,9 +564,9 @@ fn client_session(
             }
             Ok(())
         };
-        stream(c, p.warm, slots, post, &mut done)?;
+        stream(c, oob, p.warm, slots, post, &mut done)?;
         let start = Instant::now();
-        stream(c, p.iters, slots, post, &mut done)?;
+        stream(c, oob, p.iters, slots, post, &mut done)?;
         let mut secs = start.elapsed().as_secs_f64();
         oob.send(&[M_DONE])?;
         let verdict = answer(oob);
@@ -714,16 +731,31 @@ fn serve_sends(
     let mut ents = [CqEntry::default(); 32];
     let mut received = 0;
     let mut first_bad: Option<String> = None;
+    let mut watch = Watch::new();
+    let mut slept = Duration::ZERO;
     while received < total {
         let r = if c.block {
-            c.cq.sread(&mut ents, Some(Duration::from_secs(30)))
+            c.cq.sread(&mut ents, Some(BLOCK_SLICE))
         } else {
             c.cq.read(&mut ents)
         };
         let k = match r {
-            Ok(k) => k,
-            Err(e) if e.is_again() && !c.block => continue,
-            Err(e) if e.is_again() => return Err("no message in 30 s".into()),
+            Ok(k) => {
+                slept = Duration::ZERO;
+                k
+            }
+            Err(e) if e.is_again() && !c.block => {
+                watch.idle(c, oob)?;
+                continue;
+            }
+            Err(e) if e.is_again() => {
+                watch.look(c, oob)?;
+                slept += BLOCK_SLICE;
+                if slept >= NO_COMPLETION {
+                    return Err(format!("no message in 30 s (peer {})", c.peer_name));
+                }
+                continue;
+            }
             Err(e) if e.code() == errno::FI_EAVAIL => return Err(c.cq_error()),
             Err(e) => return Err(format!("fi_cq_read: {e}")),
         };
@@ -804,7 +836,11 @@ fn serve_one_sided(
         for _ in 0..1024 {
             poll(&mut ents)?;
         }
-        if oob.readable()? {
+        c.check_peer()?;
+        if oob
+            .readable()
+            .map_err(|e| format!("peer {}: {e}", c.peer_name))?
+        {
             break;
         }
     }

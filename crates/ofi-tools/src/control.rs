@@ -14,28 +14,36 @@ pub const PORT: u16 = 47592;
 pub struct Oob(pub TcpStream);
 
 impl Oob {
+    /// A failure of the channel as a message naming the peer (a peer that
+    /// died shows here first when no data connection existed yet).
+    fn failed(&self, e: impl std::fmt::Display) -> String {
+        match self.0.peer_addr() {
+            Ok(p) => format!("control channel with the peer at {p}: {e}"),
+            Err(_) => format!("control channel: {e} (the peer has gone)"),
+        }
+    }
     /// Sends one message.
     pub fn send(&mut self, b: &[u8]) -> Result<(), String> {
         let r = self
             .0
             .write_all(&(b.len() as u32).to_le_bytes())
             .and_then(|_| self.0.write_all(b));
-        r.map_err(|e| format!("control channel: {e}"))
+        r.map_err(|e| self.failed(e))
     }
     /// Receives one message (at most 4 KiB: the peer is not trusted).
     pub fn recv(&mut self) -> Result<Vec<u8>, String> {
         let mut l = [0u8; 4];
-        self.0
-            .read_exact(&mut l)
-            .map_err(|e| format!("control channel: {e}"))?;
+        if let Err(e) = self.0.read_exact(&mut l) {
+            return Err(self.failed(e));
+        }
         let n = u32::from_le_bytes(l) as usize;
         if n > 4096 {
             return Err("control channel: message too long".into());
         }
         let mut v = vec![0u8; n];
-        self.0
-            .read_exact(&mut v)
-            .map_err(|e| format!("control channel: {e}"))?;
+        if let Err(e) = self.0.read_exact(&mut v) {
+            return Err(self.failed(e));
+        }
         Ok(v)
     }
     /// Waits until the peer reaches the same point.
@@ -45,7 +53,7 @@ impl Oob {
             .0
             .write_all(&[1])
             .and_then(|_| self.0.read_exact(&mut b));
-        r.map_err(|e| format!("control channel: {e}"))
+        r.map_err(|e| self.failed(e))
     }
     /// True when bytes from the peer are waiting (never blocks); an error
     /// when the peer has gone.
@@ -59,10 +67,10 @@ impl Oob {
             .set_nonblocking(false)
             .map_err(|e| format!("control channel: {e}"))?;
         match r {
-            Ok(0) => Err("control channel: the peer closed the connection".into()),
+            Ok(0) => Err(self.failed("the peer closed the connection")),
             Ok(_) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
-            Err(e) => Err(format!("control channel: {e}")),
+            Err(e) => Err(self.failed(e)),
         }
     }
 }

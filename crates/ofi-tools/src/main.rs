@@ -42,6 +42,7 @@ mod pingpong;
 mod plot;
 mod report;
 mod setup;
+mod watch;
 
 const USAGE: &str = "Usage: ofi <command> [options]
 Commands:

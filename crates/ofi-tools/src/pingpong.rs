@@ -11,6 +11,7 @@ use crate::data;
 use crate::plot;
 use crate::report::{self, Latency, Row};
 use crate::setup::{self, Ctx, Want};
+use crate::watch::Watch;
 use ofi::consts::*;
 use ofi::errno;
 use ofi::CqEntry;
@@ -44,19 +45,33 @@ const RX_CTX: usize = 1;
 const TX_CTX: usize = 2;
 const TAG: u64 = 0x1234;
 
-/// The endpoint, the transmit mode, and completions read ahead of the wait
-/// that wants them.
+/// How long a blocking read sleeps before the peer is looked after.
+const BLOCK_SLICE: Duration = Duration::from_millis(100);
+/// How long a wait for a completion may take before it gives up.
+const NO_COMPLETION: Duration = Duration::from_secs(30);
+
+/// The endpoint, the transmit mode, completions read ahead of the wait
+/// that wants them, and the control channel with the watch on the peer.
 struct Pp {
     c: Ctx,
     tagged: bool,
     /// Completions read early: (rx, tx).
     banked: Cell<(usize, usize)>,
+    oob: control::Oob,
+    watch: Watch,
 }
 
 impl Pp {
-    fn post_rx(&self, buf: &mut [u8], size: usize) -> ofi::Result<()> {
-        let ep = &self.c.ep;
+    /// An operation was refused for now (FI_EAGAIN): drive progress, and
+    /// give up with the peer's name when it is gone.
+    fn again(&mut self) -> Result<(), String> {
+        self.c.ep.progress();
+        self.watch.idle(&self.c, &mut self.oob)
+    }
+
+    fn post_rx(&mut self, buf: &mut [u8], size: usize) -> Result<(), String> {
         loop {
+            let ep = &self.c.ep;
             // SAFETY: `buf` outlives the receive: the caller waits for its
             // completion before touching or dropping the buffer.
             let r = unsafe {
@@ -67,15 +82,15 @@ impl Pp {
                 }
             };
             match r {
-                Err(e) if e.is_again() => ep.progress(),
-                r => return r,
+                Err(e) if e.is_again() => self.again()?,
+                r => return r.map_err(|e| format!("fi_recv: {e}")),
             }
         }
     }
     /// Sends; returns true if a send completion will follow.
-    fn tx(&self, buf: &[u8], size: usize) -> ofi::Result<bool> {
-        let (ep, peer) = (&self.c.ep, self.c.peer);
+    fn tx(&mut self, buf: &[u8], size: usize) -> Result<bool, String> {
         loop {
+            let (ep, peer) = (&self.c.ep, self.c.peer);
             let r = if size <= self.c.inject {
                 let b = &buf[..size];
                 if self.tagged {
@@ -97,22 +112,24 @@ impl Pp {
                 .map(|_| true)
             };
             match r {
-                Err(e) if e.is_again() => ep.progress(),
-                r => return r,
+                Err(e) if e.is_again() => self.again()?,
+                r => return r.map_err(|e| format!("fi_send: {e}")),
             }
         }
     }
-    /// Waits until the completions wanted have arrived.
-    fn wait(&self, mut rx: usize, mut tx: usize) -> Result<(), String> {
+    /// Waits until the completions wanted have arrived; an error names the
+    /// peer when it died meanwhile.
+    fn wait(&mut self, mut rx: usize, mut tx: usize) -> Result<(), String> {
         let mut ents = [CqEntry::default(); 8];
         let (mut brx, mut btx) = self.banked.get();
         let take = brx.min(rx);
         (brx, rx) = (brx - take, rx - take);
         let take = btx.min(tx);
         (btx, tx) = (btx - take, tx - take);
+        let mut slept = Duration::ZERO;
         while rx + tx > 0 {
             let r = if self.c.block {
-                self.c.cq.sread(&mut ents, Some(Duration::from_secs(30)))
+                self.c.cq.sread(&mut ents, Some(BLOCK_SLICE))
             } else {
                 self.c.cq.read(&mut ents)
             };
@@ -128,7 +145,20 @@ impl Pp {
                         }
                     }
                 }
-                Err(e) if e.is_again() && !self.c.block => {}
+                Err(e) if e.is_again() && !self.c.block => {
+                    self.watch.idle(&self.c, &mut self.oob)?;
+                }
+                Err(e) if e.is_again() => {
+                    self.watch.look(&self.c, &mut self.oob)?;
+                    slept += BLOCK_SLICE;
+                    if slept >= NO_COMPLETION {
+                        return Err(format!(
+                            "no completion in {} s (peer {})",
+                            NO_COMPLETION.as_secs(),
+                            self.c.peer_name
+                        ));
+                    }
+                }
                 Err(e) if e.code() == errno::FI_EAVAIL => return Err(self.c.cq_error()),
                 Err(e) => return Err(e.to_string()),
             }
@@ -179,10 +209,12 @@ fn session(a: &Args) -> Result<(), String> {
         mr_mode: 0,
     };
     let (info, c) = setup::open(a, &want, local, &mut oob, client)?;
-    let pp = Pp {
+    let mut pp = Pp {
         c,
         tagged,
         banked: Cell::new((0, 0)),
+        oob,
+        watch: Watch::new(),
     };
     let verify = a.has("c");
     let max = *sizes.iter().max().unwrap_or(&1);
@@ -192,11 +224,10 @@ fn session(a: &Args) -> Result<(), String> {
     let mut lat = Vec::with_capacity(iters);
     report::print_header(true);
     for &size in &sizes {
-        oob.sync()?;
+        pp.oob.sync()?;
         data::fill(&mut tx[..size], 0);
         lat.clear();
-        pp.post_rx(&mut rx, size)
-            .map_err(|e| format!("fi_recv: {e}"))?;
+        pp.post_rx(&mut rx, size)?;
         let mut start = Instant::now();
         // One clock read per iteration: each iteration ends where the next
         // begins, so the timing adds a single read to the measured path.
@@ -210,7 +241,7 @@ fn session(a: &Args) -> Result<(), String> {
                 data::fill(&mut tx[..size], i);
             }
             if client {
-                let txc = pp.tx(&tx, size).map_err(|e| format!("fi_send: {e}"))?;
+                let txc = pp.tx(&tx, size)?;
                 pp.wait(1, usize::from(txc))?;
             } else {
                 pp.wait(1, 0)?;
@@ -219,11 +250,10 @@ fn session(a: &Args) -> Result<(), String> {
                 data::check(&rx[..size], i)?;
             }
             if i + 1 < warm + iters || !client {
-                pp.post_rx(&mut rx, size)
-                    .map_err(|e| format!("fi_recv: {e}"))?;
+                pp.post_rx(&mut rx, size)?;
             }
             if !client {
-                let txc = pp.tx(&tx, size).map_err(|e| format!("fi_send: {e}"))?;
+                let txc = pp.tx(&tx, size)?;
                 if txc {
                     pp.wait(0, 1)?;
                 }
@@ -252,7 +282,7 @@ fn session(a: &Args) -> Result<(), String> {
         report::print_row(&row);
         rows.push(row);
     }
-    oob.sync()?;
+    pp.oob.sync()?;
     if let Some(f) = a.get("csv") {
         plot::write_csv(f, &rows).map_err(|e| format!("{f}: {e}"))?;
     }

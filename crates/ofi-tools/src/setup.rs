@@ -30,8 +30,12 @@ pub struct Ctx {
     pub inject: usize,
     /// Wait for completions with blocking reads (`--block`).
     pub block: bool,
+    /// The peer's address as `fi_av_straddr` prints it (for messages).
+    pub peer_name: String,
     _av: Option<ofi::AddressVector>,
-    _eq: Option<ofi::EventQueue>,
+    /// The endpoint's event queue: connection events (MSG) and the
+    /// provider's reports of the peer's death (both types).
+    eq: ofi::EventQueue,
     _pep: Option<ofi::PassiveEndpoint>,
     /// The domain (for memory registration).
     pub domain: ofi::Domain,
@@ -39,18 +43,62 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// The first error completion waiting on the CQ, as a message.
+    /// The first error completion waiting on the CQ, as a message (naming
+    /// the peer when the error says it is gone).
     pub fn cq_error(&self) -> String {
         match self.cq.readerr() {
-            Ok(err) => format!(
-                "completion error: {} ({}), context {:#x}, len {}, olen {}",
-                ofi::error::strerror(err.err),
-                err.err,
-                err.op_context,
-                err.len,
-                err.olen
-            ),
+            Ok(err) => {
+                let what = format!(
+                    "completion error: {} ({}), context {:#x}, len {}, olen {}",
+                    ofi::error::strerror(err.err),
+                    err.err,
+                    err.op_context,
+                    err.len,
+                    err.olen
+                );
+                match ofi::Cause::of_errno(err.err) {
+                    Some(c) => {
+                        format!("peer {} is gone ({}): {what}", self.peer_name, c.describe())
+                    }
+                    None => what,
+                }
+            }
             Err(e) => format!("fi_cq_readerr: {e}"),
+        }
+    }
+
+    /// Reads what the event queue holds about the peer: an error naming it
+    /// when the provider reported its death (or, on MSG, the connection's
+    /// end); other events are ignored.
+    pub fn check_peer(&self) -> Result<(), String> {
+        match self.eq.read() {
+            Ok(ev) if ev.event == eq_event::FI_SHUTDOWN => Err(format!(
+                "peer {} ended the connection (FI_SHUTDOWN)",
+                self.peer_name
+            )),
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == errno::FI_EAVAIL => {
+                let er = self
+                    .eq
+                    .readerr()
+                    .map_err(|e| format!("fi_eq_readerr: {e}"))?;
+                Err(match ofi::PeerDown::from_eq_error(&er) {
+                    Some(d) => format!(
+                        "peer {} died: {} ({}): {}",
+                        self.peer_name,
+                        ofi::error::strerror(er.err),
+                        er.err,
+                        d.cause.describe()
+                    ),
+                    None => format!(
+                        "peer {}: event queue error {} ({})",
+                        self.peer_name,
+                        ofi::error::strerror(er.err),
+                        er.err
+                    ),
+                })
+            }
+            Err(_) => Ok(()),
         }
     }
 }
@@ -166,22 +214,24 @@ pub fn open(
         ep.enable().map_err(|e| format!("fi_enable: {e}"))?;
         Ok(ep)
     };
-    let (ep, peer, av, eq, pep) = if info.ep_attr.ep_type != ep_type::FI_EP_MSG {
-        let av = domain
-            .av(&AvAttr::default())
-            .map_err(|e| format!("fi_av_open: {e}"))?;
-        let ep = endpoint(&info, Some(&av), None)?;
+    let eq = fabric
+        .eq(&Default::default())
+        .map_err(|e| format!("fi_eq_open: {e}"))?;
+    let av = domain
+        .av(&AvAttr::default())
+        .map_err(|e| format!("fi_av_open: {e}"))?;
+    let (ep, peer, pep, peer_name) = if info.ep_attr.ep_type != ep_type::FI_EP_MSG {
+        // The EQ hears of the peer's death (an RDM endpoint has no
+        // connection events).
+        let ep = endpoint(&info, Some(&av), Some(&eq))?;
         let me = ep.getname().map_err(|e| format!("fi_getname: {e}"))?;
         oob.send(&me)?;
         let theirs = oob.recv()?;
         let peer = av
             .insert_one(&theirs)
             .map_err(|e| format!("fi_av_insert: {e}"))?;
-        (ep, peer, Some(av), None, None)
+        (ep, peer, None, av.straddr(&theirs))
     } else {
-        let eq = fabric
-            .eq(&Default::default())
-            .map_err(|e| format!("fi_eq_open: {e}"))?;
         let (ep, pep, what) = if client {
             let server = oob.recv()?;
             let ep = endpoint(&info, None, Some(&eq))?;
@@ -209,7 +259,11 @@ pub fn open(
         if ev.event != eq_event::FI_CONNECTED {
             return Err(format!("{what}: unexpected event {}", ev.event));
         }
-        (ep, 0, None, Some(eq), pep)
+        let name = ep
+            .getpeer()
+            .map(|a| av.straddr(&a))
+            .unwrap_or_else(|_| "(unknown)".into());
+        (ep, 0, pep, name)
     };
     let ctx = Ctx {
         ep,
@@ -217,8 +271,9 @@ pub fn open(
         peer,
         inject: info.tx_attr.inject_size,
         block,
-        _av: av,
-        _eq: eq,
+        peer_name,
+        _av: Some(av),
+        eq,
         _pep: pep,
         domain,
         _fabric: fabric,

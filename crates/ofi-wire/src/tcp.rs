@@ -15,7 +15,9 @@
 //!
 //! | op        | payload                                     | tag                 | data                  | id               |
 //! |-----------|---------------------------------------------|---------------------|-----------------------|------------------|
-//! | HELLO     | connector's address, then CM data           | protocol flags      | length of the address | 0 (reserved)     |
+//! | HELLO     | connector's address, its nonce, then CM data | protocol flags     | length of the address | nonce length: 0 or [`NONCE_LEN`] |
+//! | CHALLENGE | acceptor's nonce, then its proof ([`CHALLENGE_LEN`] bytes) | 0    | 0                     | 0                |
+//! | PROOF     | connector's proof ([`PROOF_LEN`] bytes)      | 0                   | 0                     | 0                |
 //! | ACCEPT    | CM data                                     | protocol flags      | 0                     | 0                |
 //! | REJECT    | CM data                                     | 0                   | reason ([`reject`])   | 0                |
 //! | MSG       | the whole message                           | tag                 | remote CQ data        | message length (with an ACK flag: request id) |
@@ -51,6 +53,20 @@
 //!
 //! Flags: TAGGED on MSG and RTS; CQ_DATA on MSG, RTS, WRITE and ATOMIC;
 //! ACK or ACK_PLACED (not both) on MSG and RTS.
+//!
+//! Authentication (endpoints with an auth key): the connector's HELLO
+//! carries a fresh nonce `Nc` after its address (`id` = [`NONCE_LEN`]); the
+//! acceptor answers CHALLENGE with its nonce `Ns` and its proof
+//! `HMAC-SHA256(key, "ofi-tcp-v1 acceptor" | address | Nc | Ns)`; the
+//! connector checks it and answers PROOF with
+//! `HMAC-SHA256(key, "ofi-tcp-v1 connector" | address | Nc | Ns)` (each
+//! part preceded by its length as u64 LE; `address` is the one the HELLO
+//! claims); the acceptor checks it and only then answers ACCEPT. Both sides
+//! prove the key, the key never travels, the claimed address is bound to
+//! the connection, and a proof is good for one pair of nonces. A HELLO
+//! without a nonce to an endpoint with a key, or with one to an endpoint
+//! without, and a wrong proof, are answered with REJECT [`reject::AUTH`];
+//! a connector that meets a wrong or missing proof closes the connection.
 
 use crate::WireError;
 
@@ -91,8 +107,50 @@ pub mod op {
     pub const RESP: u8 = 12;
     /// The next bytes of an answer.
     pub const RESP_DATA: u8 = 13;
+    /// The acceptor's nonce and proof of the auth key.
+    pub const CHALLENGE: u8 = 14;
+    /// The connector's proof of the auth key.
+    pub const PROOF: u8 = 15;
     /// Highest known opcode.
-    pub const MAX: u8 = 13;
+    pub const MAX: u8 = 15;
+}
+
+/// Bytes of a handshake nonce (HELLO's `id` when authenticating).
+pub const NONCE_LEN: usize = 32;
+/// Bytes of a proof (HMAC-SHA256).
+pub const PROOF_LEN: usize = 32;
+/// Payload of CHALLENGE: the acceptor's nonce, then its proof.
+pub const CHALLENGE_LEN: usize = NONCE_LEN + PROOF_LEN;
+
+/// The parts of a HELLO payload: (address, nonce, CM data), from the
+/// header's `data` (address length) and `id` (nonce length); `None` if
+/// they do not fit the payload.
+pub fn split_hello(payload: &[u8], addr_len: u64, nonce_len: u64) -> Option<(&[u8], &[u8], &[u8])> {
+    let a = usize::try_from(addr_len).ok()?;
+    let n = usize::try_from(nonce_len).ok()?;
+    let rest = payload.get(a..)?;
+    Some((&payload[..a], rest.get(..n)?, rest.get(n..)?))
+}
+
+/// Encodes a CHALLENGE payload.
+pub fn challenge_payload(nonce: &[u8; NONCE_LEN], proof: &[u8; PROOF_LEN]) -> [u8; CHALLENGE_LEN] {
+    let mut b = [0u8; CHALLENGE_LEN];
+    b[..NONCE_LEN].copy_from_slice(nonce);
+    b[NONCE_LEN..].copy_from_slice(proof);
+    b
+}
+
+/// Decodes a CHALLENGE payload into (nonce, proof); `None` unless exactly
+/// [`CHALLENGE_LEN`] bytes.
+pub fn parse_challenge(p: &[u8]) -> Option<([u8; NONCE_LEN], [u8; PROOF_LEN])> {
+    if p.len() != CHALLENGE_LEN {
+        return None;
+    }
+    let mut n = [0u8; NONCE_LEN];
+    let mut m = [0u8; PROOF_LEN];
+    n.copy_from_slice(&p[..NONCE_LEN]);
+    m.copy_from_slice(&p[NONCE_LEN..]);
+    Some((n, m))
 }
 
 /// Flag bits.
@@ -128,6 +186,9 @@ pub mod reject {
     /// Two connections crossed (both sides connected at once) and this one
     /// lost; the peer's own connection carries the traffic.
     pub const SIMULTANEOUS: u64 = 1;
+    /// The connector did not prove the acceptor's auth key (a wrong or
+    /// missing proof, or only one side has a key).
+    pub const AUTH: u64 = 2;
 }
 
 mod field {
@@ -339,10 +400,19 @@ impl Repr {
         }
         let acked = r.flags & (flag::ACK | flag::ACK_PLACED) != 0;
         match r.op {
-            op::HELLO if r.data > r.len => {
+            op::HELLO if r.id != 0 && r.id != NONCE_LEN as u64 => {
+                return Err(WireError::Malformed("HELLO nonce of an unknown length"))
+            }
+            op::HELLO if r.data.saturating_add(r.id) > r.len => {
                 return Err(WireError::Malformed(
-                    "HELLO address longer than its payload",
+                    "HELLO address and nonce longer than its payload",
                 ))
+            }
+            op::CHALLENGE if r.len != CHALLENGE_LEN as u64 => {
+                return Err(WireError::Malformed("CHALLENGE is not a nonce and a proof"))
+            }
+            op::PROOF if r.len != PROOF_LEN as u64 => {
+                return Err(WireError::Malformed("PROOF is not one proof"))
             }
             op::MSG if !acked && r.id != r.len => {
                 return Err(WireError::Malformed("MSG length differs from its payload"))
@@ -822,8 +892,8 @@ mod tests {
             Err(WireError::UnknownOp(0))
         );
         assert_eq!(
-            parse_with(golden_msg(), |b| b[2] = 14),
-            Err(WireError::UnknownOp(14))
+            parse_with(golden_msg(), |b| b[2] = 16),
+            Err(WireError::UnknownOp(16))
         );
         assert!(malformed(parse_with(golden_msg(), |b| b[3] = 0x10)));
         assert!(malformed(parse_with(golden_msg(), |b| b[3] = 0x80)));
@@ -930,6 +1000,8 @@ mod tests {
                 flags: flag::allowed(o) & !flag::ACK_PLACED,
                 len: match o {
                     op::RTS => 8,
+                    op::CHALLENGE => CHALLENGE_LEN as u64,
+                    op::PROOF => PROOF_LEN as u64,
                     op::CTS | op::SHUTDOWN => 0,
                     op::READ => desc_len(2) as u64,
                     op::WRITE | op::ATOMIC => desc_len(1) as u64 + 5,
@@ -946,11 +1018,140 @@ mod tests {
                     op::RESP => 0,
                     _ => 13,
                 },
-                id: if o == op::MSG { 5 } else { 17 },
+                id: match o {
+                    op::MSG => 5,
+                    op::HELLO => 0,
+                    _ => 17,
+                },
             };
             let b = r.to_bytes();
             assert_eq!(Repr::parse(&Header::new_unchecked(&b[..]), MAX), Ok(r));
         }
+    }
+
+    // An authenticating HELLO: address 10.0.0.1:8080, nonce 0x11 * 32,
+    // private data "hi".
+    fn golden_auth_hello() -> Vec<u8> {
+        let mut b = vec![
+            0x6f, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, // magic, v1, HELLO
+            0x28, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // len 40 = 6 + 32 + 2
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // protocol flags 0
+            0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // address: 6 bytes
+            0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // nonce: 32 bytes
+            0x0a, 0x00, 0x00, 0x01, 0x1f, 0x90, // 10.0.0.1:8080
+        ];
+        b.extend_from_slice(&[0x11; 32]);
+        b.extend_from_slice(b"hi");
+        b
+    }
+
+    static GOLDEN_PROOF_HDR: [u8; 40] = [
+        0x6f, 0x01, 0x0f, 0x00, 0x00, 0x00, 0x00, 0x00, // magic, v1, PROOF
+        0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // len 32
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // tag 0
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // data 0
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // id 0
+    ];
+
+    static GOLDEN_CHALLENGE_HDR: [u8; 40] = [
+        0x6f, 0x01, 0x0e, 0x00, 0x00, 0x00, 0x00, 0x00, // magic, v1, CHALLENGE
+        0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // len 64
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // tag 0
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // data 0
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // id 0
+    ];
+
+    #[test]
+    fn test_auth_frames_golden() {
+        let g = golden_auth_hello();
+        let h = Header::new_checked(&g[..]).unwrap();
+        let r = Repr::parse(&h, MAX).unwrap();
+        let want = Repr {
+            op: op::HELLO,
+            flags: 0,
+            len: 40,
+            tag: 0,
+            data: 6,
+            id: NONCE_LEN as u64,
+        };
+        assert_eq!(r, want);
+        let (addr, nonce, pd) = split_hello(h.payload(), r.data, r.id).unwrap();
+        assert_eq!(addr, &[10, 0, 0, 1, 0x1f, 0x90]);
+        assert_eq!(nonce, &[0x11; 32]);
+        assert_eq!(pd, b"hi");
+        let mut built = want.to_bytes().to_vec();
+        built.extend_from_slice(&[10, 0, 0, 1, 0x1f, 0x90]);
+        built.extend_from_slice(&[0x11; 32]);
+        built.extend_from_slice(b"hi");
+        assert_eq!(built, g);
+
+        let ch = Repr {
+            op: op::CHALLENGE,
+            len: CHALLENGE_LEN as u64,
+            ..Default::default()
+        };
+        assert_eq!(ch.to_bytes(), GOLDEN_CHALLENGE_HDR);
+        assert_eq!(
+            Repr::parse(&Header::new_unchecked(&GOLDEN_CHALLENGE_HDR[..]), MAX),
+            Ok(ch)
+        );
+        let body = challenge_payload(&[0x22; 32], &[0x33; 32]);
+        assert_eq!(&body[..32], &[0x22; 32]);
+        assert_eq!(&body[32..], &[0x33; 32]);
+        assert_eq!(parse_challenge(&body), Some(([0x22; 32], [0x33; 32])));
+        assert_eq!(parse_challenge(&body[..63]), None);
+
+        let pr = Repr {
+            op: op::PROOF,
+            len: PROOF_LEN as u64,
+            ..Default::default()
+        };
+        assert_eq!(pr.to_bytes(), GOLDEN_PROOF_HDR);
+        assert_eq!(
+            Repr::parse(&Header::new_unchecked(&GOLDEN_PROOF_HDR[..]), MAX),
+            Ok(pr)
+        );
+    }
+
+    #[test]
+    fn test_rejects_bad_auth_frames() {
+        let check =
+            |r: Repr| malformed(Repr::parse(&Header::new_unchecked(&r.to_bytes()[..]), MAX));
+        // A nonce of another length, and address + nonce beyond the payload.
+        for (len, data, id) in [(40, 6, 16), (40, 6, 33), (37, 6, 32), (40, u64::MAX, 32)] {
+            assert!(
+                check(Repr {
+                    op: op::HELLO,
+                    len,
+                    data,
+                    id,
+                    ..Default::default()
+                }),
+                "HELLO len {len} data {data} id {id}"
+            );
+        }
+        for len in [0, 32, 63, 65] {
+            assert!(check(Repr {
+                op: op::CHALLENGE,
+                len,
+                ..Default::default()
+            }));
+        }
+        for len in [0, 31, 33, 64] {
+            assert!(check(Repr {
+                op: op::PROOF,
+                len,
+                ..Default::default()
+            }));
+        }
+        assert!(check(Repr {
+            op: op::PROOF,
+            flags: flag::TAGGED,
+            len: 32,
+            ..Default::default()
+        }));
+        assert_eq!(split_hello(&[0; 10], 6, 32), None);
+        assert_eq!(split_hello(&[0; 10], u64::MAX, 0), None);
     }
 
     // A WRITE of 6 bytes to one range, with remote CQ data 9, request id 5.

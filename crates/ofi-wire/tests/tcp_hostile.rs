@@ -5,7 +5,8 @@
 
 use ofi_wire::tcp::{
     desc_len, desc_ranges, flag, kind, op, parse_rts_payload, DescRepr, Header, Range, Repr,
-    RmaDesc, HDR_LEN, MAGIC, MAX_RANGES, MAX_STATUS, RTS_PAYLOAD_LEN,
+    RmaDesc, CHALLENGE_LEN, HDR_LEN, MAGIC, MAX_RANGES, MAX_STATUS, NONCE_LEN, PROOF_LEN,
+    RTS_PAYLOAD_LEN,
 };
 use proptest::prelude::*;
 
@@ -21,7 +22,12 @@ fn check_accepted(r: &Repr, max: u64) -> Result<(), TestCaseError> {
         op::RTS => prop_assert_eq!(r.len, RTS_PAYLOAD_LEN as u64),
         op::CTS | op::SHUTDOWN => prop_assert_eq!(r.len, 0),
         op::DATA | op::RESP_DATA => prop_assert!(r.len > 0),
-        op::HELLO => prop_assert!(r.data <= r.len),
+        op::HELLO => {
+            prop_assert!(r.id == 0 || r.id == NONCE_LEN as u64);
+            prop_assert!(r.data + r.id <= r.len);
+        }
+        op::CHALLENGE => prop_assert_eq!(r.len, CHALLENGE_LEN as u64),
+        op::PROOF => prop_assert_eq!(r.len, PROOF_LEN as u64),
         op::WRITE | op::ATOMIC => {
             prop_assert!(r.tag <= r.len);
             prop_assert!(desc_ranges(r.len - r.tag).is_some());
@@ -67,7 +73,7 @@ proptest! {
     /// Mostly-valid headers (right magic and version) so that the per-op
     /// checks, not the magic check, do the rejecting.
     #[test]
-    fn near_valid_headers_never_panic(opc in 0u8..16, flags: u8, reserved in prop_oneof![Just(0u32), any::<u32>()],
+    fn near_valid_headers_never_panic(opc in 0u8..18, flags: u8, reserved in prop_oneof![Just(0u32), any::<u32>()],
                                       len in prop_oneof![0u64..64, any::<u64>()], tag: u64, data in prop_oneof![0u64..64, any::<u64>()],
                                       id in prop_oneof![0u64..64, any::<u64>()], max in prop_oneof![Just(1u64 << 20), 0u64..64]) {
         let mut b = [0u8; HDR_LEN];
@@ -96,6 +102,9 @@ proptest! {
         let acked = flags & (flag::ACK | flag::ACK_PLACED) != 0;
         let len = match opc {
             op::RTS => RTS_PAYLOAD_LEN as u64,
+            op::CHALLENGE => CHALLENGE_LEN as u64,
+            op::PROOF => PROOF_LEN as u64,
+            op::HELLO => len.max(NONCE_LEN as u64),
             op::CTS | op::SHUTDOWN => 0,
             op::DATA | op::RESP_DATA => len.max(1),
             op::READ => desc_len(n) as u64,
@@ -108,9 +117,13 @@ proptest! {
             op::RESP => len + tag % 64,
             _ => tag,
         };
-        let id = if opc == op::MSG && !acked { len } else { id };
+        let id = match opc {
+            op::MSG if !acked => len,
+            op::HELLO => [0, NONCE_LEN as u64][(id % 2) as usize],
+            _ => id,
+        };
         let data = match opc {
-            op::HELLO => data % (len + 1),
+            op::HELLO => data % (len - id + 1),
             op::RESP => 0,
             _ => data,
         };

@@ -39,6 +39,7 @@ pub use ofi_core::util::cq::{
 pub use ofi_core::util::eq::{self as util_eq, EqAttr, EqError, EqEvent};
 pub use ofi_core::util::iov::IoVec;
 pub use ofi_core::util::mr::MrAttr;
+pub use ofi_core::util::peer::{self as peer, Cause, PeerDown};
 pub use ofi_core::util::rma::{Ioc, RmaIoc, RmaIov};
 
 /// Registers the built-in providers (idempotent; getinfo calls it).

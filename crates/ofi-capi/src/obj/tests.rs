@@ -41,6 +41,12 @@ fn open_world(caps: u64) -> World {
 }
 
 fn open_world_on(prov: &str, caps: u64) -> World {
+    open_world_keys(prov, caps, [None, None])
+}
+
+/// As [`open_world_on`], endpoint `i` opened with `keys[i]` as its
+/// `ep_attr->auth_key` (set in the C info for that `fi_endpoint` call).
+fn open_world_keys(prov: &str, caps: u64, keys: [Option<&[u8]>; 2]) -> World {
     let info = rdm_info(prov, caps);
     let mut fab = null_mut();
     let mut dom = null_mut();
@@ -72,8 +78,19 @@ fn open_world_on(prov: &str, caps: u64) -> World {
             dops.av_open.unwrap()(dom, &mut aattr, &mut av, null_mut()),
             0
         );
-        for ep in eps.iter_mut() {
-            assert_eq!(dops.endpoint.unwrap()(dom, info, ep, null_mut()), 0);
+        for (ep, key) in eps.iter_mut().zip(keys) {
+            let mut k = key.map(<[u8]>::to_vec).unwrap_or_default();
+            (*(*info).ep_attr).auth_key = if k.is_empty() {
+                null_mut()
+            } else {
+                k.as_mut_ptr()
+            };
+            (*(*info).ep_attr).auth_key_size = k.len();
+            let r = dops.endpoint.unwrap()(dom, info, ep, null_mut());
+            // The key is this test's memory: out of the info before it is freed.
+            (*(*info).ep_attr).auth_key = null_mut();
+            (*(*info).ep_attr).auth_key_size = 0;
+            assert_eq!(r, 0);
             let bind = (*(**ep).fid.ops).bind.unwrap();
             assert_eq!(
                 bind(&mut (**ep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV),
@@ -257,6 +274,83 @@ fn tagged_exchange(prov: &str) {
     seen.sort();
     assert_eq!(seen, vec![0x1111, 0x2222]);
     w.close_all();
+}
+
+/// `ep_attr->auth_key` reaches the tcp provider through `fi_endpoint`:
+/// endpoints with different keys cannot exchange a message (the send
+/// fails with FI_EKEYREJECTED), equal keys can.
+#[test]
+fn auth_keys_pass_through_the_c_tables_over_tcp() {
+    for (keys, ok) in [
+        ([Some(&b"k1"[..]), Some(&b"k2"[..])], false),
+        ([Some(&b"k1"[..]), Some(&b"k1"[..])], true),
+    ] {
+        let w = open_world_keys("tcp", FI_TAGGED | FI_MSG, keys);
+        let _a0 = w.insert(0);
+        let a1 = w.insert(1);
+        let sbuf = *b"keyed";
+        let mut rbuf = [0u8; 5];
+        // SAFETY: live endpoints; the buffers outlive the completions read
+        // below (the receive is cancelled when the send fails).
+        unsafe {
+            let t1 = &*(*w.eps[1]).tagged;
+            let t0 = &*(*w.eps[0]).tagged;
+            let rctx = 0x11usize as *mut c_void;
+            let sctx = 0x22usize as *mut c_void;
+            let r = t1.recv.unwrap()(
+                w.eps[1],
+                rbuf.as_mut_ptr().cast(),
+                5,
+                null_mut(),
+                FI_ADDR_UNSPEC,
+                9,
+                0,
+                rctx,
+            );
+            assert_eq!(r, 0);
+            let s = t0.send.unwrap()(w.eps[0], sbuf.as_ptr().cast(), 5, null_mut(), a1, 9, sctx);
+            assert_eq!(s, 0);
+            let read = (*(*w.cq).ops).read.unwrap();
+            let readerr = (*(*w.cq).ops).readerr.unwrap();
+            let mut e: fi_cq_tagged_entry = std::mem::zeroed();
+            let mut got = Vec::new();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while got.len() < if ok { 2 } else { 1 } {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "keys {keys:?}: completions {got:?}"
+                );
+                let n = read(w.cq, (&mut e as *mut fi_cq_tagged_entry).cast(), 1);
+                if n == 1 {
+                    got.push((e.op_context as usize, 0));
+                } else if n == -(FI_EAVAIL as ssize_t) {
+                    let mut er: fi_cq_err_entry = std::mem::zeroed();
+                    assert_eq!(readerr(w.cq, &mut er, 0), 1);
+                    got.push((er.op_context as usize, er.err));
+                }
+            }
+            if ok {
+                got.sort();
+                assert_eq!(got, [(0x11, 0), (0x22, 0)], "equal keys");
+                assert_eq!(rbuf, sbuf);
+            } else {
+                assert_eq!(got, [(0x22, FI_EKEYREJECTED)], "different keys");
+                assert_eq!(rbuf, [0; 5], "bytes crossed between different keys");
+                let cancel = (*(*w.eps[1]).ops).cancel.unwrap();
+                assert_eq!(cancel(&mut (*w.eps[1]).fid, rctx), 0);
+                for _ in 0..1000 {
+                    if read(w.cq, (&mut e as *mut fi_cq_tagged_entry).cast(), 1)
+                        == -(FI_EAVAIL as ssize_t)
+                    {
+                        let mut er: fi_cq_err_entry = std::mem::zeroed();
+                        readerr(w.cq, &mut er, 0);
+                        break;
+                    }
+                }
+            }
+        }
+        w.close_all();
+    }
 }
 
 #[test]

@@ -133,6 +133,18 @@ impl<P> MatchQueues<P> {
         }
         None
     }
+    /// Removes the first posted receive directed at `src` (its source is
+    /// exactly `src`, not `FI_ADDR_UNSPEC`): a provider fails each one this
+    /// returns when it declares that peer dead (see
+    /// [`peer`](super::peer)).
+    pub fn take_posted_from(&mut self, tagged: bool, src: u64) -> Option<PostedRecv> {
+        if src == FI_ADDR_UNSPEC {
+            return None;
+        }
+        let q = &mut self.posted[usize::from(tagged)];
+        let i = q.iter().position(|r| r.src == src)?;
+        q.remove(i)
+    }
     /// Queues an unexpected message.
     pub fn push_unexpected(&mut self, tagged: bool, u: Unexpected<P>) {
         self.unexpected[usize::from(tagged)].push_back(u);
@@ -213,6 +225,27 @@ mod tests {
         assert_eq!(q.find_posted(true, 8, 0x21), None);
         assert!(q.cancel(1).is_some());
         assert_eq!(q.find_posted(true, 7, 0x1f), None);
+    }
+    #[test]
+    fn receives_directed_at_a_peer_are_taken_and_no_others() {
+        let mut q: MatchQueues<()> = MatchQueues::new(4);
+        for (src, context) in [(7, 1), (FI_ADDR_UNSPEC, 2), (8, 3), (7, 4)] {
+            q.post(
+                true,
+                PostedRecv {
+                    src,
+                    context,
+                    ..Default::default()
+                },
+            );
+        }
+        let taken: Vec<usize> = std::iter::from_fn(|| q.take_posted_from(true, 7))
+            .map(|r| r.context)
+            .collect();
+        assert_eq!(taken, [1, 4]);
+        assert!(q.take_posted_from(true, FI_ADDR_UNSPEC).is_none());
+        assert!(q.take_posted_from(false, 8).is_none());
+        assert_eq!(q.posted_len(true), 2);
     }
     #[test]
     fn claimed_messages_are_invisible_to_plain_receives() {

@@ -3,6 +3,7 @@
 //! matching, scatter-gather copies and wait objects.
 
 pub mod atomic;
+pub mod auth;
 pub mod av;
 pub mod cntr;
 pub mod cq;
@@ -14,6 +15,7 @@ pub mod lock;
 pub mod matching;
 pub mod mr;
 pub mod netif;
+pub mod peer;
 pub mod rma;
 pub mod trigger;
 pub mod wait;

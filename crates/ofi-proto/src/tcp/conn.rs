@@ -14,14 +14,39 @@ use super::one_sided::{Ack, Req};
 use super::rx::{clip, Bound, Meta, Pending, Rx, RTS_COST};
 use super::ConnId;
 use ofi_core::error::errno;
+use ofi_core::util::auth::{AuthKey, Nonce};
 use ofi_core::util::iov::{iov_len, IoVec};
 use ofi_core::util::matching::MAX_IOV;
 use ofi_wire::tcp::{
-    flag, op, parse_rts_payload, reject, rts_payload, Header, Repr, HDR_LEN, RTS_PAYLOAD_LEN,
+    challenge_payload, flag, op, parse_challenge, parse_rts_payload, reject, rts_payload,
+    split_hello, Header, Repr, HDR_LEN, NONCE_LEN, RTS_PAYLOAD_LEN,
 };
 use std::collections::{HashMap, VecDeque};
 
 mod rma;
+
+/// The first transcript part of the acceptor's proof of the auth key.
+const ACCEPTOR: &[u8] = b"ofi-tcp-v1 acceptor";
+/// The first transcript part of the connector's proof.
+const CONNECTOR: &[u8] = b"ofi-tcp-v1 connector";
+
+/// A connection's side of the auth-key handshake (see `ofi_wire::tcp`).
+#[derive(Debug)]
+struct Auth {
+    key: AuthKey,
+    /// Our nonce (the connector's `Nc`, the acceptor's `Ns`).
+    mine: Nonce,
+    /// The peer's nonce (acceptor: from the HELLO).
+    theirs: Nonce,
+    /// The address the HELLO claims (sent by the connector, read by the
+    /// acceptor): bound to the connection by both proofs.
+    claimed: Vec<u8>,
+    /// Connector: the acceptor proved the key (CHALLENGE checked).
+    proven: bool,
+    /// Acceptor: the HELLO's CM data and protocol flags, reported once the
+    /// connector's PROOF checks.
+    held: Option<(Vec<u8>, u64)>,
+}
 
 /// Per-connection tunables. Both ends must agree that each side's
 /// `eager_max` and `data_chunk` fit in the other's `max_frame`.
@@ -135,7 +160,11 @@ pub enum State {
     Connecting,
     /// Server: waiting for the connector's HELLO.
     AwaitingHello,
-    /// Server: HELLO received; the driver calls `accept` or `reject`.
+    /// Server: an authenticating HELLO received and CHALLENGE sent; the
+    /// connector's PROOF is awaited.
+    Authenticating,
+    /// Server: HELLO received (and, with an auth key, the PROOF checked);
+    /// the driver calls `accept` or `reject`.
     Requested,
     /// Messages flow.
     Connected,
@@ -369,6 +398,8 @@ pub struct Conn {
     /// The peer's WRITE whose data is landing.
     wr: Option<rma::WriteIn>,
     scratch: [IoVec; MAX_IOV],
+    /// The auth-key handshake, when this endpoint has a key.
+    auth: Option<Box<Auth>>,
 }
 
 impl Conn {
@@ -400,7 +431,45 @@ impl Conn {
             rndv_rx: Vec::new(),
             wr: None,
             scratch: [IoVec::default(); MAX_IOV],
+            auth: None,
         }
+    }
+
+    /// Makes the handshake prove possession of `key` both ways, `nonce`
+    /// being this side's fresh random nonce (the driver takes it from the
+    /// system's random source: the core has none). A connector's HELLO
+    /// then carries the nonce; an acceptor answers it with CHALLENGE and
+    /// reports [`Event::ConnRequest`] only once the connector's PROOF
+    /// checks. Endpoints without a key call nothing. A connection that
+    /// fails the handshake emits [`Event::AuthFailed`]; its operations fail
+    /// with `FI_EKEYREJECTED`.
+    pub fn with_auth(mut self, key: AuthKey, nonce: Nonce) -> Conn {
+        let mut a = Auth {
+            key,
+            mine: nonce,
+            theirs: [0; NONCE_LEN],
+            claimed: Vec::new(),
+            proven: false,
+            held: None,
+        };
+        if self.state == State::Connecting {
+            if let Some(hello) = self.ctrl.iter_mut().find(|c| c.repr.op == op::HELLO) {
+                let alen = hello.repr.data as usize;
+                a.claimed = hello.payload[..alen].to_vec();
+                let tail = hello.payload.split_off(alen);
+                hello.payload.extend_from_slice(&nonce);
+                hello.payload.extend_from_slice(&tail);
+                hello.repr.id = NONCE_LEN as u64;
+                hello.repr.len = hello.payload.len() as u64;
+            }
+        }
+        self.auth = Some(Box::new(a));
+        self
+    }
+
+    /// True when this connection authenticates its peer (it has a key).
+    pub fn authenticates(&self) -> bool {
+        self.auth.is_some()
     }
 
     /// Client side: a connection to `peer` whose first frame is HELLO with
@@ -1214,10 +1283,12 @@ impl Conn {
             op::HELLO if self.state != State::AwaitingHello => Some("HELLO out of place"),
             op::HELLO
                 if r.data > self.cfg.max_addr_len as u64
-                    || r.len - r.data > self.cfg.max_cm_data as u64 =>
+                    || r.len - r.data - r.id > self.cfg.max_cm_data as u64 =>
             {
                 Some("HELLO longer than allowed")
             }
+            op::CHALLENGE if self.state != State::Connecting => Some("CHALLENGE out of place"),
+            op::PROOF if self.state != State::Authenticating => Some("PROOF out of place"),
             op::ACCEPT | op::REJECT if self.state != State::Connecting => {
                 Some("ACCEPT or REJECT out of place")
             }
@@ -1289,7 +1360,7 @@ impl Conn {
                     left: r.len as usize,
                 };
             }
-            op::HELLO | op::ACCEPT | op::REJECT | op::RTS => {
+            op::HELLO | op::ACCEPT | op::REJECT | op::RTS | op::CHALLENGE | op::PROOF => {
                 let buf = rx.alloc_buf(r.len as usize);
                 if buf.is_empty() {
                     self.on_ctrl(r, buf, rx);
@@ -1344,16 +1415,98 @@ impl Conn {
     fn on_ctrl(&mut self, r: Repr, buf: Vec<u8>, rx: &mut Rx) {
         match r.op {
             op::HELLO => {
-                let (addr, pd) = buf.split_at((r.data as usize).min(buf.len()));
-                self.events.push_back(Event::ConnRequest {
-                    peer_addr: addr.to_vec(),
-                    private_data: pd.to_vec(),
-                    proto_flags: r.tag,
+                let Some((addr, nonce, pd)) = split_hello(&buf, r.data, r.id) else {
+                    return self.protocol_error(rx, ProtoError::Violation("HELLO parts"));
+                };
+                let (addr, nonce, pd) = (addr.to_vec(), nonce.to_vec(), pd.to_vec());
+                rx.recycle(buf);
+                match self.auth.as_deref_mut() {
+                    None if nonce.is_empty() => {
+                        self.events.push_back(Event::ConnRequest {
+                            peer_addr: addr,
+                            private_data: pd,
+                            proto_flags: r.tag,
+                        });
+                        self.state = State::Requested;
+                    }
+                    None => {
+                        self.refuse_auth("the connector has an auth key, this endpoint has none")
+                    }
+                    Some(_) if nonce.is_empty() => {
+                        self.refuse_auth("the connector has no auth key, this endpoint has one")
+                    }
+                    Some(a) => {
+                        a.theirs.copy_from_slice(&nonce);
+                        let proof = a.key.mac(&[ACCEPTOR, &addr, &a.theirs, &a.mine]);
+                        let payload = challenge_payload(&a.mine, &proof).to_vec();
+                        a.claimed = addr;
+                        a.held = Some((pd, r.tag));
+                        self.ctrl.push_back(Ctrl {
+                            repr: Repr {
+                                op: op::CHALLENGE,
+                                len: payload.len() as u64,
+                                ..Default::default()
+                            },
+                            payload,
+                            done: Done::Nothing,
+                        });
+                        self.state = State::Authenticating;
+                    }
+                }
+            }
+            op::PROOF => {
+                let ok = self.auth.as_deref_mut().and_then(|a| {
+                    a.key
+                        .verify(&[CONNECTOR, &a.claimed, &a.theirs, &a.mine], &buf)
+                        .then(|| (a.claimed.clone(), a.held.take().unwrap_or_default()))
                 });
                 rx.recycle(buf);
-                self.state = State::Requested;
+                match ok {
+                    Some((peer_addr, (private_data, proto_flags))) => {
+                        self.events.push_back(Event::ConnRequest {
+                            peer_addr,
+                            private_data,
+                            proto_flags,
+                        });
+                        self.state = State::Requested;
+                    }
+                    None => self.refuse_auth("the connector's proof of the auth key is wrong"),
+                }
+            }
+            op::CHALLENGE => {
+                let checked = match (self.auth.as_deref_mut(), parse_challenge(&buf)) {
+                    (None, _) => Err("the acceptor has an auth key, this endpoint has none"),
+                    (Some(a), _) if a.proven => Err("a second CHALLENGE"),
+                    (Some(a), Some((ns, proof))) => {
+                        if a.key.verify(&[ACCEPTOR, &a.claimed, &a.mine, &ns], &proof) {
+                            a.proven = true;
+                            Ok(a.key.mac(&[CONNECTOR, &a.claimed, &a.mine, &ns]))
+                        } else {
+                            Err("the acceptor's proof of the auth key is wrong")
+                        }
+                    }
+                    (Some(_), None) => Err("CHALLENGE payload"),
+                };
+                rx.recycle(buf);
+                match checked {
+                    Ok(proof) => self.ctrl.push_back(Ctrl {
+                        repr: Repr {
+                            op: op::PROOF,
+                            len: proof.len() as u64,
+                            ..Default::default()
+                        },
+                        payload: proof.to_vec(),
+                        done: Done::Nothing,
+                    }),
+                    Err(why) => self.auth_failed(rx, why),
+                }
             }
             op::ACCEPT => {
+                if self.auth.as_deref().is_some_and(|a| !a.proven) {
+                    rx.recycle(buf);
+                    return self
+                        .auth_failed(rx, "the acceptor accepted without proving the auth key");
+                }
                 self.state = State::Connected;
                 self.events
                     .push_back(Event::Connected { private_data: buf });
@@ -1363,7 +1516,12 @@ impl Conn {
                     private_data: buf,
                     reason: r.data,
                 });
-                if r.data != reject::SIMULTANEOUS {
+                if r.data == reject::AUTH {
+                    self.events.push_back(Event::AuthFailed {
+                        why: "the acceptor refused this endpoint's auth key (the keys differ)",
+                    });
+                    self.fail_queued(errno::FI_EKEYREJECTED);
+                } else if r.data != reject::SIMULTANEOUS {
                     self.fail_queued(errno::FI_ECONNREFUSED);
                 }
                 self.close_now();
@@ -1501,6 +1659,31 @@ impl Conn {
     }
 
     // ---- failure -----------------------------------------------------------
+
+    /// Acceptor: the connector did not prove the key: REJECT it with
+    /// `reject::AUTH` and close once that is written.
+    fn refuse_auth(&mut self, why: &'static str) {
+        self.events.push_back(Event::AuthFailed { why });
+        self.ctrl.clear();
+        self.ctrl.push_back(Ctrl {
+            repr: Repr {
+                op: op::REJECT,
+                data: reject::AUTH,
+                ..Default::default()
+            },
+            payload: Vec::new(),
+            done: Done::Finished,
+        });
+        self.state = State::Closing;
+        self.rstate = RxState::Closed;
+    }
+
+    /// Connector: the acceptor did not prove the key: every operation of
+    /// the connection fails with `FI_EKEYREJECTED` and it closes.
+    fn auth_failed(&mut self, rx: &mut Rx, why: &'static str) {
+        self.events.push_back(Event::AuthFailed { why });
+        self.fail_all(rx, errno::FI_EKEYREJECTED);
+    }
 
     fn protocol_error(&mut self, rx: &mut Rx, e: ProtoError) {
         self.events.push_back(Event::ProtocolError(e));

@@ -117,6 +117,14 @@ pub enum Event {
     },
     /// The peer sent something impossible; close the connection.
     ProtocolError(ProtoError),
+    /// The auth-key handshake failed (a wrong or missing proof, or only one
+    /// side has a key): the connection closes (an acceptor first writes
+    /// REJECT `reject::AUTH`), and a connector's operations fail with
+    /// `FI_EKEYREJECTED`. Not a dead peer: a refused one.
+    AuthFailed {
+        /// What went wrong, for the log.
+        why: &'static str,
+    },
     /// A send's last byte was written.
     SendComplete {
         /// The send's context.

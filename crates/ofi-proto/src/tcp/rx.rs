@@ -626,6 +626,29 @@ impl Rx {
         self.wake.clear();
     }
 
+    /// The peer at `src` was declared dead (see `ofi_core::util::peer`):
+    /// every receive posted for that source alone fails with `err`;
+    /// receives from any source stay posted. Returns how many failed.
+    pub fn fail_directed(&mut self, src: u64, err: i32) -> usize {
+        let mut n = 0;
+        for tagged in [false, true] {
+            while let Some(r) = self.mq.take_posted_from(tagged, src) {
+                let mut flags = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+                if r.flags & FI_MULTI_RECV != 0 && self.multi_retire(r.context) {
+                    flags |= FI_MULTI_RECV;
+                }
+                self.events.push_back(Event::RecvError {
+                    context: r.context,
+                    err,
+                    flags,
+                    tag: r.tag,
+                });
+                n += 1;
+            }
+        }
+        n
+    }
+
     // ---- for connections ---------------------------------------------
 
     /// Takes the first posted receive that accepts `meta` for a message of
@@ -958,6 +981,32 @@ mod tests {
         );
         assert_eq!(clip(&iov, 14, 5, &mut out), 0);
         assert_eq!(clip(&iov, 0, 0, &mut out), 0);
+    }
+
+    #[test]
+    fn a_dead_peer_fails_only_the_receives_directed_at_it() {
+        let mut rx = Rx::new(RxConfig::default());
+        let v = [IoVec { base: 8, len: 8 }];
+        rx.post_recv(&RecvReq::tagged(&v, 1, 0, 10).from_src(7))
+            .unwrap();
+        rx.post_recv(&RecvReq::msg(&v, 11)).unwrap();
+        rx.post_recv(&RecvReq::msg(&v, 12).from_src(7)).unwrap();
+        rx.post_recv(&RecvReq::msg(&v, 13).from_src(8)).unwrap();
+        assert_eq!(rx.fail_directed(7, errno::FI_ECONNRESET), 2);
+        let mut failed = Vec::new();
+        while let Some(e) = rx.poll_event() {
+            match e {
+                Event::RecvError { context, err, .. } => {
+                    assert_eq!(err, errno::FI_ECONNRESET);
+                    failed.push(context);
+                }
+                e => panic!("unexpected {e:?}"),
+            }
+        }
+        failed.sort_unstable();
+        assert_eq!(failed, [10, 12]);
+        assert_eq!(rx.queues().posted_len(false), 2, "11 and 13 stay posted");
+        assert_eq!(rx.fail_directed(7, errno::FI_ECONNRESET), 0);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use ofi_core::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE};
 use ofi_core::error::errno;
+use ofi_core::util::auth::{AuthKey, NONCE_LEN};
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::rma::RmaIov;
 use ofi_proto::tcp::{
@@ -576,6 +577,34 @@ impl World {
             limit: [None, None],
         });
         (self.links.len() - 1, cid, sid)
+    }
+
+    /// [`connect`](Self::connect) with auth keys on either end (`None`: no
+    /// key); the nonces come from the world's seeded generator.
+    pub fn connect_auth(
+        &mut self,
+        client: usize,
+        server: usize,
+        pd: &[u8],
+        client_key: Option<&[u8]>,
+        server_key: Option<&[u8]>,
+    ) -> (usize, ConnId, ConnId) {
+        let (l, cid, sid) = self.connect(client, server, pd);
+        for (side, id, key) in [(client, cid, client_key), (server, sid, server_key)] {
+            let Some(k) = key.and_then(|k| AuthKey::new(k).expect("key")) else {
+                continue;
+            };
+            let mut nonce = [0u8; NONCE_LEN];
+            for b in nonce.iter_mut() {
+                *b = self.rng.next_u64() as u8;
+            }
+            let c = std::mem::replace(
+                &mut self.sides[side].conns[id as usize],
+                Conn::incoming(id, 0, self.cfg),
+            );
+            self.sides[side].conns[id as usize] = c.with_auth(k, nonce);
+        }
+        (l, cid, sid)
     }
 
     /// A connected pair: side 0 (client, address "A") and side 1 (server,

@@ -12,7 +12,9 @@
 #![deny(unsafe_code)]
 
 pub mod addr;
+mod auth;
 mod domain;
+mod gate;
 mod link;
 mod msg;
 mod one_sided;
@@ -41,10 +43,14 @@ pub struct TcpConfig {
     pub proto: ofi_proto::tcp::Config,
     /// Unexpected bytes an endpoint buffers before backpressure.
     pub max_unexpected_bytes: usize,
-    /// How long a connection attempt may take.
-    pub connect_timeout: Duration,
-    /// TCP_USER_TIMEOUT for every connection.
-    pub user_timeout_ms: u32,
+    /// The bound after which a peer that does not answer is declared dead
+    /// (FI_TCP_PEER_TIMEOUT_MS): a connection attempt and its handshake
+    /// must finish within it, and it sets every connection's
+    /// TCP_USER_TIMEOUT and keepalive (see `ofi_core::util::peer`).
+    pub peer_timeout: Duration,
+    /// Bounds on incoming connections in their handshake
+    /// (FI_TCP_MAX_HALF_OPEN, FI_TCP_HANDSHAKE_TIMEOUT_MS).
+    pub limits: gate::Limits,
     /// Single-connection endpoints poll with `recv` instead of epoll.
     pub poll_recv: bool,
     /// Ports a listening socket bound to port 0 takes its port from
@@ -86,8 +92,16 @@ impl TcpConfig {
         Ok(TcpConfig {
             proto,
             max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
-            connect_timeout: Duration::from_millis(get("conn_timeout_ms").get_size()? as u64),
-            user_timeout_ms: get("user_timeout_ms").get_size()?.min(u32::MAX as usize) as u32,
+            peer_timeout: ofi_core::util::peer::timeout_from(&t)?,
+            limits: gate::Limits {
+                max_half_open: get("max_half_open")
+                    .get_nonzero_size("an endpoint must admit one connection at a time")?,
+                handshake_timeout: Duration::from_millis(
+                    get("handshake_timeout_ms")
+                        .get_nonzero_size("a connector needs some time to send its HELLO")?
+                        as u64,
+                ),
+            },
             poll_recv: get("poll_recv").get_bool()?,
             port_range,
             tx_size: get("tx_size").get_nonzero_size(ctx)?,
@@ -145,6 +159,9 @@ impl FabricOps for TcpFabric {
         Ok(Arc::new(TcpDomain {
             cfg: self.cfg,
             shared,
+            key: ofi_core::util::auth::AuthKey::new(
+                info.domain_attr.auth_key.as_deref().unwrap_or(&[]),
+            )?,
         }))
     }
     fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEndpointOps>> {
@@ -155,19 +172,33 @@ impl FabricOps for TcpFabric {
 struct TcpDomain {
     cfg: TcpConfig,
     shared: Arc<domain::Shared>,
+    /// The domain's auth key: its endpoints' default.
+    key: Option<ofi_core::util::auth::AuthKey>,
 }
 
 impl DomainOps for TcpDomain {
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
         match info.ep_attr.ep_type {
             ep_type::FI_EP_MSG => {
-                let ep = Arc::new(msg::TcpMsgEp::open(self.cfg, info, self.shared.clone())?);
+                let key = auth::endpoint_key(info, &self.key)?;
+                let ep = Arc::new(msg::TcpMsgEp::open(
+                    self.cfg,
+                    info,
+                    self.shared.clone(),
+                    key,
+                )?);
                 let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
                 self.shared.join(weak);
                 Ok(ep)
             }
             ep_type::FI_EP_RDM => {
-                let ep = Arc::new(rdm::TcpRdmEp::open(self.cfg, info, self.shared.clone())?);
+                let key = auth::endpoint_key(info, &self.key)?;
+                let ep = Arc::new(rdm::TcpRdmEp::open(
+                    self.cfg,
+                    info,
+                    self.shared.clone(),
+                    key,
+                )?);
                 let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
                 self.shared.join(weak);
                 Ok(ep)
@@ -209,14 +240,15 @@ pub fn tunables() -> Vec<Tunable> {
     vec![
         Tunable::size(NAME, "eager_max", 16384, "Messages up to this size are sent eagerly; larger ones by rendezvous"),
         Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes buffered per endpoint before a connection bringing more is left unread (backpressure); a connection holding none may always park one message, so one flooding peer cannot stop another"),
-        Tunable::size(NAME, "conn_timeout_ms", 10000, "Milliseconds a connection attempt may take before it fails with FI_ETIMEDOUT"),
         Tunable::boolean(NAME, "poll_recv", true, "An endpoint alone in its domain with at most one connection polls that socket with recv rather than asking epoll first: one system call less per message received (0: every poll asks epoll first)"),
         Tunable::size(NAME, "port_low_range", 0, "Lowest port a listening socket (passive endpoint, RDM endpoint) takes when its address names no port; 0 with FI_TCP_PORT_HIGH_RANGE 0: any port the system picks"),
         Tunable::size(NAME, "port_high_range", 0, "Highest port of that range (see FI_TCP_PORT_LOW_RANGE)"),
         Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offers advertise"),
         Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offers advertise (and the depth of posted receives an endpoint keeps room for)"),
         Tunable::text(NAME, "iface", "", "Offer only this network interface (by name, e.g. eth0 or lo) when the request names no source address; empty offers every interface that is up"),
-        Tunable::size(NAME, "user_timeout_ms", 5000, "Milliseconds written data may stay unacknowledged (TCP_USER_TIMEOUT) before the connection fails; keepalive probes also detect a silent dead peer within a few seconds"),
+        ofi_core::util::peer::timeout_tunable(NAME),
+        Tunable::size(NAME, "max_half_open", 256, "Incoming connections an RDM or passive endpoint holds in their handshake (no HELLO yet, or not yet authenticated) at once; past it the oldest is dropped (and logged)"),
+        Tunable::size(NAME, "handshake_timeout_ms", 10000, "Milliseconds an incoming connection has to finish its handshake (HELLO, and with an auth key the proof) before it is dropped (and logged)"),
     ]
 }
 

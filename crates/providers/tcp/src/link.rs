@@ -10,15 +10,19 @@ use ofi_core::error::errno;
 use ofi_core::object::EpBindings;
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov};
-use ofi_proto::tcp::{Conn, Event, Rx, SendReq, Target, FAST_MAX};
+use ofi_core::util::peer::Cause;
+use ofi_proto::tcp::{Conn, Event, Rx, SendReq, State, Target, FAST_MAX};
 use ofi_wire::tcp::HDR_LEN;
 use std::io;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// Maps a socket error to an FI_E* number.
+/// Maps a socket error to an FI_E* number: errors that say the peer is
+/// gone fold into the number of their [`Cause`] (a broken pipe is
+/// `FI_ECONNRESET`, a down network `FI_EHOSTUNREACH`), so operations fail
+/// with the number the endpoint's death report carries.
 pub fn fi_errno(e: &io::Error) -> i32 {
     match e.raw_os_error() {
-        Some(c) if c > 0 && c < 256 => c,
+        Some(c) if c > 0 && c < 256 => Cause::of_errno(c).map_or(c, Cause::errno),
         _ => errno::FI_EIO,
     }
 }
@@ -42,8 +46,11 @@ pub struct Link {
     pub conn: Conn,
     /// True while a nonblocking connect is in progress.
     pub connecting: bool,
-    /// When the connection attempt started (for the connect timeout).
+    /// When the connection attempt started: the connect and the handshake
+    /// must finish within `timeout` of it.
     pub started: Instant,
+    /// The peer timeout (FI_TCP_PEER_TIMEOUT_MS).
+    timeout: Duration,
     /// Whether the poller currently watches this socket for writability.
     pub watching_out: bool,
     /// Whether the socket is in the poller at all: a socket polled with
@@ -66,9 +73,10 @@ impl std::fmt::Debug for Link {
 }
 
 impl Link {
-    /// A link over `sock`, with keepalive and the user timeout applied.
-    pub fn new(sock: Socket, conn: Conn, connecting: bool, user_timeout_ms: u32) -> Link {
-        if let Err(e) = sock.set_liveness(user_timeout_ms) {
+    /// A link over `sock`, with keepalive and the user timeout derived from
+    /// the peer timeout `timeout` applied.
+    pub fn new(sock: Socket, conn: Conn, connecting: bool, timeout: Duration) -> Link {
+        if let Err(e) = sock.set_liveness(timeout) {
             tracing::warn!(error = %e, "tcp: could not set keepalive / user timeout");
         }
         Link {
@@ -76,6 +84,7 @@ impl Link {
             conn,
             connecting,
             started: Instant::now(),
+            timeout,
             watching_out: true,
             watched: true,
             stage: Box::new([0; 4096]),
@@ -236,21 +245,38 @@ impl Link {
     }
 
     /// Moves bytes both ways as far as the socket allows.
-    pub fn drive(&mut self, rx: &mut Rx, connect_timeout: std::time::Duration) {
-        self.drive_with(rx, connect_timeout, true);
+    pub fn drive(&mut self, rx: &mut Rx) {
+        self.drive_with(rx, true);
+    }
+
+    /// True while an incoming connection has not finished its handshake
+    /// (no HELLO yet, or not yet authenticated): what `gate` bounds.
+    pub fn half_open(&self) -> bool {
+        matches!(
+            self.conn.state(),
+            State::AwaitingHello | State::Authenticating
+        )
+    }
+
+    /// Fails the connection with `FI_ETIMEDOUT` when its TCP connect has
+    /// taken longer than the peer timeout. True if it did.
+    fn check_deadline(&mut self, rx: &mut Rx, now: Instant) -> bool {
+        if !self.connecting || now.saturating_duration_since(self.started) <= self.timeout {
+            return false;
+        }
+        self.connecting = false;
+        self.conn.on_error(errno::FI_ETIMEDOUT, rx);
+        true
     }
 
     /// Sends what is queued, reading only when `read` (a post needs no read:
     /// the next progress call reads, and skipping it saves a system call per
     /// operation).
-    pub fn drive_with(&mut self, rx: &mut Rx, connect_timeout: std::time::Duration, read: bool) {
+    pub fn drive_with(&mut self, rx: &mut Rx, read: bool) {
         if self.connecting {
             match self.sock.connect_result() {
                 Ok(false) => {
-                    if self.started.elapsed() > connect_timeout {
-                        self.connecting = false;
-                        self.conn.on_error(errno::FI_ETIMEDOUT, rx);
-                    }
+                    self.check_deadline(rx, Instant::now());
                     return;
                 }
                 Ok(true) => self.connecting = false,
@@ -433,7 +459,8 @@ pub fn drain_rx(b: &EpBindings, rx: &mut Rx, src_ok: bool) {
     }
 }
 
-fn rx_error(b: &EpBindings, context: usize, flags: u64, err: i32, tag: u64) {
+/// Reports a receive that failed with `err` (error entry, error count).
+pub fn rx_error(b: &EpBindings, context: usize, flags: u64, err: i32, tag: u64) {
     if let Some(cq) = &b.rx_cq {
         cq.push_err(
             CqErrEntry {

@@ -15,6 +15,7 @@ use ofi_core::info::{ConnHandle, Info};
 use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
+use ofi_core::util::auth::AuthKey;
 use ofi_core::util::eq::{EqError, EqEvent};
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{Conn, Event, Memory, RecvReq, RmaReq, Rx, RxConfig};
@@ -44,6 +45,9 @@ struct Inner {
 /// A tcp MSG endpoint.
 pub struct TcpMsgEp {
     cfg: TcpConfig,
+    /// The auth key the connect handshake proves (`None`: none); the
+    /// accepting side's handshake is the passive endpoint's.
+    auth: Option<AuthKey>,
     info: Info,
     shared: Arc<Shared>,
     enabled: AtomicBool,
@@ -54,7 +58,12 @@ pub struct TcpMsgEp {
 impl TcpMsgEp {
     /// An endpoint for an MSG offer; with `info.handle` it is the accepting
     /// side of that connection request.
-    pub fn open(cfg: TcpConfig, info: &Info, shared: Arc<Shared>) -> Result<TcpMsgEp> {
+    pub fn open(
+        cfg: TcpConfig,
+        info: &Info,
+        shared: Arc<Shared>,
+        auth: Option<AuthKey>,
+    ) -> Result<TcpMsgEp> {
         let rxc = RxConfig {
             max_unexpected_bytes: cfg.max_unexpected_bytes,
             depth: info.rx_attr.size.max(64),
@@ -63,6 +72,7 @@ impl TcpMsgEp {
         let key = shared.key();
         let ep = TcpMsgEp {
             cfg,
+            auth,
             info: info.clone(),
             shared,
             enabled: AtomicBool::new(false),
@@ -124,7 +134,7 @@ impl TcpMsgEp {
                 while g.rx.next_wakeup().is_some() {}
             }
             let Some(link) = g.link.as_mut() else { return };
-            link.drive_with(&mut g.rx, self.cfg.connect_timeout, read);
+            link.drive_with(&mut g.rx, read);
             self.handle_events(g);
             drain_rx(&g.b, &mut g.rx, false);
             if !g.rx.has_wakeups() {
@@ -155,9 +165,24 @@ impl TcpMsgEp {
                     g.phase = Phase::Connected;
                     Self::eq_event(g, eq_event::FI_CONNECTED, private_data);
                 }
-                Event::Rejected { private_data, .. } => {
+                Event::Rejected {
+                    private_data,
+                    reason,
+                } => {
                     g.phase = Phase::Done;
-                    Self::eq_error(g, errno::FI_ECONNREFUSED, private_data);
+                    let err = if reason == ofi_proto::tcp::reject::AUTH {
+                        errno::FI_EKEYREJECTED
+                    } else {
+                        errno::FI_ECONNREFUSED
+                    };
+                    Self::eq_error(g, err, private_data);
+                }
+                Event::AuthFailed { why } => {
+                    tracing::warn!("tcp: authentication failed, connection closed: {why}");
+                    if g.phase != Phase::Done {
+                        g.phase = Phase::Done;
+                        Self::eq_error(g, errno::FI_EKEYREJECTED, Vec::new());
+                    }
                 }
                 Event::PeerShutdown => {
                     g.rx.close(errno::FI_ECONNRESET);
@@ -460,11 +485,12 @@ impl EndpointOps for TcpMsgEp {
             .unwrap_or_default();
         let conn = Conn::connect(1, 0, self.cfg.proto, &me, param)
             .map_err(|e| Error::new(e, "tcp: connect: private data or address too long"))?;
+        let conn = crate::auth::arm(conn, &self.auth)?;
         self.shared
             .poller
             .add(sock.fd(), self.key.load(Ordering::Relaxed), true)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
-        g.link = Some(Link::new(sock, conn, true, self.cfg.user_timeout_ms));
+        g.link = Some(Link::new(sock, conn, true, self.cfg.peer_timeout));
         g.phase = Phase::Connecting;
         self.drive(&mut g);
         Ok(())

@@ -2,6 +2,7 @@
 //! held until its HELLO arrives, then reported as FI_CONNREQ with a handle
 //! the application accepts (by opening an endpoint with the info) or rejects.
 
+use crate::gate::{Accepting, Dropped, Gate};
 use crate::link::Link;
 use crate::sys::{Poller, Socket};
 use crate::TcpConfig;
@@ -15,6 +16,7 @@ use ofi_proto::tcp::{Conn, Event, Rx};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// A connection request waiting for accept or reject: what `info.handle` holds.
 pub struct Request {
@@ -29,11 +31,17 @@ struct Inner {
     closing: Vec<Link>,
     rx: Rx,
     next_id: u64,
+    /// `waiting` connections in their handshake (cap and deadline).
+    gate: Gate,
+    /// The listener's accept state (backoff, rate-limited warnings).
+    accepting: Accepting,
 }
 
 /// A tcp passive endpoint.
 pub struct TcpPep {
     cfg: TcpConfig,
+    /// The auth key connectors must prove (`None`: none).
+    key: Option<ofi_core::util::auth::AuthKey>,
     info: Info,
     src: SocketAddr,
     poller: Poller,
@@ -49,6 +57,7 @@ impl TcpPep {
         };
         Ok(TcpPep {
             cfg,
+            key: ofi_core::util::auth::AuthKey::of(info)?,
             info: info.clone(),
             src,
             poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
@@ -59,38 +68,68 @@ impl TcpPep {
                 closing: Vec::new(),
                 rx: Rx::new(Default::default()),
                 next_id: 1,
+                gate: Gate::new(cfg.limits),
+                accepting: Accepting::default(),
             }),
         })
     }
 
     fn drive(&self, g: &mut Inner) {
-        if let Some(l) = &g.listener {
-            loop {
+        let at = || self.src.to_string();
+        if g.listener.is_some() && g.accepting.may_accept(Instant::now) {
+            while let Some(l) = &g.listener {
                 match l.accept() {
                     Ok(Some((sock, peer))) => {
+                        g.accepting.recovered(&at());
                         let id = g.next_id;
                         g.next_id += 1;
+                        let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
+                        let conn = match crate::auth::arm(conn, &self.key) {
+                            Ok(c) => c,
+                            Err(e) => {
+                                tracing::warn!(%peer, error = %e, "tcp: dropping a connection");
+                                continue;
+                            }
+                        };
                         let _ = self.poller.add(sock.fd(), id, false);
-                        let _ = peer;
-                        g.waiting.push(Link::new(
-                            sock,
-                            Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto),
-                            false,
-                            self.cfg.user_timeout_ms,
-                        ));
+                        g.waiting
+                            .push(Link::new(sock, conn, false, self.cfg.peer_timeout));
+                        let mut drops = Vec::new();
+                        let Inner { gate, waiting, .. } = &mut *g;
+                        gate.admit(
+                            id,
+                            Instant::now(),
+                            |i| waiting.iter().any(|l| l.conn.id() == i && l.half_open()),
+                            |i, why| drops.push((i, why)),
+                        );
+                        for (i, why) in drops {
+                            self.drop_half_open(g, i, why);
+                        }
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        tracing::warn!(error = %e, "tcp: accept failed");
+                        g.accepting.failed(&e, Instant::now(), &at());
                         break;
                     }
                 }
             }
         }
+        if !g.gate.is_empty() {
+            let mut drops = Vec::new();
+            let Inner { gate, waiting, .. } = &mut *g;
+            gate.sweep(
+                Instant::now(),
+                |i| waiting.iter().any(|l| l.conn.id() == i && l.half_open()),
+                |i, why| drops.push((i, why)),
+            );
+            for (i, why) in drops {
+                self.drop_half_open(g, i, why);
+            }
+        }
         let mut i = 0;
         while i < g.waiting.len() {
             let Inner { waiting, rx, .. } = &mut *g;
-            waiting[i].drive(rx, self.cfg.connect_timeout);
+            waiting[i].drive(rx);
             let mut request = None;
             let mut dead = false;
             while let Some(ev) = waiting[i].conn.poll_event() {
@@ -103,6 +142,10 @@ impl TcpPep {
                     Event::ProtocolError(e) => {
                         tracing::warn!(error = %e, "tcp: dropping a connection that sent a malformed request");
                         dead = true;
+                    }
+                    Event::AuthFailed { why } => {
+                        let who = waiting[i].sock.peer_addr().ok();
+                        tracing::warn!(peer = ?who, "tcp: refusing a connection: {why}");
                     }
                     Event::ConnectionLost { .. } => dead = true,
                     _ => {}
@@ -143,7 +186,7 @@ impl TcpPep {
         }
         let Inner { closing, rx, .. } = &mut *g;
         for l in closing.iter_mut() {
-            l.drive(rx, self.cfg.connect_timeout);
+            l.drive(rx);
             while l.conn.poll_event().is_some() {}
         }
         closing.retain(|l| {
@@ -153,6 +196,23 @@ impl TcpPep {
             }
             !done
         });
+    }
+}
+
+impl TcpPep {
+    /// Drops a waiting connection still in its handshake (the gate's cap
+    /// or deadline), logging it.
+    fn drop_half_open(&self, g: &mut Inner, id: u64, why: Dropped) {
+        if let Some(i) = g.waiting.iter().position(|l| l.conn.id() == id) {
+            let l = g.waiting.swap_remove(i);
+            self.poller.remove(l.sock.fd());
+            tracing::warn!(
+                peer = ?l.sock.peer_addr().ok(),
+                listener = %self.src,
+                "tcp: dropping an incoming connection: {}",
+                why.describe(g.gate.limits())
+            );
+        }
     }
 }
 

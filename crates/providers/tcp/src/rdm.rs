@@ -6,7 +6,8 @@
 #![allow(unsafe_code)]
 
 use crate::domain::{Member, Shared};
-use crate::link::{drain_rx, Fast, Link};
+use crate::gate::{Accepting, Dropped, Gate};
+use crate::link::{drain_rx, rx_error, Fast, Link};
 use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
 use crate::sends::Sends;
 use crate::sys::Socket;
@@ -17,8 +18,10 @@ use ofi_core::info::Info;
 use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
+use ofi_core::util::auth::AuthKey;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::lock::SpinLock;
+use ofi_core::util::peer::{Cause, DeadPeers, PeerDown};
 use ofi_proto::tcp::{
     decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
     RxConfig,
@@ -26,6 +29,7 @@ use ofi_proto::tcp::{
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Below this many connections every one is polled directly (no epoll_wait).
 const DIRECT_POLL: usize = 4;
@@ -37,6 +41,10 @@ struct Peer {
     link: Link,
     fi_addr: u64,
     outgoing: bool,
+    /// The peer's address (its endpoint's name): from the AV for an
+    /// outgoing connection, from its HELLO for an incoming one; empty until
+    /// known.
+    name: Vec<u8>,
 }
 
 struct Inner {
@@ -56,6 +64,12 @@ struct Inner {
     src_ok: bool,
     /// Some connection's socket is out of the poller (see `drive_all`).
     unwatched: bool,
+    /// Peers declared dead (`ofi_core::util::peer`).
+    dead: DeadPeers,
+    /// Incoming connections in their handshake (cap and deadline).
+    gate: Gate,
+    /// The listener's accept state (backoff, rate-limited warnings).
+    accepting: Accepting,
 }
 
 /// A tcp RDM endpoint.
@@ -65,13 +79,20 @@ pub struct TcpRdmEp {
     listener: Socket,
     listener_key: u64,
     me: Vec<u8>,
+    /// The auth key every handshake proves (`None`: none).
+    key: Option<AuthKey>,
     enabled: AtomicBool,
     inner: SpinLock<Inner>,
 }
 
 impl TcpRdmEp {
     /// Opens the endpoint and its listening socket on the offer's source address.
-    pub fn open(cfg: TcpConfig, info: &Info, shared: Arc<Shared>) -> Result<TcpRdmEp> {
+    pub fn open(
+        cfg: TcpConfig,
+        info: &Info,
+        shared: Arc<Shared>,
+        key: Option<AuthKey>,
+    ) -> Result<TcpRdmEp> {
         let src = match &info.src_addr {
             Some(b) => crate::addr::decode(b)?,
             None => "127.0.0.1:0".parse().expect("literal address"),
@@ -98,6 +119,7 @@ impl TcpRdmEp {
             listener_key,
             listener,
             me,
+            key,
             enabled: AtomicBool::new(false),
             inner: SpinLock::new(Inner {
                 b: EpBindings::default(),
@@ -113,11 +135,21 @@ impl TcpRdmEp {
                 accept_every: ACCEPT_EVERY_MIN,
                 src_ok: info.caps & FI_SOURCE != 0,
                 unwatched: false,
+                dead: DeadPeers::default(),
+                gate: Gate::new(cfg.limits),
+                accepting: Accepting::default(),
             }),
         })
     }
 
-    fn add_link(&self, g: &mut Inner, link: Link, fi_addr: u64, outgoing: bool) -> ConnId {
+    fn add_link(
+        &self,
+        g: &mut Inner,
+        link: Link,
+        fi_addr: u64,
+        outgoing: bool,
+        name: Vec<u8>,
+    ) -> ConnId {
         let id = link.conn.id();
         let _ = self.shared.poller.add(link.sock.fd(), id, true);
         g.peers.insert(
@@ -126,6 +158,7 @@ impl TcpRdmEp {
                 link,
                 fi_addr,
                 outgoing,
+                name,
             },
         );
         id
@@ -158,11 +191,13 @@ impl TcpRdmEp {
         let id = self.shared.key();
         let conn = Conn::connect(id, dest, self.cfg.proto, &self.me, &[])
             .map_err(|e| Error::new(e, "tcp: connect"))?;
+        let conn = crate::auth::arm(conn, &self.key)?;
         let id = self.add_link(
             g,
-            Link::new(sock, conn, true, self.cfg.user_timeout_ms),
+            Link::new(sock, conn, true, self.cfg.peer_timeout),
             dest,
             true,
+            bytes.to_vec(),
         );
         g.by_addr.insert(dest, id);
         // A new peer may connect back (crossing connects, replies): look
@@ -178,30 +213,91 @@ impl TcpRdmEp {
         Ok(id)
     }
 
-    /// Accepts every pending connection; returns how many.
+    /// Accepts every pending connection; returns how many. Each is driven
+    /// once at once (its HELLO is usually there already) and admitted
+    /// through the gate (the oldest half-open ones are dropped past the
+    /// cap); out of descriptors, accepting pauses (see `gate`).
     fn accept_new(&self, g: &mut Inner) -> usize {
         let mut n = 0;
+        if !g.accepting.may_accept(Instant::now) {
+            return 0;
+        }
         loop {
             match self.listener.accept() {
-                Ok(Some((sock, _peer))) => {
+                Ok(Some((sock, peer))) => {
                     n += 1;
+                    g.accepting.recovered(&self.label());
                     let id = self.shared.key();
                     let conn = Conn::incoming(id, FI_ADDR_NOTAVAIL, self.cfg.proto);
-                    self.add_link(
+                    let conn = match crate::auth::arm(conn, &self.key) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing::warn!(%peer, error = %e, "tcp: dropping a connection");
+                            continue;
+                        }
+                    };
+                    let id = self.add_link(
                         g,
-                        Link::new(sock, conn, false, self.cfg.user_timeout_ms),
+                        Link::new(sock, conn, false, self.cfg.peer_timeout),
                         FI_ADDR_NOTAVAIL,
                         false,
+                        Vec::new(),
                     );
+                    self.drive_link(g, id);
+                    let mut drops = Vec::new();
+                    let Inner { gate, peers, .. } = &mut *g;
+                    gate.admit(
+                        id,
+                        Instant::now(),
+                        |i| peers.get(&i).is_some_and(|p| p.link.half_open()),
+                        |i, why| drops.push((i, why)),
+                    );
+                    for (i, why) in drops {
+                        self.drop_half_open(g, i, why);
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(error = %e, "tcp: accept failed");
+                    g.accepting.failed(&e, Instant::now(), &self.label());
                     break;
                 }
             }
         }
         n
+    }
+
+    /// The listening address, for log lines.
+    fn label(&self) -> String {
+        crate::addr::decode(&self.me).map_or_else(|_| "?".into(), |a| a.to_string())
+    }
+
+    /// Drops an incoming connection still in its handshake (the gate's
+    /// cap or deadline), logging it.
+    fn drop_half_open(&self, g: &mut Inner, id: ConnId, why: Dropped) {
+        if let Some(p) = g.peers.remove(&id) {
+            self.shared.poller.remove(p.link.sock.fd());
+            let who = p.link.sock.peer_addr().ok();
+            tracing::warn!(
+                peer = ?who,
+                listener = %self.label(),
+                "tcp: dropping an incoming connection: {}",
+                why.describe(g.gate.limits())
+            );
+        }
+    }
+
+    /// Drops incoming connections whose handshake deadline passed.
+    fn sweep_half_open(&self, g: &mut Inner) {
+        let mut drops = Vec::new();
+        let Inner { gate, peers, .. } = &mut *g;
+        gate.sweep(
+            Instant::now(),
+            |i| peers.get(&i).is_some_and(|p| p.link.half_open()),
+            |i, why| drops.push((i, why)),
+        );
+        for (i, why) in drops {
+            self.drop_half_open(g, i, why);
+        }
     }
 
     fn on_hello(&self, g: &mut Inner, id: ConnId, peer_addr: &[u8]) {
@@ -248,6 +344,7 @@ impl TcpRdmEp {
             return;
         };
         p.fi_addr = fi_addr;
+        p.name = peer_addr.to_vec();
         p.link.conn.set_peer(fi_addr);
         match decision {
             HelloDecision::RejectSimultaneous => {
@@ -260,6 +357,8 @@ impl TcpRdmEp {
                 let _ = p.link.conn.accept(&[]);
             }
         }
+        // It answered: a peer declared dead came back.
+        g.dead.revive(fi_addr, peer_addr);
         if fi_addr == FI_ADDR_NOTAVAIL {
             return;
         }
@@ -289,6 +388,48 @@ impl TcpRdmEp {
         }
     }
 
+    /// Connection `id` ended abnormally with `err`: when it was an
+    /// identified peer's and no other connection to that peer is up, the
+    /// peer is declared dead (`ofi_core::util::peer`): reported once on the
+    /// EQ, its parked operations and the receives directed at it fail with
+    /// the cause's number. (The connection's own operations and the
+    /// receives it was filling failed in the protocol core already.)
+    fn peer_lost(&self, g: &mut Inner, id: ConnId, err: i32) {
+        let Some(cause) = Cause::of_errno(err) else {
+            return;
+        };
+        let Some(p) = g.peers.get(&id) else { return };
+        if p.name.is_empty() {
+            // Never identified itself (no HELLO yet): not a peer.
+            return;
+        }
+        let (fi_addr, name) = (p.fi_addr, p.name.clone());
+        let other_up = g.peers.iter().any(|(k, q)| {
+            *k != id && q.name == name && q.link.conn.state() == ofi_proto::tcp::State::Connected
+        });
+        if other_up {
+            return;
+        }
+        let down = PeerDown {
+            fi_addr,
+            addr: name,
+            cause,
+        };
+        let label = crate::addr::decode(&down.addr).map_or_else(|_| "?".into(), |a| a.to_string());
+        let err = cause.errno();
+        g.dead.declare(&g.b, &down, &label);
+        if fi_addr == FI_ADDR_NOTAVAIL {
+            return;
+        }
+        for r in g.parked.remove(&fi_addr).unwrap_or_default() {
+            match r {
+                Req::Send(s) => g.sends.complete(&g.b, s.context, Some(err)),
+                Req::Rma(x) => g.ops.complete(&g.b, x.context, Some(err)),
+            }
+        }
+        g.rx.fail_directed(fi_addr, err);
+    }
+
     fn drive_link(&self, g: &mut Inner, id: ConnId) {
         self.drive_link_with(g, id, true);
     }
@@ -296,11 +437,16 @@ impl TcpRdmEp {
     fn drive_link_with(&self, g: &mut Inner, id: ConnId, read: bool) {
         let Inner { peers, rx, .. } = &mut *g;
         let Some(p) = peers.get_mut(&id) else { return };
-        p.link.drive_with(rx, self.cfg.connect_timeout, read);
+        p.link.drive_with(rx, read);
         while let Some(ev) = g.peers.get_mut(&id).and_then(|p| p.link.conn.poll_event()) {
             match ev {
                 Event::ConnRequest { peer_addr, .. } => self.on_hello(g, id, &peer_addr),
-                Event::Connected { .. } => {}
+                Event::Connected { .. } => {
+                    if let Some(p) = g.peers.get(&id).filter(|p| p.outgoing) {
+                        let (fi_addr, name) = (p.fi_addr, p.name.clone());
+                        g.dead.revive(fi_addr, &name);
+                    }
+                }
                 Event::Rejected { reason, .. } => {
                     let fi_addr = g.peers.get(&id).map_or(FI_ADDR_NOTAVAIL, |p| p.fi_addr);
                     if g.by_addr.get(&fi_addr) == Some(&id) {
@@ -327,7 +473,18 @@ impl TcpRdmEp {
                         }
                     }
                 }
-                Event::PeerShutdown | Event::ConnectionLost { .. } => {}
+                Event::PeerShutdown => {}
+                Event::ConnectionLost { err } => self.peer_lost(g, id, err),
+                Event::AuthFailed { why } => {
+                    let p = g.peers.get(&id);
+                    let who = p.and_then(|p| p.link.sock.peer_addr().ok());
+                    let out = p.is_some_and(|p| p.outgoing);
+                    tracing::warn!(
+                        peer = ?who,
+                        outgoing = out,
+                        "tcp: authentication failed, connection closed: {why}"
+                    );
+                }
                 Event::ProtocolError(e) => {
                     let who = g.peers.get(&id).and_then(|p| p.link.sock.peer_addr().ok());
                     tracing::warn!(error = %e, peer = ?who, "tcp: disconnecting a peer that broke the protocol");
@@ -335,6 +492,7 @@ impl TcpRdmEp {
                     if let Some(p) = peers.get_mut(&id) {
                         p.link.conn.on_error(errno::FI_EIO, rx);
                     }
+                    self.peer_lost(g, id, errno::FI_EIO);
                 }
                 Event::SendComplete { context } => g.sends.complete(&g.b, context, None),
                 Event::SendError { context, err } => g.sends.complete(&g.b, context, Some(err)),
@@ -403,6 +561,9 @@ impl TcpRdmEp {
         }
         ids.clear();
         g.ready = ids;
+        if !g.gate.is_empty() {
+            self.sweep_half_open(g);
+        }
         self.finish(g);
         // One connection polled with recv on every pass stays out of the
         // poller while nobody sleeps on it; any other shape is watched.
@@ -621,6 +782,13 @@ impl EndpointOps for TcpRdmEp {
         };
         req = req.with_flags(op.flags | if completion { FI_COMPLETION } else { 0 });
         if op.src != FI_ADDR_UNSPEC {
+            if let Some(err) = g.dead.dead(op.src) {
+                // Its peer is dead: no message will come (see
+                // ofi_core::util::peer).
+                let flags = FI_RECV | if op.tagged { FI_TAGGED } else { FI_MSG };
+                rx_error(&g.b, op.context, flags, err, op.tag);
+                return Ok(());
+            }
             req = req.from_src(op.src);
         }
         g.rx.post_recv(&req)
@@ -666,6 +834,7 @@ impl EndpointOps for TcpRdmEp {
         rx.close(errno::FI_ECANCELED);
         g.peers.clear();
         g.by_addr.clear();
+        g.dead.clear();
         g.b = EpBindings::default();
     }
 }

@@ -112,20 +112,20 @@ impl Socket {
         ))
     }
 
-    /// Liveness settings for a connected socket: keepalive probes after 2 s
-    /// of silence every 1 s, 3 unanswered probes end the connection, and
-    /// data unacknowledged for `user_timeout_ms` ends it too, so a dead link
-    /// or host turns into errors within seconds instead of minutes.
-    pub fn set_liveness(&self, user_timeout_ms: u32) -> io::Result<()> {
+    /// Liveness settings for a connected socket, from the peer timeout
+    /// `bound`: data unacknowledged for `bound` ends the connection
+    /// (TCP_USER_TIMEOUT), and a silent connection is probed (keepalive)
+    /// after half the bound, then every sixth of it (at least 1 s each),
+    /// three unanswered probes ending it; so a dead link or host turns
+    /// into errors within about the bound instead of minutes.
+    pub fn set_liveness(&self, bound: std::time::Duration) -> io::Result<()> {
+        let secs = bound.as_secs().clamp(1, i32::MAX as u64 / 2) as libc::c_int;
+        let ms = bound.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
         self.setopt(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
-        self.setopt(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 2)?;
-        self.setopt(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1)?;
+        self.setopt(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, (secs / 2).max(1))?;
+        self.setopt(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, (secs / 6).max(1))?;
         self.setopt(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3)?;
-        self.setopt(
-            libc::IPPROTO_TCP,
-            libc::TCP_USER_TIMEOUT,
-            user_timeout_ms.min(i32::MAX as u32) as libc::c_int,
-        )
+        self.setopt(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
     }
 
     /// Starts a nonblocking connect; completion shows as writability

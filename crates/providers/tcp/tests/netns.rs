@@ -456,7 +456,7 @@ fn rdm_child(side: &str) {
     let io = Io {
         ep: &r.ep,
         cq: &r.cq,
-        eq: None,
+        eq: Some(&r.eq),
         dest: peer,
     };
     check_sizes(&io, side == "a");

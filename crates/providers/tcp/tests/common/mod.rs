@@ -73,6 +73,8 @@ pub struct Rdm {
     pub av: AddressVector,
     /// Its completion queue (transmit and receive).
     pub cq: CompletionQueue,
+    /// Its event queue (peer deaths are reported there).
+    pub eq: EventQueue,
     /// Its domain.
     pub domain: Domain,
     /// Its fabric.
@@ -87,18 +89,33 @@ impl Rdm {
 
     /// As [`open`](Self::open), with these CQ attributes.
     pub fn open_with(info: &Info, cq: &CqAttr) -> Rdm {
+        Rdm::open_full(info, cq, 0)
+    }
+
+    /// As [`open`](Self::open), the endpoint's context (its EQ reports'
+    /// fid) being `ctx`.
+    pub fn open_ctx(info: &Info, ctx: usize) -> Rdm {
+        Rdm::open_full(info, &tagged_cq(), ctx)
+    }
+
+    fn open_full(info: &Info, cq: &CqAttr, ctx: usize) -> Rdm {
         let fabric = Fabric::open(&info.fabric_attr).expect("fabric");
         let domain = fabric.domain(info).expect("domain");
         let cq = domain.cq(cq).expect("cq");
         let av = domain.av(&AvAttr::default()).expect("av");
-        let ep = domain.endpoint(info).expect("rdm endpoint");
+        let eq = fabric.eq(&Default::default()).expect("eq");
+        let ep = domain
+            .endpoint_with_context(info, ctx)
+            .expect("rdm endpoint");
         ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
         ep.bind_av(&av).expect("bind av");
+        ep.bind_eq(&eq).expect("bind eq");
         ep.enable().expect("enable");
         Rdm {
             ep,
             av,
             cq,
+            eq,
             domain,
             fabric,
         }
