@@ -18,6 +18,8 @@
 //! - [`RxState`]: receive matching and the unexpected-message budget (the
 //!   endpoint stops reading its ring once the budget is spent: senders see
 //!   a full ring, the shm form of credits).
+//! - [`liveness`]: when a peer counts as dead (its process gone, its
+//!   endpoint closed, or silent while waited on for the peer timeout).
 //!
 //! The protocol, in outline: a message of at most one entry's inline room
 //! travels in the entry (INLINE); up to a bounce buffer's size it travels in
@@ -31,6 +33,7 @@
 
 mod ctrl;
 pub mod entry;
+pub mod liveness;
 mod ops;
 pub mod path;
 mod rx;

@@ -2,6 +2,7 @@
 
 use crate::addr::ShmAddr;
 use ofi_core::error::{errno, Error, Result};
+use ofi_proto::shm::liveness::Seen;
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc::{self, Watch};
 use ofi_shm::segment::{bell_path, segment_path, Segment};
@@ -31,22 +32,22 @@ impl std::fmt::Debug for Peer {
 }
 
 impl Peer {
-    /// Maps a peer's segment; a missing or dead peer is `FI_EHOSTUNREACH`.
+    /// Maps a peer's segment. Nothing at the address (no segment, its
+    /// process exited, its endpoint closed) is `FI_ECONNREFUSED`, as a
+    /// connection attempt to a process that is not running.
     pub fn open(addr: ShmAddr) -> Result<Peer> {
         let uid = proc::uid();
         let path = segment_path(uid, addr.pid, addr.idx);
-        let seg = Segment::open(&path, addr.pid).map_err(|e| {
-            Error::new(
-                errno::FI_EHOSTUNREACH,
-                format!("shm peer {}.{} is not reachable: {e}", addr.pid, addr.idx),
-            )
-        })?;
+        let refused =
+            |why: String| Error::new(errno::FI_ECONNREFUSED, format!("shm peer {addr}: {why}"));
+        let seg = Segment::open(&path, addr.pid)
+            .map_err(|e| refused(format!("no endpoint at this address ({e})")))?;
         let watch = Watch::new(addr.pid, seg.header().start_time);
         if watch.dead() {
-            return Err(Error::new(
-                errno::FI_EHOSTUNREACH,
-                format!("shm peer {}.{} has exited", addr.pid, addr.idx),
-            ));
+            return Err(refused("its process has exited".into()));
+        }
+        if seg.header().closed.load(Ordering::Acquire) != 0 {
+            return Err(refused("its endpoint has closed".into()));
         }
         Ok(Peer {
             addr,
@@ -83,5 +84,18 @@ impl Peer {
     /// True once the peer's endpoint closed or its process exited.
     pub fn dead(&self) -> bool {
         self.closed() || self.watch.dead()
+    }
+
+    /// A look at the peer for the liveness check (one system call: the
+    /// process watch).
+    pub fn seen(&self) -> Seen {
+        let ring = self.seg.msg_ring();
+        Seen {
+            exited: self.watch.dead(),
+            closed: self.closed(),
+            backlog: ring.backlog(),
+            consumed: ring.consumed(),
+            beat: self.seg.heartbeat(),
+        }
     }
 }

@@ -43,6 +43,9 @@ impl ShmEndpoint {
         tracing::trace!(entry = ?inc, "shm: entry");
         match inc {
             Incoming::Msg { meta, body } => {
+                if meta.from != g.last_from {
+                    self.saw_sender(g, meta.from);
+                }
                 let m = Meta {
                     tagged: meta.tagged,
                     tag: meta.tag,
@@ -72,7 +75,12 @@ impl ShmEndpoint {
                 cookie,
                 offset,
                 bytes,
-            } => self.data_chunk(g, from, cookie, offset, bytes),
+            } => {
+                if from != g.last_from {
+                    self.saw_sender(g, from);
+                }
+                self.data_chunk(g, from, cookie, offset, bytes)
+            }
             Incoming::Cts { cookie, desc, gen } => self.coop_write(g, cookie, desc, gen),
             Incoming::Request {
                 repr,

@@ -237,7 +237,7 @@ impl ShmEndpoint {
         };
         if pushed.is_err() {
             self.take_rma(&mut g, cookie);
-            return Err(self.ring_full(&peer));
+            return Err(self.ring_full(&mut g, &peer));
         }
         peer.notify();
         Ok(())
@@ -351,7 +351,7 @@ impl ShmEndpoint {
         });
         if pushed.is_err() {
             self.take_rma(&mut g, cookie);
-            return Err(self.ring_full(&peer));
+            return Err(self.ring_full(&mut g, &peer));
         }
         peer.notify();
         Ok(())
