@@ -23,6 +23,9 @@ pub struct Peer {
     pub cma_proven: AtomicBool,
     /// This process's last view of the peer's published ring position.
     pub cached_head: AtomicU64,
+    /// True once the peer proved this endpoint's auth key (endpoints
+    /// without a key never look at it).
+    pub trusted: AtomicBool,
 }
 
 impl std::fmt::Debug for Peer {
@@ -32,10 +35,13 @@ impl std::fmt::Debug for Peer {
 }
 
 impl Peer {
-    /// Maps a peer's segment. Nothing at the address (no segment, its
-    /// process exited, its endpoint closed) is `FI_ECONNREFUSED`, as a
-    /// connection attempt to a process that is not running.
-    pub fn open(addr: ShmAddr) -> Result<Peer> {
+    /// Maps a peer's segment for an endpoint that has an auth key
+    /// (`keyed`) or not. Nothing at the address (no segment, its process
+    /// exited, its endpoint closed) is `FI_ECONNREFUSED`, as a connection
+    /// attempt to a process that is not running; a peer with a key when
+    /// this endpoint has none, or the other way round, is
+    /// `FI_EKEYREJECTED` (endpoints of different keys exchange nothing).
+    pub fn open(addr: ShmAddr, keyed: bool) -> Result<Peer> {
         let uid = proc::uid();
         let path = segment_path(uid, addr.pid, addr.idx);
         let refused =
@@ -49,6 +55,13 @@ impl Peer {
         if seg.header().closed.load(Ordering::Acquire) != 0 {
             return Err(refused("its endpoint has closed".into()));
         }
+        if seg.keyed() != keyed {
+            let (its, ours) = if keyed { ("no", "one") } else { ("an", "none") };
+            return Err(Error::new(
+                errno::FI_EKEYREJECTED,
+                format!("shm peer {addr} has {its} auth key and this endpoint has {ours}: endpoints of different keys cannot talk"),
+            ));
+        }
         Ok(Peer {
             addr,
             seg,
@@ -57,6 +70,7 @@ impl Peer {
             cma_ok: AtomicBool::new(true),
             cma_proven: AtomicBool::new(false),
             cached_head: AtomicU64::new(0),
+            trusted: AtomicBool::new(false),
         })
     }
 

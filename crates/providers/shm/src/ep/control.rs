@@ -41,6 +41,24 @@ impl ShmEndpoint {
             }
         };
         tracing::trace!(entry = ?inc, "shm: entry");
+        if matches!(
+            inc,
+            Incoming::Hello { .. }
+                | Incoming::Challenge { .. }
+                | Incoming::Proof { .. }
+                | Incoming::Reject { .. }
+        ) {
+            self.auth_entry(g, inc);
+            return;
+        }
+        if self.keyed {
+            // Nothing but the exchange from a sender that has not proven
+            // the key.
+            let from = entry::sender(b).unwrap_or(0);
+            if !self.admit_sender(g, from) {
+                return;
+            }
+        }
         match inc {
             Incoming::Msg { meta, body } => {
                 if meta.from != g.last_from {
@@ -95,6 +113,10 @@ impl ShmEndpoint {
                 offset,
                 bytes,
             } => self.rma_answer(g, cookie, status, push, last, offset, bytes),
+            Incoming::Hello { .. }
+            | Incoming::Challenge { .. }
+            | Incoming::Proof { .. }
+            | Incoming::Reject { .. } => {}
         }
     }
 
@@ -121,7 +143,13 @@ impl ShmEndpoint {
     }
 
     /// One push of a control entry: done when pushed or the peer is gone.
-    fn try_ctrl(&self, g: &mut Inner, to: u64, r: &Repr, payload: &[u8]) -> ofi_proto::shm::Push {
+    pub(super) fn try_ctrl(
+        &self,
+        g: &mut Inner,
+        to: u64,
+        r: &Repr,
+        payload: &[u8],
+    ) -> ofi_proto::shm::Push {
         use ofi_proto::shm::Push as P;
         let peer = match self.peer_by_id(g, to) {
             Ok(p) => p,

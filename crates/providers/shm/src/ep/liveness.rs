@@ -64,7 +64,10 @@ impl ShmEndpoint {
     fn check_liveness(&self, g: &mut Inner, now: Instant) {
         self.seg.pulse();
         for id in std::mem::take(&mut g.senders) {
-            if self.peer_by_id(g, id).is_err() && self.dead_id(g, id).is_none() {
+            let gone = self
+                .peer_by_id(g, id)
+                .is_err_and(|e| e.code() == errno::FI_ECONNREFUSED);
+            if gone && self.dead_id(g, id).is_none() {
                 self.peer_down(g, id, Cause::Reset);
             }
         }
@@ -130,6 +133,13 @@ impl ShmEndpoint {
         if g.last_from == id {
             g.last_from = 0;
         }
+        if g.last_trusted == id {
+            g.last_trusted = 0;
+        }
+        if let Some(a) = g.auth.as_mut() {
+            a.forget(id);
+        }
+        g.proofs.retain(|o| o.to != id);
         for slot in g.peers.iter_mut() {
             if slot.as_ref().is_some_and(|p| p.addr.id() == id) {
                 *slot = None;

@@ -28,6 +28,7 @@ use ofi_core::info::Info;
 use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::{self, AtomicKind};
+use ofi_core::util::auth::AuthKey;
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::lock::{SpinGuard, SpinLock};
@@ -47,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
+mod auth;
 mod control;
 mod copy;
 mod liveness;
@@ -170,6 +172,16 @@ struct Inner {
     last_from: u64,
     /// Senders noted and not yet mapped.
     senders: Vec<u64>,
+    /// The endpoint's auth key and what each peer proved (core); `None`
+    /// without a key.
+    auth: Option<ofi_proto::shm::auth::Auth>,
+    /// The last sender found trusted (0: none): its next entries skip the
+    /// lookup.
+    last_trusted: u64,
+    /// PROOFs owed to peers whose rings were full.
+    proofs: Vec<ofi_proto::shm::auth::Out>,
+    /// Senders refused (logged and answered REJECT once each; bounded).
+    refused: Vec<u64>,
     /// When the liveness check runs next.
     next_check: Instant,
     /// Locked passes since the last look at the clock.
@@ -193,6 +205,8 @@ pub struct ShmEndpoint {
     send_limits: SendLimits,
     copy_cfg: CopyConfig,
     enabled: AtomicBool,
+    /// The endpoint has an auth key: peers prove it before anything else.
+    keyed: bool,
     /// The ring position as of the last locked pass: an idle poll checks the
     /// slot there without taking the lock.
     head_hint: AtomicU64,
@@ -241,7 +255,9 @@ impl ShmEndpoint {
             pool_bufs: cfg.bounce_bufs.max(1),
             pool_buf_size: cfg.bounce_size,
         };
-        let (seg, ring) = Segment::create(&segment_path(uid, me.pid, me.idx), geo, false)
+        let key = AuthKey::of(info)?;
+        let keyed = key.is_some();
+        let (seg, ring) = Segment::create(&segment_path(uid, me.pid, me.idx), geo, keyed)
             .map_err(|e| Error::os(e, "shm: creating the endpoint segment"))?;
         let bell = Bell::create(&bell_path(uid, me.pid, me.idx))
             .map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
@@ -290,6 +306,10 @@ impl ShmEndpoint {
                 live: HashMap::new(),
                 last_from: 0,
                 senders: Vec::new(),
+                auth: key.map(|k| ofi_proto::shm::auth::Auth::new(k, me.id())),
+                last_trusted: 0,
+                proofs: Vec::new(),
+                refused: Vec::new(),
                 next_check: Instant::now(),
                 passes: 0,
                 xfer_free: (0..XFER_DESCS as u32).rev().collect(),
@@ -298,6 +318,7 @@ impl ShmEndpoint {
             }),
             cfg,
             enabled: AtomicBool::new(false),
+            keyed,
             head_hint: AtomicU64::new(0),
             busy: AtomicBool::new(false),
             idle: AtomicU32::new(0),
@@ -410,6 +431,9 @@ impl ShmEndpoint {
         if !g.ctrl.is_empty() {
             self.flush_ctrl(g);
         }
+        if !g.proofs.is_empty() {
+            self.push_proofs(g);
+        }
         if !g.pushes.is_empty() {
             self.run_pushes(g);
         }
@@ -422,6 +446,7 @@ impl ShmEndpoint {
             self.head_hint.store(ring.position(), Ordering::Relaxed);
         }
         let busy = !g.ctrl.is_empty()
+            || !g.proofs.is_empty()
             || !g.pushes.is_empty()
             || !g.rmas.is_empty()
             || !g.read_pushes.is_empty()

@@ -15,7 +15,7 @@ impl ShmEndpoint {
         if let Some(p) = g.by_id.get(&id) {
             return Ok(p.clone());
         }
-        let p = Arc::new(Peer::open(ShmAddr::from_id(id))?);
+        let p = Arc::new(Peer::open(ShmAddr::from_id(id), self.keyed)?);
         g.by_id.insert(id, p.clone());
         self.peer_revived(g, id);
         Ok(p)

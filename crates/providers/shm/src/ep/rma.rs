@@ -165,6 +165,7 @@ impl ShmEndpoint {
         let mut g = self.lock();
         self.admit(&g, o.flags)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
+        self.gate(&mut g, &peer)?;
         let completion = g.b.tx_completion(o.flags);
         let (remote, nr) = wire_ranges(o.rma_iov);
         let mut local = [IoVec::default(); MAX_IOV];
@@ -269,6 +270,7 @@ impl ShmEndpoint {
         let mut g = self.lock();
         self.admit(&g, o.flags)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
+        self.gate(&mut g, &peer)?;
         let completion = g.b.tx_completion(o.flags);
         let mut remote = [WireRange::default(); MAX_RANGES];
         for (w, r) in remote.iter_mut().zip(o.rma_ioc) {

@@ -114,12 +114,16 @@ impl ShmEndpoint {
                     .as_ref()
                     .is_some_and(|av| av.generation() == g.av_gen);
             if let Some(Some(peer)) = g.peers.get(op.dest as usize).filter(|_| cached) {
-                if !peer.closed() && self.push_inline(&g, peer, op, len, completion) {
+                if !peer.closed()
+                    && (!self.keyed || peer.trusted.load(Ordering::Relaxed))
+                    && self.push_inline(&g, peer, op, len, completion)
+                {
                     return Ok(());
                 }
             }
         }
         let peer = self.usable_peer(&mut g, op.dest)?;
+        self.gate(&mut g, &peer)?;
         if path == SendPath::Inline {
             if self.push_inline(&g, &peer, op, len, completion) {
                 return Ok(());
