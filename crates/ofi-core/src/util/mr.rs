@@ -117,42 +117,38 @@ impl Drop for MrCore {
 }
 
 /// A domain's key → region map.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MrMap {
     keys: Mutex<HashMap<u64, Weak<MrCore>>>,
     atomic: Mutex<()>,
+    random: KeySource,
 }
 
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    let mut got = 0;
-    while got < 8 {
-        // The getrandom syscall through libc's safe-to-call wrapper.
-        match getrandom_fill(&mut b[got..]) {
-            Some(n) if n > 0 => got += n,
-            _ => break,
+/// Where provider-chosen keys come from: fills the buffer from the OS random
+/// source or says why it could not.
+type KeySource = fn(&mut [u8]) -> std::result::Result<(), getrandom::Error>;
+
+impl Default for MrMap {
+    fn default() -> Self {
+        MrMap {
+            keys: Mutex::default(),
+            atomic: Mutex::default(),
+            random: getrandom::fill,
         }
     }
-    if got < 8 {
-        // Fallback: time and address entropy through the std hasher.
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
-        return h.finish();
-    }
-    u64::from_ne_bytes(b)
 }
 
-#[allow(unsafe_code)]
-fn getrandom_fill(buf: &mut [u8]) -> Option<usize> {
-    // SAFETY: buf is a valid writable slice of buf.len() bytes.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    (n >= 0).then_some(n as usize)
+/// A key from the OS random source; when that fails, registration fails:
+/// a key an attacker could guess would expose the region to any peer.
+fn random_key(source: KeySource) -> Result<u64> {
+    let mut b = [0u8; 8];
+    source(&mut b).map_err(|e| {
+        Error::new(
+            errno::FI_EOTHER,
+            format!("mr: the OS random source failed ({e}); no unguessable key can be chosen"),
+        )
+    })?;
+    Ok(u64::from_ne_bytes(b))
 }
 
 impl MrMap {
@@ -184,7 +180,7 @@ impl MrMap {
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         let key = if prov_key {
             loop {
-                let k = random_u64();
+                let k = random_key(self.random)?;
                 if k != 0 && k != u64::MAX && !keys.contains_key(&k) {
                     break k;
                 }
@@ -227,5 +223,54 @@ impl MrMap {
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
             .and_then(Weak::upgrade)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr() -> MrAttr {
+        MrAttr {
+            iov: vec![(0x1000, 64)],
+            access: FI_REMOTE_WRITE,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn provider_keys_need_the_os_random_source() {
+        fn broken(_: &mut [u8]) -> std::result::Result<(), getrandom::Error> {
+            Err(getrandom::Error::UNSUPPORTED)
+        }
+        let map = Arc::new(MrMap {
+            random: broken,
+            ..MrMap::default()
+        });
+        let e = map
+            .register(&attr(), true)
+            .expect_err("a key without randomness");
+        assert_eq!(e.code(), errno::FI_EOTHER);
+        assert!(e.message().contains("random source"), "{e}");
+        // A requested key needs no randomness.
+        let a = MrAttr {
+            requested_key: 7,
+            ..attr()
+        };
+        assert_eq!(map.register(&a, false).expect("requested key").key, 7);
+    }
+
+    #[test]
+    fn provider_keys_are_distinct_and_not_sequential() {
+        let map = MrMap::new();
+        let regs: Vec<_> = (0..64)
+            .map(|_| map.register(&attr(), true).expect("register"))
+            .collect();
+        let mut keys: Vec<u64> = regs.iter().map(|m| m.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), 64, "duplicate provider keys");
+        let close = keys.windows(2).filter(|w| w[1] - w[0] < 1 << 20).count();
+        assert!(close < 4, "keys are clustered: {keys:x?}");
     }
 }
