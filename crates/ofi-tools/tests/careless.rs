@@ -51,3 +51,66 @@ fn info_list_shows_provider_loading_warnings() {
         "the loading warning is lost on `ofi info -l`; stderr:\n{err}"
     );
 }
+
+/// Exit 2 with the message, quickly, without a crash or a number that is
+/// not one.
+fn assert_refused(args: &[&str], want: &str) {
+    let (status, out, err) = ofi(args, &[]);
+    assert_eq!(
+        status,
+        Some(2),
+        "ofi {args:?} was not refused\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    assert!(
+        err.contains(want),
+        "ofi {args:?}: stderr lacks {want:?}:\n{err}"
+    );
+    for bad in ["panicked", "memory allocation"] {
+        assert!(
+            !out.contains(bad) && !err.contains(bad),
+            "ofi {args:?} printed {bad:?}\nstdout:\n{out}\nstderr:\n{err}"
+        );
+    }
+    let words = out.split_whitespace().chain(err.split_whitespace());
+    assert!(
+        !words.into_iter().any(|w| w == "inf" || w == "NaN"),
+        "ofi {args:?} printed a figure that is not a number\nstdout:\n{out}"
+    );
+}
+
+#[test]
+fn pingpong_refuses_a_size_no_machine_holds() {
+    assert_refused(
+        &["pingpong", "--local", "-p", "shm", "-S", "99999999999999"],
+        "available",
+    );
+    assert_refused(
+        &[
+            "pingpong",
+            "--local",
+            "-p",
+            "shm",
+            "-S",
+            "64,8g,99999999999999",
+        ],
+        "99999999999999",
+    );
+}
+
+#[test]
+fn pingpong_refuses_zero_and_absurd_iteration_counts() {
+    assert_refused(&["pingpong", "--local", "-p", "shm", "-I", "0"], "-I 0");
+    assert_refused(
+        &["pingpong", "--local", "-p", "shm", "-I", "99999999999999"],
+        "between 1 and",
+    );
+}
+
+#[test]
+fn bw_refuses_absurd_sizes_and_counts() {
+    assert_refused(
+        &["bw", "--local", "-p", "shm", "-S", "99999999999999"],
+        "available",
+    );
+    assert_refused(&["bw", "--local", "-p", "shm", "-I", "0"], "-I 0");
+}
