@@ -173,6 +173,13 @@ pub fn core_tunables() -> Vec<Tunable> {
             20,
             "Microseconds a blocking CQ or counter wait polls before it sleeps",
         ),
+        Tunable::size(
+            "",
+            "mr_close_ms",
+            5000,
+            "Milliseconds closing a memory region waits for remote accesses still running on it \
+             (then fi_close returns -FI_EBUSY: retry)",
+        ),
     ]
 }
 

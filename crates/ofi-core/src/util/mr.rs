@@ -1,10 +1,19 @@
 //! Memory regions: registration with access flags, keys (provider-chosen and
 //! random, or requested by the user), and bounds checks.
+//!
+//! A remote access holds its region (`Arc<MrCore>`, through
+//! [`Resolved`](super::rma::Resolved)) for as long as it touches the memory.
+//! Closing a region first revokes it ([`MrCore::revoke`]: its key leaves the
+//! map, so no new access can start) and then waits until no access holds it
+//! any more ([`wait_idle`]), so that the memory is not freed under a copy a
+//! provider's thread is still making.
 
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use std::collections::HashMap;
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 /// Registration attributes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,6 +41,7 @@ pub struct MrCore {
     pub offset: u64,
     map: Weak<MrMap>,
     events: Mutex<Option<super::rma::MrEvents>>,
+    revoked: AtomicBool,
 }
 
 const ACCESS_ALL: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -105,14 +115,64 @@ impl MrCore {
     }
 }
 
+impl MrCore {
+    /// Takes the key out of the domain's map if it still names this region
+    /// (a revoked user key may have been registered again since).
+    fn unmap(&self) {
+        if let Some(m) = self.map.upgrade() {
+            let mut keys = m.keys.lock().unwrap_or_else(|e| e.into_inner());
+            if keys
+                .get(&self.key)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), self))
+            {
+                keys.remove(&self.key);
+            }
+        }
+    }
+
+    /// Stops new remote accesses: the key leaves the domain's map at once
+    /// (a request naming it now fails with `FI_EKEYREJECTED`), and
+    /// providers that hold the region across several steps of one access
+    /// (a WRITE whose data is still arriving) see [`is_revoked`](Self::is_revoked)
+    /// and stop. Accesses already running keep their hold until they end.
+    pub fn revoke(&self) {
+        self.revoked.store(true, Ordering::Release);
+        self.unmap();
+    }
+
+    /// True once the region is being closed: a provider must not start
+    /// another step of an access on it.
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::Acquire)
+    }
+}
+
 impl Drop for MrCore {
     fn drop(&mut self) {
-        if let Some(m) = self.map.upgrade() {
-            m.keys
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&self.key);
+        self.unmap();
+    }
+}
+
+/// Waits until nothing but the `own` holds of the caller keeps `mr` (no
+/// remote access runs on it any more), for at most `limit` (`None`:
+/// forever). True when idle; every access's last touch of the memory then
+/// happens before the return. Call after [`MrCore::revoke`], so that no new
+/// access can start meanwhile.
+pub fn wait_idle(mr: &Arc<MrCore>, own: usize, limit: Option<Duration>) -> bool {
+    let start = Instant::now();
+    let mut nap = Duration::from_micros(10);
+    loop {
+        if Arc::strong_count(mr) <= own {
+            // SYNC POINT: pairs with the release decrement of the last
+            // access's `Arc<MrCore>`, dropped after its last copy.
+            fence(Ordering::Acquire);
+            return true;
         }
+        if limit.is_some_and(|l| start.elapsed() >= l) {
+            return false;
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_millis(1));
     }
 }
 
@@ -208,6 +268,7 @@ impl MrMap {
             offset: attr.offset,
             map: Arc::downgrade(self),
             events: Mutex::new(None),
+            revoked: AtomicBool::new(false),
         });
         keys.insert(key, Arc::downgrade(&mr));
         Ok(mr)
@@ -258,6 +319,30 @@ mod tests {
             ..attr()
         };
         assert_eq!(map.register(&a, false).expect("requested key").key, 7);
+    }
+
+    #[test]
+    fn a_revoked_region_takes_no_new_access_and_waits_for_running_ones() {
+        let map = MrMap::new();
+        let a = MrAttr {
+            requested_key: 9,
+            ..attr()
+        };
+        let mr = map.register(&a, false).expect("register");
+        let access = crate::util::rma::resolve(&map, 9, 0, 8, FI_REMOTE_WRITE, false)
+            .expect("a running access");
+        mr.revoke();
+        assert!(mr.is_revoked());
+        let e = crate::util::rma::resolve(&map, 9, 0, 8, FI_REMOTE_WRITE, false)
+            .expect_err("a new access after revoke");
+        assert_eq!(e.code(), errno::FI_EKEYREJECTED);
+        assert!(!wait_idle(&mr, 1, Some(Duration::from_millis(5))));
+        // The key may be registered again; the old region's end leaves it.
+        let again = map.register(&a, false).expect("the key again");
+        drop(access);
+        assert!(wait_idle(&mr, 1, Some(Duration::ZERO)));
+        drop(mr);
+        assert!(map.lookup(9).is_some_and(|m| Arc::ptr_eq(&m, &again)));
     }
 
     #[test]
