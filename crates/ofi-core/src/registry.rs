@@ -147,7 +147,6 @@ pub fn getinfo(
     flags: u64,
     hints: Option<&Info>,
 ) -> Result<Vec<Info>> {
-    config::init_logging();
     hints::validate_version(version)?;
     if let Some(h) = hints {
         hints::validate_hints(h)?;

@@ -303,17 +303,35 @@ proptest! {
         prop_assert_eq!(match_offer(&offer(), &h).is_ok(), ok);
     }
 
-    /// Matching is deterministic and validating a hint built from valid enum
-    /// values never fails.
+    /// Hints built from valid enum values validate, and match the offer (an
+    /// RDM endpoint, FI_THREAD_SAFE, manual data progress, any AV type)
+    /// exactly when the offer satisfies them: the endpoint type must be
+    /// unspecified or RDM, auto data progress is refused, any threading
+    /// level is met by FI_THREAD_SAFE; the match echoes what was asked.
     #[test]
-    fn valid_enums_validate(ep in 0u32..=5, th in 0u32..=5, pr in 0u32..=2, av in 0u32..=2) {
+    fn valid_enums_validate_and_match_by_the_rules(
+        ep in 0u32..=5, th in 0u32..=5, pr in 0u32..=2, av in 0u32..=2,
+    ) {
         let mut h = Info::hints();
         h.ep_attr.ep_type = ep;
         h.domain_attr.threading = th;
         h.domain_attr.data_progress = pr;
         h.domain_attr.av_type = av;
         prop_assert!(validate_hints(&h).is_ok());
-        prop_assert_eq!(match_offer(&offer(), &h), match_offer(&offer(), &h));
+        let o = offer();
+        let r = match_offer(&o, &h);
+        if ep != ep_type::FI_EP_UNSPEC && ep != ep_type::FI_EP_RDM {
+            prop_assert_eq!(r.err(), Some("ep_attr.type"));
+        } else if pr == progress::FI_PROGRESS_AUTO {
+            prop_assert_eq!(r.err(), Some("domain_attr.data_progress"));
+        } else {
+            let m = r.expect("a satisfiable hint matches");
+            prop_assert_eq!(m.ep_attr.ep_type, ep_type::FI_EP_RDM);
+            let th_want = if th == 0 { o.domain_attr.threading } else { th };
+            prop_assert_eq!(m.domain_attr.threading, th_want);
+            prop_assert_eq!(m.domain_attr.data_progress, progress::FI_PROGRESS_MANUAL);
+            prop_assert_eq!(m.domain_attr.av_type, av);
+        }
     }
 }
 

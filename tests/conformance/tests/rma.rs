@@ -103,7 +103,7 @@ conformance!(fn rma_write_then_read_back_every_size(info) {
 conformance!(fn rma_iov_lists_scatter_and_gather(info) {
     require(info, FI_RMA)?;
     if info.tx_attr.rma_iov_limit < 2 || info.tx_attr.iov_limit < 3 {
-        return Err(Skip("offer's iov limits are below 3 local / 2 remote".into()));
+        return Err(Skip::limit("offer's iov limits are below 3 local / 2 remote"));
     }
     let p = Pair::open(info, FI_RMA)?;
     let target = Region::new(&p.domain, info, 9000, FI_REMOTE_READ | FI_REMOTE_WRITE);
