@@ -28,7 +28,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod one_sided;
+mod sets;
 pub use one_sided::Deferred;
+pub use sets::{PollSet, WaitSet};
 
 /// A send (message or tagged) as the provider sees it.
 #[derive(Clone, Copy, Debug)]
@@ -276,6 +278,16 @@ fn refuse<T>(obj: T, what: &str, n: usize) -> CloseResult<T> {
     )))
 }
 
+/// FI_WAIT_SET needs the set: refused where none is given.
+fn no_set(wait: u32, what: &str, instead: &str) -> Result<()> {
+    if wait == wait_obj::FI_WAIT_SET {
+        return Err(Error::inval(format!(
+            "{what}: wait_obj FI_WAIT_SET needs a wait set ({instead})"
+        )));
+    }
+    Ok(())
+}
+
 /// A fabric: the root of one provider's objects.
 pub struct Fabric {
     ops: Arc<dyn FabricOps>,
@@ -325,8 +337,13 @@ impl Fabric {
             _parent: DepGuard::new(&self.deps),
         })
     }
-    /// Opens an event queue (`fi_eq_open`).
+    /// Opens an event queue (`fi_eq_open`); one with FI_WAIT_SET opens
+    /// through [`eq_in`](Self::eq_in).
     pub fn eq(&self, attr: &EqAttr) -> Result<EventQueue> {
+        no_set(attr.wait_obj, "eq", "Fabric::eq_in")?;
+        self.eq_any(attr)
+    }
+    fn eq_any(&self, attr: &EqAttr) -> Result<EventQueue> {
         Ok(EventQueue {
             core: EqCore::new(attr)?,
             _parent: DepGuard::new(&self.deps),
@@ -377,8 +394,13 @@ impl Domain {
     pub fn info(&self) -> &Info {
         &self.info
     }
-    /// Opens a completion queue (`fi_cq_open`).
+    /// Opens a completion queue (`fi_cq_open`); one with FI_WAIT_SET
+    /// opens through [`cq_in`](Self::cq_in).
     pub fn cq(&self, attr: &CqAttr) -> Result<CompletionQueue> {
+        no_set(attr.wait_obj, "cq", "Domain::cq_in")?;
+        self.cq_any(attr)
+    }
+    fn cq_any(&self, attr: &CqAttr) -> Result<CompletionQueue> {
         let mut a = *attr;
         if a.size == 0 {
             a.size = self.info.rx_attr.size.max(self.info.tx_attr.size).max(1);
@@ -388,8 +410,13 @@ impl Domain {
             _parent: DepGuard::new(&self.deps),
         })
     }
-    /// Opens a counter (`fi_cntr_open`).
+    /// Opens a counter (`fi_cntr_open`); one with FI_WAIT_SET opens
+    /// through [`cntr_in`](Self::cntr_in).
     pub fn cntr(&self, attr: &CntrAttr) -> Result<Counter> {
+        no_set(attr.wait_obj, "cntr", "Domain::cntr_in")?;
+        self.cntr_any(attr)
+    }
+    fn cntr_any(&self, attr: &CntrAttr) -> Result<Counter> {
         Ok(Counter {
             core: CntrCore::new(attr)?,
             _parent: DepGuard::new(&self.deps),
@@ -1265,9 +1292,14 @@ impl EventQueue {
     pub fn write(&self, e: EqEvent) {
         self.core.write(e)
     }
-    /// The wait fd for epoll.
+    /// The wait fd for epoll: readable while events are queued; call
+    /// [`trywait`](Self::trywait) before sleeping on it.
     pub fn wait_fd(&self) -> Option<RawFd> {
         self.core.wait_fd()
+    }
+    /// `fi_trywait`: Ok if it is safe to sleep on the wait fd.
+    pub fn trywait(&self) -> Result<()> {
+        self.core.trywait()
     }
     /// Wakes a blocked `sread`.
     pub fn signal(&self) {
