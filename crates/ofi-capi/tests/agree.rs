@@ -210,3 +210,10 @@ fn atomics_work_as_queried() {
     agree("atomics", &["tcp"]);
     agree("atomics", &["shm"]);
 }
+
+/// FI_OPT_CM_DATA_SIZE on tcp passive endpoints, and fi_setname on
+/// passive, MSG and RDM endpoints before listen / enable.
+#[test]
+fn cm_data_size_and_setname_on_tcp() {
+    agree("names", &[]);
+}

@@ -359,6 +359,7 @@ impl Fabric {
         Ok(PassiveEndpoint {
             ops,
             context,
+            listening: std::sync::atomic::AtomicBool::new(false),
             eq: Mutex::new(None),
             _parent: DepGuard::new(&self.deps),
         })
@@ -920,6 +921,14 @@ impl Endpoint {
         self.ops.getname()
     }
 
+    /// Sets the endpoint's own address (`fi_setname`), in the offer's
+    /// address format; `getname` then returns it. Only before `enable`
+    /// (`FI_EOPBADSTATE` after).
+    pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        let _s = self.not_enabled("setname")?;
+        self.ops.setname(addr)
+    }
+
     /// The offer this endpoint was opened with.
     pub fn info(&self) -> &Info {
         &self.info
@@ -1322,6 +1331,8 @@ impl EventQueue {
 pub struct PassiveEndpoint {
     ops: Arc<dyn PassiveEndpointOps>,
     context: usize,
+    /// `listen` succeeded (the address can no longer change).
+    listening: std::sync::atomic::AtomicBool,
     eq: Mutex<Option<Arc<EqCore>>>,
     _parent: DepGuard,
 }
@@ -1355,11 +1366,31 @@ impl PassiveEndpoint {
                 "listen: no event queue is bound",
             ));
         }
-        self.ops.listen()
+        self.ops.listen()?;
+        self.listening.store(true, Ordering::Release);
+        Ok(())
     }
     /// The listening address (`fi_getname`).
     pub fn getname(&self) -> Result<Vec<u8>> {
         self.ops.getname()
+    }
+    /// Sets the address to listen on (`fi_setname`), in the offer's
+    /// address format; `getname` then returns it. Only before `listen`
+    /// (`FI_EOPBADSTATE` after).
+    pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        if self.listening.load(Ordering::Acquire) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "setname: the passive endpoint is already listening",
+            ));
+        }
+        self.ops.setname(addr)
+    }
+    /// Reads an option (`fi_getopt`, level FI_OPT_ENDPOINT):
+    /// FI_OPT_CM_DATA_SIZE is the largest private data a connection
+    /// request to this endpoint may carry.
+    pub fn getopt(&self, name: i32) -> Result<usize> {
+        self.ops.getopt(name)
     }
     /// Rejects a connection request with private data (`fi_reject`).
     pub fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()> {

@@ -23,6 +23,8 @@ pub struct Request {
 }
 
 struct Inner {
+    /// Where `listen` binds (the offer's source, or what `setname` gave).
+    src: SocketAddr,
     eq: Option<(Arc<EqCore>, usize)>,
     listener: Option<Socket>,
     waiting: Vec<Link>,
@@ -35,7 +37,6 @@ struct Inner {
 pub struct TcpPep {
     cfg: TcpConfig,
     info: Info,
-    src: SocketAddr,
     poller: Poller,
     inner: SpinLock<Inner>,
 }
@@ -50,9 +51,9 @@ impl TcpPep {
         Ok(TcpPep {
             cfg,
             info: info.clone(),
-            src,
             poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
             inner: SpinLock::new(Inner {
+                src,
                 eq: None,
                 listener: None,
                 waiting: Vec::new(),
@@ -116,7 +117,7 @@ impl TcpPep {
             if let Some((addr, data)) = request {
                 let link = g.waiting.swap_remove(i);
                 self.poller.remove(link.sock.fd());
-                let peer = link.sock.peer_addr().unwrap_or(self.src);
+                let peer = link.sock.peer_addr().unwrap_or(g.src);
                 let mut info = self.info.clone();
                 info.dest_addr = Some(if addr.is_empty() {
                     crate::addr::encode(&peer)
@@ -181,7 +182,7 @@ impl PassiveEndpointOps for TcpPep {
         if g.listener.is_some() {
             return Err(Error::new(errno::FI_EALREADY, "tcp: already listening"));
         }
-        let l = Socket::listen_in(&self.src, self.cfg.port_range)?;
+        let l = Socket::listen_in(&g.src, self.cfg.port_range)?;
         self.poller
             .add(l.fd(), 0, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
@@ -195,7 +196,28 @@ impl PassiveEndpointOps for TcpPep {
                 &l.local_addr()
                     .map_err(|e| Error::os(e, "tcp: getsockname"))?,
             )),
-            None => Ok(crate::addr::encode(&self.src)),
+            None => Ok(crate::addr::encode(&g.src)),
+        }
+    }
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let sa = crate::addr::decode_for(addr, self.info.addr_format)?;
+        let mut g = self.inner.lock();
+        if g.listener.is_some() {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: setname on a listening passive endpoint",
+            ));
+        }
+        g.src = sa;
+        Ok(())
+    }
+    fn getopt(&self, name: i32) -> Result<usize> {
+        match name {
+            opt::FI_OPT_CM_DATA_SIZE => Ok(self.cfg.proto.max_cm_data),
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("tcp: option {name} is not supported on a passive endpoint"),
+            )),
         }
     }
     fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()> {
