@@ -80,7 +80,9 @@ pub fn validate_version(version: u32) -> Result<()> {
 pub fn validate_hints(h: &Info) -> Result<()> {
     check_bits("caps", h.caps, KNOWN_CAPS)?;
     check_bits("mode", h.mode, KNOWN_MODES)?;
-    check_enum("addr_format", h.addr_format, addr_format::FI_ADDR_CXI)?;
+    // addr_format is not checked: a format this library does not know
+    // (a newer libfabric's, a provider's own) is one no provider offers,
+    // which matching answers with FI_ENODATA, as libfabric does.
     check_bits("tx_attr.caps", h.tx_attr.caps, KNOWN_CAPS)?;
     check_bits("rx_attr.caps", h.rx_attr.caps, KNOWN_CAPS)?;
     check_bits("tx_attr.mode", h.tx_attr.mode, KNOWN_MODES)?;
@@ -148,6 +150,43 @@ pub fn validate_hints(h: &Info) -> Result<()> {
     Ok(())
 }
 
+/// Checks getinfo's `node` before any provider is asked: with a socket
+/// address format (or none) in the hints, it must resolve as a host
+/// (numerically under FI_NUMERICHOST). One that does not is `FI_ENODATA`
+/// at once for every provider (none can reach it), instead of offers whose
+/// first use fails or hangs. A URI-like node (`fi_shm://name`,
+/// `fi_sockaddr_in://…`) is an FI_ADDR_STR address: the providers' matter.
+pub fn check_node(node: Option<&str>, flags: u64, hints: Option<&Info>) -> Result<()> {
+    let Some(node) = node else {
+        return Ok(());
+    };
+    let format = hints.map_or(addr_format::FI_FORMAT_UNSPEC, |h| h.addr_format);
+    let socket_format = matches!(
+        format,
+        addr_format::FI_FORMAT_UNSPEC
+            | addr_format::FI_SOCKADDR
+            | addr_format::FI_SOCKADDR_IN
+            | addr_format::FI_SOCKADDR_IN6
+    );
+    if !socket_format || node.contains("://") || node.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let resolves = flags & FI_NUMERICHOST == 0
+        && std::net::ToSocketAddrs::to_socket_addrs(&(node, 0))
+            .is_ok_and(|mut a| a.next().is_some());
+    if resolves {
+        return Ok(());
+    }
+    Err(Error::new(
+        crate::error::errno::FI_ENODATA,
+        if flags & FI_NUMERICHOST != 0 {
+            format!("node '{node}' is not a numeric address (FI_NUMERICHOST)")
+        } else {
+            format!("node '{node}' does not resolve to an address")
+        },
+    ))
+}
+
 /// An FI_PROVIDER-style list: `shm,tcp` (include) or `^tcp,udp` (exclude).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProviderFilter {
@@ -210,6 +249,16 @@ fn pick<T: Copy + PartialEq + Default>(hint: T, offer: T) -> T {
     }
 }
 
+/// Whether an offer's address format satisfies the hinted one: unspecified
+/// takes any; FI_SOCKADDR (a sockaddr whose family tells) takes
+/// FI_SOCKADDR_IN and FI_SOCKADDR_IN6 offers too (fi_getinfo(3)).
+pub fn addr_format_fits(want: u32, have: u32) -> bool {
+    use addr_format::*;
+    want == FI_FORMAT_UNSPEC
+        || want == have
+        || (want == FI_SOCKADDR && matches!(have, FI_SOCKADDR_IN | FI_SOCKADDR_IN6))
+}
+
 /// Implied capabilities: asking for FI_MSG means send and receive, etc.
 pub fn expand_caps(caps: u64) -> u64 {
     let mut c = caps;
@@ -249,7 +298,7 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
         }
     }
     subset("mode", offer.mode, h.mode)?;
-    if h.addr_format != 0 && h.addr_format != offer.addr_format {
+    if !addr_format_fits(h.addr_format, offer.addr_format) {
         return Err("addr_format");
     }
     if let Some(p) = &h.fabric_attr.prov_name {

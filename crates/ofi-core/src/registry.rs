@@ -152,6 +152,7 @@ pub fn getinfo(
     if let Some(h) = hints {
         hints::validate_hints(h)?;
     }
+    hints::check_node(node, flags, hints)?;
     load_external_from_env();
     let env_filter = config::provider_filter()?;
     let hint_filter = match hints.and_then(|h| h.fabric_attr.prov_name.as_deref()) {

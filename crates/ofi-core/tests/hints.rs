@@ -178,7 +178,6 @@ fn malformed_hints_are_einval_naming_the_field() {
         ("caps", Box::new(|h| h.caps = 1)),
         ("mode", Box::new(|h| h.mode = 1 << 3)),
         ("ep_attr.type", Box::new(|h| h.ep_attr.ep_type = 99)),
-        ("addr_format", Box::new(|h| h.addr_format = 77)),
         (
             "domain_attr.threading",
             Box::new(|h| h.domain_attr.threading = 9),
@@ -334,4 +333,36 @@ fn optional_mr_mode_bits_narrow_to_the_hints() {
     );
     h.domain_attr.mr_mode = mr_mode::FI_MR_SCALABLE;
     assert_eq!(match_offer(&o, &h).unwrap().domain_attr.mr_mode, 0);
+}
+
+#[test]
+fn generic_sockaddr_hints_take_either_family() {
+    use addr_format::*;
+    use ofi_core::hints::addr_format_fits;
+    for have in [FI_SOCKADDR, FI_SOCKADDR_IN, FI_SOCKADDR_IN6] {
+        assert!(addr_format_fits(FI_SOCKADDR, have));
+        assert!(addr_format_fits(FI_FORMAT_UNSPEC, have));
+    }
+    assert!(!addr_format_fits(FI_SOCKADDR, FI_ADDR_STR));
+    assert!(!addr_format_fits(FI_SOCKADDR_IN, FI_SOCKADDR_IN6));
+    assert!(!addr_format_fits(FI_SOCKADDR_IN6, FI_SOCKADDR));
+    assert!(!addr_format_fits(77, FI_SOCKADDR_IN));
+}
+
+#[test]
+fn nodes_must_resolve_before_providers_are_asked() {
+    use ofi_core::hints::check_node;
+    let e = check_node(Some("g00n13s"), 0, None).unwrap_err();
+    assert_eq!(e.code(), ofi_core::error::errno::FI_ENODATA, "{e}");
+    assert!(check_node(Some("g00n13s"), FI_SOURCE, None).is_err());
+    check_node(Some("127.0.0.1"), 0, None).unwrap();
+    check_node(Some("::1"), FI_NUMERICHOST, None).unwrap();
+    check_node(Some("localhost"), 0, None).unwrap();
+    assert!(check_node(Some("localhost"), FI_NUMERICHOST, None).is_err());
+    check_node(None, 0, None).unwrap();
+    // Names in a provider's own format are the provider's to judge.
+    check_node(Some("fi_shm://g00n13s"), 0, None).unwrap();
+    let mut h = Info::hints();
+    h.addr_format = addr_format::FI_ADDR_STR;
+    check_node(Some("g00n13s"), 0, Some(&h)).unwrap();
 }
