@@ -224,3 +224,12 @@ fn cm_data_size_and_setname_on_tcp() {
 fn generic_sockaddr_and_unresolvable_nodes() {
     agree("getinfo_addr", &[]);
 }
+
+/// mr_mode as the hints state it: FI_MR_BASIC / FI_MR_SCALABLE kept and in
+/// force, the old API's answers, nothing required that was not allowed.
+#[test]
+fn mr_modes_as_hinted() {
+    agree("mr_mode", &["tcp", "rdm"]);
+    agree("mr_mode", &["tcp", "msg"]);
+    agree("mr_mode", &["shm", "rdm"]);
+}

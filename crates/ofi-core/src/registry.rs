@@ -199,10 +199,16 @@ pub fn getinfo(
             }
         };
         let before = out.len();
-        for offer in offers {
+        for mut offer in offers {
             match hints {
-                None => out.push(offer),
-                Some(h) => match hints::match_offer(&offer, h) {
+                None => {
+                    // An old API's offer speaks the old mr_mode enum.
+                    if let Ok(m) = hints::offer_mr_mode(version, None, offer.domain_attr.mr_mode) {
+                        offer.domain_attr.mr_mode = m;
+                        out.push(offer);
+                    }
+                }
+                Some(h) => match hints::match_offer_for(&offer, h, version) {
                     Ok(m) => out.push(m),
                     Err(field) => {
                         tracing::debug!(provider = %name, field, "offer does not satisfy hints");

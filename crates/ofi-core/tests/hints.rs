@@ -51,7 +51,8 @@ fn offer() -> Info {
             control_progress: progress::FI_PROGRESS_AUTO,
             data_progress: progress::FI_PROGRESS_MANUAL,
             resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-            mr_mode: mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_LOCAL,
+            // Preferred, not required: hints of any mr_mode may have it.
+            mr_mode: mr_mode::FI_MR_VIRT_ADDR,
             cq_data_size: 8,
             cq_cnt: 1024,
             ep_cnt: 256,
@@ -144,6 +145,9 @@ fn each_unsatisfiable_field_is_named() {
         let mut o = offer();
         if field == "mode" {
             o.mode = FI_CONTEXT;
+        }
+        if field == "domain_attr.mr_mode" {
+            o.domain_attr.mr_mode |= mr_mode::FI_MR_LOCAL;
         }
         assert_eq!(match_offer(&o, &h).unwrap_err(), field, "hint on {field}");
     }
@@ -325,14 +329,52 @@ fn optional_mr_mode_bits_narrow_to_the_hints() {
     h.domain_attr.mr_mode = mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_LOCAL;
     let m = match_offer(&o, &h).expect("optional bits never refuse");
     assert_eq!(m.domain_attr.mr_mode, mr_mode::FI_MR_PROV_KEY);
+    // The old modes are kept as given; 0 allows none of the optional bits.
+    for m in [mr_mode::FI_MR_BASIC, mr_mode::FI_MR_SCALABLE, 0] {
+        h.domain_attr.mr_mode = m;
+        assert_eq!(match_offer(&o, &h).unwrap().domain_attr.mr_mode, m);
+    }
+    // Both old modes, or one with new bits, match nothing.
+    for m in [
+        mr_mode::FI_MR_BASIC | mr_mode::FI_MR_SCALABLE,
+        mr_mode::FI_MR_BASIC | mr_mode::FI_MR_LOCAL,
+    ] {
+        h.domain_attr.mr_mode = m;
+        assert_eq!(match_offer(&o, &h).unwrap_err(), "domain_attr.mr_mode");
+    }
+    // An offer that needs FI_MR_LOCAL: only hints that allow it.
+    o.domain_attr.mr_mode |= mr_mode::FI_MR_LOCAL;
+    h.domain_attr.mr_mode = 0;
+    assert_eq!(match_offer(&o, &h).unwrap_err(), "domain_attr.mr_mode");
     h.domain_attr.mr_mode = mr_mode::FI_MR_BASIC;
-    let m = match_offer(&o, &h).unwrap();
+    assert_eq!(match_offer(&o, &h).unwrap_err(), "domain_attr.mr_mode");
+}
+
+#[test]
+fn an_old_api_reads_mr_mode_the_old_way() {
+    use ofi_core::hints::offer_mr_mode;
+    let v = |minor| fi_version(1, minor);
+    let pref = mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED;
+    assert_eq!(offer_mr_mode(v(0), Some(0), pref), Ok(mr_mode::FI_MR_BASIC));
+    assert_eq!(offer_mr_mode(v(4), None, pref), Ok(mr_mode::FI_MR_BASIC));
     assert_eq!(
-        m.domain_attr.mr_mode,
-        mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED
+        offer_mr_mode(v(0), Some(mr_mode::FI_MR_SCALABLE), pref),
+        Ok(mr_mode::FI_MR_SCALABLE)
     );
-    h.domain_attr.mr_mode = mr_mode::FI_MR_SCALABLE;
-    assert_eq!(match_offer(&o, &h).unwrap().domain_attr.mr_mode, 0);
+    assert_eq!(offer_mr_mode(v(5), Some(0), pref), Ok(0));
+    assert_eq!(offer_mr_mode(v(17), None, pref), Ok(pref));
+    assert_eq!(
+        offer_mr_mode(v(17), Some(mr_mode::FI_MR_PROV_KEY), pref),
+        Ok(mr_mode::FI_MR_PROV_KEY)
+    );
+    // What an old mode implies is what a domain opened with it does.
+    let mut d = DomainAttr {
+        mr_mode: mr_mode::FI_MR_BASIC,
+        ..Default::default()
+    };
+    assert_eq!(d.mr_mode_in_force(), pref);
+    d.mr_mode = mr_mode::FI_MR_SCALABLE;
+    assert_eq!(d.mr_mode_in_force(), 0);
 }
 
 #[test]

@@ -326,12 +326,14 @@ impl Fabric {
     pub fn provider(&self) -> &str {
         &self.prov
     }
-    /// Opens a domain (`fi_domain`).
+    /// Opens a domain (`fi_domain`). The provider (and [`Domain::info`])
+    /// see the memory-registration modes in force (FI_MR_BASIC spelled out).
     pub fn domain(&self, info: &Info) -> Result<Domain> {
-        let ops = self.ops.domain(info)?;
+        let info = info.in_force();
+        let ops = self.ops.domain(&info)?;
         Ok(Domain {
             ops,
-            info: info.clone(),
+            info,
             mr_map: MrMap::new(),
             deps: Arc::new(AtomicUsize::new(0)),
             _parent: DepGuard::new(&self.deps),
@@ -355,7 +357,7 @@ impl Fabric {
         if info.ep_attr.ep_type != ep_type::FI_EP_MSG {
             return Err(Error::inval("passive endpoints are for FI_EP_MSG offers"));
         }
-        let ops = self.ops.passive_ep(info)?;
+        let ops = self.ops.passive_ep(&info.in_force())?;
         Ok(PassiveEndpoint {
             ops,
             context,
@@ -468,6 +470,7 @@ impl Domain {
     }
     /// Opens an endpoint whose `context` is reported as `fid` in its EQ events.
     pub fn endpoint_with_context(&self, info: &Info, context: usize) -> Result<Endpoint> {
+        let info = &info.in_force();
         let ops = self.ops.endpoint(info)?;
         let mut state = EpState::default();
         state.b.fid = context;
