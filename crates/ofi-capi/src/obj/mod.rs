@@ -16,6 +16,8 @@ pub mod eq;
 pub mod fabric;
 pub mod mr;
 pub mod pep;
+pub mod poll;
+pub mod wait;
 
 use crate::abi::*;
 use crate::guard;
@@ -191,6 +193,8 @@ pub(crate) unsafe extern "C" fn tostr(f: *const fid, buf: *mut c_char, len: size
             class::FI_CLASS_CQ => "completion queue",
             class::FI_CLASS_CNTR => "counter",
             class::FI_CLASS_CONNREQ => "connection request",
+            class::FI_CLASS_WAIT => "wait set",
+            class::FI_CLASS_POLL => "poll set",
             _ => "fid",
         };
         // SAFETY: buf has len writable bytes (caller's contract).

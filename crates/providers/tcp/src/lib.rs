@@ -388,14 +388,20 @@ pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
 /// empty: every interface) unless the request names a source address.
 fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
     let hints = req.hints;
-    let want_fmt = hints.map(|h| h.addr_format).filter(|f| *f != 0);
-    if let Some(f) = want_fmt {
-        if f != addr_format::FI_SOCKADDR_IN && f != addr_format::FI_SOCKADDR_IN6 {
-            return Err(Error::nodata(format!(
-                "tcp: address format {f} is not FI_SOCKADDR_IN or FI_SOCKADDR_IN6"
-            )));
-        }
+    let hinted = hints.map_or(0, |h| h.addr_format);
+    if !matches!(
+        hinted,
+        addr_format::FI_FORMAT_UNSPEC
+            | addr_format::FI_SOCKADDR
+            | addr_format::FI_SOCKADDR_IN
+            | addr_format::FI_SOCKADDR_IN6
+    ) {
+        return Err(Error::nodata(format!(
+            "tcp: address format {hinted} is not FI_SOCKADDR, FI_SOCKADDR_IN or FI_SOCKADDR_IN6"
+        )));
     }
+    // FI_SOCKADDR leaves the family open: offers of either.
+    let want_fmt = Some(hinted).filter(|f| *f != 0 && *f != addr_format::FI_SOCKADDR);
     let numeric = req.flags & FI_NUMERICHOST != 0;
     let source = req.flags & FI_SOURCE != 0;
     // Where the endpoint binds, and where it connects.
