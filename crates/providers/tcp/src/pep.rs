@@ -31,6 +31,8 @@ struct Inner {
     closing: Vec<Link>,
     rx: Rx,
     next_id: u64,
+    /// The listening address (for log lines), once listening.
+    bound: Option<SocketAddr>,
     /// `waiting` connections in their handshake (cap and deadline).
     gate: Gate,
     /// The listener's accept state (backoff, rate-limited warnings).
@@ -68,6 +70,7 @@ impl TcpPep {
                 closing: Vec::new(),
                 rx: Rx::new(Default::default()),
                 next_id: 1,
+                bound: None,
                 gate: Gate::new(cfg.limits),
                 accepting: Accepting::default(),
             }),
@@ -75,7 +78,8 @@ impl TcpPep {
     }
 
     fn drive(&self, g: &mut Inner) {
-        let at = || self.src.to_string();
+        let bound = g.bound;
+        let at = || bound.unwrap_or(self.src).to_string();
         if g.listener.is_some() && g.accepting.may_accept(Instant::now) {
             while let Some(l) = &g.listener {
                 match l.accept() {
@@ -208,7 +212,7 @@ impl TcpPep {
             self.poller.remove(l.sock.fd());
             tracing::warn!(
                 peer = ?l.sock.peer_addr().ok(),
-                listener = %self.src,
+                listener = %g.bound.unwrap_or(self.src),
                 "tcp: dropping an incoming connection: {}",
                 why.describe(g.gate.limits())
             );
@@ -245,6 +249,7 @@ impl PassiveEndpointOps for TcpPep {
         self.poller
             .add(l.fd(), 0, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
+        g.bound = l.local_addr().ok();
         g.listener = Some(l);
         Ok(())
     }
