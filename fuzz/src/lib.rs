@@ -8,6 +8,9 @@
 //! panic" (a parsed header re-emits to the same bytes, the connection core
 //! only names memory the harness lent it), the targets assert them.
 
+mod capi;
+pub use capi::{capi_args, panicked};
+
 use ofi_core::consts::{FI_CLAIM, FI_MULTI_RECV, FI_PEEK};
 use ofi_core::util::iov::IoVec;
 use ofi_proto::tcp::{

@@ -7,16 +7,19 @@
 //!   cd fuzz && cargo test
 //!   cd fuzz && cargo test -- --ignored write_seeds   # regenerates fuzz/seeds
 
-use ofi_fuzz::{auth_stream, conn_stream, shm_entry, shm_handler, tcp_conn_stream, tcp_header};
+use ofi_fuzz::{
+    auth_stream, capi_args, conn_stream, shm_entry, shm_handler, tcp_conn_stream, tcp_header,
+};
 use ofi_wire::{shm, tcp};
 use std::path::Path;
 
 type Target = fn(&[u8]);
-const TARGETS: [(&str, Target); 4] = [
+const TARGETS: [(&str, Target); 5] = [
     ("shm_entry", shm_entry),
     ("shm_handler", shm_handler),
     ("tcp_header", tcp_header),
     ("tcp_conn_stream", tcp_conn_stream),
+    ("capi_args", capi_args),
 ];
 
 fn frame(op: u8, flags: u8, tag: u64, data: u64, id: u64, payload: &[u8]) -> Vec<u8> {
@@ -204,6 +207,26 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             0x81, 5, 4, 1, 8, 0, 1, 0, 0, 0, b'a', b'b', b'c', b'd', b'e', b'f', b'g', b'h',
         ],
     ));
+    // C ABI scripts (see `ofi_fuzz::capi_args`): op byte, then arguments.
+    let mut junk = vec![4, 0, 1, 0, 1, 200];
+    junk.extend([0xA5; 200]);
+    out.push(("capi_args", "av_junk", junk));
+    let names = b"hello\0fi_shm://1.0\012345\0";
+    let mut strs = vec![4, 0, 3, 1, 1, names.len() as u8];
+    strs.extend_from_slice(names);
+    out.push(("capi_args", "av_strings", strs));
+    let mut sa = vec![4, 1, 2, 0, 1, 32];
+    for _ in 0..2 {
+        sa.extend([2, 0, 0x1f, 0x90, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+    }
+    out.push(("capi_args", "av_tcp", sa));
+    let mut calls = vec![0, 1];
+    calls.extend([0x3f; 64]);
+    calls.extend([2, 0, 0, 0, 0]);
+    calls.extend([3, 0, 0x7f, 0xff, 0xff, 0xff]);
+    calls.extend([7, 0, 1, b'1', 4, b'4', b'2', b'4', b'2']);
+    calls.extend([8, 0, 1, 0, 2, 2]);
+    out.push(("capi_args", "calls", calls));
     out
 }
 

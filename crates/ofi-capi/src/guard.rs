@@ -3,10 +3,28 @@
 
 use libc::{c_int, ssize_t};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
+
+static LOG_INIT: Once = Once::new();
+
+/// Installs the C application's log output (once per process): the library
+/// crates only emit events, and libfabric's C programs expect FI_LOG_LEVEL
+/// to print them on stderr. A subscriber already installed in the process
+/// (a Rust host of this library) is kept.
+fn init_logging() {
+    LOG_INIT.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_max_level(ofi_core::config::log_level())
+            .with_writer(std::io::stderr)
+            .with_target(true)
+            .try_init();
+    });
+}
 
 /// Runs `f`; if it panics, logs the panic and returns `on_panic` instead of
-/// unwinding into C.
+/// unwinding into C. The first call installs the log output.
 pub(crate) fn ffi<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
+    init_logging();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(payload) => {

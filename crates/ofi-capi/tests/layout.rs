@@ -5,6 +5,8 @@
 //! - the built `libfabric.so` has SONAME `libfabric.so.1` and exports exactly
 //!   Debian's `fi_*` symbols with the same versions;
 //! - the top-level entry points behave (tests/c/top.c);
+//! - `fi_av_insert` refuses malformed raw addresses without crashing and
+//!   still inserts valid ones (tests/c/av_insert.c);
 //! - `fi_tostr` prints what Debian's libfabric prints (tests/c/tostr.c run
 //!   on both libraries), and for ofi's offers what `ofi info -v` prints.
 #![allow(unsafe_code)]
@@ -387,6 +389,7 @@ fn all_consts() -> Vec<(&'static str, i64)> {
         ("FI_PATH_MAX", abi::FI_PATH_MAX as i64),
         ("FI_NAME_MAX", abi::FI_NAME_MAX as i64),
         ("FI_VERSION_MAX", abi::FI_VERSION_MAX as i64),
+        ("FI_SYNC_ERR", abi::FI_SYNC_ERR as i64),
         ("FI_PROV_SPECIFIC", i64::from(abi::FI_PROV_SPECIFIC)),
     ]);
     v
@@ -798,6 +801,34 @@ fn top_level_entry_points_behave() {
     for (t, o) in texts.iter().zip(&offers) {
         assert_eq!(*t, format!("{o}"), "fi_tostr differs from `ofi info -v`");
     }
+}
+
+/// Junk bytes, strings that are not addresses and several addresses in one
+/// call on shm (FI_ADDR_STR) and tcp AVs: no crash, FI_ADDR_NOTAVAIL for
+/// each malformed one, valid ones inserted and usable.
+#[test]
+fn av_insert_refuses_malformed_addresses() {
+    let (_, dir) = ofi_lib_dir();
+    let exe = c_program("av_insert", &dir);
+    let r = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", &dir)
+        .env_remove("FI_PROVIDER")
+        .env("FI_LOG_LEVEL", "warn")
+        .output()
+        .expect("run av_insert");
+    let out = String::from_utf8_lossy(&r.stdout);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        r.status.success() && out.contains("ALL OK"),
+        "av_insert.c ({}):\n{out}\nstderr:\n{err}",
+        r.status
+    );
+    // Each refusal is logged with its reason.
+    assert!(
+        err.contains("has no NUL within 256 bytes")
+            && err.contains("does not start with fi_shm://"),
+        "no log line for the refused addresses:\n{err}"
+    );
 }
 
 #[test]

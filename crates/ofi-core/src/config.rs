@@ -3,7 +3,6 @@
 
 use crate::error::{Error, Result};
 use crate::hints::ProviderFilter;
-use std::sync::Once;
 
 /// The type of a tunable's value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +173,13 @@ pub fn core_tunables() -> Vec<Tunable> {
             20,
             "Microseconds a blocking CQ or counter wait polls before it sleeps",
         ),
+        Tunable::size(
+            "",
+            "mr_close_ms",
+            5000,
+            "Milliseconds closing a memory region waits for remote accesses still running on it \
+             (then fi_close returns -FI_EBUSY: retry)",
+        ),
     ]
 }
 
@@ -208,29 +214,21 @@ pub fn provider_filter() -> Result<Option<ProviderFilter>> {
     }
 }
 
-static LOG_INIT: Once = Once::new();
-
-/// Maps FI_LOG_LEVEL to a tracing subscriber writing to stderr (once per
-/// process). An application that installed its own subscriber keeps it.
-pub fn init_logging() {
-    LOG_INIT.call_once(|| {
-        let level = match std::env::var("FI_LOG_LEVEL")
-            .unwrap_or_default()
-            .to_ascii_lowercase()
-            .as_str()
-        {
-            "trace" => tracing::Level::TRACE,
-            "debug" => tracing::Level::DEBUG,
-            "info" => tracing::Level::INFO,
-            "warn" | "" => tracing::Level::WARN,
-            _ => tracing::Level::WARN,
-        };
-        let _ = tracing_subscriber::fmt()
-            .with_max_level(level)
-            .with_writer(std::io::stderr)
-            .with_target(true)
-            .try_init();
-    });
+/// The tracing level FI_LOG_LEVEL asks for (`warn` when unset or unknown).
+/// The library only emits events: the application (the C ABI, the tools)
+/// installs the subscriber and uses this to honour the variable.
+pub fn log_level() -> tracing::Level {
+    match std::env::var("FI_LOG_LEVEL")
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "trace" => tracing::Level::TRACE,
+        "debug" => tracing::Level::DEBUG,
+        "info" => tracing::Level::INFO,
+        _ => tracing::Level::WARN,
+    }
 }
 
 #[cfg(test)]

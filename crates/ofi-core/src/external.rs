@@ -10,56 +10,33 @@
 use crate::error::{errno, Error, Result};
 use crate::provider::Provider;
 use crate::registry::{build_id, EXTERNAL_ABI_VERSION, EXTERNAL_ENTRY_SYMBOL};
-use std::ffi::{c_char, c_void, CStr, CString};
+use libloading::os::unix::{Library, Symbol, RTLD_LOCAL, RTLD_NOW};
+use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
 /// Signature of the entry point.
 pub type EntryFn = unsafe extern "C" fn(abi: u32, build: *const c_char) -> *mut c_void;
 
-fn dlerror_text() -> String {
-    // SAFETY: dlerror returns null or a pointer to a NUL-terminated string
-    // owned by libc, valid until the next dl* call on this thread.
-    unsafe {
-        let e = libc::dlerror();
-        if e.is_null() {
-            "unknown dynamic loader error".into()
-        } else {
-            CStr::from_ptr(e).to_string_lossy().into_owned()
-        }
-    }
-}
-
 pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
-    let cpath =
-        CString::new(path).map_err(|_| Error::inval("provider path contains a NUL byte"))?;
-    // SAFETY: cpath is a valid C string; RTLD_NOW resolves every symbol now
-    // so a broken object fails here rather than later.
-    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        return Err(Error::new(
-            errno::FI_ENOENT,
-            format!("dlopen {path}: {}", dlerror_text()),
-        ));
-    }
-    let sym = CString::new(EXTERNAL_ENTRY_SYMBOL).expect("static symbol name");
-    // SAFETY: handle is a live handle from dlopen; sym is a valid C string.
-    let f = unsafe { libc::dlsym(handle, sym.as_ptr()) };
-    if f.is_null() {
-        // SAFETY: handle came from dlopen and nothing from it is in use.
-        unsafe { libc::dlclose(handle) };
-        return Err(Error::new(
-            errno::FI_ENOSYS,
-            format!("{path} does not export {EXTERNAL_ENTRY_SYMBOL}"),
-        ));
-    }
-    // SAFETY: the symbol is the documented entry point with this signature.
-    let entry: EntryFn = unsafe { std::mem::transmute::<*mut c_void, EntryFn>(f) };
-    let id = CString::new(build_id()).expect("build id has no NUL");
+    // SAFETY: loading runs the object's initialisers, which the user vouched
+    // for by naming it as a provider; RTLD_NOW resolves every symbol now, so
+    // a broken object fails here rather than in a later call.
+    let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
+        .map_err(|e| Error::new(errno::FI_ENOENT, format!("dlopen {path}: {e}")))?;
+    // SAFETY: the documented entry point has exactly this signature.
+    let entry: Symbol<EntryFn> =
+        unsafe { lib.get(EXTERNAL_ENTRY_SYMBOL.as_bytes()) }.map_err(|e| {
+            Error::new(
+                errno::FI_ENOSYS,
+                format!("{path} does not export {EXTERNAL_ENTRY_SYMBOL}: {e}"),
+            )
+        })?;
+    let id = CString::new(build_id())
+        .map_err(|_| Error::inval("the build identity contains a NUL byte"))?;
     // SAFETY: calling the provider's entry point with valid arguments.
     let raw = unsafe { entry(EXTERNAL_ABI_VERSION, id.as_ptr()) };
     if raw.is_null() {
-        // SAFETY: nothing from the object was kept.
-        unsafe { libc::dlclose(handle) };
+        // Nothing from the object was kept: dropping `lib` unloads it.
         return Err(Error::new(
             errno::FI_ENOSYS,
             format!(
@@ -69,9 +46,11 @@ pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
         ));
     }
     // SAFETY: a non-null return is a Box<Arc<dyn Provider>> leaked by
-    // `export_provider!` built against the same build identity. The library
-    // handle is never closed, so the provider's code stays mapped.
+    // `export_provider!` built against the same build identity.
     let boxed = unsafe { Box::from_raw(raw.cast::<Arc<dyn Provider>>()) };
+    // The provider's code must stay mapped for as long as the process may
+    // call it: the library is never unloaded.
+    std::mem::forget(lib);
     Ok(*boxed)
 }
 

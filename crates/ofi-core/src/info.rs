@@ -195,7 +195,32 @@ pub struct Info {
     pub fabric_attr: FabricAttr,
 }
 
+impl DomainAttr {
+    /// The memory-registration modes in force for `mr_mode`: FI_MR_BASIC
+    /// is FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY and
+    /// FI_MR_SCALABLE none of them (`fi_mr(3)`). Applications keep the old
+    /// names in their offers; providers and regions act on these bits.
+    pub fn mr_mode_in_force(&self) -> u32 {
+        use crate::consts::mr_mode::*;
+        let m = self.mr_mode;
+        if m & FI_MR_BASIC != 0 {
+            (m & !FI_MR_BASIC) | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY
+        } else {
+            m & !FI_MR_SCALABLE
+        }
+    }
+}
+
 impl Info {
+    /// A copy with the memory-registration modes in force (see
+    /// [`DomainAttr::mr_mode_in_force`]): what objects opened with this
+    /// offer hand to providers.
+    pub fn in_force(&self) -> Info {
+        let mut i = self.clone();
+        i.domain_attr.mr_mode = self.domain_attr.mr_mode_in_force();
+        i
+    }
+
     /// Empty hints: everything unspecified.
     pub fn hints() -> Self {
         Self::default()

@@ -147,11 +147,11 @@ pub fn getinfo(
     flags: u64,
     hints: Option<&Info>,
 ) -> Result<Vec<Info>> {
-    config::init_logging();
     hints::validate_version(version)?;
     if let Some(h) = hints {
         hints::validate_hints(h)?;
     }
+    hints::check_node(node, flags, hints)?;
     load_external_from_env();
     let env_filter = config::provider_filter()?;
     let hint_filter = match hints.and_then(|h| h.fabric_attr.prov_name.as_deref()) {
@@ -198,10 +198,16 @@ pub fn getinfo(
             }
         };
         let before = out.len();
-        for offer in offers {
+        for mut offer in offers {
             match hints {
-                None => out.push(offer),
-                Some(h) => match hints::match_offer(&offer, h) {
+                None => {
+                    // An old API's offer speaks the old mr_mode enum.
+                    if let Ok(m) = hints::offer_mr_mode(version, None, offer.domain_attr.mr_mode) {
+                        offer.domain_attr.mr_mode = m;
+                        out.push(offer);
+                    }
+                }
+                Some(h) => match hints::match_offer_for(&offer, h, version) {
                     Ok(m) => out.push(m),
                     Err(field) => {
                         tracing::debug!(provider = %name, field, "offer does not satisfy hints");

@@ -385,6 +385,69 @@ fn a_read_sees_memory_as_it_was_when_executed() {
     }
 }
 
+/// A READ's grant is held until its answer's bytes have left (the driver
+/// sends them straight from the registered memory), so closing the region
+/// waits for them; then it is released.
+#[test]
+fn a_read_holds_its_grant_until_the_answer_is_out() {
+    let (mut w, t, regions) = setup(8, true);
+    let n = 2000;
+    let rv = [remote(&t, &regions[0], 0, n)];
+    let back = local(&mut w, 0, &[n], None);
+    w.conn(0, 0).queue_rma(RmaReq::read(&back, &rv, 1)).unwrap();
+    deliver_requests(&mut w);
+    assert_eq!(
+        t.lock().unwrap().grants_held(),
+        1,
+        "the READ's grant was released before its answer was written"
+    );
+    w.run();
+    assert_eq!(w.sides[0].rma_result(1), Some(Ok(())));
+    let g = t.lock().unwrap();
+    assert_eq!((g.grants_held(), g.remote_reads), (0, 1));
+    assert_eq!(
+        w.sides[0].mem.get(back[0]),
+        &region_bytes_of(&g, &regions[0])[..n]
+    );
+}
+
+fn region_bytes_of(g: &SimTarget, r: &SimRegion) -> Vec<u8> {
+    g.mem.get(r.buf).to_vec()
+}
+
+/// A region closed while a WRITE's data is still arriving: the rest of the
+/// data is discarded, the grant released, the initiator told
+/// FI_EKEYREJECTED.
+#[test]
+fn a_write_stops_landing_once_its_region_is_revoked() {
+    let (mut w, t, regions) = setup(9, true);
+    let n = 5000;
+    let data = pattern(77, n);
+    let l = local(&mut w, 0, &[n], Some(&data));
+    let rv = [remote(&t, &regions[0], 0, n)];
+    w.conn(0, 0).queue_rma(RmaReq::write(&l, &rv, 1)).unwrap();
+    // Bytes a few at a time until the WRITE is resolved and some of its
+    // data has landed.
+    let mut moved = 0;
+    while t.lock().unwrap().grants_held() == 0 || moved < 1200 {
+        let m = w.tx(0, 0, usize::MAX) + w.rx(0, 1, 100);
+        assert!(m > 0, "the WRITE stalled after {moved} bytes");
+        moved += m;
+    }
+    assert_eq!(t.lock().unwrap().grants_held(), 1, "the WRITE is landing");
+    t.lock().unwrap().revoked.push(regions[0].key);
+    let before = region_bytes(&t, &regions[0]);
+    w.run();
+    assert_eq!(
+        region_bytes(&t, &regions[0]),
+        before,
+        "data landed after the region was revoked"
+    );
+    assert_eq!(w.sides[0].rma_result(1), Some(Err(errno::FI_EKEYREJECTED)));
+    let g = t.lock().unwrap();
+    assert_eq!((g.grants_held(), g.released_undone), (0, 1));
+}
+
 #[test]
 fn a_send_after_a_write_finds_the_data_placed() {
     let (mut w, t, regions) = setup(6, true);

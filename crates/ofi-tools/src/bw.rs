@@ -184,14 +184,23 @@ struct SlotPtr {
 }
 
 impl Slots {
-    fn new(n: usize, size: usize) -> Slots {
-        let stride = size.next_multiple_of(8).max(8);
-        let mut mem = vec![0u64; n.max(1) * stride / 8];
+    /// `n` slots of `size` bytes, or a clear error when they cannot be had
+    /// (`size` may come from the peer's setup message).
+    fn new(n: usize, size: usize) -> Result<Slots, String> {
+        let stride = size
+            .checked_next_multiple_of(8)
+            .ok_or_else(|| format!("size {size} is too large"))?
+            .max(8);
+        let words = n
+            .max(1)
+            .checked_mul(stride / 8)
+            .ok_or_else(|| format!("{n} buffers of {size} bytes are too large"))?;
+        let mut mem: Vec<u64> = data::zeroed(words, "the buffers")?;
         let base = mem.as_mut_ptr().cast::<u8>();
-        Slots {
+        Ok(Slots {
             _mem: mem,
             at: SlotPtr { base, stride, size },
-        }
+        })
     }
 }
 
@@ -306,6 +315,8 @@ fn plan(a: &Args) -> Result<Plan, String> {
     } else {
         data::sizes(a, &DEFAULT_SIZES)?
     };
+    // Each side holds about two buffers of the largest size.
+    data::check_memory(&sizes, 2)?;
     let verify = a.has("c");
     if verify && op == Op::Atomic && atomic.op != atomic_op::FI_SUM {
         return Err("-c checks atomics by their sum: use --atomic-op sum".into());
@@ -314,7 +325,7 @@ fn plan(a: &Args) -> Result<Plan, String> {
         op,
         atomic,
         sizes,
-        iters: data::count(a, "I", 1000)?,
+        iters: data::iterations(a, "I", 1000)?,
         window,
         warm: data::count(a, "w", window)?,
         verify,
@@ -361,6 +372,7 @@ pub fn run(argv: &[String]) -> i32 {
             },
         };
         let (info, ctx) = setup::open(&a, &want, local, &mut oob, client)?;
+        data::check_max_msg(&p.sizes, &info)?;
         if client {
             client_session(&a, &p, &info, &ctx, &mut oob)
         } else {
@@ -487,7 +499,7 @@ fn client_session(
 
     // The write and send source: the pattern of the size, the same in
     // every operation (operations in flight share it).
-    let src = Slots::new(1, max);
+    let src = Slots::new(1, max)?;
     // Atomic operands: ones, enough for the largest size.
     let operand: Vec<u8> = match p.op {
         Op::Atomic => (0..max / p.atomic.elem())
@@ -502,7 +514,7 @@ fn client_session(
         let total = p.warm + p.iters;
         // SAFETY: nothing is in flight between sizes.
         data::fill(&mut unsafe { src.at.bytes(0) }[..size], size);
-        let dst = Slots::new(if p.op.one_sided() { slots } else { 1 }, size);
+        let dst = Slots::new(if p.op.one_sided() { slots } else { 1 }, size)?;
         let d = dst.at;
         let mut m = vec![M_START];
         put(&mut m, size as u64);
@@ -620,7 +632,7 @@ struct Region {
 }
 
 fn register(info: &ofi::Info, c: &Ctx, len: usize) -> Result<Region, String> {
-    let mem = Slots::new(1, len);
+    let mem = Slots::new(1, len)?;
     let attr = MrAttr {
         iov: vec![(mem.at.ptr(0) as usize, len.max(1))],
         access: FI_REMOTE_READ | FI_REMOTE_WRITE,
@@ -702,7 +714,7 @@ fn serve_sends(
     oob: &mut Oob,
 ) -> Result<(), String> {
     let slots = slots_for(window, size).min(total.max(1));
-    let rx = Slots::new(slots, size);
+    let rx = Slots::new(slots, size)?;
     let d = rx.at;
     let post = |s: usize| -> Result<(), String> {
         loop {

@@ -51,7 +51,18 @@ Commands:
   bw         bandwidth and message rate of streamed sends, RMA or atomics
 Run 'ofi <command> -h' for a command's options.";
 
+/// The tools' log output: the library's events on stderr at the level
+/// FI_LOG_LEVEL asks for (warnings by default).
+fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(ofi::config::log_level())
+        .with_writer(std::io::stderr)
+        .with_target(true)
+        .try_init();
+}
+
 fn main() {
+    init_logging();
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let code = match argv.first().map(String::as_str) {
         Some("info") => info::run(&argv[1..]),

@@ -181,10 +181,17 @@ pub fn run(argv: &[String]) -> i32 {
         outln!("{USAGE}");
         return 0;
     }
+    let plan = match plan(&a) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ofi pingpong: {e}");
+            return 2;
+        }
+    };
     if a.has("local") {
         return control::run_local("pingpong", argv);
     }
-    match session(&a) {
+    match session(&a, &plan) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("ofi pingpong: {e}");
@@ -193,15 +200,53 @@ pub fn run(argv: &[String]) -> i32 {
     }
 }
 
-fn session(a: &Args) -> Result<(), String> {
+/// What the flags ask for, checked before anything is allocated or
+/// connected (and before `--local` starts its two processes).
+struct Plan {
+    tagged: bool,
+    iters: usize,
+    warm: usize,
+    sizes: Vec<usize>,
+}
+
+fn plan(a: &Args) -> Result<Plan, String> {
     let tagged = match a.get("m").unwrap_or("msg") {
         "msg" => false,
         "tagged" => true,
         m => return Err(format!("unknown transmit mode '{m}' (msg|tagged)")),
     };
-    let iters = data::count(a, "I", 10)?;
+    let iters = data::iterations(a, "I", 10)?;
     let warm = data::count(a, "W", 10)?;
+    if warm > data::MAX_ITERS {
+        return Err(format!(
+            "bad -W {warm}: at most {} warm-up iterations",
+            data::MAX_ITERS
+        ));
+    }
     let sizes = data::sizes(a, &DEFAULT_SIZES)?;
+    // A send and a receive buffer of the largest size.
+    data::check_memory(&sizes, 2)?;
+    Ok(Plan {
+        tagged,
+        iters,
+        warm,
+        sizes,
+    })
+}
+
+fn session(a: &Args, plan: &Plan) -> Result<(), String> {
+    let Plan {
+        tagged,
+        iters,
+        warm,
+        ref sizes,
+    } = *plan;
+    let max = *sizes.iter().max().unwrap_or(&1);
+    let mut tx = data::zeroed(max.max(1), "the send buffer")?;
+    let mut rx = data::zeroed(max.max(1), "the receive buffer")?;
+    let mut lat = Vec::new();
+    lat.try_reserve_exact(iters)
+        .map_err(|_| format!("cannot keep {iters} latency samples"))?;
     let (mut oob, client) = control::connect(a)?;
     let local = oob.0.local_addr().ok().map(|a| a.ip());
     let want = Want {
@@ -209,6 +254,7 @@ fn session(a: &Args) -> Result<(), String> {
         mr_mode: 0,
     };
     let (info, c) = setup::open(a, &want, local, &mut oob, client)?;
+    data::check_max_msg(sizes, &info)?;
     let mut pp = Pp {
         c,
         tagged,
@@ -217,13 +263,9 @@ fn session(a: &Args) -> Result<(), String> {
         watch: Watch::new(),
     };
     let verify = a.has("c");
-    let max = *sizes.iter().max().unwrap_or(&1);
-    let mut tx = vec![0u8; max.max(1)];
-    let mut rx = vec![0u8; max.max(1)];
     let mut rows = Vec::new();
-    let mut lat = Vec::with_capacity(iters);
     report::print_header(true);
-    for &size in &sizes {
+    for &size in sizes {
         pp.oob.sync()?;
         data::fill(&mut tx[..size], 0);
         lat.clear();

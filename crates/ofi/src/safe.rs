@@ -16,8 +16,10 @@
 #![allow(unsafe_code)]
 
 pub mod region;
+mod sets;
 
 pub use region::Region;
+pub use sets::{PollSet, WaitSet};
 
 use crate::consts::*;
 use crate::{
@@ -258,13 +260,35 @@ impl Channel {
     /// gets the offer's capabilities: ask for FI_RMA / FI_ATOMIC in the
     /// hints to use the one-sided calls.
     pub fn open(info: &Info) -> Result<Channel> {
+        Self::open_with(info, |d, mut attr| {
+            attr.wait_obj = wait_obj::FI_WAIT_FD;
+            d.cq(&attr)
+        })
+    }
+
+    /// Opens a channel whose completions wake `set` (its completion queue
+    /// is opened into the wait set): one [`WaitSet::wait`] for many channels.
+    pub fn open_in(info: &Info, set: &WaitSet) -> Result<Channel> {
+        Self::open_with(info, |d, mut attr| {
+            attr.wait_obj = wait_obj::FI_WAIT_SET;
+            d.cq_in(&attr, set.raw())
+        })
+    }
+
+    fn open_with(
+        info: &Info,
+        cq: impl FnOnce(&Domain, CqAttr) -> Result<CompletionQueue>,
+    ) -> Result<Channel> {
         let fabric = Fabric::open(&info.fabric_attr)?;
         let domain = fabric.domain(info)?;
-        let cq = domain.cq(&CqAttr {
-            size: 0,
-            format: cq_format::FI_CQ_FORMAT_TAGGED,
-            wait_obj: wait_obj::FI_WAIT_FD,
-        })?;
+        let cq = cq(
+            &domain,
+            CqAttr {
+                size: 0,
+                format: cq_format::FI_CQ_FORMAT_TAGGED,
+                wait_obj: wait_obj::FI_WAIT_FD,
+            },
+        )?;
         let av = domain.av(&AvAttr::default())?;
         let ep = domain.endpoint(info)?;
         ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)?;
@@ -750,6 +774,16 @@ impl Channel {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The channel's completion queue (for poll sets).
+    pub(crate) fn cq(&self) -> &CompletionQueue {
+        &self.cq
+    }
+
+    /// The channel's domain (a poll set opens on one).
+    pub(crate) fn domain(&self) -> &Domain {
+        &self.domain
     }
 
     /// Operations still in flight.

@@ -54,6 +54,10 @@ fn external_provider_loads_runs_and_refuses_busy_deregistration() {
     // A file that is not a provider gives a clear error.
     let bad = registry::load_external("/nonexistent/libnothing.so").unwrap_err();
     assert!(bad.message().contains("dlopen"), "{bad}");
+    // A shared object without the entry point is refused by name.
+    let plain = registry::load_external("libc.so.6").unwrap_err();
+    assert_eq!(plain.code(), errno::FI_ENOSYS, "{plain}");
+    assert!(plain.message().contains("does not export"), "{plain}");
 
     // Discover and use it.
     let mut h = Info::hints();

@@ -37,9 +37,84 @@ pub const SIZES: [usize; 8] = [0, 1, 8, 4096, 4097, 32768, 32769, 1 << 20];
 /// One size from each of the three size classes (inline, medium, large).
 pub const CLASS_SIZES: [usize; 3] = [4000, 20_000, 1 << 20];
 
-/// Why a test did not run on an offer.
+/// Why a test did not run on an offer, and what justifies it. The runner
+/// checks capability and endpoint-type skips against what the offer
+/// advertises: an offer that advertises what the test needs and skips
+/// fails the test.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skip(pub String);
+pub struct Skip {
+    why: String,
+    kind: SkipKind,
+}
+
+/// The justification of a [`Skip`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SkipKind {
+    /// The offer lacks these capabilities (checked).
+    Lacks(u64),
+    /// The offer's endpoint type is outside this set of `1 << type` bits
+    /// (checked).
+    EpType(u64),
+    /// An advertised attribute other than a capability bit (a size, an
+    /// order, a limit) rules the test out, or the test does not apply to
+    /// the provider's mechanism.
+    Limit,
+    /// The scenario could not be staged this time (a race the test needs
+    /// was lost).
+    Chance,
+}
+
+impl Skip {
+    /// The offer lacks `caps` (the runner checks that it does).
+    pub fn lacks(caps: u64, why: impl Into<String>) -> Skip {
+        Skip {
+            why: why.into(),
+            kind: SkipKind::Lacks(caps),
+        }
+    }
+    /// The offer's endpoint type is not one of `types` (`FI_EP_*` values;
+    /// the runner checks that it is not).
+    pub fn ep_type(types: &[u32], why: impl Into<String>) -> Skip {
+        Skip {
+            why: why.into(),
+            kind: SkipKind::EpType(types.iter().fold(0, |m, t| m | 1u64 << t)),
+        }
+    }
+    /// An advertised attribute (not a capability bit) rules the test out.
+    pub fn limit(why: impl Into<String>) -> Skip {
+        Skip {
+            why: why.into(),
+            kind: SkipKind::Limit,
+        }
+    }
+    /// The scenario the test needs could not be staged this time.
+    pub fn chance(why: impl Into<String>) -> Skip {
+        Skip {
+            why: why.into(),
+            kind: SkipKind::Chance,
+        }
+    }
+    /// The reason, for messages.
+    pub fn why(&self) -> &str {
+        &self.why
+    }
+    /// Why this skip is not justified by what `info` advertises, if so.
+    fn unjustified(&self, info: &Info) -> Option<String> {
+        match self.kind {
+            SkipKind::Lacks(caps) if caps != 0 && info.caps & caps == caps => Some(format!(
+                "skipped for lacking {}, which the offer advertises",
+                bits_to_string(CAP_NAMES, caps)
+            )),
+            SkipKind::EpType(types) if types & (1u64 << info.ep_attr.ep_type.min(63)) != 0 => {
+                Some(format!(
+                    "skipped for its endpoint type {}, which the test accepts",
+                    ep_name(info)
+                ))
+            }
+            _ => None,
+        }
+    }
+}
 
 /// What a conformance test body returns.
 pub type Outcome = Result<(), Skip>;
@@ -117,7 +192,9 @@ fn ep_name(info: &Info) -> &'static str {
 
 /// Runs `body` against every offer; prints the offers it ran on and the
 /// skips, names the offers a failure happened on (every offer runs even
-/// after one fails), and fails if there is no offer at all.
+/// after one fails). Fails if there is no offer at all, if an offer skips
+/// for lacking what it advertises ([`Skip`]), and if the test ran on no
+/// offer (a suite that passes with nothing tested hides a lost feature).
 pub fn run(test: &str, body: impl Fn(&Info) -> Outcome) {
     let all = offers();
     assert!(!all.is_empty(), "{test}: getinfo returned no offers");
@@ -127,7 +204,14 @@ pub fn run(test: &str, body: impl Fn(&Info) -> Outcome) {
         let label = describe(info);
         match catch_unwind(AssertUnwindSafe(|| body(info))) {
             Ok(Ok(())) => ran.push(label),
-            Ok(Err(Skip(why))) => eprintln!("SKIP {test} [{label}]: {why}"),
+            Ok(Err(skip)) => match skip.unjustified(info) {
+                None => eprintln!("SKIP {test} [{label}]: {}", skip.why),
+                Some(bad) => {
+                    eprintln!("FAILED {test} [{label}]: {bad} ({})", skip.why);
+                    let msg = format!("{test} [{label}]: {bad} ({})", skip.why);
+                    failures.push((label, Box::new(msg) as Box<dyn std::any::Any + Send>));
+                }
+            },
             Err(p) => {
                 eprintln!("FAILED {test} [{label}]");
                 failures.push((label, p));
@@ -145,21 +229,22 @@ pub fn run(test: &str, body: impl Fn(&Info) -> Outcome) {
     if let Some((_, p)) = failures.into_iter().next() {
         resume_unwind(p);
     }
-    if ran.is_empty() {
-        eprintln!("NOTE {test}: skipped on every offer ({} offers)", all.len());
-    } else {
-        eprintln!("RAN {test} on {}", ran.join(", "));
-    }
+    assert!(
+        !ran.is_empty(),
+        "{test}: skipped on every offer ({} offers): nothing was tested",
+        all.len()
+    );
+    eprintln!("RAN {test} on {}", ran.join(", "));
 }
 
 /// Skips unless the offer has every capability in `caps`.
 pub fn require(info: &Info, caps: u64) -> Outcome {
     let missing = caps & !info.caps;
     if missing != 0 {
-        return Err(Skip(format!(
-            "offer lacks {}",
-            bits_to_string(CAP_NAMES, missing)
-        )));
+        return Err(Skip::lacks(
+            missing,
+            format!("offer lacks {}", bits_to_string(CAP_NAMES, missing)),
+        ));
     }
     Ok(())
 }
@@ -168,10 +253,10 @@ pub fn require(info: &Info, caps: u64) -> Outcome {
 /// `why` names the RDM feature the test needs (it goes in the skip message).
 pub fn require_rdm(info: &Info, why: &str) -> Outcome {
     if info.ep_attr.ep_type != ep_type::FI_EP_RDM {
-        return Err(Skip(format!(
-            "needs FI_EP_RDM ({why}), offer is {}",
-            ep_name(info)
-        )));
+        return Err(Skip::ep_type(
+            &[ep_type::FI_EP_RDM],
+            format!("needs FI_EP_RDM ({why}), offer is {}", ep_name(info)),
+        ));
     }
     Ok(())
 }
@@ -186,10 +271,13 @@ pub fn is_msg(info: &Info) -> bool {
 pub fn require_pairable(info: &Info) -> Outcome {
     match info.ep_attr.ep_type {
         ep_type::FI_EP_RDM | ep_type::FI_EP_MSG => Ok(()),
-        _ => Err(Skip(format!(
-            "the fixtures open FI_EP_RDM or FI_EP_MSG endpoints, offer is {}",
-            ep_name(info)
-        ))),
+        _ => Err(Skip::ep_type(
+            &[ep_type::FI_EP_RDM, ep_type::FI_EP_MSG],
+            format!(
+                "the fixtures open FI_EP_RDM or FI_EP_MSG endpoints, offer is {}",
+                ep_name(info)
+            ),
+        )),
     }
 }
 
@@ -585,9 +673,13 @@ impl Group {
         require(info, caps)?;
         require_pairable(info)?;
         if is_msg(info) && n != 2 {
-            return Err(Skip(format!(
-                "a group of {n} endpoints needs FI_EP_RDM; FI_EP_MSG endpoints come in connected pairs"
-            )));
+            return Err(Skip::ep_type(
+                &[ep_type::FI_EP_RDM],
+                format!(
+                    "a group of {n} endpoints needs FI_EP_RDM; FI_EP_MSG endpoints come in \
+                     connected pairs"
+                ),
+            ));
         }
         let (fabric, domain, av) = open_domain(info);
         let cqs: Vec<_> = (0..n).map(|_| tagged_cq(&domain, wait)).collect();

@@ -175,7 +175,7 @@ conformance!(
     fn sendv_recvv_four_entries_uneven(info) {
         let p = Pair::open(info, FI_MSG)?;
         if info.tx_attr.iov_limit < 4 || info.rx_attr.iov_limit < 4 {
-            return Err(Skip(format!("iov_limit tx {} rx {} < 4", info.tx_attr.iov_limit, info.rx_attr.iov_limit)));
+            return Err(Skip::limit(format!("iov_limit tx {} rx {} < 4", info.tx_attr.iov_limit, info.rx_attr.iov_limit)));
         }
         for (k, total) in sizes_for(info, &[100, 20_000, 300_001]).into_iter().enumerate() {
             let whole = pattern(500 + k as u64, total);
@@ -221,8 +221,8 @@ conformance!(
 
 fn require_cq_data(info: &ofi::Info) -> Outcome {
     if info.domain_attr.cq_data_size == 0 {
-        return Err(Skip(
-            "domain_attr.cq_data_size is 0 (no remote CQ data)".into(),
+        return Err(Skip::limit(
+            "domain_attr.cq_data_size is 0 (no remote CQ data)",
         ));
     }
     Ok(())
@@ -278,7 +278,7 @@ conformance!(
         require_cq_data(info)?;
         let p = Pair::open(info, FI_MSG)?;
         if info.tx_attr.inject_size == 0 {
-            return Err(Skip("tx_attr.inject_size is 0".into()));
+            return Err(Skip::limit("tx_attr.inject_size is 0"));
         }
         let size = info.tx_attr.inject_size.min(64);
         let data = 0x0123_4567_89ab_cdef & data_mask(info);
@@ -308,7 +308,7 @@ conformance!(
     fn sendmsg_inject_flag_still_completes(info) {
         let p = Pair::open(info, FI_MSG)?;
         if info.tx_attr.inject_size < 8 {
-            return Err(Skip("tx_attr.inject_size is under 8".into()));
+            return Err(Skip::limit("tx_attr.inject_size is under 8"));
         }
         let mut tx = pattern(77, 8);
         let want = tx.clone();
@@ -344,7 +344,7 @@ conformance!(
         let p = Pair::open(info, FI_MSG)?;
         let limit = info.tx_attr.inject_size;
         if limit == 0 {
-            return Err(Skip("tx_attr.inject_size is 0".into()));
+            return Err(Skip::limit("tx_attr.inject_size is 0"));
         }
         for (i, size) in [0usize, 1, limit].into_iter().enumerate() {
             let mut tx = pattern(60 + i as u64, size);
@@ -498,7 +498,7 @@ conformance!(
     fn send_after_send_ordering_mixed_sizes(info) {
         let p = Pair::open(info, FI_MSG)?;
         if info.tx_attr.msg_order & order::FI_ORDER_SAS == 0 || info.rx_attr.msg_order & order::FI_ORDER_SAS == 0 {
-            return Err(Skip("offer does not promise FI_ORDER_SAS".into()));
+            return Err(Skip::limit("offer does not promise FI_ORDER_SAS"));
         }
         const N: usize = 1000;
         const EARLY: usize = 600;

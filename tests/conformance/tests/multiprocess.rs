@@ -850,8 +850,8 @@ fn receiver_killed_mid_transfer() {
         .expect("send");
         let (early, _) = outcome(&g, 0x78, Duration::from_millis(300));
         if !early.ok.is_empty() {
-            return Err(Skip(
-                "the transfer finished before the receiver could be killed mid-way".into(),
+            return Err(Skip::chance(
+                "the transfer finished before the receiver could be killed mid-way",
             ));
         }
         assert!(
@@ -896,7 +896,7 @@ fn sender_killed_mid_transfer() {
         tx.say("GO");
         let done = tx.expect("STALLED", TIMEOUT);
         if done != "0" {
-            return Err(Skip(format!(
+            return Err(Skip::chance(format!(
                 "the sender finished ({done} completions) before stalling"
             )));
         }
@@ -931,7 +931,7 @@ fn segments_private_and_removed_on_close() {
                 Ok(l) if l == "OK" => break,
                 Ok(l) if l.starts_with("SKIP ") => {
                     kid.finish(TIMEOUT);
-                    return Err(Skip(l["SKIP ".len()..].to_string()));
+                    return Err(Skip::limit(&l["SKIP ".len()..]));
                 }
                 Ok(l) if l.starts_with("FAIL") => panic!("{l}"),
                 Ok(l) => eprintln!("segments: {l}"),
@@ -969,7 +969,7 @@ fn stale_segment_reclaimed() {
         let mut probe = Kid::spawn("segments", info, &[]);
         let first = probe.expect("", TIMEOUT);
         if let Some(why) = first.strip_prefix("SKIP ") {
-            return Err(Skip(why.to_string()));
+            return Err(Skip::limit(why));
         }
         assert!(first.starts_with("FILES"), "segments probe: {first}");
         probe.expect("OK", TIMEOUT);

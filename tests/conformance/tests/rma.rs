@@ -103,7 +103,7 @@ conformance!(fn rma_write_then_read_back_every_size(info) {
 conformance!(fn rma_iov_lists_scatter_and_gather(info) {
     require(info, FI_RMA)?;
     if info.tx_attr.rma_iov_limit < 2 || info.tx_attr.iov_limit < 3 {
-        return Err(Skip("offer's iov limits are below 3 local / 2 remote".into()));
+        return Err(Skip::limit("offer's iov limits are below 3 local / 2 remote"));
     }
     let p = Pair::open(info, FI_RMA)?;
     let target = Region::new(&p.domain, info, 9000, FI_REMOTE_READ | FI_REMOTE_WRITE);
@@ -237,6 +237,13 @@ conformance!(fn atomics_fetch_add_cswap_and_read_on_u64(info) {
     unsafe { p.a.fetch_atomic(std::ptr::null(), 1, old.as_mut_ptr(), p.fb, a, k, dt, atomic_op::FI_ATOMIC_READ, 3) }
         .unwrap();
     one_ok(&p, 3, "atomic read");
+    assert_eq!(u64::from_ne_bytes(old), 7);
+    // An operand given to FI_ATOMIC_READ anyway is ignored.
+    old = [0u8; 8];
+    // SAFETY: as above.
+    unsafe { p.a.fetch_atomic(two.as_ptr(), 1, old.as_mut_ptr(), p.fb, a, k, dt, atomic_op::FI_ATOMIC_READ, 5) }
+        .unwrap();
+    one_ok(&p, 5, "atomic read with an operand buffer");
     assert_eq!(u64::from_ne_bytes(old), 7);
     // A basic atomic, then a violation: no FI_REMOTE_WRITE on a read-only region.
     let ro = Region::new(&p.domain, info, 8, FI_REMOTE_READ);

@@ -8,6 +8,9 @@ pub const FI_PATH_MAX: usize = 256;
 pub const FI_NAME_MAX: usize = 64;
 /// Longest version string (`FI_VERSION_MAX`).
 pub const FI_VERSION_MAX: usize = 64;
+/// `fi_av_insert` flag: `context` is an `int` array that receives each
+/// address's status (0 or an `FI_E*` number).
+pub const FI_SYNC_ERR: u64 = 1 << 58;
 
 /// Object classes (`fid.fclass`).
 pub mod class {

@@ -7,7 +7,6 @@ use crate::guard;
 use ofi_core::consts::{addr_format, FI_ADDR_NOTAVAIL};
 use ofi_core::util::av::AvAttr;
 use ofi_core::AddressVector;
-use std::ffi::CStr;
 
 /// An address vector as C sees it: `struct fid_av`, then the raw-layer AV.
 #[repr(C)]
@@ -108,62 +107,48 @@ pub(crate) unsafe fn open(
     0
 }
 
-/// True when `p` starts with an address string (`scheme://...` before the
-/// first NUL) rather than with a `char *`: FI_ADDR_STR addresses come either
-/// as strings packed one after another (what `fi_getname` gives and what
-/// applications pass on) or as an array of `char *` (what fi_av(3) says).
+/// Splits the application's buffer into raw addresses of `format`, laid
+/// out one after another: sockaddrs of their family's size, or, for
+/// FI_ADDR_STR, NUL-terminated strings packed back to back (what
+/// `fi_getname` gives and applications pass on, and what libfabric 1.17's
+/// providers read; fi_av(3)'s "array of strings" is read the same way).
+/// Nothing is guessed: each address is bounded by what the format allows
+/// ([`super::addr_len`]), and parsing stops at the first one that is not an
+/// address of the format, since the next one cannot be found after it.
+/// Returns the addresses parsed and, if parsing stopped early, why.
 ///
 /// # Safety
-/// `p` points to at least 8 readable bytes.
-unsafe fn packed_strings(p: *const c_void) -> bool {
-    // SAFETY: the caller's contract; a user-space pointer has zero high
-    // bytes, so reading up to the first NUL stays within its 8 bytes, and
-    // a string is NUL-terminated.
-    let s = unsafe { CStr::from_ptr(p.cast::<c_char>()) }.to_bytes();
-    s.windows(3).any(|w| w == b"://")
-}
-
-/// Splits the application's address array into raw addresses.
-///
-/// # Safety
-/// `addr` holds `count` addresses in `format`.
-unsafe fn split<'a>(format: u32, addr: *const c_void, count: usize) -> Option<Vec<&'a [u8]>> {
-    let mut out = Vec::with_capacity(count);
-    if format == addr_format::FI_ADDR_STR {
-        // SAFETY: the caller's contract (the array holds at least one entry).
-        if unsafe { packed_strings(addr) } {
-            let mut p = addr.cast::<u8>();
-            for _ in 0..count {
-                // SAFETY: each packed string is NUL-terminated and followed
-                // by the next.
-                let s = unsafe { CStr::from_ptr(p.cast::<c_char>()) }.to_bytes_with_nul();
-                out.push(s);
-                // SAFETY: stays within the packed array.
-                p = unsafe { p.add(s.len()) };
-            }
-        } else {
-            // SAFETY: an array of count `char *`.
-            let ptrs = unsafe { std::slice::from_raw_parts(addr.cast::<*const c_char>(), count) };
-            for &s in ptrs {
-                if s.is_null() {
-                    return None;
-                }
-                // SAFETY: each entry is a NUL-terminated string.
-                out.push(unsafe { CStr::from_ptr(s) }.to_bytes_with_nul());
-            }
-        }
-        return Some(out);
-    }
+/// `addr` holds up to `count` addresses in `format`, each readable as far
+/// as [`super::addr_len`] reads.
+unsafe fn split<'a>(
+    format: u32,
+    addr: *const c_void,
+    count: usize,
+) -> (Vec<&'a [u8]>, Option<String>) {
+    let mut out = Vec::new();
     let mut p = addr.cast::<u8>();
-    for _ in 0..count {
-        // SAFETY: p points to a complete address of the format.
-        let n = unsafe { super::addr_len(format, p.cast::<c_void>()) }?;
-        // SAFETY: the address is n readable bytes.
+    for i in 0..count {
+        // SAFETY: p starts address i (the caller's contract).
+        let Some(n) = (unsafe { super::addr_len(format, p.cast::<c_void>()) }) else {
+            let why = match format {
+                addr_format::FI_ADDR_STR => format!(
+                    "address {i} has no NUL within {} bytes (FI_ADDR_STR)",
+                    super::ADDR_STR_MAX
+                ),
+                f => format!(
+                    "address {i} is not an address of format {}",
+                    ofi_core::consts::enum_name(ofi_core::consts::ADDR_FORMAT_NAMES, f)
+                        .unwrap_or("unknown")
+                ),
+            };
+            return (out, Some(why));
+        };
+        // SAFETY: the address is n readable bytes (addr_len read them).
         out.push(unsafe { std::slice::from_raw_parts(p, n) });
-        // SAFETY: stays within the array.
+        // SAFETY: the next address follows this one (the caller's contract).
         p = unsafe { p.add(n) };
     }
-    Some(out)
+    (out, None)
 }
 
 unsafe extern "C" fn av_insert(
@@ -171,8 +156,8 @@ unsafe extern "C" fn av_insert(
     addr: *const c_void,
     count: size_t,
     fi_addr: *mut fi_addr_t,
-    _flags: u64,
-    _context: *mut c_void,
+    flags: u64,
+    context: *mut c_void,
 ) -> c_int {
     ffi(PANIC, || {
         // SAFETY: p is NULL or a fid of the application.
@@ -185,22 +170,45 @@ unsafe extern "C" fn av_insert(
         if addr.is_null() || c_int::try_from(count).is_err() {
             return EINVAL;
         }
+        let sync_err = flags & FI_SYNC_ERR != 0 && !context.is_null();
         // SAFETY: addr holds count addresses of the domain's format.
-        let Some(list) = (unsafe { split(o.addr_format, addr, count) }) else {
-            return EINVAL;
-        };
+        let (list, stopped) = unsafe { split(o.addr_format, addr, count) };
+        if let Some(why) = &stopped {
+            tracing::warn!(
+                "fi_av_insert: {why}; addresses {} to {} are not inserted",
+                list.len(),
+                count - 1
+            );
+        }
         let mut tmp;
         let out: &mut [u64] = if fi_addr.is_null() {
-            tmp = vec![FI_ADDR_NOTAVAIL; count];
+            tmp = vec![FI_ADDR_NOTAVAIL; list.len()];
             &mut tmp
         } else {
             // SAFETY: fi_addr has room for count results.
             unsafe { std::slice::from_raw_parts_mut(fi_addr, count) }
         };
-        match v.insert(&list, out) {
-            Ok(n) => n as c_int,
-            Err(e) => guard::err(&e),
+        let n = match v.insert(&list, out) {
+            Ok(n) => n,
+            Err(e) => return guard::err(&e),
+        };
+        // The addresses that could not be parsed are not available either.
+        for a in out.iter_mut().skip(list.len()) {
+            *a = FI_ADDR_NOTAVAIL;
         }
+        if sync_err {
+            // SAFETY: with FI_SYNC_ERR, context is an array of count ints.
+            let st = unsafe { std::slice::from_raw_parts_mut(context.cast::<c_int>(), count) };
+            for (i, s) in st.iter_mut().enumerate() {
+                let ok = i < list.len() && out.get(i).is_some_and(|a| *a != FI_ADDR_NOTAVAIL);
+                *s = if ok {
+                    0
+                } else {
+                    ofi_core::error::errno::FI_EINVAL
+                };
+            }
+        }
+        n as c_int
     })
 }
 
@@ -258,7 +266,11 @@ unsafe extern "C" fn av_insertsym(
         let (Ok(ip), Ok(port)) = (n.parse::<std::net::IpAddr>(), s.parse::<u16>()) else {
             return EINVAL;
         };
-        let Some(total) = nodecnt.checked_mul(svccnt) else {
+        // The count of inserted addresses must fit the int return value.
+        let Some(total) = nodecnt
+            .checked_mul(svccnt)
+            .filter(|t| c_int::try_from(*t).is_ok())
+        else {
             return EINVAL;
         };
         let mut k = 0usize;

@@ -16,6 +16,8 @@ pub mod eq;
 pub mod fabric;
 pub mod mr;
 pub mod pep;
+pub mod poll;
+pub mod wait;
 
 use crate::abi::*;
 use crate::guard;
@@ -191,6 +193,8 @@ pub(crate) unsafe extern "C" fn tostr(f: *const fid, buf: *mut c_char, len: size
             class::FI_CLASS_CQ => "completion queue",
             class::FI_CLASS_CNTR => "counter",
             class::FI_CLASS_CONNREQ => "connection request",
+            class::FI_CLASS_WAIT => "wait set",
+            class::FI_CLASS_POLL => "poll set",
             _ => "fid",
         };
         // SAFETY: buf has len writable bytes (caller's contract).
@@ -314,11 +318,38 @@ pub(crate) unsafe fn strerror_into(
     buf
 }
 
-/// The length of the address at `p` in a given address format: sockaddr
-/// lengths by family, the string length (with NUL) for FI_ADDR_STR.
+/// The longest FI_ADDR_STR address the C ABI reads, with its NUL: far above
+/// any provider's (`fi_sockaddr_in6://[...%scope]:port` is under 80 bytes).
+/// Bytes without a NUL within it are not an address of the format.
+pub(crate) const ADDR_STR_MAX: usize = 256;
+
+/// The NUL-terminated string at `p` (with its NUL), reading one byte at a
+/// time and never past the first NUL nor past `max` bytes; `None` when no
+/// NUL comes within `max` bytes.
 ///
 /// # Safety
-/// `p` is non-NULL and points to a complete address of that format.
+/// `p` is readable up to its first NUL or for `max` bytes, whichever is
+/// shorter.
+pub(crate) unsafe fn bounded_cstr<'a>(p: *const u8, max: usize) -> Option<&'a [u8]> {
+    for i in 0..max {
+        // SAFETY: byte i precedes the first NUL and lies within `max` bytes
+        // (the caller's contract).
+        if unsafe { *p.add(i) } == 0 {
+            // SAFETY: the i + 1 bytes just read.
+            return Some(unsafe { std::slice::from_raw_parts(p, i + 1) });
+        }
+    }
+    None
+}
+
+/// The length of the address at `p` in a given address format: sockaddr
+/// lengths by family, the string length (with NUL) for FI_ADDR_STR. `None`
+/// for an unknown family or format, or a string longer than
+/// [`ADDR_STR_MAX`]: nothing past what the format allows is read.
+///
+/// # Safety
+/// `p` is non-NULL and readable for the address the format describes: the
+/// sockaddr of its family, or a string up to its NUL (or ADDR_STR_MAX bytes).
 pub(crate) unsafe fn addr_len(format: u32, p: *const c_void) -> Option<usize> {
     use ofi_core::consts::addr_format as af;
     match format {
@@ -333,15 +364,8 @@ pub(crate) unsafe fn addr_len(format: u32, p: *const c_void) -> Option<usize> {
                 _ => None,
             }
         }
-        af::FI_ADDR_STR => {
-            // SAFETY: an FI_ADDR_STR address is NUL-terminated.
-            Some(
-                unsafe { CStr::from_ptr(p as *const c_char) }
-                    .to_bytes()
-                    .len()
-                    + 1,
-            )
-        }
+        // SAFETY: the caller's contract.
+        af::FI_ADDR_STR => unsafe { bounded_cstr(p.cast::<u8>(), ADDR_STR_MAX) }.map(<[u8]>::len),
         _ => None,
     }
 }

@@ -21,9 +21,11 @@ unsafe impl CObj for MrObj {
     fn base_ops() -> *const fi_ops {
         &MR_FI_OPS
     }
+    /// Revokes the key and waits (up to FI_MR_CLOSE_MS) for remote
+    /// accesses still running on the memory: `-FI_EBUSY` keeps the object
+    /// for a retry, so the application never frees memory under a copy.
     fn shut(&mut self) -> Result<(), c_int> {
-        self.core = None;
-        Ok(())
+        super::shut_core(&mut self.core, MemoryRegion::close)
     }
 }
 

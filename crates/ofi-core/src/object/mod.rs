@@ -28,7 +28,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod one_sided;
+mod sets;
 pub use one_sided::Deferred;
+pub use sets::{PollSet, WaitSet};
 
 /// A send (message or tagged) as the provider sees it.
 #[derive(Clone, Copy, Debug)]
@@ -276,6 +278,16 @@ fn refuse<T>(obj: T, what: &str, n: usize) -> CloseResult<T> {
     )))
 }
 
+/// FI_WAIT_SET needs the set: refused where none is given.
+fn no_set(wait: u32, what: &str, instead: &str) -> Result<()> {
+    if wait == wait_obj::FI_WAIT_SET {
+        return Err(Error::inval(format!(
+            "{what}: wait_obj FI_WAIT_SET needs a wait set ({instead})"
+        )));
+    }
+    Ok(())
+}
+
 /// A fabric: the root of one provider's objects.
 pub struct Fabric {
     ops: Arc<dyn FabricOps>,
@@ -314,19 +326,26 @@ impl Fabric {
     pub fn provider(&self) -> &str {
         &self.prov
     }
-    /// Opens a domain (`fi_domain`).
+    /// Opens a domain (`fi_domain`). The provider (and [`Domain::info`])
+    /// see the memory-registration modes in force (FI_MR_BASIC spelled out).
     pub fn domain(&self, info: &Info) -> Result<Domain> {
-        let ops = self.ops.domain(info)?;
+        let info = info.in_force();
+        let ops = self.ops.domain(&info)?;
         Ok(Domain {
             ops,
-            info: info.clone(),
+            info,
             mr_map: MrMap::new(),
             deps: Arc::new(AtomicUsize::new(0)),
             _parent: DepGuard::new(&self.deps),
         })
     }
-    /// Opens an event queue (`fi_eq_open`).
+    /// Opens an event queue (`fi_eq_open`); one with FI_WAIT_SET opens
+    /// through [`eq_in`](Self::eq_in).
     pub fn eq(&self, attr: &EqAttr) -> Result<EventQueue> {
+        no_set(attr.wait_obj, "eq", "Fabric::eq_in")?;
+        self.eq_any(attr)
+    }
+    fn eq_any(&self, attr: &EqAttr) -> Result<EventQueue> {
         Ok(EventQueue {
             core: EqCore::new(attr)?,
             _parent: DepGuard::new(&self.deps),
@@ -338,10 +357,11 @@ impl Fabric {
         if info.ep_attr.ep_type != ep_type::FI_EP_MSG {
             return Err(Error::inval("passive endpoints are for FI_EP_MSG offers"));
         }
-        let ops = self.ops.passive_ep(info)?;
+        let ops = self.ops.passive_ep(&info.in_force())?;
         Ok(PassiveEndpoint {
             ops,
             context,
+            listening: std::sync::atomic::AtomicBool::new(false),
             eq: Mutex::new(None),
             _parent: DepGuard::new(&self.deps),
         })
@@ -377,8 +397,13 @@ impl Domain {
     pub fn info(&self) -> &Info {
         &self.info
     }
-    /// Opens a completion queue (`fi_cq_open`).
+    /// Opens a completion queue (`fi_cq_open`); one with FI_WAIT_SET
+    /// opens through [`cq_in`](Self::cq_in).
     pub fn cq(&self, attr: &CqAttr) -> Result<CompletionQueue> {
+        no_set(attr.wait_obj, "cq", "Domain::cq_in")?;
+        self.cq_any(attr)
+    }
+    fn cq_any(&self, attr: &CqAttr) -> Result<CompletionQueue> {
         let mut a = *attr;
         if a.size == 0 {
             a.size = self.info.rx_attr.size.max(self.info.tx_attr.size).max(1);
@@ -388,8 +413,13 @@ impl Domain {
             _parent: DepGuard::new(&self.deps),
         })
     }
-    /// Opens a counter (`fi_cntr_open`).
+    /// Opens a counter (`fi_cntr_open`); one with FI_WAIT_SET opens
+    /// through [`cntr_in`](Self::cntr_in).
     pub fn cntr(&self, attr: &CntrAttr) -> Result<Counter> {
+        no_set(attr.wait_obj, "cntr", "Domain::cntr_in")?;
+        self.cntr_any(attr)
+    }
+    fn cntr_any(&self, attr: &CntrAttr) -> Result<Counter> {
         Ok(Counter {
             core: CntrCore::new(attr)?,
             _parent: DepGuard::new(&self.deps),
@@ -427,6 +457,7 @@ impl Domain {
         let prov_key = self.info.domain_attr.mr_mode & mr_mode::FI_MR_PROV_KEY != 0;
         Ok(MemoryRegion {
             core: self.mr_map.register(attr, prov_key)?,
+            wait_on_drop: true,
             _parent: DepGuard::new(&self.deps),
         })
     }
@@ -440,6 +471,7 @@ impl Domain {
     }
     /// Opens an endpoint whose `context` is reported as `fid` in its EQ events.
     pub fn endpoint_with_context(&self, info: &Info, context: usize) -> Result<Endpoint> {
+        let info = &info.in_force();
         let ops = self.ops.endpoint(info)?;
         let mut state = EpState::default();
         state.b.fid = context;
@@ -637,13 +669,75 @@ impl AddressVector {
 }
 
 /// A registered memory region.
+///
+/// Closing it ([`close`](Self::close) or dropping it) revokes its key at
+/// once and then waits for remote accesses already running on its memory
+/// (a provider thread copying a peer's WRITE into it, a READ answer being
+/// sent from it): `close` up to `FI_MR_CLOSE_MS` (then `FI_EBUSY`, the
+/// region handed back, still revoked: retry), drop up to the same bound,
+/// after which it logs an error and returns: use `close` for a guarantee.
 #[derive(Debug)]
 pub struct MemoryRegion {
     core: Arc<MrCore>,
+    /// Drop waits for running accesses (not after `release`).
+    wait_on_drop: bool,
     _parent: DepGuard,
 }
 
+/// How long closing a region waits for running accesses (`FI_MR_CLOSE_MS`).
+fn mr_close_wait() -> Duration {
+    let t = crate::config::core_tunable("mr_close_ms");
+    Duration::from_millis(t.get_size().unwrap_or(5000) as u64)
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        self.core.revoke();
+        if !self.wait_on_drop {
+            return;
+        }
+        let limit = mr_close_wait();
+        if !crate::util::mr::wait_idle(&self.core, 1, Some(limit)) {
+            tracing::error!(
+                key = self.core.key,
+                "memory region dropped while {} remote access(es) still run on it after {} ms; \
+                 they may still touch its memory (close it to get FI_EBUSY instead)",
+                Arc::strong_count(&self.core) - 1,
+                limit.as_millis()
+            );
+        }
+    }
+}
+
 impl MemoryRegion {
+    /// Closes the region (`fi_close`): revokes its key, then waits up to
+    /// `FI_MR_CLOSE_MS` for the remote accesses still running on it. On
+    /// `FI_EBUSY` the (revoked) region comes back: drive progress and retry.
+    /// After `Ok` no provider touches the memory any more.
+    pub fn close(self) -> CloseResult<Self> {
+        self.core.revoke();
+        let limit = mr_close_wait();
+        if crate::util::mr::wait_idle(&self.core, 1, Some(limit)) {
+            return Ok(());
+        }
+        let n = Arc::strong_count(&self.core) - 1;
+        let e = Error::busy(format!(
+            "memory region {:#x}: {n} remote access(es) still running after {} ms \
+             (the key is revoked; retry the close)",
+            self.core.key,
+            limit.as_millis()
+        ));
+        Err(Box::new((self, e)))
+    }
+    /// Revokes the region without waiting: no new remote access starts;
+    /// those already running hold the returned region core until they end
+    /// (idle once it has no strong count). The memory must stay valid until
+    /// then (the registration's promise).
+    pub fn release(mut self) -> std::sync::Weak<MrCore> {
+        self.core.revoke();
+        self.wait_on_drop = false;
+        Arc::downgrade(&self.core)
+    }
     /// The remote key (`fi_mr_key`).
     pub fn key(&self) -> u64 {
         self.core.key
@@ -891,6 +985,14 @@ impl Endpoint {
     /// The endpoint's address (`fi_getname`).
     pub fn getname(&self) -> Result<Vec<u8>> {
         self.ops.getname()
+    }
+
+    /// Sets the endpoint's own address (`fi_setname`), in the offer's
+    /// address format; `getname` then returns it. Only before `enable`
+    /// (`FI_EOPBADSTATE` after).
+    pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        let _s = self.not_enabled("setname")?;
+        self.ops.setname(addr)
     }
 
     /// The offer this endpoint was opened with.
@@ -1265,9 +1367,14 @@ impl EventQueue {
     pub fn write(&self, e: EqEvent) {
         self.core.write(e)
     }
-    /// The wait fd for epoll.
+    /// The wait fd for epoll: readable while events are queued; call
+    /// [`trywait`](Self::trywait) before sleeping on it.
     pub fn wait_fd(&self) -> Option<RawFd> {
         self.core.wait_fd()
+    }
+    /// `fi_trywait`: Ok if it is safe to sleep on the wait fd.
+    pub fn trywait(&self) -> Result<()> {
+        self.core.trywait()
     }
     /// Wakes a blocked `sread`.
     pub fn signal(&self) {
@@ -1290,6 +1397,8 @@ impl EventQueue {
 pub struct PassiveEndpoint {
     ops: Arc<dyn PassiveEndpointOps>,
     context: usize,
+    /// `listen` succeeded (the address can no longer change).
+    listening: std::sync::atomic::AtomicBool,
     eq: Mutex<Option<Arc<EqCore>>>,
     _parent: DepGuard,
 }
@@ -1323,11 +1432,31 @@ impl PassiveEndpoint {
                 "listen: no event queue is bound",
             ));
         }
-        self.ops.listen()
+        self.ops.listen()?;
+        self.listening.store(true, Ordering::Release);
+        Ok(())
     }
     /// The listening address (`fi_getname`).
     pub fn getname(&self) -> Result<Vec<u8>> {
         self.ops.getname()
+    }
+    /// Sets the address to listen on (`fi_setname`), in the offer's
+    /// address format; `getname` then returns it. Only before `listen`
+    /// (`FI_EOPBADSTATE` after).
+    pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        if self.listening.load(Ordering::Acquire) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "setname: the passive endpoint is already listening",
+            ));
+        }
+        self.ops.setname(addr)
+    }
+    /// Reads an option (`fi_getopt`, level FI_OPT_ENDPOINT):
+    /// FI_OPT_CM_DATA_SIZE is the largest private data a connection
+    /// request to this endpoint may carry.
+    pub fn getopt(&self, name: i32) -> Result<usize> {
+        self.ops.getopt(name)
     }
     /// Rejects a connection request with private data (`fi_reject`).
     pub fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()> {

@@ -1,10 +1,19 @@
 //! Memory regions: registration with access flags, keys (provider-chosen and
 //! random, or requested by the user), and bounds checks.
+//!
+//! A remote access holds its region (`Arc<MrCore>`, through
+//! [`Resolved`](super::rma::Resolved)) for as long as it touches the memory.
+//! Closing a region first revokes it ([`MrCore::revoke`]: its key leaves the
+//! map, so no new access can start) and then waits until no access holds it
+//! any more ([`wait_idle`]), so that the memory is not freed under a copy a
+//! provider's thread is still making.
 
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use std::collections::HashMap;
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 /// Registration attributes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,6 +41,7 @@ pub struct MrCore {
     pub offset: u64,
     map: Weak<MrMap>,
     events: Mutex<Option<super::rma::MrEvents>>,
+    revoked: AtomicBool,
 }
 
 const ACCESS_ALL: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -105,54 +115,100 @@ impl MrCore {
     }
 }
 
+impl MrCore {
+    /// Takes the key out of the domain's map if it still names this region
+    /// (a revoked user key may have been registered again since).
+    fn unmap(&self) {
+        if let Some(m) = self.map.upgrade() {
+            let mut keys = m.keys.lock().unwrap_or_else(|e| e.into_inner());
+            if keys
+                .get(&self.key)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), self))
+            {
+                keys.remove(&self.key);
+            }
+        }
+    }
+
+    /// Stops new remote accesses: the key leaves the domain's map at once
+    /// (a request naming it now fails with `FI_EKEYREJECTED`), and
+    /// providers that hold the region across several steps of one access
+    /// (a WRITE whose data is still arriving) see [`is_revoked`](Self::is_revoked)
+    /// and stop. Accesses already running keep their hold until they end.
+    pub fn revoke(&self) {
+        self.revoked.store(true, Ordering::Release);
+        self.unmap();
+    }
+
+    /// True once the region is being closed: a provider must not start
+    /// another step of an access on it.
+    pub fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::Acquire)
+    }
+}
+
 impl Drop for MrCore {
     fn drop(&mut self) {
-        if let Some(m) = self.map.upgrade() {
-            m.keys
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&self.key);
+        self.unmap();
+    }
+}
+
+/// Waits until nothing but the `own` holds of the caller keeps `mr` (no
+/// remote access runs on it any more), for at most `limit` (`None`:
+/// forever). True when idle; every access's last touch of the memory then
+/// happens before the return. Call after [`MrCore::revoke`], so that no new
+/// access can start meanwhile.
+pub fn wait_idle(mr: &Arc<MrCore>, own: usize, limit: Option<Duration>) -> bool {
+    let start = Instant::now();
+    let mut nap = Duration::from_micros(10);
+    loop {
+        if Arc::strong_count(mr) <= own {
+            // SYNC POINT: pairs with the release decrement of the last
+            // access's `Arc<MrCore>`, dropped after its last copy.
+            fence(Ordering::Acquire);
+            return true;
         }
+        if limit.is_some_and(|l| start.elapsed() >= l) {
+            return false;
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_millis(1));
     }
 }
 
 /// A domain's key → region map.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MrMap {
     keys: Mutex<HashMap<u64, Weak<MrCore>>>,
     atomic: Mutex<()>,
+    random: KeySource,
 }
 
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    let mut got = 0;
-    while got < 8 {
-        // The getrandom syscall through libc's safe-to-call wrapper.
-        match getrandom_fill(&mut b[got..]) {
-            Some(n) if n > 0 => got += n,
-            _ => break,
+/// Where provider-chosen keys come from: fills the buffer from the OS random
+/// source or says why it could not.
+type KeySource = fn(&mut [u8]) -> std::result::Result<(), getrandom::Error>;
+
+impl Default for MrMap {
+    fn default() -> Self {
+        MrMap {
+            keys: Mutex::default(),
+            atomic: Mutex::default(),
+            random: getrandom::fill,
         }
     }
-    if got < 8 {
-        // Fallback: time and address entropy through the std hasher.
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
-        return h.finish();
-    }
-    u64::from_ne_bytes(b)
 }
 
-#[allow(unsafe_code)]
-fn getrandom_fill(buf: &mut [u8]) -> Option<usize> {
-    // SAFETY: buf is a valid writable slice of buf.len() bytes.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    (n >= 0).then_some(n as usize)
+/// A key from the OS random source; when that fails, registration fails:
+/// a key an attacker could guess would expose the region to any peer.
+fn random_key(source: KeySource) -> Result<u64> {
+    let mut b = [0u8; 8];
+    source(&mut b).map_err(|e| {
+        Error::new(
+            errno::FI_EOTHER,
+            format!("mr: the OS random source failed ({e}); no unguessable key can be chosen"),
+        )
+    })?;
+    Ok(u64::from_ne_bytes(b))
 }
 
 impl MrMap {
@@ -184,7 +240,7 @@ impl MrMap {
         let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
         let key = if prov_key {
             loop {
-                let k = random_u64();
+                let k = random_key(self.random)?;
                 if k != 0 && k != u64::MAX && !keys.contains_key(&k) {
                     break k;
                 }
@@ -212,6 +268,7 @@ impl MrMap {
             offset: attr.offset,
             map: Arc::downgrade(self),
             events: Mutex::new(None),
+            revoked: AtomicBool::new(false),
         });
         keys.insert(key, Arc::downgrade(&mr));
         Ok(mr)
@@ -227,5 +284,78 @@ impl MrMap {
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
             .and_then(Weak::upgrade)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr() -> MrAttr {
+        MrAttr {
+            iov: vec![(0x1000, 64)],
+            access: FI_REMOTE_WRITE,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn provider_keys_need_the_os_random_source() {
+        fn broken(_: &mut [u8]) -> std::result::Result<(), getrandom::Error> {
+            Err(getrandom::Error::UNSUPPORTED)
+        }
+        let map = Arc::new(MrMap {
+            random: broken,
+            ..MrMap::default()
+        });
+        let e = map
+            .register(&attr(), true)
+            .expect_err("a key without randomness");
+        assert_eq!(e.code(), errno::FI_EOTHER);
+        assert!(e.message().contains("random source"), "{e}");
+        // A requested key needs no randomness.
+        let a = MrAttr {
+            requested_key: 7,
+            ..attr()
+        };
+        assert_eq!(map.register(&a, false).expect("requested key").key, 7);
+    }
+
+    #[test]
+    fn a_revoked_region_takes_no_new_access_and_waits_for_running_ones() {
+        let map = MrMap::new();
+        let a = MrAttr {
+            requested_key: 9,
+            ..attr()
+        };
+        let mr = map.register(&a, false).expect("register");
+        let access = crate::util::rma::resolve(&map, 9, 0, 8, FI_REMOTE_WRITE, false)
+            .expect("a running access");
+        mr.revoke();
+        assert!(mr.is_revoked());
+        let e = crate::util::rma::resolve(&map, 9, 0, 8, FI_REMOTE_WRITE, false)
+            .expect_err("a new access after revoke");
+        assert_eq!(e.code(), errno::FI_EKEYREJECTED);
+        assert!(!wait_idle(&mr, 1, Some(Duration::from_millis(5))));
+        // The key may be registered again; the old region's end leaves it.
+        let again = map.register(&a, false).expect("the key again");
+        drop(access);
+        assert!(wait_idle(&mr, 1, Some(Duration::ZERO)));
+        drop(mr);
+        assert!(map.lookup(9).is_some_and(|m| Arc::ptr_eq(&m, &again)));
+    }
+
+    #[test]
+    fn provider_keys_are_distinct_and_not_sequential() {
+        let map = MrMap::new();
+        let regs: Vec<_> = (0..64)
+            .map(|_| map.register(&attr(), true).expect("register"))
+            .collect();
+        let mut keys: Vec<u64> = regs.iter().map(|m| m.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), 64, "duplicate provider keys");
+        let close = keys.windows(2).filter(|w| w[1] - w[0] < 1 << 20).count();
+        assert!(close < 4, "keys are clustered: {keys:x?}");
     }
 }

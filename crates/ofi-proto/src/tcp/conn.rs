@@ -10,7 +10,7 @@
 //! [`Conn::on_read`]. Partial progress may stop at any byte.
 
 use super::event::{Event, ProtoError};
-use super::one_sided::{Ack, Req};
+use super::one_sided::{Ack, Grant, Req};
 use super::rx::{clip, Bound, Meta, Pending, Rx, RTS_COST};
 use super::ConnId;
 use ofi_core::error::errno;
@@ -391,6 +391,11 @@ pub struct Conn {
     resps: VecDeque<rma::RespOut>,
     /// Answer bytes still referring to registered memory.
     mem_refs: usize,
+    /// READ grants whose answers still refer to their memory, in answer
+    /// order, with the bytes each has left to write.
+    read_grants: VecDeque<(Grant, usize)>,
+    /// READ grants whose bytes are all out, to release.
+    reads_done: Vec<Grant>,
     // receive
     hdr: [u8; HDR_LEN],
     rstate: RxState,
@@ -426,6 +431,8 @@ impl Conn {
             wstream: None,
             resps: VecDeque::new(),
             mem_refs: 0,
+            read_grants: VecDeque::new(),
+            reads_done: Vec::new(),
             hdr: [0; HDR_LEN],
             rstate: RxState::Header { got: 0 },
             rndv_rx: Vec::new(),
@@ -785,6 +792,7 @@ impl Conn {
     /// Takes the `Rx` to pick up rendezvous that receives matched (CTS).
     pub fn poll_transmit(&mut self, rx: &mut Rx) -> Transmit<'_> {
         self.absorb(rx);
+        self.release_reads(rx, false);
         if self.segs.is_empty() {
             self.stage.clear();
             self.seg_off = 0;
@@ -817,6 +825,7 @@ impl Conn {
             self.segs.pop_front();
             if let SegKind::Mem(_) = s.kind {
                 self.mem_refs = self.mem_refs.saturating_sub(s.len);
+                self.reads_written(s.len);
             }
             self.fire(s.done);
         }
@@ -1121,6 +1130,7 @@ impl Conn {
                 }
             }
             RxState::WriteData { left } => {
+                Self::check_write_live(&mut self.wr, rx);
                 let n = match &self.wr {
                     Some(w) if w.status == 0 => {
                         clip(&w.iov[..w.cnt], w.got, *left, &mut self.scratch)
@@ -1569,7 +1579,8 @@ impl Conn {
         } else {
             inc.size
         };
-        if !rx.has_room(self.id, cost) {
+        let awaiting = !self.await_cts.is_empty() || !self.outstanding.is_empty();
+        if !rx.has_room(self.id, cost, awaiting) {
             self.rstate = RxState::Parked(inc);
             return false;
         }
@@ -1732,6 +1743,7 @@ impl Conn {
                 m.release(g, false);
             }
         }
+        self.release_reads(rx, true);
         match std::mem::replace(&mut self.rstate, RxState::Closed) {
             RxState::Direct(b) => rx.fail(&b, err),
             RxState::Buffer { inc, buf, .. } => {

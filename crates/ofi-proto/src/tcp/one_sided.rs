@@ -10,6 +10,11 @@
 //! before the next frame, and READ data still waiting to be written is
 //! copied out (`Memory::read`) before any later frame of that connection
 //! may change memory, so every request sees the effects of the ones before.
+//!
+//! A grant is held for as long as the core may touch its memory: a WRITE's
+//! until its last byte landed (each chunk checks [`Memory::live`] first, so
+//! closing a region stops a WRITE midway), a READ's until its answer's
+//! bytes were written to the socket or captured.
 
 use super::conn::SendReq;
 use ofi_core::util::atomic::AtomicKind;
@@ -38,6 +43,12 @@ pub trait Memory: Send {
     /// Copies resolved memory out (READ data that must be captured before
     /// a later request changes it). `into.len() == from.len`.
     fn read(&mut self, from: IoVec, into: &mut [u8]);
+    /// False once a region of `grant` is being closed: the core lands no
+    /// more of a WRITE's data in it (the rest is discarded), releases the
+    /// grant and answers `FI_EKEYREJECTED`.
+    fn live(&mut self, _grant: Grant) -> bool {
+        true
+    }
     /// Applies an atomic to range `index` of `grant`, atomically with
     /// respect to the domain's other atomics. `operand`, `compare` and
     /// `result` are that range's elements (empty when the form has none).

@@ -205,6 +205,8 @@ pub struct SimTarget {
     pub released_undone: usize,
     /// Captures of READ data before a later frame changed memory.
     pub copies: usize,
+    /// Keys of regions being closed (`Memory::live` answers false).
+    pub revoked: Vec<u64>,
 }
 
 impl SimTarget {
@@ -219,6 +221,7 @@ impl SimTarget {
             remote_writes: 0,
             released_undone: 0,
             copies: 0,
+            revoked: Vec::new(),
         }))
     }
     /// Registers `len` bytes holding `pattern(seed)`; returns the region.
@@ -240,6 +243,18 @@ impl SimTarget {
         } else {
             r.offset + off as u64
         }
+    }
+    /// Grants not yet released.
+    pub fn grants_held(&self) -> usize {
+        self.grants.len()
+    }
+    /// True if `v` lies inside a revoked region.
+    fn in_revoked(&self, v: IoVec) -> bool {
+        self.regions.iter().any(|r| {
+            self.revoked.contains(&r.key)
+                && v.base >= r.buf.base
+                && v.base + v.len <= r.buf.base + r.buf.len
+        })
     }
     /// True if `v` lies inside a registered region.
     pub fn inside(&self, v: IoVec) -> bool {
@@ -302,6 +317,11 @@ impl Memory for SimMemory {
             assert_eq!(access, FI_REMOTE_WRITE);
             t.remote_writes += 1;
         }
+    }
+    fn live(&mut self, grant: Grant) -> bool {
+        let t = self.0.lock().unwrap();
+        let (_, iov) = t.grants.get(&grant.0).expect("live of an unknown grant");
+        !iov.iter().any(|v| t.in_revoked(*v))
     }
     fn read(&mut self, from: IoVec, into: &mut [u8]) {
         let mut t = self.0.lock().unwrap();

@@ -210,13 +210,13 @@ impl Region {
     /// Unregisters (if still registered) and reports whether every access
     /// granted before has finished.
     fn retire(&mut self) -> bool {
-        let weak = match &self.state {
-            State::Registered(mr) => Arc::downgrade(mr.core()),
-            State::Retiring(w) => w.clone(),
+        let weak = match std::mem::replace(&mut self.state, State::Done) {
+            // Revoked at once (the key leaves the domain's map), without
+            // waiting: accesses already granted keep the core alive.
+            State::Registered(mr) => mr.release(),
+            State::Retiring(w) => w,
             State::Done => return true,
         };
-        // Dropping the MemoryRegion drops this region's hold on the core;
-        // once no access holds it, the key leaves the domain's map.
         self.state = State::Retiring(weak);
         match &self.state {
             State::Retiring(w) => idle(w),

@@ -143,6 +143,11 @@ impl Memory for Target {
         }
     }
 
+    fn live(&mut self, grant: Grant) -> bool {
+        self.slot(grant)
+            .is_some_and(|(_, v)| v.iter().all(|r| !r.mr.is_revoked()))
+    }
+
     fn read(&mut self, from: IoVec, into: &mut [u8]) {
         let n = from.len.min(into.len());
         // SAFETY: `from` lies inside a range this endpoint's region map

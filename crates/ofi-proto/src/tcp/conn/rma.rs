@@ -489,6 +489,12 @@ impl Conn {
             return;
         }
         self.mem_refs = 0;
+        self.capture_memory(rx);
+        // Nothing refers to the READs' memory any more.
+        self.release_reads(rx, true);
+    }
+
+    fn capture_memory(&mut self, rx: &mut Rx) {
         let Some(m) = rx.memory() else {
             return;
         };
@@ -576,6 +582,60 @@ impl Conn {
         }
     }
 
+    /// `n` bytes of READ answers taken from memory were written: the
+    /// grants whose bytes are all out move to `reads_done`.
+    pub(super) fn reads_written(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some((g, left)) = self.read_grants.front_mut() else {
+                return;
+            };
+            let k = n.min(*left);
+            *left -= k;
+            n -= k;
+            if *left == 0 {
+                let g = *g;
+                self.read_grants.pop_front();
+                self.reads_done.push(g);
+            }
+        }
+    }
+
+    /// Releases the READ grants whose answers are out (`all`: every READ
+    /// grant, when nothing refers to their memory any more).
+    pub(super) fn release_reads(&mut self, rx: &mut Rx, all: bool) {
+        let nothing = self.reads_done.is_empty() && (!all || self.read_grants.is_empty());
+        if nothing {
+            return;
+        }
+        let Some(m) = rx.memory() else {
+            return;
+        };
+        for g in self.reads_done.drain(..) {
+            m.release(g, true);
+        }
+        if all {
+            for (g, _) in self.read_grants.drain(..) {
+                m.release(g, true);
+            }
+        }
+    }
+
+    /// Before a chunk of a WRITE lands: if its region is being closed, the
+    /// grant goes now and the rest of the data is discarded.
+    pub(super) fn check_write_live(wr: &mut Option<WriteIn>, rx: &mut Rx) {
+        let Some(w) = wr.as_mut() else {
+            return;
+        };
+        let (Some(g), Some(m)) = (w.grant, rx.memory()) else {
+            return;
+        };
+        if w.status == 0 && !m.live(g) {
+            m.release(g, false);
+            w.grant = None;
+            w.status = errno::FI_EKEYREJECTED;
+        }
+    }
+
     /// The peer's WRITE has all its data: count it, report its CQ data,
     /// answer.
     pub(super) fn finish_write(&mut self, rx: &mut Rx) {
@@ -606,12 +666,16 @@ impl Conn {
         let mut iov = [IoVec::default(); MAX_IOV];
         let res = match rx.memory() {
             None => Err(errno::FI_EOPNOTSUPP),
-            Some(m) => m
-                .resolve(&ranges[..d.count], FI_REMOTE_READ, &mut iov[..d.count])
-                .map(|g| m.release(g, true)),
+            Some(m) => m.resolve(&ranges[..d.count], FI_REMOTE_READ, &mut iov[..d.count]),
         };
         match res {
-            Ok(()) => {
+            Ok(g) => {
+                // Held until the answer's bytes are out (or captured).
+                if total == 0 {
+                    self.reads_done.push(g);
+                } else {
+                    self.read_grants.push_back((g, total));
+                }
                 self.mem_refs += total;
                 let cnt = d.count;
                 self.answer(r.id, 0, RespSrc::Mem { iov, cnt }, total);
