@@ -76,7 +76,8 @@ impl TcpPep {
     }
 
     fn drive(&self, g: &mut Inner) {
-        let at = || self.src.to_string();
+        let src = g.src;
+        let at = move || src.to_string();
         if g.listener.is_some() && g.accepting.may_accept(Instant::now) {
             while let Some(l) = &g.listener {
                 match l.accept() {
@@ -209,7 +210,7 @@ impl TcpPep {
             self.poller.remove(l.sock.fd());
             tracing::warn!(
                 peer = ?l.sock.peer_addr().ok(),
-                listener = %self.src,
+                listener = %g.src,
                 "tcp: dropping an incoming connection: {}",
                 why.describe(g.gate.limits())
             );
