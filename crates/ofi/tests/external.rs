@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 use ofi::consts::*;
+use ofi::spi::registry;
 use ofi::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
