@@ -10,7 +10,7 @@
 #![allow(unsafe_code)]
 
 use ofi::consts::*;
-use ofi::safe::{Channel, Completion};
+use ofi::safe::Channel;
 use ofi::*;
 use std::time::Instant;
 
@@ -89,23 +89,20 @@ fn safe(info: &Info) -> f64 {
     let fb = a.insert(&b.address().unwrap()).unwrap();
     let mut tx = Some(vec![7u8; 8]);
     let mut rx = Some(vec![0u8; 8]);
-    let mut out = Vec::with_capacity(4);
     let mut batches = Vec::new();
     for _ in 0..BATCHES {
         let t = Instant::now();
         for _ in 0..ROUNDS {
-            b.recv(rx.take().unwrap()).unwrap();
-            a.send(tx.take().unwrap(), fb).unwrap();
+            let mut r = b.recv(rx.take().unwrap()).unwrap();
+            let mut s = a.send(tx.take().unwrap(), fb).unwrap();
             while tx.is_none() || rx.is_none() {
-                a.poll(&mut out).unwrap();
-                b.poll(&mut out).unwrap();
-                for c in out.drain(..) {
-                    match c {
-                        Completion::Sent { buf, .. } => tx = Some(buf),
-                        Completion::Received { buf, .. } => rx = Some(buf),
-                        Completion::Failed { error, .. } => panic!("{error}"),
-                        c => panic!("unexpected {c:?}"),
-                    }
+                a.poll().unwrap();
+                b.poll().unwrap();
+                if tx.is_none() {
+                    tx = s.check().map(|d| d.unwrap().buf);
+                }
+                if rx.is_none() {
+                    rx = r.check().map(|d| d.unwrap().buf);
                 }
             }
         }

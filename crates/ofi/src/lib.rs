@@ -35,15 +35,20 @@
 //! # Ok::<(), ofi::Error>(())
 //! ```
 //!
-//! Coming from C? The `guide` maps libfabric's calls to ofi's.
+//! Coming from C? The [`guide`] maps libfabric's calls to ofi's.
 
 #![deny(unsafe_code)]
 
+pub mod guide;
 pub mod hints;
 pub mod safe;
 pub mod spi;
 
+#[cfg(feature = "tokio")]
+pub mod aio;
+
 pub use hints::Hints;
+pub use safe::buf::{IoBuf, IoBufMut};
 
 pub use ofi_core::config;
 pub use ofi_core::consts;
