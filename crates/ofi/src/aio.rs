@@ -345,6 +345,14 @@ impl Channel {
         self.inner.lock().ep.is_none()
     }
 
+    /// One progress pass without waiting: collects up to 16 completions
+    /// and wakes their tasks (also carries out peers' accesses to this
+    /// channel's regions under manual progress). Returns how many arrived.
+    pub fn progress(&self) -> usize {
+        let mut core = self.inner.lock();
+        self.inner.progress(&mut core)
+    }
+
     /// Operations in flight (including abandoned ones whose buffers wait
     /// for the provider).
     pub fn in_flight(&self) -> usize {
