@@ -50,6 +50,7 @@ pub use op::{Completed, Op};
 use crate::consts::*;
 use crate::safe::table::Table;
 use crate::safe::{Addr, Atomic};
+use crate::spi::HasCore;
 use crate::{
     errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry,
     Domain, Endpoint, Error, EventQueue, Fabric, Info, IoBuf, IoBufMut, Ioc, RecvOp, Result,
@@ -57,7 +58,7 @@ use crate::{
 };
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::unix::AsyncFd;
@@ -260,11 +261,20 @@ impl Parts {
 
     /// The channel over these parts (the endpoint enabled by the caller).
     pub(crate) fn channel(self, busy: bool) -> Result<Channel> {
-        let fd = if busy {
-            None
-        } else {
-            Some(async_fd(self.cq.fd()?)?)
-        };
+        // The queue's fd unexposed (an exposed fd costs a system call per
+        // completion): a sleeping operation registers as a sleeper instead,
+        // which makes new completions signal the fd.
+        let fd =
+            match busy {
+                true => None,
+                false => {
+                    let waits =
+                        self.cq.core().driver().waits().ok_or_else(|| {
+                            Error::nodata("aio: the completion queue has no wait fd")
+                        })?;
+                    Some(async_fd(waits.as_fd())?)
+                }
+            };
         Ok(Channel {
             inner: Arc::new(Inner {
                 fd,

@@ -211,7 +211,7 @@ impl Channel {
 
     /// Takes a slot, posts with its context, and returns the handle (or
     /// the buffer back, with the slot freed, when the post fails).
-    #[inline]
+    #[inline(always)]
     fn post<B: Send + 'static>(
         &self,
         buf: B,
@@ -235,7 +235,7 @@ impl Channel {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn send_op<B: IoBuf>(
         &self,
         buf: B,
@@ -267,6 +267,7 @@ impl Channel {
     }
 
     /// Sends a message; the buffer comes back from the handle.
+    #[inline(always)]
     pub fn send<B: IoBuf>(&self, buf: B, dest: Addr) -> Posted<'_, B> {
         self.send_op(buf, dest, 0, None, false)
     }
@@ -277,6 +278,7 @@ impl Channel {
     }
 
     /// Sends a tagged message.
+    #[inline(always)]
     pub fn tsend<B: IoBuf>(&self, buf: B, dest: Addr, tag: u64) -> Posted<'_, B> {
         self.send_op(buf, dest, tag, None, true)
     }
@@ -296,7 +298,7 @@ impl Channel {
         self.ep.tinject(buf, dest.0, tag)
     }
 
-    #[inline]
+    #[inline(always)]
     fn recv_op<B: IoBufMut>(
         &self,
         mut buf: B,
@@ -330,11 +332,13 @@ impl Channel {
 
     /// Posts a receive buffer (its whole length); it comes back, with the
     /// message in its first `len` bytes, from the handle.
+    #[inline(always)]
     pub fn recv<B: IoBufMut>(&self, buf: B) -> Posted<'_, B> {
         self.recv_op(buf, 0, 0, false)
     }
 
     /// Posts a tagged receive for tags equal to `tag` outside the `ignore` bits.
+    #[inline(always)]
     pub fn trecv<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64) -> Posted<'_, B> {
         self.recv_op(buf, tag, ignore, true)
     }

@@ -4,6 +4,7 @@
 use super::Inner;
 use crate::safe::table::Outcome;
 use crate::safe::Addr;
+use crate::spi::HasCore;
 use crate::{Error, Result};
 use std::future::Future;
 use std::pin::Pin;
@@ -55,6 +56,8 @@ pub struct Op<B: Send + 'static> {
     /// A post that failed (or a closed channel): resolves at once.
     early: Option<Error>,
     cancel_on_drop: bool,
+    /// Registered as a sleeper on the queue (see `Driver::add_sleeper`).
+    sleeping: bool,
 }
 
 impl<B: Send + 'static> std::fmt::Debug for Op<B> {
@@ -81,6 +84,7 @@ impl<B: Send + 'static> Op<B> {
             buf: Some(buf),
             early: None,
             cancel_on_drop,
+            sleeping: false,
         }
     }
 
@@ -92,6 +96,14 @@ impl<B: Send + 'static> Op<B> {
             buf: Some(buf),
             early: Some(e),
             cancel_on_drop: false,
+            sleeping: false,
+        }
+    }
+
+    /// Ends this operation's sleep on the queue's fd, if it slept.
+    fn wake_up(&mut self) {
+        if std::mem::take(&mut self.sleeping) {
+            self.inner.cq().core().driver().remove_sleeper();
         }
     }
 
@@ -122,14 +134,18 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
                 None => Poll::Pending,
             };
         }
+        this.wake_up();
         let inner = this.inner.clone();
         for _ in 0..ROUNDS {
             let mut core = inner.lock();
-            if let Some(o) = core.table.take_done(this.slot, this.gen) {
+            if let Some(r) = core
+                .table
+                .take_done_with(this.slot, this.gen, Completed::from_outcome)
+            {
                 this.hand_off(&mut core);
                 drop(core);
                 return match this.buf.take() {
-                    Some(b) => Poll::Ready((Completed::from_outcome(&o), b)),
+                    Some(b) => Poll::Ready((r, b)),
                     None => Poll::Pending,
                 };
             }
@@ -158,9 +174,12 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
                 // completion after `trywait` makes the fd readable, which
                 // the reactor saw or will see after our registration.
                 Poll::Pending => {
+                    inner.cq().core().driver().add_sleeper();
+                    this.sleeping = true;
                     if inner.cq().trywait().is_ok() {
                         return Poll::Pending;
                     }
+                    this.wake_up();
                 }
             }
         }
@@ -171,6 +190,7 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
 
 impl<B: Send + 'static> Drop for Op<B> {
     fn drop(&mut self) {
+        self.wake_up();
         let Some(buf) = self.buf.take() else {
             return;
         };

@@ -46,6 +46,7 @@ impl Done<super::Atomic> {
 }
 
 impl<B> Done<B> {
+    #[inline(always)]
     pub(crate) fn from_outcome(buf: B, o: &Outcome) -> Done<B> {
         Done {
             buf,
@@ -168,7 +169,7 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
     /// The result if the operation has finished (no progress: call
     /// [`Channel::poll`] to collect completions); `None` while in flight.
     /// After it returned the result once, an error (`FI_EALREADY`).
-    #[inline]
+    #[inline(always)]
     pub fn check(&mut self) -> Option<Result<Done<B>, OpError<B>>> {
         if self.buf.is_none() {
             return Some(Err(OpError {
@@ -180,16 +181,23 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
                 overflow: 0,
             }));
         }
-        let o = self.ch.table.borrow_mut().take_done(self.slot, self.gen)?;
-        let buf = self.buf.take()?;
-        Some(match o.error() {
-            None => Ok(Done::from_outcome(buf, &o)),
-            Some(error) => Err(OpError {
-                error,
-                buf: Some(buf),
-                overflow: o.olen,
-            }),
-        })
+        let buf = &mut self.buf;
+        let r = self
+            .ch
+            .table
+            .borrow_mut()
+            .take_done_with(self.slot, self.gen, |o| {
+                let buf = buf.take()?;
+                Some(match o.error() {
+                    None => Ok(Done::from_outcome(buf, o)),
+                    Some(error) => Err(OpError {
+                        error,
+                        buf: Some(buf),
+                        overflow: o.olen,
+                    }),
+                })
+            });
+        r.flatten()
     }
 
     /// Drives the channel until the operation finishes or `timeout`

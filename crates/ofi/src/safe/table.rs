@@ -119,7 +119,7 @@ impl Default for Table {
 
 impl Table {
     /// A slot for a new operation: (index, generation).
-    #[inline]
+    #[inline(always)]
     pub fn open(&mut self) -> (u32, u32) {
         self.pending += 1;
         if let Some(s) = self.slots.get_mut(self.free as usize) {
@@ -140,15 +140,20 @@ impl Table {
     }
 
     /// Returns a slot to the free list (a new generation).
-    #[inline]
+    #[inline(always)]
     pub fn close(&mut self, i: u32) {
         if let Some(s) = self.slots.get_mut(i as usize) {
             if s.state != State::Free {
                 self.pending -= 1;
                 s.gen = s.gen.wrapping_add(1);
                 s.state = State::Free;
-                s.waker = None;
-                s.orphan = None;
+                // Usually empty already: skip the stores (and drop checks).
+                if s.waker.is_some() {
+                    s.waker = None;
+                }
+                if s.orphan.is_some() {
+                    s.orphan = None;
+                }
                 s.next = self.free;
                 self.free = i;
             }
@@ -156,7 +161,7 @@ impl Table {
     }
 
     /// The slot of a live handle (index and generation agree).
-    #[inline]
+    #[inline(always)]
     pub fn slot(&mut self, i: u32, gen: u32) -> Option<&mut Slot> {
         self.slots
             .get_mut(i as usize)
@@ -249,17 +254,24 @@ impl Table {
         wake
     }
 
-    /// The outcome of a finished operation, freeing its slot; `None` while
-    /// it is in flight (or the handle is stale).
-    #[inline]
-    pub fn take_done(&mut self, i: u32, gen: u32) -> Option<Outcome> {
+    /// Applies `f` to the outcome of a finished operation and frees its
+    /// slot; `None` while it is in flight (or the handle is stale). `f`
+    /// reads the fields it needs in place: copying the whole outcome just
+    /// after `record` wrote it field by field stalled on store forwarding.
+    #[inline(always)]
+    pub fn take_done_with<R>(
+        &mut self,
+        i: u32,
+        gen: u32,
+        f: impl FnOnce(&Outcome) -> R,
+    ) -> Option<R> {
         let s = self.slot(i, gen)?;
         if s.state != State::Done {
             return None;
         }
-        let o = s.out;
+        let r = f(&s.out);
         self.close(i);
-        Some(o)
+        Some(r)
     }
 
     /// Keeps `w` to wake when the pending operation in slot `i` completes.
