@@ -16,6 +16,7 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{FI_ADDR_UNSPEC, FI_DIRECTED_RECV, FI_RECV, FI_TRANSMIT};
 use ofi_core::error::errno::*;
+use ofi_core::spi::HasOps;
 use ofi_core::util::iov::IoVec;
 use ofi_core::Endpoint;
 use std::sync::atomic::{AtomicU64, Ordering};
