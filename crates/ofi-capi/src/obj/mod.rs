@@ -14,6 +14,7 @@ pub mod domain;
 pub mod ep;
 pub mod eq;
 pub mod fabric;
+pub mod mc;
 pub mod mr;
 pub mod pep;
 
@@ -191,6 +192,7 @@ pub(crate) unsafe extern "C" fn tostr(f: *const fid, buf: *mut c_char, len: size
             class::FI_CLASS_CQ => "completion queue",
             class::FI_CLASS_CNTR => "counter",
             class::FI_CLASS_CONNREQ => "connection request",
+            class::FI_CLASS_MC => "multicast group",
             _ => "fid",
         };
         // SAFETY: buf has len writable bytes (caller's contract).

@@ -27,7 +27,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod mc;
 mod one_sided;
+pub use mc::Multicast;
 pub use one_sided::Deferred;
 
 /// A send (message or tagged) as the provider sees it.

@@ -299,6 +299,19 @@ impl Sessions {
         }
     }
 
+    /// Ends `peer`'s session and tells it so (a RESET): the owner found the
+    /// session's stream broken.
+    pub fn reset(&mut self, peer: PeerId) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        p.hello = None;
+        if let Some(u) = p.up.take() {
+            let r = reset_packet(u.chan.session()).to_vec();
+            self.ctrl.push_back((p.addr.clone(), r));
+        }
+    }
+
     /// RESET datagrams telling every peer with a live session that it ends
     /// (the endpoint closes); the table forgets them.
     pub fn shutdown(&mut self) -> Vec<(Vec<u8>, Vec<u8>)> {
