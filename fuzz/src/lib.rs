@@ -9,7 +9,9 @@
 //! only names memory the harness lent it), the targets assert them.
 
 mod capi;
+mod udp;
 pub use capi::{capi_args, panicked};
+pub use udp::{sessions_run, udp_packet, udp_sessions, SessionsReached};
 
 use ofi_core::consts::{FI_CLAIM, FI_MULTI_RECV, FI_PEEK};
 use ofi_core::util::iov::IoVec;
@@ -182,7 +184,10 @@ pub fn shm_handler(data: &[u8]) {
             }
             Incoming::Ack { cookie, status } => {
                 if let Err(code) = status {
-                    assert!(code > 0 && code < 1024, "status {code} is not an FI_E* number");
+                    assert!(
+                        code > 0 && code < 1024,
+                        "status {code} is not an FI_E* number"
+                    );
                 }
                 if sends.take(cookie).is_some() {
                     assert!(done.insert(cookie), "a send completed twice");
@@ -205,7 +210,12 @@ pub fn shm_handler(data: &[u8]) {
             } => {
                 assert!(core::is_request(repr.op));
                 assert!(ranges.data_at <= payload.len(), "ranges past the entry");
-                ctrl.send(repr.src, core::rma_answer(1, repr.cookie, 0), &[], &mut rng_full);
+                ctrl.send(
+                    repr.src,
+                    core::rma_answer(1, repr.cookie, 0),
+                    &[],
+                    &mut rng_full,
+                );
             }
             Incoming::Answer {
                 cookie,
@@ -244,7 +254,11 @@ pub fn shm_handler(data: &[u8]) {
         }
         ctrl.flush(&mut rng_full);
     }
-    assert_eq!(sends.len() + rmas.len() + done.len(), 6, "operations lost or invented");
+    assert_eq!(
+        sends.len() + rmas.len() + done.len(),
+        6,
+        "operations lost or invented"
+    );
 }
 
 // ---- tcp frame headers ----------------------------------------------------

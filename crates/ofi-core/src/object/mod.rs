@@ -28,8 +28,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod mc;
 mod one_sided;
 mod sets;
+pub use mc::Multicast;
 pub use one_sided::Deferred;
 // Providers and white-box tests glob-import this module: the provider-side
 // accessors (`core()`, `ops()`, `mr_map()`) stay in scope for them.
