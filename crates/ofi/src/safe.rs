@@ -594,6 +594,7 @@ impl Channel {
     /// Collects finished operations without blocking (one progress pass and
     /// up to 16 completions), recording each in its operation; returns how
     /// many were collected.
+    #[inline]
     pub fn poll(&self) -> Result<usize> {
         self.parked.sweep();
         let mut scratch = self.scratch.borrow_mut();

@@ -170,7 +170,7 @@ impl Table {
 
     /// The pending slot for context `ctx`, if it is one; an orphan's
     /// completion frees it (the provider is done with its buffers).
-    #[inline]
+    #[inline(always)]
     fn pending(&mut self, ctx: usize) -> Option<&mut Slot> {
         let i = ctx.checked_sub(1)?;
         let state = self.slots.get(i)?.state;
@@ -186,7 +186,7 @@ impl Table {
 
     /// Records a queue entry: an operation's completion, or a remote
     /// write. Returns the waker to wake.
-    #[inline]
+    #[inline(always)]
     pub fn record(&mut self, e: &CqTaggedEntry, src: u64) -> Option<Waker> {
         if e.flags & FI_REMOTE_WRITE != 0 && e.flags & FI_REMOTE_CQ_DATA != 0 {
             self.remote.push_back(RemoteWrite {
