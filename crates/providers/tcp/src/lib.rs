@@ -239,7 +239,7 @@ pub const RMA_IOV_LIMIT: usize = ofi_proto::tcp::MAX_RANGES;
 pub fn tunables() -> Vec<Tunable> {
     vec![
         Tunable::size(NAME, "eager_max", 16384, "Messages up to this size are sent eagerly; larger ones by rendezvous"),
-        Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes buffered per endpoint before a connection bringing more is left unread (backpressure); a connection holding none may always park one message, so one flooding peer cannot stop another"),
+        Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes an endpoint buffers before a connection bringing more is left unread (backpressure), shared fairly: each peer holding some may hold its share (this divided by their number), a peer holding none may always park one message, and a peer this endpoint awaits a reply from may hold up to all of it (its reply is read even behind unread data)"),
         Tunable::boolean(NAME, "poll_recv", true, "An endpoint alone in its domain with at most one connection polls that socket with recv rather than asking epoll first: one system call less per message received (0: every poll asks epoll first)"),
         Tunable::size(NAME, "port_low_range", 0, "Lowest port a listening socket (passive endpoint, RDM endpoint) takes when its address names no port; 0 with FI_TCP_PORT_HIGH_RANGE 0: any port the system picks"),
         Tunable::size(NAME, "port_high_range", 0, "Highest port of that range (see FI_TCP_PORT_LOW_RANGE)"),

@@ -33,6 +33,8 @@ struct Inner {
     closing: Vec<Link>,
     rx: Rx,
     next_id: u64,
+    /// The listening address (for log lines), once listening.
+    bound: Option<SocketAddr>,
     /// `waiting` connections in their handshake (cap and deadline).
     gate: Gate,
     /// The listener's accept state (backoff, rate-limited warnings).
@@ -69,6 +71,7 @@ impl TcpPep {
                 closing: Vec::new(),
                 rx: Rx::new(Default::default()),
                 next_id: 1,
+                bound: None,
                 gate: Gate::new(cfg.limits),
                 accepting: Accepting::default(),
             }),
@@ -76,8 +79,8 @@ impl TcpPep {
     }
 
     fn drive(&self, g: &mut Inner) {
-        let src = g.src;
-        let at = move || src.to_string();
+        let (bound, src) = (g.bound, g.src);
+        let at = move || bound.unwrap_or(src).to_string();
         if g.listener.is_some() && g.accepting.may_accept(Instant::now) {
             while let Some(l) = &g.listener {
                 match l.accept() {
@@ -210,7 +213,7 @@ impl TcpPep {
             self.poller.remove(l.sock.fd());
             tracing::warn!(
                 peer = ?l.sock.peer_addr().ok(),
-                listener = %g.src,
+                listener = %g.bound.unwrap_or(g.src),
                 "tcp: dropping an incoming connection: {}",
                 why.describe(g.gate.limits())
             );
@@ -247,6 +250,7 @@ impl PassiveEndpointOps for TcpPep {
         self.poller
             .add(l.fd(), 0, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
+        g.bound = l.local_addr().ok();
         g.listener = Some(l);
         Ok(())
     }
