@@ -32,6 +32,16 @@
 #              Installs cargo-fuzz (cargo install --locked) when missing and
 #              sets RUSTC_BOOTSTRAP=1 for it: cargo-fuzz passes -Z flags
 #              (sanitizer, sancov) and only a stable toolchain is assumed
+#   asan:ofi   the safe and async layers' tests (ofi's lib tests, tests/aio.rs,
+#              tests/safe_rma.rs) under the address sanitizer, leak check on:
+#              buffers handed to providers, dropped futures and handles
+#              (RUSTC_BOOTSTRAP=1 -Zsanitizer=address on the stable
+#              toolchain, own target dir; std itself is not instrumented)
+#   miri:ofi   ofi's lib tests that need no provider (the slot table, the
+#              buffer kinds' contract across moves, typed hints) under Miri
+#              (cargo +nightly miri); skipped, with a note, when no nightly
+#              toolchain with miri is installed. Provider-backed tests cannot
+#              run in Miri (shared memory, level-triggered epoll)
 #   example:*  cargo run --release -p ofi --features tokio,bytes --example
 #              NAME, for every example in crates/ofi/examples (the async
 #              ones declare required-features = ["tokio"])
@@ -199,6 +209,25 @@ fuzz_run() {
 }
 
 # The C ABI crate: the shared object first (its tests run clients on it).
+# The safe and async layers under the address sanitizer.
+asan_ofi() {
+    local host
+    host="$(rustc -vV | sed -n 's/^host: //p')"
+    env RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=address" ASAN_OPTIONS=detect_leaks=1 \
+        CARGO_TARGET_DIR=target/asan \
+        cargo test -p ofi --target "$host" --lib --test aio --test safe_rma
+}
+
+# ofi's provider-free tests under Miri, when a nightly toolchain has it.
+miri_ofi() {
+    if ! cargo +nightly miri --version >/dev/null 2>&1; then
+        echo "miri: no nightly toolchain with the miri component; skipped"
+        return 0
+    fi
+    cargo +nightly miri --version
+    CARGO_TARGET_DIR=target/miri cargo +nightly miri test -p ofi --lib --features bytes
+}
+
 capi() {
     cargo build --release -p ofi-capi
     cargo test --release -p ofi-capi --no-fail-fast
@@ -276,6 +305,8 @@ stage test "$STAGE_TIMEOUT" cargo test --workspace --release --no-fail-fast --ex
 stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p ofi-shm --test loom_ring --test loom_xfer --test loom_wake --release
 stage fuzz "$STAGE_TIMEOUT" fuzz_run
+stage asan:ofi "$STAGE_TIMEOUT" asan_ofi
+stage miri:ofi "$STAGE_TIMEOUT" miri_ofi
 
 for ex in crates/ofi/examples/*.rs crates/ofi/examples/*/main.rs; do
     [ -e "$ex" ] || continue

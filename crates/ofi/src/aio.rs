@@ -48,6 +48,7 @@ pub use cm::Listener;
 pub use op::{Completed, Op};
 
 use crate::consts::*;
+use crate::safe::buf::Held;
 use crate::safe::table::Table;
 use crate::safe::{Addr, Atomic};
 use crate::spi::HasCore;
@@ -380,7 +381,7 @@ impl Channel {
     /// channel) makes a future that resolves at once.
     fn post<B: Send + 'static>(
         &self,
-        buf: B,
+        buf: Held<B>,
         cancel_on_drop: bool,
         f: impl FnOnce(&Endpoint, usize) -> Result<()>,
     ) -> Op<B> {
@@ -408,6 +409,7 @@ impl Channel {
         data: Option<u64>,
         tagged: bool,
     ) -> Op<B> {
+        let buf = Held::new(buf);
         let iov = [iov_of(buf.as_ref())];
         let desc = buf.desc();
         self.post(buf, false, |ep, ctx| {
@@ -445,7 +447,8 @@ impl Channel {
         self.send_op(buf, dest, tag, None, true)
     }
 
-    fn recv_op<B: IoBufMut>(&self, mut buf: B, tag: u64, ignore: u64, tagged: bool) -> Op<B> {
+    fn recv_op<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64, tagged: bool) -> Op<B> {
+        let mut buf = Held::new(buf);
         let m = buf.as_mut();
         let iov = [IoVec {
             base: m.as_mut_ptr() as usize,
@@ -484,7 +487,7 @@ impl Channel {
 
     fn rma_op<B: Send + 'static>(
         &self,
-        buf: B,
+        buf: Held<B>,
         range: IoVec,
         read: bool,
         peer: Addr,
@@ -520,12 +523,14 @@ impl Channel {
 
     /// Writes `buf` to the peer's region at `(remote_addr, key)`.
     pub fn write<B: IoBuf>(&self, buf: B, dest: Addr, remote_addr: u64, key: u64) -> Op<B> {
+        let buf = Held::new(buf);
         let range = iov_of(buf.as_ref());
         self.rma_op(buf, range, false, dest, (remote_addr, key))
     }
 
     /// Reads `buf`'s length of the peer's region at `(remote_addr, key)`.
-    pub fn read<B: IoBufMut>(&self, mut buf: B, src: Addr, remote_addr: u64, key: u64) -> Op<B> {
+    pub fn read<B: IoBufMut>(&self, buf: B, src: Addr, remote_addr: u64, key: u64) -> Op<B> {
+        let mut buf = Held::new(buf);
         let m = buf.as_mut();
         let range = IoVec {
             base: m.as_mut_ptr() as usize,
@@ -540,7 +545,7 @@ impl Channel {
     pub fn atomic(&self, mut a: Atomic, dest: Addr, remote_addr: u64, key: u64) -> Op<Atomic> {
         let Some(size) = datatype_size(a.datatype) else {
             let e = Error::inval(format!("atomic: unknown datatype {}", a.datatype));
-            return Op::failed(self.inner.clone(), a, e);
+            return Op::failed(self.inner.clone(), Held::new(a), e);
         };
         if a.operand.is_empty()
             || !a.operand.len().is_multiple_of(size)
@@ -553,7 +558,7 @@ impl Channel {
                  elements, or the compare values differ in length",
                 a.operand.len()
             ));
-            return Op::failed(self.inner.clone(), a, e);
+            return Op::failed(self.inner.clone(), Held::new(a), e);
         }
         let count = a.operand.len() / size;
         let kind = match (&a.compare, a.fetch) {
@@ -575,7 +580,7 @@ impl Channel {
         let compare = a.compare.as_mut().map(elems);
         let result = elems(&mut a.result);
         let (op, datatype) = (a.op, a.datatype);
-        self.post(a, false, |ep, ctx| {
+        self.post(Held::new(a), false, |ep, ctx| {
             if ep.info().caps & FI_ATOMIC == 0 {
                 return Err(Error::new(
                     errno::FI_EOPNOTSUPP,

@@ -2,6 +2,7 @@
 //! `(result, buffer)`; dropped early, it hands the buffer to the channel.
 
 use super::Inner;
+use crate::safe::buf::Held;
 use crate::safe::table::Outcome;
 use crate::safe::Addr;
 use crate::spi::HasCore;
@@ -52,7 +53,7 @@ pub struct Op<B: Send + 'static> {
     inner: Arc<Inner>,
     slot: u32,
     gen: u32,
-    buf: Option<B>,
+    buf: Option<Held<B>>,
     /// A post that failed (or a closed channel): resolves at once.
     early: Option<Error>,
     cancel_on_drop: bool,
@@ -74,7 +75,7 @@ impl<B: Send + 'static> Op<B> {
         inner: Arc<Inner>,
         slot: u32,
         gen: u32,
-        buf: B,
+        buf: Held<B>,
         cancel_on_drop: bool,
     ) -> Op<B> {
         Op {
@@ -88,7 +89,7 @@ impl<B: Send + 'static> Op<B> {
         }
     }
 
-    pub(super) fn failed(inner: Arc<Inner>, buf: B, e: Error) -> Op<B> {
+    pub(super) fn failed(inner: Arc<Inner>, buf: Held<B>, e: Error) -> Op<B> {
         Op {
             inner,
             slot: u32::MAX,
@@ -130,7 +131,7 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
         }
         if let Some(e) = this.early.take() {
             return match this.buf.take() {
-                Some(b) => Poll::Ready((Err(e), b)),
+                Some(b) => Poll::Ready((Err(e), b.into_inner())),
                 None => Poll::Pending,
             };
         }
@@ -145,7 +146,7 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
                 this.hand_off(&mut core);
                 drop(core);
                 return match this.buf.take() {
-                    Some(b) => Poll::Ready((r, b)),
+                    Some(b) => Poll::Ready((r, b.into_inner())),
                     None => Poll::Pending,
                 };
             }

@@ -11,6 +11,8 @@
 
 use crate::{Error, MrAccess, MrAttr, Result};
 use std::fmt;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 
 /// A buffer an operation may read (sends, RMA writes).
@@ -58,6 +60,56 @@ unsafe impl IoBufMut for bytes::BytesMut {}
 // SAFETY: a Bytes points at heap or static memory that does not move with
 // the handle and is never written while shared.
 unsafe impl IoBuf for bytes::Bytes {}
+
+/// An operation's buffer while the provider may use it (in a handle, a
+/// future or the table). Moving a `Box` as a value reasserts that it is
+/// the only way to its memory, which invalidates the address the provider
+/// writes through (Miri's Stacked Borrows reports it); a `MaybeUninit`
+/// (a union) hides the value from that, so every kind of buffer, boxes
+/// and buffers holding boxes included, may move while in flight. The
+/// value comes out with [`into_inner`](Self::into_inner) once the
+/// operation is over.
+pub(crate) struct Held<B>(MaybeUninit<B>);
+
+impl<B> Held<B> {
+    #[inline(always)]
+    pub(crate) fn new(b: B) -> Held<B> {
+        Held(MaybeUninit::new(b))
+    }
+
+    /// The buffer back, once the provider is done with it.
+    #[inline(always)]
+    pub(crate) fn into_inner(self) -> B {
+        let me = ManuallyDrop::new(self);
+        // SAFETY: `new` is the only constructor, so the value is
+        // initialised; `me` is never dropped, so it is read out once.
+        unsafe { me.0.assume_init_read() }
+    }
+}
+
+impl<B> Deref for Held<B> {
+    type Target = B;
+    #[inline(always)]
+    fn deref(&self) -> &B {
+        // SAFETY: initialised by `new`, the only constructor.
+        unsafe { self.0.assume_init_ref() }
+    }
+}
+
+impl<B> DerefMut for Held<B> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut B {
+        // SAFETY: initialised by `new`, the only constructor.
+        unsafe { self.0.assume_init_mut() }
+    }
+}
+
+impl<B> Drop for Held<B> {
+    fn drop(&mut self) {
+        // SAFETY: initialised by `new`; `into_inner` skips this drop.
+        unsafe { self.0.assume_init_drop() }
+    }
+}
 
 /// A pool of equal-sized buffers, allocated once and reused: [`take`]
 /// hands out a [`PoolBuf`], which goes back to the pool when dropped.
@@ -254,5 +306,46 @@ mod tests {
         assert_eq!(again.desc(), None, "unregistered pool");
         drop((a, again));
         assert_eq!(pool.available(), 2);
+    }
+
+    /// What a post does with a buffer: take its address, move it into the
+    /// operation's handle (through calls, as `post` and `Op` do), let the
+    /// provider write through the address, then hand it back. Under Miri
+    /// this checks the `IoBuf` contract of each buffer kind, moves included.
+    fn provider_writes_after_moves<B: IoBufMut>(buf: B) -> B {
+        #[inline(never)]
+        fn hold<B>(b: B) -> Option<B> {
+            Some(b)
+        }
+        let mut buf = Held::new(buf);
+        let m = buf.as_mut();
+        let (p, n) = (m.as_mut_ptr(), m.len());
+        let mut held = hold(buf);
+        // SAFETY: `p..p+n` is the buffer's memory (IoBufMut's contract:
+        // it stays put while the value moves), owned by `held`, which
+        // nothing touches until the write is done.
+        unsafe { std::ptr::write_bytes(p, 9, n) };
+        let b = held.take().expect("held").into_inner();
+        assert!(b.as_ref().iter().all(|&x| x == 9));
+        assert_eq!(b.as_ref().as_ptr(), p.cast_const(), "did not move");
+        b
+    }
+
+    #[test]
+    fn every_buffer_kind_keeps_its_bytes_in_place_across_moves() {
+        provider_writes_after_moves(vec![0u8; 16]);
+        provider_writes_after_moves(vec![0u8; 16].into_boxed_slice());
+        let pool = BufPool::new(1, 16);
+        let b = provider_writes_after_moves(pool.take().expect("buffer"));
+        drop(b);
+        let again = pool.take().expect("back in the pool");
+        assert!(again.as_ref().iter().all(|&x| x == 9), "same memory");
+        #[cfg(feature = "bytes")]
+        {
+            let b = provider_writes_after_moves(bytes::BytesMut::zeroed(16));
+            // A frozen BytesMut (shared, read-only) keeps the same bytes.
+            let frozen = b.freeze();
+            assert_eq!(&frozen[..], &[9u8; 16][..]);
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! until it completes, the [`Done`] it turns into, and the errors that hand
 //! the buffer back ([`PostError`], [`OpError`]), each usable with `?`.
 
+use super::buf::Held;
 use super::table::{Outcome, State};
 use super::{Addr, Channel};
 use crate::{Error, ErrorKind, IoBuf};
@@ -141,7 +142,7 @@ pub struct Op<'ch, B: Send + 'static> {
     pub(super) ch: &'ch Channel,
     pub(super) slot: u32,
     pub(super) gen: u32,
-    pub(super) buf: Option<B>,
+    pub(super) buf: Option<Held<B>>,
     pub(super) cancel_on_drop: bool,
 }
 
@@ -187,7 +188,7 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
             .table
             .borrow_mut()
             .take_done_with(self.slot, self.gen, |o| {
-                let buf = buf.take()?;
+                let buf = buf.take()?.into_inner();
                 Some(match o.error() {
                     None => Ok(Done::from_outcome(buf, o)),
                     Some(error) => Err(OpError {
