@@ -266,6 +266,16 @@ impl Provider for ShmProvider {
         o.fabric_attr.api_version = req.version;
         o.tx_attr.size = cfg.tx_size;
         o.rx_attr.size = cfg.rx_size;
+        // Addresses as fi_shm(7) derives them from node and service: the
+        // source under FI_SOURCE, else the destination (the source being
+        // this process's default).
+        let named = addr::from_node(req.node, req.service).map(|s| addr::str_bytes(&s));
+        if req.flags & FI_SOURCE != 0 {
+            o.src_addr = Some(named.unwrap_or_else(addr::default_src));
+        } else {
+            o.src_addr = Some(addr::default_src());
+            o.dest_addr = named;
+        }
         Ok(vec![o])
     }
     fn fabric(&self, _attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {

@@ -196,6 +196,12 @@ struct Inner {
 /// An shm RDM endpoint.
 pub struct ShmEndpoint {
     me: ShmAddr,
+    /// The name this endpoint holds (from its source address) and the
+    /// address `getname` gives for it; released at close.
+    name: std::sync::Mutex<Option<ofi_shm::name::NameClaim>>,
+    /// What `getname` returns: the source address it was named by, or the
+    /// native address.
+    own_addr: Vec<u8>,
     seg: Segment,
     bell: Bell,
     cfg: Config,
@@ -234,6 +240,41 @@ fn rx_flags(m: &Meta) -> u64 {
         | if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 }
 }
 
+/// The name an endpoint opened with source address `src` holds, and the
+/// address its `getname` gives (fi_shm(7)): `fi_shm://PID` (this process)
+/// or a native address names nothing (the endpoint is `me`); any other
+/// address names the endpoint by the part after `prefix://`. A name a live
+/// endpoint holds is `FI_EADDRINUSE`, except under the `fi_shm://` prefix,
+/// which fi_shm(7) calls not unique: that endpoint stays unnamed.
+fn claim_name(
+    uid: u32,
+    me: ShmAddr,
+    src: &[u8],
+) -> Result<(Option<ofi_shm::name::NameClaim>, Vec<u8>)> {
+    use crate::addr::{str_bytes, Target};
+    let name = match Target::of(src)? {
+        Target::Native(_) => return Ok((None, me.to_bytes())),
+        Target::Name(n) => n,
+    };
+    let end = src.iter().position(|&c| c == 0).unwrap_or(src.len());
+    let text = String::from_utf8_lossy(&src[..end]).into_owned();
+    match ofi_shm::name::NameClaim::claim(uid, &name, me.pid, me.idx) {
+        Ok(c) => Ok((Some(c), str_bytes(&text))),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AddrInUse
+                && text.starts_with(crate::addr::SCHEME) =>
+        {
+            tracing::debug!("shm: {text} is held by another endpoint; {me} stays unnamed");
+            Ok((None, me.to_bytes()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(Error::new(
+            errno::FI_EADDRINUSE,
+            format!("shm: source address {text}: {e}"),
+        )),
+        Err(e) => Err(Error::os(e, "shm: naming the endpoint")),
+    }
+}
+
 impl ShmEndpoint {
     /// Creates the endpoint's segment and doorbell (mode 0600), reclaiming
     /// stale segments of dead processes first (once per process).
@@ -261,9 +302,15 @@ impl ShmEndpoint {
             .map_err(|e| Error::os(e, "shm: creating the endpoint segment"))?;
         let bell = Bell::create(&bell_path(uid, me.pid, me.idx))
             .map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
+        let (name, own_addr) = match &info.src_addr {
+            Some(src) => claim_name(uid, me, src)?,
+            None => (None, me.to_bytes()),
+        };
         let depth = info.rx_attr.size.max(64);
         Ok(ShmEndpoint {
             me,
+            name: std::sync::Mutex::new(name),
+            own_addr,
             bell,
             caps: if info.caps == 0 {
                 crate::offer().caps
@@ -518,7 +565,7 @@ impl EndpointOps for ShmEndpoint {
         Ok(())
     }
     fn getname(&self) -> Result<Vec<u8>> {
-        Ok(self.me.to_bytes())
+        Ok(self.own_addr.clone())
     }
     unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
         self.send_inner(op)
