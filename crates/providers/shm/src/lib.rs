@@ -266,15 +266,17 @@ impl Provider for ShmProvider {
         o.fabric_attr.api_version = req.version;
         o.tx_attr.size = cfg.tx_size;
         o.rx_attr.size = cfg.rx_size;
-        // Addresses as fi_shm(7) derives them from node and service: the
-        // source under FI_SOURCE, else the destination (the source being
-        // this process's default).
-        let named = addr::from_node(req.node, req.service).map(|s| addr::str_bytes(&s));
+        // Addresses as fi_shm(7) derives them from node and service (this
+        // process's fi_shm://PID without either): the source under
+        // FI_SOURCE, else the destination, the source being fi_shm://PID.
+        let named = addr::from_node(req.node, req.service)
+            .map(|s| addr::str_bytes(&s))
+            .unwrap_or_else(addr::default_src);
         if req.flags & FI_SOURCE != 0 {
-            o.src_addr = Some(named.unwrap_or_else(addr::default_src));
+            o.src_addr = Some(named);
         } else {
             o.src_addr = Some(addr::default_src());
-            o.dest_addr = named;
+            o.dest_addr = Some(named);
         }
         Ok(vec![o])
     }

@@ -47,7 +47,7 @@ fn every_offer_has_a_source_address_derived_as_fi_shm_says() {
         let o = offer(node, service, flags);
         (text(&o.src_addr), text(&o.dest_addr))
     };
-    assert_eq!(both(None, None, 0), (Some(me.clone()), None));
+    assert_eq!(both(None, None, 0), (Some(me.clone()), Some(me.clone())));
     assert_eq!(both(None, None, FI_SOURCE), (Some(me.clone()), None));
     let ns = Some("fi_ns://127.0.0.1:9228".to_string());
     assert_eq!(
