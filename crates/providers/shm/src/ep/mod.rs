@@ -36,6 +36,7 @@ use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::peer::DeadPeers;
 use ofi_proto::shm::liveness::Liveness;
 use ofi_proto::shm::path::{CopyConfig, SendLimits};
+use ofi_proto::shm::rndv::Sends;
 use ofi_proto::shm::{CtrlQueue, Limits, OpTable, RxState};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc;
@@ -129,12 +130,6 @@ struct Reasm {
     buf: usize,
 }
 
-/// A send being pushed through the receiver's ring after a NACK.
-struct Push {
-    cookie: u64,
-    offset: usize,
-}
-
 /// The endpoint's state, under its lock.
 struct Inner {
     b: EpBindings,
@@ -146,9 +141,8 @@ struct Inner {
     src_gen: u64,
     /// Posted receives, unexpected messages and their budget (core).
     rx: RxState<Payload>,
-    /// Sends waiting for an ACK (core).
-    sends: OpTable<PendingSend>,
-    pushes: VecDeque<Push>,
+    /// Rendezvous sends waiting for an ACK or being pushed (core).
+    sends: Sends<PendingSend>,
     reasm: Vec<Reasm>,
     /// Control answers waiting for room (core).
     ctrl: CtrlQueue,
@@ -340,8 +334,7 @@ impl ShmEndpoint {
                 src_cache: HashMap::new(),
                 src_gen: u64::MAX,
                 rx: RxState::new(depth, cfg.max_unexpected),
-                sends: OpTable::new(0),
-                pushes: VecDeque::new(),
+                sends: Sends::default(),
                 reasm: Vec::new(),
                 ctrl: CtrlQueue::new(),
                 rmas: OpTable::new(1),
@@ -481,7 +474,7 @@ impl ShmEndpoint {
         if !g.proofs.is_empty() {
             self.push_proofs(g);
         }
-        if !g.pushes.is_empty() {
+        if g.sends.pushing() {
             self.run_pushes(g);
         }
         if !g.rma_pushes.is_empty() || !g.read_pushes.is_empty() {
@@ -494,7 +487,7 @@ impl ShmEndpoint {
         }
         let busy = !g.ctrl.is_empty()
             || !g.proofs.is_empty()
-            || !g.pushes.is_empty()
+            || g.sends.pushing()
             || !g.rmas.is_empty()
             || !g.read_pushes.is_empty()
             || !g.reasm.is_empty()
@@ -541,7 +534,7 @@ impl Progress for ShmEndpoint {
         self.seg.sleep_arm(|| {
             g.ring.as_ref().is_some_and(|r| r.ready(&self.seg))
                 || !g.ctrl.is_empty()
-                || !g.pushes.is_empty()
+                || g.sends.pushing()
                 || !g.rma_pushes.is_empty()
                 || !g.read_pushes.is_empty()
         })
