@@ -95,8 +95,10 @@ pub fn shm_entry(data: &[u8]) {
 /// arbitrary bytes: the first byte picks the receiver's limits, then each
 /// entry is a length byte and that many bytes (a ring slot). Every entry is
 /// decoded (`ofi_proto::shm::decode`) and dispatched against the core's
-/// state: four pending sends and two pending one-sided operations (ACK,
-/// NACK, CTS and answers look them up by cookie), posted receives and the
+/// state: four pending rendezvous sends (the sender machine,
+/// `ofi_proto::shm::rndv`: ACKs end them, NACKs start DATA pushes into a
+/// ring full every third chunk) and two pending one-sided operations
+/// (CTS and answers look them up by cookie), posted receives and the
 /// unexpected budget, and the control queue (a push that finds the ring
 /// full every third time). Whatever the bytes: no panic; what the decoder
 /// names lies inside the entry and the limits; an operation completes at
@@ -111,8 +113,13 @@ pub fn shm_handler(data: &[u8]) {
         bounce_bufs: u64::from(sel & 0xf) + 1,
         bounce_size: 4096 * (usize::from(sel >> 4) + 1),
     };
-    let mut sends = core::OpTable::new(0);
-    let send_cookies: Vec<u64> = (0..4u32).map(|i| sends.insert(i)).collect();
+    // Four rendezvous sends (the sender machine), to peers 9 and 10, of
+    // 10 000 bytes each.
+    let mut sends = core::rndv::Sends::default();
+    let send_cookies: Vec<u64> = (0..4u32)
+        .map(|i| sends.start(9 + u64::from(i % 2), 10_000, i))
+        .collect();
+    let mut pushed_to = std::collections::HashMap::<u64, usize>::new();
     let mut rmas = core::OpTable::new(1);
     let rma_cookies: Vec<u64> = (0..2u32).map(|i| rmas.insert(i)).collect();
     let mut rx = core::RxState::<usize>::new(8, 3);
@@ -138,7 +145,7 @@ pub fn shm_handler(data: &[u8]) {
     let mut done = std::collections::HashSet::new();
     let mut rng_full = |_: u64, _: &ofi_wire::shm::Repr, _: &[u8]| {
         pushes += 1;
-        if pushes % 3 == 0 {
+        if pushes.is_multiple_of(3) {
             core::Push::Full
         } else {
             core::Push::Done
@@ -189,7 +196,9 @@ pub fn shm_handler(data: &[u8]) {
                         "status {code} is not an FI_E* number"
                     );
                 }
-                if sends.take(cookie).is_some() {
+                let from = core::sender(slot).unwrap_or(0);
+                if let Some((i, _)) = sends.on_ack(cookie, from, status) {
+                    assert_eq!(from, 9 + u64::from(i % 2), "an ACK from another peer");
                     assert!(done.insert(cookie), "a send completed twice");
                     assert!(send_cookies.contains(&cookie));
                 }
@@ -197,11 +206,33 @@ pub fn shm_handler(data: &[u8]) {
                 ctrl.send(9, core::ack(me, cookie, 0), &[], &mut rng_full);
             }
             Incoming::Nack { cookie } => {
-                let _ = sends.get(cookie);
+                let from = core::sender(slot).unwrap_or(0);
+                if sends.on_nack(cookie, from) {
+                    assert!(send_cookies.contains(&cookie));
+                    assert!(
+                        pushed_to.insert(cookie, 0).is_none(),
+                        "pushed from the start twice"
+                    );
+                }
+                let mut n = 0u32;
+                sends.run_pushes(4096, |_, peer, c| {
+                    n += 1;
+                    assert!(peer == 9 || peer == 10);
+                    let at = pushed_to
+                        .get_mut(&c.cookie)
+                        .expect("a push nobody asked for");
+                    assert_eq!(c.offset, *at, "chunks out of order");
+                    assert!(c.len > 0 && c.len <= 4096 && c.offset + c.len <= 10_000);
+                    if n.is_multiple_of(3) {
+                        return false;
+                    }
+                    *at += c.len;
+                    true
+                });
             }
             Incoming::Data { bytes, .. } => assert!(bytes.len() <= room),
             Incoming::Cts { cookie, .. } => {
-                let _ = sends.get(cookie).or_else(|| rmas.get(cookie));
+                let _ = sends.get(cookie).is_some() || rmas.get(cookie).is_some();
             }
             Incoming::Request {
                 repr,
@@ -245,7 +276,10 @@ pub fn shm_handler(data: &[u8]) {
                 assert!(!auth.trusted(from), "trusted without a HELLO of ours");
             }
             Incoming::Proof { from, echo, tag } => {
-                assert!(auth.on_proof(from, &echo, &tag).is_err(), "a proof made without the key");
+                assert!(
+                    auth.on_proof(from, &echo, &tag).is_err(),
+                    "a proof made without the key"
+                );
                 assert!(!auth.trusted(from), "trusted without the key");
             }
             Incoming::Reject { from } => {

@@ -233,3 +233,12 @@ fn mr_modes_as_hinted() {
     agree("mr_mode", &["tcp", "msg"]);
     agree("mr_mode", &["shm", "rdm"]);
 }
+
+/// shm addressing without an out-of-band exchange (fi_shm(7)): a server
+/// named by getinfo(127.0.0.1, SERVICE, FI_SOURCE) is reached by a client
+/// process that inserts its offer's dest_addr; every offer has a source
+/// address, derived from node and service as libfabric derives it.
+#[test]
+fn shm_addressed_by_node_and_service() {
+    agree("shm_addr", &[]);
+}

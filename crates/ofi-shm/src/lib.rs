@@ -10,6 +10,8 @@ pub mod cma;
 #[cfg(not(loom))]
 pub mod doorbell;
 #[cfg(not(loom))]
+pub mod name;
+#[cfg(not(loom))]
 pub mod proc;
 pub mod ring;
 #[cfg(not(loom))]

@@ -669,6 +669,16 @@ pub fn reclaim_stale(uid: u32) -> usize {
         let Some(rest) = n.strip_prefix(&prefix) else {
             continue;
         };
+        if rest.starts_with("n-") {
+            // A name's alias whose segment is gone.
+            let dangling = std::fs::symlink_metadata(e.path())
+                .is_ok_and(|m| m.file_type().is_symlink())
+                && std::fs::metadata(e.path()).is_err();
+            if dangling && std::fs::remove_file(e.path()).is_ok() {
+                removed += 1;
+            }
+            continue;
+        }
         let rest = rest.strip_suffix(".bell").unwrap_or(rest);
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;

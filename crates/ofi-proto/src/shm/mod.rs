@@ -13,6 +13,9 @@
 //! - [`OpTable`]: operations waiting for a peer's answer, named by
 //!   generation cookies so a stale or forged answer finds nothing; a
 //!   peer's death fails exactly its operations ([`OpTable::take_where`]).
+//! - [`rndv`]: the sender's side of a rendezvous ([`rndv::Sends`]):
+//!   waiting for the receiver's ACK, pushing DATA chunks after its NACK as
+//!   ring room allows, failing a dead peer's sends.
 //! - [`CtrlQueue`]: control entries (ACK, NACK, CTS, one-sided answers)
 //!   sent at once or queued in order while the peer's ring is full.
 //! - [`RxState`]: receive matching and the unexpected-message budget (the
@@ -39,6 +42,7 @@ pub mod entry;
 pub mod liveness;
 mod ops;
 pub mod path;
+pub mod rndv;
 mod rx;
 
 pub use ctrl::{ack, cts, nack, rma_answer, CtrlQueue, Push};

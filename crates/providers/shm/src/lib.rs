@@ -266,6 +266,27 @@ impl Provider for ShmProvider {
         o.fabric_attr.api_version = req.version;
         o.tx_attr.size = cfg.tx_size;
         o.rx_attr.size = cfg.rx_size;
+        // Every progress shm makes happens inside the application's calls
+        // (no thread): control progress is manual when asked for
+        // (fi_domain(3)); auto otherwise, as no control operation waits.
+        if req
+            .hints
+            .is_some_and(|h| h.domain_attr.control_progress == progress::FI_PROGRESS_MANUAL)
+        {
+            o.domain_attr.control_progress = progress::FI_PROGRESS_MANUAL;
+        }
+        // Addresses as fi_shm(7) derives them from node and service (this
+        // process's fi_shm://PID without either): the source under
+        // FI_SOURCE, else the destination, the source being fi_shm://PID.
+        let named = addr::from_node(req.node, req.service)
+            .map(|s| addr::str_bytes(&s))
+            .unwrap_or_else(addr::default_src);
+        if req.flags & FI_SOURCE != 0 {
+            o.src_addr = Some(named);
+        } else {
+            o.src_addr = Some(addr::default_src());
+            o.dest_addr = Some(named);
+        }
         Ok(vec![o])
     }
     fn fabric(&self, _attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {

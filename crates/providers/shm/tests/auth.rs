@@ -15,7 +15,7 @@ use ofi_core::consts::*;
 use ofi_core::error::{errno, Error};
 use ofi_core::util::mr::MrAttr;
 use ofi_shm::segment::{bell_path, segment_path, Geometry, MsgConsumer, Segment};
-use ofi_wire::shm::{op, Entry, Repr, HDR_LEN, PROOF_LEN};
+use ofi_wire::shm::{op, put_ranges, Entry, Repr, WireRange, HDR_LEN, PROOF_LEN, RANGE_LEN};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
@@ -26,7 +26,9 @@ const STEP: Duration = Duration::from_secs(20);
 
 /// A tagged RDM endpoint with FI_RMA, keyed with `key`.
 fn ep(key: Option<&[u8]>, ctx: usize) -> Rdm {
-    Rdm::open(&shm_offer(FI_TAGGED | FI_RMA, key), ctx)
+    let info = shm_offer(FI_TAGGED | FI_RMA, key);
+    assert!(virt_addr(&info), "the offer must keep FI_MR_VIRT_ADDR");
+    Rdm::open(&info, ctx)
 }
 
 /// `(pid, idx)` of an shm address.
@@ -251,6 +253,29 @@ impl Forger {
             b.ep.progress();
         }
     }
+    /// An RMA_WRITE of `data` at `addr` under `key` (no answer expected).
+    fn rma_write(&self, addr: u64, key: u64, data: &[u8]) {
+        let range = WireRange {
+            addr,
+            len: data.len() as u64,
+            key,
+        };
+        let mut pl = vec![0u8; RANGE_LEN + data.len()];
+        let at = put_ranges(&mut pl, &[range], &[]);
+        pl[at..].copy_from_slice(data);
+        self.push(
+            Repr {
+                op: op::RMA_WRITE,
+                flags: ofi_wire::shm::flag::LAST,
+                iov_cnt: 1,
+                len: data.len() as u32,
+                tag: data.len() as u64,
+                cookie: 0x5eed,
+                ..Default::default()
+            },
+            &pl,
+        );
+    }
     fn inline(&self, msg: &[u8], tag: u64) {
         self.push(
             Repr {
@@ -272,9 +297,22 @@ fn a_peer_that_cannot_prove_the_key_is_refused() {
     let mut rx = [0u8; 32];
     // SAFETY: rx outlives b's receive.
     unsafe { b.ep.trecv(rx.as_mut_ptr(), 32, FI_ADDR_UNSPEC, 5, 0, 0x51) }.unwrap();
-    // 1. A forged message from a sender that never proved anything.
+    // A region of b open to remote writes, whose key the forger knows.
+    let mut region = vec![0u8; 64];
+    // SAFETY: region outlives the registration (dropped at the end).
+    let mr = unsafe {
+        b.domain.mr_reg(&MrAttr {
+            iov: vec![(region.as_mut_ptr() as usize, region.len())],
+            access: FI_REMOTE_WRITE,
+            ..Default::default()
+        })
+    }
+    .unwrap();
+    // 1. A forged message and a forged RMA write (right key, right
+    // address) from a sender that never proved anything.
     let mut f = Forger::new(&b, 0x7fff_0001);
     f.inline(b"forged, no exchange", 5);
+    f.rma_write(region.as_ptr() as u64, mr.key(), &[0xeeu8; 16]);
     // 2. The forger tries the exchange: HELLO, then a PROOF it cannot make.
     f.push(
         Repr {
@@ -316,6 +354,11 @@ fn a_peer_that_cannot_prove_the_key_is_refused() {
         got.is_empty(),
         "a forged message reached a receive: {got:?}"
     );
+    f.rma_write(region.as_ptr() as u64, mr.key(), &[0xddu8; 16]);
+    for _ in 0..500 {
+        b.ep.progress();
+    }
+    assert_eq!(region, vec![0u8; 64], "a forged RMA write reached memory");
     // 4. A peer with the key gets through, into the same receive.
     let a = ep(Some(KEY), 1);
     let fb = a.av.insert_one(&b.ep.getname().unwrap()).unwrap();
@@ -323,6 +366,7 @@ fn a_peer_that_cannot_prove_the_key_is_refused() {
     let d = wait_ctx_both(&b, &a, &mut got, 0x51);
     assert_eq!(ok(d, "keyed message").len, 17);
     assert_eq!(&rx[..17], b"from a keyed peer");
+    drop(mr);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! control answers (ACK, NACK, CTS, one-sided answers) through the core's
 //! queue, pushed into peers' rings.
 
-use super::{Inner, Meta, Push, ShmEndpoint, BUDGET};
+use super::{Inner, Meta, ShmEndpoint, BUDGET};
 use ofi_proto::shm::{entry, CtrlQueue, Incoming};
 use ofi_wire::shm::{Entry, Repr};
 use std::sync::atomic::Ordering;
@@ -75,7 +75,8 @@ impl ShmEndpoint {
                 self.incoming(g, meta.from, m, body);
             }
             Incoming::Ack { cookie, status } => {
-                if let Some(s) = self.take_send(g, cookie) {
+                let from = entry::sender(b).unwrap_or(0);
+                if let Some((s, status)) = g.sends.on_ack(cookie, from, status) {
                     match status {
                         Ok(()) => self.tx_complete(g, s.context, s.flags, s.completion),
                         Err(code) => self.tx_error(g, s.context, s.flags, code),
@@ -83,9 +84,9 @@ impl ShmEndpoint {
                 }
             }
             Incoming::Nack { cookie } => {
-                if g.sends.get(cookie).is_some() {
+                let from = entry::sender(b).unwrap_or(0);
+                if g.sends.on_nack(cookie, from) {
                     self.busy.store(true, Ordering::Relaxed);
-                    g.pushes.push_back(Push { cookie, offset: 0 });
                 }
             }
             Incoming::Data {

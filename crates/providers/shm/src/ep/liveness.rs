@@ -87,7 +87,7 @@ impl ShmEndpoint {
                 ..
             } = &mut *g;
             for (&id, p) in by_id.iter() {
-                let waiting = sends.any(|s| s.peer.addr.id() == id)
+                let waiting = sends.waits_on(id)
                     || rmas.any(|r| r.peer.addr.id() == id)
                     || ctrl.holds_for(id)
                     || read_pushes.iter().any(|r| r.to == id);
@@ -146,9 +146,8 @@ impl ShmEndpoint {
             }
         }
         let mut sends = Vec::new();
-        g.sends.take_where(|s| s.peer.addr.id() == id, &mut sends);
-        for (cookie, s) in sends {
-            g.pushes.retain(|p| p.cookie != cookie);
+        g.sends.peer_dead(id, &mut sends);
+        for s in sends {
             self.tx_error(g, s.context, s.flags, err);
         }
         let mut rmas = Vec::new();
@@ -228,6 +227,8 @@ impl ShmEndpoint {
         }
         // SYNC POINT: peers' liveness checks and sends acquire `closed`.
         self.seg.header().closed.store(1, Ordering::Release);
+        // The name is free for another endpoint now.
+        drop(self.name.lock().unwrap_or_else(|e| e.into_inner()).take());
         let mut g = self.lock();
         let (_, unexp) = g.rx.mq.drain_all();
         for u in unexp {
@@ -254,7 +255,7 @@ impl ShmEndpoint {
         g.peers.clear();
         g.by_id.clear();
         g.live.clear();
-        g.sends.clear();
+        g.sends.drain();
         g.dead.clear();
         g.dead_ids.clear();
         g.b = EpBindings::default();

@@ -36,6 +36,7 @@ use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::peer::DeadPeers;
 use ofi_proto::shm::liveness::Liveness;
 use ofi_proto::shm::path::{CopyConfig, SendLimits};
+use ofi_proto::shm::rndv::Sends;
 use ofi_proto::shm::{CtrlQueue, Limits, OpTable, RxState};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc;
@@ -129,12 +130,6 @@ struct Reasm {
     buf: usize,
 }
 
-/// A send being pushed through the receiver's ring after a NACK.
-struct Push {
-    cookie: u64,
-    offset: usize,
-}
-
 /// The endpoint's state, under its lock.
 struct Inner {
     b: EpBindings,
@@ -146,9 +141,8 @@ struct Inner {
     src_gen: u64,
     /// Posted receives, unexpected messages and their budget (core).
     rx: RxState<Payload>,
-    /// Sends waiting for an ACK (core).
-    sends: OpTable<PendingSend>,
-    pushes: VecDeque<Push>,
+    /// Rendezvous sends waiting for an ACK or being pushed (core).
+    sends: Sends<PendingSend>,
     reasm: Vec<Reasm>,
     /// Control answers waiting for room (core).
     ctrl: CtrlQueue,
@@ -196,6 +190,12 @@ struct Inner {
 /// An shm RDM endpoint.
 pub struct ShmEndpoint {
     me: ShmAddr,
+    /// The name this endpoint holds (from its source address) and the
+    /// address `getname` gives for it; released at close.
+    name: std::sync::Mutex<Option<ofi_shm::name::NameClaim>>,
+    /// What `getname` returns: the source address it was named by, or the
+    /// native address.
+    own_addr: Vec<u8>,
     seg: Segment,
     bell: Bell,
     cfg: Config,
@@ -234,6 +234,41 @@ fn rx_flags(m: &Meta) -> u64 {
         | if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 }
 }
 
+/// The name an endpoint opened with source address `src` holds, and the
+/// address its `getname` gives (fi_shm(7)): `fi_shm://PID` (this process)
+/// or a native address names nothing (the endpoint is `me`); any other
+/// address names the endpoint by the part after `prefix://`. A name a live
+/// endpoint holds is `FI_EADDRINUSE`, except under the `fi_shm://` prefix,
+/// which fi_shm(7) calls not unique: that endpoint stays unnamed.
+fn claim_name(
+    uid: u32,
+    me: ShmAddr,
+    src: &[u8],
+) -> Result<(Option<ofi_shm::name::NameClaim>, Vec<u8>)> {
+    use crate::addr::{str_bytes, Target};
+    let name = match Target::of(src)? {
+        Target::Native(_) => return Ok((None, me.to_bytes())),
+        Target::Name(n) => n,
+    };
+    let end = src.iter().position(|&c| c == 0).unwrap_or(src.len());
+    let text = String::from_utf8_lossy(&src[..end]).into_owned();
+    match ofi_shm::name::NameClaim::claim(uid, &name, me.pid, me.idx) {
+        Ok(c) => Ok((Some(c), str_bytes(&text))),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AddrInUse
+                && text.starts_with(crate::addr::SCHEME) =>
+        {
+            tracing::debug!("shm: {text} is held by another endpoint; {me} stays unnamed");
+            Ok((None, me.to_bytes()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(Error::new(
+            errno::FI_EADDRINUSE,
+            format!("shm: source address {text}: {e}"),
+        )),
+        Err(e) => Err(Error::os(e, "shm: naming the endpoint")),
+    }
+}
+
 impl ShmEndpoint {
     /// Creates the endpoint's segment and doorbell (mode 0600), reclaiming
     /// stale segments of dead processes first (once per process).
@@ -261,9 +296,15 @@ impl ShmEndpoint {
             .map_err(|e| Error::os(e, "shm: creating the endpoint segment"))?;
         let bell = Bell::create(&bell_path(uid, me.pid, me.idx))
             .map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
+        let (name, own_addr) = match &info.src_addr {
+            Some(src) => claim_name(uid, me, src)?,
+            None => (None, me.to_bytes()),
+        };
         let depth = info.rx_attr.size.max(64);
         Ok(ShmEndpoint {
             me,
+            name: std::sync::Mutex::new(name),
+            own_addr,
             bell,
             caps: if info.caps == 0 {
                 crate::offer().caps
@@ -293,8 +334,7 @@ impl ShmEndpoint {
                 src_cache: HashMap::new(),
                 src_gen: u64::MAX,
                 rx: RxState::new(depth, cfg.max_unexpected),
-                sends: OpTable::new(0),
-                pushes: VecDeque::new(),
+                sends: Sends::default(),
                 reasm: Vec::new(),
                 ctrl: CtrlQueue::new(),
                 rmas: OpTable::new(1),
@@ -434,7 +474,7 @@ impl ShmEndpoint {
         if !g.proofs.is_empty() {
             self.push_proofs(g);
         }
-        if !g.pushes.is_empty() {
+        if g.sends.pushing() {
             self.run_pushes(g);
         }
         if !g.rma_pushes.is_empty() || !g.read_pushes.is_empty() {
@@ -447,7 +487,7 @@ impl ShmEndpoint {
         }
         let busy = !g.ctrl.is_empty()
             || !g.proofs.is_empty()
-            || !g.pushes.is_empty()
+            || g.sends.pushing()
             || !g.rmas.is_empty()
             || !g.read_pushes.is_empty()
             || !g.reasm.is_empty()
@@ -494,7 +534,7 @@ impl Progress for ShmEndpoint {
         self.seg.sleep_arm(|| {
             g.ring.as_ref().is_some_and(|r| r.ready(&self.seg))
                 || !g.ctrl.is_empty()
-                || !g.pushes.is_empty()
+                || g.sends.pushing()
                 || !g.rma_pushes.is_empty()
                 || !g.read_pushes.is_empty()
         })
@@ -518,7 +558,7 @@ impl EndpointOps for ShmEndpoint {
         Ok(())
     }
     fn getname(&self) -> Result<Vec<u8>> {
-        Ok(self.me.to_bytes())
+        Ok(self.own_addr.clone())
     }
     unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
         self.send_inner(op)

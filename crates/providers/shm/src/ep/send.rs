@@ -3,7 +3,7 @@
 //! rendezvous (RTS) the receiver copies; and the DATA pushes of a
 //! rendezvous whose receiver cannot copy across processes (after its NACK).
 
-use super::{tx_flags, Inner, PendingSend, Push, ShmEndpoint, INLINE_MAX};
+use super::{tx_flags, Inner, PendingSend, ShmEndpoint, INLINE_MAX};
 use crate::peer::Peer;
 use crate::{INJECT_SIZE, IOV_LIMIT};
 use ofi_core::consts::*;
@@ -19,14 +19,7 @@ impl ShmEndpoint {
     /// Registers a rendezvous send; returns its cookie.
     fn alloc_send(&self, g: &mut Inner, s: PendingSend) -> u64 {
         self.busy.store(true, Ordering::Relaxed);
-        g.sends.insert(s)
-    }
-
-    /// Removes the send `cookie` names (and any push of it).
-    pub(super) fn take_send(&self, g: &mut Inner, cookie: u64) -> Option<PendingSend> {
-        let s = g.sends.take(cookie)?;
-        g.pushes.retain(|p| p.cookie != cookie);
-        Some(s)
+        g.sends.start(s.peer.addr.id(), s.len, s)
     }
 
     /// The header fields every send carries.
@@ -189,59 +182,54 @@ impl ShmEndpoint {
             }
         });
         if pushed.is_err() {
-            self.take_send(&mut g, cookie);
+            g.sends.cancel(cookie);
             return Err(self.ring_full(&mut g, &peer));
         }
         peer.notify();
         Ok(())
     }
 
-    /// Pushes DATA entries of sends whose receiver cannot copy across processes.
+    /// Pushes DATA entries of sends whose receiver cannot copy across
+    /// processes, as the core's [`Sends::run_pushes`](ofi_proto::shm::rndv::Sends::run_pushes)
+    /// plans them (each peer rung once per pass).
     pub(super) fn run_pushes(&self, g: &mut Inner) {
-        let mut i = 0;
-        while i < g.pushes.len() {
-            let Push { cookie, mut offset } = g.pushes[i];
-            let Some(s) = g.sends.get(cookie) else {
-                g.pushes.remove(i);
-                continue;
+        let me = self.me.id();
+        let mut rung: Option<std::sync::Arc<Peer>> = None;
+        g.sends.run_pushes(INLINE_MAX, |s, _, c| {
+            let r = Repr {
+                op: op::DATA,
+                len: c.len as u32,
+                src: me,
+                total: c.offset as u64,
+                cookie: c.cookie,
+                ..Default::default()
             };
-            let (peer, len, iov, cnt) = (s.peer.clone(), s.len, s.iov, s.cnt);
-            let mut pushed_any = false;
-            while offset < len {
-                let n = (len - offset).min(INLINE_MAX);
-                let r = Repr {
-                    op: op::DATA,
-                    len: n as u32,
-                    src: self.me.id(),
-                    total: offset as u64,
-                    cookie,
-                    ..Default::default()
-                };
-                let ok = peer
-                    .seg
-                    .msg_ring()
-                    .push_with(&peer.cached_head, |b| {
-                        let mut e = Entry::new_unchecked(b);
-                        r.emit(&mut e);
-                        // SAFETY: a pending send's iov stays valid until it completes.
-                        unsafe { copy_from_iov(&iov[..cnt], offset, &mut e.payload_mut()[..n]) };
-                    })
-                    .is_ok();
-                if !ok {
-                    break;
+            let ok = s
+                .peer
+                .seg
+                .msg_ring()
+                .push_with(&s.peer.cached_head, |b| {
+                    let mut e = Entry::new_unchecked(b);
+                    r.emit(&mut e);
+                    // SAFETY: a pending send's iov stays valid until it completes.
+                    unsafe {
+                        copy_from_iov(&s.iov[..s.cnt], c.offset, &mut e.payload_mut()[..c.len])
+                    };
+                })
+                .is_ok();
+            if ok
+                && !rung
+                    .as_ref()
+                    .is_some_and(|p| std::sync::Arc::ptr_eq(p, &s.peer))
+            {
+                if let Some(p) = rung.replace(s.peer.clone()) {
+                    p.notify();
                 }
-                pushed_any = true;
-                offset += n;
             }
-            if pushed_any {
-                peer.notify();
-            }
-            if offset >= len {
-                g.pushes.remove(i);
-            } else {
-                g.pushes[i].offset = offset;
-                i += 1;
-            }
+            ok
+        });
+        if let Some(p) = rung {
+            p.notify();
         }
     }
 }

@@ -9,16 +9,24 @@ use ofi_core::util::cq::{CqAttr, CqErrEntry, CqTaggedEntry};
 use ofi_core::Info;
 use std::time::{Duration, Instant};
 
-/// The shm RDM offer for `caps` (with `key` as the domain's auth key).
+/// The shm RDM offer for `caps` (with `key` as the domain's auth key),
+/// remote addresses being virtual addresses (FI_MR_VIRT_ADDR asked for).
 pub fn shm_offer(caps: u64, key: Option<&[u8]>) -> Info {
     let mut h = Info::hints();
     h.caps = caps;
+    h.domain_attr.mr_mode =
+        mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_ALLOCATED | mr_mode::FI_MR_PROV_KEY;
     h.ep_attr.ep_type = ep_type::FI_EP_RDM;
     h.fabric_attr.prov_name = Some("shm".into());
     h.domain_attr.auth_key = key.map(|k| k.to_vec());
     super::ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
         .expect("shm offer")
         .remove(0)
+}
+
+/// True when the offer takes remote addresses as virtual addresses.
+pub fn virt_addr(info: &Info) -> bool {
+    info.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0
 }
 
 /// An RDM endpoint with its own fabric, domain, tagged-format CQ, AV and
