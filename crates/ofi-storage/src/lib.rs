@@ -20,4 +20,22 @@ pub mod core;
 pub mod nbd;
 pub mod wire;
 
+#[cfg(feature = "fabric")]
+pub mod backend;
+#[cfg(feature = "fabric")]
+pub mod control;
+#[cfg(feature = "fabric")]
+pub mod initiator;
+#[cfg(feature = "fabric")]
+pub mod net;
+#[cfg(feature = "fabric")]
+pub mod target;
+#[cfg(feature = "fabric")]
+mod wait;
+
+#[cfg(feature = "fabric")]
+pub use initiator::{Completion, Volume, VolumeOptions};
+#[cfg(feature = "fabric")]
+pub use net::{EpKind, NetOptions};
+
 pub use wire::Status;
