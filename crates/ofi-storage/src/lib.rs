@@ -25,6 +25,8 @@ pub mod backend;
 #[cfg(feature = "fabric")]
 pub mod control;
 #[cfg(feature = "fabric")]
+pub mod gateway;
+#[cfg(feature = "fabric")]
 pub mod initiator;
 #[cfg(feature = "fabric")]
 pub mod net;

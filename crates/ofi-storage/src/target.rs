@@ -504,6 +504,8 @@ impl<'a> Driver<'a> {
         };
         match by_src.or(by_content) {
             Some(p) => self.core.on_capsule(p, bytes),
+            // A DISCONNECT racing its control connection's close.
+            None if matches!(Repr::from_bytes(bytes), Ok(Repr::Disconnect { .. })) => {}
             None => warn!(
                 "target: dropping a capsule from an unknown peer ({} bytes)",
                 bytes.len()
