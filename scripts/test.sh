@@ -12,7 +12,9 @@
 #              libfabric.so.1; libfabric-dev: the C headers the C ABI tests
 #              and the C example compile against; openmpi-bin and
 #              libopenmpi-dev: mpirun and mpicc for the Open MPI client
-#              tests; gcc; util-linux for taskset) with apt-get, running
+#              tests; gcc; util-linux for taskset; qemu-utils, libnbd-bin,
+#              fio and nbdkit: the NBD clients and reference server of the
+#              storage tests) with apt-get, running
 #              `apt-get update` once and only if something must be
 #              installed; as root directly, otherwise through sudo; adds the
 #              rustfmt and clippy components with rustup when they are
@@ -129,7 +131,8 @@ deps() {
     # command -> Debian package providing it
     local need=() pair cmd pkg
     for pair in fi_pingpong:libfabric-bin fi_info:libfabric-bin cc:gcc taskset:util-linux timeout:coreutils \
-        mpirun:openmpi-bin mpicc:libopenmpi-dev; do
+        mpirun:openmpi-bin mpicc:libopenmpi-dev \
+        qemu-img:qemu-utils qemu-io:qemu-utils nbdinfo:libnbd-bin nbdcopy:libnbd-bin fio:fio nbdkit:nbdkit; do
         cmd="${pair%%:*}"
         pkg="${pair#*:}"
         if ! command -v "$cmd" >/dev/null 2>&1; then
@@ -147,7 +150,7 @@ deps() {
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     else
-        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils)"
+        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils, qemu-utils, libnbd-bin, fio, nbdkit)"
     fi
 
     command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.87)" >&2; return 1; }
