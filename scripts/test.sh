@@ -36,7 +36,9 @@
 #              (sanitizer, sancov) and only a stable toolchain is assumed
 #   example:*  cargo run --release -p ofi --features tokio,bytes --example
 #              NAME, for every example in crates/ofi/examples (the async
-#              ones declare required-features = ["tokio"])
+#              ones declare required-features = ["tokio"]), and
+#              cargo run --release -p ofi-storage --example NAME for every
+#              example in crates/ofi-storage/examples
 #   capi       the C ABI: cargo build --release -p ofi-capi (libfabric.so,
 #              SONAME libfabric.so.1), then its tests, among them the real
 #              clients on it: Debian's fi_info and fi_pingpong, Open MPI's
@@ -287,6 +289,12 @@ for ex in crates/ofi/examples/*.rs crates/ofi/examples/*/main.rs; do
         *) name="$(basename "$ex" .rs)" ;;
     esac
     stage "example:$name" "$STAGE_TIMEOUT" cargo run --release -p ofi --features tokio,bytes --example "$name"
+done
+
+for ex in crates/ofi-storage/examples/*.rs; do
+    [ -e "$ex" ] || continue
+    name="$(basename "$ex" .rs)"
+    stage "example:storage:$name" "$STAGE_TIMEOUT" cargo run --release -p ofi-storage --example "$name"
 done
 
 stage capi "$STAGE_TIMEOUT" capi
