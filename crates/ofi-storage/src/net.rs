@@ -45,8 +45,15 @@ impl NetOptions {
                 "storage: MSG endpoints are not supported yet (use -e rdm)",
             ));
         }
+        // FI_SOURCE when the provider has it: the target then knows each
+        // capsule's sender by its address, not only by what it claims.
+        self.offer_with(FI_MSG | FI_RMA | FI_SOURCE)
+            .or_else(|_| self.offer_with(FI_MSG | FI_RMA))
+    }
+
+    fn offer_with(&self, caps: u64) -> Result<Info> {
         let mut hints = Info::hints();
-        hints.caps = FI_MSG | FI_RMA;
+        hints.caps = caps;
         hints.mode = FI_CONTEXT | FI_CONTEXT2;
         hints.ep_attr.ep_type = ep_type::FI_EP_RDM;
         hints.fabric_attr.prov_name = self.provider.clone();

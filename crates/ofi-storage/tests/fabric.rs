@@ -137,3 +137,143 @@ fn read_only_target_refuses_writes() {
     h.join().unwrap();
     let _ = std::fs::remove_file(&path);
 }
+
+/// A hand-driven initiator: control connection and a raw channel.
+struct Hostile {
+    ctl: std::net::TcpStream,
+    ch: ofi::safe::Channel,
+    target: ofi::safe::Addr,
+    token: u64,
+}
+
+impl Hostile {
+    fn connect(addr: &str) -> Hostile {
+        use std::io::{Read, Write};
+        let mut ctl = std::net::TcpStream::connect(addr).unwrap();
+        let ch = ofi::safe::Channel::open(&net("shm").offer().unwrap()).unwrap();
+        ctl.write_all(&ofi_storage::control::hello(&ch.address().unwrap()))
+            .unwrap();
+        ctl.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut b = vec![0u8; 1024];
+        let mut got = Vec::new();
+        let w = loop {
+            let n = ctl.read(&mut b).unwrap();
+            assert!(n > 0, "control connection closed before WELCOME");
+            got.extend_from_slice(&b[..n]);
+            if let Some((w, _)) = ofi_storage::control::parse_welcome(&got).unwrap() {
+                break w;
+            }
+        };
+        let target = ch.insert(&w.addr).unwrap();
+        Hostile {
+            ctl,
+            ch,
+            target,
+            token: w.token,
+        }
+    }
+    fn send(&self, c: &[u8]) {
+        self.ch.inject(c, self.target).unwrap();
+    }
+    /// The next capsule from the target.
+    fn recv(&self) -> ofi_storage::wire::Repr {
+        let mut op = self.ch.recv(vec![0u8; 64]).unwrap();
+        let d = op.wait(Duration::from_secs(10)).unwrap();
+        ofi_storage::wire::Repr::from_bytes(d.bytes()).unwrap()
+    }
+    /// True once the target closed the control connection.
+    fn dropped(&mut self) -> bool {
+        use std::io::Read;
+        let mut b = [0u8; 16];
+        matches!(self.ctl.read(&mut b), Ok(0))
+    }
+}
+
+#[test]
+fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
+    use ofi_storage::wire::{Command, Op, Repr};
+    let size = 1u64 << 20;
+    let path = tmpfile("hostile", size);
+    std::fs::write(&path, vec![0x11u8; size as usize]).unwrap();
+    let (addr, stop, h) = start(&path, "shm", false);
+    // A CONNECT with another token: dropped.
+    let mut a = Hostile::connect(&addr);
+    a.send(
+        &Repr::Connect {
+            token: a.token ^ 1,
+            queue_depth: 4,
+            max_io: 4096,
+        }
+        .to_bytes(),
+    );
+    assert!(a.dropped(), "a wrong token must end the session");
+    // An honest CONNECT, then commands outside the volume and a bad key:
+    // answered with errors; then a malformed capsule: dropped.
+    let mut b = Hostile::connect(&addr);
+    b.send(
+        &Repr::Connect {
+            token: b.token,
+            queue_depth: 4,
+            max_io: 4096,
+        }
+        .to_bytes(),
+    );
+    let Repr::Accept(acc) = b.recv() else {
+        panic!("no ACCEPT")
+    };
+    let region =
+        b.ch.register(vec![0x99u8; 4096], ofi::MrAccess::REMOTE_READ)
+            .unwrap();
+    let cmd = |cid, offset, key| {
+        Repr::Command(Command {
+            cid,
+            session: acc.session,
+            op: Op::Write,
+            flags: 0,
+            offset,
+            len: 4096,
+            addr: region.remote_addr(0),
+            key,
+        })
+        .to_bytes()
+    };
+    for (cid, offset, key, want) in [
+        (1, size - 100, region.key(), Status::OutOfRange),
+        (2, u64::MAX - 10, region.key(), Status::OutOfRange),
+        (3, 0, region.key() ^ 0x5555, Status::Transfer),
+    ] {
+        b.send(&cmd(cid, offset, key));
+        // The target reads the region with this channel's help (manual
+        // progress): drive it while waiting.
+        let got = b.recv();
+        assert_eq!(
+            got,
+            Repr::Completion {
+                cid,
+                session: acc.session,
+                status: want
+            }
+        );
+    }
+    let mut bad = cmd(4, 0, region.key());
+    bad[3] = 1; // reserved byte
+    b.send(&bad);
+    assert!(b.dropped(), "a malformed capsule must end the session");
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(file.len() as u64, size, "the file kept its size");
+    assert!(file.iter().all(|&x| x == 0x11), "the volume was written");
+    // The target still serves honest initiators.
+    let v = Volume::open(
+        &addr,
+        &VolumeOptions {
+            net: net("shm"),
+            ..VolumeOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(v.read(0, 16).unwrap(), vec![0x11; 16]);
+    drop((v, region, a, b));
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let _ = std::fs::remove_file(&path);
+}
