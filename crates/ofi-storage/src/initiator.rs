@@ -380,6 +380,7 @@ impl Driver {
         let mut open = true;
         let mut idle = 0u32;
         let mut ctl = Some(&self.ctl);
+        let mut ctl_gone: Option<(Instant, String)> = None;
         loop {
             let mut work = false;
             let now = Instant::now();
@@ -400,19 +401,25 @@ impl Driver {
                 let mut b = [0u8; 16];
                 match (&*s).read(&mut b) {
                     Ok(_) => {
-                        core.fail(
-                            "the target closed the control connection".into(),
-                            Status::Disconnected,
-                        );
+                        // Closed (or junk): what the target sent before
+                        // closing (a REFUSE, the last completions) is
+                        // collected for a short grace time first.
                         ctl = None;
+                        ctl_gone = Some((now, "the target closed the control connection".into()));
                         work = true;
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                     Err(e) => {
-                        core.fail(format!("control connection: {e}"), Status::Disconnected);
                         ctl = None;
+                        ctl_gone = Some((now, format!("control connection: {e}")));
                         work = true;
                     }
+                }
+            }
+            if let Some((at, why)) = &ctl_gone {
+                if now.duration_since(*at) > Duration::from_millis(50) {
+                    core.fail(why.clone(), Status::Disconnected);
+                    ctl_gone = None;
                 }
             }
             // Start what the credits allow.
@@ -589,7 +596,11 @@ impl Driver {
             if let Some(s) = ctl {
                 fds.push(s.as_fd());
             }
-            let t = if inflight.is_empty() && retiring.is_empty() && outbox.is_empty() {
+            let t = if inflight.is_empty()
+                && retiring.is_empty()
+                && outbox.is_empty()
+                && ctl_gone.is_none()
+            {
                 Duration::from_millis(500)
             } else {
                 Duration::from_millis(1)

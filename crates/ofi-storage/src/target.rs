@@ -545,6 +545,9 @@ impl<'a> Driver<'a> {
 
     /// Drops what routes to `peer`; `all`: the peer itself too.
     fn forget(&mut self, peer: PeerId, all: bool) {
+        // What is queued for the peer (a REFUSE, last completions) goes
+        // before its control connection closes.
+        self.flush();
         if let Some(p) = self.peers.get_mut(&peer) {
             if let Some(s) = p.ctl.take() {
                 let _ = s.shutdown(Shutdown::Both);

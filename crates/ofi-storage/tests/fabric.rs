@@ -277,3 +277,61 @@ fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
     h.join().unwrap();
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn a_dead_initiator_gives_its_credits_back() {
+    use ofi_storage::core::target::TargetConfig;
+    use ofi_storage::wire::Repr;
+    let path = tmpfile("dead-init", 1 << 20);
+    let t = Target::bind(
+        &path,
+        &TargetOptions {
+            net: net("shm"),
+            config: TargetConfig {
+                credits: 4,
+                max_queue_depth: 4,
+                ..TargetConfig::default()
+            },
+            ..TargetOptions::default()
+        },
+    )
+    .unwrap();
+    let addr = t.local_addr().to_string();
+    let stop = t.stop_flag();
+    let h = std::thread::spawn(move || t.run().unwrap());
+    // A raw initiator takes every credit, then dies without DISCONNECT
+    // (its control connection closes).
+    let a = Hostile::connect(&addr);
+    a.send(
+        &Repr::Connect {
+            token: a.token,
+            queue_depth: 4,
+            max_io: 4096,
+        }
+        .to_bytes(),
+    );
+    assert!(matches!(a.recv(), Repr::Accept(acc) if acc.queue_depth == 4));
+    let opts = VolumeOptions {
+        net: net("shm"),
+        queue_depth: 4,
+        ..VolumeOptions::default()
+    };
+    let busy = Volume::open(&addr, &opts).unwrap_err();
+    assert!(busy.contains("busy"), "{busy}");
+    drop(a);
+    // Its credits come back: a new initiator gets all four.
+    let mut got = None;
+    for _ in 0..100 {
+        if let Ok(v) = Volume::open(&addr, &opts) {
+            got = Some(v);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let v = got.expect("the dead initiator's credits never came back");
+    assert_eq!(v.queue_depth(), 4);
+    drop(v);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let _ = std::fs::remove_file(&path);
+}
