@@ -75,7 +75,8 @@ one() { # server workload -> "MB/s IOPS"
     out="$(timeout $((RUNTIME + 60)) fio --name=b --ioengine=nbd --uri="${URI[$1]}" ${WL[$2]} \
         --iodepth=16 --size="$SIZE" --time_based --runtime="$RUNTIME" --output-format=terse \
         --terse-version=3)"
-    awk -F';' -v w="$2" '{ if (w ~ /write/) { print $48/1000, $49 } else { print $7/1000, $8 } }' <<<"$out"
+    # The engine's "connected" notice shares stdout: only terse lines count.
+    grep ';' <<<"$out" | awk -F';' -v w="$2" '{ if (w ~ /write/) { print $48/1000, $49 } else { print $7/1000, $8 } }'
 }
 
 for wl in seqwrite seqread randread; do
