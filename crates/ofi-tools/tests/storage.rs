@@ -340,6 +340,7 @@ fn fio_nbd_engine_verifies_at_queue_depth_16() {
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
+            "--verify_state_save=0",
         ],
     );
     assert!(out.contains("err= 0"), "fio reported errors:\n{out}");
