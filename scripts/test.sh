@@ -12,7 +12,9 @@
 #              libfabric.so.1; libfabric-dev: the C headers the C ABI tests
 #              and the C example compile against; openmpi-bin and
 #              libopenmpi-dev: mpirun and mpicc for the Open MPI client
-#              tests; gcc; util-linux for taskset) with apt-get, running
+#              tests; gcc; util-linux for taskset; qemu-utils, libnbd-bin,
+#              fio and nbdkit: the NBD clients and reference server of the
+#              storage tests) with apt-get, running
 #              `apt-get update` once and only if something must be
 #              installed; as root directly, otherwise through sudo; adds the
 #              rustfmt and clippy components with rustup when they are
@@ -44,7 +46,9 @@
 #              run in Miri (shared memory, level-triggered epoll)
 #   example:*  cargo run --release -p ofi --features tokio,bytes --example
 #              NAME, for every example in crates/ofi/examples (the async
-#              ones declare required-features = ["tokio"])
+#              ones declare required-features = ["tokio"]), and
+#              cargo run --release -p ofi-storage --example NAME for every
+#              example in crates/ofi-storage/examples
 #   capi       the C ABI: cargo build --release -p ofi-capi (libfabric.so,
 #              SONAME libfabric.so.1), then its tests, among them the real
 #              clients on it: Debian's fi_info and fi_pingpong, Open MPI's
@@ -139,7 +143,8 @@ deps() {
     # command -> Debian package providing it
     local need=() pair cmd pkg
     for pair in fi_pingpong:libfabric-bin fi_info:libfabric-bin cc:gcc taskset:util-linux timeout:coreutils \
-        mpirun:openmpi-bin mpicc:libopenmpi-dev; do
+        mpirun:openmpi-bin mpicc:libopenmpi-dev \
+        qemu-img:qemu-utils qemu-io:qemu-utils nbdinfo:libnbd-bin nbdcopy:libnbd-bin fio:fio nbdkit:nbdkit; do
         cmd="${pair%%:*}"
         pkg="${pair#*:}"
         if ! command -v "$cmd" >/dev/null 2>&1; then
@@ -157,7 +162,7 @@ deps() {
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     else
-        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils)"
+        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils, qemu-utils, libnbd-bin, fio, nbdkit)"
     fi
 
     command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.87)" >&2; return 1; }
@@ -315,6 +320,12 @@ for ex in crates/ofi/examples/*.rs crates/ofi/examples/*/main.rs; do
         *) name="$(basename "$ex" .rs)" ;;
     esac
     stage "example:$name" "$STAGE_TIMEOUT" cargo run --release -p ofi --features tokio,bytes --example "$name"
+done
+
+for ex in crates/ofi-storage/examples/*.rs; do
+    [ -e "$ex" ] || continue
+    name="$(basename "$ex" .rs)"
+    stage "example:storage:$name" "$STAGE_TIMEOUT" cargo run --release -p ofi-storage --example "$name"
 done
 
 stage capi "$STAGE_TIMEOUT" capi

@@ -9,8 +9,10 @@
 //! only names memory the harness lent it), the targets assert them.
 
 mod capi;
+mod storage;
 mod udp;
 pub use capi::{capi_args, panicked};
+pub use storage::{storage_capsule, storage_cores, storage_nbd};
 pub use udp::{sessions_run, udp_packet, udp_sessions, SessionsReached};
 
 use ofi_core::consts::{FI_CLAIM, FI_MULTI_RECV, FI_PEEK};

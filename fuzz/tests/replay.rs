@@ -8,14 +8,17 @@
 //!   cd fuzz && cargo test -- --ignored write_seeds   # regenerates fuzz/seeds
 
 use ofi_fuzz::{
-    auth_stream, capi_args, conn_stream, sessions_run, shm_entry, shm_handler, tcp_conn_stream,
-    tcp_header, udp_packet, udp_sessions,
+    auth_stream, capi_args, conn_stream, sessions_run, shm_entry, shm_handler, storage_capsule,
+    storage_cores, storage_nbd, tcp_conn_stream, tcp_header, udp_packet, udp_sessions,
 };
 use ofi_wire::{shm, tcp, udp};
 use std::path::Path;
 
 type Target = fn(&[u8]);
-const TARGETS: [(&str, Target); 7] = [
+const TARGETS: [(&str, Target); 10] = [
+    ("storage_capsule", storage_capsule),
+    ("storage_cores", storage_cores),
+    ("storage_nbd", storage_nbd),
     ("udp_packet", udp_packet),
     ("udp_sessions", udp_sessions),
     ("shm_entry", shm_entry),

@@ -1,4 +1,4 @@
-//! `ofi`: the command-line tools of ofi (info, pingpong, bw).
+//! `ofi`: the command-line tools of ofi (info, pingpong, bw, storage).
 
 #![deny(unsafe_code)]
 
@@ -42,6 +42,8 @@ mod pingpong;
 mod plot;
 mod report;
 mod setup;
+mod signals;
+mod storage;
 mod watch;
 
 const USAGE: &str = "Usage: ofi <command> [options]
@@ -49,6 +51,7 @@ Commands:
   info       list providers and their offers (fi_info)
   pingpong   latency and bandwidth between two endpoints (fi_pingpong)
   bw         bandwidth and message rate of streamed sends, RMA or atomics
+  storage    a block target over the fabric and an NBD gateway to it
 Run 'ofi <command> -h' for a command's options.";
 
 /// The tools' log output: the library's events on stderr at the level
@@ -68,6 +71,7 @@ fn main() {
         Some("info") => info::run(&argv[1..]),
         Some("pingpong") => pingpong::run(&argv[1..]),
         Some("bw") => bw::run(&argv[1..]),
+        Some("storage") => storage::run(&argv[1..]),
         Some("-h") | Some("--help") | None => {
             outln!("{USAGE}");
             0

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# bench/storage.sh: fio's nbd engine through `ofi storage nbd` and one
+# fabric hop to `ofi storage target` (tcp by default), against nbdkit's file
+# plugin serving a file of the same size on a Unix socket and, as a second
+# reference, nbdkit over TCP; alternating the servers in each round.
+#
+# A benchmark, not a test: it prints a table and fails only when a run fails.
+#
+# Usage:
+#   bench/storage.sh
+#   RUNS=3 RUNTIME=10 PROVIDER=shm SIZE=1G bench/storage.sh
+#
+# Workloads (each at iodepth 16, direct file I/O off, time-based):
+#   seqwrite  128 KiB sequential write
+#   seqread   128 KiB sequential read
+#   randread  4 KiB random read
+# Each cell is the median over RUNS of fio's bandwidth (MB/s) or IOPS, and
+# the ofi column's ratio to nbdkit on the Unix socket (the target: >= 0.80).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+RUNS="${RUNS:-3}"
+RUNTIME="${RUNTIME:-5}"
+PROVIDER="${PROVIDER:-tcp}"
+SIZE="${SIZE:-512M}"
+OFI="${CARGO_TARGET_DIR:-$ROOT/target}/release/ofi"
+
+for c in fio nbdkit; do
+    command -v "$c" >/dev/null || { echo "bench/storage.sh: $c missing (apt-get install fio nbdkit)" >&2; exit 1; }
+done
+(cd "$ROOT" && cargo build --release -p ofi-tools >/dev/null)
+
+DIR="$(mktemp -d /var/tmp/ofi-storage-bench.XXXXXX)"
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+truncate -s "$SIZE" "$DIR/ofi.img" "$DIR/kit.img"
+"$OFI" storage target -p "$PROVIDER" -s 127.0.0.1 -B 0 "$DIR/ofi.img" >"$DIR/target.out" 2>"$DIR/target.err" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q "listening on" "$DIR/target.out" && break; sleep 0.05; done
+PORT="$(sed -n 's/^listening on [^ ]*:\([0-9]*\) .*/\1/p' "$DIR/target.out")"
+[ -n "$PORT" ] || { cat "$DIR/target.err" >&2; exit 1; }
+"$OFI" storage nbd -p "$PROVIDER" -P "$PORT" -q 64 --unix "$DIR/ofi.sock" 127.0.0.1 >/dev/null 2>"$DIR/nbd.err" &
+PIDS+=($!)
+nbdkit -f -U "$DIR/kit.sock" file "$DIR/kit.img" &
+PIDS+=($!)
+KIT_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+nbdkit -f -i 127.0.0.1 -p "$KIT_PORT" file "$DIR/kit.img" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -S "$DIR/ofi.sock" ] && [ -S "$DIR/kit.sock" ] && break; sleep 0.05; done
+sleep 0.2
+KIT_TCP="nbd://127.0.0.1:$KIT_PORT"
+
+declare -A URI=(
+    [ofi]="nbd+unix:///?socket=$DIR/ofi.sock"
+    [nbdkit-unix]="nbd+unix:///?socket=$DIR/kit.sock"
+    [nbdkit-tcp]="$KIT_TCP"
+)
+SERVERS=(ofi nbdkit-unix nbdkit-tcp)
+declare -A WL=(
+    [seqwrite]="--rw=write --bs=128k"
+    [seqread]="--rw=read --bs=128k"
+    [randread]="--rw=randread --bs=4k"
+)
+declare -A RES
+
+one() { # server workload -> "MB/s IOPS"
+    local out
+    # shellcheck disable=SC2086
+    out="$(timeout $((RUNTIME + 60)) fio --name=b --ioengine=nbd --uri="${URI[$1]}" ${WL[$2]} \
+        --iodepth=16 --size="$SIZE" --time_based --runtime="$RUNTIME" --output-format=terse \
+        --terse-version=3)"
+    # The engine's "connected" notice shares stdout: only terse lines count.
+    grep ';' <<<"$out" | awk -F';' -v w="$2" '{ if (w ~ /write/) { print $48/1000, $49 } else { print $7/1000, $8 } }'
+}
+
+for wl in seqwrite seqread randread; do
+    for r in $(seq "$RUNS"); do
+        # Alternate the order of the servers from round to round.
+        order=("${SERVERS[@]}")
+        if (( r % 2 == 0 )); then order=(nbdkit-tcp nbdkit-unix ofi); fi
+        for s in "${order[@]}"; do
+            RES[$wl,$s]+="$(one "$s" "$wl") "
+        done
+    done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+printf '%-10s %-10s %14s %14s %14s %8s\n' workload metric ofi nbdkit-unix nbdkit-tcp ratio
+for wl in seqwrite seqread randread; do
+    col=1; metric="MB/s"
+    [ "$wl" = randread ] && { col=2; metric=IOPS; }
+    declare -A M=()
+    for s in "${SERVERS[@]}"; do
+        M[$s]="$(echo "${RES[$wl,$s]}" | xargs -n2 | awk -v c="$col" '{print $c}' | tr '\n' ' ' | median)"
+    done
+    ratio="$(awk -v a="${M[ofi]}" -v b="${M[nbdkit-unix]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
+    printf '%-10s %-10s %14.0f %14.0f %14.0f %8s\n' "$wl" "$metric" "${M[ofi]}" "${M[nbdkit-unix]}" "${M[nbdkit-tcp]}" "$ratio"
+done
+echo "(provider $PROVIDER, iodepth 16, ${RUNTIME}s per run, median of $RUNS, $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -1,0 +1,567 @@
+//! The target driver: serves one [`Backend`] to every initiator that
+//! connects, running the [`TargetCore`] over an ofi channel. A control
+//! listener (TCP) takes each initiator's fabric address and gives it a
+//! token; capsules arrive as fabric messages; data moves by RMA between
+//! the initiators' registered buffers and staging buffers here; completions
+//! go back as capsules. One thread does everything; file I/O runs inline.
+
+use crate::backend::Backend;
+use crate::control;
+use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
+use crate::net::NetOptions;
+use crate::wire::{feature, Repr, Status, CAPSULE_LEN};
+use ofi::safe::{Addr, Channel, Op};
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// How a target is set up.
+#[derive(Clone, Debug)]
+pub struct TargetOptions {
+    /// The fabric.
+    pub net: NetOptions,
+    /// Where the control listener binds.
+    pub listen: SocketAddr,
+    /// Create or extend the backing file to this size.
+    pub size: Option<u64>,
+    /// Refuse every change.
+    pub read_only: bool,
+    /// Limits of the core (size and read-only are taken from the backend).
+    pub config: TargetConfig,
+}
+
+impl Default for TargetOptions {
+    fn default() -> Self {
+        TargetOptions {
+            net: NetOptions::default(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            size: None,
+            read_only: false,
+            config: TargetConfig::default(),
+        }
+    }
+}
+
+/// A bound target, ready to [`run`](Target::run).
+#[derive(Debug)]
+pub struct Target {
+    listener: TcpListener,
+    ch: Channel,
+    backend: Backend,
+    core: TargetCore,
+    stop: Arc<AtomicBool>,
+}
+
+#[derive(Debug)]
+struct Peer {
+    ctl: Option<TcpStream>,
+    inbuf: Vec<u8>,
+    addr: Option<Addr>,
+    token: u64,
+    session: Option<u32>,
+}
+
+/// Capsule receives kept posted.
+const RECVS: usize = 256;
+
+fn token() -> u64 {
+    let mut b = [0u8; 8];
+    // A token only ties a CONNECT to its control connection; if the system
+    // RNG fails, the time still makes it unpredictable enough to not collide.
+    if getrandom::fill(&mut b).is_err() {
+        return Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64;
+    }
+    u64::from_ne_bytes(b)
+}
+
+impl Target {
+    /// Opens the backing store at `path`, the fabric channel and the
+    /// control listener.
+    pub fn bind(path: &Path, opts: &TargetOptions) -> Result<Target, String> {
+        let backend = Backend::open(path, opts.size, opts.read_only)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let info = opts.net.offer().map_err(|e| format!("fabric offer: {e}"))?;
+        let ch = Channel::open(&info).map_err(|e| format!("fabric channel: {e}"))?;
+        let listener = TcpListener::bind(opts.listen)
+            .map_err(|e| format!("control listener on {}: {e}", opts.listen))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("control listener: {e}"))?;
+        let mut cfg = opts.config;
+        cfg.size = backend.size();
+        cfg.read_only = backend.read_only();
+        if cfg.read_only {
+            cfg.features &= !(feature::TRIM | feature::ZEROES);
+        }
+        Ok(Target {
+            listener,
+            ch,
+            backend,
+            core: TargetCore::new(cfg),
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// The control address initiators connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// The volume's size.
+    pub fn size(&self) -> u64 {
+        self.backend.size()
+    }
+
+    /// The provider serving the data path.
+    pub fn provider(&self) -> String {
+        self.ch
+            .info()
+            .fabric_attr
+            .prov_name
+            .clone()
+            .unwrap_or_default()
+    }
+
+    /// A flag that, once set, makes [`run`](Self::run) stop accepting
+    /// work, finish what runs and return.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Serves until the stop flag is set.
+    pub fn run(mut self) -> Result<(), String> {
+        let Target {
+            listener,
+            ch,
+            backend,
+            core,
+            stop,
+        } = &mut self;
+        Driver {
+            ch,
+            listener,
+            backend,
+            core,
+            stop,
+            peers: HashMap::new(),
+            by_addr: HashMap::new(),
+            tokens: HashMap::new(),
+            sessions: HashMap::new(),
+            next_peer: 1,
+            outbox: VecDeque::new(),
+        }
+        .run()
+    }
+}
+
+struct Driver<'a> {
+    ch: &'a Channel,
+    listener: &'a TcpListener,
+    backend: &'a Backend,
+    core: &'a mut TargetCore,
+    stop: &'a AtomicBool,
+    peers: HashMap<PeerId, Peer>,
+    by_addr: HashMap<u64, PeerId>,
+    tokens: HashMap<u64, PeerId>,
+    sessions: HashMap<u32, PeerId>,
+    next_peer: u64,
+    outbox: VecDeque<(Addr, [u8; CAPSULE_LEN])>,
+}
+
+impl<'a> Driver<'a> {
+    fn run(mut self) -> Result<(), String> {
+        let ch = self.ch;
+        let cfg = *self.core.config();
+        let mut slots: Vec<Option<Vec<u8>>> = (0..cfg.slots)
+            .map(|_| Some(Vec::with_capacity(cfg.max_io as usize)))
+            .collect();
+        let mut recvs: Vec<Op<'a, Vec<u8>>> = Vec::with_capacity(RECVS);
+        for _ in 0..RECVS {
+            recvs.push(
+                ch.recv(vec![0u8; 64])
+                    .map_err(|e| format!("posting receives: {}", e.error))?,
+            );
+        }
+        let mut rmas: Vec<(OpId, u32, Op<'a, Vec<u8>>)> = Vec::new();
+        let mut idle = 0u32;
+        let mut stopping_since: Option<Instant> = None;
+        loop {
+            let mut work = false;
+            if self.stop.load(Ordering::Relaxed) && stopping_since.is_none() {
+                info!("target: shutting down");
+                self.core.shut_down();
+                stopping_since = Some(Instant::now());
+            }
+            work |= self.control();
+            let _ = ch.poll();
+            for r in recvs.iter_mut() {
+                let Some(res) = r.check() else { continue };
+                work = true;
+                let buf = match res {
+                    Ok(d) => {
+                        let len = d.len.min(d.buf.len());
+                        self.capsule(&d.buf[..len], d.src);
+                        d.buf
+                    }
+                    Err(e) => e.buf.unwrap_or_else(|| vec![0u8; 64]),
+                };
+                match ch.recv(buf) {
+                    Ok(op) => *r = op,
+                    Err(e) => return Err(format!("reposting a receive: {}", e.error)),
+                }
+            }
+            let mut i = 0;
+            while i < rmas.len() {
+                let Some(res) = rmas[i].2.check() else {
+                    i += 1;
+                    continue;
+                };
+                work = true;
+                let (op, slot, _) = rmas.swap_remove(i);
+                let r = match res {
+                    Ok(d) => {
+                        slots[slot as usize] = Some(d.buf);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        warn!("target: RMA failed: {}", e.error);
+                        slots[slot as usize] = Some(
+                            e.buf
+                                .unwrap_or_else(|| Vec::with_capacity(cfg.max_io as usize)),
+                        );
+                        Err(e.error.code())
+                    }
+                };
+                self.core.rma_done(op, r);
+            }
+            while let Some(a) = self.core.poll_action() {
+                work = true;
+                match a {
+                    Action::RmaRead {
+                        op,
+                        peer,
+                        slot,
+                        len,
+                        addr,
+                        key,
+                    }
+                    | Action::RmaWrite {
+                        op,
+                        peer,
+                        slot,
+                        len,
+                        addr,
+                        key,
+                    } => {
+                        let read = matches!(a, Action::RmaRead { .. });
+                        let Some(mut buf) = slots.get_mut(slot as usize).and_then(Option::take)
+                        else {
+                            self.core.rma_done(op, Err(ofi::errno::FI_EINVAL));
+                            continue;
+                        };
+                        let Some(dest) = self.peers.get(&peer).and_then(|p| p.addr) else {
+                            slots[slot as usize] = Some(buf);
+                            self.core.rma_done(op, Err(ofi::errno::FI_ENOTCONN));
+                            continue;
+                        };
+                        if read {
+                            buf.resize(len as usize, 0);
+                        } else {
+                            buf.truncate(len as usize);
+                        }
+                        let posted = if read {
+                            ch.read(buf, dest, addr, key)
+                        } else {
+                            ch.write(buf, dest, addr, key)
+                        };
+                        match posted {
+                            Ok(h) => rmas.push((op, slot, h)),
+                            Err(e) => {
+                                warn!("target: posting RMA: {}", e.error);
+                                let code = e.error.code();
+                                slots[slot as usize] = Some(e.buf);
+                                self.core.rma_done(op, Err(code));
+                            }
+                        }
+                    }
+                    Action::Io { op, io } => {
+                        let r = self.io(io, &mut slots);
+                        self.core.io_done(op, r);
+                    }
+                    Action::Send { peer, capsule } => self.send(peer, capsule),
+                    Action::Disconnect { peer, reason } => {
+                        if let Some(r) = reason {
+                            warn!("target: dropping initiator {}: {r}", peer.0);
+                        }
+                        self.forget(peer, false);
+                    }
+                    Action::Released { peer } => self.forget(peer, true),
+                }
+            }
+            work |= self.flush();
+            if let Some(t) = stopping_since {
+                let quiet = self.core.running() == 0 && self.outbox.is_empty() && rmas.is_empty();
+                if quiet || t.elapsed() > Duration::from_secs(10) {
+                    break;
+                }
+            }
+            if work {
+                idle = 0;
+                continue;
+            }
+            idle += 1;
+            if idle < 64 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let fds: Vec<BorrowedFd<'_>> = std::iter::once(self.listener.as_fd())
+                .chain(
+                    self.peers
+                        .values()
+                        .filter_map(|p| p.ctl.as_ref().map(|s| s.as_fd())),
+                )
+                .collect();
+            let t = if rmas.is_empty() && self.outbox.is_empty() {
+                Duration::from_millis(200)
+            } else {
+                Duration::from_millis(1)
+            };
+            crate::wait::sleep(ch, &fds, t);
+        }
+        // Tell every initiator; their sessions end with ShuttingDown.
+        let peers: Vec<PeerId> = self.peers.keys().copied().collect();
+        for p in peers {
+            if let Some(s) = self.peers.get(&p).and_then(|x| x.session) {
+                self.send(p, Repr::Disconnect { session: s }.to_bytes());
+            }
+        }
+        self.flush();
+        // Pending RMAs and receives are cancelled by dropping their handles.
+        drop(rmas);
+        drop(recvs);
+        let _ = ch.wait_any(Duration::from_millis(100));
+        Ok(())
+    }
+
+    fn io(&self, io: Io, slots: &mut [Option<Vec<u8>>]) -> Result<(), Status> {
+        let b = self.backend;
+        match io {
+            Io::Read { slot, offset, len } => {
+                let buf = slots
+                    .get_mut(slot as usize)
+                    .and_then(Option::as_mut)
+                    .ok_or(Status::Invalid)?;
+                buf.resize(len as usize, 0);
+                b.read(offset, buf)
+            }
+            Io::Write {
+                slot,
+                offset,
+                len,
+                fua,
+            } => {
+                let buf = slots
+                    .get(slot as usize)
+                    .and_then(Option::as_ref)
+                    .ok_or(Status::Invalid)?;
+                let data = buf.get(..len as usize).ok_or(Status::Invalid)?;
+                b.write(offset, data, fua)
+            }
+            Io::Sync => b.sync(),
+            Io::Trim { offset, len } => b.trim(offset, len),
+            Io::Zero {
+                offset,
+                len,
+                fua,
+                may_trim,
+            } => b.zero(offset, len, fua, may_trim),
+        }
+    }
+
+    /// Accepts control connections and reads the open ones. True if
+    /// anything happened.
+    fn control(&mut self) -> bool {
+        let mut work = false;
+        loop {
+            match self.listener.accept() {
+                Ok((s, from)) => {
+                    work = true;
+                    let _ = s.set_nodelay(true);
+                    if s.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    let id = PeerId(self.next_peer);
+                    self.next_peer += 1;
+                    info!("target: initiator {} connects from {from}", id.0);
+                    self.peers.insert(
+                        id,
+                        Peer {
+                            ctl: Some(s),
+                            inbuf: Vec::new(),
+                            addr: None,
+                            token: 0,
+                            session: None,
+                        },
+                    );
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    warn!("target: accept: {e}");
+                    break;
+                }
+            }
+        }
+        let ids: Vec<PeerId> = self.peers.keys().copied().collect();
+        for id in ids {
+            let mut closed = None;
+            let mut hello = None;
+            if let Some(p) = self.peers.get_mut(&id) {
+                let Some(s) = p.ctl.as_mut() else { continue };
+                let mut b = [0u8; 1024];
+                match s.read(&mut b) {
+                    Ok(0) => closed = Some("control connection closed".to_string()),
+                    Ok(n) => {
+                        work = true;
+                        if p.addr.is_some() {
+                            closed = Some("unexpected bytes on the control connection".into());
+                        } else {
+                            p.inbuf.extend_from_slice(&b[..n]);
+                            match control::parse_hello(&p.inbuf) {
+                                Ok(Some((addr, _))) => hello = Some(addr),
+                                Ok(None) => {}
+                                Err(e) => closed = Some(format!("bad HELLO: {e}")),
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => closed = Some(format!("control connection: {e}")),
+                }
+            }
+            if let Some(addr) = hello {
+                if let Err(e) = self.welcome(id, &addr) {
+                    closed = Some(e);
+                }
+            }
+            if let Some(why) = closed {
+                work = true;
+                info!("target: initiator {}: {why}", id.0);
+                self.core.close(id);
+                self.forget(id, true);
+            }
+        }
+        work
+    }
+
+    fn welcome(&mut self, id: PeerId, addr: &[u8]) -> Result<(), String> {
+        let fabric = self
+            .ch
+            .insert(addr)
+            .map_err(|e| format!("initiator's fabric address: {e}"))?;
+        let me = self
+            .ch
+            .address()
+            .map_err(|e| format!("own fabric address: {e}"))?;
+        let t = token();
+        let p = self.peers.get_mut(&id).ok_or("gone")?;
+        p.addr = Some(fabric);
+        p.token = t;
+        self.by_addr.insert(fabric.0, id);
+        self.tokens.insert(t, id);
+        self.core.expect(id, t);
+        let status = if self.stop.load(Ordering::Relaxed) {
+            Status::ShuttingDown
+        } else {
+            Status::Ok
+        };
+        let msg = control::welcome(status, t, &me);
+        let s = p.ctl.as_mut().ok_or("gone")?;
+        // A fresh socket takes a few hundred bytes without blocking; make
+        // sure anyway.
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+        let r = s.write_all(&msg);
+        let _ = s.set_nonblocking(true);
+        r.map_err(|e| format!("sending WELCOME: {e}"))
+    }
+
+    /// Routes a capsule to its peer: by source address when the provider
+    /// reports it, else by the token or session it names.
+    fn capsule(&mut self, bytes: &[u8], src: Option<Addr>) {
+        let by_src = src.and_then(|a| self.by_addr.get(&a.0).copied());
+        let by_content = match Repr::from_bytes(bytes) {
+            Ok(Repr::Connect { token, .. }) => self.tokens.get(&token).copied(),
+            Ok(Repr::Command(c)) => self.sessions.get(&c.session).copied(),
+            Ok(Repr::Disconnect { session }) => self.sessions.get(&session).copied(),
+            _ => None,
+        };
+        match by_src.or(by_content) {
+            Some(p) => self.core.on_capsule(p, bytes),
+            // A DISCONNECT racing its control connection's close.
+            None if matches!(Repr::from_bytes(bytes), Ok(Repr::Disconnect { .. })) => {}
+            None => warn!(
+                "target: dropping a capsule from an unknown peer ({} bytes)",
+                bytes.len()
+            ),
+        }
+    }
+
+    fn send(&mut self, peer: PeerId, capsule: [u8; CAPSULE_LEN]) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        if let Ok(Repr::Accept(a)) = Repr::from_bytes(&capsule) {
+            p.session = Some(a.session);
+            self.sessions.insert(a.session, peer);
+        }
+        if let Some(addr) = p.addr {
+            self.outbox.push_back((addr, capsule));
+        }
+    }
+
+    /// Sends queued capsules; true if any went.
+    fn flush(&mut self) -> bool {
+        let mut any = false;
+        while let Some((addr, c)) = self.outbox.front() {
+            match self.ch.inject(c, *addr) {
+                Ok(()) => any = true,
+                Err(e) if e.is_again() => {
+                    let _ = self.ch.poll();
+                    return any;
+                }
+                Err(e) => warn!("target: sending a capsule: {e}"),
+            }
+            self.outbox.pop_front();
+        }
+        any
+    }
+
+    /// Drops what routes to `peer`; `all`: the peer itself too.
+    fn forget(&mut self, peer: PeerId, all: bool) {
+        // What is queued for the peer (a REFUSE, last completions) goes
+        // before its control connection closes.
+        self.flush();
+        if let Some(p) = self.peers.get_mut(&peer) {
+            if let Some(s) = p.ctl.take() {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+            self.tokens.remove(&p.token);
+            if let Some(s) = p.session.take() {
+                self.sessions.remove(&s);
+            }
+            if all {
+                if let Some(a) = p.addr {
+                    self.by_addr.remove(&a.0);
+                }
+                self.peers.remove(&peer);
+            }
+        }
+    }
+}

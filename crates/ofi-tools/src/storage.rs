@@ -1,0 +1,221 @@
+//! `ofi storage target` and `ofi storage nbd`: a block target serving a
+//! file or device over the fabric, and an NBD gateway forwarding to it.
+
+use crate::args::Args;
+use ofi_storage::gateway::{self, GatewayOptions, Listener};
+use ofi_storage::target::{Target, TargetOptions};
+use ofi_storage::{EpKind, NetOptions, VolumeOptions};
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+const USAGE: &str = "Usage:
+  ofi storage target [-p PROVIDER] [-e rdm|msg] [-B PORT] [-s ADDR] [--size N] [--read-only] PATH
+      serve PATH (a file or block device) as one volume; PORT is the control
+      port initiators connect to (default 9230, 0 picks one), ADDR the address
+      to bind (default 0.0.0.0); --size creates or extends a file (K, M, G, T
+      suffixes). Prints 'listening on ADDR:PORT'.
+  ofi storage nbd [-p PROVIDER] [-e rdm|msg] [-P PORT] [-s ADDR] [-q DEPTH]
+                  (--unix SOCKET | --port N) TARGET_ADDR
+      an NBD server on SOCKET or port N (bound to ADDR, default 127.0.0.1)
+      forwarding every request to the target at TARGET_ADDR, control port PORT
+      (default 9230); DEPTH commands in flight per client (default 64).
+Both stop cleanly on SIGINT or SIGTERM.";
+
+/// Entry point of `ofi storage`.
+pub fn run(argv: &[String]) -> i32 {
+    match argv.first().map(String::as_str) {
+        Some("target") => report(target(&argv[1..])),
+        Some("nbd") => report(nbd(&argv[1..])),
+        Some("-h") | Some("--help") | None => {
+            outln!("{USAGE}");
+            0
+        }
+        Some(c) => {
+            eprintln!("ofi storage: unknown command '{c}'\n{USAGE}");
+            2
+        }
+    }
+}
+
+fn report(r: Result<(), String>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ofi storage: {e}");
+            1
+        }
+    }
+}
+
+/// A size with an optional K/M/G/T suffix (powers of 1024).
+fn size(s: &str) -> Result<u64, String> {
+    let (num, shift) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 10),
+        Some('M') => (&s[..s.len() - 1], 20),
+        Some('G') => (&s[..s.len() - 1], 30),
+        Some('T') => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("bad size '{s}' (a positive number, optionally with K, M, G or T)"))
+}
+
+fn net(a: &Args) -> Result<NetOptions, String> {
+    Ok(NetOptions {
+        provider: a.get("p").map(str::to_string),
+        ep: a.get("e").unwrap_or("rdm").parse::<EpKind>()?,
+        node: None,
+    })
+}
+
+fn port(a: &Args, k: &str) -> Result<u16, String> {
+    a.get(k)
+        .map(|p| p.parse::<u16>().map_err(|_| format!("bad port '{p}'")))
+        .unwrap_or(Ok(9230))
+}
+
+fn target(argv: &[String]) -> Result<(), String> {
+    let a = Args::parse(argv, "peBs", &["size"])?;
+    if a.has("h") || a.has("help") {
+        outln!("{USAGE}");
+        return Ok(());
+    }
+    let [path] = a.pos.as_slice() else {
+        return Err(format!("target: one PATH expected\n{USAGE}"));
+    };
+    let ip: IpAddr = a
+        .get("s")
+        .unwrap_or("0.0.0.0")
+        .parse()
+        .map_err(|_| format!("bad address '{}'", a.get("s").unwrap_or("")))?;
+    let mut net = net(&a)?;
+    if a.get("s").is_some() {
+        net.node = Some(ip.to_string());
+    }
+    let opts = TargetOptions {
+        net,
+        listen: SocketAddr::new(ip, port(&a, "B")?),
+        size: a.get("size").map(size).transpose()?,
+        read_only: a.has("read-only"),
+        ..TargetOptions::default()
+    };
+    let t = Target::bind(Path::new(path), &opts)?;
+    outln!(
+        "listening on {} (provider {}, {} bytes{})",
+        t.local_addr(),
+        t.provider(),
+        t.size(),
+        if opts.read_only { ", read-only" } else { "" }
+    );
+    crate::signals::install();
+    let stop = t.stop_flag();
+    let watcher = std::thread::spawn(move || {
+        while !crate::signals::stopped() && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let r = t.run();
+    let _ = watcher.join();
+    r
+}
+
+fn nbd(argv: &[String]) -> Result<(), String> {
+    let a = Args::parse(argv, "pePsq", &["unix", "port"])?;
+    if a.has("h") || a.has("help") {
+        outln!("{USAGE}");
+        return Ok(());
+    }
+    let [target] = a.pos.as_slice() else {
+        return Err(format!("nbd: one TARGET_ADDR expected\n{USAGE}"));
+    };
+    // host:port as given; a bare host or IP gets the control port.
+    let has_port = target.parse::<SocketAddr>().is_ok()
+        || (target.contains(':') && target.parse::<IpAddr>().is_err());
+    let target = if has_port {
+        target.clone()
+    } else if target.contains(':') {
+        format!("[{target}]:{}", port(&a, "P")?)
+    } else {
+        format!("{target}:{}", port(&a, "P")?)
+    };
+    let qd = a
+        .get("q")
+        .map(|q| {
+            q.parse::<u32>()
+                .map_err(|_| format!("bad queue depth '{q}'"))
+        })
+        .unwrap_or(Ok(64))?;
+    let listener = match (a.get("unix"), a.get("port")) {
+        (Some(p), None) => {
+            let _ = std::fs::remove_file(p);
+            Listener::Unix(
+                std::os::unix::net::UnixListener::bind(p).map_err(|e| format!("{p}: {e}"))?,
+            )
+        }
+        (None, Some(n)) => {
+            let n: u16 = n.parse().map_err(|_| format!("bad port '{n}'"))?;
+            let ip: IpAddr = a
+                .get("s")
+                .unwrap_or("127.0.0.1")
+                .parse()
+                .map_err(|_| "bad address for -s".to_string())?;
+            Listener::Tcp(
+                std::net::TcpListener::bind((ip, n)).map_err(|e| format!("port {n}: {e}"))?,
+            )
+        }
+        _ => {
+            return Err(format!(
+                "nbd: exactly one of --unix SOCKET and --port N\n{USAGE}"
+            ))
+        }
+    };
+    let at = match &listener {
+        Listener::Unix(_) => a.get("unix").unwrap_or("").to_string(),
+        Listener::Tcp(t) => t.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+    };
+    outln!("nbd gateway on {at} for target {target}");
+    crate::signals::install();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let watcher = std::thread::spawn(move || {
+        while !crate::signals::stopped() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        s2.store(true, Ordering::Relaxed);
+    });
+    let opts = GatewayOptions {
+        target,
+        volume: VolumeOptions {
+            net: net(&a)?,
+            queue_depth: qd,
+            ..VolumeOptions::default()
+        },
+    };
+    let r = gateway::serve(listener, opts, stop).map_err(|e| format!("nbd: {e}"));
+    if let Some(p) = a.get("unix") {
+        let _ = std::fs::remove_file(p);
+    }
+    let _ = watcher.join();
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size("4096"), Ok(4096));
+        assert_eq!(size("64M"), Ok(64 << 20));
+        assert_eq!(size("2g"), Ok(2 << 30));
+        assert!(size("0").is_err());
+        assert!(size("x").is_err());
+        assert!(size("99999999999T").is_err());
+    }
+}

@@ -1,0 +1,577 @@
+//! `ofi storage target` and `ofi storage nbd` driven by the NBD clients
+//! people run (Debian's qemu-img, qemu-io, nbdinfo, nbdcopy, fio, and nbdkit
+//! as the reference server), over shm and tcp: data written through the
+//! gateway is checked against the target's backing file; a raw client's
+//! bad requests get NBD errors on a connection that stays usable; writes
+//! acknowledged with FUA survive `kill -9` of the target; the target's
+//! death fails a client in seconds and the gateway serves again once a
+//! target is back; SIGTERM stops both cleanly.
+//!
+//! The clients come from the packages scripts/test.sh installs
+//! (qemu-utils, libnbd-bin, fio, nbdkit).
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a step (start-up, one client run) may take before the test
+/// calls it a hang.
+const STEP: Duration = Duration::from_secs(60);
+
+struct Proc {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Proc {
+    fn spawn(dir: &Path, tag: &str, args: &[&str]) -> Proc {
+        let out = dir.join(format!("{tag}.out"));
+        let err = dir.join(format!("{tag}.err"));
+        let child = Command::new(env!("CARGO_BIN_EXE_ofi"))
+            .args(args)
+            .env_remove("FI_PROVIDER")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).expect("stdout file"))
+            .stderr(std::fs::File::create(&err).expect("stderr file"))
+            .spawn()
+            .expect("spawning ofi");
+        Proc { child, out, err }
+    }
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+    fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status();
+    }
+    /// Waits up to `bound` for the exit; the exit code (None: still
+    /// running).
+    fn exit_within(&mut self, bound: Duration) -> Option<i32> {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s.code().unwrap_or(-1));
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A scratch directory removed at the end.
+struct Dir(PathBuf);
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("ofi-storage-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("scratch dir");
+        Dir(d)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn need(tool: &str, package: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "{tool} is missing: install Debian's {package} (scripts/test.sh does)"
+    );
+}
+
+/// Runs a client to its end (bounded by `timeout(1)`).
+fn run(cmd: &str, args: &[&str]) -> Output {
+    let secs = STEP.as_secs().to_string();
+    let mut a = vec!["-k", "5", secs.as_str(), cmd];
+    a.extend_from_slice(args);
+    Command::new("timeout")
+        .args(&a)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running a client")
+}
+
+fn ok(cmd: &str, args: &[&str]) -> String {
+    let o = run(cmd, args);
+    assert!(
+        o.status.success(),
+        "{cmd} {args:?} failed ({:?}):\n{}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Deterministic pseudo-random bytes.
+fn random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// A target on `file` and a gateway on a Unix socket in `dir`.
+struct Stack {
+    target: Proc,
+    gateway: Proc,
+    port: u16,
+    sock: PathBuf,
+    uri: String,
+}
+
+fn start_target(dir: &Path, prov: &str, file: &Path, port: u16, extra: &[&str]) -> (Proc, u16) {
+    let p = port.to_string();
+    let mut args = vec!["storage", "target", "-p", prov, "-s", "127.0.0.1", "-B", &p];
+    args.extend_from_slice(extra);
+    let f = file.to_str().expect("utf-8 path");
+    args.push(f);
+    let mut t = Proc::spawn(dir, &format!("target-{prov}-{port}"), &args);
+    let deadline = Instant::now() + STEP;
+    loop {
+        let out = t.stdout();
+        if let Some(rest) = out.split("listening on ").nth(1) {
+            let addr = rest.split_whitespace().next().unwrap_or("");
+            let port = addr.rsplit(':').next().and_then(|p| p.parse().ok());
+            return (t, port.expect("the target's port"));
+        }
+        if let Some(code) = t.exit_within(Duration::ZERO) {
+            panic!("the target exited ({code}): {}", t.stderr());
+        }
+        assert!(Instant::now() < deadline, "the target did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn start_gateway(dir: &Path, prov: &str, port: u16) -> (Proc, PathBuf, String) {
+    let sock = dir.join(format!("nbd-{prov}.sock"));
+    let _ = std::fs::remove_file(&sock);
+    let p = port.to_string();
+    let s = sock.to_str().expect("utf-8 path");
+    let g = Proc::spawn(
+        dir,
+        &format!("gateway-{prov}"),
+        &[
+            "storage",
+            "nbd",
+            "-p",
+            prov,
+            "-P",
+            &p,
+            "--unix",
+            s,
+            "127.0.0.1",
+        ],
+    );
+    let deadline = Instant::now() + STEP;
+    while !sock.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the gateway did not start: {}",
+            g.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let uri = format!("nbd+unix:///?socket={s}");
+    (g, sock, uri)
+}
+
+fn stack(dir: &Dir, prov: &str, size: &str, extra: &[&str]) -> Stack {
+    let file = dir.path("volume.img");
+    let mut e = vec!["--size", size];
+    e.extend_from_slice(extra);
+    let (target, port) = start_target(&dir.0, prov, &file, 0, &e);
+    let (gateway, sock, uri) = start_gateway(&dir.0, prov, port);
+    Stack {
+        target,
+        gateway,
+        port,
+        sock,
+        uri,
+    }
+}
+
+#[test]
+fn nbdinfo_shows_size_and_flags() {
+    need("nbdinfo", "libnbd-bin");
+    let d = Dir::new("info");
+    let s = stack(&d, "tcp", "8M", &[]);
+    let j = ok("nbdinfo", &["--json", &s.uri]);
+    for want in [
+        "\"export-size\": 8388608",
+        "\"can_flush\": true",
+        "\"can_fua\": true",
+        "\"can_trim\": true",
+        "\"can_zero\": true",
+        "\"is_read_only\": false",
+        "\"block_size_maximum\": 1048576",
+    ] {
+        assert!(j.contains(want), "{want} missing from nbdinfo --json:\n{j}");
+    }
+}
+
+fn qemu_img_round_trip(prov: &str) {
+    need("qemu-img", "qemu-utils");
+    let d = Dir::new(&format!("qemu-{prov}"));
+    let s = stack(&d, prov, "64M", &[]);
+    let src = d.path("src.img");
+    let data = random(64 << 20, 0x5eed + prov.len() as u64);
+    std::fs::write(&src, &data).unwrap();
+    let src = src.to_str().unwrap();
+    ok(
+        "qemu-img",
+        &["convert", "-n", "-f", "raw", "-O", "raw", src, &s.uri],
+    );
+    let c = ok(
+        "qemu-img",
+        &["compare", "-f", "raw", "-F", "raw", src, &s.uri],
+    );
+    assert!(c.contains("identical"), "{c}");
+    // The backing file holds exactly those bytes.
+    let back = std::fs::read(d.path("volume.img")).unwrap();
+    assert!(back == data, "the target's file differs from the image");
+    drop(s);
+}
+
+#[test]
+fn qemu_img_convert_and_compare_over_shm() {
+    qemu_img_round_trip("shm");
+}
+
+#[test]
+fn qemu_img_convert_and_compare_over_tcp() {
+    qemu_img_round_trip("tcp");
+}
+
+#[test]
+fn nbdcopy_both_ways_and_nbdkit_serves_the_same_bytes() {
+    need("nbdcopy", "libnbd-bin");
+    need("nbdkit", "nbdkit");
+    need("qemu-img", "qemu-utils");
+    let d = Dir::new("nbdcopy");
+    let s = stack(&d, "tcp", "16M", &[]);
+    let src = d.path("in.img");
+    let data = random(16 << 20, 77);
+    std::fs::write(&src, &data).unwrap();
+    ok("nbdcopy", &[src.to_str().unwrap(), &s.uri]);
+    let back = d.path("back.img");
+    ok("nbdcopy", &[&s.uri, back.to_str().unwrap()]);
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "nbdcopy back differs"
+    );
+    // nbdkit's file plugin on the backing file is the reference server:
+    // it and the gateway serve identical volumes.
+    let ksock = d.path("nbdkit.sock");
+    let vol = d.path("volume.img");
+    let mut kit = Command::new("nbdkit")
+        .args(["-f", "-U", ksock.to_str().unwrap(), "file"])
+        .arg(&vol)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nbdkit");
+    let deadline = Instant::now() + STEP;
+    while !ksock.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kuri = format!("nbd+unix:///?socket={}", ksock.display());
+    let c = run(
+        "qemu-img",
+        &["compare", "-f", "raw", "-F", "raw", &kuri, &s.uri],
+    );
+    let _ = kit.kill();
+    let _ = kit.wait();
+    assert!(
+        c.status.success(),
+        "nbdkit and the gateway differ: {}",
+        String::from_utf8_lossy(&c.stdout)
+    );
+}
+
+#[test]
+fn fio_nbd_engine_verifies_at_queue_depth_16() {
+    need("fio", "fio");
+    let d = Dir::new("fio");
+    let s = stack(&d, "shm", "32M", &[]);
+    let uri = format!("--uri={}", s.uri);
+    let out = ok(
+        "fio",
+        &[
+            "--name=verify",
+            "--ioengine=nbd",
+            &uri,
+            "--rw=randwrite",
+            "--bs=4k",
+            "--size=16M",
+            "--iodepth=16",
+            "--verify=crc32c",
+            "--do_verify=1",
+            "--verify_fatal=1",
+            "--verify_state_save=0",
+        ],
+    );
+    assert!(out.contains("err= 0"), "fio reported errors:\n{out}");
+}
+
+/// A minimal NBD client for what the real ones never send.
+struct Raw(UnixStream);
+
+impl Raw {
+    /// Fixed newstyle handshake with NBD_OPT_GO (simple replies).
+    fn connect(sock: &Path) -> Raw {
+        let mut s = UnixStream::connect(sock).expect("connect");
+        s.set_read_timeout(Some(STEP)).unwrap();
+        let mut greet = [0u8; 18];
+        s.read_exact(&mut greet).unwrap();
+        assert_eq!(&greet[..16], b"NBDMAGICIHAVEOPT");
+        s.write_all(&3u32.to_be_bytes()).unwrap();
+        let mut go = b"IHAVEOPT".to_vec();
+        go.extend_from_slice(&7u32.to_be_bytes());
+        go.extend_from_slice(&6u32.to_be_bytes());
+        go.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        s.write_all(&go).unwrap();
+        loop {
+            let mut h = [0u8; 20];
+            s.read_exact(&mut h).unwrap();
+            let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+            let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+            let mut data = vec![0u8; len as usize];
+            s.read_exact(&mut data).unwrap();
+            assert!(kind < 0x8000_0000, "GO refused: {kind:#x}");
+            if kind == 1 {
+                return Raw(s);
+            }
+        }
+    }
+    fn request(
+        &mut self,
+        kind: u16,
+        flags: u16,
+        cookie: u64,
+        offset: u64,
+        len: u32,
+        payload: &[u8],
+    ) {
+        let mut r = 0x2560_9513u32.to_be_bytes().to_vec();
+        r.extend_from_slice(&flags.to_be_bytes());
+        r.extend_from_slice(&kind.to_be_bytes());
+        r.extend_from_slice(&cookie.to_be_bytes());
+        r.extend_from_slice(&offset.to_be_bytes());
+        r.extend_from_slice(&len.to_be_bytes());
+        r.extend_from_slice(payload);
+        self.0.write_all(&r).unwrap();
+    }
+    /// (error, cookie) of the next simple reply, reading `data` bytes
+    /// after it on success.
+    fn reply(&mut self, data: usize) -> (u32, u64, Vec<u8>) {
+        let mut h = [0u8; 16];
+        self.0.read_exact(&mut h).unwrap();
+        assert_eq!(h[..4], 0x6744_6698u32.to_be_bytes());
+        let e = u32::from_be_bytes(h[4..8].try_into().unwrap());
+        let c = u64::from_be_bytes(h[8..16].try_into().unwrap());
+        let mut d = vec![0u8; if e == 0 { data } else { 0 }];
+        self.0.read_exact(&mut d).unwrap();
+        (e, c, d)
+    }
+}
+
+#[test]
+fn bad_requests_get_nbd_errors_and_the_connection_stays_sound() {
+    let d = Dir::new("raw");
+    let s = stack(&d, "tcp", "1M", &[]);
+    let mut c = Raw::connect(&s.sock);
+    let size = 1u64 << 20;
+    // Out of range (read, write with payload), an unknown command, a
+    // write with FUA that is fine, then a read of it.
+    c.request(0, 0, 1, size - 10, 20, &[]);
+    assert_eq!(c.reply(0).0, 22, "out-of-range read: EINVAL");
+    c.request(1, 0, 2, size, 8, &[9; 8]);
+    assert_eq!(c.reply(0).0, 28, "write past the end: ENOSPC");
+    c.request(99, 0, 3, 0, 0, &[]);
+    assert_eq!(c.reply(0).0, 22, "unknown command: EINVAL");
+    c.request(1, 1, 4, 4096, 8, &[7; 8]);
+    assert_eq!(c.reply(0).0, 0, "FUA write");
+    c.request(0, 0, 5, 4096, 8, &[]);
+    assert_eq!(c.reply(8), (0, 5, vec![7; 8]));
+    // A broken magic ends this connection only.
+    c.0.write_all(&[0u8; 28]).unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(c.0.read(&mut b).unwrap_or(0), 0, "closed after a bad magic");
+    let mut c2 = Raw::connect(&s.sock);
+    c2.request(0, 0, 6, 4096, 8, &[]);
+    assert_eq!(c2.reply(8), (0, 6, vec![7; 8]));
+    let back = std::fs::read(d.path("volume.img")).unwrap();
+    assert_eq!(back.len() as u64, size, "the volume kept its size");
+    assert_eq!(&back[4096..4104], &[7; 8]);
+    assert!(
+        back[..4096].iter().all(|&x| x == 0),
+        "nothing else was written"
+    );
+}
+
+#[test]
+fn read_only_volume_answers_eperm() {
+    let d = Dir::new("ro");
+    std::fs::write(d.path("volume.img"), vec![3u8; 1 << 20]).unwrap();
+    let (_t, port) = start_target(&d.0, "shm", &d.path("volume.img"), 0, &["--read-only"]);
+    let (_g, sock, _) = start_gateway(&d.0, "shm", port);
+    let mut c = Raw::connect(&sock);
+    c.request(1, 0, 1, 0, 4, &[1; 4]);
+    assert_eq!(c.reply(0).0, 1, "write to a read-only volume: EPERM");
+    c.request(0, 0, 2, 0, 4, &[]);
+    assert_eq!(c.reply(4), (0, 2, vec![3; 4]));
+}
+
+#[test]
+fn fua_writes_survive_kill_9_of_the_target() {
+    need("qemu-io", "qemu-utils");
+    let d = Dir::new("crash");
+    let mut s = stack(&d, "tcp", "4M", &[]);
+    // qemu-io's write -f uses FUA; the flush variant writes then flushes.
+    ok(
+        "qemu-io",
+        &["-f", "raw", "-c", "write -f -P 0xa5 0 64k", &s.uri],
+    );
+    ok(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0x5a 1M 64k",
+            "-c",
+            "flush",
+            &s.uri,
+        ],
+    );
+    s.target.signal("-KILL");
+    assert!(s.target.exit_within(STEP).is_some());
+    let (t2, _) = start_target(&d.0, "tcp", &d.path("volume.img"), s.port, &[]);
+    s.target = t2;
+    let back = std::fs::read(d.path("volume.img")).unwrap();
+    assert!(
+        back[..64 << 10].iter().all(|&x| x == 0xa5),
+        "FUA write lost"
+    );
+    assert!(
+        back[1 << 20..(1 << 20) + (64 << 10)]
+            .iter()
+            .all(|&x| x == 0x5a),
+        "flushed write lost"
+    );
+    // And through the restarted target, with the same gateway.
+    ok(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "read -P 0xa5 0 64k",
+            "-c",
+            "read -P 0x5a 1M 64k",
+            &s.uri,
+        ],
+    );
+}
+
+#[test]
+fn a_dead_target_fails_the_client_in_seconds_and_the_gateway_serves_again() {
+    need("fio", "fio");
+    need("nbdinfo", "libnbd-bin");
+    let d = Dir::new("dead");
+    let mut s = stack(&d, "tcp", "64M", &[]);
+    // A client with 16 requests in flight for a minute when the target dies.
+    let uri = format!("--uri={}", s.uri);
+    let mut copy = Command::new("fio")
+        .args([
+            "--name=busy",
+            "--ioengine=nbd",
+            &uri,
+            "--rw=randrw",
+            "--bs=64k",
+            "--iodepth=16",
+            "--time_based",
+            "--runtime=60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("fio");
+    std::thread::sleep(Duration::from_millis(300));
+    s.target.signal("-KILL");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Ok(Some(st)) = copy.try_wait() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = copy.kill();
+    let _ = copy.wait();
+    let status = status.expect("the client hung after the target died");
+    assert!(!status.success(), "fio cannot have succeeded");
+    // Connections fail cleanly while no target runs …
+    assert!(!run("nbdinfo", &["--size", &s.uri]).status.success());
+    // … and work again once it is back.
+    let (t2, _) = start_target(&d.0, "tcp", &d.path("volume.img"), s.port, &[]);
+    s.target = t2;
+    let size = ok("nbdinfo", &["--size", &s.uri]);
+    assert_eq!(size.trim(), (64u64 << 20).to_string());
+}
+
+#[test]
+fn sigterm_stops_target_and_gateway_cleanly() {
+    let d = Dir::new("term");
+    let mut s = stack(&d, "shm", "1M", &[]);
+    s.gateway.signal("-TERM");
+    s.target.signal("-TERM");
+    assert_eq!(
+        s.gateway.exit_within(Duration::from_secs(10)),
+        Some(0),
+        "{}",
+        s.gateway.stderr()
+    );
+    assert_eq!(
+        s.target.exit_within(Duration::from_secs(15)),
+        Some(0),
+        "{}",
+        s.target.stderr()
+    );
+    assert!(!s.sock.exists(), "the gateway removed its socket");
+}
