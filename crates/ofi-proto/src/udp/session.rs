@@ -312,12 +312,17 @@ impl Sessions {
         }
     }
 
-    /// RESET datagrams telling every peer with a live session that it ends
-    /// (the endpoint closes); the table forgets them.
+    /// The datagrams telling every peer with a live session that it ends
+    /// (the endpoint closes): an acknowledgement of what arrived, so the
+    /// peer's operations on it complete, then a RESET. The table forgets
+    /// the sessions.
     pub fn shutdown(&mut self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
         for p in self.peers.values_mut() {
-            if let Some(u) = p.up.take() {
+            if let Some(mut u) = p.up.take() {
+                let mut h = [0u8; HDR_LEN];
+                u.chan.final_ack(&mut h);
+                out.push((p.addr.clone(), h.to_vec()));
                 out.push((p.addr.clone(), reset_packet(u.chan.session()).to_vec()));
             }
             p.hello = None;
