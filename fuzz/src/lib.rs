@@ -127,6 +127,13 @@ pub fn shm_handler(data: &[u8]) {
         },
     );
     let mut ctrl = core::CtrlQueue::new();
+    // The auth exchange with a key the input cannot know: whatever it
+    // writes, no sender becomes trusted.
+    let key = ofi_core::util::auth::AuthKey::new(b"fuzz: a key no input holds")
+        .ok()
+        .flatten()
+        .expect("a key");
+    let mut auth = core::auth::Auth::new(key, 1);
     let mut pushes = 0u32;
     let mut done = std::collections::HashSet::new();
     let mut rng_full = |_: u64, _: &ofi_wire::shm::Repr, _: &[u8]| {
@@ -221,6 +228,28 @@ pub fn shm_handler(data: &[u8]) {
                     assert!(done.insert(cookie), "an operation completed twice");
                     assert!(rma_cookies.contains(&cookie));
                 }
+            }
+            Incoming::Hello { from, nonce } => {
+                let ch = auth.on_hello(from, &nonce, [from as u8; 32]);
+                assert_eq!(ch.repr.len as usize, shm::CHALLENGE_LEN);
+                ctrl.send(from, ch.repr, ch.payload(), &mut rng_full);
+            }
+            Incoming::Challenge {
+                from,
+                echo,
+                nonce,
+                tag,
+            } => {
+                let _ = auth.on_challenge(from, &echo, &nonce, &tag);
+                auth.proved(from);
+                assert!(!auth.trusted(from), "trusted without a HELLO of ours");
+            }
+            Incoming::Proof { from, echo, tag } => {
+                assert!(auth.on_proof(from, &echo, &tag).is_err(), "a proof made without the key");
+                assert!(!auth.trusted(from), "trusted without the key");
+            }
+            Incoming::Reject { from } => {
+                assert!(!auth.on_reject(from), "a REJECT of something never asked");
             }
         }
         ctrl.flush(&mut rng_full);

@@ -80,7 +80,9 @@ pub fn validate_version(version: u32) -> Result<()> {
 pub fn validate_hints(h: &Info) -> Result<()> {
     check_bits("caps", h.caps, KNOWN_CAPS)?;
     check_bits("mode", h.mode, KNOWN_MODES)?;
-    check_enum("addr_format", h.addr_format, addr_format::FI_ADDR_CXI)?;
+    // addr_format is not checked: a format this library does not know
+    // (a newer libfabric's, a provider's own) is one no provider offers,
+    // which matching answers with FI_ENODATA, as libfabric does.
     check_bits("tx_attr.caps", h.tx_attr.caps, KNOWN_CAPS)?;
     check_bits("rx_attr.caps", h.rx_attr.caps, KNOWN_CAPS)?;
     check_bits("tx_attr.mode", h.tx_attr.mode, KNOWN_MODES)?;
@@ -148,6 +150,43 @@ pub fn validate_hints(h: &Info) -> Result<()> {
     Ok(())
 }
 
+/// Checks getinfo's `node` before any provider is asked: with a socket
+/// address format (or none) in the hints, it must resolve as a host
+/// (numerically under FI_NUMERICHOST). One that does not is `FI_ENODATA`
+/// at once for every provider (none can reach it), instead of offers whose
+/// first use fails or hangs. A URI-like node (`fi_shm://name`,
+/// `fi_sockaddr_in://…`) is an FI_ADDR_STR address: the providers' matter.
+pub fn check_node(node: Option<&str>, flags: u64, hints: Option<&Info>) -> Result<()> {
+    let Some(node) = node else {
+        return Ok(());
+    };
+    let format = hints.map_or(addr_format::FI_FORMAT_UNSPEC, |h| h.addr_format);
+    let socket_format = matches!(
+        format,
+        addr_format::FI_FORMAT_UNSPEC
+            | addr_format::FI_SOCKADDR
+            | addr_format::FI_SOCKADDR_IN
+            | addr_format::FI_SOCKADDR_IN6
+    );
+    if !socket_format || node.contains("://") || node.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let resolves = flags & FI_NUMERICHOST == 0
+        && std::net::ToSocketAddrs::to_socket_addrs(&(node, 0))
+            .is_ok_and(|mut a| a.next().is_some());
+    if resolves {
+        return Ok(());
+    }
+    Err(Error::new(
+        crate::error::errno::FI_ENODATA,
+        if flags & FI_NUMERICHOST != 0 {
+            format!("node '{node}' is not a numeric address (FI_NUMERICHOST)")
+        } else {
+            format!("node '{node}' does not resolve to an address")
+        },
+    ))
+}
+
 /// An FI_PROVIDER-style list: `shm,tcp` (include) or `^tcp,udp` (exclude).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProviderFilter {
@@ -210,6 +249,16 @@ fn pick<T: Copy + PartialEq + Default>(hint: T, offer: T) -> T {
     }
 }
 
+/// Whether an offer's address format satisfies the hinted one: unspecified
+/// takes any; FI_SOCKADDR (a sockaddr whose family tells) takes
+/// FI_SOCKADDR_IN and FI_SOCKADDR_IN6 offers too (fi_getinfo(3)).
+pub fn addr_format_fits(want: u32, have: u32) -> bool {
+    use addr_format::*;
+    want == FI_FORMAT_UNSPEC
+        || want == have
+        || (want == FI_SOCKADDR && matches!(have, FI_SOCKADDR_IN | FI_SOCKADDR_IN6))
+}
+
 /// Implied capabilities: asking for FI_MSG means send and receive, etc.
 pub fn expand_caps(caps: u64) -> u64 {
     let mut c = caps;
@@ -226,10 +275,65 @@ pub fn expand_caps(caps: u64) -> u64 {
     c
 }
 
+/// FI_VERSION(1, 5): from this API version on `mr_mode` is a set of bits;
+/// before, the enum FI_MR_UNSPEC / FI_MR_BASIC / FI_MR_SCALABLE.
+pub const MR_BITS_API: u32 = fi_version(1, 5);
+
+/// The `mr_mode` an offer answers with, for the hinted one (None: no hints)
+/// at API `version`, or the field's name when the offer needs modes the
+/// hints do not allow (`fi_domain(3)`: an offer may only require modes the
+/// application said it supports).
+///
+/// FI_MR_VIRT_ADDR, FI_MR_PROV_KEY and FI_MR_ALLOCATED are what an offer
+/// prefers, not what it needs (the core's regions also do offsets and user
+/// keys): they stay only where the hints allow them. The old modes are kept
+/// as given (`fi_mr(3)`): FI_MR_BASIC (those three) or FI_MR_SCALABLE
+/// (none), alone; both, or one mixed with new bits, match nothing. Before
+/// API 1.5 the hint is the old enum and FI_MR_UNSPEC answers FI_MR_BASIC, as
+/// libfabric does; no hints at all leave a newer API's offer as it is.
+pub fn offer_mr_mode(version: u32, hinted: Option<u32>, offer: u32) -> Result<u32, &'static str> {
+    use mr_mode::*;
+    let optional = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+    let legacy = FI_MR_BASIC | FI_MR_SCALABLE;
+    let need = offer & !legacy & !optional;
+    let old_api = version < MR_BITS_API;
+    let h = match hinted {
+        Some(h) => h,
+        None if old_api => 0,
+        None => return Ok(offer),
+    };
+    let old = h & legacy;
+    if old == legacy {
+        return Err("domain_attr.mr_mode");
+    }
+    if old_api || old != 0 {
+        // One of the old modes, which cannot express what an offer needs
+        // beyond them; new bits beside them are a contradiction.
+        if need != 0 || (!old_api && h & !legacy != 0) {
+            return Err("domain_attr.mr_mode");
+        }
+        return Ok(if old == FI_MR_SCALABLE {
+            FI_MR_SCALABLE
+        } else {
+            FI_MR_BASIC
+        });
+    }
+    if need & !h != 0 {
+        return Err("domain_attr.mr_mode");
+    }
+    Ok(need | (offer & optional & h))
+}
+
 /// Matches one offer against hints. On success, returns the offer narrowed
 /// to the hints (requested caps, queue sizes, threading, AV type); on
 /// failure, the name of the first field that cannot be satisfied.
 pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
+    match_offer_for(offer, h, FI_VERSION_CURRENT)
+}
+
+/// [`match_offer`] for an application of API `version` (which decides how
+/// `mr_mode` reads: see [`offer_mr_mode`]).
+pub fn match_offer_for(offer: &Info, h: &Info, version: u32) -> Result<Info, &'static str> {
     let mut out = offer.clone();
     if h.caps != 0 {
         let want = h.caps & !FI_SECONDARY_CAPS;
@@ -249,7 +353,7 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
         }
     }
     subset("mode", offer.mode, h.mode)?;
-    if h.addr_format != 0 && h.addr_format != offer.addr_format {
+    if !addr_format_fits(h.addr_format, offer.addr_format) {
         return Err("addr_format");
     }
     if let Some(p) = &h.fabric_attr.prov_name {
@@ -400,25 +504,7 @@ pub fn match_offer(offer: &Info, h: &Info) -> Result<Info, &'static str> {
         }
         out.domain_attr.av_type = hd.av_type;
     }
-    // FI_MR_VIRT_ADDR, FI_MR_PROV_KEY and FI_MR_ALLOCATED are what an offer
-    // prefers, not what it needs: the core's regions also do offset
-    // addressing and user keys, so the offer narrows to what the hints
-    // accept. FI_MR_BASIC stands for all three; FI_MR_SCALABLE for none of
-    // them; 0 (unspecified) leaves the offer as it is.
-    let optional = mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED;
-    let legacy = mr_mode::FI_MR_BASIC | mr_mode::FI_MR_SCALABLE;
-    let hmode = if hd.mr_mode & mr_mode::FI_MR_BASIC != 0 {
-        hd.mr_mode | optional
-    } else {
-        hd.mr_mode
-    };
-    if hmode != 0 {
-        let need = od.mr_mode & !legacy & !optional;
-        if need & !hmode != 0 {
-            return Err("domain_attr.mr_mode");
-        }
-        out.domain_attr.mr_mode = (od.mr_mode & !optional) | (od.mr_mode & optional & hmode);
-    }
+    out.domain_attr.mr_mode = offer_mr_mode(version, Some(hd.mr_mode), od.mr_mode)?;
     le("domain_attr.mr_key_size", hd.mr_key_size, od.mr_key_size)?;
     le("domain_attr.cq_data_size", hd.cq_data_size, od.cq_data_size)?;
     le("domain_attr.cq_cnt", hd.cq_cnt, od.cq_cnt)?;

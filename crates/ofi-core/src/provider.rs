@@ -71,6 +71,22 @@ pub trait PassiveEndpointOps: Progress {
     fn listen(&self) -> Result<()>;
     /// The listening address (`fi_getname`).
     fn getname(&self) -> Result<Vec<u8>>;
+    /// Sets the address to listen on (`fi_setname`); the core calls it only
+    /// before `listen`. Providers that cannot keep the default (`FI_ENOSYS`).
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let _ = addr;
+        Err(Error::nosys(
+            "this provider cannot set a passive endpoint's address",
+        ))
+    }
+    /// Reads an option (`fi_getopt`): FI_OPT_CM_DATA_SIZE is the largest
+    /// private data a connection request may carry.
+    fn getopt(&self, name: i32) -> Result<usize> {
+        Err(Error::new(
+            errno::FI_ENOPROTOOPT,
+            format!("option {name} is not supported on this passive endpoint"),
+        ))
+    }
     /// Rejects a request with private data (`fi_reject`).
     fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()>;
     /// Stops listening and releases resources; called once on close.
@@ -114,6 +130,15 @@ pub trait EndpointOps: Progress {
     fn enable(&self, bindings: EpBindings) -> Result<()>;
     /// The endpoint's own address.
     fn getname(&self) -> Result<Vec<u8>>;
+    /// Sets the endpoint's own address (`fi_setname`); the core calls it
+    /// only before `enable`. Providers that cannot keep the default
+    /// (`FI_ENOSYS`).
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let _ = addr;
+        Err(Error::nosys(
+            "this provider cannot set an endpoint's address",
+        ))
+    }
     /// Posts a send (msg or tagged).
     ///
     /// # Safety

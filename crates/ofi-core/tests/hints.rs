@@ -51,7 +51,8 @@ fn offer() -> Info {
             control_progress: progress::FI_PROGRESS_AUTO,
             data_progress: progress::FI_PROGRESS_MANUAL,
             resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-            mr_mode: mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_LOCAL,
+            // Preferred, not required: hints of any mr_mode may have it.
+            mr_mode: mr_mode::FI_MR_VIRT_ADDR,
             cq_data_size: 8,
             cq_cnt: 1024,
             ep_cnt: 256,
@@ -145,6 +146,9 @@ fn each_unsatisfiable_field_is_named() {
         if field == "mode" {
             o.mode = FI_CONTEXT;
         }
+        if field == "domain_attr.mr_mode" {
+            o.domain_attr.mr_mode |= mr_mode::FI_MR_LOCAL;
+        }
         assert_eq!(match_offer(&o, &h).unwrap_err(), field, "hint on {field}");
     }
 }
@@ -178,7 +182,6 @@ fn malformed_hints_are_einval_naming_the_field() {
         ("caps", Box::new(|h| h.caps = 1)),
         ("mode", Box::new(|h| h.mode = 1 << 3)),
         ("ep_attr.type", Box::new(|h| h.ep_attr.ep_type = 99)),
-        ("addr_format", Box::new(|h| h.addr_format = 77)),
         (
             "domain_attr.threading",
             Box::new(|h| h.domain_attr.threading = 9),
@@ -344,12 +347,82 @@ fn optional_mr_mode_bits_narrow_to_the_hints() {
     h.domain_attr.mr_mode = mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_LOCAL;
     let m = match_offer(&o, &h).expect("optional bits never refuse");
     assert_eq!(m.domain_attr.mr_mode, mr_mode::FI_MR_PROV_KEY);
+    // The old modes are kept as given; 0 allows none of the optional bits.
+    for m in [mr_mode::FI_MR_BASIC, mr_mode::FI_MR_SCALABLE, 0] {
+        h.domain_attr.mr_mode = m;
+        assert_eq!(match_offer(&o, &h).unwrap().domain_attr.mr_mode, m);
+    }
+    // Both old modes, or one with new bits, match nothing.
+    for m in [
+        mr_mode::FI_MR_BASIC | mr_mode::FI_MR_SCALABLE,
+        mr_mode::FI_MR_BASIC | mr_mode::FI_MR_LOCAL,
+    ] {
+        h.domain_attr.mr_mode = m;
+        assert_eq!(match_offer(&o, &h).unwrap_err(), "domain_attr.mr_mode");
+    }
+    // An offer that needs FI_MR_LOCAL: only hints that allow it.
+    o.domain_attr.mr_mode |= mr_mode::FI_MR_LOCAL;
+    h.domain_attr.mr_mode = 0;
+    assert_eq!(match_offer(&o, &h).unwrap_err(), "domain_attr.mr_mode");
     h.domain_attr.mr_mode = mr_mode::FI_MR_BASIC;
-    let m = match_offer(&o, &h).unwrap();
+    assert_eq!(match_offer(&o, &h).unwrap_err(), "domain_attr.mr_mode");
+}
+
+#[test]
+fn an_old_api_reads_mr_mode_the_old_way() {
+    use ofi_core::hints::offer_mr_mode;
+    let v = |minor| fi_version(1, minor);
+    let pref = mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED;
+    assert_eq!(offer_mr_mode(v(0), Some(0), pref), Ok(mr_mode::FI_MR_BASIC));
+    assert_eq!(offer_mr_mode(v(4), None, pref), Ok(mr_mode::FI_MR_BASIC));
     assert_eq!(
-        m.domain_attr.mr_mode,
-        mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED
+        offer_mr_mode(v(0), Some(mr_mode::FI_MR_SCALABLE), pref),
+        Ok(mr_mode::FI_MR_SCALABLE)
     );
-    h.domain_attr.mr_mode = mr_mode::FI_MR_SCALABLE;
-    assert_eq!(match_offer(&o, &h).unwrap().domain_attr.mr_mode, 0);
+    assert_eq!(offer_mr_mode(v(5), Some(0), pref), Ok(0));
+    assert_eq!(offer_mr_mode(v(17), None, pref), Ok(pref));
+    assert_eq!(
+        offer_mr_mode(v(17), Some(mr_mode::FI_MR_PROV_KEY), pref),
+        Ok(mr_mode::FI_MR_PROV_KEY)
+    );
+    // What an old mode implies is what a domain opened with it does.
+    let mut d = DomainAttr {
+        mr_mode: mr_mode::FI_MR_BASIC,
+        ..Default::default()
+    };
+    assert_eq!(d.mr_mode_in_force(), pref);
+    d.mr_mode = mr_mode::FI_MR_SCALABLE;
+    assert_eq!(d.mr_mode_in_force(), 0);
+}
+
+#[test]
+fn generic_sockaddr_hints_take_either_family() {
+    use addr_format::*;
+    use ofi_core::hints::addr_format_fits;
+    for have in [FI_SOCKADDR, FI_SOCKADDR_IN, FI_SOCKADDR_IN6] {
+        assert!(addr_format_fits(FI_SOCKADDR, have));
+        assert!(addr_format_fits(FI_FORMAT_UNSPEC, have));
+    }
+    assert!(!addr_format_fits(FI_SOCKADDR, FI_ADDR_STR));
+    assert!(!addr_format_fits(FI_SOCKADDR_IN, FI_SOCKADDR_IN6));
+    assert!(!addr_format_fits(FI_SOCKADDR_IN6, FI_SOCKADDR));
+    assert!(!addr_format_fits(77, FI_SOCKADDR_IN));
+}
+
+#[test]
+fn nodes_must_resolve_before_providers_are_asked() {
+    use ofi_core::hints::check_node;
+    let e = check_node(Some("g00n13s"), 0, None).unwrap_err();
+    assert_eq!(e.code(), ofi_core::error::errno::FI_ENODATA, "{e}");
+    assert!(check_node(Some("g00n13s"), FI_SOURCE, None).is_err());
+    check_node(Some("127.0.0.1"), 0, None).unwrap();
+    check_node(Some("::1"), FI_NUMERICHOST, None).unwrap();
+    check_node(Some("localhost"), 0, None).unwrap();
+    assert!(check_node(Some("localhost"), FI_NUMERICHOST, None).is_err());
+    check_node(None, 0, None).unwrap();
+    // Names in a provider's own format are the provider's to judge.
+    check_node(Some("fi_shm://g00n13s"), 0, None).unwrap();
+    let mut h = Info::hints();
+    h.addr_format = addr_format::FI_ADDR_STR;
+    check_node(Some("g00n13s"), 0, Some(&h)).unwrap();
 }

@@ -531,3 +531,111 @@ fn a_flooding_peer_cannot_stop_another_peers_stream() {
         assert_eq!(w.sides[1].sends_done().len(), 2);
     }
 }
+
+/// A flooding peer holds the whole budget (alone, it could take it); then
+/// another peer's unexpected messages still get their fair share (half the
+/// budget with two holding) instead of one message at most, so its stream
+/// goes on to the message a posted receive waits for.
+#[test]
+fn unexpected_room_is_shared_fairly_per_peer() {
+    for seed in 0..8 {
+        let limit = 2000;
+        let mut w = three(
+            seed,
+            RxConfig {
+                max_unexpected_bytes: limit,
+                ..RxConfig::default()
+            },
+        );
+        for seq in 0..20 {
+            let s = w.sides[0].mem.alloc(400);
+            w.sides[0].mem.put(s.base, &content(0, seq, 400));
+            w.sides[0].send(0, SendReq::tagged(&[s], 1, seq)).unwrap();
+        }
+        w.run();
+        assert!(
+            w.sides[2].rx.held_by(0) >= limit - 400,
+            "A filled the budget"
+        );
+        // B: two unexpected eager messages (500 + 300 B, within half the
+        // budget), then the one C waits for.
+        for (seq, tag, n) in [(0, 2, 500), (1, 2, 300), (2, 3, 100)] {
+            let s = w.sides[1].mem.alloc(n);
+            w.sides[1].mem.put(s.base, &content(1, seq, n));
+            w.sides[1].send(0, SendReq::tagged(&[s], tag, seq)).unwrap();
+        }
+        let r = w.sides[2].mem.alloc(100);
+        w.sides[2].post(RecvReq::tagged(&[r], 3, 0, 100)).unwrap();
+        w.run();
+        assert_eq!(w.sides[2].done(100).len, 100, "seed {seed}");
+        assert_eq!(w.sides[2].mem.get(r), &content(1, 2, 100)[..]);
+        assert_eq!(w.sides[2].rx.held_by(1), 800);
+        // A gets nothing more while over its share.
+        assert!(w.sides[2].rx.unexpected_bytes() <= 2 * limit);
+        for (seq, n) in [(0usize, 500usize), (1, 300)] {
+            let r = w.sides[2].mem.alloc(n);
+            w.sides[2]
+                .post(RecvReq::tagged(&[r], 2, 0, 200 + seq))
+                .unwrap();
+            w.run();
+            assert_eq!(w.sides[2].mem.get(r), &content(1, seq, n)[..]);
+        }
+    }
+}
+
+/// A rendezvous reply queued behind unread eager data: C sends B a
+/// rendezvous message while B's stream to C holds more unexpected bytes
+/// than B's fair share (A flooded the budget). C awaits B's CTS on that
+/// connection, so it reads on past B's eager messages (up to the whole
+/// budget for that connection) and the send completes: no deadlock.
+#[test]
+fn a_rendezvous_reply_behind_unread_eager_data_is_read() {
+    for seed in 0..8 {
+        let limit = 2000;
+        let mut w = three(
+            seed,
+            RxConfig {
+                max_unexpected_bytes: limit,
+                ..RxConfig::default()
+            },
+        );
+        for seq in 0..20 {
+            let s = w.sides[0].mem.alloc(400);
+            w.sides[0].mem.put(s.base, &content(0, seq, 400));
+            w.sides[0].send(0, SendReq::tagged(&[s], 1, seq)).unwrap();
+        }
+        w.run();
+        // B: three unexpected 500 B messages (more than half the budget).
+        for seq in 0..3 {
+            let s = w.sides[1].mem.alloc(500);
+            w.sides[1].mem.put(s.base, &content(1, seq, 500));
+            w.sides[1].send(0, SendReq::tagged(&[s], 2, seq)).unwrap();
+        }
+        w.run();
+        // C sends B a rendezvous message (B's receive is posted); B's CTS
+        // goes out behind its three messages.
+        let big = 50_000;
+        let rb = w.sides[1].mem.alloc(big);
+        w.sides[1].post(RecvReq::tagged(&[rb], 9, 0, 77)).unwrap();
+        let s = w.sides[2].mem.alloc(big);
+        w.sides[2].mem.put(s.base, &content(2, 0, big));
+        w.sides[2].send(1, SendReq::tagged(&[s], 9, 55)).unwrap();
+        w.run();
+        assert_eq!(
+            w.sides[2].sends_done(),
+            [55],
+            "seed {seed}: C's send stalled"
+        );
+        assert_eq!(w.sides[1].done(77).len, big);
+        assert_eq!(w.sides[1].mem.get(rb), &content(2, 0, big)[..]);
+        assert_eq!(w.sides[2].rx.held_by(1), 1500);
+        for seq in 0..3 {
+            let r = w.sides[2].mem.alloc(500);
+            w.sides[2]
+                .post(RecvReq::tagged(&[r], 2, 0, 300 + seq))
+                .unwrap();
+            w.run();
+            assert_eq!(w.sides[2].mem.get(r), &content(1, seq, 500)[..]);
+        }
+    }
+}

@@ -4,7 +4,8 @@
 
 use ofi::consts::*;
 use ofi::errno;
-use ofi::{CntrAttr, CqTaggedEntry};
+use ofi::spi::HasCore;
+use ofi::{CntrAttr, CqAttr, CqTaggedEntry};
 use ofi_conformance::*;
 use std::time::{Duration, Instant};
 
@@ -268,6 +269,72 @@ conformance!(
         let mut e = [CqTaggedEntry::default(); 1];
         let r = cq.sread(&mut e, Some(Duration::from_millis(10)));
         assert!(r.as_ref().is_err_and(|e| !e.is_again()), "sread on FI_WAIT_NONE must fail (not time out): {r:?}");
+        Ok(())
+    }
+);
+
+conformance!(
+    /// A wait set with both endpoints' CQs and a counter: fi_wait times out
+    /// with nothing to read, then drives progress until a message has
+    /// arrived; a poll set over the same CQs and the counter names the
+    /// receiver's CQ while it holds the completion and the counter once it
+    /// counted; the set's fd is readable while a member has something.
+    fn poll_and_wait_sets_report_arrivals(info) {
+        require(info, FI_MSG)?;
+        require_pairable(info)?;
+        let (f, d, av) = open_domain(info);
+        let ws = f.wait_set(wait_obj::FI_WAIT_FD).expect("wait set");
+        let in_set = CqAttr {
+            size: 0,
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            wait_obj: wait_obj::FI_WAIT_SET,
+        };
+        let cqs = [d.cq_in(&in_set, &ws).expect("cq"), d.cq_in(&in_set, &ws).expect("cq")];
+        let rx = d
+            .cntr_in(&CntrAttr { events: 0, wait_obj: wait_obj::FI_WAIT_SET }, &ws)
+            .expect("counter");
+        let two = open_two(&f, &d, av.as_ref(), info, |i, ep| {
+            ep.bind_cq(&cqs[i], FI_TRANSMIT | FI_RECV).expect("bind cq");
+            if i == 1 {
+                ep.bind_cntr(&rx, FI_RECV).expect("bind counter");
+            }
+        })?;
+        let ps = d.poll_set().expect("poll set");
+        ps.add_cq(&cqs[0], 10);
+        ps.add_cq(&cqs[1], 11);
+        ps.add_cntr(&rx, 12);
+        let fd = ws.wait_fd().expect("a wait set has an fd");
+        // Connection setup may have left events behind: settle first.
+        let _ = ws.wait(Some(Duration::from_millis(50)));
+        ws.trywait().unwrap_or_else(|e| panic!("trywait with nothing to read: {e}"));
+        assert!(!readable(fd, 0), "wait set fd readable with nothing to read");
+        let e = ws.wait(Some(Duration::from_millis(20))).expect_err("nothing to wait for");
+        assert_eq!(e.code(), errno::FI_ETIMEDOUT, "{e}");
+        let mut keys = [0usize; 4];
+        assert_eq!(ps.poll(&mut keys), 0, "poll set with nothing new: {keys:?}");
+        let mut r = [0u8; 8];
+        // SAFETY: r outlives the receive, which completes below.
+        unsafe { two.b.recv(r.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 0x31) }.unwrap();
+        // SAFETY: static message.
+        retry(&[&two.a, &two.b], TIMEOUT, || unsafe { two.a.send(b"wait set".as_ptr(), 8, two.fb, 0x32) }).unwrap();
+        let deadline = Instant::now() + TIMEOUT;
+        while rx.core().counts().0 == 0 && Instant::now() < deadline {
+            ws.wait(Some(TIMEOUT)).unwrap_or_else(|e| panic!("fi_wait: {e}"));
+            let _ = wait_for(&cqs[0], 1, Duration::ZERO);
+        }
+        assert_eq!(&r, b"wait set");
+        assert!(readable(fd, 0), "wait set fd not readable with a completion queued");
+        let n = ps.poll(&mut keys);
+        assert!(keys[..n].contains(&11) && keys[..n].contains(&12), "poll set names {:?}", &keys[..n]);
+        let c = wait_for(&cqs[1], 1, TIMEOUT);
+        assert_eq!(c.ok.len(), 1, "{}", errs(&c));
+        assert_eq!(rx.read(), 1);
+        let n = ps.poll(&mut keys);
+        assert!(!keys[..n].contains(&11) && !keys[..n].contains(&12), "poll set names {:?} once drained", &keys[..n]);
+        ps.del_cq(&cqs[0]).expect("del");
+        ps.del_cq(&cqs[1]).expect("del");
+        ps.del_cntr(&rx).expect("del");
+        drop(two);
         Ok(())
     }
 );

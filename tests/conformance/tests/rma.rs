@@ -238,6 +238,13 @@ conformance!(fn atomics_fetch_add_cswap_and_read_on_u64(info) {
         .unwrap();
     one_ok(&p, 3, "atomic read");
     assert_eq!(u64::from_ne_bytes(old), 7);
+    // An operand given to FI_ATOMIC_READ anyway is ignored.
+    old = [0u8; 8];
+    // SAFETY: as above.
+    unsafe { p.a.fetch_atomic(two.as_ptr(), 1, old.as_mut_ptr(), p.fb, a, k, dt, atomic_op::FI_ATOMIC_READ, 5) }
+        .unwrap();
+    one_ok(&p, 5, "atomic read with an operand buffer");
+    assert_eq!(u64::from_ne_bytes(old), 7);
     // A basic atomic, then a violation: no FI_REMOTE_WRITE on a read-only region.
     let ro = Region::new(&p.domain, info, 8, FI_REMOTE_READ);
     // SAFETY: as above.

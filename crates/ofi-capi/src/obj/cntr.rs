@@ -1,9 +1,10 @@
 //! Counters (`fi_cntr_open`, `struct fid_cntr`, `fi_ops_cntr`).
 
-use super::{ffi, get, publish, shut_core, CObj, EINVAL, ENOSYS, PANIC};
+use super::{ffi, get, publish, shut_core, CObj, EINVAL, PANIC};
 use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::wait_obj;
+use ofi_core::spi::HasCore;
 use ofi_core::util::cntr::CntrAttr;
 use ofi_core::Counter;
 
@@ -28,10 +29,12 @@ unsafe impl CObj for CntrObj {
 }
 
 impl CntrObj {
-    /// `fi_trywait` on this counter: safe to sleep unless it moved on.
+    /// `fi_trywait` on this counter: safe to sleep unless a count changed
+    /// since the application last read one.
     pub(crate) fn trywait(&self) -> c_int {
         match &self.core {
-            Some(c) => super::ret(c.trywait(c.read().saturating_add(1))),
+            Some(c) if c.core().has_events() => super::fabric::EAGAIN,
+            Some(c) => super::ret(c.trywait(c.core().counts().0.saturating_add(1))),
             None => EINVAL,
         }
     }
@@ -85,20 +88,29 @@ pub(crate) unsafe fn open(
     if out.is_null() {
         return EINVAL;
     }
-    let a = if attr.is_null() {
-        CntrAttr::default()
+    let (a, set) = if attr.is_null() {
+        (CntrAttr::default(), std::ptr::null_mut())
     } else {
         // SAFETY: attr is non-null and valid.
         let a = unsafe { &*attr };
-        if !a.wait_set.is_null() || a.wait_obj == wait_obj::FI_WAIT_SET {
-            return ENOSYS;
-        }
-        CntrAttr {
-            events: a.events,
-            wait_obj: a.wait_obj,
-        }
+        (
+            CntrAttr {
+                events: a.events,
+                wait_obj: a.wait_obj,
+            },
+            a.wait_set,
+        )
     };
-    let core = match dcore.cntr(&a) {
+    let opened = if a.wait_obj == wait_obj::FI_WAIT_SET {
+        // SAFETY: wait_set is NULL or a fid of the application.
+        match unsafe { super::wait::wait_set(set) } {
+            Some(s) => dcore.cntr_in(&a, s),
+            None => return EINVAL,
+        }
+    } else {
+        dcore.cntr(&a)
+    };
+    let core = match opened {
         Ok(c) => c,
         Err(e) => return guard::err(&e),
     };
@@ -112,7 +124,12 @@ pub(crate) unsafe fn open(
             ops: &CNTR_OPS as *const fi_ops_cntr as *mut fi_ops_cntr,
         },
         core: Some(core),
-        wait_obj: super::cq::wait_kind(a.wait_obj),
+        wait_obj: if a.wait_obj == wait_obj::FI_WAIT_SET {
+            // SAFETY: checked above to be a wait set of this library.
+            unsafe { super::wait::member_kind(set) }
+        } else {
+            super::cq::wait_kind(a.wait_obj)
+        },
     });
     // SAFETY: out is non-null and writable.
     unsafe { *out = p.cast::<fid_cntr>() };

@@ -6,6 +6,7 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{cq_format, wait_obj};
 use ofi_core::error::errno::*;
+use ofi_core::spi::HasCore;
 use ofi_core::util::cq::{
     CqAttr, CqDataEntry, CqEntry, CqErrEntry, CqFormat, CqMsgEntry, CqTaggedEntry,
 };
@@ -101,14 +102,21 @@ pub(crate) unsafe fn open(
     }
     // SAFETY: attr is non-null and valid.
     let a = unsafe { &*attr };
-    if !a.wait_set.is_null() || a.wait_obj == wait_obj::FI_WAIT_SET {
-        return ENOSYS;
-    }
-    let core = match dcore.cq(&CqAttr {
+    let ca = CqAttr {
         size: a.size,
         format: a.format,
         wait_obj: a.wait_obj,
-    }) {
+    };
+    let opened = if a.wait_obj == wait_obj::FI_WAIT_SET {
+        // SAFETY: wait_set is NULL or a fid of the application.
+        match unsafe { super::wait::wait_set(a.wait_set) } {
+            Some(set) => dcore.cq_in(&ca, set),
+            None => return EINVAL,
+        }
+    } else {
+        dcore.cq(&ca)
+    };
+    let core = match opened {
         Ok(c) => c,
         Err(e) => return guard::err(&e),
     };
@@ -125,7 +133,12 @@ pub(crate) unsafe fn open(
         core: Some(core),
         format,
         api_version: dom.api_version,
-        wait_obj: wait_kind(a.wait_obj),
+        wait_obj: if a.wait_obj == wait_obj::FI_WAIT_SET {
+            // SAFETY: checked above to be a wait set of this library.
+            unsafe { super::wait::member_kind(a.wait_set) }
+        } else {
+            wait_kind(a.wait_obj)
+        },
     });
     // SAFETY: out is non-null and writable.
     unsafe { *out = p.cast::<fid_cq>() };
@@ -191,9 +204,20 @@ unsafe fn read_any(
     let Some(q) = obj.core.as_ref() else {
         return EINVAL_S;
     };
+    // `fi_cq_read(cq, NULL, 0)` drives progress without taking entries:
+    // 0 when some are queued, -FI_EAGAIN when none (libfabric's answer).
+    if count == 0 {
+        let r = match wait {
+            Wait::No => q.read::<CqEntry>(&mut []),
+            Wait::Up(t) => q.sread::<CqEntry>(&mut [], t),
+        };
+        return match r {
+            Ok(n) => n as ssize_t,
+            Err(e) => guard::err_isize(&e),
+        };
+    }
     // Every entry format starts with a pointer: buffers are pointer-aligned.
-    if buf.is_null() || count == 0 || !(buf as usize).is_multiple_of(std::mem::align_of::<usize>())
-    {
+    if buf.is_null() || !(buf as usize).is_multiple_of(std::mem::align_of::<usize>()) {
         return EINVAL_S;
     }
     // SAFETY: forwarded contract, with the entry type of the queue's format.
@@ -396,8 +420,11 @@ pub(crate) unsafe fn wait_control(
             }
             0
         }
-        (control::FI_GETWAIT, Some(fd)) if kind == wait_obj::FI_WAIT_FD => {
-            // SAFETY: FI_GETWAIT on an FI_WAIT_FD object takes an int *.
+        (control::FI_GETWAIT, Some(fd))
+            if kind == wait_obj::FI_WAIT_FD || kind == wait_obj::FI_WAIT_SET =>
+        {
+            // SAFETY: FI_GETWAIT on an FI_WAIT_FD object takes an int * (a
+            // member of a wait set gives its own fd, nested in the set's).
             unsafe { *arg.cast::<c_int>() = fd };
             0
         }

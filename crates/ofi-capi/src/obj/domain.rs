@@ -224,11 +224,12 @@ unsafe extern "C" fn domain_scalable_ep(
 }
 
 unsafe extern "C" fn domain_poll_open(
-    _d: *mut fid_domain,
-    _attr: *mut fi_poll_attr,
-    _pollset: *mut *mut fid_poll,
+    d: *mut fid_domain,
+    attr: *mut fi_poll_attr,
+    pollset: *mut *mut fid_poll,
 ) -> c_int {
-    ffi(PANIC, || ENOSYS)
+    // SAFETY: forwarded C arguments.
+    ffi(PANIC, || unsafe { super::poll::open(d, attr, pollset) })
 }
 
 unsafe extern "C" fn domain_stx_ctx(

@@ -4,11 +4,12 @@
 //! application writes, blocking reads, wait fd.
 
 use super::cq::API_1_5;
-use super::{ffi, get, publish, shut_core, CObj, EINVAL, EINVAL_S, ENOSYS, PANIC, PANIC_S};
+use super::{ffi, get, publish, shut_core, CObj, EINVAL, EINVAL_S, PANIC, PANIC_S};
 use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{eq_event, wait_obj, FI_PEEK};
 use ofi_core::error::errno::*;
+use ofi_core::spi::HasCore;
 use ofi_core::util::eq::{EqAttr, EqEvent};
 use ofi_core::EventQueue;
 use std::sync::Mutex;
@@ -39,14 +40,12 @@ unsafe impl CObj for EqObj {
 }
 
 impl EqObj {
-    /// `fi_trywait` on this queue: `-FI_EAGAIN` while an entry is queued.
+    /// `fi_trywait` on this queue: `-FI_EAGAIN` while an entry is queued
+    /// or a bound object has work.
     pub(crate) fn trywait(&self) -> c_int {
-        let Some(q) = &self.core else {
-            return EINVAL;
-        };
-        match q.peek() {
-            Err(e) if e.is_again() => 0,
-            _ => super::fabric::EAGAIN,
+        match &self.core {
+            Some(q) => super::ret(q.trywait()),
+            None => EINVAL,
         }
     }
 }
@@ -102,13 +101,20 @@ pub(crate) unsafe fn open(
     }
     // SAFETY: attr is non-null and valid.
     let a = unsafe { &*attr };
-    if !a.wait_set.is_null() || a.wait_obj == wait_obj::FI_WAIT_SET {
-        return ENOSYS;
-    }
-    let core = match fcore.eq(&EqAttr {
+    let ea = EqAttr {
         size: a.size,
         wait_obj: a.wait_obj,
-    }) {
+    };
+    let opened = if a.wait_obj == wait_obj::FI_WAIT_SET {
+        // SAFETY: wait_set is NULL or a fid of the application.
+        match unsafe { super::wait::wait_set(a.wait_set) } {
+            Some(set) => fcore.eq_in(&ea, set),
+            None => return EINVAL,
+        }
+    } else {
+        fcore.eq(&ea)
+    };
+    let core = match opened {
         Ok(q) => q,
         Err(e) => return guard::err(&e),
     };
@@ -123,7 +129,12 @@ pub(crate) unsafe fn open(
         },
         core: Some(core),
         api_version: f.api_version(),
-        wait_obj: super::cq::wait_kind(a.wait_obj),
+        wait_obj: if a.wait_obj == wait_obj::FI_WAIT_SET {
+            // SAFETY: checked above to be a wait set of this library.
+            unsafe { super::wait::member_kind(a.wait_set) }
+        } else {
+            super::cq::wait_kind(a.wait_obj)
+        },
         err_data: Mutex::new(Vec::new()),
     });
     // SAFETY: out is non-null and writable.

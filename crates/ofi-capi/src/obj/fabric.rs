@@ -1,7 +1,7 @@
 //! The fabric object (`fi_fabric`, `struct fid_fabric`) and its
 //! `fi_ops_fabric`: domains, passive endpoints, event queues, trywait.
 
-use super::{cstr, ffi, get, publish, shut_core, CObj, EINVAL, ENOSYS, PANIC};
+use super::{cstr, ffi, get, publish, shut_core, CObj, EINVAL, PANIC};
 use crate::abi::*;
 use crate::guard;
 use ofi_core::error::errno::FI_EAGAIN;
@@ -163,14 +163,15 @@ unsafe extern "C" fn fabric_eq_open(
 }
 
 unsafe extern "C" fn fabric_wait_open(
-    _fab: *mut fid_fabric,
-    _attr: *mut fi_wait_attr,
-    _waitset: *mut *mut fid_wait,
+    fab: *mut fid_fabric,
+    attr: *mut fi_wait_attr,
+    waitset: *mut *mut fid_wait,
 ) -> c_int {
-    ffi(PANIC, || ENOSYS)
+    // SAFETY: forwarded C arguments.
+    ffi(PANIC, || unsafe { super::wait::open(fab, attr, waitset) })
 }
 
-/// `fi_trywait`: 0 when every listed CQ, counter and EQ may be waited on
+/// `fi_trywait`: 0 when every listed CQ, counter, EQ and wait set may be waited on
 /// through its fd, `-FI_EAGAIN` when one already has something to read.
 unsafe extern "C" fn fabric_trywait(
     fab: *mut fid_fabric,
@@ -215,6 +216,9 @@ unsafe fn trywait_one(f: *mut fid) -> c_int {
         }
         if let Some(eq) = get::<super::eq::EqObj>(f) {
             return eq.trywait();
+        }
+        if let Some(w) = get::<super::wait::WaitObj>(f) {
+            return w.trywait();
         }
     }
     EINVAL

@@ -17,6 +17,8 @@ pub mod fabric;
 pub mod mc;
 pub mod mr;
 pub mod pep;
+pub mod poll;
+pub mod wait;
 
 use crate::abi::*;
 use crate::guard;
@@ -192,6 +194,8 @@ pub(crate) unsafe extern "C" fn tostr(f: *const fid, buf: *mut c_char, len: size
             class::FI_CLASS_CQ => "completion queue",
             class::FI_CLASS_CNTR => "counter",
             class::FI_CLASS_CONNREQ => "connection request",
+            class::FI_CLASS_WAIT => "wait set",
+            class::FI_CLASS_POLL => "poll set",
             class::FI_CLASS_MC => "multicast group",
             _ => "fid",
         };

@@ -594,6 +594,8 @@ fn rma_atomics_counters_and_errors_over_shm() {
     h.caps = FI_MSG | FI_RMA | FI_ATOMIC;
     h.ep_attr.ep_type = ep_type::FI_EP_RDM;
     h.fabric_attr.prov_name = Some("shm".into());
+    // Virtual addresses and provider keys (hints with mr_mode 0 get neither).
+    h.domain_attr.mr_mode = mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY;
     let offers = ofi::getinfo((1 << 16) | 17, None, None, 0, Some(&h)).expect("shm offers");
     let info = crate::info::info_to_c(&offers[0]);
     let (mut fab, mut dom, mut cq, mut av, mut cntr) =

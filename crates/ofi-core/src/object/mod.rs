@@ -18,19 +18,25 @@ use crate::util::atomic::AtomicKind;
 use crate::util::av::{AvAttr, AvCore};
 use crate::util::cntr::{CntrAttr, CntrCore};
 use crate::util::cq::{CqAttr, CqCore, CqErrEntry, CqFormat, CqTaggedEntry};
+use crate::util::driver::Driver;
 use crate::util::eq::{EqAttr, EqCore, EqError, EqEvent};
 use crate::util::iov::IoVec;
 use crate::util::mr::{MrAttr, MrCore, MrMap};
 use crate::util::rma::{Ioc, RmaIoc, RmaIov};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod mc;
 mod one_sided;
+mod sets;
 pub use mc::Multicast;
 pub use one_sided::Deferred;
+// Providers and white-box tests glob-import this module: the provider-side
+// accessors (`core()`, `ops()`, `mr_map()`) stay in scope for them.
+pub use crate::spi::{HasCore, HasMrMap, HasOps};
+pub use sets::{PollSet, WaitSet};
 
 /// A send (message or tagged) as the provider sees it.
 #[derive(Clone, Copy, Debug)]
@@ -278,6 +284,25 @@ fn refuse<T>(obj: T, what: &str, n: usize) -> CloseResult<T> {
     )))
 }
 
+/// FI_WAIT_SET needs the set: refused where none is given.
+fn no_set(wait: u32, what: &str, instead: &str) -> Result<()> {
+    if wait == wait_obj::FI_WAIT_SET {
+        return Err(Error::inval(format!(
+            "{what}: wait_obj FI_WAIT_SET needs a wait set ({instead})"
+        )));
+    }
+    Ok(())
+}
+
+/// The exposed wait fd of a driver, borrowed for as long as its object.
+fn borrowed<'a>(driver: &'a Driver, what: &str) -> Result<BorrowedFd<'a>> {
+    driver.waits().map(|w| w.as_fd()).ok_or_else(|| {
+        Error::nodata(format!(
+            "{what}: opened with FI_WAIT_NONE, it has no wait fd"
+        ))
+    })
+}
+
 /// A fabric: the root of one provider's objects.
 pub struct Fabric {
     ops: Arc<dyn FabricOps>,
@@ -316,19 +341,26 @@ impl Fabric {
     pub fn provider(&self) -> &str {
         &self.prov
     }
-    /// Opens a domain (`fi_domain`).
+    /// Opens a domain (`fi_domain`). The provider (and [`Domain::info`])
+    /// see the memory-registration modes in force (FI_MR_BASIC spelled out).
     pub fn domain(&self, info: &Info) -> Result<Domain> {
-        let ops = self.ops.domain(info)?;
+        let info = info.in_force();
+        let ops = self.ops.domain(&info)?;
         Ok(Domain {
             ops,
-            info: info.clone(),
+            info,
             mr_map: MrMap::new(),
             deps: Arc::new(AtomicUsize::new(0)),
             _parent: DepGuard::new(&self.deps),
         })
     }
-    /// Opens an event queue (`fi_eq_open`).
+    /// Opens an event queue (`fi_eq_open`); one with FI_WAIT_SET opens
+    /// through [`eq_in`](Self::eq_in).
     pub fn eq(&self, attr: &EqAttr) -> Result<EventQueue> {
+        no_set(attr.wait_obj, "eq", "Fabric::eq_in")?;
+        self.eq_any(attr)
+    }
+    fn eq_any(&self, attr: &EqAttr) -> Result<EventQueue> {
         Ok(EventQueue {
             core: EqCore::new(attr)?,
             _parent: DepGuard::new(&self.deps),
@@ -340,10 +372,11 @@ impl Fabric {
         if info.ep_attr.ep_type != ep_type::FI_EP_MSG {
             return Err(Error::inval("passive endpoints are for FI_EP_MSG offers"));
         }
-        let ops = self.ops.passive_ep(info)?;
+        let ops = self.ops.passive_ep(&info.in_force())?;
         Ok(PassiveEndpoint {
             ops,
             context,
+            listening: std::sync::atomic::AtomicBool::new(false),
             eq: Mutex::new(None),
             _parent: DepGuard::new(&self.deps),
         })
@@ -379,8 +412,13 @@ impl Domain {
     pub fn info(&self) -> &Info {
         &self.info
     }
-    /// Opens a completion queue (`fi_cq_open`).
+    /// Opens a completion queue (`fi_cq_open`); one with FI_WAIT_SET
+    /// opens through [`cq_in`](Self::cq_in).
     pub fn cq(&self, attr: &CqAttr) -> Result<CompletionQueue> {
+        no_set(attr.wait_obj, "cq", "Domain::cq_in")?;
+        self.cq_any(attr)
+    }
+    fn cq_any(&self, attr: &CqAttr) -> Result<CompletionQueue> {
         let mut a = *attr;
         if a.size == 0 {
             a.size = self.info.rx_attr.size.max(self.info.tx_attr.size).max(1);
@@ -390,8 +428,13 @@ impl Domain {
             _parent: DepGuard::new(&self.deps),
         })
     }
-    /// Opens a counter (`fi_cntr_open`).
+    /// Opens a counter (`fi_cntr_open`); one with FI_WAIT_SET opens
+    /// through [`cntr_in`](Self::cntr_in).
     pub fn cntr(&self, attr: &CntrAttr) -> Result<Counter> {
+        no_set(attr.wait_obj, "cntr", "Domain::cntr_in")?;
+        self.cntr_any(attr)
+    }
+    fn cntr_any(&self, attr: &CntrAttr) -> Result<Counter> {
         Ok(Counter {
             core: CntrCore::new(attr)?,
             _parent: DepGuard::new(&self.deps),
@@ -433,8 +476,7 @@ impl Domain {
             _parent: DepGuard::new(&self.deps),
         })
     }
-    /// The domain's region map (for providers' RMA targets).
-    pub fn mr_map(&self) -> &Arc<MrMap> {
+    pub(crate) fn mr_map_arc(&self) -> &Arc<MrMap> {
         &self.mr_map
     }
     /// Opens an endpoint (`fi_endpoint`).
@@ -443,6 +485,7 @@ impl Domain {
     }
     /// Opens an endpoint whose `context` is reported as `fid` in its EQ events.
     pub fn endpoint_with_context(&self, info: &Info, context: usize) -> Result<Endpoint> {
+        let info = &info.in_force();
         let ops = self.ops.endpoint(info)?;
         let mut state = EpState::default();
         state.b.fid = context;
@@ -510,8 +553,15 @@ impl CompletionQueue {
     pub fn trywait(&self) -> Result<()> {
         self.core.trywait()
     }
-    /// The shared core (for providers and the C ABI).
-    pub fn core(&self) -> &Arc<CqCore> {
+    /// The wait fd, for the application's epoll, mio or tokio (`AsyncFd`):
+    /// made readable while completions are queued from now on; call
+    /// [`trywait`](Self::trywait) before sleeping on it. It lives as long
+    /// as the queue. `FI_ENODATA` for a queue opened with FI_WAIT_NONE.
+    pub fn fd(&self) -> Result<BorrowedFd<'_>> {
+        self.core.wait_fd();
+        borrowed(self.core.driver(), "completion queue")
+    }
+    pub(crate) fn core_arc(&self) -> &Arc<CqCore> {
         &self.core
     }
     /// Closes the queue; refused while endpoints are bound to it.
@@ -569,8 +619,14 @@ impl Counter {
     pub fn trywait(&self, threshold: u64) -> Result<()> {
         self.core.trywait(threshold)
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<CntrCore> {
+    /// The wait fd, for epoll, mio or tokio: readable once a count
+    /// changed; call [`trywait`](Self::trywait) before sleeping on it.
+    /// `FI_ENODATA` for a counter opened with FI_WAIT_NONE.
+    pub fn fd(&self) -> Result<BorrowedFd<'_>> {
+        self.core.wait_fd();
+        borrowed(self.core.driver(), "counter")
+    }
+    pub(crate) fn core_arc(&self) -> &Arc<CntrCore> {
         &self.core
     }
     /// Closes the counter; refused while endpoints are bound to it.
@@ -626,8 +682,7 @@ impl AddressVector {
     pub fn straddr(&self, addr: &[u8]) -> String {
         self.core.straddr(addr)
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<AvCore> {
+    pub(crate) fn core_arc(&self) -> &Arc<AvCore> {
         &self.core
     }
     /// Closes the AV; refused while endpoints are bound to it.
@@ -717,8 +772,7 @@ impl MemoryRegion {
     pub fn desc(&self) -> u64 {
         self.core.desc()
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<MrCore> {
+    pub(crate) fn core_arc(&self) -> &Arc<MrCore> {
         &self.core
     }
     /// Binds a counter that counts remote reads and/or writes of this region
@@ -956,6 +1010,14 @@ impl Endpoint {
     /// The endpoint's address (`fi_getname`).
     pub fn getname(&self) -> Result<Vec<u8>> {
         self.ops.getname()
+    }
+
+    /// Sets the endpoint's own address (`fi_setname`), in the offer's
+    /// address format; `getname` then returns it. Only before `enable`
+    /// (`FI_EOPBADSTATE` after).
+    pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        let _s = self.not_enabled("setname")?;
+        self.ops.setname(addr)
     }
 
     /// The offer this endpoint was opened with.
@@ -1247,8 +1309,7 @@ impl Endpoint {
         unsafe { self.ops.post_recv(&op) }
     }
 
-    /// The provider's endpoint (for the C ABI and tests).
-    pub fn ops(&self) -> &Arc<dyn EndpointOps> {
+    pub(crate) fn ops_arc(&self) -> &Arc<dyn EndpointOps> {
         &self.ops
     }
 
@@ -1330,16 +1391,27 @@ impl EventQueue {
     pub fn write(&self, e: EqEvent) {
         self.core.write(e)
     }
-    /// The wait fd for epoll.
+    /// The wait fd for epoll: readable while events are queued; call
+    /// [`trywait`](Self::trywait) before sleeping on it.
     pub fn wait_fd(&self) -> Option<RawFd> {
         self.core.wait_fd()
+    }
+    /// `fi_trywait`: Ok if it is safe to sleep on the wait fd.
+    pub fn trywait(&self) -> Result<()> {
+        self.core.trywait()
     }
     /// Wakes a blocked `sread`.
     pub fn signal(&self) {
         self.core.signal()
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<EqCore> {
+    /// The wait fd, for epoll, mio or tokio: readable while events are
+    /// queued; call [`trywait`](Self::trywait) before sleeping on it.
+    /// `FI_ENODATA` for a queue opened with FI_WAIT_NONE.
+    pub fn fd(&self) -> Result<BorrowedFd<'_>> {
+        self.core.wait_fd();
+        borrowed(self.core.driver(), "event queue")
+    }
+    pub(crate) fn core_arc(&self) -> &Arc<EqCore> {
         &self.core
     }
     /// Closes the queue; refused while endpoints are bound to it.
@@ -1355,6 +1427,8 @@ impl EventQueue {
 pub struct PassiveEndpoint {
     ops: Arc<dyn PassiveEndpointOps>,
     context: usize,
+    /// `listen` succeeded (the address can no longer change).
+    listening: std::sync::atomic::AtomicBool,
     eq: Mutex<Option<Arc<EqCore>>>,
     _parent: DepGuard,
 }
@@ -1388,11 +1462,31 @@ impl PassiveEndpoint {
                 "listen: no event queue is bound",
             ));
         }
-        self.ops.listen()
+        self.ops.listen()?;
+        self.listening.store(true, Ordering::Release);
+        Ok(())
     }
     /// The listening address (`fi_getname`).
     pub fn getname(&self) -> Result<Vec<u8>> {
         self.ops.getname()
+    }
+    /// Sets the address to listen on (`fi_setname`), in the offer's
+    /// address format; `getname` then returns it. Only before `listen`
+    /// (`FI_EOPBADSTATE` after).
+    pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        if self.listening.load(Ordering::Acquire) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "setname: the passive endpoint is already listening",
+            ));
+        }
+        self.ops.setname(addr)
+    }
+    /// Reads an option (`fi_getopt`, level FI_OPT_ENDPOINT):
+    /// FI_OPT_CM_DATA_SIZE is the largest private data a connection
+    /// request to this endpoint may carry.
+    pub fn getopt(&self, name: i32) -> Result<usize> {
+        self.ops.getopt(name)
     }
     /// Rejects a connection request with private data (`fi_reject`).
     pub fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()> {

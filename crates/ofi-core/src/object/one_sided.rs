@@ -390,6 +390,22 @@ impl Endpoint {
     /// Operand, compare and result memory must stay valid until the atomic
     /// completes (operands: with FI_INJECT, until this call returns).
     pub unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        // FI_ATOMIC_READ has no operand (fi_atomic(3): result = target):
+        // one the application passed anyway is ignored, never handed on.
+        let read;
+        let op = if op.kind == AtomicKind::Fetch
+            && op.op == atomic_op::FI_ATOMIC_READ
+            && !op.operand.is_empty()
+        {
+            read = AtomicOp {
+                operand: &[],
+                desc: &[],
+                ..*op
+            };
+            &read
+        } else {
+            op
+        };
         self.check_atomic(op)?;
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_atomic(op) }
@@ -490,8 +506,12 @@ impl Endpoint {
         datatype: u32,
         op: u32,
     ) -> Result<()> {
-        let size = atomic::datatype_size(datatype)
-            .ok_or_else(|| Error::inval(format!("atomic: unknown datatype {datatype}")))?;
+        let size = atomic::datatype_size(datatype).ok_or_else(|| {
+            Error::new(
+                errno::FI_EOPNOTSUPP,
+                format!("atomic: unknown datatype {datatype}"),
+            )
+        })?;
         if !buf.len().is_multiple_of(size) {
             return Err(Error::inval(
                 "inject_atomic: buffer is not a whole number of elements",

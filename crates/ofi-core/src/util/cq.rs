@@ -3,13 +3,14 @@
 
 use super::driver::Driver;
 use super::lock::{SpinGuard, SpinLock};
+use super::waitset::{join_once, Membership, WaitSetCore, Waitable};
 use crate::consts::{cq_format, wait_obj, FI_ADDR_NOTAVAIL};
 use crate::error::{errno, Error, Result};
 use crate::provider::Progress;
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// `struct fi_cq_entry`.
@@ -174,6 +175,9 @@ enum Slot {
 
 /// The completion queue shared by the core and providers.
 pub struct CqCore {
+    /// The wait set this object belongs to (FI_WAIT_SET). Declared first:
+    /// it leaves the set before its wait fd closes.
+    in_set: OnceLock<Membership>,
     attr: CqAttr,
     queue: SpinLock<VecDeque<Slot>>,
     driver: Driver,
@@ -210,8 +214,9 @@ impl CqCore {
             wait_obj::FI_WAIT_UNSPEC
             | wait_obj::FI_WAIT_FD
             | wait_obj::FI_WAIT_YIELD
-            | wait_obj::FI_WAIT_POLLFD => true,
-            wait_obj::FI_WAIT_SET | wait_obj::FI_WAIT_MUTEX_COND => {
+            | wait_obj::FI_WAIT_POLLFD
+            | wait_obj::FI_WAIT_SET => true,
+            wait_obj::FI_WAIT_MUTEX_COND => {
                 return Err(Error::nosys(format!(
                     "cq_attr.wait_obj = {} is not supported",
                     attr.wait_obj
@@ -233,6 +238,7 @@ impl CqCore {
             )));
         }
         Ok(Arc::new(CqCore {
+            in_set: OnceLock::new(),
             attr,
             queue: SpinLock::new(VecDeque::with_capacity(attr.size)),
             driver: Driver::new(waitable)?,
@@ -251,6 +257,17 @@ impl CqCore {
         &self.driver
     }
 
+    /// Joins a wait set (the object was opened with FI_WAIT_SET).
+    pub fn join(self: &Arc<Self>, set: &Arc<WaitSetCore>) -> Result<()> {
+        let me: Arc<dyn Waitable> = self.clone();
+        join_once(&self.in_set, set, me)
+    }
+
+    /// The wait set this object belongs to, if any.
+    pub fn wait_set(&self) -> Option<&Arc<WaitSetCore>> {
+        self.in_set.get().map(Membership::set)
+    }
+
     #[inline]
     fn lock(&self) -> SpinGuard<'_, VecDeque<Slot>> {
         self.queue.lock()
@@ -263,6 +280,7 @@ impl CqCore {
         q.push_back(Slot::Ok(e, src));
         self.queued.store(q.len(), Ordering::Release);
         drop(q);
+        self.changed();
         self.driver.wake();
     }
 
@@ -273,7 +291,23 @@ impl CqCore {
         q.push_back(Slot::Err(e));
         self.queued.store(q.len(), Ordering::Release);
         drop(q);
+        self.changed();
         self.driver.wake();
+    }
+
+    /// After entries came or went: an exposed wait fd is readable while
+    /// entries are queued.
+    #[inline]
+    fn changed(&self) {
+        self.driver
+            .set_ready(|| self.queued.load(Ordering::Acquire) != 0);
+    }
+
+    /// True when entries (successes or errors) are queued: what a poll set
+    /// or wait set reports. Runs no progress.
+    #[inline]
+    pub fn has_events(&self) -> bool {
+        self.queued.load(Ordering::Acquire) != 0
     }
 
     /// Number of queued entries (successes and errors).
@@ -287,11 +321,13 @@ impl CqCore {
     }
 
     fn take<E: CqFormat>(&self, out: &mut [E], mut src: Option<&mut [u64]>) -> Result<usize> {
-        if out.is_empty() {
-            return Err(Error::inval("cq read: zero-length output"));
-        }
         if self.queued.load(Ordering::Acquire) == 0 {
             return Err(Error::again());
+        }
+        // Room for none (`fi_cq_read(cq, NULL, 0)`, a progress call): 0
+        // when entries wait, as libfabric answers.
+        if out.is_empty() {
+            return Ok(0);
         }
         let mut q = self.lock();
         let mut n = 0;
@@ -320,15 +356,19 @@ impl CqCore {
             }
         }
         self.queued.store(q.len(), Ordering::Release);
+        drop(q);
         if n == 0 {
             Err(Error::again())
         } else {
+            self.changed();
             Ok(n)
         }
     }
 
     /// `fi_cq_read`: drives progress, then returns up to `out.len()` entries.
-    /// `FI_EAGAIN` when empty; `FI_EAVAIL` when an error entry is next.
+    /// `FI_EAGAIN` when empty; `FI_EAVAIL` when an error entry is next. An
+    /// empty `out` only drives progress: 0 when entries are queued, else
+    /// `FI_EAGAIN`.
     #[inline]
     pub fn read<E: CqFormat>(&self, out: &mut [E]) -> Result<usize> {
         self.driver.progress();
@@ -350,6 +390,8 @@ impl CqCore {
         match pos.and_then(|p| q.remove(p)) {
             Some(Slot::Err(e)) => {
                 self.queued.store(q.len(), Ordering::Release);
+                drop(q);
+                self.changed();
                 Ok(e)
             }
             _ => Err(Error::again()),
@@ -377,13 +419,13 @@ impl CqCore {
         src: Option<&mut [u64]>,
         timeout: Option<Duration>,
     ) -> Result<usize> {
-        if self.driver.wait_set().is_none() {
+        if self.driver.waits().is_none() {
             return Err(Error::new(
                 errno::FI_ENOSYS,
                 "sread on a CQ opened with FI_WAIT_NONE",
             ));
         }
-        match self.driver.block(timeout, || !self.lock().is_empty()) {
+        match self.driver.block(timeout, || self.has_events()) {
             Ok(()) => self.take(out, src),
             Err(e) if e.is_again() => Err(e),
             Err(e) => Err(e),
@@ -395,9 +437,13 @@ impl CqCore {
         self.driver.signal();
     }
 
-    /// The wait fd for epoll (`FI_GETWAIT`); none for `FI_WAIT_NONE`.
+    /// The wait fd for epoll (`FI_GETWAIT`); none for `FI_WAIT_NONE`. It
+    /// is readable while entries are queued (no `trywait` needed for
+    /// those) and when a bound endpoint's wake-up fd is (`trywait` first).
     pub fn wait_fd(&self) -> Option<RawFd> {
-        self.driver.wait_set().map(|w| w.as_raw_fd())
+        let fd = self.driver.expose();
+        self.changed();
+        fd
     }
 
     /// `fi_trywait`: arms bound endpoints and returns Ok when it is safe to

@@ -2,9 +2,10 @@
 //! waits that spin briefly and then sleep on the wait set.
 
 use super::lock::SpinLock;
-use super::wait::WaitSet;
+use super::wait::WaitFd;
 use crate::error::{errno, Error, Result};
 use crate::provider::Progress;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 /// Drives bound endpoints and blocks for a wait object.
 pub struct Driver {
     sources: SpinLock<Vec<Arc<dyn Progress>>>,
-    waits: Option<WaitSet>,
+    waits: Option<WaitFd>,
     sleepers: AtomicU32,
     /// Sources left armed by `trywait` for an application that sleeps on the fd.
     armed: AtomicBool,
@@ -35,11 +36,7 @@ impl Driver {
         let spin = crate::config::core_tunable("cq_spin_us").get_size()?;
         Ok(Driver {
             sources: SpinLock::new(Vec::new()),
-            waits: if waitable {
-                Some(WaitSet::new()?)
-            } else {
-                None
-            },
+            waits: if waitable { Some(WaitFd::new()?) } else { None },
             sleepers: AtomicU32::new(0),
             armed: AtomicBool::new(false),
             armed_sources: SpinLock::new(Vec::new()),
@@ -146,6 +143,24 @@ impl Driver {
         }
     }
 
+    /// A waiter outside the core (an async runtime watching the wait fd)
+    /// is about to sleep: until [`remove_sleeper`](Self::remove_sleeper),
+    /// new entries signal the fd, as they do for a blocked `sread`, without
+    /// the fd being exposed (which costs a system call per change). Call
+    /// it before `trywait`, so an entry between the two is not missed.
+    pub fn add_sleeper(&self) {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The outside waiter woke: stops signalling for it and clears the
+    /// signals it may have received.
+    pub fn remove_sleeper(&self) {
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        if let Some(w) = &self.waits {
+            w.drain();
+        }
+    }
+
     /// Wakes a blocked waiter, which returns `FI_EAGAIN` (`fi_cq_signal`).
     pub fn signal(&self) {
         self.signaled.store(true, Ordering::Release);
@@ -154,9 +169,51 @@ impl Driver {
         }
     }
 
-    /// The wait set, if waitable.
-    pub fn wait_set(&self) -> Option<&WaitSet> {
+    /// The wait object, if waitable.
+    pub fn waits(&self) -> Option<&WaitFd> {
         self.waits.as_ref()
+    }
+
+    /// The wait fd to hand out (`FI_GETWAIT`, `AsFd`); from now on it is
+    /// readable while the owner reports something to read through
+    /// [`set_ready`](Self::set_ready). None without a wait object.
+    pub fn expose(&self) -> Option<RawFd> {
+        match self.waits.as_ref().map(WaitFd::expose) {
+            Some(Ok(fd)) => Some(fd),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "wait fd: no readiness eventfd");
+                self.waits.as_ref().map(|w| w.as_raw_fd())
+            }
+            None => None,
+        }
+    }
+
+    /// Keeps an exposed wait fd readable while `has_events()` holds (see
+    /// [`WaitFd::set_ready`]); one atomic load when nothing is exposed.
+    #[inline]
+    pub fn set_ready(&self, has_events: impl FnOnce() -> bool) {
+        if let Some(w) = &self.waits {
+            w.set_ready(has_events);
+        }
+    }
+
+    /// Arms every bound endpoint for a waiter that sleeps on a fd holding
+    /// this one (a wait set); true if it is safe to sleep. The returned
+    /// list goes back to [`disarm_sources`](Self::disarm_sources).
+    pub fn arm_sources(&self) -> (bool, Vec<Arc<dyn Progress>>) {
+        let sources: Vec<Arc<dyn Progress>> = self.sources.lock().clone();
+        let mut safe = true;
+        for s in &sources {
+            safe &= s.arm();
+        }
+        (safe, sources)
+    }
+
+    /// Disarms what [`arm_sources`](Self::arm_sources) armed.
+    pub fn disarm_sources(&self, sources: Vec<Arc<dyn Progress>>) {
+        for s in sources {
+            s.disarm();
+        }
     }
 
     /// Blocks until `ready()` or the timeout. Progress runs throughout.

@@ -4,14 +4,15 @@
 
 use super::driver::Driver;
 use super::lock::SpinLock;
+use super::waitset::{join_once, Membership, WaitSetCore, Waitable};
 use crate::consts::wait_obj;
 use crate::error::{errno, Error, Result};
 use crate::info::Info;
 use crate::provider::Progress;
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Event queue attributes (`struct fi_eq_attr`).
@@ -69,6 +70,9 @@ pub struct EqError {
 
 /// The event queue shared by the core and providers.
 pub struct EqCore {
+    /// The wait set this object belongs to (FI_WAIT_SET). Declared first:
+    /// it leaves the set before its wait fd closes.
+    in_set: OnceLock<Membership>,
     queue: SpinLock<VecDeque<std::result::Result<EqEvent, EqError>>>,
     driver: Driver,
     pub(crate) bound: AtomicUsize,
@@ -88,7 +92,8 @@ impl EqCore {
             wait_obj::FI_WAIT_UNSPEC
             | wait_obj::FI_WAIT_FD
             | wait_obj::FI_WAIT_YIELD
-            | wait_obj::FI_WAIT_POLLFD => true,
+            | wait_obj::FI_WAIT_POLLFD
+            | wait_obj::FI_WAIT_SET => true,
             v => {
                 return Err(Error::inval(format!(
                     "eq_attr.wait_obj = {v} is not supported"
@@ -96,38 +101,74 @@ impl EqCore {
             }
         };
         Ok(Arc::new(EqCore {
+            in_set: OnceLock::new(),
             queue: SpinLock::new(VecDeque::with_capacity(attr.size.clamp(16, 4096))),
             driver: Driver::new(waitable)?,
             bound: AtomicUsize::new(0),
         }))
     }
 
+    /// The driver (bound objects, waiting).
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    /// Joins a wait set (the object was opened with FI_WAIT_SET).
+    pub fn join(self: &Arc<Self>, set: &Arc<WaitSetCore>) -> Result<()> {
+        let me: Arc<dyn Waitable> = self.clone();
+        join_once(&self.in_set, set, me)
+    }
+
+    /// The wait set this object belongs to, if any.
+    pub fn wait_set(&self) -> Option<&Arc<WaitSetCore>> {
+        self.in_set.get().map(Membership::set)
+    }
+
     /// Provider side: queues an event.
     pub fn push(&self, e: EqEvent) {
         self.queue.lock().push_back(Ok(e));
+        self.changed();
         self.driver.wake();
     }
 
     /// Provider side: queues an error entry.
     pub fn push_err(&self, e: EqError) {
         self.queue.lock().push_back(Err(e));
+        self.changed();
         self.driver.wake();
+    }
+
+    /// After events came or went: an exposed wait fd is readable while
+    /// events (or error entries) are queued.
+    fn changed(&self) {
+        self.driver.set_ready(|| self.has_events());
+    }
+
+    /// True when events or error entries are queued (what a wait set
+    /// reports). Runs no progress.
+    pub fn has_events(&self) -> bool {
+        !self.queue.lock().is_empty()
     }
 
     fn take(&self, peek: bool) -> Result<EqEvent> {
         let mut q = self.queue.lock();
-        match q.front() {
-            None => Err(Error::again()),
-            Some(Err(_)) => Err(Error::new(
-                errno::FI_EAVAIL,
-                "an error entry is available: call readerr",
-            )),
-            Some(Ok(e)) if peek => Ok(e.clone()),
+        let r = match q.front() {
+            None => return Err(Error::again()),
+            Some(Err(_)) => {
+                return Err(Error::new(
+                    errno::FI_EAVAIL,
+                    "an error entry is available: call readerr",
+                ))
+            }
+            Some(Ok(e)) if peek => return Ok(e.clone()),
             Some(Ok(_)) => match q.pop_front() {
                 Some(Ok(e)) => Ok(e),
                 _ => Err(Error::again()),
             },
-        }
+        };
+        drop(q);
+        self.changed();
+        r
     }
 
     /// `fi_eq_read`: drives progress, then takes (or with `peek`, copies) the
@@ -143,14 +184,18 @@ impl EqCore {
         let mut q = self.queue.lock();
         let pos = q.iter().position(|e| e.is_err());
         match pos.and_then(|p| q.remove(p)) {
-            Some(Err(e)) => Ok(e),
+            Some(Err(e)) => {
+                drop(q);
+                self.changed();
+                Ok(e)
+            }
             _ => Err(Error::again()),
         }
     }
 
     /// `fi_eq_sread`: waits up to `timeout` (None: forever).
     pub fn sread(&self, timeout: Option<Duration>, peek: bool) -> Result<EqEvent> {
-        if self.driver.wait_set().is_none() {
+        if self.driver.waits().is_none() {
             return Err(Error::nosys("sread on an EQ opened with FI_WAIT_NONE"));
         }
         self.driver
@@ -163,9 +208,23 @@ impl EqCore {
         self.push(e);
     }
 
-    /// The wait fd for epoll.
+    /// The wait fd for epoll: readable while events are queued (no
+    /// `fi_trywait` needed for those) and when a bound object's wake-up fd
+    /// is (`fi_trywait` first).
     pub fn wait_fd(&self) -> Option<RawFd> {
-        self.driver.wait_set().map(|w| w.as_raw_fd())
+        let fd = self.driver.expose();
+        self.changed();
+        fd
+    }
+
+    /// `fi_trywait`: Ok when it is safe to sleep on the wait fd,
+    /// `FI_EAGAIN` when events are queued or a bound object has work.
+    pub fn trywait(&self) -> Result<()> {
+        self.driver.progress();
+        if self.has_events() || !self.driver.trywait() || self.has_events() {
+            return Err(Error::again());
+        }
+        Ok(())
     }
 
     /// Wakes a blocked `sread`, which returns FI_EAGAIN.

@@ -1,6 +1,6 @@
 //! Reusable parts providers share instead of re-implementing them: the
 //! completion queue, counters, address vectors, memory regions, receive
-//! matching, scatter-gather copies and wait objects.
+//! matching, scatter-gather copies, wait objects, wait sets and poll sets.
 
 pub mod atomic;
 pub mod auth;
@@ -16,6 +16,8 @@ pub mod matching;
 pub mod mr;
 pub mod netif;
 pub mod peer;
+pub mod poll;
 pub mod rma;
 pub mod trigger;
 pub mod wait;
+pub mod waitset;

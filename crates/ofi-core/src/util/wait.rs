@@ -1,141 +1,251 @@
-//! Wait objects: an eventfd for local wake-ups inside an epoll set that also
-//! holds providers' wake-up fds. The epoll fd is what `wait_fd()` exposes, so
-//! a CQ or counter plugs into the application's own epoll, mio or tokio.
+//! Wait objects: an epoll set with an eventfd for local wake-ups, beside the
+//! wake-up fds of providers. The epoll fd is what `wait_fd()` exposes, so a
+//! CQ, counter, EQ or wait set plugs into the application's own epoll, mio
+//! or tokio. Once exposed, a second eventfd in the set stays readable while
+//! the owner has something to read ([`WaitFd::set_ready`]), so the fd is
+//! readable without a prior `fi_trywait` (libfabric's `fi_control`
+//! FI_GETWAIT contract). System calls go through rustix.
+// One unsafe block: borrowing a provider's raw fd for epoll_ctl.
 #![allow(unsafe_code)]
 
 use crate::error::{Error, Result};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use rustix::event::{epoll, eventfd, EventfdFlags};
+use rustix::io::Errno;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// An epoll set with a built-in eventfd for local signals.
 #[derive(Debug)]
-pub struct WaitSet {
+pub struct WaitFd {
     epoll: OwnedFd,
     event: OwnedFd,
+    /// Readable while the owner has something to read; made when the fd is
+    /// first exposed (an object nobody watches pays nothing for it).
+    ready: OnceLock<Ready>,
 }
 
-fn cvt(r: libc::c_int, what: &str) -> Result<libc::c_int> {
-    if r < 0 {
-        Err(Error::os(std::io::Error::last_os_error(), what))
-    } else {
-        Ok(r)
+/// The level-triggered "something to read" eventfd and whether it is set.
+#[derive(Debug)]
+struct Ready {
+    fd: OwnedFd,
+    set: Mutex<bool>,
+}
+
+fn os(e: Errno, what: &str) -> Error {
+    Error::os(e.into(), what)
+}
+
+/// Adds `fd` to `epoll` for readability (level-triggered); already there is fine.
+fn add_fd(epoll: &OwnedFd, fd: BorrowedFd<'_>) -> Result<()> {
+    let data = epoll::EventData::new_u64(fd.as_raw_fd() as u64);
+    match epoll::add(epoll, fd, data, epoll::EventFlags::IN) {
+        Ok(()) | Err(Errno::EXIST) => Ok(()),
+        Err(e) => Err(os(e, "epoll_ctl(ADD)")),
     }
 }
 
-impl WaitSet {
+/// Adds one to an eventfd's count.
+fn bump(fd: &OwnedFd) {
+    // A full counter (2^64 - 2 signals) or a nonblocking EAGAIN both leave
+    // the fd readable, which is all a signal means.
+    let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+}
+
+/// Resets an eventfd's count to zero.
+fn clear(fd: &OwnedFd) {
+    let mut v = [0u8; 8];
+    let _ = rustix::io::read(fd, &mut v);
+}
+
+impl WaitFd {
     /// Creates the epoll set and its eventfd.
     pub fn new() -> Result<Self> {
-        // SAFETY: plain syscall; the result is checked and owned below.
-        let ep = cvt(
-            unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) },
-            "epoll_create1",
-        )?;
-        // SAFETY: ep is a fresh fd we own.
-        let epoll = unsafe { OwnedFd::from_raw_fd(ep) };
-        // SAFETY: plain syscall; the result is checked and owned below.
-        let ev = cvt(
-            unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) },
-            "eventfd",
-        )?;
-        // SAFETY: ev is a fresh fd we own.
-        let event = unsafe { OwnedFd::from_raw_fd(ev) };
-        let ws = WaitSet { epoll, event };
-        ws.add(ws.event.as_raw_fd())?;
-        Ok(ws)
+        let epoll =
+            epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| os(e, "epoll_create1"))?;
+        let event = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+            .map_err(|e| os(e, "eventfd"))?;
+        add_fd(&epoll, event.as_fd())?;
+        Ok(WaitFd {
+            epoll,
+            event,
+            ready: OnceLock::new(),
+        })
     }
 
     /// Adds a provider's fd (level-triggered, readable).
     pub fn add(&self, fd: RawFd) -> Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: fd as u64,
-        };
-        // SAFETY: epoll and fd are valid; ev is a valid epoll_event.
-        let r =
-            unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EEXIST) {
-                return Ok(());
-            }
-            return Err(Error::os(e, "epoll_ctl(ADD)"));
-        }
-        Ok(())
+        // SAFETY: a provider's wake-up fd stays open while its endpoint is
+        // attached (it is removed on detach, before the endpoint closes);
+        // the borrow lasts for this call only.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        add_fd(&self.epoll, fd)
+    }
+
+    /// Adds another wait object's fd: its readiness shows in this set (a
+    /// wait set holds the fds of its members).
+    pub fn add_nested(&self, other: &WaitFd) -> Result<()> {
+        add_fd(&self.epoll, other.epoll.as_fd())
     }
 
     /// Removes a provider's fd.
     pub fn remove(&self, fd: RawFd) {
-        // SAFETY: epoll is valid; removing an fd that is not there only fails.
-        unsafe {
-            libc::epoll_ctl(
-                self.epoll.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            );
-        }
+        // SAFETY: as in `add`; removing an fd that is not in the set only fails.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = epoll::delete(&self.epoll, fd);
+    }
+
+    /// Removes a nested wait object's fd.
+    pub fn remove_nested(&self, other: &WaitFd) {
+        let _ = epoll::delete(&self.epoll, other.epoll.as_fd());
     }
 
     /// Wakes a waiter (`fi_cq_signal`).
     pub fn signal(&self) {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-        unsafe {
-            libc::write(self.event.as_raw_fd(), (&one as *const u64).cast(), 8);
-        }
+        bump(&self.event);
     }
 
     /// Clears pending local signals.
     pub fn drain(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reading 8 bytes into a valid u64 from our nonblocking eventfd.
-        unsafe {
-            libc::read(self.event.as_raw_fd(), (&mut v as *mut u64).cast(), 8);
+        clear(&self.event);
+    }
+
+    /// The fd to hand out (`FI_GETWAIT`): from now on it is also readable
+    /// while [`set_ready`](Self::set_ready) says so. Returns the epoll fd.
+    pub fn expose(&self) -> Result<RawFd> {
+        if self.ready.get().is_none() {
+            let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+                .map_err(|e| os(e, "eventfd"))?;
+            let r = Ready {
+                fd,
+                set: Mutex::new(false),
+            };
+            if self.ready.set(r).is_ok() {
+                if let Some(r) = self.ready.get() {
+                    add_fd(&self.epoll, r.fd.as_fd())?;
+                }
+            }
+        }
+        Ok(self.epoll.as_raw_fd())
+    }
+
+    /// Whether the fd was exposed (the level is kept).
+    #[inline]
+    pub fn exposed(&self) -> bool {
+        self.ready.get().is_some()
+    }
+
+    /// Once exposed, makes the fd readable while `has_events()` holds. The
+    /// owner calls it after every change of what it holds; calls are
+    /// serialised and `has_events` is evaluated inside, so the last change
+    /// decides whatever the interleaving. Nothing happens before exposure.
+    #[inline]
+    pub fn set_ready(&self, has_events: impl FnOnce() -> bool) {
+        if let Some(r) = self.ready.get() {
+            let mut set = r.set.lock().unwrap_or_else(|e| e.into_inner());
+            let want = has_events();
+            if want != *set {
+                if want {
+                    bump(&r.fd);
+                } else {
+                    clear(&r.fd);
+                }
+                *set = want;
+            }
         }
     }
 
     /// True when some fd in the set is readable now (a waiter sleeping on
     /// the set would be woken).
     pub fn readable_now(&self) -> bool {
-        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
-        // SAFETY: ev is a valid buffer of one event; a zero timeout never blocks.
-        unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), ev.as_mut_ptr(), 1, 0) > 0 }
+        let mut ev = [epoll::Event {
+            flags: epoll::EventFlags::empty(),
+            data: epoll::EventData::new_u64(0),
+        }];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(epoll::wait(&self.epoll, &mut ev, Some(&zero)), Ok(n) if n > 0)
     }
 
     /// Blocks until some fd in the set is readable or the timeout passes.
     /// Returns false on timeout.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
-        let ms = match timeout {
-            None => -1,
-            Some(d) => d
+        // Whole milliseconds, a nonzero timeout at least one (epoll's unit).
+        let t = timeout.map(|d| {
+            let ms = d
                 .as_millis()
                 .min(i32::MAX as u128)
-                .max(u128::from(!d.is_zero())) as i32,
-        };
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
-        loop {
-            // SAFETY: evs is a valid buffer of 8 events.
-            let n = unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), evs.as_mut_ptr(), 8, ms) };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                return Err(Error::os(e, "epoll_wait"));
+                .max(u128::from(!d.is_zero())) as i64;
+            rustix::event::Timespec {
+                tv_sec: ms / 1000,
+                tv_nsec: (ms % 1000) * 1_000_000,
             }
-            return Ok(n > 0);
+        });
+        let mut evs = [epoll::Event {
+            flags: epoll::EventFlags::empty(),
+            data: epoll::EventData::new_u64(0),
+        }; 8];
+        loop {
+            match epoll::wait(&self.epoll, &mut evs, t.as_ref()) {
+                Ok(n) => return Ok(n > 0),
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(os(e, "epoll_wait")),
+            }
         }
     }
 }
 
-impl AsRawFd for WaitSet {
+impl AsRawFd for WaitFd {
     fn as_raw_fd(&self) -> RawFd {
         self.epoll.as_raw_fd()
     }
 }
 
-impl AsFd for WaitSet {
+impl AsFd for WaitFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.epoll.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_follows_the_owner_once_exposed() {
+        let w = WaitFd::new().expect("wait fd");
+        // Before exposure, set_ready changes nothing.
+        w.set_ready(|| true);
+        assert!(!w.readable_now());
+        w.expose().expect("expose");
+        w.set_ready(|| true);
+        assert!(w.readable_now());
+        assert!(w.readable_now(), "level-triggered: still readable");
+        w.set_ready(|| true);
+        w.set_ready(|| false);
+        assert!(!w.readable_now());
+        // Signals are separate from readiness.
+        w.signal();
+        assert!(w.readable_now());
+        w.drain();
+        assert!(!w.readable_now());
+        assert!(!w.wait(Some(Duration::from_millis(1))).expect("wait"));
+    }
+
+    #[test]
+    fn nested_sets_report_their_members() {
+        let outer = WaitFd::new().expect("outer");
+        let inner = WaitFd::new().expect("inner");
+        outer.add_nested(&inner).expect("nest");
+        assert!(!outer.readable_now());
+        inner.signal();
+        assert!(outer.readable_now());
+        inner.drain();
+        assert!(!outer.readable_now());
+        outer.remove_nested(&inner);
+        inner.signal();
+        assert!(!outer.readable_now());
     }
 }

@@ -1599,7 +1599,8 @@ impl Conn {
         } else {
             inc.size
         };
-        if !rx.has_room(self.id, cost) {
+        let awaiting = !self.await_cts.is_empty() || !self.outstanding.is_empty();
+        if !rx.has_room(self.id, cost, awaiting) {
             self.rstate = RxState::Parked(inc);
             return false;
         }

@@ -16,8 +16,8 @@
 //! context. Messages that arrive before their receive wait as unexpected:
 //! an eager message with its bytes (counted against
 //! [`RxConfig::max_unexpected_bytes`]), a rendezvous message as its RTS only.
-//! The budget is per endpoint, the stopping per connection: a connection
-//! holding no unexpected bytes may always park one message.
+//! The budget is per endpoint and shared fairly per connection (see
+//! `has_room`); the stopping is per connection.
 
 use super::event::{CopyOut, Event, RecvDone};
 use super::one_sided::Memory;
@@ -673,15 +673,34 @@ impl Rx {
         Some(Bound::new(&copy, off, cap, total, *meta, true))
     }
 
-    /// True if `cost` more unexpected bytes from `conn` fit. A connection
-    /// that holds nothing may always park one message, whatever the others
-    /// hold: one peer flooding the endpoint with unexpected messages cannot
-    /// stop another's stream (and the replies or CTS frames behind its next
-    /// message), and a limit below the eager size cannot stall. Memory stays
-    /// bounded: the limit plus one message per connection.
-    pub(crate) fn has_room(&self, conn: ConnId, cost: usize) -> bool {
-        self.held_by(conn) == 0
-            || self.unexpected_bytes.saturating_add(cost) <= self.cfg.max_unexpected_bytes
+    /// True if `cost` more unexpected bytes from `conn` fit. The budget is
+    /// shared fairly among the connections holding unexpected bytes:
+    ///
+    /// - a connection that holds nothing may always park one message (a
+    ///   limit below the eager size cannot stall, and one peer's flood
+    ///   cannot stop another's next message);
+    /// - otherwise it may hold up to its fair share, the budget divided by
+    ///   the number of connections holding bytes, while all of them hold at
+    ///   most twice the budget: a peer that flooded the endpoint while it
+    ///   was alone keeps what it took but gets nothing more until the
+    ///   others had their share, and the others get theirs;
+    /// - a connection that this endpoint awaits an answer from
+    ///   (`awaiting`: a CTS for its rendezvous, the answer to an RMA
+    ///   request or an acknowledgement) may hold up to the whole budget by
+    ///   itself, so the reply behind that peer's unread eager data is read.
+    ///
+    /// Memory stays bounded: twice the budget, plus one message per
+    /// connection, plus the budget for each connection awaited.
+    pub(crate) fn has_room(&self, conn: ConnId, cost: usize, awaiting: bool) -> bool {
+        let held = self.held_by(conn);
+        if held == 0 {
+            return true;
+        }
+        let max = self.cfg.max_unexpected_bytes;
+        let want = held.saturating_add(cost);
+        let share = max / self.held.len().max(1);
+        (want <= share && self.unexpected_bytes.saturating_add(cost) <= max.saturating_mul(2))
+            || (awaiting && want <= max)
     }
 
     /// Unexpected bytes `conn`'s messages hold.

@@ -66,6 +66,22 @@ pub fn decode(b: &[u8]) -> Result<SocketAddr> {
     }
 }
 
+/// Decodes an address an application gives for an endpoint of address
+/// format `format` (`fi_setname`): the family must be the offer's.
+pub fn decode_for(b: &[u8], format: u32) -> Result<SocketAddr> {
+    let sa = decode(b)?;
+    let want = match format {
+        addr_format::FI_SOCKADDR_IN | addr_format::FI_SOCKADDR_IN6 => format,
+        _ => format_of(&sa),
+    };
+    if format_of(&sa) != want {
+        return Err(Error::inval(format!(
+            "{sa} is not an address of the endpoint's format {want}"
+        )));
+    }
+    Ok(sa)
+}
+
 /// The libfabric format of an address.
 pub fn format_of(sa: &SocketAddr) -> u32 {
     match sa {

@@ -239,7 +239,7 @@ pub const RMA_IOV_LIMIT: usize = ofi_proto::tcp::MAX_RANGES;
 pub fn tunables() -> Vec<Tunable> {
     vec![
         Tunable::size(NAME, "eager_max", 16384, "Messages up to this size are sent eagerly; larger ones by rendezvous"),
-        Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes buffered per endpoint before a connection bringing more is left unread (backpressure); a connection holding none may always park one message, so one flooding peer cannot stop another"),
+        Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes an endpoint buffers before a connection bringing more is left unread (backpressure), shared fairly: each peer holding some may hold its share (this divided by their number), a peer holding none may always park one message, and a peer this endpoint awaits a reply from may hold up to all of it (its reply is read even behind unread data)"),
         Tunable::boolean(NAME, "poll_recv", true, "An endpoint alone in its domain with at most one connection polls that socket with recv rather than asking epoll first: one system call less per message received (0: every poll asks epoll first)"),
         Tunable::size(NAME, "port_low_range", 0, "Lowest port a listening socket (passive endpoint, RDM endpoint) takes when its address names no port; 0 with FI_TCP_PORT_HIGH_RANGE 0: any port the system picks"),
         Tunable::size(NAME, "port_high_range", 0, "Highest port of that range (see FI_TCP_PORT_LOW_RANGE)"),
@@ -388,14 +388,20 @@ pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
 /// empty: every interface) unless the request names a source address.
 fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
     let hints = req.hints;
-    let want_fmt = hints.map(|h| h.addr_format).filter(|f| *f != 0);
-    if let Some(f) = want_fmt {
-        if f != addr_format::FI_SOCKADDR_IN && f != addr_format::FI_SOCKADDR_IN6 {
-            return Err(Error::nodata(format!(
-                "tcp: address format {f} is not FI_SOCKADDR_IN or FI_SOCKADDR_IN6"
-            )));
-        }
+    let hinted = hints.map_or(0, |h| h.addr_format);
+    if !matches!(
+        hinted,
+        addr_format::FI_FORMAT_UNSPEC
+            | addr_format::FI_SOCKADDR
+            | addr_format::FI_SOCKADDR_IN
+            | addr_format::FI_SOCKADDR_IN6
+    ) {
+        return Err(Error::nodata(format!(
+            "tcp: address format {hinted} is not FI_SOCKADDR, FI_SOCKADDR_IN or FI_SOCKADDR_IN6"
+        )));
     }
+    // FI_SOCKADDR leaves the family open: offers of either.
+    let want_fmt = Some(hinted).filter(|f| *f != 0 && *f != addr_format::FI_SOCKADDR);
     let numeric = req.flags & FI_NUMERICHOST != 0;
     let source = req.flags & FI_SOURCE != 0;
     // Where the endpoint binds, and where it connects.

@@ -40,6 +40,8 @@ struct Inner {
     sends: Sends,
     ops: Ops,
     handle: Option<ConnHandle>,
+    /// The address to connect from: the offer's source, or `setname`'s.
+    src: Option<Vec<u8>>,
 }
 
 /// A tcp MSG endpoint.
@@ -85,6 +87,7 @@ impl TcpMsgEp {
                 sends: Sends::default(),
                 ops: Ops::default(),
                 handle: info.handle.clone(),
+                src: info.src_addr.clone(),
             }),
         };
         Ok(ep)
@@ -332,13 +335,25 @@ impl EndpointOps for TcpMsgEp {
                     .local_addr()
                     .map_err(|e| Error::os(e, "tcp: getsockname"))?,
             )),
-            None => self.info.src_addr.clone().ok_or_else(|| {
+            None => g.src.clone().ok_or_else(|| {
                 Error::new(
                     errno::FI_EOPBADSTATE,
                     "tcp: the endpoint has no address yet",
                 )
             }),
         }
+    }
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let sa = crate::addr::decode_for(addr, self.info.addr_format)?;
+        let mut g = self.inner.lock();
+        if g.phase != Phase::Idle || g.handle.is_some() {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: setname on an endpoint that is connecting, connected or accepting",
+            ));
+        }
+        g.src = Some(crate::addr::encode(&sa));
+        Ok(())
     }
     unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
         if !self.enabled.load(Ordering::Relaxed) {
@@ -472,11 +487,16 @@ impl EndpointOps for TcpMsgEp {
                 "tcp: connect on an endpoint that already connected",
             ));
         }
-        let from = self
-            .info
-            .src_addr
-            .as_deref()
-            .and_then(|b| crate::addr::decode(b).ok());
+        // Refused before a socket is bound (a port set with setname would
+        // linger in TIME_WAIT after a connection that never started).
+        if param.len() > self.cfg.proto.max_cm_data {
+            return Err(Error::inval(format!(
+                "tcp: connect: {} bytes of private data exceed FI_OPT_CM_DATA_SIZE ({})",
+                param.len(),
+                self.cfg.proto.max_cm_data
+            )));
+        }
+        let from = g.src.as_deref().and_then(|b| crate::addr::decode(b).ok());
         let sock = Socket::connect(&to, from.as_ref())
             .map_err(|e| Error::os(e, &format!("tcp: connect to {to}")))?;
         let me = sock

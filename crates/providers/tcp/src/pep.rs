@@ -25,12 +25,16 @@ pub struct Request {
 }
 
 struct Inner {
+    /// Where `listen` binds (the offer's source, or what `setname` gave).
+    src: SocketAddr,
     eq: Option<(Arc<EqCore>, usize)>,
     listener: Option<Socket>,
     waiting: Vec<Link>,
     closing: Vec<Link>,
     rx: Rx,
     next_id: u64,
+    /// The listening address (for log lines), once listening.
+    bound: Option<SocketAddr>,
     /// `waiting` connections in their handshake (cap and deadline).
     gate: Gate,
     /// The listener's accept state (backoff, rate-limited warnings).
@@ -43,7 +47,6 @@ pub struct TcpPep {
     /// The auth key connectors must prove (`None`: none).
     key: Option<ofi_core::util::auth::AuthKey>,
     info: Info,
-    src: SocketAddr,
     poller: Poller,
     inner: SpinLock<Inner>,
 }
@@ -59,15 +62,16 @@ impl TcpPep {
             cfg,
             key: ofi_core::util::auth::AuthKey::of(info)?,
             info: info.clone(),
-            src,
             poller: Poller::new().map_err(|e| Error::os(e, "tcp: epoll"))?,
             inner: SpinLock::new(Inner {
+                src,
                 eq: None,
                 listener: None,
                 waiting: Vec::new(),
                 closing: Vec::new(),
                 rx: Rx::new(Default::default()),
                 next_id: 1,
+                bound: None,
                 gate: Gate::new(cfg.limits),
                 accepting: Accepting::default(),
             }),
@@ -75,7 +79,8 @@ impl TcpPep {
     }
 
     fn drive(&self, g: &mut Inner) {
-        let at = || self.src.to_string();
+        let (bound, src) = (g.bound, g.src);
+        let at = move || bound.unwrap_or(src).to_string();
         if g.listener.is_some() && g.accepting.may_accept(Instant::now) {
             while let Some(l) = &g.listener {
                 match l.accept() {
@@ -159,7 +164,7 @@ impl TcpPep {
             if let Some((addr, data)) = request {
                 let link = g.waiting.swap_remove(i);
                 self.poller.remove(link.sock.fd());
-                let peer = link.sock.peer_addr().unwrap_or(self.src);
+                let peer = link.sock.peer_addr().unwrap_or(g.src);
                 let mut info = self.info.clone();
                 info.dest_addr = Some(if addr.is_empty() {
                     crate::addr::encode(&peer)
@@ -208,7 +213,7 @@ impl TcpPep {
             self.poller.remove(l.sock.fd());
             tracing::warn!(
                 peer = ?l.sock.peer_addr().ok(),
-                listener = %self.src,
+                listener = %g.bound.unwrap_or(g.src),
                 "tcp: dropping an incoming connection: {}",
                 why.describe(g.gate.limits())
             );
@@ -241,10 +246,11 @@ impl PassiveEndpointOps for TcpPep {
         if g.listener.is_some() {
             return Err(Error::new(errno::FI_EALREADY, "tcp: already listening"));
         }
-        let l = Socket::listen_in(&self.src, self.cfg.port_range)?;
+        let l = Socket::listen_in(&g.src, self.cfg.port_range)?;
         self.poller
             .add(l.fd(), 0, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
+        g.bound = l.local_addr().ok();
         g.listener = Some(l);
         Ok(())
     }
@@ -255,7 +261,28 @@ impl PassiveEndpointOps for TcpPep {
                 &l.local_addr()
                     .map_err(|e| Error::os(e, "tcp: getsockname"))?,
             )),
-            None => Ok(crate::addr::encode(&self.src)),
+            None => Ok(crate::addr::encode(&g.src)),
+        }
+    }
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let sa = crate::addr::decode_for(addr, self.info.addr_format)?;
+        let mut g = self.inner.lock();
+        if g.listener.is_some() {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: setname on a listening passive endpoint",
+            ));
+        }
+        g.src = sa;
+        Ok(())
+    }
+    fn getopt(&self, name: i32) -> Result<usize> {
+        match name {
+            opt::FI_OPT_CM_DATA_SIZE => Ok(self.cfg.proto.max_cm_data),
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("tcp: option {name} is not supported on a passive endpoint"),
+            )),
         }
     }
     fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()> {

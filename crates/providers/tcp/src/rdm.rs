@@ -72,15 +72,24 @@ struct Inner {
     accepting: Accepting,
 }
 
+/// Where an RDM endpoint listens.
+struct Name {
+    listener: Socket,
+    me: Vec<u8>,
+}
+
 /// A tcp RDM endpoint.
 pub struct TcpRdmEp {
     cfg: TcpConfig,
     shared: Arc<Shared>,
-    listener: Socket,
+    /// The listening socket and the address it gives (`fi_getname`), which
+    /// `fi_setname` may move before the endpoint is enabled.
+    name: SpinLock<Name>,
     listener_key: u64,
-    me: Vec<u8>,
     /// The auth key every handshake proves (`None`: none).
     key: Option<AuthKey>,
+    /// The offer's address format (what `setname` accepts).
+    format: u32,
     enabled: AtomicBool,
     inner: SpinLock<Inner>,
 }
@@ -117,9 +126,9 @@ impl TcpRdmEp {
             cfg,
             shared,
             listener_key,
-            listener,
-            me,
+            name: SpinLock::new(Name { listener, me }),
             key,
+            format: info.addr_format,
             enabled: AtomicBool::new(false),
             inner: SpinLock::new(Inner {
                 b: EpBindings::default(),
@@ -185,11 +194,15 @@ impl TcpRdmEp {
             ))
         })?;
         let to = crate::addr::decode(&bytes)?;
-        let from = crate::addr::decode(&self.me).ok();
+        let me = self.name.lock().me.clone();
+        // From the endpoint's IP; its port is the listener's.
+        let from = crate::addr::decode(&me)
+            .ok()
+            .map(|a| std::net::SocketAddr::new(a.ip(), 0));
         let sock = Socket::connect(&to, from.as_ref())
             .map_err(|e| Error::os(e, &format!("tcp: connect to {to}")))?;
         let id = self.shared.key();
-        let conn = Conn::connect(id, dest, self.cfg.proto, &self.me, &[])
+        let conn = Conn::connect(id, dest, self.cfg.proto, &me, &[])
             .map_err(|e| Error::new(e, "tcp: connect"))?;
         let conn = crate::auth::arm(conn, &self.key)?;
         let id = self.add_link(
@@ -223,7 +236,8 @@ impl TcpRdmEp {
             return 0;
         }
         loop {
-            match self.listener.accept() {
+            let accepted = self.name.lock().listener.accept();
+            match accepted {
                 Ok(Some((sock, peer))) => {
                     n += 1;
                     g.accepting.recovered(&self.label());
@@ -268,7 +282,7 @@ impl TcpRdmEp {
 
     /// The listening address, for log lines.
     fn label(&self) -> String {
-        crate::addr::decode(&self.me).map_or_else(|_| "?".into(), |a| a.to_string())
+        crate::addr::decode(&self.name.lock().me).map_or_else(|_| "?".into(), |a| a.to_string())
     }
 
     /// Drops an incoming connection still in its handshake (the gate's
@@ -339,7 +353,7 @@ impl TcpRdmEp {
             Some(p) if p.outgoing => Existing::Outgoing,
             Some(_) => Existing::Incoming,
         };
-        let decision = decide_hello(&self.me, peer_addr, existing);
+        let decision = decide_hello(&self.name.lock().me, peer_addr, existing);
         let Some(p) = g.peers.get_mut(&id) else {
             return;
         };
@@ -692,7 +706,31 @@ impl EndpointOps for TcpRdmEp {
         Ok(())
     }
     fn getname(&self) -> Result<Vec<u8>> {
-        Ok(self.me.clone())
+        Ok(self.name.lock().me.clone())
+    }
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let sa = crate::addr::decode_for(addr, self.format)?;
+        if self.enabled.load(Ordering::Acquire) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "tcp: setname on an enabled endpoint",
+            ));
+        }
+        // Listen at the new address first: on failure the old one stays.
+        let listener = Socket::listen_in(&sa, self.cfg.port_range)?;
+        let me = crate::addr::encode(
+            &listener
+                .local_addr()
+                .map_err(|e| Error::os(e, "tcp: getsockname"))?,
+        );
+        let mut n = self.name.lock();
+        self.shared.poller.remove(n.listener.fd());
+        self.shared
+            .poller
+            .add(listener.fd(), self.listener_key, false)
+            .map_err(|e| Error::os(e, "tcp: epoll add"))?;
+        *n = Name { listener, me };
+        Ok(())
     }
     unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
         if !self.enabled.load(Ordering::Relaxed) {

@@ -128,7 +128,8 @@ impl Socket {
         self.setopt(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
     }
 
-    /// Starts a nonblocking connect; completion shows as writability
+    /// Starts a nonblocking connect from `from` (its IP, and its port
+    /// unless 0); completion shows as writability
     /// ([`connect_result`](Self::connect_result)).
     pub fn connect(to: &SocketAddr, from: Option<&SocketAddr>) -> io::Result<Socket> {
         if from.is_some_and(|f| f.is_ipv4() != to.is_ipv4()) {
@@ -140,8 +141,8 @@ impl Socket {
         let s = Socket::new(to)?;
         s.setopt(libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
         if let Some(f) = from {
-            if !f.ip().is_unspecified() {
-                let (ss, len) = sockaddr(&SocketAddr::new(f.ip(), 0));
+            if !f.ip().is_unspecified() || f.port() != 0 {
+                let (ss, len) = sockaddr(f);
                 // SAFETY: ss/len describe a valid sockaddr.
                 cvt(unsafe {
                     libc::bind(s.fd(), (&ss as *const libc::sockaddr_storage).cast(), len)

@@ -4,6 +4,10 @@
 //! send half a header and stop are dropped at the handshake deadline; of
 //! many idle connections at most the cap are kept, the oldest dropped
 //! first, each drop logged once; the endpoint keeps serving a good peer.
+//! Out of descriptors (RLIMIT_NOFILE lowered in the child), both endpoints
+//! pause `accept` and log one line each instead of one per progress call,
+//! keep serving their existing connection, and accept again once
+//! descriptors are back.
 #![allow(unsafe_code)]
 
 mod common;
@@ -24,6 +28,7 @@ const PING: u64 = 1;
 // ------------------------------------------------------------- the child
 
 static DROPS: AtomicUsize = AtomicUsize::new(0);
+static ACCEPT_LINES: AtomicUsize = AtomicUsize::new(0);
 
 struct Msg(String);
 
@@ -52,14 +57,48 @@ impl tracing::Subscriber for Count {
         if m.0.contains("dropping an incoming connection") {
             DROPS.fetch_add(1, Ordering::SeqCst);
         }
+        if m.0.contains("accept") {
+            ACCEPT_LINES.fetch_add(1, Ordering::SeqCst);
+        }
         eprintln!("[child log]{}", m.0);
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
+/// Lowers RLIMIT_NOFILE to the descriptors open now and fills every free
+/// number below it, so the next descriptor fails with EMFILE; returns the
+/// fillers and the old limit.
+fn exhaust_fds() -> (Vec<std::fs::File>, libc::rlimit) {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `old` is a valid out-parameter.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
+    let top = std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(2);
+    let low = libc::rlimit {
+        rlim_cur: top + 1,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: `low` is a valid rlimit.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
+    let mut fill = Vec::new();
+    while let Ok(f) = std::fs::File::open("/dev/null") {
+        fill.push(f);
+        assert!(fill.len() < 100_000, "RLIMIT_NOFILE not in force");
+    }
+    (fill, old)
+}
+
 /// Child role "victim": an RDM endpoint that echoes PINGs and a passive
-/// endpoint, driven until EXIT; COUNT prints `DROPS n`.
+/// endpoint, driven until EXIT; COUNT prints `DROPS n`, ACCEPTLOG the
+/// number of accept warnings, LIMIT runs out of descriptors, RESTORE gives
+/// them back.
 fn role_victim() {
     tracing::subscriber::set_global_default(Count).expect("subscriber");
     let r = Rdm::open(&offer(ep_type::FI_EP_RDM, "127.0.0.1"));
@@ -95,10 +134,24 @@ fn role_victim() {
     tell("READY");
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut done = Vec::new();
+    let mut exhausted = None;
     while Instant::now() < deadline {
         match rx.try_recv().as_deref() {
             Ok("EXIT") => break,
             Ok("COUNT") => tell(&format!("DROPS {}", DROPS.load(Ordering::SeqCst))),
+            Ok("ACCEPTLOG") => tell(&format!("LINES {}", ACCEPT_LINES.load(Ordering::SeqCst))),
+            Ok("LIMIT") => {
+                exhausted = Some(exhaust_fds());
+                tell("LIMITED");
+            }
+            Ok("RESTORE") => {
+                if let Some((fill, old)) = exhausted.take() {
+                    drop(fill);
+                    // SAFETY: `old` is the limit read before.
+                    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &old) }, 0);
+                }
+                tell("RESTORED");
+            }
             _ => {}
         }
         let _ = eq.read();
@@ -240,4 +293,65 @@ fn half_open_connections_are_bounded_and_dropped_with_a_log_line() {
     kid.say("EXIT");
     kid.finish(STEP);
     drop(me);
+}
+
+#[test]
+fn accept_under_fd_exhaustion_backs_off_and_logs_once() {
+    match role().as_deref() {
+        Some("victim") => child_main(role_victim),
+        Some(r) => panic!("unknown role {r}"),
+        None => {}
+    }
+    let mut c = self_cmd(
+        "accept_under_fd_exhaustion_backs_off_and_logs_once",
+        "victim",
+    );
+    c.env("FI_TCP_MAX_HALF_OPEN", "256");
+    let mut kid = Kid::spawn("victim", c);
+    let a = kid.expect("ADDR ", STEP);
+    let (rdm, pep) = a.split_once(' ').expect("two addresses");
+    let me = Rdm::open(&offer(ep_type::FI_EP_RDM, "127.0.0.1"));
+    let to = me.av.insert_one(&unhex(rdm)).expect("insert");
+    kid.say(&format!("PEER {}", hex(&me.ep.getname().unwrap())));
+    kid.expect("READY", STEP);
+    // The connection that must keep working, made before the limit.
+    ping(&me, to);
+    kid.say("LIMIT");
+    kid.expect("LIMITED", STEP);
+    // Connections the victim cannot accept (EMFILE), on both listeners,
+    // while its existing connection keeps carrying a ping-pong.
+    let addrs = [rdm, pep].map(|h| ofi_prov_tcp::addr::decode(&unhex(h)).expect("address"));
+    let _socks: Vec<TcpStream> = addrs
+        .iter()
+        .flat_map(|a| (0..10).map(move |_| connect(*a)))
+        .collect();
+    // (Each ping is bounded by STEP: a stalled connection fails it.)
+    for _ in 0..300 {
+        ping(&me, to);
+    }
+    kid.say("ACCEPTLOG");
+    let lines: usize = kid.expect("LINES ", STEP).parse().expect("a count");
+    eprintln!("300 round trips while out of descriptors; {lines} accept log lines");
+    assert_eq!(lines, 2, "one warning per listener, not one per attempt");
+    // Descriptors back: both listeners accept the waiting connections
+    // again and each says so in one line (the count of failures it did not
+    // log one by one).
+    kid.say("RESTORE");
+    kid.expect("RESTORED", STEP);
+    let t1 = Instant::now();
+    loop {
+        kid.say("ACCEPTLOG");
+        let n: usize = kid.expect("LINES ", STEP).parse().expect("a count");
+        if n == 4 {
+            break;
+        }
+        assert!(
+            n < 4 && t1.elapsed() < STEP,
+            "accept lines after the restore: {n}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ping(&me, to);
+    kid.say("EXIT");
+    kid.finish(STEP);
 }

@@ -296,3 +296,68 @@ fn transmit_complete_sends_crossing_both_complete() {
     c.unwrap();
     s.unwrap();
 }
+
+/// A loopback address with a port free right now.
+fn free_loopback() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}
+
+fn sockaddr_in(a: std::net::SocketAddr) -> Vec<u8> {
+    let mut b = vec![0u8; 16];
+    b[0..2].copy_from_slice(&2u16.to_ne_bytes());
+    b[2..4].copy_from_slice(&a.port().to_be_bytes());
+    b[4..8].copy_from_slice(&[127, 0, 0, 1]);
+    b
+}
+
+#[test]
+fn setname_names_passive_and_active_endpoints_before_listen_and_enable() {
+    let info = info();
+    let fabric = Fabric::open(&info.fabric_attr).unwrap();
+    let eq_s = fabric.eq(&EqAttr::default()).unwrap();
+    let eq_c = fabric.eq(&EqAttr::default()).unwrap();
+    let pep = fabric.passive_ep(&info, 1).unwrap();
+    // FI_OPT_CM_DATA_SIZE on the passive endpoint: the connect limit.
+    let limit = pep.getopt(opt::FI_OPT_CM_DATA_SIZE).unwrap();
+    assert!(limit >= 1);
+    let at = sockaddr_in(free_loopback());
+    assert_eq!(pep.setname(&at[..3]).unwrap_err().code(), errno::FI_EINVAL);
+    pep.setname(&at).unwrap();
+    assert_eq!(pep.getname().unwrap(), at);
+    pep.bind_eq(&eq_s).unwrap();
+    pep.listen().unwrap();
+    assert_eq!(pep.getname().unwrap(), at, "listening where setname said");
+    let e = pep.setname(&sockaddr_in(free_loopback())).unwrap_err();
+    assert_eq!(e.code(), errno::FI_EOPBADSTATE);
+
+    let domain = fabric.domain(&info).unwrap();
+    let cq = domain.cq(&CqAttr::default()).unwrap();
+    let client = domain.endpoint(&info).unwrap();
+    let from = sockaddr_in(free_loopback());
+    let mut v6 = vec![0u8; 28];
+    v6[0..2].copy_from_slice(&10u16.to_ne_bytes());
+    assert_eq!(client.setname(&v6).unwrap_err().code(), errno::FI_EINVAL);
+    client.setname(&from).unwrap();
+    assert_eq!(client.getname().unwrap(), from);
+    client.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
+    client.bind_eq(&eq_c).unwrap();
+    client.enable().unwrap();
+    assert_eq!(
+        client.setname(&from).unwrap_err().code(),
+        errno::FI_EOPBADSTATE
+    );
+    let too_long = vec![7u8; limit + 1];
+    assert!(client.connect(&at, &too_long).is_err());
+    client.connect(&at, &vec![7u8; limit]).unwrap();
+    let req = wait_eq(&eq_s, &eq_c);
+    assert_eq!(req.cm_data, vec![7u8; limit]);
+    let ri = req.info.as_ref().unwrap();
+    assert_eq!(
+        ri.dest_addr.as_deref(),
+        Some(&from[..]),
+        "the request comes from the name set"
+    );
+    pep.reject(ri.handle.as_ref().unwrap(), b"").unwrap();
+}

@@ -16,6 +16,7 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{FI_ADDR_UNSPEC, FI_DIRECTED_RECV, FI_RECV, FI_TRANSMIT};
 use ofi_core::error::errno::*;
+use ofi_core::spi::HasOps;
 use ofi_core::util::iov::IoVec;
 use ofi_core::Endpoint;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -345,23 +346,31 @@ unsafe extern "C" fn ep_getopt(
         if level != ep_opt::FI_OPT_ENDPOINT {
             return noproto;
         }
-        let Some((_, e)) = e else {
-            return noproto;
+        let got = match e {
+            Some((_, e)) => e.getopt(optname),
+            // SAFETY: as above (a passive endpoint).
+            None => match unsafe { pep(f) } {
+                Some(p) => p.getopt(optname),
+                None => return EINVAL,
+            },
         };
-        let v = match e.getopt(optname) {
+        let v = match got {
             Ok(v) => v,
             Err(err) => return guard::err(&err),
         };
-        // SAFETY: optlen is valid; optval has *optlen writable bytes.
+        // SAFETY: optlen is valid; optval has *optlen writable bytes. Too
+        // small a buffer gets -FI_ETOOSMALL and the length it needs.
         unsafe {
             if size_opt(optname) {
                 if *optlen < std::mem::size_of::<size_t>() {
+                    *optlen = std::mem::size_of::<size_t>();
                     return guard::neg(FI_ETOOSMALL);
                 }
                 optval.cast::<size_t>().write_unaligned(v);
                 *optlen = std::mem::size_of::<size_t>();
             } else {
                 if *optlen < std::mem::size_of::<c_int>() {
+                    *optlen = std::mem::size_of::<c_int>();
                     return guard::neg(FI_ETOOSMALL);
                 }
                 optval.cast::<c_int>().write_unaligned(v as c_int);
@@ -440,8 +449,24 @@ unsafe extern "C" fn ep_size_left(_ep: *mut fid_ep) -> ssize_t {
     ffi(PANIC_S, || ENOSYS_S)
 }
 
-unsafe extern "C" fn cm_setname(_f: fid_t, _addr: *mut c_void, _addrlen: size_t) -> c_int {
-    ffi(PANIC, || ENOSYS)
+/// `fi_setname` of an endpoint (before `fi_enable`) or passive endpoint
+/// (before `fi_listen`): an address in the offer's format.
+unsafe extern "C" fn cm_setname(f: fid_t, addr: *mut c_void, addrlen: size_t) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: addr has addrlen readable bytes (caller's contract).
+        let Some(a) = (unsafe { super::bytes(addr, addrlen) }).filter(|a| !a.is_empty()) else {
+            return EINVAL;
+        };
+        // SAFETY: f is NULL or a fid of the application.
+        if let Some((_, e)) = unsafe { ep(f.cast::<fid_ep>()) } {
+            return super::ret(e.setname(a));
+        }
+        // SAFETY: as above.
+        match unsafe { pep(f) } {
+            Some(p) => super::ret(p.setname(a)),
+            None => EINVAL,
+        }
+    })
 }
 
 /// `fi_getname` of an endpoint or passive endpoint.

@@ -1,0 +1,206 @@
+/* Items 7 and 8 of issue 16 on tcp: FI_OPT_CM_DATA_SIZE on passive
+ * endpoints (and private data of that size in a connection request), and
+ * fi_setname on passive and active endpoints before fi_listen / fi_enable
+ * (fi_getname then returns the address; after: a clear error). */
+#include "common.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A loopback TCP port free right now. */
+static int free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof a;
+	bind(s, (struct sockaddr *)&a, sizeof a);
+	getsockname(s, (struct sockaddr *)&a, &len);
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+static struct sockaddr_in loopback(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	return a;
+}
+
+/* The port of the address fi_getname gives, or -1. */
+static int name_port(fid_t f)
+{
+	struct sockaddr_storage ss;
+	size_t len = sizeof ss;
+	if (fi_getname(f, &ss, &len) || ss.ss_family != AF_INET)
+		return -1;
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static struct fi_info *offer(enum fi_ep_type type)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	hints->fabric_attr->prov_name = strdup("tcp");
+	hints->ep_attr->type = type;
+	hints->caps = FI_MSG;
+	hints->addr_format = FI_SOCKADDR_IN;
+	int r = fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", NULL, FI_SOURCE, hints, &info);
+	fi_freeinfo(hints);
+	return r ? NULL : info;
+}
+
+static void passive(void)
+{
+	struct fi_info *info = offer(FI_EP_MSG);
+	CHECK("MSG offer", info != NULL);
+	if (!info)
+		return;
+	struct fid_fabric *fab;
+	struct fid_eq *eq;
+	struct fid_pep *pep;
+	struct fi_eq_attr ea = { .size = 8, .wait_obj = FI_WAIT_UNSPEC };
+	CHECK("fabric", fi_fabric(info->fabric_attr, &fab, NULL) == 0);
+	CHECK("eq", fi_eq_open(fab, &ea, &eq, NULL) == 0);
+	CHECK("passive endpoint", fi_passive_ep(fab, info, &pep, NULL) == 0);
+
+	/* Item 7. */
+	size_t size = 0, len = sizeof size;
+	SAME("pep getopt FI_OPT_CM_DATA_SIZE %d", fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &size, &len));
+	SAME("pep cm data size %zu (length %zu)", size, len);
+	size_t small = 2;
+	SAME("pep getopt with too small a buffer %d", fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &size, &small));
+	SAME("length it needs %zu", small);
+	len = sizeof size;
+	SAME("pep getopt of an unknown option %d", fi_getopt(&pep->fid, FI_OPT_ENDPOINT, 9999, &size, &len));
+	/* Read-only (fi_endpoint(3)); libfabric 1.17: -FI_ENOSYS, ofi: -FI_ENOPROTOOPT. */
+	CHECK("pep setopt FI_OPT_CM_DATA_SIZE fails", fi_setopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &size, sizeof size) < 0);
+
+	/* Item 8, passive side. */
+	int port = free_port();
+	struct sockaddr_in at = loopback(port);
+	SAME("pep setname with a 3-byte address %d", fi_setname(&pep->fid, &at, 3));
+	SAME("pep setname %d", fi_setname(&pep->fid, &at, sizeof at));
+	CHECK("pep getname returns the address set", name_port(&pep->fid) == port);
+	CHECK("bind eq", fi_pep_bind(pep, &eq->fid, 0) == 0);
+	SAME("listen %d", fi_listen(pep));
+	CHECK("it listens there", name_port(&pep->fid) == port);
+	/* libfabric 1.17 answers 0 and keeps listening where it was. */
+	struct sockaddr_in other = loopback(free_port());
+	CHECK_OFI("pep setname after listen is -FI_EOPBADSTATE",
+		  fi_setname(&pep->fid, &other, sizeof other) == -FI_EOPBADSTATE);
+
+	/* A connection request with private data of the advertised size,
+	 * from an active endpoint named with fi_setname (libfabric 1.17's tcp
+	 * MSG endpoints answer -FI_ENOSYS to fi_setname). */
+	struct fid_domain *dom;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	struct fi_cq_attr qa = { .format = FI_CQ_FORMAT_CONTEXT };
+	CHECK("domain", fi_domain(fab, info, &dom, NULL) == 0);
+	CHECK("cq", fi_cq_open(dom, &qa, &cq, NULL) == 0);
+	CHECK("active endpoint", fi_endpoint(dom, info, &ep, NULL) == 0);
+	int from = free_port();
+	struct sockaddr_in src = loopback(from);
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+	if (on_ofi) {
+		CHECK("msg setname of an IPv6 address on an IPv4 endpoint is -FI_EINVAL",
+		      fi_setname(&ep->fid, &v6, sizeof v6) == -FI_EINVAL);
+		CHECK("msg setname", fi_setname(&ep->fid, &src, sizeof src) == 0);
+		CHECK("msg getname returns it", name_port(&ep->fid) == from);
+	} else {
+		printf("skip on libfabric: fi_setname on tcp MSG endpoints\n");
+	}
+	CHECK("bind", fi_ep_bind(ep, &eq->fid, 0) == 0 && fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	CHECK("enable", fi_enable(ep) == 0);
+	if (on_ofi)
+		CHECK("msg setname after enable is -FI_EOPBADSTATE",
+		      fi_setname(&ep->fid, &src, sizeof src) == -FI_EOPBADSTATE);
+	char *data = malloc(size + 1);
+	memset(data, 0x3c, size + 1);
+	/* One byte more than the limit is refused. */
+	CHECK("connect with more private data than the limit fails",
+	      fi_connect(ep, &at, data, size + 1) < 0);
+	SAME("connect with private data of the limit %d", fi_connect(ep, &at, data, size));
+	size_t room = sizeof(struct fi_eq_cm_entry) + size;
+	struct fi_eq_cm_entry *cm = calloc(1, room);
+	uint32_t event = 0;
+	ssize_t n = fi_eq_sread(eq, &event, cm, room, 5000, 0);
+	SAME("connection request event %d, %zd bytes", event, n);
+	CHECK("the request carries the private data",
+	      event == FI_CONNREQ && n == (ssize_t)room && (unsigned char)cm->data[size - 1] == 0x3c);
+	if (on_ofi && event == FI_CONNREQ && cm->info && cm->info->dest_addr)
+		CHECK("the request comes from the address set",
+		      ntohs(((struct sockaddr_in *)cm->info->dest_addr)->sin_port) == from);
+	if (event == FI_CONNREQ) {
+		CHECK("reject", fi_reject(pep, cm->info->handle, NULL, 0) == 0);
+		fi_freeinfo(cm->info);
+	}
+	free(cm);
+	free(data);
+	fi_close(&ep->fid);
+	fi_close(&cq->fid);
+	fi_close(&dom->fid);
+	fi_close(&pep->fid);
+	fi_close(&eq->fid);
+	fi_close(&fab->fid);
+	fi_freeinfo(info);
+}
+
+static void active_rdm(void)
+{
+	struct fi_info *info = offer(FI_EP_RDM);
+	CHECK("RDM offer", info != NULL);
+	if (!info)
+		return;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	struct fi_av_attr aa = { .type = FI_AV_UNSPEC };
+	struct fi_cq_attr qa = { .format = FI_CQ_FORMAT_CONTEXT };
+	CHECK("fabric", fi_fabric(info->fabric_attr, &fab, NULL) == 0);
+	CHECK("domain", fi_domain(fab, info, &dom, NULL) == 0);
+	CHECK("av", fi_av_open(dom, &aa, &av, NULL) == 0);
+	CHECK("cq", fi_cq_open(dom, &qa, &cq, NULL) == 0);
+	CHECK("endpoint", fi_endpoint(dom, info, &ep, NULL) == 0);
+	int port = free_port();
+	struct sockaddr_in at = loopback(port);
+	SAME("rdm setname with a 3-byte address %d", fi_setname(&ep->fid, &at, 3));
+	/* libfabric 1.17 takes an IPv6 address for an IPv4 endpoint. */
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+	if (on_ofi)
+		CHECK("rdm setname of an IPv6 address on an IPv4 endpoint is -FI_EINVAL",
+		      fi_setname(&ep->fid, &v6, sizeof v6) == -FI_EINVAL);
+	SAME("rdm setname %d", fi_setname(&ep->fid, &at, sizeof at));
+	CHECK("rdm getname returns the address set", name_port(&ep->fid) == port);
+	CHECK("bind", fi_ep_bind(ep, &av->fid, 0) == 0 && fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	SAME("enable %d", fi_enable(ep));
+	CHECK("still named so once enabled", name_port(&ep->fid) == port);
+	/* libfabric 1.17 answers 0 and stays where it was. */
+	struct sockaddr_in other = loopback(free_port());
+	CHECK_OFI("rdm setname after enable is -FI_EOPBADSTATE",
+		  fi_setname(&ep->fid, &other, sizeof other) == -FI_EOPBADSTATE);
+	/* The endpoint is reachable at its new name. */
+	fi_addr_t self;
+	CHECK("insert the name set", fi_av_insert(av, &at, 1, &self, 0, NULL) == 1);
+	static char out[8] = "named", in[8];
+	struct loop l = { .cq = cq };
+	CHECK("recv", RETRY(&l, fi_recv(ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, NULL)) == 0);
+	CHECK("send to the name set", RETRY(&l, fi_send(ep, out, sizeof out, NULL, self, NULL)) == 0);
+	CHECK("both complete", loop_complete(&l, 2) == 2 && !strcmp(in, "named"));
+	fi_close(&ep->fid);
+	fi_close(&cq->fid);
+	fi_close(&av->fid);
+	fi_close(&dom->fid);
+	fi_close(&fab->fid);
+	fi_freeinfo(info);
+}
+
+int main(void)
+{
+	start();
+	passive();
+	active_rdm();
+	return finish();
+}
