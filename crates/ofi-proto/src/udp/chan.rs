@@ -93,6 +93,11 @@ impl Default for ChanConfig {
 
 /// Transmissions acknowledged after a packet's latest one that make it lost.
 const DUP_THRESH: u64 = 3;
+/// Retransmission slots reserved per channel at most.
+const HELD_PKTS_RESERVED: usize = 4096;
+/// Bytes of held-stream capacity reserved per channel at most.
+const HELD_BYTES_RESERVED: usize = 64 << 10;
+
 /// Most packets held out of order (besides the byte window).
 const MAX_OOO_PKTS: usize = 16384;
 /// Fewest packets of congestion window.
@@ -227,13 +232,17 @@ impl Channel {
         // At least eight probes go out within the dead bound.
         cfg.max_rto = cfg.max_rto.min(cfg.peer_timeout / 8).max(cfg.min_rto);
         let mss = cfg.max_payload;
+        // Sized once: retransmission and a consumer that falls behind are
+        // rare, and their first occurrence must not allocate on the hot path.
+        let window_pkts = (cfg.window as usize / mss + 1).min(HELD_PKTS_RESERVED);
+        let held_reserved = (cfg.window as usize).min(HELD_BYTES_RESERVED);
         Channel {
             rtt: Rtt::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             session,
             snd_una: 0,
             snd_nxt: 0,
             sent: VecDeque::new(),
-            retx: VecDeque::new(),
+            retx: VecDeque::with_capacity(window_pkts),
             stream_end: 0,
             stream_next: 0,
             tx_order: 0,
@@ -251,7 +260,7 @@ impl Channel {
             rcv_nxt: 0,
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
-            held: VecDeque::new(),
+            held: VecDeque::with_capacity(held_reserved),
             delivering: false,
             ack_now: false,
             ack_at: None,
@@ -762,10 +771,9 @@ impl Channel {
                     }
                 }
                 // The oldest first, each once.
-                let mut v: Vec<u64> = self.retx.drain(..).collect();
-                v.sort_unstable();
-                v.dedup();
-                self.retx.extend(v);
+                self.retx.make_contiguous().sort_unstable();
+                let mut prev = None;
+                self.retx.retain(|&n| prev.replace(n) != Some(n));
                 self.in_flight = 0;
                 if any {
                     let mss = self.cfg.max_payload;

@@ -207,6 +207,10 @@ pub struct Rdm {
     events: VecDeque<RdmEvent>,
     hdr: [u8; HDR_LEN],
     scratch: Vec<u8>,
+    /// Up peers of one transmit pass (kept to not allocate each pass).
+    peers: Vec<PeerId>,
+    /// The address of the peer being pumped.
+    addr: Vec<u8>,
     flat: Vec<u8>,
 }
 
@@ -228,9 +232,13 @@ impl Rdm {
             links: BTreeMap::new(),
             by_conn: HashMap::new(),
             next_conn: 1,
-            events: VecDeque::new(),
+            // Reserved: a burst of drops or completions after a stall must
+            // not allocate on the hot path.
+            events: VecDeque::with_capacity(256),
             hdr: [0; HDR_LEN],
             scratch: Vec::new(),
+            peers: Vec::new(),
+            addr: Vec::new(),
             flat: Vec::new(),
             cfg,
         }
@@ -326,7 +334,13 @@ impl Rdm {
                 peer,
                 recv: Recv::Held,
             } => self.drain_held(peer, mem),
-            Incoming::Dropped(why) => self.events.push_back(RdmEvent::Dropped { why }),
+            Incoming::Dropped(why) => {
+                // A run of the same drop (duplicates after a spurious
+                // retransmission) is one event; the counters keep the rest.
+                if !matches!(self.events.back(), Some(RdmEvent::Dropped { why: w }) if *w == why) {
+                    self.events.push_back(RdmEvent::Dropped { why });
+                }
+            }
             _ => {}
         }
         self.wakeups(mem);
@@ -490,10 +504,13 @@ impl Rdm {
         while let Some((to, bytes)) = self.sessions.poll_ctrl() {
             send(&to, &[Part::Bytes(&bytes)]);
         }
-        let peers: Vec<PeerId> = self.sessions.up_peers().collect();
-        for peer in peers {
+        let mut peers = std::mem::take(&mut self.peers);
+        peers.clear();
+        peers.extend(self.sessions.up_peers());
+        for &peer in &peers {
             self.pump(peer, now, mem, send);
         }
+        self.peers = peers;
         // A reset queued while pumping.
         while let Some((to, bytes)) = self.sessions.poll_ctrl() {
             send(&to, &[Part::Bytes(&bytes)]);
@@ -560,7 +577,10 @@ impl Rdm {
         // Bytes beyond the copies complete their operations only when
         // acknowledged: the last packet asks for that at once.
         ch.set_prompt(link.reported);
-        let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+        self.addr.clear();
+        self.addr
+            .extend_from_slice(self.sessions.addr(peer).unwrap_or_default());
+        let addr = &self.addr;
         let ch = self.sessions.channel(peer).expect("checked above");
         // 3. Datagrams.
         for _ in 0..256 {
@@ -630,7 +650,7 @@ impl Rdm {
                 parts[np] = Part::Bytes(&self.flat);
                 np += 1;
             }
-            send(&addr, &parts[..np]);
+            send(addr, &parts[..np]);
             self.flat.clear();
         }
 

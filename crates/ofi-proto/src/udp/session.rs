@@ -31,6 +31,7 @@ use ofi_wire::udp::{
     flag, kind, peek_kind, session_id, Handshake, Packet, Repr, HDR_LEN, NONCE_LEN,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 /// A peer's name within one [`Sessions`] table.
@@ -781,8 +782,15 @@ impl Sessions {
     pub fn handle_timeout(&mut self, now: Instant) {
         let t = self.cfg.chan.peer_timeout;
         let max_rto = self.cfg.chan.max_rto;
-        let ids: Vec<PeerId> = self.peers.keys().copied().collect();
-        for id in ids {
+        // A cursor over the ids (the table changes under the loop; no
+        // allocation on the hot path).
+        let mut next = self.peers.keys().next().copied();
+        while let Some(id) = next {
+            next = self
+                .peers
+                .range((Bound::Excluded(id), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| *k);
             let Some(p) = self.peers.get_mut(&id) else {
                 continue;
             };

@@ -187,29 +187,32 @@ impl RdmEp {
         }))
     }
 
-    /// The address of `fi_addr` in the AV.
-    fn dest(g: &mut Inner, fi_addr: u64) -> Result<Vec<u8>> {
+    /// The address of `fi_addr` in the AV, cached per AV generation (the
+    /// hot path looks it up without allocating).
+    fn dest<'a>(
+        b: &EpBindings,
+        dests: &'a mut IdMap<u64, Vec<u8>>,
+        dest_gen: &mut u64,
+        fi_addr: u64,
+    ) -> Result<&'a [u8]> {
         let av =
-            g.b.av
-                .clone()
+            b.av.as_ref()
                 .ok_or_else(|| Error::new(errno::FI_ENOAV, "udp: no address vector bound"))?;
         let gen = av.generation();
-        if gen != g.dest_gen {
-            g.dests.clear();
-            g.dest_gen = gen;
+        if gen != *dest_gen {
+            dests.clear();
+            *dest_gen = gen;
         }
-        if let Some(a) = g.dests.get(&fi_addr) {
-            return Ok(a.clone());
+        if !dests.contains_key(&fi_addr) {
+            let bytes = av.lookup(fi_addr).map_err(|_| {
+                Error::inval(format!(
+                    "udp: destination fi_addr {fi_addr} is not in the address vector"
+                ))
+            })?;
+            let sa = crate::addr::decode(&bytes)?;
+            dests.insert(fi_addr, crate::addr::encode(&sa));
         }
-        let bytes = av.lookup(fi_addr).map_err(|_| {
-            Error::inval(format!(
-                "udp: destination fi_addr {fi_addr} is not in the address vector"
-            ))
-        })?;
-        let sa = crate::addr::decode(&bytes)?;
-        let a = crate::addr::encode(&sa);
-        g.dests.insert(fi_addr, a.clone());
-        Ok(a)
+        Ok(dests.get(&fi_addr).map(Vec::as_slice).unwrap_or_default())
     }
 
     /// One progress pass: receive, timers, transmit, events.
@@ -347,8 +350,15 @@ impl RdmEp {
 
     /// Queues an operation to `dest` and drives the endpoint.
     fn queue(&self, g: &mut Inner, dest: u64, req: Req) -> std::result::Result<(), i32> {
-        let to = Self::dest(g, dest).map_err(|e| e.code())?;
-        g.rdm.queue(Instant::now(), dest, &to, req)?;
+        let Inner {
+            b,
+            rdm,
+            dests,
+            dest_gen,
+            ..
+        } = g;
+        let to = Self::dest(b, dests, dest_gen, dest).map_err(|e| e.code())?;
+        rdm.queue(Instant::now(), dest, to, req)?;
         self.pass(g);
         Ok(())
     }
