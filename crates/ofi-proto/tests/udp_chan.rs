@@ -499,7 +499,7 @@ proptest::proptest! {
             seed,
             faults: Faults { loss, dup, reorder, corrupt },
             records: 2000,
-            max_len: 300,
+            max_len: 200,
             cfg: cfg(mss, (window_kib << 10).max(mss as u32 * 4)),
             pauses: 5,
             raw,

@@ -334,12 +334,11 @@ impl Rdm {
                 peer,
                 recv: Recv::Held,
             } => self.drain_held(peer, mem),
-            Incoming::Dropped(why) => {
-                // A run of the same drop (duplicates after a spurious
-                // retransmission) is one event; the counters keep the rest.
-                if !matches!(self.events.back(), Some(RdmEvent::Dropped { why: w }) if *w == why) {
-                    self.events.push_back(RdmEvent::Dropped { why });
-                }
+            // A run of the same drop (duplicates after a spurious
+            // retransmission) is one event; the counters keep the rest.
+            Incoming::Dropped(why) if !matches!(self.events.back(), Some(RdmEvent::Dropped { why: w }) if *w == why) =>
+            {
+                self.events.push_back(RdmEvent::Dropped { why });
             }
             _ => {}
         }
@@ -569,7 +568,7 @@ impl Rdm {
                 conn.on_written(n);
                 link.reported += n as u64;
             }
-            ch.set_waiting(now, conn.in_flight() > 0);
+            ch.set_waiting(now, conn.in_flight() > 0 || conn.awaits_peer());
         }
         let view = link.conn.as_ref().map(|c| c.transmit_view());
         let end = link.reported + view.as_ref().map_or(0, |t| t.len() as u64);

@@ -402,6 +402,16 @@ impl Sessions {
                 if let Some(p) = self.peers.get_mut(&id) {
                     p.hello = None;
                 }
+                if r.flags & flag::CLOSED != 0 {
+                    // Nothing listens there: what waits for it fails now
+                    // instead of at the dead bound.
+                    self.events.push_back(SessionEvent::Down {
+                        peer: id,
+                        cause: Cause::Refused,
+                        renewed: false,
+                    });
+                    return Incoming::Control;
+                }
                 self.drops.auth += 1;
                 self.events.push_back(SessionEvent::Refused {
                     peer: id,
@@ -874,6 +884,29 @@ pub fn reset_packet(session: u64) -> [u8; HDR_LEN] {
         ..Default::default()
     }
     .to_bytes()
+}
+
+/// What a closing endpoint answers to a datagram still waiting in its
+/// socket: a HELLO gets a REFUSE flagged [`flag::CLOSED`] (its sender's
+/// operations then fail with `FI_ECONNREFUSED` at once instead of at the
+/// dead bound); anything else gets nothing (live sessions get their RESET
+/// from [`Sessions::shutdown`]).
+pub fn closing_answer(datagram: &[u8]) -> Option<Vec<u8>> {
+    let p = Packet::new_checked(datagram).ok()?;
+    let r = Repr::parse(&p).ok()?;
+    if r.kind != kind::HELLO {
+        return None;
+    }
+    let hs = Handshake::parse(&r, p.payload()).ok()?;
+    let mut v = Repr {
+        kind: kind::REFUSE,
+        flags: flag::CLOSED,
+        ..Default::default()
+    }
+    .to_bytes()
+    .to_vec();
+    v.extend_from_slice(&hs.nonce);
+    Some(v)
 }
 
 /// A REFUSE of the handshake that carried `nonce`.

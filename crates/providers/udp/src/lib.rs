@@ -95,7 +95,7 @@ pub fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "copy_max", 4096, "RDM send payloads (and pieces of them) up to this size are copied when staged and their sends complete at once; larger ones go from the user's buffer and complete when the peer acknowledges them"),
         Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offers advertise"),
         Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offers advertise"),
-        ofi_core::util::peer::timeout_tunable(NAME),
+        peer_timeout_tunable(),
     ]
 }
 
@@ -205,6 +205,19 @@ pub fn register() -> Result<()> {
         Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
         r => r,
     }
+}
+
+/// The dead bound's default: 3 s. A datagram provider hears nothing when
+/// a peer process dies (no reset as tcp gets), so the bound is the signal;
+/// 3 s leaves room for eight backed-off probes (the channel caps its
+/// timeout at an eighth of the bound) and keeps a death noticed well
+/// within the 5 s the other providers are held to.
+pub const PEER_TIMEOUT_MS: usize = 3000;
+
+fn peer_timeout_tunable() -> Tunable {
+    let mut t = ofi_core::util::peer::timeout_tunable(NAME);
+    t.default = PEER_TIMEOUT_MS.to_string();
+    t
 }
 
 /// Most iov entries per operation.

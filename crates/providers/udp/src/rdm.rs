@@ -203,14 +203,14 @@ impl RdmEp {
             dests.clear();
             *dest_gen = gen;
         }
-        if !dests.contains_key(&fi_addr) {
+        if let std::collections::hash_map::Entry::Vacant(v) = dests.entry(fi_addr) {
             let bytes = av.lookup(fi_addr).map_err(|_| {
                 Error::inval(format!(
                     "udp: destination fi_addr {fi_addr} is not in the address vector"
                 ))
             })?;
             let sa = crate::addr::decode(&bytes)?;
-            dests.insert(fi_addr, crate::addr::encode(&sa));
+            v.insert(crate::addr::encode(&sa));
         }
         Ok(dests.get(&fi_addr).map(Vec::as_slice).unwrap_or_default())
     }
@@ -532,8 +532,20 @@ impl EndpointOps for RdmEp {
                 tracing::debug!(peer = p, ?st, drops = ?g.rdm.sessions().drops(), "udp: session statistics at close");
             }
         }
-        let Inner { rdm, raw, .. } = &mut *g;
+        let Inner { rdm, raw, buf, .. } = &mut *g;
         let sock = &self.sock;
+        // Handshakes that reached us but were never read are refused (their
+        // senders fail at once instead of at the dead bound).
+        for _ in 0..BATCH * 4 {
+            let Ok(Some(r)) = sock.recv_from(buf) else {
+                break;
+            };
+            if let Some(answer) = ofi_proto::udp::closing_answer(&buf[..r.len]) {
+                let a = RawAddr::new(&r.from);
+                // SAFETY: the answer lives for this call.
+                let _ = unsafe { sock.send_to(&a, &[SysPart::bytes(&answer)]) };
+            }
+        }
         rdm.close(&mut |to: &[u8], parts: &[Part<'_>]| {
             let Ok(sa) = crate::addr::decode(to) else {
                 return;
