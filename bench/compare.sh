@@ -67,6 +67,10 @@
 #   TAGGED_SIZES  shm tagged sizes in bytes (default "8"; "" for none)
 #   TCP_SIZES     tcp sizes in bytes (default "8 1048576")
 #   TCP_EPS       tcp endpoint types (default "msg rdm")
+#   UDP_SIZES     udp rdm sizes in bytes (default "8 1048576"); udp dgram
+#                 runs at the sizes of UDP_SIZES that fit one datagram
+#   UDP_EPS       udp endpoint types (default "dgram rdm"; Debian's
+#                 fi_pingpong -p udp -e rdm runs udp;ofi_rxd)
 #   ITERS         iterations per run (default: by size, 200000 for <= 4 KiB,
 #                 50000 for <= 64 KiB, then 5e9/size with a floor of 500)
 #   BW_SIZE       ofi bw -o write size in bytes (default 1048576)
@@ -123,6 +127,8 @@ SIZES="${SIZES:-8 4096 1048576}"
 TAGGED_SIZES="${TAGGED_SIZES-8}"
 TCP_SIZES="${TCP_SIZES:-8 1048576}"
 TCP_EPS="${TCP_EPS:-msg rdm}"
+UDP_SIZES="${UDP_SIZES:-8 1048576}"
+UDP_EPS="${UDP_EPS:-dgram rdm}"
 ITERS="${ITERS:-}"
 MEMCPY_SIZE="${MEMCPY_SIZE:-1048576}"
 RAW_PP_ITERS="${RAW_PP_ITERS:-200000}"
@@ -144,18 +150,23 @@ log() { printf '%s\n' "$*" >&2; }
 die() { log "compare.sh: $*"; exit 1; }
 
 case "$RUNS" in '' | *[!0-9]* | 0) die "RUNS must be a positive integer (got '$RUNS')" ;; esac
-for s in $SIZES $TAGGED_SIZES $TCP_SIZES $MEMCPY_SIZE $RAW_PP_ITERS $RAW_STREAM_ITERS \
+for s in $SIZES $TAGGED_SIZES $TCP_SIZES $UDP_SIZES $MEMCPY_SIZE $RAW_PP_ITERS $RAW_STREAM_ITERS \
     $BW_SIZE $BW_WINDOW $BW_ITERS $ATOMIC_ITERS; do
     case "$s" in *[!0-9]*) die "sizes and counts must be numbers (got '$s')" ;; esac
 done
 HAS_SHM=0
 HAS_TCP=0
+HAS_UDP=0
 for p in $PROVIDERS; do
     case "$p" in
         shm) HAS_SHM=1 ;;
         tcp) HAS_TCP=1 ;;
-        *) die "PROVIDERS: only shm and tcp are known (got '$p')" ;;
+        udp) HAS_UDP=1 ;;
+        *) die "PROVIDERS: only shm, tcp and udp are known (got '$p')" ;;
     esac
+done
+for e in $UDP_EPS; do
+    case "$e" in dgram | rdm) ;; *) die "UDP_EPS: dgram and/or rdm (got '$e')" ;; esac
 done
 for e in $TCP_EPS; do
     case "$e" in msg | rdm) ;; *) die "TCP_EPS: msg and/or rdm (got '$e')" ;; esac
@@ -522,6 +533,14 @@ for p in $PROVIDERS; do
                 for s in $TCP_SIZES; do CONFIGS+=("tcp:$e:msg:$s"); done
             done
             ;;
+        udp)
+            for e in $UDP_EPS; do
+                for s in $UDP_SIZES; do
+                    # A DGRAM message is one datagram.
+                    if [ "$e" = rdm ] || [ "$s" -le 60000 ]; then CONFIGS+=("udp:$e:msg:$s"); fi
+                done
+            done
+            ;;
     esac
 done
 # One-sided configurations: PROV:OP:SIZE.
@@ -654,8 +673,17 @@ CPU="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null |
 # What fi_pingpong -p tcp -e rdm runs (Debian's 1.17: tcp;ofi_rxm).
 LF_TCP_RDM="$(fi_info -p tcp -t FI_EP_RDM 2>/dev/null | awk '/provider:/ { print $2; exit }' || true)"
 
+# What fi_pingpong -p udp -e rdm runs (Debian's 1.17: udp;ofi_rxd).
+LF_UDP_RDM="$(fi_info -p udp -t FI_EP_RDM 2>/dev/null | awk '/provider:/ { print $2; exit }' || true)"
+
 provider_label() { # PROV EP -> how libfabric names what fi_pingpong runs
-    if [ "$1" = tcp ] && [ "$2" = rdm ]; then echo "${LF_TCP_RDM:-tcp;ofi_rxm}"; else echo "$1"; fi
+    if [ "$1" = tcp ] && [ "$2" = rdm ]; then
+        echo "${LF_TCP_RDM:-tcp;ofi_rxm}"
+    elif [ "$1" = udp ] && [ "$2" = rdm ]; then
+        echo "${LF_UDP_RDM:-udp;ofi_rxd}"
+    else
+        echo "$1"
+    fi
 }
 
 echo
@@ -663,7 +691,7 @@ echo "ofi pingpong vs libfabric ${LF_VER:-?} fi_pingpong; providers: $PROVIDERS"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); ofi $GIT_REV"
 echo "machine: $(nproc) cpus (${CPU:-unknown cpu}), Linux $(uname -r); server on cpu $SERVER_CPU, client on cpu $CLIENT_CPU"
 echo "rounds that started while other processes kept the cpus busy: $BUSY_ROUNDS of $RUNS"
-echo "command: RUNS=$RUNS PROVIDERS=\"$PROVIDERS\" OPS=\"$OPS\" SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" TCP_SIZES=\"$TCP_SIZES\" TCP_EPS=\"$TCP_EPS\" bench/compare.sh"
+echo "command: RUNS=$RUNS PROVIDERS=\"$PROVIDERS\" OPS=\"$OPS\" SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" TCP_SIZES=\"$TCP_SIZES\" TCP_EPS=\"$TCP_EPS\" UDP_SIZES=\"$UDP_SIZES\" UDP_EPS=\"$UDP_EPS\" bench/compare.sh"
 echo "medians of $RUNS runs each; MB/sec as fi_pingpong prints it (MB = 10^6 bytes); usec/xfer = size / MB/sec"
 echo "(the same number fi_pingpong prints, with more digits than its 2 decimals)"
 declare -A LAT BW BWO LATO
@@ -854,6 +882,11 @@ if [ "$HAS_TCP" = 1 ] && [ "$OP_SEND" = 1 ]; then
     echo
     echo "for reference (no target): tcp 8 B one-way latency over the raw busy-polled socket ping-pong:" \
         "ofi RDM $(ratio "${LATO[tcp:rdm:msg:8]:--}" "$RAW_PP_MED")x, ofi MSG $(ratio "${LATO[tcp:msg:msg:8]:--}" "$RAW_PP_MED")x"
+fi
+if [ "$HAS_UDP" = 1 ] && [ "$OP_SEND" = 1 ]; then
+    target "udp DGRAM 8 B latency, ofi/libfabric udp" "${LAT[udp:dgram:msg:8]:--}" "<=" 1.00
+    target "udp RDM 8 B latency, ofi/libfabric $(provider_label udp rdm)" "${LAT[udp:rdm:msg:8]:--}" "<=" 0.50
+    target "udp RDM 1 MiB bandwidth, ofi/libfabric $(provider_label udp rdm)" "${BW[udp:rdm:msg:1048576]:--}" ">=" 5.00
 fi
 if [ "$CAPI" = 1 ] && [ "$OP_SEND" = 1 ]; then
     echo

@@ -114,6 +114,8 @@ impl World {
                 let to = n.s.addr(p).unwrap().to_vec();
                 let ch = n.s.channel(p).unwrap();
                 ch.set_stream_end(prod.end());
+                // Unacknowledged bytes stand for operations waiting on the peer.
+                ch.set_waiting(now, prod.kept() > 0);
                 for _ in 0..64 {
                     let Some(r) = ch.poll_transmit(now, &mut hdr) else {
                         break;

@@ -84,7 +84,8 @@ pub mod kind {
     pub const ACK: u8 = 5;
     /// "I know no such session": the receiver restarted or forgot it.
     pub const RESET: u8 = 6;
-    /// "Your handshake does not prove my auth key."
+    /// "Your handshake does not prove my auth key" (or, with
+    /// [`flag::CLOSED`](super::flag::CLOSED), "this endpoint has closed").
     pub const REFUSE: u8 = 7;
     /// A DGRAM endpoint's message.
     pub const DGRAM: u8 = 8;
@@ -99,8 +100,11 @@ pub mod flag {
     /// Handshake packets: the sender has an auth key (HELLO_ACK and
     /// CONFIRM then end with a MAC).
     pub const AUTH: u8 = 2;
+    /// REFUSE: the endpoint the HELLO reached is closing (nothing listens
+    /// there any more), not a key mismatch.
+    pub const CLOSED: u8 = 4;
     /// Every packet flag.
-    pub const ALL: u8 = ACK_NOW | AUTH;
+    pub const ALL: u8 = ACK_NOW | AUTH | CLOSED;
 }
 
 /// DGRAM flag bits.

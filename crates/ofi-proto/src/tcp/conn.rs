@@ -569,6 +569,18 @@ impl Conn {
             + self.outstanding.len()
     }
 
+    /// True while this connection waits for bytes of the peer to finish
+    /// something started: a frame partly read, or a rendezvous whose data
+    /// has not all arrived (transports that cannot see a peer die, as udp,
+    /// keep probing it meanwhile).
+    pub fn awaits_peer(&self) -> bool {
+        !self.rndv_rx.is_empty()
+            || !matches!(
+                self.rstate,
+                RxState::Header { got: 0 } | RxState::Parked(_) | RxState::Closed
+            )
+    }
+
     /// The next queued operation may start: it is not fenced, or nothing
     /// before it is still in flight.
     fn can_commit(&self) -> bool {

@@ -34,11 +34,13 @@
 //! by what is acknowledged until the first loss and by one packet per
 //! window after, and halves on a loss (once per window).
 //!
-//! **Liveness.** While the channel waits for the peer (packets
-//! unacknowledged, bytes it cannot send, or the owner says it waits for
-//! answers, [`Channel::set_waiting`]) it probes the peer and, when nothing
-//! at all arrives from it for `peer_timeout`, it is dead
-//! ([`Channel::is_dead`]). An idle channel is never declared dead.
+//! **Liveness.** While the owner waits for the peer (operations of its
+//! outstanding on it, [`Channel::set_waiting`]) the channel probes the peer
+//! and, when nothing at all arrives from it for `peer_timeout`, it is dead
+//! ([`Channel::is_dead`]). Bytes merely unacknowledged are sent again (at
+//! most `max_rto` apart) without a bound: an application that completed
+//! its operations is not told of a peer that computes for a while without
+//! calling into the library. An idle channel is never declared dead.
 
 use super::rtt::Rtt;
 use ofi_wire::udp::{flag, kind, Packet, Repr, HDR_LEN};
@@ -91,6 +93,11 @@ impl Default for ChanConfig {
 
 /// Transmissions acknowledged after a packet's latest one that make it lost.
 const DUP_THRESH: u64 = 3;
+/// Retransmission slots reserved per channel at most.
+const HELD_PKTS_RESERVED: usize = 4096;
+/// Bytes of held-stream capacity reserved per channel at most.
+const HELD_BYTES_RESERVED: usize = 64 << 10;
+
 /// Most packets held out of order (besides the byte window).
 const MAX_OOO_PKTS: usize = 16384;
 /// Fewest packets of congestion window.
@@ -188,6 +195,8 @@ pub struct Channel {
     ssthresh: usize,
     recovery_until: u64,
     peer_window: u64,
+    /// Stream offset from which the last packet asks for a prompt ack.
+    prompt_after: u64,
     /// Highest `ack` field seen (windows of older packets are stale).
     peer_ack_seen: u64,
     rto_at: Option<Instant>,
@@ -223,13 +232,17 @@ impl Channel {
         // At least eight probes go out within the dead bound.
         cfg.max_rto = cfg.max_rto.min(cfg.peer_timeout / 8).max(cfg.min_rto);
         let mss = cfg.max_payload;
+        // Sized once: retransmission and a consumer that falls behind are
+        // rare, and their first occurrence must not allocate on the hot path.
+        let window_pkts = (cfg.window as usize / mss + 1).min(HELD_PKTS_RESERVED);
+        let held_reserved = (cfg.window as usize).min(HELD_BYTES_RESERVED);
         Channel {
             rtt: Rtt::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto),
             session,
             snd_una: 0,
             snd_nxt: 0,
             sent: VecDeque::new(),
-            retx: VecDeque::new(),
+            retx: VecDeque::with_capacity(window_pkts),
             stream_end: 0,
             stream_next: 0,
             tx_order: 0,
@@ -239,6 +252,7 @@ impl Channel {
             ssthresh: usize::MAX,
             recovery_until: 0,
             peer_window: u64::from(peer_window),
+            prompt_after: u64::MAX,
             peer_ack_seen: 0,
             rto_at: None,
             probe_at: None,
@@ -246,7 +260,7 @@ impl Channel {
             rcv_nxt: 0,
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
-            held: VecDeque::new(),
+            held: VecDeque::with_capacity(held_reserved),
             delivering: false,
             ack_now: false,
             ack_at: None,
@@ -305,28 +319,40 @@ impl Channel {
         !self.busy() && self.held.is_empty() && self.ooo.is_empty() && !self.delivering
     }
 
-    /// The owner waits for answers from the peer (requests outstanding):
-    /// the channel probes it and declares it dead after `peer_timeout` of
-    /// silence, as it does while its own packets are unacknowledged.
+    /// The owner waits for the peer (operations outstanding on it): the
+    /// channel probes it and declares it dead after `peer_timeout` of
+    /// silence. Unacknowledged bytes alone do not make it wait: they are
+    /// sent again, at most `max_rto` apart, as long as it takes.
     pub fn set_waiting(&mut self, now: Instant, waiting: bool) {
         self.waiting = waiting;
         self.update_need(now);
     }
 
-    fn needs_peer(&self) -> bool {
-        self.waiting || self.busy()
+    /// Bytes wait to be sent and the peer's window holds them back.
+    fn window_blocked(&self) -> bool {
+        self.stream_next < self.stream_end && self.sent.is_empty()
     }
 
     fn update_need(&mut self, now: Instant) {
-        if self.needs_peer() {
+        if self.waiting {
             if self.need_since.is_none() {
                 self.need_since = Some(now);
                 self.probe_at.get_or_insert(now + self.keepalive());
             }
         } else {
             self.need_since = None;
-            self.probe_at = None;
+            if !self.window_blocked() {
+                self.probe_at = None;
+            }
         }
+    }
+
+    /// Packets that end the stream and carry bytes at or beyond `offset`
+    /// ask the peer to acknowledge at once (`ACK_NOW`): the producer
+    /// completes operations on those bytes only when they are acknowledged,
+    /// so their acknowledgement must not wait for the peer's next pass.
+    pub fn set_prompt(&mut self, offset: u64) {
+        self.prompt_after = offset;
     }
 
     /// Probe interval while waiting with nothing in flight.
@@ -392,7 +418,9 @@ impl Channel {
                 self.in_flight += len as usize;
                 self.stats.sent += 1;
                 self.arm_rto(now);
-                self.write_header(hdr, kind::DATA, seq, 0);
+                let prompt =
+                    self.stream_next == self.stream_end && self.stream_next > self.prompt_after;
+                self.write_header(hdr, kind::DATA, seq, if prompt { flag::ACK_NOW } else { 0 });
                 return Some(off..off + len);
             }
             if !rwnd_ok && self.sent.is_empty() && self.probe_at.is_none() {
@@ -743,10 +771,9 @@ impl Channel {
                     }
                 }
                 // The oldest first, each once.
-                let mut v: Vec<u64> = self.retx.drain(..).collect();
-                v.sort_unstable();
-                v.dedup();
-                self.retx.extend(v);
+                self.retx.make_contiguous().sort_unstable();
+                let mut prev = None;
+                self.retx.retain(|&n| prev.replace(n) != Some(n));
                 self.in_flight = 0;
                 if any {
                     let mss = self.cfg.max_payload;
@@ -759,7 +786,7 @@ impl Channel {
         }
         if self.probe_at.is_some_and(|t| t <= now) {
             self.probe_at = None;
-            let blocked = self.stream_next < self.stream_end && self.sent.is_empty();
+            let blocked = self.window_blocked();
             if self.waiting || blocked {
                 self.probe_due = true;
                 let every = if blocked {
@@ -782,6 +809,12 @@ impl Channel {
     /// When the channel last heard from the peer.
     pub fn last_heard(&self) -> Instant {
         self.last_heard
+    }
+
+    /// Writes a pure acknowledgement of everything received, now (the last
+    /// word of a session that is ending: what arrived is not sent again).
+    pub fn final_ack(&mut self, hdr: &mut [u8; HDR_LEN]) {
+        self.write_header(hdr, kind::ACK, 0, 0);
     }
 
     /// Asks for an acknowledgement to go at once (the peer asked for one).

@@ -52,9 +52,13 @@
 //! ```
 
 mod chan;
+mod rdm;
 mod rtt;
 mod session;
 
 pub use chan::{ChanConfig, ChanStats, Channel, Drop, Recv};
+pub use rdm::{Part, Rdm, RdmConfig, RdmEvent, UserMem, MAX_PARTS};
 pub use rtt::Rtt;
-pub use session::{reset_packet, Drops, Incoming, PeerId, SessionConfig, SessionEvent, Sessions};
+pub use session::{
+    closing_answer, reset_packet, Drops, Incoming, PeerId, SessionConfig, SessionEvent, Sessions,
+};

@@ -31,6 +31,7 @@ use ofi_wire::udp::{
     flag, kind, peek_kind, session_id, Handshake, Packet, Repr, HDR_LEN, NONCE_LEN,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 /// A peer's name within one [`Sessions`] table.
@@ -312,12 +313,17 @@ impl Sessions {
         }
     }
 
-    /// RESET datagrams telling every peer with a live session that it ends
-    /// (the endpoint closes); the table forgets them.
+    /// The datagrams telling every peer with a live session that it ends
+    /// (the endpoint closes): an acknowledgement of what arrived, so the
+    /// peer's operations on it complete, then a RESET. The table forgets
+    /// the sessions.
     pub fn shutdown(&mut self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
         for p in self.peers.values_mut() {
-            if let Some(u) = p.up.take() {
+            if let Some(mut u) = p.up.take() {
+                let mut h = [0u8; HDR_LEN];
+                u.chan.final_ack(&mut h);
+                out.push((p.addr.clone(), h.to_vec()));
                 out.push((p.addr.clone(), reset_packet(u.chan.session()).to_vec()));
             }
             p.hello = None;
@@ -395,6 +401,16 @@ impl Sessions {
                 }
                 if let Some(p) = self.peers.get_mut(&id) {
                     p.hello = None;
+                }
+                if r.flags & flag::CLOSED != 0 {
+                    // Nothing listens there: what waits for it fails now
+                    // instead of at the dead bound.
+                    self.events.push_back(SessionEvent::Down {
+                        peer: id,
+                        cause: Cause::Refused,
+                        renewed: false,
+                    });
+                    return Incoming::Control;
                 }
                 self.drops.auth += 1;
                 self.events.push_back(SessionEvent::Refused {
@@ -776,8 +792,15 @@ impl Sessions {
     pub fn handle_timeout(&mut self, now: Instant) {
         let t = self.cfg.chan.peer_timeout;
         let max_rto = self.cfg.chan.max_rto;
-        let ids: Vec<PeerId> = self.peers.keys().copied().collect();
-        for id in ids {
+        // A cursor over the ids (the table changes under the loop; no
+        // allocation on the hot path).
+        let mut next = self.peers.keys().next().copied();
+        while let Some(id) = next {
+            next = self
+                .peers
+                .range((Bound::Excluded(id), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| *k);
             let Some(p) = self.peers.get_mut(&id) else {
                 continue;
             };
@@ -861,6 +884,29 @@ pub fn reset_packet(session: u64) -> [u8; HDR_LEN] {
         ..Default::default()
     }
     .to_bytes()
+}
+
+/// What a closing endpoint answers to a datagram still waiting in its
+/// socket: a HELLO gets a REFUSE flagged [`flag::CLOSED`] (its sender's
+/// operations then fail with `FI_ECONNREFUSED` at once instead of at the
+/// dead bound); anything else gets nothing (live sessions get their RESET
+/// from [`Sessions::shutdown`]).
+pub fn closing_answer(datagram: &[u8]) -> Option<Vec<u8>> {
+    let p = Packet::new_checked(datagram).ok()?;
+    let r = Repr::parse(&p).ok()?;
+    if r.kind != kind::HELLO {
+        return None;
+    }
+    let hs = Handshake::parse(&r, p.payload()).ok()?;
+    let mut v = Repr {
+        kind: kind::REFUSE,
+        flags: flag::CLOSED,
+        ..Default::default()
+    }
+    .to_bytes()
+    .to_vec();
+    v.extend_from_slice(&hs.nonce);
+    Some(v)
 }
 
 /// A REFUSE of the handshake that carried `nonce`.

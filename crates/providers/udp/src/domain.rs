@@ -30,6 +30,9 @@ pub struct Shared {
     pub poller: Poller,
     timer: Timer,
     members: SpinLock<Vec<Weak<dyn Member>>>,
+    /// The members one progress call drives (kept: the hot path does not
+    /// allocate); held by the thread driving.
+    driving: SpinLock<Vec<Arc<dyn Member>>>,
     next_key: AtomicU64,
     auto: AtomicBool,
 }
@@ -49,6 +52,7 @@ impl Shared {
             poller,
             timer,
             members: SpinLock::new(Vec::new()),
+            driving: SpinLock::new(Vec::new()),
             next_key: AtomicU64::new(TIMER_KEY + 1),
             auto: AtomicBool::new(false),
         }))
@@ -69,13 +73,28 @@ impl Shared {
     /// Drives every endpoint of the domain.
     pub fn progress(&self) {
         // Another thread driving the domain is as good as us.
+        let Some(mut d) = self.driving.try_lock() else {
+            return;
+        };
         let Some(g) = self.members.try_lock() else {
             return;
         };
-        let members: Vec<Arc<dyn Member>> = g.iter().filter_map(Weak::upgrade).collect();
+        d.extend(g.iter().filter_map(Weak::upgrade));
         drop(g);
-        for m in members {
+        for m in d.iter() {
             m.drive();
+        }
+        // Taken out before the references drop: an endpoint's last
+        // reference may go here, and its drop must not find the lock held.
+        let members = std::mem::take(&mut *d);
+        let cap = members.capacity();
+        drop(d);
+        let mut members = members;
+        members.clear();
+        if let Some(mut d) = self.driving.try_lock() {
+            if d.capacity() < cap {
+                *d = members;
+            }
         }
     }
 

@@ -9,14 +9,18 @@
 //!   with epochs and the auth key, a reliable byte stream per peer) carrying
 //!   the tcp provider's protocol core (`ofi_proto::tcp`).
 //!
-//! Offers: one fabric per interface subnet (as tcp), DGRAM (and RDM) on
+//! Offers: one fabric per interface subnet (as tcp), RDM and DGRAM on
 //! each, non-loopback first.
 
 #![deny(unsafe_code)]
 
 pub mod addr;
+mod completions;
 mod dgram;
 mod domain;
+mod one_sided;
+mod rdm;
+mod sends;
 mod sys;
 
 use ofi_core::config::Tunable;
@@ -40,6 +44,17 @@ pub const VERSION: u32 = fi_version(0, 1);
 pub struct UdpConfig {
     /// Bytes of socket receive and send buffer asked for.
     pub socket_buffer: usize,
+    /// Largest datagram RDM endpoints send (0: what the path carries).
+    pub max_datagram: usize,
+    /// RDM receive window per peer, in bytes (within the socket buffer).
+    pub window: usize,
+    /// RDM messages up to this size go eagerly, larger by rendezvous.
+    pub eager_max: usize,
+    /// RDM unexpected bytes buffered per endpoint before backpressure.
+    pub max_unexpected_bytes: usize,
+    /// RDM user ranges up to this size are copied when staged (their sends
+    /// complete at once); larger ones are sent from the user's buffer.
+    pub copy_max: usize,
     /// The bound after which a silent peer is dead (FI_UDP_PEER_TIMEOUT_MS).
     pub peer_timeout: Duration,
     /// Default transmit and receive context sizes.
@@ -56,6 +71,11 @@ impl UdpConfig {
         let ctx = "a context holds at least one operation";
         Ok(UdpConfig {
             socket_buffer: get("socket_buffer").get_size()?,
+            max_datagram: get("max_datagram").get_size()?,
+            window: get("window").get_nonzero_size("a peer must be able to send something")?,
+            eager_max: get("eager_max").get_size()?.clamp(0, 1 << 20),
+            max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
+            copy_max: get("copy_max").get_size()?,
             peer_timeout: ofi_core::util::peer::timeout_from(&t)?,
             tx_size: get("tx_size").get_nonzero_size(ctx)?,
             rx_size: get("rx_size").get_nonzero_size(ctx)?,
@@ -68,9 +88,14 @@ pub fn tunables() -> Vec<Tunable> {
     vec![
         Tunable::text(NAME, "iface", "", "Offer only this network interface (by name, e.g. eth0 or lo) when the request names no source address; empty offers every interface that is up"),
         Tunable::size(NAME, "socket_buffer", 4 << 20, "Bytes of socket receive and send buffer each endpoint asks for (beyond net.core.rmem_max only with CAP_NET_ADMIN)"),
+        Tunable::size(NAME, "max_datagram", 0, "Largest datagram an RDM endpoint sends; 0: the largest the interface carries unfragmented (loopback: 64 KiB)"),
+        Tunable::size(NAME, "window", 4 << 20, "Bytes an RDM endpoint lets each peer send ahead of what it consumed (its receive window; at most half the socket buffer granted)"),
+        Tunable::size(NAME, "eager_max", 16384, "RDM messages up to this size are sent eagerly; larger ones by rendezvous (they land in the matched receive buffer)"),
+        Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes an RDM endpoint buffers before a peer bringing more is held back (its window closes)"),
+        Tunable::size(NAME, "copy_max", 4096, "RDM send payloads (and pieces of them) up to this size are copied when staged and their sends complete at once; larger ones go from the user's buffer and complete when the peer acknowledges them"),
         Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offers advertise"),
         Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offers advertise"),
-        ofi_core::util::peer::timeout_tunable(NAME),
+        peer_timeout_tunable(),
     ]
 }
 
@@ -155,8 +180,14 @@ impl DomainOps for UdpDomain {
                 self.shared.join(weak);
                 Ok(ep)
             }
+            ep_type::FI_EP_RDM => {
+                let ep = rdm::RdmEp::open(&self.cfg, info, self.shared.clone(), key)?;
+                let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
+                self.shared.join(weak);
+                Ok(ep)
+            }
             t => Err(Error::nosys(format!(
-                "udp: endpoint type {t} is not supported (FI_EP_DGRAM is)"
+                "udp: endpoint type {t} is not supported (FI_EP_DGRAM and FI_EP_RDM are)"
             ))),
         }
     }
@@ -176,8 +207,120 @@ pub fn register() -> Result<()> {
     }
 }
 
+/// The dead bound's default: 3 s. A datagram provider hears nothing when
+/// a peer process dies (no reset as tcp gets), so the bound is the signal;
+/// 3 s leaves room for eight backed-off probes (the channel caps its
+/// timeout at an eighth of the bound) and keeps a death noticed well
+/// within the 5 s the other providers are held to.
+pub const PEER_TIMEOUT_MS: usize = 3000;
+
+fn peer_timeout_tunable() -> Tunable {
+    let mut t = ofi_core::util::peer::timeout_tunable(NAME);
+    t.default = PEER_TIMEOUT_MS.to_string();
+    t
+}
+
 /// Most iov entries per operation.
 pub const IOV_LIMIT: usize = dgram::IOV_LIMIT;
+/// Largest FI_INJECT send of an RDM endpoint.
+pub const INJECT_SIZE: usize = 4096;
+/// Most remote ranges per RMA or atomic operation.
+pub const RMA_IOV_LIMIT: usize = ofi_proto::tcp::MAX_RANGES;
+pub use one_sided::ATOMIC_MAX_BYTES;
+
+/// The largest datagram an RDM endpoint on interface `ifname` sends: the
+/// tunable when set (within what UDP carries), else one unfragmented
+/// datagram of the interface's MTU.
+pub fn rdm_datagram(ifname: &str, v6: bool, tunable: usize) -> usize {
+    let path = sys::udp_payload_max(sys::if_mtu(ifname).unwrap_or(1500), v6);
+    let want = if tunable == 0 { path } else { tunable };
+    want.clamp(ofi_wire::udp::HDR_LEN + 64, ofi_wire::udp::MAX_DATAGRAM)
+}
+
+/// The ordering that holds between two operations to one peer: the same
+/// as tcp's (the same protocol core runs over one ordered stream per peer).
+pub const MSG_ORDER: u64 = order::FI_ORDER_RAR
+    | order::FI_ORDER_RAW
+    | order::FI_ORDER_WAR
+    | order::FI_ORDER_WAW
+    | order::FI_ORDER_SAR
+    | order::FI_ORDER_SAW
+    | order::FI_ORDER_SAS;
+
+fn rdm_offer(sa: &SocketAddr, fabric: &str, ifname: &str) -> Info {
+    let one_sided = FI_RMA
+        | FI_ATOMIC
+        | FI_READ
+        | FI_WRITE
+        | FI_REMOTE_READ
+        | FI_REMOTE_WRITE
+        | FI_RMA_EVENT
+        | FI_TRIGGER
+        | FI_FENCE;
+    let caps = FI_MSG
+        | FI_TAGGED
+        | FI_SEND
+        | FI_RECV
+        | FI_MULTI_RECV
+        | FI_SOURCE
+        | FI_DIRECTED_RECV
+        | FI_LOCAL_COMM
+        | FI_REMOTE_COMM
+        | one_sided;
+    let mut o = dgram_offer(sa, fabric, ifname);
+    o.caps = caps;
+    o.tx_attr = TxAttr {
+        caps: caps
+            & (FI_MSG
+                | FI_TAGGED
+                | FI_SEND
+                | FI_RMA
+                | FI_ATOMIC
+                | FI_READ
+                | FI_WRITE
+                | FI_TRIGGER
+                | FI_FENCE),
+        op_flags: FI_INJECT_COMPLETE,
+        msg_order: MSG_ORDER,
+        comp_order: order::FI_ORDER_NONE,
+        inject_size: INJECT_SIZE,
+        size: 1024,
+        iov_limit: IOV_LIMIT,
+        rma_iov_limit: RMA_IOV_LIMIT,
+        ..Default::default()
+    };
+    o.rx_attr = RxAttr {
+        caps: caps
+            & (FI_MSG
+                | FI_TAGGED
+                | FI_RECV
+                | FI_MULTI_RECV
+                | FI_SOURCE
+                | FI_DIRECTED_RECV
+                | FI_RMA
+                | FI_ATOMIC
+                | FI_REMOTE_READ
+                | FI_REMOTE_WRITE
+                | FI_RMA_EVENT),
+        msg_order: MSG_ORDER,
+        comp_order: order::FI_ORDER_NONE,
+        size: 1024,
+        iov_limit: IOV_LIMIT,
+        ..Default::default()
+    };
+    o.ep_attr.ep_type = ep_type::FI_EP_RDM;
+    o.ep_attr.protocol = protocol::FI_PROTO_UDP;
+    o.ep_attr.max_msg_size = usize::MAX >> 1;
+    o.ep_attr.max_order_raw_size = usize::MAX >> 1;
+    o.ep_attr.max_order_war_size = usize::MAX >> 1;
+    o.ep_attr.max_order_waw_size = usize::MAX >> 1;
+    o.domain_attr.mr_mode =
+        mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED;
+    o.domain_attr.mr_key_size = 8;
+    o.domain_attr.mr_iov_limit = IOV_LIMIT;
+    o.domain_attr.mr_cnt = 65536;
+    o
+}
 
 /// The largest message a DGRAM endpoint on interface `ifname` sends: one
 /// datagram of the interface's MTU (loopback: 64 KiB), less the header
@@ -345,14 +488,24 @@ fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
             h.domain_attr.data_progress == progress::FI_PROGRESS_AUTO
                 || h.domain_attr.control_progress == progress::FI_PROGRESS_AUTO
         });
-        let mut o = dgram_offer(&bind, &ifa.subnet(), &ifa.name);
-        if auto {
-            o.domain_attr.data_progress = progress::FI_PROGRESS_AUTO;
-            o.domain_attr.control_progress = progress::FI_PROGRESS_AUTO;
+        let multicast_dest = dest.is_some_and(|d| d.ip().is_multicast());
+        for ep in [ep_type::FI_EP_RDM, ep_type::FI_EP_DGRAM] {
+            if ep == ep_type::FI_EP_RDM && multicast_dest {
+                continue;
+            }
+            let mut o = if ep == ep_type::FI_EP_RDM {
+                rdm_offer(&bind, &ifa.subnet(), &ifa.name)
+            } else {
+                dgram_offer(&bind, &ifa.subnet(), &ifa.name)
+            };
+            if auto {
+                o.domain_attr.data_progress = progress::FI_PROGRESS_AUTO;
+                o.domain_attr.control_progress = progress::FI_PROGRESS_AUTO;
+            }
+            o.dest_addr = dest.map(|d| addr::encode(&d));
+            o.fabric_attr.api_version = req.version;
+            out.push(o);
         }
-        o.dest_addr = dest.map(|d| addr::encode(&d));
-        o.fabric_attr.api_version = req.version;
-        out.push(o);
     }
     if out.is_empty() {
         return Err(Error::nodata(
@@ -384,10 +537,19 @@ mod tests {
             .find(|i| {
                 i.domain_attr.name.as_deref() == Some("lo")
                     && i.addr_format == addr_format::FI_SOCKADDR_IN
+                    && i.ep_attr.ep_type == ep_type::FI_EP_DGRAM
             })
             .expect("a loopback offer");
         assert_eq!(lo.ep_attr.ep_type, ep_type::FI_EP_DGRAM);
         assert!(lo.caps & FI_MULTICAST != 0);
+        let rdm = o
+            .iter()
+            .find(|i| {
+                i.domain_attr.name.as_deref() == Some("lo")
+                    && i.ep_attr.ep_type == ep_type::FI_EP_RDM
+            })
+            .expect("an RDM offer on loopback");
+        assert!(rdm.caps & (FI_TAGGED | FI_RMA | FI_ATOMIC) == FI_TAGGED | FI_RMA | FI_ATOMIC);
         // Loopback's MTU is 64 KiB: one datagram carries about that much.
         let max = lo.ep_attr.max_msg_size;
         assert!(max > 60_000 && max < 65_507, "{max}");

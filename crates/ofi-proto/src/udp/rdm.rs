@@ -1,0 +1,722 @@
+//! The RDM endpoint core over datagrams: the tcp provider's protocol core
+//! ([`tcp::Conn`] per peer, one [`tcp::Rx`] per endpoint) carried by the
+//! reliable stream of each peer's session ([`Sessions`], [`Channel`]).
+//!
+//! **Sending.** Each peer's [`tcp::Conn`] stages frames as it does over a
+//! socket. Its transmit is read from the front: a core-owned range (frame
+//! headers, control payloads) or a user range of at most
+//! [`RdmConfig::copy_max`] bytes is copied into the peer's outbox and
+//! reported written at once, so small sends complete as soon as they are
+//! staged (as over tcp, where the kernel takes them); a larger user range
+//! (the payload of a large message or RMA write) stays where it is and the
+//! datagrams that carry it are gathered straight from the user's buffer,
+//! each time one is sent; it is reported written (and its send completes)
+//! once the peer acknowledges it. So a large message's bytes leave the
+//! sender without a user-space copy.
+//!
+//! **Receiving.** A packet's payload that is next in the stream goes from
+//! the datagram straight into whatever the connection's receive side asks
+//! for ([`tcp::Target`]): a matched receive's buffer, a header, an
+//! unexpected message's buffer. What it cannot take now (no receive, the
+//! unexpected budget spent) is held by the channel, whose window then
+//! closes: a receiver that does not post receives stops its senders.
+//!
+//! **Peers.** A session that ends for a [`Cause`] fails every operation of
+//! its connection with the cause's number and is reported as
+//! [`RdmEvent::PeerDown`] (the driver declares the peer dead, fails the
+//! receives directed at it and reports it on the EQ), unless the same peer
+//! endpoint renewed an idle session with nothing in flight here. A refused
+//! handshake (auth key) fails the connection's operations with
+//! `FI_EKEYREJECTED`. A peer that breaks the protocol has its session reset.
+
+use super::chan::{Channel, Recv};
+use super::session::{Incoming, PeerId, SessionConfig, SessionEvent, Sessions};
+use crate::tcp::{self, Conn, ConnId, Req, Rx, Target, TxSlice};
+use ofi_core::consts::FI_ADDR_NOTAVAIL;
+use ofi_core::error::errno;
+use ofi_core::util::auth::Nonce;
+use ofi_core::util::iov::IoVec;
+use ofi_core::util::peer::Cause;
+use ofi_wire::udp::HDR_LEN;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+
+/// The driver's copies between the core and user memory (the core never
+/// touches user memory itself).
+pub trait UserMem {
+    /// Copies `src` into the ranges `iov`, in order; returns the bytes copied.
+    fn write(&mut self, iov: &[IoVec], src: &[u8]) -> usize;
+    /// Copies `into.len()` bytes from the user range starting at `from.base`.
+    fn read(&mut self, from: IoVec, into: &mut [u8]);
+}
+
+/// One range of an outgoing datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// Core-owned bytes.
+    Bytes(&'a [u8]),
+    /// User memory (a large send's payload), valid until its send completes.
+    Iov(IoVec),
+}
+
+impl Part<'_> {
+    /// Bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Part::Bytes(b) => b.len(),
+            Part::Iov(v) => v.len,
+        }
+    }
+    /// True if empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Most parts one datagram is made of (the rest of a datagram that would
+/// need more is copied into one).
+pub const MAX_PARTS: usize = 12;
+
+/// Tunables of an RDM endpoint.
+#[derive(Clone, Debug)]
+pub struct RdmConfig {
+    /// The protocol core's settings (eager limit, chunking, frame limits).
+    pub proto: tcp::Config,
+    /// The receive side's settings (unexpected budget, queue depth).
+    pub rx: tcp::RxConfig,
+    /// The sessions' settings (epoch, address, key, datagram size, channel).
+    pub session: SessionConfig,
+    /// User ranges up to this size are copied when staged; larger ones are
+    /// sent from the user's buffer and complete when acknowledged.
+    pub copy_max: usize,
+}
+
+/// What the core tells its driver (receive completions come from
+/// [`Rdm::rx`]'s `poll_event`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RdmEvent {
+    /// A connection event: send and one-sided completions and errors.
+    Op(tcp::Event),
+    /// A session with the peer is up (a peer marked dead is live again).
+    PeerUp {
+        /// Its fi_addr (`FI_ADDR_NOTAVAIL` when not in the AV).
+        fi_addr: u64,
+        /// Its address.
+        addr: Vec<u8>,
+    },
+    /// The peer's session ended: its operations failed with `cause`'s
+    /// number; declare it dead.
+    PeerDown {
+        /// Its fi_addr.
+        fi_addr: u64,
+        /// Its address.
+        addr: Vec<u8>,
+        /// Why.
+        cause: Cause,
+    },
+    /// A handshake failed on the auth key: the peer's operations failed
+    /// with `FI_EKEYREJECTED` (a refused peer, not a dead one).
+    Refused {
+        /// Its fi_addr.
+        fi_addr: u64,
+        /// Its address.
+        addr: Vec<u8>,
+        /// What went wrong.
+        why: &'static str,
+    },
+    /// A datagram was dropped (for the debug log).
+    Dropped {
+        /// Why.
+        why: &'static str,
+    },
+    /// The peer broke the protocol: its session was reset.
+    Broken {
+        /// Its address.
+        addr: Vec<u8>,
+        /// What it did.
+        why: String,
+    },
+}
+
+/// Feeds stream bytes to a connection; returns how many it took (all of
+/// them when it is closed: nothing more is read).
+fn feed(conn: &mut Conn, rx: &mut Rx, mut b: &[u8], mem: &mut dyn UserMem) -> usize {
+    let total = b.len();
+    while !b.is_empty() {
+        let n = match conn.recv_target(rx) {
+            Target::Header(t) | Target::Buffer(t) => {
+                let n = t.len().min(b.len());
+                t[..n].copy_from_slice(&b[..n]);
+                n
+            }
+            Target::Payload(iov) => {
+                let want: usize = iov.iter().map(|v| v.len).sum();
+                let n = want.min(b.len());
+                mem.write(iov, &b[..n])
+            }
+            Target::Discard(n) => n.min(b.len()),
+            Target::Blocked => break,
+            Target::Closed => return total,
+        };
+        if n == 0 {
+            break;
+        }
+        conn.on_read(n, rx);
+        b = &b[n..];
+    }
+    total - b.len()
+}
+
+/// A peer's protocol state.
+struct Link {
+    fi_addr: u64,
+    conn: Option<Conn>,
+    /// Copies of stream bytes reported written and not yet acknowledged:
+    /// stream offsets `acked..reported`.
+    ring: VecDeque<u8>,
+    acked: u64,
+    reported: u64,
+}
+
+impl Link {
+    fn new(fi_addr: u64) -> Link {
+        Link {
+            fi_addr,
+            conn: None,
+            ring: VecDeque::new(),
+            acked: 0,
+            reported: 0,
+        }
+    }
+    /// A new session starts a new stream.
+    fn reset_stream(&mut self) {
+        self.ring.clear();
+        self.acked = 0;
+        self.reported = 0;
+    }
+}
+
+/// The RDM endpoint core (see the module documentation).
+pub struct Rdm {
+    cfg: RdmConfig,
+    sessions: Sessions,
+    rx: Rx,
+    links: BTreeMap<PeerId, Link>,
+    by_conn: HashMap<ConnId, PeerId>,
+    next_conn: ConnId,
+    events: VecDeque<RdmEvent>,
+    hdr: [u8; HDR_LEN],
+    scratch: Vec<u8>,
+    /// Up peers of one transmit pass (kept to not allocate each pass).
+    peers: Vec<PeerId>,
+    /// The address of the peer being pumped.
+    addr: Vec<u8>,
+    flat: Vec<u8>,
+}
+
+impl std::fmt::Debug for Rdm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rdm")
+            .field("peers", &self.links.len())
+            .finish()
+    }
+}
+
+impl Rdm {
+    /// An endpoint core; `nonces` gives fresh random nonces (the driver's
+    /// system random source).
+    pub fn new(cfg: RdmConfig, nonces: Box<dyn FnMut() -> Nonce + Send>) -> Rdm {
+        Rdm {
+            sessions: Sessions::new(cfg.session.clone(), nonces),
+            rx: Rx::new(cfg.rx),
+            links: BTreeMap::new(),
+            by_conn: HashMap::new(),
+            next_conn: 1,
+            // Reserved: a burst of drops or completions after a stall must
+            // not allocate on the hot path.
+            events: VecDeque::with_capacity(256),
+            hdr: [0; HDR_LEN],
+            scratch: Vec::new(),
+            peers: Vec::new(),
+            addr: Vec::new(),
+            flat: Vec::new(),
+            cfg,
+        }
+    }
+
+    /// The receive side: post, cancel, peek; its `poll_event` gives the
+    /// receive completions.
+    pub fn rx(&mut self) -> &mut Rx {
+        &mut self.rx
+    }
+
+    /// The session table (counters, channels' statistics).
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<RdmEvent> {
+        self.events.pop_front()
+    }
+
+    /// True when events wait.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    fn new_conn(&mut self, peer: PeerId, fi_addr: u64) -> Conn {
+        let id = self.next_conn;
+        self.next_conn += 1;
+        self.by_conn.insert(id, peer);
+        Conn::established(id, fi_addr, self.cfg.proto)
+    }
+
+    /// Queues a send or one-sided request to the peer at `addr` (`fi_addr`
+    /// in the AV), starting a session with it when there is none.
+    pub fn queue(&mut self, now: Instant, fi_addr: u64, addr: &[u8], req: Req) -> Result<(), i32> {
+        let peer = self.sessions.peer(addr);
+        let up = self.sessions.is_up(peer);
+        let link = self.links.entry(peer).or_insert_with(|| Link::new(fi_addr));
+        link.fi_addr = fi_addr;
+        if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
+            let c = {
+                let id = self.next_conn;
+                self.next_conn += 1;
+                self.by_conn.insert(id, peer);
+                Conn::established(id, fi_addr, self.cfg.proto)
+            };
+            let link = self.links.get_mut(&peer).expect("just made");
+            link.conn = Some(c);
+            if !up {
+                link.reset_stream();
+            }
+        }
+        let link = self.links.get_mut(&peer).expect("just made");
+        let conn = link.conn.as_mut().expect("just made");
+        conn.set_peer(fi_addr);
+        conn.queue(req)?;
+        if !up {
+            self.sessions.connect(now, peer);
+        }
+        Ok(())
+    }
+
+    /// Takes one datagram from `from`. `resolve` names the fi_addr of a
+    /// peer address (`FI_ADDR_NOTAVAIL` when it is not in the AV).
+    pub fn on_datagram(
+        &mut self,
+        now: Instant,
+        from: &[u8],
+        bytes: &[u8],
+        mem: &mut dyn UserMem,
+        resolve: &mut dyn FnMut(&[u8]) -> u64,
+    ) {
+        let inc = self.sessions.on_datagram(now, from, bytes);
+        self.session_events(resolve);
+        match inc {
+            Incoming::Data {
+                peer,
+                recv: Recv::Deliver,
+            } => {
+                let payload = &bytes[HDR_LEN..];
+                let n = match self.links.get_mut(&peer).and_then(|l| l.conn.as_mut()) {
+                    Some(c) => feed(c, &mut self.rx, payload, mem),
+                    None => payload.len(),
+                };
+                if let Some(ch) = self.sessions.channel(peer) {
+                    ch.hold(&payload[n..]);
+                }
+                self.conn_events(peer);
+                self.drain_held(peer, mem);
+            }
+            Incoming::Data {
+                peer,
+                recv: Recv::Held,
+            } => self.drain_held(peer, mem),
+            // A run of the same drop (duplicates after a spurious
+            // retransmission) is one event; the counters keep the rest.
+            Incoming::Dropped(why) if !matches!(self.events.back(), Some(RdmEvent::Dropped { why: w }) if *w == why) =>
+            {
+                self.events.push_back(RdmEvent::Dropped { why });
+            }
+            _ => {}
+        }
+        self.wakeups(mem);
+    }
+
+    /// Hands held stream bytes of `peer` to its connection while it takes them.
+    fn drain_held(&mut self, peer: PeerId, mem: &mut dyn UserMem) {
+        for _ in 0..4096 {
+            let (Some(ch), Some(conn)) = (
+                self.sessions.channel(peer),
+                self.links.get_mut(&peer).and_then(|l| l.conn.as_mut()),
+            ) else {
+                break;
+            };
+            let h = ch.held();
+            if h.is_empty() {
+                break;
+            }
+            let n = feed(conn, &mut self.rx, h, mem);
+            ch.consume(n);
+            if n == 0 {
+                break;
+            }
+        }
+        self.conn_events(peer);
+    }
+
+    /// Receives blocked connections may go on (a receive was posted).
+    pub fn wakeups(&mut self, mem: &mut dyn UserMem) {
+        for _ in 0..1024 {
+            let Some(id) = self.rx.next_wakeup() else {
+                return;
+            };
+            if let Some(&peer) = self.by_conn.get(&id) {
+                self.drain_held(peer, mem);
+            }
+        }
+    }
+
+    /// Moves `peer`'s connection events out, and resets its session when
+    /// the connection broke.
+    fn conn_events(&mut self, peer: PeerId) {
+        let Some(link) = self.links.get_mut(&peer) else {
+            return;
+        };
+        let Some(conn) = link.conn.as_mut() else {
+            return;
+        };
+        let mut broken = None;
+        while let Some(e) = conn.poll_event() {
+            match e {
+                tcp::Event::ProtocolError(p) => broken = Some(p.to_string()),
+                e => self.events.push_back(RdmEvent::Op(e)),
+            }
+        }
+        if let Some(why) = broken {
+            let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+            let fi_addr = link.fi_addr;
+            link.conn = None;
+            link.reset_stream();
+            self.sessions.reset(peer);
+            self.events.push_back(RdmEvent::Broken {
+                addr: addr.clone(),
+                why,
+            });
+            self.events.push_back(RdmEvent::PeerDown {
+                fi_addr,
+                addr,
+                cause: Cause::Broken,
+            });
+        }
+    }
+
+    fn session_events(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
+        while let Some(e) = self.sessions.poll_event() {
+            match e {
+                SessionEvent::Up { peer, .. } => {
+                    let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+                    let fa = match self.links.get(&peer) {
+                        Some(l) if l.fi_addr != FI_ADDR_NOTAVAIL => l.fi_addr,
+                        _ => resolve(&addr),
+                    };
+                    let link = self.links.entry(peer).or_insert_with(|| Link::new(fa));
+                    link.fi_addr = fa;
+                    link.reset_stream();
+                    if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
+                        let c = self.new_conn(peer, fa);
+                        if let Some(l) = self.links.get_mut(&peer) {
+                            l.conn = Some(c);
+                        }
+                    } else if let Some(c) = self.links.get_mut(&peer).and_then(|l| l.conn.as_mut())
+                    {
+                        c.set_peer(fa);
+                    }
+                    self.events
+                        .push_back(RdmEvent::PeerUp { fi_addr: fa, addr });
+                }
+                SessionEvent::Down {
+                    peer,
+                    cause,
+                    renewed,
+                } => {
+                    let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+                    let Some(link) = self.links.get_mut(&peer) else {
+                        continue;
+                    };
+                    let fi_addr = link.fi_addr;
+                    let busy = link.conn.as_ref().is_some_and(|c| c.in_flight() > 0);
+                    if let Some(mut c) = link.conn.take() {
+                        c.on_error(cause.errno(), &mut self.rx);
+                        while let Some(e) = c.poll_event() {
+                            match e {
+                                tcp::Event::ConnectionLost { .. } => {}
+                                e => self.events.push_back(RdmEvent::Op(e)),
+                            }
+                        }
+                        self.by_conn.remove(&c.id());
+                    }
+                    link.reset_stream();
+                    if !renewed || busy {
+                        self.events.push_back(RdmEvent::PeerDown {
+                            fi_addr,
+                            addr,
+                            cause,
+                        });
+                    }
+                }
+                SessionEvent::Refused { peer, why } => {
+                    let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+                    let Some(link) = self.links.get_mut(&peer) else {
+                        continue;
+                    };
+                    let fi_addr = link.fi_addr;
+                    if let Some(mut c) = link.conn.take() {
+                        c.on_error(errno::FI_EKEYREJECTED, &mut self.rx);
+                        while let Some(e) = c.poll_event() {
+                            match e {
+                                tcp::Event::ConnectionLost { .. } => {}
+                                e => self.events.push_back(RdmEvent::Op(e)),
+                            }
+                        }
+                        self.by_conn.remove(&c.id());
+                    }
+                    link.reset_stream();
+                    self.events
+                        .push_back(RdmEvent::Refused { fi_addr, addr, why });
+                }
+            }
+        }
+    }
+
+    /// Sends what every peer has to send (handshakes, frames, acknowledgements,
+    /// retransmissions): `send(destination, parts)` puts one datagram on
+    /// the wire at once.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        mem: &mut dyn UserMem,
+        send: &mut dyn FnMut(&[u8], &[Part<'_>]),
+    ) {
+        while let Some((to, bytes)) = self.sessions.poll_ctrl() {
+            send(&to, &[Part::Bytes(&bytes)]);
+        }
+        let mut peers = std::mem::take(&mut self.peers);
+        peers.clear();
+        peers.extend(self.sessions.up_peers());
+        for &peer in &peers {
+            self.pump(peer, now, mem, send);
+        }
+        self.peers = peers;
+        // A reset queued while pumping.
+        while let Some((to, bytes)) = self.sessions.poll_ctrl() {
+            send(&to, &[Part::Bytes(&bytes)]);
+        }
+    }
+
+    fn pump(
+        &mut self,
+        peer: PeerId,
+        now: Instant,
+        mem: &mut dyn UserMem,
+        send: &mut dyn FnMut(&[u8], &[Part<'_>]),
+    ) {
+        let copy_max = self.cfg.copy_max;
+        let Some(link) = self.links.get_mut(&peer) else {
+            // Up with nothing to say yet: acknowledgements still go.
+            self.links.insert(peer, Link::new(FI_ADDR_NOTAVAIL));
+            return self.pump(peer, now, mem, send);
+        };
+        let Some(ch) = self.sessions.channel(peer) else {
+            return;
+        };
+        // 1. What the peer acknowledged: forget copies, report the rest.
+        let acked = ch.acked();
+        if acked > link.acked {
+            let copied = acked.min(link.reported) - link.acked;
+            link.ring.drain(..copied as usize);
+            link.acked = acked;
+            if acked > link.reported {
+                if let Some(c) = link.conn.as_mut() {
+                    c.on_written((acked - link.reported) as usize);
+                }
+                link.reported = acked;
+            }
+        }
+        // 2. Stage frames; copy and report small pieces at the front.
+        if let Some(conn) = link.conn.as_mut() {
+            for _ in 0..64 {
+                let t = conn.poll_transmit(&mut self.rx);
+                let mut n = 0;
+                for s in t.iter() {
+                    match s {
+                        TxSlice::Bytes(b) => link.ring.extend(b),
+                        TxSlice::Iov(v) if v.len <= copy_max => {
+                            self.scratch.resize(v.len, 0);
+                            mem.read(v, &mut self.scratch);
+                            link.ring.extend(&self.scratch);
+                        }
+                        TxSlice::Iov(_) => break,
+                    }
+                    n += s.len();
+                }
+                if n == 0 {
+                    break;
+                }
+                conn.on_written(n);
+                link.reported += n as u64;
+            }
+            ch.set_waiting(now, conn.in_flight() > 0 || conn.awaits_peer());
+        }
+        let view = link.conn.as_ref().map(|c| c.transmit_view());
+        let end = link.reported + view.as_ref().map_or(0, |t| t.len() as u64);
+        ch.set_stream_end(end);
+        // Bytes beyond the copies complete their operations only when
+        // acknowledged: the last packet asks for that at once.
+        ch.set_prompt(link.reported);
+        self.addr.clear();
+        self.addr
+            .extend_from_slice(self.sessions.addr(peer).unwrap_or_default());
+        let addr = &self.addr;
+        let ch = self.sessions.channel(peer).expect("checked above");
+        // 3. Datagrams.
+        for _ in 0..256 {
+            let Some(r) = ch.poll_transmit(now, &mut self.hdr) else {
+                break;
+            };
+            let mut parts: [Part<'_>; MAX_PARTS] = [Part::Bytes(&[]); MAX_PARTS];
+            parts[0] = Part::Bytes(&self.hdr);
+            let mut np = 1;
+            let mut need = 0usize;
+            // From the outbox copies.
+            if r.start < link.reported {
+                let a = (r.start - link.acked) as usize;
+                let b = (r.end.min(link.reported) - link.acked) as usize;
+                let (x, y) = link.ring.as_slices();
+                for (s, off) in [(x, 0usize), (y, x.len())] {
+                    let lo = a.max(off);
+                    let hi = b.min(off + s.len());
+                    if lo < hi {
+                        parts[np] = Part::Bytes(&s[lo - off..hi - off]);
+                        np += 1;
+                    }
+                }
+            }
+            // From the connection's transmit, in place.
+            if r.end > link.reported {
+                let skip = r.start.max(link.reported) - link.reported;
+                let mut left = (r.end - r.start.max(link.reported)) as usize;
+                let mut skip = skip as usize;
+                if let Some(t) = view.as_ref() {
+                    for s in t.iter() {
+                        if left == 0 {
+                            break;
+                        }
+                        let l = s.len();
+                        if skip >= l {
+                            skip -= l;
+                            continue;
+                        }
+                        let take = (l - skip).min(left);
+                        let p = match s {
+                            TxSlice::Bytes(b) => Part::Bytes(&b[skip..skip + take]),
+                            TxSlice::Iov(v) => Part::Iov(IoVec {
+                                base: v.base + skip,
+                                len: take,
+                            }),
+                        };
+                        skip = 0;
+                        left -= take;
+                        if np < MAX_PARTS - 1 {
+                            parts[np] = p;
+                            np += 1;
+                        } else {
+                            // Too many pieces for one datagram: flatten the rest.
+                            need += 1;
+                            let at = self.flat.len();
+                            self.flat.resize(at + take, 0);
+                            match p {
+                                Part::Bytes(b) => self.flat[at..].copy_from_slice(b),
+                                Part::Iov(v) => mem.read(v, &mut self.flat[at..]),
+                            }
+                        }
+                    }
+                }
+            }
+            if need > 0 {
+                parts[np] = Part::Bytes(&self.flat);
+                np += 1;
+            }
+            send(addr, &parts[..np]);
+            self.flat.clear();
+        }
+
+        self.conn_events(peer);
+    }
+
+    /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.sessions.poll_timeout()
+    }
+
+    /// Runs the timers due at `now` (sessions that end report their peers).
+    pub fn handle_timeout(&mut self, now: Instant, resolve: &mut dyn FnMut(&[u8]) -> u64) {
+        self.sessions.handle_timeout(now);
+        self.session_events(resolve);
+    }
+
+    /// The counters of `peer`'s session, if up.
+    pub fn stats(&mut self, peer: super::PeerId) -> Option<super::ChanStats> {
+        self.sessions.channel(peer).map(|c| c.stats())
+    }
+
+    /// The channel of the session with the peer at `addr`, if up.
+    pub fn channel(&mut self, addr: &[u8]) -> Option<&mut Channel> {
+        let p = self.sessions.find(addr)?;
+        self.sessions.channel(p)
+    }
+
+    /// Gives peers whose address was not in the AV when their session came
+    /// up their fi_addr now (the AV changed).
+    pub fn refresh(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
+        for (peer, link) in self.links.iter_mut() {
+            if link.fi_addr != FI_ADDR_NOTAVAIL {
+                continue;
+            }
+            let Some(addr) = self.sessions.addr(*peer) else {
+                continue;
+            };
+            let fa = resolve(addr);
+            if fa != FI_ADDR_NOTAVAIL {
+                link.fi_addr = fa;
+                if let Some(c) = link.conn.as_mut() {
+                    c.set_peer(fa);
+                }
+            }
+        }
+    }
+
+    /// The endpoint closes: every operation fails with `FI_ECANCELED`, the
+    /// receive side closes, and the RESETs that tell live peers go out
+    /// through `send`.
+    pub fn close(&mut self, send: &mut dyn FnMut(&[u8], &[Part<'_>])) {
+        for link in self.links.values_mut() {
+            if let Some(mut c) = link.conn.take() {
+                c.on_error(errno::FI_ECANCELED, &mut self.rx);
+                while let Some(e) = c.poll_event() {
+                    if !matches!(e, tcp::Event::ConnectionLost { .. }) {
+                        self.events.push_back(RdmEvent::Op(e));
+                    }
+                }
+            }
+        }
+        self.rx.close(errno::FI_ECANCELED);
+        for (to, bytes) in self.sessions.shutdown() {
+            send(&to, &[Part::Bytes(&bytes)]);
+        }
+        self.links.clear();
+        self.by_conn.clear();
+    }
+}

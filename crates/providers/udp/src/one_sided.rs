@@ -1,0 +1,408 @@
+//! One-sided operations of the udp RDM endpoints (the tcp protocol core's,
+//! as the tcp provider runs them). As initiator: the table of
+//! RMA and atomic requests in flight (context, completion flags, counter,
+//! injected copies) behind the small id the protocol core carries. As
+//! target: the endpoint's registered memory lent to the core ([`Target`]),
+//! resolving keys, access and bounds with the core's shared helpers and
+//! applying atomics under the domain's atomic lock.
+//! Its unsafe blocks read and write memory through addresses that the
+//! domain's region map resolved, or that the raw layer's callers lent.
+#![allow(unsafe_code)]
+
+use crate::IOV_LIMIT;
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::object::{AtomicOp, EpBindings, RmaOp};
+use ofi_core::util::atomic::{self, AtomicKind};
+use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
+use ofi_core::util::matching::MAX_IOV;
+use ofi_core::util::mr::MrMap;
+use ofi_core::util::rma::{apply_atomic, count_remote, resolve_all, Ioc, Resolved, RmaIov};
+use ofi_proto::tcp::{Ack, AtomicArgs, Grant, Memory, Remote, RmaReq, MAX_RANGES};
+use std::sync::Arc;
+
+/// Largest atomic, in bytes of target data, one operation may carry
+/// (`fi_query_atomic` answers this over the element size).
+pub const ATOMIC_MAX_BYTES: usize = 64 << 10;
+
+/// The completion level an operation asks for: its own flags, else the
+/// endpoint's default (`tx_attr.op_flags`).
+pub fn ack_level(op_flags: u64, default_flags: u64) -> Ack {
+    const LEVELS: u64 = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+    let f = if op_flags & LEVELS != 0 {
+        op_flags
+    } else {
+        default_flags
+    };
+    if f & FI_DELIVERY_COMPLETE != 0 {
+        Ack::Placed
+    } else if f & FI_TRANSMIT_COMPLETE != 0 {
+        Ack::Received
+    } else {
+        Ack::None
+    }
+}
+
+/// The remote accesses an endpoint with `caps` accepts: FI_REMOTE_READ and
+/// FI_REMOTE_WRITE as named, both when none of the four direction bits is.
+pub fn remote_access(caps: u64) -> u64 {
+    if caps & (FI_RMA | FI_ATOMIC) == 0 {
+        return 0;
+    }
+    let dirs = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    if caps & dirs == 0 {
+        FI_REMOTE_READ | FI_REMOTE_WRITE
+    } else {
+        caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)
+    }
+}
+
+/// The endpoint's registered memory as the target of its peers' requests.
+pub struct Target {
+    map: Arc<MrMap>,
+    virt: bool,
+    allow: u64,
+    b: EpBindings,
+    grants: Vec<Option<(u64, Vec<Resolved>)>>,
+    free: Vec<usize>,
+    pool: Vec<Vec<Resolved>>,
+}
+
+impl Target {
+    /// The memory of an endpoint enabled with `b`, if it accepts remote
+    /// accesses (caps) and has a region map.
+    pub fn for_endpoint(b: &EpBindings) -> Option<Target> {
+        let allow = remote_access(b.info.caps);
+        let map = b.mr_map.clone()?;
+        (allow != 0).then(|| Target {
+            map,
+            virt: b.info.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0,
+            allow,
+            b: b.clone(),
+            grants: Vec::new(),
+            free: Vec::new(),
+            pool: Vec::new(),
+        })
+    }
+
+    fn slot(&self, g: Grant) -> Option<&(u64, Vec<Resolved>)> {
+        self.grants.get(g.0 as usize).and_then(Option::as_ref)
+    }
+}
+
+impl Memory for Target {
+    fn resolve(&mut self, ranges: &[RmaIov], access: u64, out: &mut [IoVec]) -> Result<Grant, i32> {
+        if self.allow & access != access {
+            return Err(errno::FI_EACCES);
+        }
+        let mut v = self.pool.pop().unwrap_or_default();
+        if let Err(e) = resolve_all(&self.map, ranges, access, self.virt, &mut v) {
+            self.pool.push(v);
+            return Err(e.code());
+        }
+        for (o, r) in out.iter_mut().zip(&v) {
+            *o = IoVec {
+                base: r.addr,
+                len: r.len,
+            };
+        }
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.grants[i] = Some((access, v));
+                i
+            }
+            None => {
+                self.grants.push(Some((access, v)));
+                self.grants.len() - 1
+            }
+        };
+        Ok(Grant(i as u64))
+    }
+
+    fn release(&mut self, grant: Grant, done: bool) {
+        let i = grant.0 as usize;
+        let Some((access, mut v)) = self.grants.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        self.free.push(i);
+        if done {
+            // The endpoint counts the access once, each region it touched once.
+            for (k, r) in v.iter().enumerate() {
+                if v[..k].iter().any(|p| Arc::ptr_eq(&p.mr, &r.mr)) {
+                    continue;
+                }
+                if k == 0 {
+                    count_remote(&self.b, Some(&r.mr), access);
+                } else {
+                    r.mr.count_remote(access);
+                }
+            }
+        }
+        v.clear();
+        if self.pool.len() < 64 {
+            self.pool.push(v);
+        }
+    }
+
+    fn live(&mut self, grant: Grant) -> bool {
+        self.slot(grant)
+            .is_some_and(|(_, v)| v.iter().all(|r| !r.mr.is_revoked()))
+    }
+
+    fn read(&mut self, from: IoVec, into: &mut [u8]) {
+        let n = from.len.min(into.len());
+        // SAFETY: `from` lies inside a range this endpoint's region map
+        // resolved for a READ (registered memory of this process, readable
+        // while registered); `into` is a distinct core-owned buffer.
+        unsafe { std::ptr::copy_nonoverlapping(from.base as *const u8, into.as_mut_ptr(), n) };
+    }
+
+    fn atomic(
+        &mut self,
+        grant: Grant,
+        index: usize,
+        args: &AtomicArgs,
+        operand: &[u8],
+        compare: &[u8],
+        result: &mut [u8],
+    ) -> Result<(), i32> {
+        let Some(r) = self.slot(grant).and_then(|(_, v)| v.get(index)) else {
+            return Err(errno::FI_EINVAL);
+        };
+        // SAFETY: `r` was resolved by `resolve_all` for this access (remote
+        // write, or remote read for FI_ATOMIC_READ) and its region is held
+        // registered by the grant until `release`.
+        unsafe {
+            apply_atomic(
+                &self.map,
+                args.kind,
+                args.op,
+                args.datatype,
+                r,
+                operand,
+                compare,
+                result,
+            )
+        }
+        .map_err(|e| e.code())
+    }
+}
+
+/// What a one-sided request's completion reports.
+#[derive(Debug)]
+struct OpMeta {
+    context: usize,
+    flags: u64,
+    completion: bool,
+    /// The copied payload of an inject.
+    inject: Option<Vec<u8>>,
+}
+
+/// The one-sided requests of an endpoint in flight.
+#[derive(Debug, Default)]
+pub struct Ops {
+    slots: Vec<Option<OpMeta>>,
+    free: Vec<usize>,
+    pool: Vec<Vec<u8>>,
+}
+
+fn too_many(what: &str, n: usize, max: usize) -> Error {
+    Error::inval(format!("udp: {n} {what} ranges exceed the limit of {max}"))
+}
+
+/// Byte ranges of an element list.
+fn ioc_bytes(l: &[Ioc], size: usize, out: &mut [IoVec; MAX_IOV]) -> Result<usize> {
+    if l.len() > MAX_IOV {
+        return Err(too_many("atomic buffer", l.len(), MAX_IOV));
+    }
+    for (o, x) in out.iter_mut().zip(l) {
+        *o = IoVec {
+            base: x.addr,
+            len: x
+                .count
+                .checked_mul(size)
+                .ok_or_else(|| Error::inval("udp: atomic buffer length overflows"))?,
+        };
+    }
+    Ok(l.len())
+}
+
+impl Ops {
+    fn insert(&mut self, m: OpMeta) -> usize {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(m);
+                i
+            }
+            None => {
+                self.slots.push(Some(m));
+                self.slots.len() - 1
+            }
+        };
+        i + 1
+    }
+
+    fn copy(&mut self, iov: &[IoVec]) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v.resize(iov_len(iov), 0);
+        // SAFETY: the caller's ranges are readable for the posting call.
+        unsafe { copy_from_iov(iov, 0, &mut v) };
+        v
+    }
+
+    /// Registers an RMA read or write; returns the request for the core.
+    ///
+    /// # Safety
+    /// The local ranges stay valid until the request completes (with
+    /// FI_INJECT they are copied here).
+    pub unsafe fn start_rma(&mut self, op: &RmaOp<'_>, selective: bool) -> Result<RmaReq> {
+        if op.iov.len() > IOV_LIMIT {
+            return Err(too_many("local", op.iov.len(), IOV_LIMIT));
+        }
+        if op.rma_iov.is_empty() || op.rma_iov.len() > MAX_RANGES {
+            return Err(too_many("remote", op.rma_iov.len(), MAX_RANGES));
+        }
+        let mut remote = [Remote::default(); MAX_RANGES];
+        for (o, r) in remote.iter_mut().zip(op.rma_iov) {
+            *o = Remote {
+                addr: r.addr,
+                len: r.len as u64,
+                key: r.key,
+            };
+        }
+        let remote = &remote[..op.rma_iov.len()];
+        let inject = op.flags & FI_INJECT != 0 && !op.read;
+        let copy = inject.then(|| self.copy(op.iov));
+        let copied;
+        let local: &[IoVec] = match &copy {
+            Some(v) => {
+                copied = [IoVec {
+                    base: v.as_ptr() as usize,
+                    len: v.len(),
+                }];
+                &copied
+            }
+            None => op.iov,
+        };
+        let mut req = if op.read {
+            RmaReq::read(local, remote, 0)
+        } else {
+            RmaReq::write(local, remote, 0)
+        };
+        if !op.read && op.flags & FI_REMOTE_CQ_DATA != 0 {
+            req = req.with_data(op.data);
+        }
+        req.fence = op.flags & FI_FENCE != 0;
+        req.context = self.insert(OpMeta {
+            context: op.context,
+            flags: FI_RMA | if op.read { FI_READ } else { FI_WRITE },
+            completion: ofi_core::object::tx_completion(op.flags, selective),
+            inject: copy,
+        });
+        Ok(req)
+    }
+
+    /// Registers an atomic; returns the request for the core.
+    ///
+    /// # Safety
+    /// Operand, compare and result memory stay valid until the atomic
+    /// completes (operands: with FI_INJECT they are copied here).
+    pub unsafe fn start_atomic(&mut self, op: &AtomicOp<'_>, selective: bool) -> Result<RmaReq> {
+        let size = atomic::datatype_size(op.datatype)
+            .ok_or_else(|| Error::inval(format!("udp: unknown datatype {}", op.datatype)))?;
+        if op.rma_ioc.is_empty() || op.rma_ioc.len() > MAX_RANGES {
+            return Err(too_many("remote", op.rma_ioc.len(), MAX_RANGES));
+        }
+        let mut remote = [Remote::default(); MAX_RANGES];
+        for (o, r) in remote.iter_mut().zip(op.rma_ioc) {
+            *o = Remote {
+                addr: r.addr,
+                len: r.count as u64,
+                key: r.key,
+            };
+        }
+        let remote = &remote[..op.rma_ioc.len()];
+        let mut operand = [IoVec::default(); MAX_IOV];
+        let mut compare = [IoVec::default(); MAX_IOV];
+        let mut result = [IoVec::default(); MAX_IOV];
+        let no = ioc_bytes(op.operand, size, &mut operand)?;
+        let nc = ioc_bytes(op.compare, size, &mut compare)?;
+        let nr = ioc_bytes(op.result, size, &mut result)?;
+        let inject = op.flags & FI_INJECT != 0 && op.kind == AtomicKind::Basic;
+        let copy = inject.then(|| self.copy(&operand[..no]));
+        let mut no = no;
+        if let Some(v) = &copy {
+            operand[0] = IoVec {
+                base: v.as_ptr() as usize,
+                len: v.len(),
+            };
+            no = 1;
+        }
+        let args = AtomicArgs {
+            kind: op.kind,
+            op: op.op,
+            datatype: op.datatype,
+        };
+        let mut req = RmaReq::atomic(
+            args,
+            &operand[..no],
+            &compare[..nc],
+            &result[..nr],
+            remote,
+            0,
+        );
+        if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            req = req.with_data(op.data);
+        }
+        req.fence = op.flags & FI_FENCE != 0;
+        let read = op.kind != AtomicKind::Basic;
+        req.context = self.insert(OpMeta {
+            context: op.context,
+            flags: FI_ATOMIC | if read { FI_READ } else { FI_WRITE },
+            completion: ofi_core::object::tx_completion(op.flags, selective),
+            inject: copy,
+        });
+        Ok(req)
+    }
+
+    fn finish(&mut self, id: usize) -> Option<OpMeta> {
+        let i = id.checked_sub(1)?;
+        let m = self.slots.get_mut(i)?.take()?;
+        self.free.push(i);
+        Some(m)
+    }
+
+    /// Completes request `id` (the core's RmaComplete / RmaError) into the
+    /// transmit CQ and the read or write counter.
+    pub fn complete(&mut self, b: &EpBindings, id: usize, err: Option<i32>) {
+        let Some(m) = self.finish(id) else {
+            return;
+        };
+        b.tx_done(m.context, m.flags, m.completion, err);
+        if let Some(v) = m.inject {
+            if self.pool.len() < 64 {
+                self.pool.push(v);
+            }
+        }
+    }
+
+    /// Forgets a request the core refused.
+    pub fn abandon(&mut self, req: &RmaReq) {
+        if let Some(m) = self.finish(req.context) {
+            if let Some(v) = m.inject {
+                self.pool.push(v);
+            }
+        }
+    }
+}
+
+/// `fi_query_atomic` for the udp RDM endpoints.
+pub fn query_atomic(kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+    atomic::query(kind, op, datatype, ATOMIC_MAX_BYTES)
+}
+
+/// Maps a core refusal of a request to an error.
+pub fn refused(e: i32) -> Error {
+    Error::new(e, "udp: the connection refused the request")
+}

@@ -1,0 +1,567 @@
+//! The RDM endpoint: the driver of `ofi_proto::udp::Rdm` (the tcp protocol
+//! core over udp sessions) on one UDP socket. Each progress pass reads the
+//! datagrams waiting, runs the timers due, sends what every peer has to
+//! send and turns events into completions, deaths and log lines.
+//!
+//! Its unsafe blocks copy between datagrams and the memory of posted
+//! operations and registered regions, which the raw layer's callers keep
+//! valid until completion (and the region map while a grant is held), and
+//! hand the kernel ranges of that memory to send.
+#![allow(unsafe_code)]
+
+use crate::completions::{drain_rx, rx_error};
+use crate::domain::{Member, Shared};
+use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
+use crate::sends::Sends;
+use crate::sys::{Part as SysPart, RawAddr, UdpSocket, MAX_PARTS as SYS_PARTS};
+use crate::UdpConfig;
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::info::Info;
+use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
+use ofi_core::provider::{EndpointOps, Progress};
+use ofi_core::util::atomic::AtomicKind;
+use ofi_core::util::auth::AuthKey;
+use ofi_core::util::hash::IdMap;
+use ofi_core::util::iov::{copy_to_iov, IoVec};
+use ofi_core::util::lock::SpinLock;
+use ofi_core::util::peer::{DeadPeers, PeerDown};
+use ofi_proto::tcp::{Memory, RecvReq, Req};
+use ofi_proto::udp::{ChanConfig, Part, Rdm, RdmConfig, RdmEvent, SessionConfig, UserMem};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Most datagrams read per progress pass.
+const BATCH: usize = 64;
+
+/// User memory as the core names it: the copies it asks for, done here.
+struct Direct;
+
+impl UserMem for Direct {
+    fn write(&mut self, iov: &[IoVec], src: &[u8]) -> usize {
+        // SAFETY: the core names ranges of posted receives, of registered
+        // regions it resolved for a peer's request (held by a grant), or of
+        // its own requests' result buffers: all writable until their
+        // operation completes (the raw layer's contract).
+        unsafe { copy_to_iov(iov, 0, src) }
+    }
+    fn read(&mut self, from: IoVec, into: &mut [u8]) {
+        // SAFETY: the core names ranges of pending sends and requests or of
+        // regions resolved for a peer's READ: readable until completion;
+        // `into` is the core's own buffer of `into.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(from.base as *const u8, into.as_mut_ptr(), into.len())
+        };
+    }
+}
+
+struct Inner {
+    b: EpBindings,
+    rdm: Rdm,
+    sends: Sends,
+    ops: Ops,
+    dead: DeadPeers,
+    /// Destination addresses by fi_addr, for the AV generation `dest_gen`.
+    dests: IdMap<u64, Vec<u8>>,
+    dest_gen: u64,
+    /// Kernel forms of peer addresses.
+    raw: HashMap<Vec<u8>, RawAddr>,
+    /// Encoded form of the last source seen.
+    last_src: Option<(SocketAddr, Vec<u8>)>,
+    av_gen: u64,
+    buf: Vec<u8>,
+    src_ok: bool,
+}
+
+/// A udp RDM endpoint.
+pub struct RdmEp {
+    shared: Arc<Shared>,
+    sock: UdpSocket,
+    me: Vec<u8>,
+    enabled: AtomicBool,
+    inner: SpinLock<Inner>,
+}
+
+impl RdmEp {
+    /// Opens the endpoint on the offer's source address.
+    pub fn open(
+        cfg: &UdpConfig,
+        info: &Info,
+        shared: Arc<Shared>,
+        key: Option<AuthKey>,
+    ) -> Result<Arc<RdmEp>> {
+        let src = match &info.src_addr {
+            Some(b) => crate::addr::decode(b)?,
+            None => "127.0.0.1:0".parse().expect("literal address"),
+        };
+        let sock = UdpSocket::bind(&src, false)
+            .map_err(|e| Error::os(e, &format!("udp: binding {src}")))?;
+        let granted = sock.set_buffers(cfg.socket_buffer);
+        let local = sock
+            .local_addr()
+            .map_err(|e| Error::os(e, "udp: getsockname"))?;
+        let _ = sock.no_fragments(local.is_ipv6());
+        let me = crate::addr::encode(&local);
+        let ifname = info.domain_attr.name.clone().unwrap_or_default();
+        let max_datagram = crate::rdm_datagram(&ifname, local.is_ipv6(), cfg.max_datagram);
+        // The window: what the socket holds (the kernel counts about twice
+        // a datagram's bytes), within the tunable.
+        let window = (granted / 2).clamp(64 << 10, cfg.window.max(64 << 10)) as u32;
+        let epoch = loop {
+            let n = ofi_core::util::auth::nonce()?;
+            let e = u64::from_le_bytes(n[..8].try_into().expect("8 bytes"));
+            if e != 0 {
+                break e;
+            }
+        };
+        let rcfg = RdmConfig {
+            proto: ofi_proto::tcp::Config {
+                eager_max: cfg.eager_max,
+                ..Default::default()
+            },
+            rx: ofi_proto::tcp::RxConfig {
+                max_unexpected_bytes: cfg.max_unexpected_bytes,
+                depth: info.rx_attr.size.max(64),
+                ..Default::default()
+            },
+            session: SessionConfig {
+                epoch,
+                my_addr: me.clone(),
+                key,
+                max_datagram,
+                chan: ChanConfig {
+                    window,
+                    peer_timeout: cfg.peer_timeout,
+                    ..Default::default()
+                },
+                max_half_open: 256,
+            },
+            copy_max: cfg.copy_max,
+        };
+        // Nonces come from the system's random source (which answered for
+        // the epoch just now). Should it fail later, a nonce is made unique
+        // from the epoch, the clock and a counter: still fresh, so no
+        // handshake can be replayed, only predictable (it is sent in clear
+        // anyway; the key is what an impostor lacks).
+        let mut fallback = 0u64;
+        let opened = Instant::now();
+        let nonces = Box::new(move || match ofi_core::util::auth::nonce() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "udp: the system's random source failed; using a unique fallback nonce");
+                fallback += 1;
+                let mut n = [0u8; ofi_core::util::auth::NONCE_LEN];
+                n[..8].copy_from_slice(&epoch.to_le_bytes());
+                n[8..24].copy_from_slice(&opened.elapsed().as_nanos().to_le_bytes());
+                n[24..].copy_from_slice(&fallback.to_le_bytes());
+                n
+            }
+        });
+        shared
+            .poller
+            .add(sock.fd(), shared.key())
+            .map_err(|e| Error::os(e, "udp: epoll add"))?;
+        Ok(Arc::new(RdmEp {
+            shared,
+            sock,
+            me,
+            enabled: AtomicBool::new(false),
+            inner: SpinLock::new(Inner {
+                b: EpBindings::default(),
+                rdm: Rdm::new(rcfg, nonces),
+                sends: Sends::default(),
+                ops: Ops::default(),
+                dead: DeadPeers::default(),
+                dests: IdMap::default(),
+                dest_gen: u64::MAX,
+                raw: HashMap::new(),
+                last_src: None,
+                av_gen: 0,
+                buf: vec![0u8; max_datagram.max(ofi_wire::udp::HDR_LEN + 1)],
+                src_ok: info.caps & FI_SOURCE != 0,
+            }),
+        }))
+    }
+
+    /// The address of `fi_addr` in the AV, cached per AV generation (the
+    /// hot path looks it up without allocating).
+    fn dest<'a>(
+        b: &EpBindings,
+        dests: &'a mut IdMap<u64, Vec<u8>>,
+        dest_gen: &mut u64,
+        fi_addr: u64,
+    ) -> Result<&'a [u8]> {
+        let av =
+            b.av.as_ref()
+                .ok_or_else(|| Error::new(errno::FI_ENOAV, "udp: no address vector bound"))?;
+        let gen = av.generation();
+        if gen != *dest_gen {
+            dests.clear();
+            *dest_gen = gen;
+        }
+        if let std::collections::hash_map::Entry::Vacant(v) = dests.entry(fi_addr) {
+            let bytes = av.lookup(fi_addr).map_err(|_| {
+                Error::inval(format!(
+                    "udp: destination fi_addr {fi_addr} is not in the address vector"
+                ))
+            })?;
+            let sa = crate::addr::decode(&bytes)?;
+            v.insert(crate::addr::encode(&sa));
+        }
+        Ok(dests.get(&fi_addr).map(Vec::as_slice).unwrap_or_default())
+    }
+
+    /// One progress pass: receive, timers, transmit, events.
+    fn pass(&self, g: &mut Inner) {
+        let now = Instant::now();
+        let Inner {
+            b,
+            rdm,
+            raw,
+            last_src,
+            buf,
+            av_gen,
+            ..
+        } = g;
+        let av = b.av.clone();
+        let mut resolve = |a: &[u8]| match &av {
+            Some(av) => av.reverse(a).unwrap_or(FI_ADDR_NOTAVAIL),
+            None => FI_ADDR_NOTAVAIL,
+        };
+        if let Some(av) = &b.av {
+            let gen = av.generation();
+            if gen != *av_gen {
+                *av_gen = gen;
+                rdm.refresh(&mut resolve);
+            }
+        }
+        for _ in 0..BATCH {
+            let r = match self.sock.recv_from(buf) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(error = %e, "udp: receive failed");
+                    break;
+                }
+            };
+            if r.truncated {
+                tracing::debug!(from = %r.from, "udp: dropping a datagram larger than any this endpoint takes");
+                continue;
+            }
+            let from = match last_src {
+                Some((sa, enc)) if *sa == r.from => enc,
+                _ => &mut last_src.insert((r.from, crate::addr::encode(&r.from))).1,
+            };
+            rdm.on_datagram(now, from, &buf[..r.len], &mut Direct, &mut resolve);
+        }
+        if rdm.poll_timeout().is_some_and(|t| t <= now) {
+            rdm.handle_timeout(now, &mut resolve);
+        }
+        rdm.wakeups(&mut Direct);
+        let sock = &self.sock;
+        rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
+            let a = match raw.get(to) {
+                Some(a) => *a,
+                None => match crate::addr::decode(to) {
+                    Ok(sa) => *raw.entry(to.to_vec()).or_insert_with(|| RawAddr::new(&sa)),
+                    Err(_) => return,
+                },
+            };
+            let mut v = [SysPart { base: 0, len: 0 }; SYS_PARTS];
+            let n = parts.len().min(SYS_PARTS);
+            for (o, p) in v.iter_mut().zip(&parts[..n]) {
+                *o = match p {
+                    Part::Bytes(b) => SysPart::bytes(b),
+                    Part::Iov(i) => SysPart {
+                        base: i.base,
+                        len: i.len,
+                    },
+                };
+            }
+            // SAFETY: core bytes live for this call; user ranges belong to
+            // pending sends or requests (readable until they complete).
+            if let Err(e) = unsafe { sock.send_to(&a, &v[..n]) } {
+                // Lost like any datagram: the session sends it again.
+                tracing::trace!(error = %e, "udp: a datagram was not sent");
+            }
+        });
+        self.events(g);
+    }
+
+    /// Turns the core's events into completions, deaths and log lines.
+    fn events(&self, g: &mut Inner) {
+        while let Some(e) = g.rdm.poll_event() {
+            match e {
+                RdmEvent::Op(ev) => match ev {
+                    ofi_proto::tcp::Event::SendComplete { context } => {
+                        g.sends.complete(&g.b, context, None)
+                    }
+                    ofi_proto::tcp::Event::SendError { context, err } => {
+                        g.sends.complete(&g.b, context, Some(err))
+                    }
+                    ofi_proto::tcp::Event::RmaComplete { context } => {
+                        g.ops.complete(&g.b, context, None)
+                    }
+                    ofi_proto::tcp::Event::RmaError { context, err } => {
+                        g.ops.complete(&g.b, context, Some(err))
+                    }
+                    _ => {}
+                },
+                RdmEvent::PeerUp { fi_addr, addr } => g.dead.revive(fi_addr, &addr),
+                RdmEvent::PeerDown {
+                    fi_addr,
+                    addr,
+                    cause,
+                } => {
+                    let name =
+                        crate::addr::decode(&addr).map_or_else(|_| "?".into(), |a| a.to_string());
+                    let down = PeerDown {
+                        fi_addr,
+                        addr,
+                        cause,
+                    };
+                    g.dead.declare(&g.b, &down, &name);
+                    if fi_addr != FI_ADDR_NOTAVAIL {
+                        g.rdm.rx().fail_directed(fi_addr, cause.errno());
+                    }
+                }
+                RdmEvent::Refused { addr, why, .. } => {
+                    let peer = crate::addr::decode(&addr).ok();
+                    tracing::warn!(?peer, "udp: authentication failed: {why}");
+                }
+                RdmEvent::Broken { addr, why } => {
+                    let peer = crate::addr::decode(&addr).ok();
+                    tracing::warn!(
+                        ?peer,
+                        "udp: resetting the session of a peer that broke the protocol: {why}"
+                    );
+                }
+                RdmEvent::Dropped { why } => tracing::debug!("udp: dropped {why}"),
+            }
+        }
+        let src_ok = g.src_ok;
+        let Inner { b, rdm, .. } = &mut *g;
+        drain_rx(b, rdm.rx(), src_ok);
+    }
+
+    /// Queues an operation to `dest` and drives the endpoint.
+    fn queue(&self, g: &mut Inner, dest: u64, req: Req) -> std::result::Result<(), i32> {
+        let Inner {
+            b,
+            rdm,
+            dests,
+            dest_gen,
+            ..
+        } = g;
+        let to = Self::dest(b, dests, dest_gen, dest).map_err(|e| e.code())?;
+        rdm.queue(Instant::now(), dest, to, req)?;
+        self.pass(g);
+        Ok(())
+    }
+}
+
+impl Member for RdmEp {
+    fn drive(&self) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(mut g) = self.inner.try_lock() {
+            self.pass(&mut g);
+        }
+    }
+    fn deadline(&self) -> Option<Instant> {
+        self.inner.try_lock().and_then(|g| g.rdm.poll_timeout())
+    }
+    fn restless(&self) -> bool {
+        self.inner.try_lock().is_none_or(|g| g.rdm.has_events())
+    }
+}
+
+impl Progress for RdmEp {
+    fn progress(&self) {
+        self.shared.progress();
+    }
+    fn arm(&self) -> bool {
+        self.shared.arm()
+    }
+    fn disarm(&self) {
+        self.shared.disarm();
+    }
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.shared.fd())
+    }
+}
+
+fn not_enabled(what: &str) -> Error {
+    Error::new(
+        errno::FI_EOPBADSTATE,
+        format!("udp: {what} on an endpoint that is not enabled"),
+    )
+}
+
+impl EndpointOps for RdmEp {
+    fn enable(&self, b: EpBindings) -> Result<()> {
+        let mut g = self.inner.lock();
+        let target = Target::for_endpoint(&b).map(|t| Box::new(t) as Box<dyn Memory>);
+        g.rdm.rx().set_memory(target);
+        g.src_ok = b.info.caps & FI_SOURCE != 0;
+        g.b = b;
+        drop(g);
+        self.enabled.store(true, Ordering::Release);
+        Ok(())
+    }
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(self.me.clone())
+    }
+    unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(not_enabled("send"));
+        }
+        let mut g = self.inner.lock();
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_send's contract.
+        let mut req = unsafe { g.sends.start(op, selective, crate::INJECT_SIZE)? };
+        req.ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        req.fence = op.flags & FI_FENCE != 0;
+        if let Err(e) = self.queue(&mut g, op.dest, Req::Send(req)) {
+            g.sends.abandon(&req);
+            return Err(Error::new(e, "udp: the send was refused"));
+        }
+        Ok(())
+    }
+    unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(not_enabled("RMA"));
+        }
+        let mut g = self.inner.lock();
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_rma's contract.
+        let req = unsafe { g.ops.start_rma(op, selective)? };
+        if let Err(e) = self.queue(&mut g, op.addr, Req::Rma(req)) {
+            g.ops.abandon(&req);
+            return Err(refused(e));
+        }
+        Ok(())
+    }
+    unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(not_enabled("atomic"));
+        }
+        let mut g = self.inner.lock();
+        let selective = g.b.tx_selective;
+        // SAFETY: forwarded from post_atomic's contract.
+        let req = unsafe { g.ops.start_atomic(op, selective)? };
+        if let Err(e) = self.queue(&mut g, op.addr, Req::Rma(req)) {
+            g.ops.abandon(&req);
+            return Err(refused(e));
+        }
+        Ok(())
+    }
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        query_atomic(kind, op, datatype)
+    }
+    unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Err(not_enabled("receive"));
+        }
+        let mut g = self.inner.lock();
+        let completion = op.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+        let mut req = if op.tagged {
+            RecvReq::tagged(op.iov, op.tag, op.ignore, op.context)
+        } else {
+            RecvReq::msg(op.iov, op.context)
+        };
+        req = req.with_flags(op.flags | if completion { FI_COMPLETION } else { 0 });
+        if op.src != FI_ADDR_UNSPEC {
+            if let Some(err) = g.dead.dead(op.src) {
+                // Its peer is dead: no message will come.
+                let flags = FI_RECV | if op.tagged { FI_TAGGED } else { FI_MSG };
+                rx_error(&g.b, op.context, flags, err, op.tag);
+                return Ok(());
+            }
+            req = req.from_src(op.src);
+        }
+        g.rdm
+            .rx()
+            .post_recv(&req)
+            .map_err(|e| Error::new(e, "udp: receive refused"))?;
+        self.pass(&mut g);
+        Ok(())
+    }
+    fn cancel(&self, context: usize) -> Result<()> {
+        let mut g = self.inner.lock();
+        g.rdm
+            .rx()
+            .cancel(context)
+            .map_err(|e| Error::new(e, "udp: no posted receive has this context"))?;
+        self.events(&mut g);
+        Ok(())
+    }
+    fn setopt(&self, name: i32, value: usize) -> Result<()> {
+        match name {
+            opt::FI_OPT_MIN_MULTI_RECV => {
+                self.inner.lock().rdm.rx().set_min_multi_recv(value);
+                Ok(())
+            }
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("udp: option {name} is not supported"),
+            )),
+        }
+    }
+    fn getopt(&self, name: i32) -> Result<usize> {
+        match name {
+            opt::FI_OPT_MIN_MULTI_RECV => Ok(self.inner.lock().rdm.rx().config().min_multi_recv),
+            _ => Err(Error::new(
+                errno::FI_ENOPROTOOPT,
+                format!("udp: option {name} is not supported"),
+            )),
+        }
+    }
+    fn close(&self) {
+        self.enabled.store(false, Ordering::Release);
+        self.shared.poller.remove(self.sock.fd());
+        let mut g = self.inner.lock();
+        let peers: Vec<u64> = g.rdm.sessions().up_peers().collect();
+        for p in peers {
+            if let Some(st) = g.rdm.stats(p) {
+                tracing::debug!(peer = p, ?st, drops = ?g.rdm.sessions().drops(), "udp: session statistics at close");
+            }
+        }
+        let Inner { rdm, raw, buf, .. } = &mut *g;
+        let sock = &self.sock;
+        // Handshakes that reached us but were never read are refused (their
+        // senders fail at once instead of at the dead bound).
+        for _ in 0..BATCH * 4 {
+            let Ok(Some(r)) = sock.recv_from(buf) else {
+                break;
+            };
+            if let Some(answer) = ofi_proto::udp::closing_answer(&buf[..r.len]) {
+                let a = RawAddr::new(&r.from);
+                // SAFETY: the answer lives for this call.
+                let _ = unsafe { sock.send_to(&a, &[SysPart::bytes(&answer)]) };
+            }
+        }
+        rdm.close(&mut |to: &[u8], parts: &[Part<'_>]| {
+            let Ok(sa) = crate::addr::decode(to) else {
+                return;
+            };
+            let a = *raw.entry(to.to_vec()).or_insert_with(|| RawAddr::new(&sa));
+            let v: Vec<SysPart> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Bytes(b) => Some(SysPart::bytes(b)),
+                    Part::Iov(_) => None,
+                })
+                .collect();
+            // SAFETY: the parts are core bytes that live for this call.
+            let _ = unsafe { sock.send_to(&a, &v) };
+        });
+        g.dead.clear();
+        g.b = EpBindings::default();
+    }
+}
