@@ -147,7 +147,7 @@ impl TcpRdmEp {
         let listener_key = shared.key();
         shared
             .poller
-            .add(listener.fd(), listener_key, false)
+            .add(&listener, listener_key, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         let rxc = RxConfig {
             max_unexpected_bytes: cfg.max_unexpected_bytes,
@@ -195,7 +195,7 @@ impl TcpRdmEp {
         name: Vec<u8>,
     ) -> ConnId {
         let id = link.conn.id();
-        let _ = self.shared.poller.add(link.sock.fd(), id, true);
+        let _ = self.shared.poller.add(&link.sock, id, true);
         g.peers.insert(
             id,
             Peer {
@@ -453,7 +453,7 @@ impl TcpRdmEp {
     /// cap or deadline), logging it.
     fn drop_half_open(&self, g: &mut Inner, id: ConnId, why: Dropped) {
         if let Some(p) = g.peers.remove(&id) {
-            self.shared.poller.remove(p.link.sock.fd());
+            self.shared.poller.remove(&p.link.sock);
             let who = p.link.sock.peer_addr().ok();
             tracing::warn!(
                 peer = ?who,
@@ -685,7 +685,7 @@ impl TcpRdmEp {
         if closed {
             Self::forget_routes(g, id);
             if let Some(p) = g.peers.remove(&id) {
-                self.shared.poller.remove(p.link.sock.fd());
+                self.shared.poller.remove(&p.link.sock);
             }
         } else if let Some(p) = g.peers.get_mut(&id) {
             p.link.sync_interest(&self.shared.poller, id);
@@ -901,10 +901,10 @@ impl EndpointOps for TcpRdmEp {
                 .map_err(|e| Error::os(e, "tcp: getsockname"))?,
         );
         let mut n = self.name.lock();
-        self.shared.poller.remove(n.listener.fd());
+        self.shared.poller.remove(&n.listener);
         self.shared
             .poller
-            .add(listener.fd(), self.listener_key, false)
+            .add(&listener, self.listener_key, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         *n = Name { listener, me };
         Ok(())
