@@ -32,8 +32,9 @@
 #              Installs cargo-fuzz (cargo install --locked) when missing and
 #              sets RUSTC_BOOTSTRAP=1 for it: cargo-fuzz passes -Z flags
 #              (sanitizer, sancov) and only a stable toolchain is assumed
-#   example:*  cargo run --release -p ofi --example NAME, for every example
-#              in crates/ofi/examples
+#   example:*  cargo run --release -p ofi --features tokio,bytes --example
+#              NAME, for every example in crates/ofi/examples (the async
+#              ones declare required-features = ["tokio"])
 #   capi       the C ABI: cargo build --release -p ofi-capi (libfabric.so,
 #              SONAME libfabric.so.1), then its tests, among them the real
 #              clients on it: Debian's fi_info and fi_pingpong, Open MPI's
@@ -282,7 +283,7 @@ for ex in crates/ofi/examples/*.rs crates/ofi/examples/*/main.rs; do
         */main.rs) name="$(basename "$(dirname "$ex")")" ;;
         *) name="$(basename "$ex" .rs)" ;;
     esac
-    stage "example:$name" "$STAGE_TIMEOUT" cargo run --release -p ofi --example "$name"
+    stage "example:$name" "$STAGE_TIMEOUT" cargo run --release -p ofi --features tokio,bytes --example "$name"
 done
 
 stage capi "$STAGE_TIMEOUT" capi

@@ -9,7 +9,9 @@
 //! only names memory the harness lent it), the targets assert them.
 
 mod capi;
+mod udp;
 pub use capi::{capi_args, panicked};
+pub use udp::{sessions_run, udp_packet, udp_sessions, SessionsReached};
 
 use ofi_core::consts::{FI_CLAIM, FI_MULTI_RECV, FI_PEEK};
 use ofi_core::util::iov::IoVec;
@@ -125,6 +127,13 @@ pub fn shm_handler(data: &[u8]) {
         },
     );
     let mut ctrl = core::CtrlQueue::new();
+    // The auth exchange with a key the input cannot know: whatever it
+    // writes, no sender becomes trusted.
+    let key = ofi_core::util::auth::AuthKey::new(b"fuzz: a key no input holds")
+        .ok()
+        .flatten()
+        .expect("a key");
+    let mut auth = core::auth::Auth::new(key, 1);
     let mut pushes = 0u32;
     let mut done = std::collections::HashSet::new();
     let mut rng_full = |_: u64, _: &ofi_wire::shm::Repr, _: &[u8]| {
@@ -175,7 +184,10 @@ pub fn shm_handler(data: &[u8]) {
             }
             Incoming::Ack { cookie, status } => {
                 if let Err(code) = status {
-                    assert!(code > 0 && code < 1024, "status {code} is not an FI_E* number");
+                    assert!(
+                        code > 0 && code < 1024,
+                        "status {code} is not an FI_E* number"
+                    );
                 }
                 if sends.take(cookie).is_some() {
                     assert!(done.insert(cookie), "a send completed twice");
@@ -198,7 +210,12 @@ pub fn shm_handler(data: &[u8]) {
             } => {
                 assert!(core::is_request(repr.op));
                 assert!(ranges.data_at <= payload.len(), "ranges past the entry");
-                ctrl.send(repr.src, core::rma_answer(1, repr.cookie, 0), &[], &mut rng_full);
+                ctrl.send(
+                    repr.src,
+                    core::rma_answer(1, repr.cookie, 0),
+                    &[],
+                    &mut rng_full,
+                );
             }
             Incoming::Answer {
                 cookie,
@@ -212,10 +229,36 @@ pub fn shm_handler(data: &[u8]) {
                     assert!(rma_cookies.contains(&cookie));
                 }
             }
+            Incoming::Hello { from, nonce } => {
+                let ch = auth.on_hello(from, &nonce, [from as u8; 32]);
+                assert_eq!(ch.repr.len as usize, shm::CHALLENGE_LEN);
+                ctrl.send(from, ch.repr, ch.payload(), &mut rng_full);
+            }
+            Incoming::Challenge {
+                from,
+                echo,
+                nonce,
+                tag,
+            } => {
+                let _ = auth.on_challenge(from, &echo, &nonce, &tag);
+                auth.proved(from);
+                assert!(!auth.trusted(from), "trusted without a HELLO of ours");
+            }
+            Incoming::Proof { from, echo, tag } => {
+                assert!(auth.on_proof(from, &echo, &tag).is_err(), "a proof made without the key");
+                assert!(!auth.trusted(from), "trusted without the key");
+            }
+            Incoming::Reject { from } => {
+                assert!(!auth.on_reject(from), "a REJECT of something never asked");
+            }
         }
         ctrl.flush(&mut rng_full);
     }
-    assert_eq!(sends.len() + rmas.len() + done.len(), 6, "operations lost or invented");
+    assert_eq!(
+        sends.len() + rmas.len() + done.len(),
+        6,
+        "operations lost or invented"
+    );
 }
 
 // ---- tcp frame headers ----------------------------------------------------

@@ -8,13 +8,16 @@
 //!   cd fuzz && cargo test -- --ignored write_seeds   # regenerates fuzz/seeds
 
 use ofi_fuzz::{
-    auth_stream, capi_args, conn_stream, shm_entry, shm_handler, tcp_conn_stream, tcp_header,
+    auth_stream, capi_args, conn_stream, sessions_run, shm_entry, shm_handler, tcp_conn_stream,
+    tcp_header, udp_packet, udp_sessions,
 };
-use ofi_wire::{shm, tcp};
+use ofi_wire::{shm, tcp, udp};
 use std::path::Path;
 
 type Target = fn(&[u8]);
-const TARGETS: [(&str, Target); 5] = [
+const TARGETS: [(&str, Target); 7] = [
+    ("udp_packet", udp_packet),
+    ("udp_sessions", udp_sessions),
     ("shm_entry", shm_entry),
     ("shm_handler", shm_handler),
     ("tcp_header", tcp_header),
@@ -207,6 +210,47 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             0x81, 5, 4, 1, 8, 0, 1, 0, 0, 0, b'a', b'b', b'c', b'd', b'e', b'f', b'g', b'h',
         ],
     ));
+    // udp: a DATA packet, a HELLO with its handshake, a DGRAM message.
+    let data = udp::Repr {
+        kind: udp::kind::DATA,
+        window: 4096,
+        session: 7,
+        seq: 3,
+        ack: 1,
+        sack: 2,
+        ..Default::default()
+    };
+    let mut d = data.to_bytes().to_vec();
+    d.extend_from_slice(b"payload");
+    out.push(("udp_packet", "data", d));
+    let hello = udp::Repr {
+        kind: udp::kind::HELLO,
+        ..Default::default()
+    };
+    let mut h = hello.to_bytes().to_vec();
+    udp::Handshake {
+        epoch: 5,
+        max_datagram: 1500,
+        window: 1 << 20,
+        nonce: [9; udp::NONCE_LEN],
+        echo: [0; udp::NONCE_LEN],
+        mac: None,
+    }
+    .emit(&mut h);
+    out.push(("udp_packet", "hello", h));
+    let mut g = udp::DgramRepr {
+        flags: udp::dflag::TAGGED,
+        tag: 3,
+        data: 0,
+        len: 5,
+    }
+    .to_bytes()
+    .to_vec();
+    g.extend_from_slice(b"hello");
+    out.push(("udp_packet", "dgram", g));
+    out.push(("udp_sessions", "exchange", udp_exchange(0, false)));
+    out.push(("udp_sessions", "exchange_keyed", udp_exchange(1, false)));
+    out.push(("udp_sessions", "restart", udp_exchange(0, true)));
     // C ABI scripts (see `ofi_fuzz::capi_args`): op byte, then arguments.
     let mut junk = vec![4, 0, 1, 0, 1, 200];
     junk.extend([0xA5; 200]);
@@ -316,6 +360,40 @@ fn harness_sees_protocol_errors() {
     let r = conn_stream(&s);
     assert_eq!(r.protocol_error, 1, "{r:?}");
     assert!(r.unread > 0, "{r:?}");
+}
+
+/// A `udp_sessions` input: `a` connects and streams to `b` over a clean
+/// network, both transmit and deliver in turns, `b` reads; with `restart`,
+/// `b` restarts halfway and the exchange goes on.
+fn udp_exchange(ctl: u8, restart: bool) -> Vec<u8> {
+    let mut v = vec![ctl];
+    for round in 0..40 {
+        if restart && round == 20 {
+            v.push(0x18);
+        }
+        // a asks for a session (a no-op while one is up) and produces.
+        v.extend_from_slice(&[0x00, 8, 0x06]);
+        for _ in 0..6 {
+            v.extend_from_slice(&[0x12, 0x03, 0x02, 0x03]);
+        }
+        v.extend_from_slice(&[0x05, 0x40, 0x00, 0x17, 0xff, 0x17, 0xff]);
+    }
+    v
+}
+
+#[test]
+fn udp_harness_brings_sessions_up_and_moves_checked_bytes() {
+    for keyed in [0u8, 1] {
+        let r = sessions_run(&udp_exchange(keyed, false));
+        assert_eq!(r.ups, 2, "keyed {keyed}: {r:?}");
+        assert!(r.got > 256, "keyed {keyed}: {r:?}");
+    }
+    let r = sessions_run(&udp_exchange(0, true));
+    assert!(
+        r.ups >= 4 && r.downs >= 1,
+        "a restart ends a session: {r:?}"
+    );
+    assert!(r.got > 256, "{r:?}");
 }
 
 #[test]

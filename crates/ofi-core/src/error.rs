@@ -129,6 +129,74 @@ pub fn strerror(code: i32) -> &'static str {
     }
 }
 
+/// What kind of failure an [`Error`] is, grouped by what the application
+/// does about it (the exact `FI_E*` number stays in [`Error::code`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Nothing to do now, or a queue is full: try again (`FI_EAGAIN`).
+    WouldBlock,
+    /// A wait ran out of time (`FI_ETIMEDOUT`).
+    TimedOut,
+    /// The operation was cancelled (`FI_ECANCELED`).
+    Canceled,
+    /// A message did not fit its receive buffer (`FI_ETRUNC`, `FI_ETOOSMALL`, `FI_EMSGSIZE`).
+    Truncated,
+    /// An argument or flag is wrong (`FI_EINVAL`, `FI_EBADFLAGS`, `FI_EFAULT` …).
+    InvalidInput,
+    /// The provider or object does not support it (`FI_ENOSYS`, `FI_EOPNOTSUPP` …).
+    Unsupported,
+    /// Nothing matches: no offer, no entry (`FI_ENODATA`, `FI_ENOENT`, `FI_ENOMSG`).
+    NotFound,
+    /// The object is in the wrong state for the call (`FI_EOPBADSTATE`,
+    /// `FI_EALREADY`, `FI_EINPROGRESS`, `FI_EISCONN`), or is still in use (`FI_EBUSY`).
+    BadState,
+    /// A needed object is missing or not bound (`FI_ENOCQ`, `FI_ENOEQ`, `FI_ENOAV`).
+    NotBound,
+    /// Access was refused: key, rights, bounds, authorisation (`FI_EACCES`,
+    /// `FI_EPERM`, `FI_ENOKEY`, `FI_EKEYREJECTED`).
+    PermissionDenied,
+    /// The peer or connection is gone or unreachable (`FI_ECONNRESET`,
+    /// `FI_ECONNREFUSED`, `FI_ENOTCONN`, `FI_ESHUTDOWN`, `FI_EHOSTUNREACH` …).
+    Disconnected,
+    /// Out of memory, descriptors, queue or buffer space (`FI_ENOMEM`,
+    /// `FI_EMFILE`, `FI_ENOSPC`, `FI_ENOBUFS`, `FI_EOVERRUN`, `FI_ENORX`).
+    OutOfResources,
+    /// An address cannot be used (`FI_EADDRINUSE`, `FI_EADDRNOTAVAIL`).
+    AddressUnavailable,
+    /// An I/O or data-integrity failure (`FI_EIO`, `FI_EREMOTEIO`, `FI_ECRC`).
+    Io,
+    /// Anything else.
+    Other,
+}
+
+impl ErrorKind {
+    /// The kind of a libfabric error number (either sign).
+    pub fn of(code: i32) -> ErrorKind {
+        use ErrorKind::*;
+        match code.abs() {
+            FI_EAGAIN => WouldBlock,
+            FI_ETIMEDOUT => TimedOut,
+            FI_ECANCELED => Canceled,
+            FI_ETRUNC | FI_ETOOSMALL | FI_EMSGSIZE | FI_E2BIG | FI_EOVERFLOW => Truncated,
+            FI_EINVAL | FI_EBADFLAGS | FI_EFAULT | FI_EBADF | FI_EDOMAIN => InvalidInput,
+            FI_ENOSYS | FI_EOPNOTSUPP | FI_ENOPROTOOPT | FI_ENODEV => Unsupported,
+            FI_ENODATA | FI_ENOENT | FI_ENOMSG => NotFound,
+            FI_EOPBADSTATE | FI_EALREADY | FI_EINPROGRESS | FI_EISCONN | FI_EBUSY => BadState,
+            FI_ENOCQ | FI_ENOEQ | FI_ENOAV => NotBound,
+            FI_EACCES | FI_EPERM | FI_ENOKEY | FI_EKEYREJECTED => PermissionDenied,
+            FI_ECONNRESET | FI_ECONNREFUSED | FI_ECONNABORTED | FI_ENOTCONN | FI_ESHUTDOWN
+            | FI_EHOSTUNREACH | FI_EHOSTDOWN | FI_ENETUNREACH | FI_ENETDOWN => Disconnected,
+            FI_ENOMEM | FI_EMFILE | FI_ENOSPC | FI_ENOBUFS | FI_EOVERRUN | FI_ENORX => {
+                OutOfResources
+            }
+            FI_EADDRINUSE | FI_EADDRNOTAVAIL => AddressUnavailable,
+            FI_EIO | FI_EREMOTEIO | FI_ECRC => Io,
+            _ => Other,
+        }
+    }
+}
+
 /// An ofi error: a libfabric error number and a message saying what went wrong.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error {
@@ -150,6 +218,10 @@ impl Error {
     /// The libfabric error number (positive, e.g. [`errno::FI_EAGAIN`]).
     pub fn code(&self) -> i32 {
         self.code
+    }
+    /// The kind of failure, for matching without `FI_E*` numbers.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::of(self.code)
     }
     /// The message.
     pub fn message(&self) -> &str {
@@ -206,5 +278,28 @@ impl std::error::Error for Error {}
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::os(e, "system call failed")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_group_the_numbers_and_unknown_numbers_are_other() {
+        assert_eq!(Error::again().kind(), ErrorKind::WouldBlock);
+        assert_eq!(ErrorKind::of(-FI_ECANCELED), ErrorKind::Canceled);
+        assert_eq!(ErrorKind::of(FI_ETRUNC), ErrorKind::Truncated);
+        assert_eq!(ErrorKind::of(FI_ECONNRESET), ErrorKind::Disconnected);
+        assert_eq!(ErrorKind::of(FI_ENOKEY), ErrorKind::PermissionDenied);
+        assert_eq!(ErrorKind::of(FI_ENOCQ), ErrorKind::NotBound);
+        assert_eq!(ErrorKind::of(FI_ENODATA), ErrorKind::NotFound);
+        assert_eq!(ErrorKind::of(12345), ErrorKind::Other);
+        // The code is kept beside the kind.
+        let e = Error::new(FI_EKEYREJECTED, "auth");
+        assert_eq!(
+            (e.kind(), e.code()),
+            (ErrorKind::PermissionDenied, FI_EKEYREJECTED)
+        );
     }
 }

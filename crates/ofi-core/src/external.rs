@@ -1,21 +1,30 @@
 //! Loading external providers from shared objects (the FFI edge of the core).
 //!
-//! The entry point is `ofi_provider_entry_v1(abi, build_id) -> *mut c_void`:
-//! it returns a boxed `Arc<dyn Provider>` when both sides agree on the ABI
-//! version and build identity, and null otherwise. Providers must be built
-//! with the same toolchain and ofi-core version as the host; the build
-//! identity check turns a mismatch into a clear error instead of a crash.
+//! The object exports `ofi_provider_build_id_v1() -> *const c_char`, the
+//! build identity it was made with (ofi-core's version, the provider
+//! interface version [`PROVIDER_TRAITS_VERSION`](crate::registry::PROVIDER_TRAITS_VERSION),
+//! the sizes of the structures it passes), which the host compares with
+//! its own first, refusing a mismatch by name; then the entry point
+//! `ofi_provider_entry_v1(abi, build_id) -> *mut c_void`, which checks the
+//! same from its side and returns a boxed `Arc<dyn Provider>`, or null.
+//! Providers must be built with the same toolchain and ofi-core version as
+//! the host: these checks turn a stale plugin into a clear error instead of
+//! a crash through a changed vtable.
 #![allow(unsafe_code)]
 
 use crate::error::{errno, Error, Result};
 use crate::provider::Provider;
-use crate::registry::{build_id, EXTERNAL_ABI_VERSION, EXTERNAL_ENTRY_SYMBOL};
+use crate::registry::{
+    build_id, check_build_id, EXTERNAL_ABI_VERSION, EXTERNAL_ENTRY_SYMBOL, EXTERNAL_ID_SYMBOL,
+};
 use libloading::os::unix::{Library, Symbol, RTLD_LOCAL, RTLD_NOW};
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
 /// Signature of the entry point.
 pub type EntryFn = unsafe extern "C" fn(abi: u32, build: *const c_char) -> *mut c_void;
+/// Signature of the build identity query.
+pub type IdFn = unsafe extern "C" fn() -> *const c_char;
 
 pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
     // SAFETY: loading runs the object's initialisers, which the user vouched
@@ -31,6 +40,34 @@ pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
                 format!("{path} does not export {EXTERNAL_ENTRY_SYMBOL}: {e}"),
             )
         })?;
+    // The plugin's build identity first: a mismatch (another ofi-core,
+    // another provider interface) is refused by name, before any of the
+    // plugin's code that depends on the interface runs.
+    // SAFETY: the documented query has exactly this signature.
+    let query: Symbol<IdFn> = unsafe { lib.get(EXTERNAL_ID_SYMBOL.as_bytes()) }.map_err(|_| {
+        Error::new(
+            errno::FI_ENOSYS,
+            format!(
+                "{path} does not export {EXTERNAL_ID_SYMBOL}: built against an older ofi-core \
+                 whose provider interface this ofi cannot check; rebuild it"
+            ),
+        )
+    })?;
+    // SAFETY: the query takes nothing and returns a pointer to a static
+    // NUL-terminated string (or null).
+    let theirs = unsafe { query() };
+    if theirs.is_null() {
+        return Err(Error::new(
+            errno::FI_ENOSYS,
+            format!("{path}: {EXTERNAL_ID_SYMBOL} returned nothing"),
+        ));
+    }
+    // SAFETY: non-null: a NUL-terminated string that lives as long as the
+    // library (static in the plugin); copied before the library may go.
+    let theirs = unsafe { std::ffi::CStr::from_ptr(theirs) }
+        .to_string_lossy()
+        .into_owned();
+    check_build_id(path, &theirs)?;
     let id = CString::new(build_id())
         .map_err(|_| Error::inval("the build identity contains a NUL byte"))?;
     // SAFETY: calling the provider's entry point with valid arguments.
@@ -54,7 +91,8 @@ pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
     Ok(*boxed)
 }
 
-/// Exports a provider constructor as the versioned external entry point.
+/// Exports a provider constructor as the versioned external entry point
+/// (and the build identity query the host checks first).
 ///
 /// ```text
 /// ofi_core::export_provider!(MyProvider::new);
@@ -62,6 +100,17 @@ pub(crate) fn open(path: &str) -> Result<Arc<dyn Provider>> {
 #[macro_export]
 macro_rules! export_provider {
     ($ctor:expr) => {
+        /// The build identity this provider was built with, for the host to
+        /// compare with its own before calling the entry point.
+        #[no_mangle]
+        pub extern "C" fn ofi_provider_build_id_v1() -> *const ::std::ffi::c_char {
+            static ID: ::std::sync::OnceLock<::std::ffi::CString> = ::std::sync::OnceLock::new();
+            ID.get_or_init(|| {
+                ::std::ffi::CString::new($crate::registry::build_id()).unwrap_or_default()
+            })
+            .as_ptr()
+        }
+
         /// The versioned entry point ofi looks up when loading this object.
         #[no_mangle]
         pub extern "C" fn ofi_provider_entry_v1(

@@ -4,6 +4,7 @@
 //! (or `None`) means "unspecified".
 
 use crate::consts::*;
+use crate::typed::{AddrFormat, Caps, EpType, Mode, MrMode, Progress, Threading, UnknownValue};
 use std::fmt::{self, Write as _};
 
 /// Transmit context attributes (`struct fi_tx_attr`).
@@ -228,6 +229,83 @@ impl Info {
     /// The provider name of an offer.
     pub fn provider(&self) -> &str {
         self.fabric_attr.prov_name.as_deref().unwrap_or("")
+    }
+
+    /// The capabilities as a typed set (unnamed bits kept).
+    pub fn caps(&self) -> Caps {
+        Caps::from_bits_retain(self.caps)
+    }
+
+    /// The modes as a typed set (unnamed bits kept).
+    pub fn mode(&self) -> Mode {
+        Mode::from_bits_retain(self.mode)
+    }
+
+    /// The endpoint type; a number ofi does not know is refused.
+    pub fn ep_type(&self) -> Result<EpType, UnknownValue> {
+        EpType::try_from(self.ep_attr.ep_type)
+    }
+
+    /// The address format; a number ofi does not know is refused.
+    pub fn addr_format(&self) -> Result<AddrFormat, UnknownValue> {
+        AddrFormat::try_from(self.addr_format)
+    }
+
+    /// The domain's threading model.
+    pub fn threading(&self) -> Result<Threading, UnknownValue> {
+        Threading::try_from(self.domain_attr.threading)
+    }
+
+    /// The domain's data progress model (who drives transfers).
+    pub fn progress(&self) -> Result<Progress, UnknownValue> {
+        Progress::try_from(self.domain_attr.data_progress)
+    }
+
+    /// The domain's memory-registration modes as a typed set.
+    pub fn mr_mode(&self) -> MrMode {
+        MrMode::from_bits_retain(self.domain_attr.mr_mode)
+    }
+
+    /// The one-offer summary `ofi info` prints without `-v` (the verbose
+    /// form is this `Info`'s own `Display`).
+    pub fn summary(&self) -> Summary<'_> {
+        Summary(self)
+    }
+}
+
+/// An offer's short form, as `fi_info` lists offers (see [`Info::summary`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Summary<'a>(&'a Info);
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let info = self.0;
+        writeln!(f, "provider: {}", info.provider())?;
+        writeln!(
+            f,
+            "    fabric: {}",
+            info.fabric_attr.name.as_deref().unwrap_or("(null)")
+        )?;
+        writeln!(
+            f,
+            "    domain: {}",
+            info.domain_attr.name.as_deref().unwrap_or("(null)")
+        )?;
+        writeln!(
+            f,
+            "    version: {}",
+            version_str(info.fabric_attr.prov_version)
+        )?;
+        writeln!(
+            f,
+            "    type: {}",
+            enum_str(EP_TYPE_NAMES, info.ep_attr.ep_type)
+        )?;
+        writeln!(
+            f,
+            "    protocol: {}",
+            enum_str(PROTOCOL_NAMES, info.ep_attr.protocol)
+        )
     }
 }
 
@@ -481,15 +559,7 @@ impl fmt::Display for Info {
     }
 }
 
-/// The short summary `fi_info` prints per offer.
+/// The short summary `fi_info` prints per offer (as [`Info::summary`]).
 pub fn short_summary(info: &Info) -> String {
-    format!(
-        "provider: {}\n    fabric: {}\n    domain: {}\n    version: {}\n    type: {}\n    protocol: {}\n",
-        info.provider(),
-        info.fabric_attr.name.as_deref().unwrap_or("(null)"),
-        info.domain_attr.name.as_deref().unwrap_or("(null)"),
-        version_str(info.fabric_attr.prov_version),
-        enum_str(EP_TYPE_NAMES, info.ep_attr.ep_type),
-        enum_str(PROTOCOL_NAMES, info.ep_attr.protocol),
-    )
+    info.summary().to_string()
 }

@@ -13,6 +13,8 @@ pub mod info;
 pub mod object;
 pub mod provider;
 pub mod registry;
+pub mod spi;
+pub mod typed;
 pub mod util;
 
 pub use error::{Error, Result};

@@ -225,4 +225,20 @@ pub trait EndpointOps: Progress {
             "this endpoint type has no connected peer",
         ))
     }
+    /// Joins the multicast group at `addr` (`fi_join`; `flags` FI_SEND
+    /// and/or FI_RECV, 0 for both). The join is done when this returns;
+    /// dropping the returned group leaves it.
+    fn join(&self, addr: &[u8], flags: u64) -> Result<Box<dyn McOps>> {
+        let _ = (addr, flags);
+        Err(Error::new(
+            errno::FI_ENOSYS,
+            "this endpoint does not join multicast groups",
+        ))
+    }
+}
+
+/// A multicast group a provider's endpoint joined: dropping it leaves.
+pub trait McOps: Send + Sync {
+    /// The address that sends to the group (`fi_mc_addr`).
+    fn fi_addr(&self) -> u64;
 }

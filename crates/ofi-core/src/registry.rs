@@ -17,15 +17,61 @@ use std::sync::{Arc, Once, RwLock};
 pub const EXTERNAL_ABI_VERSION: u32 = 1;
 /// Symbol an external provider exports.
 pub const EXTERNAL_ENTRY_SYMBOL: &str = "ofi_provider_entry_v1";
-/// Build identity both sides of an external load must share: the core's
-/// version and the layouts the provider interface depends on.
+/// Symbol returning the build identity an external provider was built with
+/// (a NUL-terminated string), so a mismatch is refused by name before the
+/// provider's code runs.
+pub const EXTERNAL_ID_SYMBOL: &str = "ofi_provider_build_id_v1";
+
+/// Version of the provider interface: the traits of [`crate::provider`],
+/// the operations and bindings they pass ([`crate::object`]'s `SendOp`,
+/// `RecvOp`, `RmaOp`, `AtomicOp`, `EpBindings`) and the shared cores
+/// providers drive ([`crate::util`]). Bump it with any change to them: a
+/// plugin built against another version is refused, where calling it
+/// through a changed vtable would crash.
+pub const PROVIDER_TRAITS_VERSION: u32 = 2;
+
+/// The interface version as it appears in the build identity (a literal in
+/// the provider's binary; kept equal to [`PROVIDER_TRAITS_VERSION`] by a test).
+const TRAITS_TAG: &str = "provider-traits-2";
+
+/// Build identity both sides of an external load must share, as fields
+/// separated by `; `: the core's version, the provider interface version,
+/// and the sizes of the structures the interface passes.
 pub fn build_id() -> String {
     format!(
-        "ofi-core {} info{} attr{}",
+        "ofi-core {}; {}; info {}; domain_attr {}; ep_bindings {}",
         env!("CARGO_PKG_VERSION"),
+        TRAITS_TAG,
         std::mem::size_of::<Info>(),
-        std::mem::size_of::<crate::info::DomainAttr>()
+        std::mem::size_of::<crate::info::DomainAttr>(),
+        std::mem::size_of::<crate::object::EpBindings>(),
     )
+}
+
+/// Compares a plugin's build identity with this build's; the error names
+/// the first field that differs.
+pub(crate) fn check_build_id(path: &str, plugin: &str) -> Result<()> {
+    let host = build_id();
+    if plugin == host {
+        return Ok(());
+    }
+    let mut theirs = plugin.split("; ");
+    for mine in host.split("; ") {
+        let other = theirs.next().unwrap_or("(nothing)");
+        if other != mine {
+            return Err(Error::new(
+                errno::FI_ENOSYS,
+                format!(
+                    "{path} was built against {other}, this ofi has {mine}: rebuild the \
+                     provider against this ofi-core (its build: '{plugin}')"
+                ),
+            ));
+        }
+    }
+    Err(Error::new(
+        errno::FI_ENOSYS,
+        format!("{path} has build identity '{plugin}', this ofi '{host}'"),
+    ))
 }
 
 /// Where a provider came from.
@@ -288,4 +334,32 @@ pub fn load_external(path: &str) -> Result<String> {
     let name = prov.name().to_string();
     register_from(prov, 0, Origin::External(path.to_string()))?;
     Ok(name)
+}
+
+#[cfg(test)]
+mod id_tests {
+    use super::*;
+
+    #[test]
+    fn the_traits_tag_follows_the_version_and_a_mismatch_is_named() {
+        assert_eq!(
+            TRAITS_TAG,
+            format!("provider-traits-{PROVIDER_TRAITS_VERSION}")
+        );
+        let host = build_id();
+        assert!(check_build_id("x.so", &host).is_ok());
+        let stale = host.replace(TRAITS_TAG, "provider-traits-1");
+        let e = check_build_id("x.so", &stale).unwrap_err();
+        assert_eq!(e.code(), errno::FI_ENOSYS);
+        assert!(
+            e.message().contains("built against provider-traits-1"),
+            "{e}"
+        );
+        assert!(
+            e.message().contains("this ofi has provider-traits-2"),
+            "{e}"
+        );
+        let old = "ofi-core 0.1.0 info456 attr200";
+        assert!(check_build_id("x.so", old).is_err());
+    }
 }

@@ -10,3 +10,4 @@
 
 pub mod shm;
 pub mod tcp;
+pub mod udp;

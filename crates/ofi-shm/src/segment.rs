@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// Magic at the start of every segment.
 pub const MAGIC: u64 = 0x6f66_695f_7368_6d31; // "ofi_shm1"
 /// Layout version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 const READY: u32 = 0x5245_4459;
 /// Directory segments live in.
 pub const SHM_DIR: &str = "/dev/shm";
@@ -60,10 +60,18 @@ pub struct SegHeader {
     pub ready: AtomicU32,
     /// Set when the owner closed its endpoint (its process may live on).
     pub closed: AtomicU32,
-    _pad0: [u8; 56],
+    /// Non-zero when the owner's endpoint has an auth key: only peers that
+    /// prove the same key may talk to it (public: never the key itself).
+    pub keyed: AtomicU32,
+    _pad0: [u8; 52],
     /// Non-zero while the owner is (about to be) asleep: producers ring its doorbell.
     pub sleeping: AtomicU32,
-    _pad1: [u8; 124],
+    _pad1: [u8; 60],
+    /// The owner's heartbeat: bumped while its endpoint makes progress, so
+    /// a peer tells a live but busy owner from a stuck one. Its own cache
+    /// line: peers read it rarely, and nothing on the fast path shares it.
+    pub beat: AtomicU64,
+    _pad2: [u8; 56],
 }
 
 /// A ring's indices, each on its own cache lines.
@@ -77,6 +85,7 @@ pub struct RingHeader {
 
 const _: () = assert!(std::mem::size_of::<SegHeader>() == 256);
 const _: () = assert!(std::mem::offset_of!(SegHeader, sleeping) == 128);
+const _: () = assert!(std::mem::offset_of!(SegHeader, beat) == 192);
 const _: () = assert!(std::mem::size_of::<RingHeader>() == 256);
 
 const MSG_RING_OFF: usize = 256;
@@ -194,9 +203,10 @@ fn map(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
 
 impl Segment {
     /// Creates and initialises this process's segment (mode 0600), with the
-    /// one consumer of its message ring. A stale file at the same path (a
-    /// dead process with a reused pid) is replaced.
-    pub fn create(path: &Path, geo: Geometry) -> io::Result<(Segment, MsgConsumer)> {
+    /// one consumer of its message ring; `keyed` says whether its endpoint
+    /// has an auth key (peers read it from the header). A stale file at the
+    /// same path (a dead process with a reused pid) is replaced.
+    pub fn create(path: &Path, geo: Geometry, keyed: bool) -> io::Result<(Segment, MsgConsumer)> {
         geo.validate()?;
         let fd = loop {
             match fs::open(
@@ -244,6 +254,7 @@ impl Segment {
         h.slot_size = geo.slot_size as u64;
         h.pool_bufs = geo.pool_bufs as u64;
         h.pool_buf_size = geo.pool_buf_size as u64;
+        h.keyed.store(u32::from(keyed), Ordering::Relaxed);
         let free = seg.free_ring();
         // SAFETY: nobody else has mapped the segment yet.
         unsafe {
@@ -431,6 +442,23 @@ impl Segment {
         wake::must_ring(&self.header().sleeping)
     }
 
+    /// Owner: one more heartbeat (see [`SegHeader::beat`]).
+    #[inline]
+    pub fn pulse(&self) {
+        let b = &self.header().beat;
+        b.store(b.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// The owner's heartbeat as last published.
+    pub fn heartbeat(&self) -> u64 {
+        self.header().beat.load(Ordering::Relaxed)
+    }
+
+    /// True when the owner's endpoint has an auth key.
+    pub fn keyed(&self) -> bool {
+        self.header().keyed.load(Ordering::Relaxed) != 0
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -465,6 +493,16 @@ impl MsgRing<'_> {
             let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
             fill(bytes)
         })
+    }
+    /// Entries claimed by producers and not yet released by the consumer
+    /// (published or being filled): 0 when the owner has read everything.
+    pub fn backlog(&self) -> u64 {
+        ring::occupancy(&self.0)
+    }
+    /// The position the consumer last published (it moves while the owner
+    /// reads its ring).
+    pub fn consumed(&self) -> u64 {
+        self.0.head().load(Ordering::Relaxed)
     }
     /// True when the entry at position `pos` is stamped (a probe any
     /// thread may make; the consumer's position is [`MsgConsumer::position`]).
@@ -680,7 +718,7 @@ mod tests {
             pool_bufs: 2,
             pool_buf_size: 4096,
         };
-        Segment::create(&path, geo).expect("segment in the temp dir")
+        Segment::create(&path, geo, false).expect("segment in the temp dir")
     }
 
     #[test]

@@ -156,6 +156,12 @@ impl XferDesc {
         self.done.load(Ordering::Acquire) >= n
     }
 
+    /// Chunks finished so far (the receiver watches it move while it waits
+    /// for the chunks its peer claimed).
+    pub fn chunks_done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+
     /// Receiver: ends the generation (no claim succeeds after this) and
     /// returns the first error number met, 0 when none.
     pub fn retire(&self) -> u64 {

@@ -2,8 +2,7 @@
 
 use crate::args::Args;
 use ofi::consts::*;
-use ofi::info::short_summary;
-use ofi::Info;
+use ofi::{AddrFormat, Caps, EpType, Hints, Info, Mode};
 
 const USAGE: &str = "Usage: ofi info [OPTIONS]
   -n, --node NODE          node name or address
@@ -78,7 +77,7 @@ pub fn run(argv: &[String]) -> i32 {
     }
     ofi::init();
     if a.has("l") {
-        for (name, ver, _) in ofi::registry::providers() {
+        for (name, ver, _) in ofi::providers() {
             outln!("{name}:\n    version: {}.{}", ver >> 16, ver & 0xffff);
         }
         return 0;
@@ -104,7 +103,7 @@ pub fn run(argv: &[String]) -> i32 {
                     outln!("---");
                     out!("{i}");
                 } else {
-                    out!("{}", short_summary(i));
+                    out!("{}", i.summary());
                 }
             }
             0
@@ -117,38 +116,40 @@ pub fn run(argv: &[String]) -> i32 {
     }
 }
 
-/// Builds hints from fi_info-style options.
+/// Builds hints from fi_info-style options, through the typed builder
+/// (the same parsers and names `ofi info` prints).
 pub fn build_hints(a: &Args) -> Result<Info, String> {
-    let mut h = Info::hints();
+    let mut h = Hints::new();
     if let Some(c) = a.get("c") {
-        h.caps = parse_bits(CAP_NAMES, "FI_", c)?;
+        h = h.caps(c.parse::<Caps>().map_err(|e| e.message().to_string())?);
     }
     if let Some(m) = a.get("m") {
-        h.mode = parse_bits(MODE_NAMES, "FI_", m)?;
+        h = h.mode(m.parse::<Mode>().map_err(|e| e.message().to_string())?);
     }
     if let Some(t) = a.get("t") {
-        h.ep_attr.ep_type = enum_value(EP_TYPE_NAMES, "FI_EP_", t)
-            .ok_or_else(|| format!("unknown endpoint type '{t}'"))?;
+        h = h.ep_type(t.parse::<EpType>().map_err(|e| e.message().to_string())?);
     }
     if let Some(f) = a.get("a") {
-        h.addr_format = enum_value(ADDR_FORMAT_NAMES, "FI_", f)
-            .ok_or_else(|| format!("unknown address format '{f}'"))?;
+        h = h.addr_format(
+            f.parse::<AddrFormat>()
+                .map_err(|e| e.message().to_string())?,
+        );
     }
     if let Some(p) = a.get("p") {
-        h.fabric_attr.prov_name = Some(p.to_string());
+        h = h.provider(p);
     }
     if let Some(d) = a.get("d") {
-        h.domain_attr.name = Some(d.to_string());
+        h = h.domain(d);
     }
     if let Some(f) = a.get("f") {
-        h.fabric_attr.name = Some(f.to_string());
+        h = h.fabric(f);
     }
-    Ok(h)
+    Ok(h.into())
 }
 
 fn env(filter: Option<&str>) -> i32 {
     ofi::init();
-    for t in ofi::registry::tunables() {
+    for t in ofi::tunables() {
         let name = t.env_name();
         if let Some(g) = filter {
             if !name.to_ascii_lowercase().contains(&g.to_ascii_lowercase()) {

@@ -282,7 +282,7 @@ pub fn open(
 }
 
 /// Waits for one event on the EQ (connection management is slow: 30 s).
-fn eq_wait(eq: &ofi::EventQueue, what: &str) -> Result<ofi::util_eq::EqEvent, String> {
+fn eq_wait(eq: &ofi::EventQueue, what: &str) -> Result<ofi::EqEvent, String> {
     match eq.sread(Some(Duration::from_secs(30))) {
         Ok(e) => Ok(e),
         Err(e) if e.code() == errno::FI_EAVAIL => {

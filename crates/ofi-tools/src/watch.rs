@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 const EVERY: u32 = 256;
 /// Time between two looks at the control channel (three system calls).
 const OOB_EVERY: Duration = Duration::from_millis(100);
+/// How long the provider gets to report a death the control channel
+/// already shows (its report says why; shm looks at its peers every
+/// 20 ms).
+const REPORT_GRACE: Duration = Duration::from_secs(1);
 
 /// The state of the looks (one per waiting loop, cheap to make).
 pub struct Watch {
@@ -47,12 +51,20 @@ impl Watch {
         c.check_peer()?;
         if self.last_oob.elapsed() >= OOB_EVERY {
             self.last_oob = Instant::now();
-            oob.readable().map_err(|e| {
-                format!(
+            if let Err(e) = oob.readable() {
+                // The peer's process is gone: the provider's own report,
+                // when it comes within the grace, names the cause.
+                let t0 = Instant::now();
+                while t0.elapsed() < REPORT_GRACE {
+                    c.ep.progress();
+                    c.check_peer()?;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                return Err(format!(
                     "peer {}: {e} (its process exited or was killed)",
                     c.peer_name
-                )
-            })?;
+                ));
+            }
         }
         Ok(())
     }

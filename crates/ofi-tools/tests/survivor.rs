@@ -1,6 +1,8 @@
-//! `ofi pingpong` and `ofi bw` over tcp with one side killed (SIGKILL) in
-//! the middle of a long run: the survivor exits non-zero within a bounded
-//! time with a message naming the peer, instead of waiting forever.
+//! `ofi pingpong` and `ofi bw` over tcp and shm with one side killed
+//! (SIGKILL) in the middle of a long run: the survivor exits non-zero
+//! within a bounded time with a message naming the peer, instead of
+//! waiting forever. Over shm the message is the provider's own report
+//! ("peer fi_shm://PID.IDX died: ..."), not the control channel's end.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -79,8 +81,9 @@ impl Drop for Ofi {
 
 /// Runs `ofi CMD` server and client on loopback with `args`, waits until
 /// the client printed its table header (data is flowing), lets it run
-/// `after`, kills `victim` ("server" or "client") and checks the survivor.
-fn kill_one(cmd: &str, args: &[&str], victim: &str, after: Duration, port: u16) {
+/// `after`, kills `victim` ("server" or "client") and checks the survivor:
+/// its message names the peer and holds every one of `says`.
+fn kill_one(cmd: &str, args: &[&str], victim: &str, after: Duration, port: u16, says: &[&str]) {
     let port = port.to_string();
     let mut sargs = vec![cmd, "-B", &port];
     sargs.extend_from_slice(args);
@@ -123,16 +126,31 @@ fn kill_one(cmd: &str, args: &[&str], victim: &str, after: Duration, port: u16) 
     );
     assert_ne!(code, Some(0), "the survivor exited successfully: {err}");
     let prefix = format!("ofi {cmd}: ");
+    let provider = |l: &str| {
+        (l.contains(" died: ") || l.contains(" is gone (")) && !l.contains("control channel")
+    };
     assert!(
-        err.lines()
-            .any(|l| l.starts_with(&prefix) && l.contains("peer") && l.contains("127.0.0.1:")),
-        "the survivor's message does not name the peer:\n{err}"
+        err.lines().any(|l| l.starts_with(&prefix)
+            && l.contains("peer")
+            && says.iter().all(|s| if *s == "provider" {
+                provider(l)
+            } else {
+                l.contains(s)
+            })),
+        "the survivor's message does not name the peer or lacks {says:?}:\n{err}"
     );
 }
 
+/// What a tcp survivor's message holds (the peer's socket address).
+const TCP: &[&str] = &["127.0.0.1:"];
+/// What an shm survivor's message holds: the peer's address, from the
+/// provider (its EQ report, "died", or an error completion naming the
+/// cause, "is gone"), not from the control channel's end.
+const SHM: &[&str] = &["fi_shm://", "provider"];
+
 /// A control port for this test process (distinct per case).
 fn port(case: u16) -> u16 {
-    47000 + (std::process::id() % 500) as u16 * 4 + case
+    47000 + (std::process::id() % 500) as u16 * 10 + case
 }
 
 #[test]
@@ -144,6 +162,7 @@ fn pingpong_rdm_survivor_exits_naming_the_peer() {
         "server",
         Duration::from_millis(200),
         port(0),
+        TCP,
     );
     kill_one(
         "pingpong",
@@ -151,6 +170,7 @@ fn pingpong_rdm_survivor_exits_naming_the_peer() {
         "client",
         Duration::from_millis(20),
         port(1),
+        TCP,
     );
 }
 
@@ -163,7 +183,55 @@ fn pingpong_msg_and_bw_survivors_exit_naming_the_peer() {
         "server",
         Duration::from_millis(100),
         port(2),
+        TCP,
     );
     let bw = ["-p", "tcp", "-e", "rdm", "-S", "8", "-I", "100000000"];
-    kill_one("bw", &bw, "client", Duration::from_millis(100), port(3));
+    kill_one(
+        "bw",
+        &bw,
+        "client",
+        Duration::from_millis(100),
+        port(3),
+        TCP,
+    );
+}
+
+#[test]
+fn shm_pingpong_and_bw_survivors_exit_naming_the_peer() {
+    let pp = ["-p", "shm", "-e", "rdm", "-S", "8", "-I", "100000000"];
+    kill_one(
+        "pingpong",
+        &pp,
+        "server",
+        Duration::from_millis(150),
+        port(4),
+        SHM,
+    );
+    kill_one(
+        "pingpong",
+        &pp,
+        "client",
+        Duration::from_millis(10),
+        port(5),
+        SHM,
+    );
+    let big = ["-p", "shm", "-e", "rdm", "-S", "1m", "-I", "100000000"];
+    kill_one(
+        "pingpong",
+        &big,
+        "server",
+        Duration::from_millis(60),
+        port(6),
+        SHM,
+    );
+    let bw = ["-p", "shm", "-e", "rdm", "-S", "64k", "-I", "100000000"];
+    kill_one(
+        "bw",
+        &bw,
+        "client",
+        Duration::from_millis(100),
+        port(7),
+        SHM,
+    );
+    kill_one("bw", &bw, "server", Duration::from_millis(30), port(8), SHM);
 }

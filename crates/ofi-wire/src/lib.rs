@@ -5,6 +5,7 @@
 
 pub mod shm;
 pub mod tcp;
+pub mod udp;
 
 /// Why a buffer does not hold a valid message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

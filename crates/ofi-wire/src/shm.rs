@@ -21,6 +21,14 @@
 //! the initiator's operation id. The target answers with RMA_RESP: `data`
 //! is 0 or an FI_E* number, `total` the offset of any returned bytes, flag
 //! LAST on the final answer, PUSH when it cannot copy across processes.
+//!
+//! Endpoints with an auth key prove it to each other before any other
+//! entry is accepted (`ofi_proto::shm::auth` has the exchange): HELLO
+//! carries the initiator's nonce (32 bytes); CHALLENGE the echoed
+//! initiator nonce, the acceptor's nonce and the acceptor's proof (32
+//! bytes each); PROOF the echoed acceptor nonce and the initiator's proof;
+//! REJECT (no payload) says the sender refused the other side's proof or
+//! entries. `len` is the payload's exact length, checked.
 
 use crate::WireError;
 
@@ -56,9 +64,28 @@ pub mod op {
     pub const ATOMIC: u8 = 11;
     /// The target's answer to a one-sided request.
     pub const RMA_RESP: u8 = 12;
+    /// Auth: the initiator's nonce.
+    pub const HELLO: u8 = 13;
+    /// Auth: the acceptor's nonce and proof.
+    pub const CHALLENGE: u8 = 14;
+    /// Auth: the initiator's proof.
+    pub const PROOF: u8 = 15;
+    /// Auth: the sender refused the other side (its proof or its entries).
+    pub const REJECT: u8 = 16;
     /// Highest known opcode.
-    pub const MAX: u8 = 12;
+    pub const MAX: u8 = 16;
 }
+
+/// Bytes of an auth nonce.
+pub const AUTH_NONCE: usize = 32;
+/// Bytes of an auth proof (HMAC-SHA256).
+pub const AUTH_TAG: usize = 32;
+/// HELLO payload: the initiator's nonce.
+pub const HELLO_LEN: usize = AUTH_NONCE;
+/// CHALLENGE payload: initiator nonce, acceptor nonce, acceptor proof.
+pub const CHALLENGE_LEN: usize = 2 * AUTH_NONCE + AUTH_TAG;
+/// PROOF payload: acceptor nonce, initiator proof.
+pub const PROOF_LEN: usize = AUTH_NONCE + AUTH_TAG;
 
 /// Flag bits.
 pub mod flag {
@@ -384,6 +411,17 @@ impl Repr {
             op::RMA_RESP if r.len as usize > cap => {
                 return Err(WireError::Malformed("answer length exceeds the entry"))
             }
+            op::HELLO | op::CHALLENGE | op::PROOF | op::REJECT => {
+                let want = match r.op {
+                    op::HELLO => HELLO_LEN,
+                    op::CHALLENGE => CHALLENGE_LEN,
+                    op::PROOF => PROOF_LEN,
+                    _ => 0,
+                };
+                if r.len as usize != want || want > cap {
+                    return Err(WireError::Malformed("auth entry of the wrong length"));
+                }
+            }
             _ => {}
         }
         Ok(r)
@@ -518,10 +556,10 @@ mod tests {
     #[test]
     fn test_rejects_impossible_values() {
         let mut buf = GOLDEN;
-        buf[0] = 13;
+        buf[0] = 17;
         assert_eq!(
             Repr::parse(&Entry::new_unchecked(&buf[..])),
-            Err(WireError::UnknownOp(13))
+            Err(WireError::UnknownOp(17))
         );
         let mut buf = GOLDEN;
         buf[4] = 9; // len 9 > 8 bytes of payload
@@ -547,6 +585,68 @@ mod tests {
             Repr::parse(&Entry::new_unchecked(&buf[..])),
             Err(WireError::Malformed(_))
         ));
+    }
+
+    static GOLDEN_HELLO: [u8; 80] = {
+        let mut b = [0u8; 80];
+        b[0] = 13; // HELLO
+        b[4] = 32; // len 32
+        b[8] = 3; // src = 9 << 32 | 3
+        b[12] = 9;
+        let mut i = 0;
+        while i < 32 {
+            b[48 + i] = i as u8; // the nonce
+            i += 1;
+        }
+        b
+    };
+
+    #[test]
+    fn auth_entries_have_exact_lengths() {
+        let e = Entry::new_checked(&GOLDEN_HELLO[..]).unwrap();
+        let r = Repr::parse(&e).unwrap();
+        assert_eq!((r.op, r.len, r.src), (op::HELLO, 32, (9 << 32) | 3));
+        assert_eq!(
+            e.payload()[..32],
+            core::array::from_fn::<u8, 32, _>(|i| i as u8)
+        );
+        let mut buf = [0u8; 80];
+        Repr {
+            op: op::HELLO,
+            len: HELLO_LEN as u32,
+            src: (9 << 32) | 3,
+            ..Default::default()
+        }
+        .emit(&mut Entry::new_unchecked(&mut buf[..]));
+        buf[48..].copy_from_slice(&GOLDEN_HELLO[48..]);
+        assert_eq!(buf, GOLDEN_HELLO);
+        for (o, good) in [
+            (op::HELLO, HELLO_LEN),
+            (op::CHALLENGE, CHALLENGE_LEN),
+            (op::PROOF, PROOF_LEN),
+            (op::REJECT, 0),
+        ] {
+            let mut buf = [0u8; HDR_LEN + 128];
+            for len in [0, 1, 31, 32, 64, 96, 97, 1 << 20] {
+                Repr {
+                    op: o,
+                    len,
+                    ..Default::default()
+                }
+                .emit(&mut Entry::new_unchecked(&mut buf[..]));
+                let ok = Repr::parse(&Entry::new_unchecked(&buf[..])).is_ok();
+                assert_eq!(ok, len as usize == good, "op {o} len {len}");
+            }
+        }
+        // An entry too small for its payload.
+        let mut small = [0u8; HDR_LEN + 64];
+        Repr {
+            op: op::CHALLENGE,
+            len: CHALLENGE_LEN as u32,
+            ..Default::default()
+        }
+        .emit(&mut Entry::new_unchecked(&mut small[..]));
+        assert!(Repr::parse(&Entry::new_unchecked(&small[..])).is_err());
     }
 
     fn one_sided(op: u8, ranges: &[WireRange], locals: &[(u64, u64)], data: usize) -> Vec<u8> {

@@ -1,126 +1,312 @@
-//! Raw layer against safe layer: the cost of owning buffers in flight.
+//! Raw layer against safe and async layers: the cost of owning buffers in
+//! flight, and of futures.
 //!
 //! Two shm endpoints in one process, one thread, each in its own domain (as
-//! two safe channels are); each round posts a receive, sends 8 bytes and
-//! reaps both completions. Reports the median nanoseconds per round over
-//! several batches for each layer.
+//! two channels are). Each round is an 8-byte ping-pong: both sides post a
+//! receive, A sends, B collects the ping and answers, A collects the pong,
+//! and both send completions are reaped (4 operations). The layers run in
+//! alternating batches (the machine is shared: alternation spreads its
+//! noise over all of them); the report gives each layer's median
+//! nanoseconds per round and the median of the per-batch differences.
 //!
-//! `cargo bench -p ofi --bench layers` (`LAYER=raw` or `LAYER=safe` runs
-//! one layer alone, for a profiler)
+//! `cargo bench -p ofi --bench layers` (`LAYER=raw`, `safe`, `async` or
+//! `async-busy` runs one layer alone, for a profiler; `ROUNDS=n`,
+//! `BATCHES=n` change the run's length).
 #![allow(unsafe_code)]
 
 use ofi::consts::*;
-use ofi::safe::{Channel, Completion};
+use ofi::safe::Channel;
 use ofi::*;
 use std::time::Instant;
 
-const ROUNDS: usize = 200_000;
-const BATCHES: usize = 7;
-
-fn info() -> Info {
-    let mut h = Info::hints();
-    h.caps = FI_MSG;
-    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
-    h.fabric_attr.prov_name = Some("shm".into());
-    ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
-        .expect("shm offer")
-        .remove(0)
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+fn info() -> Info {
+    Hints::new()
+        .caps(Caps::MSG)
+        .ep_type(EpType::Rdm)
+        .provider("shm")
+        .first()
+        .expect("shm offer")
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-/// The raw layer shaped like a channel: one tagged-format CQ per endpoint,
-/// read with `readfrom`, so the difference is the safe layer's bookkeeping.
-fn raw(info: &Info) -> f64 {
-    let f = Fabric::open(&info.fabric_attr).unwrap();
-    let (da, db) = (f.domain(info).unwrap(), f.domain(info).unwrap());
-    let attr = CqAttr {
-        format: cq_format::FI_CQ_FORMAT_TAGGED,
-        wait_obj: wait_obj::FI_WAIT_FD,
-        size: 0,
-    };
-    let (qa, qb) = (da.cq(&attr).unwrap(), db.cq(&attr).unwrap());
-    let (ava, avb) = (
-        da.av(&AvAttr::default()).unwrap(),
-        db.av(&AvAttr::default()).unwrap(),
-    );
-    let a = da.endpoint(info).unwrap();
-    let b = db.endpoint(info).unwrap();
-    for (e, q, av) in [(&a, &qa, &ava), (&b, &qb, &avb)] {
-        e.bind_cq(q, FI_TRANSMIT | FI_RECV).unwrap();
-        e.bind_av(av).unwrap();
-        e.enable().unwrap();
-    }
-    let fb = ava.insert_one(&b.getname().unwrap()).unwrap();
-    let tx = [7u8; 8];
-    let mut rx = [0u8; 8];
-    let mut ents = [CqTaggedEntry::default(); 16];
-    let mut src = [0u64; 16];
-    let mut batches = Vec::new();
-    for _ in 0..BATCHES {
-        let t = Instant::now();
-        for _ in 0..ROUNDS {
-            // SAFETY: tx and rx outlive the operations; both complete before the next round.
-            unsafe {
-                b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 1)
-                    .unwrap();
-                a.send(tx.as_ptr(), tx.len(), fb, 2).unwrap();
-            }
-            let mut left = 2;
-            while left > 0 {
-                for q in [&qa, &qb] {
-                    if let Ok(n) = q.readfrom(&mut ents, &mut src) {
-                        left -= n;
-                    }
-                }
-            }
-        }
-        batches.push(t.elapsed().as_nanos() as f64 / ROUNDS as f64);
-    }
-    median(batches)
+/// One layer's ping-pong, kept open across batches.
+trait Layer {
+    /// Runs `n` rounds.
+    fn rounds(&mut self, n: usize);
 }
 
-fn safe(info: &Info) -> f64 {
-    let a = Channel::open(info).unwrap();
-    let b = Channel::open(info).unwrap();
-    let fb = a.insert(&b.address().unwrap()).unwrap();
-    let mut tx = Some(vec![7u8; 8]);
-    let mut rx = Some(vec![0u8; 8]);
-    let mut out = Vec::with_capacity(4);
-    let mut batches = Vec::new();
-    for _ in 0..BATCHES {
-        let t = Instant::now();
-        for _ in 0..ROUNDS {
-            b.recv(rx.take().unwrap()).unwrap();
-            a.send(tx.take().unwrap(), fb).unwrap();
-            while tx.is_none() || rx.is_none() {
-                a.poll(&mut out).unwrap();
-                b.poll(&mut out).unwrap();
-                for c in out.drain(..) {
-                    match c {
-                        Completion::Sent { buf, .. } => tx = Some(buf),
-                        Completion::Received { buf, .. } => rx = Some(buf),
-                        Completion::Failed { error, .. } => panic!("{error}"),
-                        c => panic!("unexpected {c:?}"),
-                    }
+/// The raw layer shaped like a channel: one tagged-format CQ per endpoint,
+/// read with `readfrom`, so the difference is the other layers' bookkeeping.
+struct Raw {
+    // Field order is drop order: endpoints before what they are bound to.
+    a: Endpoint,
+    b: Endpoint,
+    qa: CompletionQueue,
+    qb: CompletionQueue,
+    _av: (AddressVector, AddressVector),
+    _d: (Domain, Domain),
+    _f: Fabric,
+    to_a: u64,
+    to_b: u64,
+}
+
+impl Raw {
+    fn open(info: &Info) -> Raw {
+        let f = Fabric::open(&info.fabric_attr).unwrap();
+        let (da, db) = (f.domain(info).unwrap(), f.domain(info).unwrap());
+        let attr = CqAttr {
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            wait_obj: wait_obj::FI_WAIT_FD,
+            size: 0,
+        };
+        let (qa, qb) = (da.cq(&attr).unwrap(), db.cq(&attr).unwrap());
+        let (ava, avb) = (
+            da.av(&AvAttr::default()).unwrap(),
+            db.av(&AvAttr::default()).unwrap(),
+        );
+        let a = da.endpoint(info).unwrap();
+        let b = db.endpoint(info).unwrap();
+        for (e, q, av) in [(&a, &qa, &ava), (&b, &qb, &avb)] {
+            e.bind_cq(q, FI_TRANSMIT | FI_RECV).unwrap();
+            e.bind_av(av).unwrap();
+            e.enable().unwrap();
+        }
+        let to_b = ava.insert_one(&b.getname().unwrap()).unwrap();
+        let to_a = avb.insert_one(&a.getname().unwrap()).unwrap();
+        Raw {
+            a,
+            b,
+            qa,
+            qb,
+            _av: (ava, avb),
+            _d: (da, db),
+            _f: f,
+            to_a,
+            to_b,
+        }
+    }
+}
+
+/// Reads `q` until the completion with context `ctx` arrived; counts others.
+fn reap(q: &CompletionQueue, ctx: usize, others: &mut usize) {
+    let mut ents = [CqTaggedEntry::default(); 16];
+    let mut src = [0u64; 16];
+    loop {
+        if let Ok(n) = q.readfrom(&mut ents, &mut src) {
+            let mut found = false;
+            for e in &ents[..n] {
+                if e.op_context == ctx {
+                    found = true;
+                } else {
+                    *others += 1;
                 }
             }
+            if found {
+                return;
+            }
         }
-        batches.push(t.elapsed().as_nanos() as f64 / ROUNDS as f64);
     }
-    median(batches)
+}
+
+impl Layer for Raw {
+    fn rounds(&mut self, n: usize) {
+        let (ping, pong) = ([7u8; 8], [8u8; 8]);
+        let (mut rxa, mut rxb) = ([0u8; 8], [0u8; 8]);
+        for _ in 0..n {
+            let mut sends = 0;
+            // SAFETY: the buffers outlive the operations; every completion
+            // is reaped before the next round.
+            unsafe {
+                self.b.recv(rxb.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 1).unwrap();
+                self.a.recv(rxa.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 2).unwrap();
+                self.a.send(ping.as_ptr(), 8, self.to_b, 3).unwrap();
+            }
+            reap(&self.qb, 1, &mut sends);
+            // SAFETY: as above.
+            unsafe { self.b.send(pong.as_ptr(), 8, self.to_a, 4).unwrap() };
+            reap(&self.qa, 2, &mut sends);
+            while sends < 2 {
+                let mut e = [CqTaggedEntry::default(); 4];
+                sends += self.qa.read(&mut e).unwrap_or(0) + self.qb.read(&mut e).unwrap_or(0);
+            }
+        }
+    }
+}
+
+/// The safe layer: Vec buffers moved through operation handles.
+struct Safe {
+    a: Channel,
+    b: Channel,
+    to_a: safe::Addr,
+    to_b: safe::Addr,
+    bufs: Option<[Vec<u8>; 4]>,
+}
+
+impl Safe {
+    fn open(info: &Info) -> Safe {
+        let a = Channel::open(info).unwrap();
+        let b = Channel::open(info).unwrap();
+        let to_b = a.insert(&b.address().unwrap()).unwrap();
+        let to_a = b.insert(&a.address().unwrap()).unwrap();
+        Safe {
+            a,
+            b,
+            to_a,
+            to_b,
+            bufs: Some([vec![7; 8], vec![8; 8], vec![0; 8], vec![0; 8]]),
+        }
+    }
+}
+
+/// Polls `ch` until `op` finishes; returns its buffer.
+fn finish<B: Send + 'static>(ch: &Channel, op: &mut safe::Op<'_, B>) -> B {
+    loop {
+        if let Some(r) = op.check() {
+            return r.unwrap().buf;
+        }
+        ch.poll().unwrap();
+    }
+}
+
+impl Layer for Safe {
+    fn rounds(&mut self, n: usize) {
+        let [mut ping, mut pong, mut rxa, mut rxb] = self.bufs.take().unwrap();
+        for _ in 0..n {
+            let mut rb = self.b.recv(rxb).unwrap();
+            let mut ra = self.a.recv(rxa).unwrap();
+            let mut sa = self.a.send(ping, self.to_b).unwrap();
+            rxb = finish(&self.b, &mut rb);
+            let mut sb = self.b.send(pong, self.to_a).unwrap();
+            rxa = finish(&self.a, &mut ra);
+            ping = finish(&self.a, &mut sa);
+            pong = finish(&self.b, &mut sb);
+        }
+        self.bufs = Some([ping, pong, rxa, rxb]);
+    }
+}
+
+/// The async layer: the same round as futures, in one task.
+struct Async {
+    rt: tokio::runtime::Runtime,
+    a: aio::Channel,
+    b: aio::Channel,
+    to_a: safe::Addr,
+    to_b: safe::Addr,
+    bufs: Option<[Vec<u8>; 4]>,
+}
+
+impl Async {
+    fn open(info: &Info, busy: bool) -> Async {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let open = |i: &Info| {
+            if busy {
+                aio::Channel::open_busy(i)
+            } else {
+                aio::Channel::open(i)
+            }
+        };
+        let (a, b) = rt.block_on(async { (open(info).unwrap(), open(info).unwrap()) });
+        let to_b = a.insert(&b.address().unwrap()).unwrap();
+        let to_a = b.insert(&a.address().unwrap()).unwrap();
+        Async {
+            rt,
+            a,
+            b,
+            to_a,
+            to_b,
+            bufs: Some([vec![7; 8], vec![8; 8], vec![0; 8], vec![0; 8]]),
+        }
+    }
+}
+
+impl Layer for Async {
+    fn rounds(&mut self, n: usize) {
+        let [mut ping, mut pong, mut rxa, mut rxb] = self.bufs.take().unwrap();
+        let (a, b, to_a, to_b) = (&self.a, &self.b, self.to_a, self.to_b);
+        #[allow(clippy::needless_late_init)]
+        let bufs = self.rt.block_on(async move {
+            for _ in 0..n {
+                let rb = b.recv(rxb);
+                let ra = a.recv(rxa);
+                let sa = a.send(ping, to_b);
+                let (r, buf) = rb.await;
+                r.unwrap();
+                rxb = buf;
+                let sb = b.send(pong, to_a);
+                let (r, buf) = ra.await;
+                r.unwrap();
+                rxa = buf;
+                let (r, buf) = sa.await;
+                r.unwrap();
+                ping = buf;
+                let (r, buf) = sb.await;
+                r.unwrap();
+                pong = buf;
+            }
+            [ping, pong, rxa, rxb]
+        });
+        self.bufs = Some(bufs);
+    }
 }
 
 fn main() {
     let info = info();
+    let rounds = env("ROUNDS", 100_000);
+    let batches = env("BATCHES", 11);
     let only = std::env::var("LAYER").unwrap_or_default();
-    let r = if only == "safe" { 0.0 } else { raw(&info) };
-    let s = if only == "raw" { 0.0 } else { safe(&info) };
-    println!("layer  ns/round (median of {BATCHES} x {ROUNDS}: post recv + send 8 B + reap both)");
-    println!("raw    {r:8.1}");
-    println!("safe   {s:8.1}");
-    println!("safe - raw = {:.1} ns per round ({} operations)", s - r, 2);
+    let mut layers: Vec<(&str, Box<dyn Layer>)> = vec![
+        ("raw", Box::new(Raw::open(&info))),
+        ("safe", Box::new(Safe::open(&info))),
+        ("async", Box::new(Async::open(&info, false))),
+        ("async-busy", Box::new(Async::open(&info, true))),
+    ];
+    layers.retain(|(name, _)| only.is_empty() || *name == only);
+    // Warm up (page faults, lazily made state).
+    for (_, l) in layers.iter_mut() {
+        l.rounds(rounds / 10);
+    }
+    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); layers.len()];
+    for _ in 0..batches {
+        for (i, (_, l)) in layers.iter_mut().enumerate() {
+            let t = Instant::now();
+            l.rounds(rounds);
+            ns[i].push(t.elapsed().as_nanos() as f64 / rounds as f64);
+        }
+    }
+    println!(
+        "layer        ns/round   vs raw   (median of {batches} alternating batches of {rounds} rounds: \
+         8 B ping-pong over shm, 4 operations a round)"
+    );
+    let raw = layers.iter().position(|(n, _)| *n == "raw");
+    for (i, (name, _)) in layers.iter().enumerate() {
+        let m = median(&ns[i]);
+        match raw {
+            Some(r) if r != i => {
+                let diff: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x - y).collect();
+                let ratio: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x / y).collect();
+                println!(
+                    "{name:<12} {m:8.1}   {:+6.1} ns ({:+.1} ns/op, x{:.2})",
+                    median(&diff),
+                    median(&diff) / 4.0,
+                    median(&ratio)
+                );
+            }
+            _ => println!("{name:<12} {m:8.1}"),
+        }
+    }
 }

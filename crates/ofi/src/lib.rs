@@ -1,45 +1,77 @@
 //! ofi: the OpenFabrics Interfaces, written in Rust.
 //!
-//! Discover providers with [`getinfo`], open a [`Fabric`], a [`Domain`],
-//! completion queues, address vectors and endpoints, and move data with
-//! message and tagged operations. Two layers:
+//! Discover what the fabrics on this machine offer with typed [`Hints`],
+//! then move data through one of three layers:
 //!
-//! - the **raw layer** ([`Endpoint`]'s `unsafe` calls): caller-owned memory,
-//!   a context per operation, no allocation per operation;
-//! - the **safe layer** ([`safe`]): buffers are moved into the operation and
-//!   handed back in its completion, so no borrowed memory outlives a call.
+//! - the **safe layer** ([`safe`]): a [`safe::Channel`] owns an endpoint
+//!   with its queue and address vector; buffers ([`IoBuf`]: `Vec<u8>`,
+//!   `Box<[u8]>`, `bytes::BytesMut`, pooled registered buffers) move into
+//!   each operation and come back when it finishes, so no memory a
+//!   provider may still touch is reachable from safe code;
+//! - the **async layer** (`aio`, cargo feature `tokio`): the same
+//!   channel as futures that own their buffers and resolve to
+//!   `(result, buffer)`, progress driven from the completion queue's fd;
+//! - the **raw layer** ([`Fabric`], [`Domain`], [`Endpoint`] …): libfabric's
+//!   calls one for one, caller-owned memory, `unsafe` where the caller must
+//!   keep memory alive until completion; the C ABI sits on it.
 //!
 //! ```no_run
-//! use ofi::consts::*;
-//! let mut hints = ofi::Info::hints();
-//! hints.caps = FI_MSG;
-//! hints.ep_attr.ep_type = ep_type::FI_EP_RDM;
-//! hints.fabric_attr.prov_name = Some("shm".into());
-//! let offers = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&hints)).unwrap();
-//! println!("{}", offers[0].provider());
+//! use ofi::safe::Channel;
+//! use ofi::{Caps, EpType, Hints};
+//! use std::time::Duration;
+//!
+//! let info = Hints::new()
+//!     .caps(Caps::MSG | Caps::TAGGED)
+//!     .ep_type(EpType::Rdm)
+//!     .provider("shm")
+//!     .first()?;
+//! let (a, b) = (Channel::open(&info)?, Channel::open(&info)?);
+//! let to_b = a.insert(&b.address()?)?;
+//! let mut rx = b.trecv(vec![0u8; 64], 7, 0)?;
+//! let mut tx = a.tsend(b"hello".to_vec(), to_b, 7)?;
+//! let got = rx.wait(Duration::from_secs(5))?;
+//! assert_eq!(got.bytes(), b"hello");
+//! tx.wait(Duration::from_secs(5))?;
+//! # Ok::<(), ofi::Error>(())
 //! ```
+//!
+//! Coming from C? The [`guide`] maps libfabric's calls to ofi's.
 
 #![deny(unsafe_code)]
 
+pub mod guide;
+pub mod hints;
 pub mod safe;
+pub mod spi;
+
+#[cfg(feature = "tokio")]
+pub mod aio;
+
+pub use hints::Hints;
+pub use safe::buf::{IoBuf, IoBufMut};
 
 pub use ofi_core::config;
 pub use ofi_core::consts;
-pub use ofi_core::error::{self, errno, Error, Result};
-pub use ofi_core::info::{self, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};
-pub use ofi_core::object::*;
-pub use ofi_core::provider;
-pub use ofi_core::registry;
+pub use ofi_core::error::{self, errno, Error, ErrorKind, Result};
+pub use ofi_core::info::{self, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, Summary, TxAttr};
+pub use ofi_core::object::{
+    AddressVector, AtomicOp, CloseResult, CompletionQueue, Counter, Deferred, Domain, Endpoint,
+    EventQueue, Fabric, MemoryRegion, PassiveEndpoint, PollSet, RecvOp, RmaOp, SendOp, WaitSet,
+};
+pub use ofi_core::typed::{
+    AddrFormat, AvType, Caps, EpType, Mode, MrAccess, MrMode, MsgOrder, OpFlags, Progress,
+    Protocol, Threading, UnknownValue,
+};
 pub use ofi_core::util::atomic::AtomicKind;
 pub use ofi_core::util::av::AvAttr;
 pub use ofi_core::util::cntr::CntrAttr;
 pub use ofi_core::util::cq::{
     CqAttr, CqDataEntry, CqEntry, CqErrEntry, CqFormat, CqMsgEntry, CqTaggedEntry,
 };
-pub use ofi_core::util::eq::{self as util_eq, EqAttr, EqError, EqEvent};
+pub use ofi_core::util::eq::{EqAttr, EqError, EqEvent};
 pub use ofi_core::util::iov::IoVec;
 pub use ofi_core::util::mr::MrAttr;
-pub use ofi_core::util::peer::{self as peer, Cause, PeerDown};
+pub use ofi_core::util::peer::{Cause, PeerDown};
 pub use ofi_core::util::rma::{Ioc, RmaIoc, RmaIov};
 
 /// Registers the built-in providers (idempotent; getinfo calls it).
@@ -50,10 +82,13 @@ pub fn init() {
     if let Err(e) = ofi_prov_tcp::register() {
         eprintln!("ofi: tcp provider failed to register: {e}");
     }
+    if let Err(e) = ofi_prov_udp::register() {
+        eprintln!("ofi: udp provider failed to register: {e}");
+    }
 }
 
 /// `fi_getinfo`: every offer satisfying the hints, best first. See
-/// [`ofi_core::registry::getinfo`].
+/// [`Hints::getinfo`] for the typed form.
 pub fn getinfo(
     version: u32,
     node: Option<&str>,
@@ -63,4 +98,25 @@ pub fn getinfo(
 ) -> Result<Vec<Info>> {
     init();
     ofi_core::registry::getinfo(version, node, service, flags, hints)
+}
+
+/// The providers ofi knows (built in or loaded): name, version, origin
+/// (`fi_info -l`).
+pub fn providers() -> Vec<(String, u32, spi::registry::Origin)> {
+    init();
+    ofi_core::registry::providers()
+}
+
+/// Every tunable (`FI_*` variable) of the core and the providers, with its
+/// default and help (`fi_info -e`).
+pub fn tunables() -> Vec<config::Tunable> {
+    init();
+    ofi_core::registry::tunables()
+}
+
+/// Loads an external provider from a shared object (as FI_PROVIDER_PATH
+/// does); returns its name. A provider built against another ofi is
+/// refused, naming what differs.
+pub fn load_external(path: &str) -> Result<String> {
+    ofi_core::registry::load_external(path)
 }

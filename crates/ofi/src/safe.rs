@@ -1,10 +1,28 @@
 //! The safe layer: buffers are moved into each operation and handed back
-//! in its completion, so no borrowed memory can outlive a call and no
+//! when it finishes, so no borrowed memory can outlive a call and no
 //! undefined behaviour is reachable from safe code.
 //!
-//! A [`Channel`] owns an endpoint, its completion queue and address vector,
-//! and the buffers of every operation in flight. Dropping the channel shuts
-//! the endpoint down before the buffers are freed.
+//! A [`Channel`] owns an endpoint with its completion queue and address
+//! vector. Each post (`send`, `trecv`, `write`, `atomic` …) takes an owned
+//! buffer ([`IoBuf`]: `Vec<u8>`, `Box<[u8]>`,
+//! `bytes::BytesMut`, a [`PoolBuf`]) and returns an [`Op`] that holds it
+//! until the operation completes; [`Op::wait`] (or [`Channel::poll`] then
+//! [`Op::check`]) turns it into a [`Done`] with the buffer back. A failed
+//! post hands the buffer back in a [`PostError`]; a failed operation in an
+//! [`OpError`]; both convert into [`Error`] for `?`.
+//!
+//! ```no_run
+//! use ofi::safe::Channel;
+//! use ofi::{Caps, EpType, Hints};
+//! use std::time::Duration;
+//! let info = Hints::new().caps(Caps::MSG).ep_type(EpType::Rdm).provider("shm").first()?;
+//! let (a, b) = (Channel::open(&info)?, Channel::open(&info)?);
+//! let to_b = a.insert(&b.address()?)?;
+//! let mut rx = b.recv(vec![0u8; 16])?;
+//! a.send(b"ping".to_vec(), to_b)?.wait(Duration::from_secs(5))?;
+//! assert_eq!(rx.wait(Duration::from_secs(5))?.bytes(), b"ping");
+//! # Ok::<(), ofi::Error>(())
+//! ```
 //!
 //! One-sided operations follow the same rule: the initiator's buffers
 //! (written, read into, atomic operands and results) are owned by the
@@ -12,43 +30,51 @@
 //! hands it back only once no peer can reach it (see [`region`]).
 
 // The one place the safe layer calls the raw layer: every buffer passed to
-// a raw post is owned by `inflight` until its completion is reaped.
+// a raw post is owned by the operation's handle (or, once the handle is
+// dropped, by the channel's table) until its completion is reaped or the
+// endpoint has shut down.
 #![allow(unsafe_code)]
 
+pub mod buf;
+mod op;
 pub mod region;
 mod sets;
+pub(crate) mod table;
 
+pub use buf::{BufPool, PoolBuf};
+pub use op::{Done, Op, OpError, OpId, PostError};
 pub use region::Region;
 pub use sets::{PollSet, WaitSet};
+pub use table::RemoteWrite;
 
 use crate::consts::*;
+use crate::spi::HasCore;
 use crate::{
     errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry,
-    Domain, Endpoint, Error, Fabric, Info, Ioc, RecvOp, Result, RmaIoc, RmaIov, RmaOp, SendOp,
+    Domain, Endpoint, Error, Fabric, Info, IoBuf, IoBufMut, Ioc, MrAccess, RecvOp, Result, RmaIoc,
+    RmaIov, RmaOp, SendOp,
 };
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
 use region::Parked;
-use std::cell::{RefCell, RefMut};
+use std::cell::RefCell;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use table::Table;
 
 /// An address inserted into a channel's address vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Addr(pub u64);
-
-/// Identifies an operation posted on a channel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct OpId(pub u64);
 
 /// An atomic operation: what to apply and the buffers it owns.
 ///
 /// The form follows the buffers: with `compare` it is a compare atomic
 /// (`fi_compare_atomic`: the cswap family, FI_MSWAP), else with `fetch` a
 /// fetching one (`fi_fetch_atomic`), else a plain `fi_atomic`. Fetch and
-/// compare forms hand the target's original values back in
-/// [`Completion::Atomic`]'s `result`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// compare forms write the target's original values into `result` (sized
+/// by the call).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Atomic {
     /// The operation (`atomic_op::FI_SUM`, `FI_CSWAP` …).
     pub op: u32,
@@ -61,175 +87,19 @@ pub struct Atomic {
     pub compare: Option<Vec<u8>>,
     /// Hand back the target's original values.
     pub fetch: bool,
+    /// The target's original values (fetch and compare forms).
+    pub result: Vec<u8>,
 }
 
-/// A finished operation, with its buffer handed back.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Completion {
-    /// A send finished; the buffer may be reused.
-    Sent {
-        /// The operation.
-        id: OpId,
-        /// The buffer that was sent.
-        buf: Vec<u8>,
-    },
-    /// A message arrived.
-    Received {
-        /// The operation.
-        id: OpId,
-        /// The buffer; `len` bytes of it hold the message.
-        buf: Vec<u8>,
-        /// Bytes received.
-        len: usize,
-        /// The message's tag (tagged receives).
-        tag: u64,
-        /// Remote CQ data, if the sender attached some.
-        data: Option<u64>,
-        /// The sender, if it is in the address vector.
-        src: Option<Addr>,
-    },
-    /// An RMA write (or writedata) finished.
-    Written {
-        /// The operation.
-        id: OpId,
-        /// The buffer that was written.
-        buf: Vec<u8>,
-    },
-    /// An RMA read finished; the buffer holds the remote bytes.
-    Read {
-        /// The operation.
-        id: OpId,
-        /// The buffer read into.
-        buf: Vec<u8>,
-    },
-    /// An atomic finished.
-    Atomic {
-        /// The operation.
-        id: OpId,
-        /// The operands, handed back.
-        operand: Vec<u8>,
-        /// The compare values, handed back.
-        compare: Option<Vec<u8>>,
-        /// The target's original values (fetch and compare forms; else empty).
-        result: Vec<u8>,
-    },
-    /// A peer's write (or atomic) carrying remote CQ data landed in one of
-    /// this channel's regions.
-    RemoteWrite {
-        /// Bytes written.
-        len: usize,
-        /// The data the peer attached.
-        data: u64,
-        /// The peer, if it is in the address vector.
-        src: Option<Addr>,
-    },
-    /// The operation failed (truncated, cancelled, peer gone, access
-    /// refused at the target …).
-    Failed {
-        /// The operation.
-        id: OpId,
-        /// The buffer, handed back (an atomic's operands).
-        buf: Vec<u8>,
-        /// What went wrong.
-        error: Error,
-        /// Bytes that did not fit (truncation).
-        overflow: usize,
-    },
-}
+/// The result of a post: the operation's handle, or the buffer back.
+pub type Posted<'ch, B> = std::result::Result<Op<'ch, B>, PostError<B>>;
 
-impl Completion {
-    /// The fetched value of a one-element 64-bit fetch or compare atomic
-    /// (as from [`Channel::fetch_add_u64`]).
-    pub fn fetched_u64(&self) -> Option<u64> {
-        match self {
-            Completion::Atomic { result, .. } => {
-                Some(u64::from_ne_bytes(result.as_slice().try_into().ok()?))
-            }
-            _ => None,
-        }
-    }
-}
-
-/// What an operation in flight owns, by kind.
-enum Held {
-    Send(Vec<u8>),
-    Recv(Vec<u8>),
-    Write(Vec<u8>),
-    Read(Vec<u8>),
-    Atomic(Box<AtomicBufs>),
-}
-
-struct AtomicBufs {
-    operand: Vec<u8>,
-    compare: Option<Vec<u8>>,
-    result: Vec<u8>,
-}
-
-impl Held {
-    /// The buffer a failure hands back.
-    fn into_buf(self) -> Vec<u8> {
-        match self {
-            Held::Send(b) | Held::Recv(b) | Held::Write(b) | Held::Read(b) => b,
-            Held::Atomic(a) => a.operand,
-        }
-    }
-}
-
-enum Slot {
-    Free(usize),
-    Busy(Held),
-}
-
-struct Inflight {
-    slots: Vec<Slot>,
-    free: usize,
-}
-
-impl Inflight {
-    /// Parks the operation `make` builds in a free slot. Built at the slot
-    /// rather than moved in: a `Held` made on the stack and copied into the
-    /// slot stalled on store forwarding (about 5 ns per post).
-    fn put(&mut self, make: impl FnOnce() -> Held) -> usize {
-        if self.free < self.slots.len() {
-            let i = self.free;
-            let next = match self.slots[i] {
-                Slot::Free(n) => n,
-                Slot::Busy(_) => self.slots.len(),
-            };
-            self.slots[i] = Slot::Busy(make());
-            self.free = next;
-            i
-        } else {
-            self.slots.push(Slot::Busy(make()));
-            self.free = self.slots.len();
-            self.slots.len() - 1
-        }
-    }
-    fn take(&mut self, i: usize) -> Option<Held> {
-        let s = self.slots.get_mut(i)?;
-        if let Slot::Busy(_) = s {
-            let old = std::mem::replace(s, Slot::Free(self.free));
-            self.free = i;
-            if let Slot::Busy(b) = old {
-                return Some(b);
-            }
-        }
-        None
-    }
-}
-
-fn iov(buf: &mut [u8]) -> IoVec {
-    IoVec {
-        base: buf.as_mut_ptr() as usize,
-        len: buf.len(),
-    }
-}
-
-/// An endpoint with its queue, address vector and in-flight buffers.
+/// An endpoint with its queue, address vector and the operations in flight.
 ///
 /// A channel is `Send` but not `Sync`: one thread drives it at a time (wrap
-/// it in a `Mutex` to share it), which keeps its bookkeeping free of atomics.
+/// it in a `Mutex` to share it; the async layer shares one among tasks),
+/// which keeps its bookkeeping free of atomics. Operation handles borrow it,
+/// so it outlives them.
 ///
 /// One-sided calls need an offer with FI_RMA (reads and writes) or
 /// FI_ATOMIC; on other channels they fail with `FI_EOPNOTSUPP`.
@@ -239,8 +109,9 @@ pub struct Channel {
     // reference are freed.
     ep: Endpoint,
     cq: CompletionQueue,
+    fd: OwnedFd,
     av: AddressVector,
-    inflight: RefCell<Inflight>,
+    table: RefCell<Table>,
     scratch: RefCell<([CqTaggedEntry; 16], [u64; 16])>,
     parked: Arc<Parked>,
     domain: Domain,
@@ -253,12 +124,17 @@ impl std::fmt::Debug for Channel {
     }
 }
 
-type Posted = std::result::Result<OpId, (Vec<u8>, Error)>;
+fn iov_of(b: &[u8]) -> IoVec {
+    IoVec {
+        base: b.as_ptr() as usize,
+        len: b.len(),
+    }
+}
 
 impl Channel {
-    /// Opens a channel on an offer (from [`crate::getinfo`]). The endpoint
-    /// gets the offer's capabilities: ask for FI_RMA / FI_ATOMIC in the
-    /// hints to use the one-sided calls.
+    /// Opens a channel on an offer (from [`Hints::first`](crate::Hints::first)
+    /// or [`crate::getinfo`]). The endpoint gets the offer's capabilities:
+    /// ask for FI_RMA / FI_ATOMIC in the hints to use the one-sided calls.
     pub fn open(info: &Info) -> Result<Channel> {
         Self::open_with(info, |d, mut attr| {
             attr.wait_obj = wait_obj::FI_WAIT_FD;
@@ -289,6 +165,17 @@ impl Channel {
                 wait_obj: wait_obj::FI_WAIT_FD,
             },
         )?;
+        // A copy of the queue's wait fd, made readable only once someone
+        // asks for it (`as_fd`): an exposed fd costs a system call per
+        // completion.
+        let fd = cq
+            .core()
+            .driver()
+            .waits()
+            .ok_or_else(|| Error::nodata("channel: the completion queue has no wait fd"))?
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::os(e, "channel: dup of the wait fd"))?;
         let av = domain.av(&AvAttr::default())?;
         let ep = domain.endpoint(info)?;
         ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)?;
@@ -297,12 +184,10 @@ impl Channel {
         Ok(Channel {
             ep,
             cq,
+            fd,
             av,
             scratch: RefCell::new(([CqTaggedEntry::default(); 16], [FI_ADDR_NOTAVAIL; 16])),
-            inflight: RefCell::new(Inflight {
-                slots: Vec::new(),
-                free: 0,
-            }),
+            table: RefCell::default(),
             parked: Arc::default(),
             domain,
             _fabric: fabric,
@@ -319,62 +204,53 @@ impl Channel {
         self.av.insert_one(addr).map(Addr)
     }
 
-    fn lock(&self) -> RefMut<'_, Inflight> {
-        self.inflight.borrow_mut()
+    /// The offer this channel's endpoint was opened with.
+    pub fn info(&self) -> &Info {
+        self.ep.info()
     }
 
-    /// Parks what `make` builds in a slot, then posts it with `f(held,
-    /// context)`; the pointers `f` takes from it stay valid because the
-    /// slot owns the buffers (heap memory does not move with the `Vec`).
-    fn post(
+    /// Takes a slot, posts with its context, and returns the handle (or
+    /// the buffer back, with the slot freed, when the post fails).
+    #[inline(always)]
+    fn post<B: Send + 'static>(
         &self,
-        make: impl FnOnce() -> Held,
-        f: impl FnOnce(&mut Held, usize) -> Result<()>,
-    ) -> std::result::Result<OpId, (Held, Error)> {
-        let mut g = self.lock();
-        let i = g.put(make);
-        let r = match g.slots.get_mut(i) {
-            // The context is the slot index + 1, so 0 never names an operation.
-            Some(Slot::Busy(h)) => f(h, i + 1),
-            _ => Err(Error::inval("safe: lost an in-flight slot")),
-        };
-        match r {
-            Ok(()) => Ok(OpId(i as u64 + 1)),
-            Err(e) => match g.take(i) {
-                Some(h) => Err((h, e)),
-                None => Err((Held::Send(Vec::new()), e)),
-            },
+        buf: B,
+        cancel_on_drop: bool,
+        f: impl FnOnce(usize) -> Result<()>,
+    ) -> Posted<'_, B> {
+        let (slot, gen) = self.table.borrow_mut().open();
+        // The context is the slot index + 1, so 0 never names an operation.
+        match f(slot as usize + 1) {
+            Ok(()) => Ok(Op {
+                ch: self,
+                slot,
+                gen,
+                buf: Some(buf),
+                cancel_on_drop,
+            }),
+            Err(error) => {
+                self.table.borrow_mut().close(slot);
+                Err(PostError { buf, error })
+            }
         }
     }
 
-    /// Posts a one-buffer operation: `kind` says what the slot holds. The
-    /// buffer's range is taken before the buffer moves into its slot (its
-    /// heap memory does not move), not read back from the slot just written,
-    /// which stalled on store forwarding.
-    fn post_buf(
+    #[inline(always)]
+    fn send_op<B: IoBuf>(
         &self,
-        mut buf: Vec<u8>,
-        kind: fn(Vec<u8>) -> Held,
-        f: impl FnOnce(IoVec, usize) -> Result<()>,
-    ) -> Posted {
-        let range = iov(&mut buf);
-        self.post(move || kind(buf), |_, ctx| f(range, ctx))
-            .map_err(|(h, e)| (h.into_buf(), e))
-    }
-
-    fn send_op(
-        &self,
-        buf: Vec<u8>,
+        buf: B,
         dest: Addr,
         tag: u64,
         data: Option<u64>,
         tagged: bool,
-    ) -> Posted {
-        self.post_buf(buf, Held::Send, |iov, ctx| {
-            let v = [iov];
+    ) -> Posted<'_, B> {
+        let iov = [iov_of(buf.as_ref())];
+        let desc = buf.desc();
+        self.post(buf, false, |ctx| {
+            let d = desc.map(|d| [d]);
             let op = SendOp {
-                iov: &v,
-                desc: &[],
+                iov: &iov,
+                desc: d.as_ref().map_or(&[], |d| d.as_slice()),
                 dest: dest.0,
                 tag,
                 data: data.unwrap_or(0),
@@ -382,26 +258,34 @@ impl Channel {
                 flags: FI_COMPLETION | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
                 tagged,
             };
-            // SAFETY: the buffer is owned by `inflight` until this operation's
-            // completion is reaped (or the endpoint is shut down first on drop);
-            // moving the Vec never moves its heap memory.
+            // SAFETY: the buffer's bytes (which do not move with it: IoBuf's
+            // contract) are owned by the returned handle, or by the table
+            // once the handle is dropped, until this operation's completion
+            // is reaped or the endpoint has shut down (field order).
             unsafe { self.ep.post_send(&op) }
         })
     }
 
-    /// Sends a message; the buffer comes back in [`Completion::Sent`].
-    pub fn send(&self, buf: Vec<u8>, dest: Addr) -> Posted {
+    /// Sends a message; the buffer comes back from the handle.
+    #[inline(always)]
+    pub fn send<B: IoBuf>(&self, buf: B, dest: Addr) -> Posted<'_, B> {
         self.send_op(buf, dest, 0, None, false)
     }
 
     /// Sends a message carrying remote CQ data.
-    pub fn senddata(&self, buf: Vec<u8>, data: u64, dest: Addr) -> Posted {
+    pub fn senddata<B: IoBuf>(&self, buf: B, data: u64, dest: Addr) -> Posted<'_, B> {
         self.send_op(buf, dest, 0, Some(data), false)
     }
 
     /// Sends a tagged message.
-    pub fn tsend(&self, buf: Vec<u8>, dest: Addr, tag: u64) -> Posted {
+    #[inline(always)]
+    pub fn tsend<B: IoBuf>(&self, buf: B, dest: Addr, tag: u64) -> Posted<'_, B> {
         self.send_op(buf, dest, tag, None, true)
+    }
+
+    /// Sends a tagged message carrying remote CQ data.
+    pub fn tsenddata<B: IoBuf>(&self, buf: B, data: u64, dest: Addr, tag: u64) -> Posted<'_, B> {
+        self.send_op(buf, dest, tag, Some(data), true)
     }
 
     /// Sends a small message by copy; no completion, nothing to hand back.
@@ -409,12 +293,30 @@ impl Channel {
         self.ep.inject(buf, dest.0)
     }
 
-    fn recv_op(&self, buf: Vec<u8>, tag: u64, ignore: u64, tagged: bool) -> Posted {
-        self.post_buf(buf, Held::Recv, |iov, ctx| {
-            let v = [iov];
+    /// Sends a small tagged message by copy.
+    pub fn tinject(&self, buf: &[u8], dest: Addr, tag: u64) -> Result<()> {
+        self.ep.tinject(buf, dest.0, tag)
+    }
+
+    #[inline(always)]
+    fn recv_op<B: IoBufMut>(
+        &self,
+        mut buf: B,
+        tag: u64,
+        ignore: u64,
+        tagged: bool,
+    ) -> Posted<'_, B> {
+        let m = buf.as_mut();
+        let iov = [IoVec {
+            base: m.as_mut_ptr() as usize,
+            len: m.len(),
+        }];
+        let desc = buf.desc();
+        self.post(buf, true, |ctx| {
+            let d = desc.map(|d| [d]);
             let op = RecvOp {
-                iov: &v,
-                desc: &[],
+                iov: &iov,
+                desc: d.as_ref().map_or(&[], |d| d.as_slice()),
                 src: FI_ADDR_UNSPEC,
                 tag,
                 ignore,
@@ -422,71 +324,90 @@ impl Channel {
                 flags: FI_COMPLETION,
                 tagged,
             };
-            // SAFETY: as in `send_op`: `inflight` owns the buffer until completion.
+            // SAFETY: as in `send_op`; the range came from `as_mut`, and
+            // nothing reads or writes the buffer until the handle returns it.
             unsafe { self.ep.post_recv(&op) }
         })
     }
 
-    /// Posts a receive buffer; it comes back in [`Completion::Received`].
-    pub fn recv(&self, buf: Vec<u8>) -> Posted {
+    /// Posts a receive buffer (its whole length); it comes back, with the
+    /// message in its first `len` bytes, from the handle.
+    #[inline(always)]
+    pub fn recv<B: IoBufMut>(&self, buf: B) -> Posted<'_, B> {
         self.recv_op(buf, 0, 0, false)
     }
 
-    /// Posts a tagged receive.
-    pub fn trecv(&self, buf: Vec<u8>, tag: u64, ignore: u64) -> Posted {
+    /// Posts a tagged receive for tags equal to `tag` outside the `ignore` bits.
+    #[inline(always)]
+    pub fn trecv<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64) -> Posted<'_, B> {
         self.recv_op(buf, tag, ignore, true)
     }
 
-    /// Cancels a posted receive; it completes as [`Completion::Failed`] with FI_ECANCELED.
-    pub fn cancel(&self, id: OpId) -> Result<()> {
-        self.ep.cancel(id.0 as usize)
-    }
-
     /// Registers `buf` as a region peers may access with `access`
-    /// (FI_REMOTE_READ and/or FI_REMOTE_WRITE; FI_READ / FI_WRITE / FI_SEND
-    /// / FI_RECV are accepted too). The buffer comes back with the error on
-    /// failure; `FI_EOPNOTSUPP` on channels without FI_RMA or FI_ATOMIC.
+    /// (remote read and/or write; local rights are accepted too). The
+    /// buffer comes back with the error on failure; `FI_EOPNOTSUPP` on
+    /// channels without FI_RMA or FI_ATOMIC.
     ///
     /// A peer's accesses are carried out by this channel's endpoint: with
-    /// manual progress, drive the channel (`poll`/`wait`) for them to happen.
+    /// manual progress, drive the channel (`poll` or an operation's `wait`)
+    /// for them to happen.
     pub fn register(
         &self,
         buf: Vec<u8>,
-        access: u64,
-    ) -> std::result::Result<Region, (Vec<u8>, Error)> {
+        access: MrAccess,
+    ) -> std::result::Result<Region, PostError<Vec<u8>>> {
         if self.ep.info().caps & (FI_RMA | FI_ATOMIC) == 0 {
-            return Err((
+            return Err(PostError {
                 buf,
-                Error::new(
+                error: Error::new(
                     errno::FI_EOPNOTSUPP,
                     "register: the channel's offer has neither FI_RMA nor FI_ATOMIC",
                 ),
-            ));
+            });
         }
         self.parked.sweep();
         Region::register(&self.domain, buf, access, self.parked.clone())
+            .map_err(|(buf, error)| PostError { buf, error })
     }
 
-    fn rma_op(
+    /// A pool of `count` buffers of `size` bytes registered with this
+    /// channel's domain (see [`BufPool::registered`]).
+    pub fn pool(&self, count: usize, size: usize) -> Result<BufPool> {
+        BufPool::registered(&self.domain, count, size)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rma_op<B: Send + 'static>(
         &self,
-        buf: Vec<u8>,
+        buf: B,
+        range: IoVec,
+        desc: Option<u64>,
         read: bool,
         peer: Addr,
         remote_addr: u64,
         key: u64,
         data: Option<u64>,
-    ) -> Posted {
-        let kind = if read { Held::Read } else { Held::Write };
-        self.post_buf(buf, kind, |iov, ctx| {
-            let v = [iov];
+    ) -> Posted<'_, B> {
+        if self.ep.info().caps & FI_RMA == 0 {
+            return Err(PostError {
+                buf,
+                error: Error::new(
+                    errno::FI_EOPNOTSUPP,
+                    "rma: the channel's offer has no FI_RMA",
+                ),
+            });
+        }
+        self.post(buf, false, |ctx| {
+            let v = [range];
+            let d = desc.map(|d| [d]);
             let rma = [RmaIov {
                 addr: remote_addr,
-                len: iov.len,
+                len: range.len,
                 key,
             }];
             let op = RmaOp {
                 iov: &v,
-                desc: &[],
+                desc: d.as_ref().map_or(&[], |d| d.as_slice()),
                 addr: peer.0,
                 rma_iov: &rma,
                 data: data.unwrap_or(0),
@@ -494,57 +415,84 @@ impl Channel {
                 flags: FI_COMPLETION | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
                 read,
             };
-            // SAFETY: as in `send_op`: `inflight` owns the buffer (read into
-            // or written from) until the completion is reaped or the
-            // endpoint has shut down.
+            // SAFETY: as in `send_op`: the handle (or the table) owns the
+            // buffer (read into or written from) until the completion is
+            // reaped or the endpoint has shut down.
             unsafe { self.ep.post_rma(&op) }
         })
     }
 
-    /// Writes `buf` to the peer's region at `(remote_addr, key)`; the
-    /// buffer comes back in [`Completion::Written`].
-    pub fn write(&self, buf: Vec<u8>, dest: Addr, remote_addr: u64, key: u64) -> Posted {
-        self.rma_op(buf, false, dest, remote_addr, key, None)
+    /// Writes `buf` to the peer's region at `(remote_addr, key)`.
+    pub fn write<B: IoBuf>(&self, buf: B, dest: Addr, remote_addr: u64, key: u64) -> Posted<'_, B> {
+        let (range, desc) = (iov_of(buf.as_ref()), buf.desc());
+        self.rma_op(buf, range, desc, false, dest, remote_addr, key, None)
     }
 
     /// Writes `buf` and delivers `data` to the target, where it shows up as
-    /// [`Completion::RemoteWrite`].
-    pub fn writedata(
+    /// a [`RemoteWrite`] ([`Channel::remote_write`]).
+    pub fn writedata<B: IoBuf>(
         &self,
-        buf: Vec<u8>,
+        buf: B,
         data: u64,
         dest: Addr,
         remote_addr: u64,
         key: u64,
-    ) -> Posted {
-        self.rma_op(buf, false, dest, remote_addr, key, Some(data))
+    ) -> Posted<'_, B> {
+        let (range, desc) = (iov_of(buf.as_ref()), buf.desc());
+        self.rma_op(buf, range, desc, false, dest, remote_addr, key, Some(data))
     }
 
-    /// Reads `buf.len()` bytes of the peer's region at `(remote_addr, key)`
-    /// into `buf`; it comes back in [`Completion::Read`].
-    pub fn read(&self, buf: Vec<u8>, src: Addr, remote_addr: u64, key: u64) -> Posted {
-        self.rma_op(buf, true, src, remote_addr, key, None)
+    /// Reads `buf`'s length of the peer's region at `(remote_addr, key)`
+    /// into `buf`.
+    pub fn read<B: IoBufMut>(
+        &self,
+        mut buf: B,
+        src: Addr,
+        remote_addr: u64,
+        key: u64,
+    ) -> Posted<'_, B> {
+        let m = buf.as_mut();
+        let range = IoVec {
+            base: m.as_mut_ptr() as usize,
+            len: m.len(),
+        };
+        let desc = buf.desc();
+        self.rma_op(buf, range, desc, true, src, remote_addr, key, None)
     }
 
     /// Applies an atomic to the peer's region at `(remote_addr, key)`; its
-    /// buffers come back in [`Completion::Atomic`] (or with the error).
+    /// buffers come back from the handle (or with the error).
     pub fn atomic(
         &self,
-        a: Atomic,
+        mut a: Atomic,
         dest: Addr,
         remote_addr: u64,
         key: u64,
-    ) -> std::result::Result<OpId, (Atomic, Error)> {
+    ) -> Posted<'_, Atomic> {
+        if self.ep.info().caps & FI_ATOMIC == 0 {
+            let e = Error::new(
+                errno::FI_EOPNOTSUPP,
+                "atomic: the channel's offer has no FI_ATOMIC",
+            );
+            return Err(PostError { buf: a, error: e });
+        }
         let Some(size) = datatype_size(a.datatype) else {
             let e = Error::inval(format!("atomic: unknown datatype {}", a.datatype));
-            return Err((a, e));
+            return Err(PostError { buf: a, error: e });
         };
         if a.operand.is_empty() || !a.operand.len().is_multiple_of(size) {
             let e = Error::inval(format!(
                 "atomic: {} operand bytes are not a whole, non-zero number of {size}-byte elements",
                 a.operand.len()
             ));
-            return Err((a, e));
+            return Err(PostError { buf: a, error: e });
+        }
+        if a.compare
+            .as_ref()
+            .is_some_and(|c| c.len() != a.operand.len())
+        {
+            let e = Error::inval("atomic: compare values and operands differ in length");
+            return Err(PostError { buf: a, error: e });
         }
         let count = a.operand.len() / size;
         let kind = match (&a.compare, a.fetch) {
@@ -552,108 +500,78 @@ impl Channel {
             (None, true) => AtomicKind::Fetch,
             (None, false) => AtomicKind::Basic,
         };
-        let (op, datatype) = (a.op, a.datatype);
-        let result = if kind == AtomicKind::Basic {
-            Vec::new()
+        if kind == AtomicKind::Basic {
+            a.result.clear();
         } else {
-            vec![0; a.operand.len()]
+            a.result.clear();
+            a.result.resize(a.operand.len(), 0);
+        }
+        let elems = |v: &mut Vec<u8>| {
+            [Ioc {
+                addr: v.as_mut_ptr() as usize,
+                count: v.len() / size,
+            }]
         };
-        let held = Held::Atomic(Box::new(AtomicBufs {
-            operand: a.operand,
-            compare: a.compare,
-            result,
-        }));
-        let r = self.post(
-            || held,
-            |h, ctx| {
-                let Held::Atomic(b) = h else {
-                    return Err(Error::inval("safe: not an atomic"));
-                };
-                let elems = |v: &mut Vec<u8>| {
-                    [Ioc {
-                        addr: v.as_mut_ptr() as usize,
-                        count: v.len() / size,
-                    }]
-                };
-                let operand = elems(&mut b.operand);
-                let compare = b.compare.as_mut().map(elems);
-                let result = elems(&mut b.result);
-                let no_operand = kind == AtomicKind::Fetch && op == atomic_op::FI_ATOMIC_READ;
-                let rma = [RmaIoc {
-                    addr: remote_addr,
-                    count,
-                    key,
-                }];
-                let op = AtomicOp {
-                    kind,
-                    op,
-                    datatype,
-                    operand: if no_operand { &[] } else { &operand },
-                    compare: compare.as_ref().map_or(&[], |c| c.as_slice()),
-                    result: if kind == AtomicKind::Basic {
-                        &[]
-                    } else {
-                        &result
-                    },
-                    desc: &[],
-                    addr: dest.0,
-                    rma_ioc: &rma,
-                    data: 0,
-                    context: ctx,
-                    flags: FI_COMPLETION,
-                };
-                // SAFETY: operands, compare values and results are owned by the
-                // slot in `inflight` until the completion is reaped or the
-                // endpoint has shut down; each list covers its whole buffer.
-                unsafe { self.ep.post_atomic(&op) }
-            },
-        );
-        r.map_err(|(h, e)| match h {
-            Held::Atomic(b) => (
-                Atomic {
-                    op,
-                    datatype,
-                    operand: b.operand,
-                    compare: b.compare,
-                    fetch: a.fetch,
+        let operand = elems(&mut a.operand);
+        let compare = a.compare.as_mut().map(elems);
+        let result = elems(&mut a.result);
+        let (op, datatype) = (a.op, a.datatype);
+        self.post(a, false, |ctx| {
+            let no_operand = kind == AtomicKind::Fetch && op == atomic_op::FI_ATOMIC_READ;
+            let rma = [RmaIoc {
+                addr: remote_addr,
+                count,
+                key,
+            }];
+            let op = AtomicOp {
+                kind,
+                op,
+                datatype,
+                operand: if no_operand { &[] } else { &operand },
+                compare: compare.as_ref().map_or(&[], |c| c.as_slice()),
+                result: if kind == AtomicKind::Basic {
+                    &[]
+                } else {
+                    &result
                 },
-                e,
-            ),
-            other => (
-                Atomic {
-                    op,
-                    datatype,
-                    operand: other.into_buf(),
-                    compare: None,
-                    fetch: a.fetch,
-                },
-                e,
-            ),
+                desc: &[],
+                addr: dest.0,
+                rma_ioc: &rma,
+                data: 0,
+                context: ctx,
+                flags: FI_COMPLETION,
+            };
+            // SAFETY: operands, compare values and results live in the
+            // Atomic's vectors (heap memory that does not move with it),
+            // owned by the handle or the table until the completion is
+            // reaped or the endpoint has shut down; each list covers its
+            // whole vector.
+            unsafe { self.ep.post_atomic(&op) }
         })
     }
 
     /// Adds `value` to the 64-bit word at `(remote_addr, key)`; the word's
-    /// previous value comes back in [`Completion::Atomic`]
-    /// ([`Completion::fetched_u64`]).
+    /// previous value comes back in [`Done::fetched_u64`].
     pub fn fetch_add_u64(
         &self,
         dest: Addr,
         remote_addr: u64,
         key: u64,
         value: u64,
-    ) -> Result<OpId> {
+    ) -> Result<Op<'_, Atomic>> {
         let a = Atomic {
             op: atomic_op::FI_SUM,
             datatype: datatype::FI_UINT64,
             operand: value.to_ne_bytes().to_vec(),
-            compare: None,
             fetch: true,
+            ..Atomic::default()
         };
-        self.atomic(a, dest, remote_addr, key).map_err(|(_, e)| e)
+        Ok(self.atomic(a, dest, remote_addr, key)?)
     }
 
     /// Stores `swap` in the 64-bit word at `(remote_addr, key)` if it holds
-    /// `compare`; the previous value comes back as in [`fetch_add_u64`](Self::fetch_add_u64).
+    /// `compare`; the previous value comes back as in
+    /// [`fetch_add_u64`](Self::fetch_add_u64).
     pub fn compare_swap_u64(
         &self,
         dest: Addr,
@@ -661,119 +579,91 @@ impl Channel {
         key: u64,
         compare: u64,
         swap: u64,
-    ) -> Result<OpId> {
+    ) -> Result<Op<'_, Atomic>> {
         let a = Atomic {
             op: atomic_op::FI_CSWAP,
             datatype: datatype::FI_UINT64,
             operand: swap.to_ne_bytes().to_vec(),
             compare: Some(compare.to_ne_bytes().to_vec()),
             fetch: true,
+            ..Atomic::default()
         };
-        self.atomic(a, dest, remote_addr, key).map_err(|(_, e)| e)
-    }
-
-    fn reap(&self, e: &CqTaggedEntry, src: u64) -> Option<Completion> {
-        let src = (src != FI_ADDR_NOTAVAIL).then_some(Addr(src));
-        if e.flags & FI_REMOTE_WRITE != 0 && e.flags & FI_REMOTE_CQ_DATA != 0 {
-            return Some(Completion::RemoteWrite {
-                len: e.len,
-                data: e.data,
-                src,
-            });
-        }
-        let held = self.lock().take(e.op_context.checked_sub(1)?)?;
-        let id = OpId(e.op_context as u64);
-        Some(match held {
-            Held::Recv(buf) => Completion::Received {
-                id,
-                buf,
-                len: e.len,
-                tag: e.tag,
-                data: (e.flags & FI_REMOTE_CQ_DATA != 0).then_some(e.data),
-                src,
-            },
-            Held::Send(buf) => Completion::Sent { id, buf },
-            Held::Write(buf) => Completion::Written { id, buf },
-            Held::Read(buf) => Completion::Read { id, buf },
-            Held::Atomic(b) => {
-                let b = *b;
-                Completion::Atomic {
-                    id,
-                    operand: b.operand,
-                    compare: b.compare,
-                    result: b.result,
-                }
-            }
-        })
-    }
-
-    fn reap_err(&self) -> Result<Option<Completion>> {
-        let e = self.cq.readerr()?;
-        let Some(held) = e
-            .op_context
-            .checked_sub(1)
-            .and_then(|i| self.lock().take(i))
-        else {
-            return Ok(None);
-        };
-        Ok(Some(Completion::Failed {
-            id: OpId(e.op_context as u64),
-            buf: held.into_buf(),
-            error: Error::new(
-                e.err,
-                format!("operation failed (len {}, overflow {})", e.len, e.olen),
-            ),
-            overflow: e.olen,
-        }))
+        Ok(self.atomic(a, dest, remote_addr, key)?)
     }
 
     /// Collects finished operations without blocking (one progress pass and
-    /// up to 16 completions); returns how many were added.
-    pub fn poll(&self, out: &mut Vec<Completion>) -> Result<usize> {
+    /// up to 16 completions), recording each in its operation; returns how
+    /// many were collected.
+    pub fn poll(&self) -> Result<usize> {
         self.parked.sweep();
         let mut scratch = self.scratch.borrow_mut();
         let (ents, src) = &mut *scratch;
-        let before = out.len();
         match self.cq.readfrom(ents, src) {
             Ok(n) => {
+                let mut t = self.table.borrow_mut();
                 for i in 0..n {
-                    // A push, not `out.extend(Option)`: the Option's copy
-                    // into the vector stalled on store forwarding (about 6
-                    // ns per completion in the layers bench).
-                    if let Some(c) = self.reap(&ents[i], src[i]) {
-                        out.push(c);
-                    }
+                    t.record(&ents[i], src[i]);
                 }
+                Ok(n)
             }
-            Err(e) if e.is_again() => {}
-            Err(e) if e.code() == errno::FI_EAVAIL => out.extend(self.reap_err()?),
-            Err(e) => return Err(e),
+            Err(e) if e.is_again() => Ok(0),
+            Err(e) if e.code() == errno::FI_EAVAIL => self.reap_err(),
+            Err(e) => Err(e),
         }
-        Ok(out.len() - before)
     }
 
-    /// Waits up to `timeout` for the next finished operation (spinning
-    /// briefly, then sleeping). `FI_EAGAIN` on timeout.
-    pub fn wait(&self, timeout: Duration) -> Result<Completion> {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut ents = [CqTaggedEntry::default(); 1];
-        let mut src = [FI_ADDR_NOTAVAIL; 1];
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.cq.sreadfrom(&mut ents, &mut src, Some(left)) {
-                Ok(_) => {
-                    if let Some(c) = self.reap(&ents[0], src[0]) {
-                        return Ok(c);
-                    }
+    fn reap_err(&self) -> Result<usize> {
+        let e = self.cq.readerr()?;
+        self.table.borrow_mut().record_err(&e);
+        Ok(1)
+    }
+
+    /// Sleeps until the completion queue has an entry or `deadline`
+    /// passes (spinning briefly first), and collects what arrived.
+    fn block(&self, deadline: Instant) -> Result<()> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut scratch = self.scratch.borrow_mut();
+        let (ents, src) = &mut *scratch;
+        match self.cq.sreadfrom(ents, src, Some(left)) {
+            Ok(n) => {
+                let mut t = self.table.borrow_mut();
+                for i in 0..n {
+                    t.record(&ents[i], src[i]);
                 }
-                Err(e) if e.code() == errno::FI_EAVAIL => {
-                    if let Some(c) = self.reap_err()? {
-                        return Ok(c);
-                    }
-                }
-                Err(e) => return Err(e),
+                Ok(())
             }
+            Err(e) if e.is_again() => Ok(()),
+            Err(e) if e.code() == errno::FI_EAVAIL => {
+                drop(scratch);
+                self.reap_err().map(drop)
+            }
+            Err(e) => Err(e),
         }
+    }
+
+    /// Waits up to `timeout` for any completion (collected as
+    /// [`poll`](Self::poll) does); returns how many arrived (0 on timeout).
+    pub fn wait_any(&self, timeout: Duration) -> Result<usize> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let n = self.poll()?;
+            if n > 0 || Instant::now() >= deadline {
+                return Ok(n);
+            }
+            self.block(deadline)?;
+        }
+    }
+
+    /// The next peer write with remote CQ data into this channel's
+    /// regions, once [`poll`](Self::poll) has collected it.
+    pub fn remote_write(&self) -> Option<RemoteWrite> {
+        self.table.borrow_mut().remote.pop_front()
+    }
+
+    /// `fi_trywait` on the channel's queue: Ok when it is safe to sleep on
+    /// its fd ([`AsFd`]), `FI_EAGAIN` when there is something to collect.
+    pub fn trywait(&self) -> Result<()> {
+        self.cq.trywait()
     }
 
     /// The channel's completion queue (for poll sets).
@@ -786,92 +676,119 @@ impl Channel {
         &self.domain
     }
 
-    /// Operations still in flight.
+    /// Operations posted and not yet handed back, including those whose
+    /// handles were dropped and whose buffers wait for the provider.
     pub fn in_flight(&self) -> usize {
-        self.lock()
-            .slots
-            .iter()
-            .filter(|s| matches!(s, Slot::Busy(_)))
-            .count()
+        self.table.borrow().in_flight()
+    }
+}
+
+impl AsFd for Channel {
+    /// The completion queue's wait fd (for epoll, mio, tokio): readable
+    /// while completions wait to be collected; call
+    /// [`trywait`](Channel::trywait) before sleeping on it.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // Exposes the queue's fd (from now on readable while completions
+        // are queued); the copy shares its epoll instance.
+        let _ = self.cq.wait_fd();
+        self.fd.as_fd()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Caps, EpType, ErrorKind, Hints};
 
-    fn shm() -> Option<Info> {
-        let mut h = Info::hints();
-        h.caps = FI_MSG | FI_TAGGED;
-        h.ep_attr.ep_type = ep_type::FI_EP_RDM;
-        h.fabric_attr.prov_name = Some("shm".into());
-        crate::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
-            .ok()
-            .map(|mut v| v.remove(0))
+    const T: Duration = Duration::from_secs(10);
+
+    fn shm() -> Info {
+        Hints::new()
+            .caps(Caps::MSG | Caps::TAGGED)
+            .ep_type(EpType::Rdm)
+            .provider("shm")
+            .first()
+            .expect("shm offer")
     }
 
     #[test]
     fn buffers_come_back_with_their_data() {
-        let info = shm().expect("shm offer");
+        let info = shm();
         let a = Channel::open(&info).unwrap();
         let b = Channel::open(&info).unwrap();
         let to_b = a.insert(&b.address().unwrap()).unwrap();
         b.insert(&a.address().unwrap()).unwrap();
-        let rid = b.trecv(vec![0; 100_000], 7, 0).unwrap();
-        let sid = a.tsend(vec![5; 70_000], to_b, 7).unwrap();
-        let mut sent = None;
-        let mut got = None;
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while (sent.is_none() || got.is_none()) && std::time::Instant::now() < deadline {
-            let mut out = Vec::new();
-            a.poll(&mut out).unwrap();
-            b.poll(&mut out).unwrap();
-            for c in out {
-                match c {
-                    Completion::Sent { id, buf } => sent = Some((id, buf)),
-                    Completion::Received {
-                        id, buf, len, tag, ..
-                    } => got = Some((id, buf, len, tag)),
-                    Completion::Failed { error, .. } => panic!("{error}"),
-                    c => panic!("unexpected {c:?}"),
-                }
-            }
+        let mut r = b.trecv(vec![0; 100_000], 7, 0).unwrap();
+        let mut s = a.tsend(vec![5; 70_000], to_b, 7).unwrap();
+        let (rid, sid) = (r.id(), s.id());
+        assert_ne!(rid, OpId(0));
+        let deadline = Instant::now() + T;
+        let (mut sent, mut got) = (None, None);
+        while (sent.is_none() || got.is_none()) && Instant::now() < deadline {
+            a.poll().unwrap();
+            b.poll().unwrap();
+            sent = sent.or_else(|| s.check());
+            got = got.or_else(|| r.check());
         }
-        let (id, buf) = sent.expect("send completion");
-        assert_eq!((id, buf.len()), (sid, 70_000));
-        let (id, buf, len, tag) = got.expect("receive completion");
-        assert_eq!((id, len, tag), (rid, 70_000, 7));
-        assert!(buf[..len].iter().all(|&x| x == 5));
+        let sent = sent.expect("send completion").unwrap();
+        assert_eq!((sid, sent.buf.len()), (s.id(), 70_000));
+        let got = got.expect("receive completion").unwrap();
+        assert_eq!((got.len, got.tag), (70_000, 7));
+        assert!(got.bytes().iter().all(|&x| x == 5));
+        // A handle gives its result once.
+        let again = r.check().expect("answered").unwrap_err();
+        assert_eq!(again.error.code(), errno::FI_EALREADY);
         assert_eq!(a.in_flight() + b.in_flight(), 0);
     }
 
     #[test]
     fn cancelled_receive_hands_the_buffer_back() {
-        let info = shm().expect("shm offer");
-        let a = Channel::open(&info).unwrap();
-        let id = a.recv(vec![1, 2, 3]).unwrap();
-        a.cancel(id).unwrap();
-        match a.wait(Duration::from_secs(5)).unwrap() {
-            Completion::Failed {
-                id: got,
-                buf,
-                error,
-                ..
-            } => {
-                assert_eq!(got, id);
-                assert_eq!(buf, vec![1, 2, 3]);
-                assert_eq!(error.code(), errno::FI_ECANCELED);
-            }
-            c => panic!("unexpected {c:?}"),
-        }
+        let a = Channel::open(&shm()).unwrap();
+        let mut op = a.recv(vec![1, 2, 3]).unwrap();
+        op.cancel().unwrap();
+        let e = op.wait(T).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Canceled);
+        assert_eq!(e.buf, Some(vec![1, 2, 3]));
+        assert_eq!(a.in_flight(), 0);
     }
 
     #[test]
-    fn a_failed_post_hands_the_buffer_back() {
-        let info = shm().expect("shm offer");
-        let a = Channel::open(&info).unwrap();
-        let (buf, e) = a.send(vec![9; 10], Addr(12345)).unwrap_err();
-        assert_eq!(buf, vec![9; 10]);
-        assert_eq!(e.code(), errno::FI_EINVAL);
+    fn a_wait_that_times_out_leaves_the_operation_in_flight() {
+        let a = Channel::open(&shm()).unwrap();
+        let mut op = a.recv(vec![0; 8]).unwrap();
+        let e = op.wait(Duration::from_millis(5)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert!(e.buf.is_none());
+        assert!(!op.is_done());
+        assert_eq!(a.in_flight(), 1);
+        // Dropping it cancels the receive; the buffer waits for the
+        // provider's cancellation, then the slot is free.
+        drop(op);
+        assert_eq!(a.in_flight(), 1);
+        let _ = a.wait_any(T).unwrap();
+        assert_eq!(a.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_failed_post_hands_the_buffer_back_and_converts_for_question_mark() {
+        let a = Channel::open(&shm()).unwrap();
+        let e = a.send(vec![9; 10], Addr(12345)).unwrap_err();
+        assert_eq!(e.buf, vec![9; 10]);
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        let f = || -> Result<()> {
+            let _op = a.send(vec![1], Addr(12345))?;
+            Ok(())
+        };
+        assert_eq!(f().unwrap_err().code(), errno::FI_EINVAL);
+        assert_eq!(a.in_flight(), 0);
+    }
+
+    #[test]
+    fn one_sided_calls_on_a_channel_without_rma_are_refused_with_the_buffer() {
+        let a = Channel::open(&shm()).unwrap();
+        let e = a.write(vec![1; 8], Addr(0), 0, 1).unwrap_err();
+        assert_eq!((e.kind(), e.buf.len()), (ErrorKind::Unsupported, 8));
+        let e = a.fetch_add_u64(Addr(0), 0, 1, 1).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
     }
 }

@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 use ofi::consts::*;
+use ofi::spi::registry;
 use ofi::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -120,4 +121,39 @@ fn external_provider_loads_runs_and_refuses_busy_deregistration() {
     fabric.close().unwrap();
     registry::deregister("loop").unwrap();
     assert!(!registry::is_registered("loop"));
+}
+
+/// A copy of the example provider whose build identity says it was built
+/// against an older provider interface (the literal patched in the binary,
+/// as a stale plugin would carry it) is refused, naming the interface
+/// version, before any of its code runs.
+#[test]
+fn a_plugin_built_against_other_provider_traits_is_refused_by_name() {
+    let so = find_so();
+    let mut bytes = std::fs::read(&so).expect("read the provider");
+    let (new, old) = (b"provider-traits-2", b"provider-traits-1");
+    let mut patched = 0;
+    let mut i = 0;
+    while i + new.len() <= bytes.len() {
+        if &bytes[i..i + new.len()] == new {
+            bytes[i..i + new.len()].copy_from_slice(old);
+            patched += 1;
+            i += new.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(patched > 0, "the build identity literal is in the binary");
+    let dir = std::env::temp_dir().join(format!("ofi-stale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stale = dir.join("libofi_stale_provider.so");
+    std::fs::write(&stale, &bytes).unwrap();
+    let e = ofi::load_external(stale.to_str().unwrap()).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(e.code(), errno::FI_ENOSYS, "{e}");
+    assert!(
+        e.message().contains("built against provider-traits-1")
+            && e.message().contains("this ofi has provider-traits-2"),
+        "{e}"
+    );
 }

@@ -7,8 +7,9 @@
 
 use ofi::consts::*;
 use ofi::errno;
-use ofi::safe::{Addr, Atomic, Channel, Completion, OpId, Region};
+use ofi::safe::{Addr, Atomic, Channel, Done, Op, OpError, Region};
 use ofi::Info;
+use ofi::{ErrorKind, MrAccess};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -95,23 +96,21 @@ fn pair(info: &Info) -> Pair {
 }
 
 impl Pair {
-    /// Drives both channels until the initiator completes `id`; the target's
-    /// completions are collected into `at_target`.
-    fn finish(&self, id: OpId, at_target: &mut Vec<Completion>) -> Completion {
+    /// Drives both channels until the initiator's operation finishes.
+    fn done<B: Send + 'static>(&self, op: &mut Op<'_, B>) -> Result<Done<B>, OpError<B>> {
         let deadline = Instant::now() + Duration::from_secs(20);
-        let mut mine = Vec::new();
         loop {
-            self.target.poll(at_target).unwrap();
-            self.init.poll(&mut mine).unwrap();
-            if let Some(i) = mine.iter().position(|c| op_id(c) == Some(id)) {
-                return mine.swap_remove(i);
+            self.target.poll().unwrap();
+            self.init.poll().unwrap();
+            if let Some(r) = op.check() {
+                return r;
             }
-            assert!(Instant::now() < deadline, "operation {id:?} did not finish");
+            assert!(
+                Instant::now() < deadline,
+                "operation {:?} did not finish",
+                op.id()
+            );
         }
-    }
-
-    fn done(&self, id: OpId) -> Completion {
-        self.finish(id, &mut Vec::new())
     }
 
     /// Unregisters `r` (driving the target until no access runs) and
@@ -123,21 +122,9 @@ impl Pair {
                 Ok(v) => return v,
                 Err(back) => r = back,
             }
-            self.target.poll(&mut Vec::new()).unwrap();
+            self.target.poll().unwrap();
             assert!(Instant::now() < deadline, "region stays busy");
         }
-    }
-}
-
-fn op_id(c: &Completion) -> Option<OpId> {
-    match c {
-        Completion::Sent { id, .. }
-        | Completion::Received { id, .. }
-        | Completion::Written { id, .. }
-        | Completion::Read { id, .. }
-        | Completion::Atomic { id, .. }
-        | Completion::Failed { id, .. } => Some(*id),
-        _ => None,
     }
 }
 
@@ -147,29 +134,25 @@ fn write_then_read_back() {
         let p = pair(&info);
         let r = p
             .target
-            .register(vec![0; 300_000], FI_REMOTE_READ | FI_REMOTE_WRITE)
-            .map_err(|(_, e)| e)
+            .register(
+                vec![0; 300_000],
+                MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+            )
             .unwrap();
         // A small write and a large one (the providers' other path).
         for (off, len, fill) in [(100usize, 1000usize, 7u8), (4096, 250_000, 9)] {
-            let id = p
+            let mut op = p
                 .init
                 .write(vec![fill; len], p.to_target, r.remote_addr(off), r.key())
                 .unwrap();
-            match p.done(id) {
-                Completion::Written { buf, .. } => assert_eq!(buf, vec![fill; len]),
-                c => panic!("{}: unexpected {c:?}", info.provider()),
-            }
-            let id = p
+            let d = p.done(&mut op).unwrap();
+            assert_eq!(d.buf, vec![fill; len]);
+            let mut op = p
                 .init
                 .read(vec![0; len], p.to_target, r.remote_addr(off), r.key())
                 .unwrap();
-            match p.done(id) {
-                Completion::Read { buf, .. } => {
-                    assert!(buf.iter().all(|&b| b == fill), "{}", info.provider())
-                }
-                c => panic!("{}: unexpected {c:?}", info.provider()),
-            }
+            let d = p.done(&mut op).unwrap();
+            assert!(d.buf.iter().all(|&b| b == fill), "{}", info.provider());
         }
         let bytes = p.bytes(r);
         assert_eq!(bytes.len(), 300_000);
@@ -186,32 +169,26 @@ fn writedata_is_seen_at_the_target() {
         let p = pair(&info);
         let r = p
             .target
-            .register(vec![0; 64], FI_REMOTE_WRITE)
-            .map_err(|(_, e)| e)
+            .register(vec![0; 64], MrAccess::REMOTE_WRITE)
             .unwrap();
-        let id = p
+        let mut op = p
             .init
             .writedata(vec![3; 16], 0xfeed, p.to_target, r.remote_addr(8), r.key())
             .unwrap();
-        let mut at_target = Vec::new();
-        assert!(matches!(
-            p.finish(id, &mut at_target),
-            Completion::Written { .. }
-        ));
+        p.done(&mut op).unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while at_target.is_empty() && Instant::now() < deadline {
-            p.target.poll(&mut at_target).unwrap();
+        let mut seen = None;
+        while seen.is_none() && Instant::now() < deadline {
+            p.target.poll().unwrap();
+            seen = p.target.remote_write();
         }
-        match at_target.as_slice() {
-            [Completion::RemoteWrite { len, data, src }] => {
-                assert_eq!((*len, *data), (16, 0xfeed), "{}", info.provider());
-                // The source is known only to offers with FI_SOURCE.
-                if info.caps & FI_SOURCE != 0 {
-                    assert_eq!(*src, Some(p.to_init), "{}", info.provider());
-                }
-            }
-            c => panic!("{}: unexpected {c:?}", info.provider()),
+        let w = seen.expect("remote write at the target");
+        assert_eq!((w.len, w.data), (16, 0xfeed), "{}", info.provider());
+        // The source is known only to offers with FI_SOURCE.
+        if info.caps & FI_SOURCE != 0 {
+            assert_eq!(w.src, Some(p.to_init), "{}", info.provider());
         }
+        assert_eq!(p.target.remote_write(), None, "one event");
         let bytes = p.bytes(r);
         assert_eq!(&bytes[8..24], &[3; 16]);
     }
@@ -223,42 +200,50 @@ fn fetch_add_sequence_and_compare_swap() {
         let p = pair(&info);
         let r = p
             .target
-            .register(vec![0; 16], FI_REMOTE_READ | FI_REMOTE_WRITE)
-            .map_err(|(_, e)| e)
+            .register(vec![0; 16], MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)
             .unwrap();
         for i in 0..5u64 {
-            let id = p
+            let mut op = p
                 .init
                 .fetch_add_u64(p.to_target, r.remote_addr(8), r.key(), 3)
                 .unwrap();
-            assert_eq!(p.done(id).fetched_u64(), Some(3 * i), "{}", info.provider());
+            let d = p.done(&mut op).unwrap();
+            assert_eq!(d.fetched_u64(), Some(3 * i), "{}", info.provider());
         }
-        let id = p
+        let mut op = p
             .init
             .compare_swap_u64(p.to_target, r.remote_addr(8), r.key(), 15, 100)
             .unwrap();
-        assert_eq!(p.done(id).fetched_u64(), Some(15));
+        assert_eq!(p.done(&mut op).unwrap().fetched_u64(), Some(15));
         // A plain atomic hands its operands back and fetches nothing.
         let a = Atomic {
             op: atomic_op::FI_SUM,
             datatype: datatype::FI_UINT64,
             operand: 1u64.to_ne_bytes().to_vec(),
-            compare: None,
-            fetch: false,
+            ..Atomic::default()
         };
-        let id = p
+        let mut op = p
             .init
             .atomic(a, p.to_target, r.remote_addr(8), r.key())
             .unwrap();
-        match p.done(id) {
-            Completion::Atomic {
-                operand, result, ..
-            } => {
-                assert_eq!(operand, 1u64.to_ne_bytes());
-                assert!(result.is_empty());
-            }
-            c => panic!("unexpected {c:?}"),
-        }
+        let d = p.done(&mut op).unwrap();
+        assert_eq!(d.buf.operand, 1u64.to_ne_bytes());
+        assert!(d.buf.result.is_empty());
+        // An operand that is not whole elements is refused with the buffers.
+        let bad = Atomic {
+            op: atomic_op::FI_SUM,
+            datatype: datatype::FI_UINT64,
+            operand: vec![1; 3],
+            ..Atomic::default()
+        };
+        let e = p
+            .init
+            .atomic(bad, p.to_target, r.remote_addr(8), r.key())
+            .unwrap_err();
+        assert_eq!(
+            (e.kind(), e.buf.operand.len()),
+            (ErrorKind::InvalidInput, 3)
+        );
         let bytes = p.bytes(r);
         assert_eq!(u64::from_ne_bytes(bytes[8..16].try_into().unwrap()), 101);
         assert_eq!(&bytes[..8], &[0; 8]);
@@ -271,32 +256,44 @@ fn a_write_to_a_read_only_region_fails_with_the_buffer() {
         let p = pair(&info);
         let r = p
             .target
-            .register(vec![0xee; 64], FI_REMOTE_READ)
-            .map_err(|(_, e)| e)
+            .register(vec![0xee; 64], MrAccess::REMOTE_READ)
             .unwrap();
-        let id = p
+        let mut op = p
             .init
             .write(vec![1; 32], p.to_target, r.remote_addr(0), r.key())
             .unwrap();
-        match p.done(id) {
-            Completion::Failed { buf, error, .. } => {
-                assert_eq!(buf, vec![1; 32]);
-                assert_eq!(error.code(), errno::FI_EACCES, "{}", info.provider());
-            }
-            c => panic!("{}: unexpected {c:?}", info.provider()),
-        }
+        let e = p.done(&mut op).unwrap_err();
+        assert_eq!(e.buf, Some(vec![1; 32]));
+        assert_eq!(e.error.code(), errno::FI_EACCES, "{}", info.provider());
+        assert_eq!(e.kind(), ErrorKind::PermissionDenied);
         // An atomic fails the same way and hands its operands back.
-        let id = p
+        let mut op = p
             .init
             .fetch_add_u64(p.to_target, r.remote_addr(0), r.key(), 1)
             .unwrap();
-        match p.done(id) {
-            Completion::Failed { buf, error, .. } => {
-                assert_eq!(buf, 1u64.to_ne_bytes());
-                assert_eq!(error.code(), errno::FI_EACCES);
-            }
-            c => panic!("unexpected {c:?}"),
-        }
+        let e = p.done(&mut op).unwrap_err();
+        assert_eq!(e.buf.map(|a| a.operand), Some(1u64.to_ne_bytes().to_vec()));
+        assert_eq!(e.error.code(), errno::FI_EACCES);
+        // A read past the region's end (a local buffer larger than what is
+        // registered) is refused at the target, with the buffer back.
+        let mut op = p
+            .init
+            .read(vec![0; 65], p.to_target, r.remote_addr(0), r.key())
+            .unwrap();
+        let e = p.done(&mut op).unwrap_err();
+        assert_eq!(
+            e.buf.as_ref().map(Vec::len),
+            Some(65),
+            "{}",
+            info.provider()
+        );
+        assert_eq!(
+            e.kind(),
+            ErrorKind::PermissionDenied,
+            "{}: {}",
+            info.provider(),
+            e.error
+        );
         assert_eq!(p.bytes(r), vec![0xee; 64]);
     }
 }
@@ -307,19 +304,19 @@ fn an_unregistered_region_is_out_of_reach() {
         let p = pair(&info);
         let r = p
             .target
-            .register(vec![5; 64], FI_REMOTE_READ | FI_REMOTE_WRITE)
-            .map_err(|(_, e)| e)
+            .register(vec![5; 64], MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE)
             .unwrap();
         let (key, at) = (r.key(), r.remote_addr(0));
         assert_eq!(p.bytes(r), vec![5; 64]);
-        let id = p.init.write(vec![1; 8], p.to_target, at, key).unwrap();
-        match p.done(id) {
-            Completion::Failed { buf, error, .. } => {
-                assert_eq!(buf, vec![1; 8]);
-                assert_eq!(error.code(), errno::FI_EKEYREJECTED, "{}", info.provider());
-            }
-            c => panic!("unexpected {c:?}"),
-        }
+        let mut op = p.init.write(vec![1; 8], p.to_target, at, key).unwrap();
+        let e = p.done(&mut op).unwrap_err();
+        assert_eq!(e.buf, Some(vec![1; 8]));
+        assert_eq!(
+            e.error.code(),
+            errno::FI_EKEYREJECTED,
+            "{}",
+            info.provider()
+        );
     }
 }
 
@@ -327,12 +324,15 @@ fn an_unregistered_region_is_out_of_reach() {
 fn channels_without_rma_refuse_one_sided_calls() {
     let info = offer("shm", FI_MSG).expect("shm offer");
     let ch = Channel::open(&info).unwrap();
-    let (buf, e) = ch.register(vec![1; 8], FI_REMOTE_WRITE).unwrap_err();
+    let (buf, e) = ch
+        .register(vec![1; 8], MrAccess::REMOTE_WRITE)
+        .unwrap_err()
+        .into_parts();
     assert_eq!((buf, e.code()), (vec![1; 8], errno::FI_EOPNOTSUPP));
     let me = ch.insert(&ch.address().unwrap()).unwrap();
-    let (buf, e) = ch.write(vec![2; 8], me, 0, 1).unwrap_err();
+    let (buf, e) = ch.write(vec![2; 8], me, 0, 1).unwrap_err().into_parts();
     assert_eq!((buf, e.code()), (vec![2; 8], errno::FI_EOPNOTSUPP));
-    let (buf, e) = ch.read(vec![3; 8], me, 0, 1).unwrap_err();
+    let (buf, e) = ch.read(vec![3; 8], me, 0, 1).unwrap_err().into_parts();
     assert_eq!((buf, e.code()), (vec![3; 8], errno::FI_EOPNOTSUPP));
     let e = ch.fetch_add_u64(me, 0, 1, 1).unwrap_err();
     assert_eq!(e.code(), errno::FI_EOPNOTSUPP);
@@ -347,22 +347,29 @@ fn abandon(info: &Info) -> isize {
         let p = pair(info);
         let r = p
             .target
-            .register(vec![0; 1 << 20], FI_REMOTE_READ | FI_REMOTE_WRITE)
-            .map_err(|(_, e)| e)
+            .register(
+                vec![0; 1 << 20],
+                MrAccess::REMOTE_READ | MrAccess::REMOTE_WRITE,
+            )
             .unwrap();
+        // Handles dropped at once hand their buffers to the channel.
         for i in 0..4 {
             let at = r.remote_addr(i << 18);
-            p.init
-                .write(vec![1; 1 << 18], p.to_target, at, r.key())
-                .unwrap();
-            p.init
-                .read(vec![0; 1 << 18], p.to_target, at, r.key())
-                .unwrap();
-            p.init.fetch_add_u64(p.to_target, at, r.key(), 1).unwrap();
+            drop(
+                p.init
+                    .write(vec![1; 1 << 18], p.to_target, at, r.key())
+                    .unwrap(),
+            );
+            drop(
+                p.init
+                    .read(vec![0; 1 << 18], p.to_target, at, r.key())
+                    .unwrap(),
+            );
+            drop(p.init.fetch_add_u64(p.to_target, at, r.key(), 1).unwrap());
         }
         // Let the target start some of them, then tear down mid-flight.
-        p.target.poll(&mut Vec::new()).unwrap();
-        p.init.poll(&mut Vec::new()).unwrap();
+        p.target.poll().unwrap();
+        p.init.poll().unwrap();
         drop(p.init);
         drop(r);
         drop(p.target);

@@ -4,6 +4,7 @@
 
 use ofi::consts::*;
 use ofi::errno;
+use ofi::spi::HasCore;
 use ofi::{CntrAttr, CqAttr, CqTaggedEntry};
 use ofi_conformance::*;
 use std::time::{Duration, Instant};

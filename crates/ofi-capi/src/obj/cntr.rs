@@ -4,6 +4,7 @@ use super::{ffi, get, publish, shut_core, CObj, EINVAL, PANIC};
 use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::wait_obj;
+use ofi_core::spi::HasCore;
 use ofi_core::util::cntr::CntrAttr;
 use ofi_core::Counter;
 

@@ -6,6 +6,7 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{cq_format, wait_obj};
 use ofi_core::error::errno::*;
+use ofi_core::spi::HasCore;
 use ofi_core::util::cq::{
     CqAttr, CqDataEntry, CqEntry, CqErrEntry, CqFormat, CqMsgEntry, CqTaggedEntry,
 };

@@ -9,6 +9,7 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{eq_event, wait_obj, FI_PEEK};
 use ofi_core::error::errno::*;
+use ofi_core::spi::HasCore;
 use ofi_core::util::eq::{EqAttr, EqEvent};
 use ofi_core::EventQueue;
 use std::sync::Mutex;

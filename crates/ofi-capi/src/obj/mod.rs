@@ -14,6 +14,7 @@ pub mod domain;
 pub mod ep;
 pub mod eq;
 pub mod fabric;
+pub mod mc;
 pub mod mr;
 pub mod pep;
 pub mod poll;
@@ -195,6 +196,7 @@ pub(crate) unsafe extern "C" fn tostr(f: *const fid, buf: *mut c_char, len: size
             class::FI_CLASS_CONNREQ => "connection request",
             class::FI_CLASS_WAIT => "wait set",
             class::FI_CLASS_POLL => "poll set",
+            class::FI_CLASS_MC => "multicast group",
             _ => "fid",
         };
         // SAFETY: buf has len writable bytes (caller's contract).

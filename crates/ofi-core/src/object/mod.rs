@@ -18,18 +18,24 @@ use crate::util::atomic::AtomicKind;
 use crate::util::av::{AvAttr, AvCore};
 use crate::util::cntr::{CntrAttr, CntrCore};
 use crate::util::cq::{CqAttr, CqCore, CqErrEntry, CqFormat, CqTaggedEntry};
+use crate::util::driver::Driver;
 use crate::util::eq::{EqAttr, EqCore, EqError, EqEvent};
 use crate::util::iov::IoVec;
 use crate::util::mr::{MrAttr, MrCore, MrMap};
 use crate::util::rma::{Ioc, RmaIoc, RmaIov};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod mc;
 mod one_sided;
 mod sets;
+pub use mc::Multicast;
 pub use one_sided::Deferred;
+// Providers and white-box tests glob-import this module: the provider-side
+// accessors (`core()`, `ops()`, `mr_map()`) stay in scope for them.
+pub use crate::spi::{HasCore, HasMrMap, HasOps};
 pub use sets::{PollSet, WaitSet};
 
 /// A send (message or tagged) as the provider sees it.
@@ -288,6 +294,15 @@ fn no_set(wait: u32, what: &str, instead: &str) -> Result<()> {
     Ok(())
 }
 
+/// The exposed wait fd of a driver, borrowed for as long as its object.
+fn borrowed<'a>(driver: &'a Driver, what: &str) -> Result<BorrowedFd<'a>> {
+    driver.waits().map(|w| w.as_fd()).ok_or_else(|| {
+        Error::nodata(format!(
+            "{what}: opened with FI_WAIT_NONE, it has no wait fd"
+        ))
+    })
+}
+
 /// A fabric: the root of one provider's objects.
 pub struct Fabric {
     ops: Arc<dyn FabricOps>,
@@ -461,8 +476,7 @@ impl Domain {
             _parent: DepGuard::new(&self.deps),
         })
     }
-    /// The domain's region map (for providers' RMA targets).
-    pub fn mr_map(&self) -> &Arc<MrMap> {
+    pub(crate) fn mr_map_arc(&self) -> &Arc<MrMap> {
         &self.mr_map
     }
     /// Opens an endpoint (`fi_endpoint`).
@@ -539,8 +553,15 @@ impl CompletionQueue {
     pub fn trywait(&self) -> Result<()> {
         self.core.trywait()
     }
-    /// The shared core (for providers and the C ABI).
-    pub fn core(&self) -> &Arc<CqCore> {
+    /// The wait fd, for the application's epoll, mio or tokio (`AsyncFd`):
+    /// made readable while completions are queued from now on; call
+    /// [`trywait`](Self::trywait) before sleeping on it. It lives as long
+    /// as the queue. `FI_ENODATA` for a queue opened with FI_WAIT_NONE.
+    pub fn fd(&self) -> Result<BorrowedFd<'_>> {
+        self.core.wait_fd();
+        borrowed(self.core.driver(), "completion queue")
+    }
+    pub(crate) fn core_arc(&self) -> &Arc<CqCore> {
         &self.core
     }
     /// Closes the queue; refused while endpoints are bound to it.
@@ -598,8 +619,14 @@ impl Counter {
     pub fn trywait(&self, threshold: u64) -> Result<()> {
         self.core.trywait(threshold)
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<CntrCore> {
+    /// The wait fd, for epoll, mio or tokio: readable once a count
+    /// changed; call [`trywait`](Self::trywait) before sleeping on it.
+    /// `FI_ENODATA` for a counter opened with FI_WAIT_NONE.
+    pub fn fd(&self) -> Result<BorrowedFd<'_>> {
+        self.core.wait_fd();
+        borrowed(self.core.driver(), "counter")
+    }
+    pub(crate) fn core_arc(&self) -> &Arc<CntrCore> {
         &self.core
     }
     /// Closes the counter; refused while endpoints are bound to it.
@@ -655,8 +682,7 @@ impl AddressVector {
     pub fn straddr(&self, addr: &[u8]) -> String {
         self.core.straddr(addr)
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<AvCore> {
+    pub(crate) fn core_arc(&self) -> &Arc<AvCore> {
         &self.core
     }
     /// Closes the AV; refused while endpoints are bound to it.
@@ -746,8 +772,7 @@ impl MemoryRegion {
     pub fn desc(&self) -> u64 {
         self.core.desc()
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<MrCore> {
+    pub(crate) fn core_arc(&self) -> &Arc<MrCore> {
         &self.core
     }
     /// Binds a counter that counts remote reads and/or writes of this region
@@ -1284,8 +1309,7 @@ impl Endpoint {
         unsafe { self.ops.post_recv(&op) }
     }
 
-    /// The provider's endpoint (for the C ABI and tests).
-    pub fn ops(&self) -> &Arc<dyn EndpointOps> {
+    pub(crate) fn ops_arc(&self) -> &Arc<dyn EndpointOps> {
         &self.ops
     }
 
@@ -1380,8 +1404,14 @@ impl EventQueue {
     pub fn signal(&self) {
         self.core.signal()
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<EqCore> {
+    /// The wait fd, for epoll, mio or tokio: readable while events are
+    /// queued; call [`trywait`](Self::trywait) before sleeping on it.
+    /// `FI_ENODATA` for a queue opened with FI_WAIT_NONE.
+    pub fn fd(&self) -> Result<BorrowedFd<'_>> {
+        self.core.wait_fd();
+        borrowed(self.core.driver(), "event queue")
+    }
+    pub(crate) fn core_arc(&self) -> &Arc<EqCore> {
         &self.core
     }
     /// Closes the queue; refused while endpoints are bound to it.

@@ -10,7 +10,7 @@ use crate::util::cq::{CqAttr, CqCore};
 use crate::util::eq::{EqAttr, EqCore};
 use crate::util::poll::{PollSetCore, Polled};
 use crate::util::waitset::WaitSetCore;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,8 +36,12 @@ impl WaitSet {
     pub fn trywait(&self) -> Result<()> {
         self.core.trywait()
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<WaitSetCore> {
+    /// The set's fd, for epoll, mio or tokio: readable when a member's
+    /// is; call [`trywait`](Self::trywait) before sleeping on it.
+    pub fn fd(&self) -> Result<BorrowedFd<'_>> {
+        super::borrowed(self.core.driver(), "wait set")
+    }
+    pub(crate) fn core_arc(&self) -> &Arc<WaitSetCore> {
         &self.core
     }
     /// Closes the set; refused (`FI_EBUSY`) while CQs, counters or EQs use it.
@@ -60,28 +64,27 @@ pub struct PollSet {
 impl PollSet {
     /// `fi_poll_add` of a CQ, reported with `context` while it holds entries.
     pub fn add_cq(&self, cq: &CompletionQueue, context: usize) {
-        self.core.add(Polled::Cq(cq.core().clone()), context)
+        self.core.add(Polled::Cq(cq.core.clone()), context)
     }
     /// `fi_poll_add` of a counter, reported with `context` when its counts
     /// changed since the previous poll.
     pub fn add_cntr(&self, cntr: &Counter, context: usize) {
-        self.core.add(Polled::Cntr(cntr.core().clone()), context)
+        self.core.add(Polled::Cntr(cntr.core.clone()), context)
     }
     /// `fi_poll_del` of a CQ; `FI_EINVAL` if it is not a member.
     pub fn del_cq(&self, cq: &CompletionQueue) -> Result<()> {
-        self.core.del(&Polled::Cq(cq.core().clone()))
+        self.core.del(&Polled::Cq(cq.core.clone()))
     }
     /// `fi_poll_del` of a counter; `FI_EINVAL` if it is not a member.
     pub fn del_cntr(&self, cntr: &Counter) -> Result<()> {
-        self.core.del(&Polled::Cntr(cntr.core().clone()))
+        self.core.del(&Polled::Cntr(cntr.core.clone()))
     }
     /// `fi_poll`: progresses every member and writes the contexts of those
     /// with news to `out`; returns how many.
     pub fn poll(&self, out: &mut [usize]) -> usize {
         self.core.poll(out)
     }
-    /// The shared core.
-    pub fn core(&self) -> &Arc<PollSetCore> {
+    pub(crate) fn core_arc(&self) -> &Arc<PollSetCore> {
         &self.core
     }
     /// Closes the set; refused (`FI_EBUSY`) while it has members.
@@ -116,7 +119,7 @@ impl Fabric {
     pub fn eq_in(&self, attr: &EqAttr, set: &WaitSet) -> Result<EventQueue> {
         in_set(attr.wait_obj, "eq")?;
         let q = self.eq_any(attr)?;
-        EqCore::join(q.core(), &set.core)?;
+        EqCore::join(&q.core, &set.core)?;
         Ok(q)
     }
 }
@@ -134,7 +137,7 @@ impl Domain {
     pub fn cq_in(&self, attr: &CqAttr, set: &WaitSet) -> Result<CompletionQueue> {
         in_set(attr.wait_obj, "cq")?;
         let q = self.cq_any(attr)?;
-        CqCore::join(q.core(), &set.core)?;
+        CqCore::join(&q.core, &set.core)?;
         Ok(q)
     }
     /// Opens a counter whose wait object is `set` (`attr.wait_obj`
@@ -142,7 +145,7 @@ impl Domain {
     pub fn cntr_in(&self, attr: &CntrAttr, set: &WaitSet) -> Result<Counter> {
         in_set(attr.wait_obj, "cntr")?;
         let c = self.cntr_any(attr)?;
-        CntrCore::join(c.core(), &set.core)?;
+        CntrCore::join(&c.core, &set.core)?;
         Ok(c)
     }
 }

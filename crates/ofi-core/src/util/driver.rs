@@ -143,6 +143,24 @@ impl Driver {
         }
     }
 
+    /// A waiter outside the core (an async runtime watching the wait fd)
+    /// is about to sleep: until [`remove_sleeper`](Self::remove_sleeper),
+    /// new entries signal the fd, as they do for a blocked `sread`, without
+    /// the fd being exposed (which costs a system call per change). Call
+    /// it before `trywait`, so an entry between the two is not missed.
+    pub fn add_sleeper(&self) {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The outside waiter woke: stops signalling for it and clears the
+    /// signals it may have received.
+    pub fn remove_sleeper(&self) {
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        if let Some(w) = &self.waits {
+            w.drain();
+        }
+    }
+
     /// Wakes a blocked waiter, which returns `FI_EAGAIN` (`fi_cq_signal`).
     pub fn signal(&self) {
         self.signaled.store(true, Ordering::Release);

@@ -216,6 +216,11 @@ impl WaitSetCore {
         Ok(())
     }
 
+    /// The set's driver (its wait fd).
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
     /// The set's fd (`FI_GETWAIT`): readable when a member's fd is.
     pub fn wait_fd(&self) -> Option<RawFd> {
         self.driver.waits().map(|w| w.as_raw_fd())

@@ -59,6 +59,20 @@ impl CtrlQueue {
         }
     }
 
+    /// True when an entry for `to` waits (this endpoint waits on that
+    /// peer's ring).
+    pub fn holds_for(&self, to: PeerId) -> bool {
+        self.q.iter().any(|(t, _, _)| *t == to)
+    }
+
+    /// Drops every entry waiting for `to` (a peer declared dead); returns
+    /// how many.
+    pub fn forget(&mut self, to: PeerId) -> usize {
+        let before = self.q.len();
+        self.q.retain(|(t, _, _)| *t != to);
+        before - self.q.len()
+    }
+
     /// True when nothing waits.
     pub fn is_empty(&self) -> bool {
         self.q.is_empty()
@@ -149,6 +163,23 @@ mod tests {
         });
         assert!(q.is_empty());
         assert_eq!(sent, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_dead_peers_entries_are_forgotten_and_the_rest_keep_their_order() {
+        let mut q = CtrlQueue::new();
+        for (to, c) in [(1, 1), (2, 2), (1, 3), (3, 4)] {
+            q.send(to, ack(9, c, 0), &[], |_, _, _| Push::Full);
+        }
+        assert!(q.holds_for(1) && q.holds_for(3) && !q.holds_for(4));
+        assert_eq!(q.forget(1), 2);
+        assert!(!q.holds_for(1));
+        let mut sent = Vec::new();
+        q.flush(|_, r, _| {
+            sent.push(r.cookie);
+            Push::Done
+        });
+        assert_eq!(sent, vec![2, 4]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! decoder panic or name memory outside the entry.
 
 use super::PeerId;
+use ofi_core::util::auth::{Nonce, Tag, NONCE_LEN};
 use ofi_wire::shm::{flag, op, Entry, Ranges, Repr, MAX_RTS_IOV};
 use ofi_wire::WireError;
 
@@ -108,6 +109,38 @@ pub enum Incoming<'a> {
         /// The entry's payload (ranges, then inline data).
         payload: &'a [u8],
     },
+    /// Auth: a peer starts proving keys with us (its nonce).
+    Hello {
+        /// Sender.
+        from: PeerId,
+        /// Its nonce.
+        nonce: Nonce,
+    },
+    /// Auth: the acceptor's answer to our HELLO.
+    Challenge {
+        /// Sender.
+        from: PeerId,
+        /// Our HELLO's nonce, echoed.
+        echo: Nonce,
+        /// Its nonce.
+        nonce: Nonce,
+        /// Its proof.
+        tag: Tag,
+    },
+    /// Auth: the initiator's answer to our CHALLENGE.
+    Proof {
+        /// Sender.
+        from: PeerId,
+        /// Our CHALLENGE's nonce, echoed.
+        echo: Nonce,
+        /// Its proof.
+        tag: Tag,
+    },
+    /// Auth: the sender refused our proof or our entries.
+    Reject {
+        /// Sender.
+        from: PeerId,
+    },
     /// A target's answer to our one-sided request.
     Answer {
         /// Our operation id.
@@ -151,6 +184,26 @@ impl std::fmt::Display for Dropped {
 /// True for the request opcodes a target answers.
 pub fn is_request(o: u8) -> bool {
     matches!(o, op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC)
+}
+
+/// `N` bytes of `p` at `at` (the lengths were checked by `Repr::parse`).
+fn take<const N: usize>(p: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Some(b) = p.get(at..at + N) {
+        out.copy_from_slice(b);
+    }
+    out
+}
+
+/// True for the auth exchange's opcodes (accepted from any sender).
+pub fn is_auth(o: u8) -> bool {
+    matches!(o, op::HELLO | op::CHALLENGE | op::PROOF | op::REJECT)
+}
+
+/// The sender an entry names, before it is decoded (`None` for bytes too
+/// short to hold a header).
+pub fn sender(b: &[u8]) -> Option<PeerId> {
+    Entry::new_checked(b).ok().map(|e| e.src())
 }
 
 /// Decodes one ring entry (header and payload, as the slot holds it).
@@ -214,6 +267,22 @@ pub fn decode<'a>(b: &'a [u8], lim: &Limits) -> Result<Incoming<'a>, Dropped> {
             offset: usize::try_from(r.total).unwrap_or(usize::MAX),
             bytes: inline(r.len),
         },
+        op::HELLO => Incoming::Hello {
+            from: r.src,
+            nonce: take(payload, 0),
+        },
+        op::CHALLENGE => Incoming::Challenge {
+            from: r.src,
+            echo: take(payload, 0),
+            nonce: take(payload, NONCE_LEN),
+            tag: take(payload, 2 * NONCE_LEN),
+        },
+        op::PROOF => Incoming::Proof {
+            from: r.src,
+            echo: take(payload, 0),
+            tag: take(payload, NONCE_LEN),
+        },
+        op::REJECT => Incoming::Reject { from: r.src },
         o if is_request(o) => Incoming::Request {
             repr: r,
             ranges: r.ranges(&e).map_err(Dropped::Malformed)?,
@@ -378,6 +447,48 @@ mod tests {
             owed(&entry(last, &ranges)),
             Some(Owed::Answer { to: 4, cookie: 9 })
         );
+    }
+
+    #[test]
+    fn auth_entries_carry_nonces_and_proofs() {
+        let mut p = [0u8; 96];
+        for (i, b) in p.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let ch = Repr {
+            op: op::CHALLENGE,
+            len: 96,
+            src: 5,
+            ..Default::default()
+        };
+        let Ok(Incoming::Challenge {
+            from,
+            echo,
+            nonce,
+            tag,
+        }) = decode(&entry(ch, &p), &LIM)
+        else {
+            panic!("a challenge")
+        };
+        assert_eq!(
+            (from, echo[0], nonce[0], tag[0], tag[31]),
+            (5, 0, 32, 64, 95)
+        );
+        let pr = Repr {
+            op: op::PROOF,
+            len: 64,
+            src: 6,
+            ..Default::default()
+        };
+        assert!(matches!(
+            decode(&entry(pr, &p), &LIM),
+            Ok(Incoming::Proof { from: 6, echo, tag }) if echo[1] == 1 && tag[0] == 32
+        ));
+        let bad = Repr { len: 63, ..pr };
+        assert!(decode(&entry(bad, &p), &LIM).is_err(), "wrong length");
+        assert_eq!(sender(&entry(pr, &p)), Some(6));
+        assert_eq!(sender(&[0u8; 10]), None);
+        assert!(is_auth(op::HELLO) && !is_auth(op::INLINE));
     }
 
     #[test]

@@ -18,6 +18,10 @@
 //! - [`RxState`]: receive matching and the unexpected-message budget (the
 //!   endpoint stops reading its ring once the budget is spent: senders see
 //!   a full ring, the shm form of credits).
+//! - [`auth`]: the exchange that proves two endpoints hold the same auth
+//!   key (HELLO, CHALLENGE, PROOF, REJECT) and the record of who did.
+//! - [`liveness`]: when a peer counts as dead (its process gone, its
+//!   endpoint closed, or silent while waited on for the peer timeout).
 //!
 //! The protocol, in outline: a message of at most one entry's inline room
 //! travels in the entry (INLINE); up to a bounce buffer's size it travels in
@@ -29,14 +33,18 @@
 //! entries. One-sided requests (RMA_WRITE, RMA_PULL, RMA_READ, ATOMIC) are
 //! checked and executed by the target, which answers RMA_RESP.
 
+pub mod auth;
 mod ctrl;
 pub mod entry;
+pub mod liveness;
 mod ops;
 pub mod path;
 mod rx;
 
 pub use ctrl::{ack, cts, nack, rma_answer, CtrlQueue, Push};
-pub use entry::{decode, is_request, owed, Body, Dropped, Incoming, Limits, MsgMeta, Owed};
+pub use entry::{
+    decode, is_auth, is_request, owed, sender, Body, Dropped, Incoming, Limits, MsgMeta, Owed,
+};
 pub use ops::OpTable;
 pub use rx::{consume_multi, Claimed, RxState};
 

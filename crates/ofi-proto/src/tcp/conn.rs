@@ -516,6 +516,14 @@ impl Conn {
         Conn::new(id, peer, cfg, State::AwaitingHello)
     }
 
+    /// A connection whose handshake happened below it: both ends already
+    /// know each other (the udp provider's sessions authenticate and name
+    /// the peer), so messages flow from the first byte, both ways, with no
+    /// HELLO or ACCEPT.
+    pub fn established(id: ConnId, peer: u64, cfg: Config) -> Conn {
+        Conn::new(id, peer, cfg, State::Connected)
+    }
+
     /// The driver's id for this connection.
     pub fn id(&self) -> ConnId {
         self.id
@@ -800,6 +808,18 @@ impl Conn {
             self.compact_stage();
         }
         self.fill();
+        Transmit {
+            stage: &self.stage,
+            segs: &self.segs,
+            off: self.seg_off,
+        }
+    }
+
+    /// What [`poll_transmit`](Self::poll_transmit) returned last, staging
+    /// nothing new: for a driver that reads the bytes again later (a
+    /// datagram sent again before the peer acknowledged it) and reports
+    /// them written only then.
+    pub fn transmit_view(&self) -> Transmit<'_> {
         Transmit {
             stage: &self.stage,
             segs: &self.segs,

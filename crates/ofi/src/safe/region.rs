@@ -27,7 +27,7 @@
 //! holds after that is leaked rather than freed under its feet.
 
 use crate::consts::*;
-use crate::{errno, Error, MemoryRegion, MrAttr};
+use crate::{errno, Error, MemoryRegion, MrAccess, MrAttr};
 use ofi_core::util::mr::MrCore;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -53,7 +53,7 @@ fn idle(core: &Weak<MrCore>) -> bool {
 
 /// Buffers of dropped regions whose memory a provider was still accessing.
 #[derive(Debug, Default)]
-pub(super) struct Parked {
+pub(crate) struct Parked {
     list: Mutex<Vec<(Weak<MrCore>, Vec<u8>)>>,
     any: AtomicBool,
 }
@@ -68,7 +68,7 @@ impl Parked {
     }
 
     /// Frees the parked buffers no access holds any more.
-    pub(super) fn sweep(&self) {
+    pub(crate) fn sweep(&self) {
         if !self.any.load(Ordering::Relaxed) {
             return;
         }
@@ -129,12 +129,13 @@ impl std::fmt::Debug for Region {
 
 impl Region {
     /// Registers `buf` in `domain` with `access` rights.
-    pub(super) fn register(
+    pub(crate) fn register(
         domain: &crate::Domain,
         mut buf: Vec<u8>,
-        access: u64,
+        access: MrAccess,
         parked: Arc<Parked>,
     ) -> std::result::Result<Region, (Vec<u8>, Error)> {
+        let access = access.bits();
         if access & !ACCESS != 0 || access == 0 {
             return Err((
                 buf,

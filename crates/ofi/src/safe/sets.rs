@@ -91,7 +91,6 @@ impl PollSet {
 mod tests {
     use super::*;
     use crate::consts::*;
-    use crate::safe::Completion;
 
     fn offer(prov: &str) -> Info {
         let mut h = Info::hints();
@@ -121,8 +120,8 @@ mod tests {
         set.trywait().expect("nothing to read");
         assert!(set.wait_fd().is_some());
         let to_b = a.insert(&b.address().unwrap()).unwrap();
-        b.recv(vec![0; 8]).unwrap();
-        a.send(vec![3; 8], to_b).unwrap();
+        let mut rx = b.recv(vec![0; 8]).unwrap();
+        let _tx = a.send(vec![3; 8], to_b).unwrap();
         // The wait set drives both channels until one has a completion.
         set.wait(Duration::from_secs(10)).expect("a completion");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -131,17 +130,12 @@ mod tests {
             keys.clear();
             ps.poll(&mut keys);
             if keys.contains(&2) {
-                let mut out = Vec::new();
-                b.poll(&mut out).unwrap();
-                got = out
-                    .into_iter()
-                    .find(|c| matches!(c, Completion::Received { .. }));
+                b.poll().unwrap();
+                got = rx.check();
             }
         }
-        match got {
-            Some(Completion::Received { buf, len, .. }) => assert_eq!(&buf[..len], &[3; 8]),
-            c => panic!("no receive completion: {c:?}"),
-        }
+        let got = got.expect("no receive completion").expect("received");
+        assert_eq!(got.bytes(), &[3; 8]);
         ps.remove(&b).expect("remove");
         assert!(ps.remove(&b).is_err());
     }

@@ -15,6 +15,12 @@ pub struct ShmAddr {
     pub idx: u32,
 }
 
+impl std::fmt::Display for ShmAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{SCHEME}{}.{}", self.pid, self.idx)
+    }
+}
+
 impl ShmAddr {
     /// The 64-bit id carried in ring entries.
     pub fn id(&self) -> u64 {

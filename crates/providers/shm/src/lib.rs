@@ -52,6 +52,9 @@ pub struct Config {
     pub tx_size: usize,
     /// See `tx_size`.
     pub rx_size: usize,
+    /// How long a peer this endpoint waits on may stay silent before it is
+    /// declared dead (FI_SHM_PEER_TIMEOUT_MS; `ofi_core::util::peer`).
+    pub peer_timeout: std::time::Duration,
 }
 
 /// Why a context size of 0 is refused.
@@ -68,6 +71,7 @@ fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "coop_chunk", 131072, "Chunk size of a cooperative copy"),
         Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offer advertises"),
         Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offer advertises"),
+        ofi_core::util::peer::timeout_tunable(NAME),
     ]
 }
 
@@ -86,6 +90,7 @@ impl Config {
             coop_chunk: get("coop_chunk").get_size()?,
             tx_size: get("tx_size").get_nonzero_size(CONTEXT_SIZE)?,
             rx_size: get("rx_size").get_nonzero_size(CONTEXT_SIZE)?,
+            peer_timeout: ofi_core::util::peer::timeout_from(&t)?,
         };
         let bad = |m: String| Err(ofi_core::Error::inval(m));
         if c.coop_chunk < 4096 {

@@ -16,6 +16,7 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{FI_ADDR_UNSPEC, FI_DIRECTED_RECV, FI_RECV, FI_TRANSMIT};
 use ofi_core::error::errno::*;
+use ofi_core::spi::HasOps;
 use ofi_core::util::iov::IoVec;
 use ofi_core::Endpoint;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -594,14 +595,22 @@ unsafe extern "C" fn cm_shutdown(p: *mut fid_ep, flags: u64) -> c_int {
     })
 }
 
+/// `fi_join`: a multicast group (see `obj::mc`).
 unsafe extern "C" fn cm_join(
-    _p: *mut fid_ep,
-    _addr: *const c_void,
-    _flags: u64,
-    _mc: *mut *mut fid_mc,
-    _context: *mut c_void,
+    p: *mut fid_ep,
+    addr: *const c_void,
+    flags: u64,
+    mc: *mut *mut fid_mc,
+    context: *mut c_void,
 ) -> c_int {
-    ffi(PANIC, || ENOSYS)
+    ffi(PANIC, || {
+        // SAFETY: p is NULL or a fid of the application.
+        let Some((_, e)) = (unsafe { ep(p) }) else {
+            return EINVAL;
+        };
+        // SAFETY: forwarded caller contract.
+        unsafe { super::mc::join(e, addr, flags, mc, context) }
+    })
 }
 
 unsafe extern "C" fn coll_barrier(

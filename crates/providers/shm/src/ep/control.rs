@@ -41,8 +41,29 @@ impl ShmEndpoint {
             }
         };
         tracing::trace!(entry = ?inc, "shm: entry");
+        if matches!(
+            inc,
+            Incoming::Hello { .. }
+                | Incoming::Challenge { .. }
+                | Incoming::Proof { .. }
+                | Incoming::Reject { .. }
+        ) {
+            self.auth_entry(g, inc);
+            return;
+        }
+        if self.keyed {
+            // Nothing but the exchange from a sender that has not proven
+            // the key.
+            let from = entry::sender(b).unwrap_or(0);
+            if !self.admit_sender(g, from) {
+                return;
+            }
+        }
         match inc {
             Incoming::Msg { meta, body } => {
+                if meta.from != g.last_from {
+                    self.saw_sender(g, meta.from);
+                }
                 let m = Meta {
                     tagged: meta.tagged,
                     tag: meta.tag,
@@ -72,7 +93,12 @@ impl ShmEndpoint {
                 cookie,
                 offset,
                 bytes,
-            } => self.data_chunk(g, from, cookie, offset, bytes),
+            } => {
+                if from != g.last_from {
+                    self.saw_sender(g, from);
+                }
+                self.data_chunk(g, from, cookie, offset, bytes)
+            }
             Incoming::Cts { cookie, desc, gen } => self.coop_write(g, cookie, desc, gen),
             Incoming::Request {
                 repr,
@@ -87,6 +113,10 @@ impl ShmEndpoint {
                 offset,
                 bytes,
             } => self.rma_answer(g, cookie, status, push, last, offset, bytes),
+            Incoming::Hello { .. }
+            | Incoming::Challenge { .. }
+            | Incoming::Proof { .. }
+            | Incoming::Reject { .. } => {}
         }
     }
 
@@ -113,7 +143,13 @@ impl ShmEndpoint {
     }
 
     /// One push of a control entry: done when pushed or the peer is gone.
-    fn try_ctrl(&self, g: &mut Inner, to: u64, r: &Repr, payload: &[u8]) -> ofi_proto::shm::Push {
+    pub(super) fn try_ctrl(
+        &self,
+        g: &mut Inner,
+        to: u64,
+        r: &Repr,
+        payload: &[u8],
+    ) -> ofi_proto::shm::Push {
         use ofi_proto::shm::Push as P;
         let peer = match self.peer_by_id(g, to) {
             Ok(p) => p,

@@ -12,6 +12,7 @@ use crate::peer::Peer;
 use ofi_core::error::errno;
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::matching::MAX_IOV;
+use ofi_proto::shm::liveness::CopyWait;
 use ofi_proto::shm::path::{coop_chunks, coop_outcome, copy_error, rts_copy, CopyError, RtsCopy};
 use ofi_proto::shm::{ack, cts, nack};
 use ofi_shm::cma::{self, Range};
@@ -20,9 +21,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a receiver waits for the chunks its sender claimed.
-const COOP_WAIT: Duration = Duration::from_secs(30);
-/// How often that wait checks the sender's liveness.
+/// How often a receiver waiting for the chunks its sender claimed looks
+/// at the sender's liveness (it gives up when the sender dies, or when no
+/// chunk finishes within the peer timeout).
 const COOP_CHECK: Duration = Duration::from_millis(5);
 
 impl ShmEndpoint {
@@ -50,11 +51,17 @@ impl ShmEndpoint {
             .collect();
         let local = clip(d.iov, d.off, want);
         let me = self.me.id();
+        if let Some(err) = self.dead_id(g, sender) {
+            // Its sender was declared dead: its memory is gone.
+            self.rx_error(g, d.context, cq_flags, err, m.tag);
+            return;
+        }
         // The receiver always tries: a refusal seen in the other direction
         // (this peer copying into us) says nothing about this one.
         let plan = rts_copy(want, false, &self.copy_cfg);
         if plan == RtsCopy::Coop {
             if let Some(res) = self.coop_read(g, sender, cookie, &local, &remote, want) {
+                let res = res.map_err(|code| self.copy_failed(g, sender, code));
                 match res {
                     Ok(n) => self.rx_complete(g, d.context, cq_flags, &m, n, buf, d.completion),
                     Err(code) => self.rx_error(g, d.context, cq_flags, code, m.tag),
@@ -102,9 +109,20 @@ impl ShmEndpoint {
                 self.send_ctrl(g, sender, nack(me, cookie));
             }
             Err(CopyError::Failed(code)) => {
+                let code = self.copy_failed(g, sender, code);
                 self.rx_error(g, d.context, cq_flags, code, m.tag);
                 self.send_ctrl(g, sender, ack(me, cookie, code));
             }
+        }
+    }
+
+    /// The error number of a copy from `sender` that failed with `code`:
+    /// when the sender died under it, the cause's (and it is declared).
+    fn copy_failed(&self, g: &mut Inner, sender: u64, code: i32) -> i32 {
+        match g.by_id.get(&sender).cloned() {
+            Some(p) if p.dead() => self.gone(g, &p).code(),
+            Some(_) => code,
+            None => self.dead_id(g, sender).unwrap_or(code),
         }
     }
 
@@ -167,14 +185,19 @@ impl ShmEndpoint {
         // Wait for the chunks the sender claimed; it is copying them now.
         let start = Instant::now();
         let mut last = start;
+        let mut wait = CopyWait::new(d.chunks_done(), start);
+        let mut gave_up = None;
         while !d.finished(n) {
             std::hint::spin_loop();
             let now = Instant::now();
             if now.duration_since(last) > COOP_CHECK {
                 last = now;
-                let dead = self.peer_by_id(g, sender).map(|p| p.dead()).unwrap_or(true);
-                if dead || now.duration_since(start) > COOP_WAIT {
-                    d.fail(errno::FI_EIO);
+                let exited = peer.dead();
+                if let Some(cause) =
+                    wait.observe(d.chunks_done(), exited, now, self.cfg.peer_timeout)
+                {
+                    d.fail(cause.errno());
+                    gave_up = Some(cause);
                     break;
                 }
             }
@@ -182,6 +205,10 @@ impl ShmEndpoint {
         // Retire the generation so no stale claim can succeed, then reuse.
         let failed = d.retire();
         g.xfer_free.push(di);
+        if let Some(cause) = gave_up {
+            self.peer_down(g, sender, cause);
+            return Some(Err(cause.errno()));
+        }
         Some(coop_outcome(failed).map(|()| want))
     }
 

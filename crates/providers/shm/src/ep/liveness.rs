@@ -1,12 +1,23 @@
-//! Peer liveness and closing: operations whose peer died or closed fail
-//! (checked every [`LIVENESS_PERIOD`] while any are pending, the core's
-//! tables selecting exactly that peer's operations); a closing endpoint
-//! waits (bounded) for reads a live target may still be writing, then
-//! answers every message and request still queued for it.
+//! Peer liveness and closing. Every [`LIVENESS_PERIOD`] (looked at every
+//! `IDLE_LOOK`th idle progress call, every `BUSY_LOOK`th locked pass,
+//! every pass while operations are pending, and before sleeping) the
+//! endpoint beats and looks at each mapped peer; the core's
+//! [`Liveness`] says when one is dead: its process exited or its endpoint
+//! closed (`FI_ECONNRESET`), or it stayed silent for the peer timeout
+//! while this endpoint waited on it (`FI_ETIMEDOUT`). A dead peer is
+//! declared once through `ofi_core::util::peer` (the EQ report naming it)
+//! and everything that waits on it fails with the cause's number: sends,
+//! one-sided operations, receives being pushed by it, directed receives.
+//! A closing endpoint waits (bounded) for reads a live target may still be
+//! writing, then answers every message and request still queued for it.
 
-use super::{Inner, ShmEndpoint, LIVENESS_PERIOD};
+use super::{Inner, ShmEndpoint, BUSY_LOOK, LIVENESS_PERIOD};
+use crate::addr::ShmAddr;
+use ofi_core::consts::*;
 use ofi_core::error::errno;
 use ofi_core::object::EpBindings;
+use ofi_core::util::peer::{Cause, PeerDown};
+use ofi_proto::shm::liveness::Liveness;
 use ofi_proto::shm::{ack, entry, rma_answer, Owed};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -15,53 +26,173 @@ use std::time::{Duration, Instant};
 const SETTLE_READS: Duration = Duration::from_secs(5);
 
 impl ShmEndpoint {
-    /// Fails pending operations whose peer has died (sends and receives
-    /// being pushed) or died or closed (one-sided operations).
-    pub(super) fn check_liveness(&self, g: &mut Inner) {
-        if g.sends.is_empty() && g.reasm.is_empty() && g.rmas.is_empty() {
+    /// After a locked pass: the liveness check when it is due (the clock
+    /// is read every pass while operations are pending, else every
+    /// [`BUSY_LOOK`]th pass).
+    pub(super) fn look_at_peers(&self, g: &mut Inner) {
+        let pending = !g.sends.is_empty() || !g.rmas.is_empty() || !g.reasm.is_empty();
+        g.passes = g.passes.wrapping_add(1);
+        if !pending && g.passes & (BUSY_LOOK - 1) != 0 {
             return;
         }
+        self.liveness_due(g);
+    }
+
+    /// Runs the liveness check if [`LIVENESS_PERIOD`] has passed.
+    pub(super) fn liveness_due(&self, g: &mut Inner) {
         let now = Instant::now();
-        if now.duration_since(g.last_check) < LIVENESS_PERIOD {
+        if now < g.next_check {
             return;
         }
-        g.last_check = now;
-        let mut dead = Vec::new();
-        g.sends.take_where(|s| s.peer.dead(), &mut dead);
-        self.rma_liveness(g);
-        for (cookie, s) in dead {
+        g.next_check = now + LIVENESS_PERIOD;
+        self.check_liveness(g, now);
+    }
+
+    /// A message came from `from`, not the last sender: watch it from
+    /// the next liveness check on (a peer that only sends to this endpoint
+    /// is watched as well as one it sends to).
+    pub(super) fn saw_sender(&self, g: &mut Inner, from: u64) {
+        g.last_from = from;
+        if !g.by_id.contains_key(&from) && !g.senders.contains(&from) {
+            g.senders.push(from);
+        }
+    }
+
+    /// Beats, maps the senders noted since the last look (one that cannot
+    /// be mapped is gone), then looks at every mapped peer and declares the
+    /// dead ones.
+    fn check_liveness(&self, g: &mut Inner, now: Instant) {
+        self.seg.pulse();
+        for id in std::mem::take(&mut g.senders) {
+            let gone = self
+                .peer_by_id(g, id)
+                .is_err_and(|e| e.code() == errno::FI_ECONNREFUSED);
+            if gone && self.dead_id(g, id).is_none() {
+                self.peer_down(g, id, Cause::Reset);
+            }
+        }
+        if g.by_id.is_empty() {
+            return;
+        }
+        let bound = self.cfg.peer_timeout;
+        let mut gone = Vec::new();
+        {
+            let Inner {
+                by_id,
+                live,
+                sends,
+                rmas,
+                ctrl,
+                read_pushes,
+                ..
+            } = &mut *g;
+            for (&id, p) in by_id.iter() {
+                let waiting = sends.any(|s| s.peer.addr.id() == id)
+                    || rmas.any(|r| r.peer.addr.id() == id)
+                    || ctrl.holds_for(id)
+                    || read_pushes.iter().any(|r| r.to == id);
+                let seen = p.seen();
+                let l = live.entry(id).or_insert_with(|| Liveness::new(now));
+                if let Some(cause) = l.observe(&seen, waiting, now, bound) {
+                    gone.push((id, cause));
+                }
+            }
+        }
+        for (id, cause) in gone {
+            self.peer_down(g, id, cause);
+        }
+    }
+
+    /// The fi_addr the AV holds for peer `id` (`FI_ADDR_NOTAVAIL` if none).
+    fn fi_addr_of(&self, g: &Inner, id: u64) -> u64 {
+        g.b.av
+            .as_ref()
+            .and_then(|av| av.reverse(&ShmAddr::from_id(id).to_bytes()))
+            .unwrap_or(FI_ADDR_NOTAVAIL)
+    }
+
+    /// Declares peer `id` dead for `cause`: reported once (the EQ entry
+    /// naming it), forgotten (a later operation maps it afresh, which
+    /// fails while nothing lives at its address), and everything waiting
+    /// on it fails with the cause's number.
+    pub(super) fn peer_down(&self, g: &mut Inner, id: u64, cause: Cause) {
+        let addr = ShmAddr::from_id(id);
+        let fi_addr = self.fi_addr_of(g, id);
+        let err = cause.errno();
+        let down = PeerDown {
+            fi_addr,
+            addr: addr.to_bytes(),
+            cause,
+        };
+        g.dead.declare(&g.b, &down, &addr.to_string());
+        g.dead_ids.retain(|(i, _)| *i != id);
+        g.dead_ids.push((id, err));
+        g.by_id.remove(&id);
+        g.live.remove(&id);
+        g.senders.retain(|s| *s != id);
+        if g.last_from == id {
+            g.last_from = 0;
+        }
+        if g.last_trusted == id {
+            g.last_trusted = 0;
+        }
+        if let Some(a) = g.auth.as_mut() {
+            a.forget(id);
+        }
+        g.proofs.retain(|o| o.to != id);
+        for slot in g.peers.iter_mut() {
+            if slot.as_ref().is_some_and(|p| p.addr.id() == id) {
+                *slot = None;
+            }
+        }
+        let mut sends = Vec::new();
+        g.sends.take_where(|s| s.peer.addr.id() == id, &mut sends);
+        for (cookie, s) in sends {
             g.pushes.retain(|p| p.cookie != cookie);
-            tracing::warn!(
-                pid = s.peer.addr.pid,
-                "shm: peer died with a send in flight"
-            );
-            self.tx_error(g, s.context, s.flags, errno::FI_EIO);
+            self.tx_error(g, s.context, s.flags, err);
+        }
+        let mut rmas = Vec::new();
+        g.rmas.take_where(|p| p.peer.addr.id() == id, &mut rmas);
+        for (cookie, p) in rmas {
+            g.rma_pushes.retain(|c| *c != cookie);
+            self.rma_done(g, &p, err);
         }
         let mut i = 0;
         while i < g.reasm.len() {
-            let sender = g.reasm[i].sender;
-            let dead = self.peer_by_id(g, sender).map(|p| p.dead()).unwrap_or(true);
-            if dead {
+            if g.reasm[i].sender == id {
                 let x = g.reasm.swap_remove(i);
-                self.rx_error(g, x.context, x.cq_flags, errno::FI_EIO, x.meta.tag);
+                self.rx_error(g, x.context, x.cq_flags, err, x.meta.tag);
             } else {
                 i += 1;
             }
         }
+        g.ctrl.forget(id);
+        g.read_pushes.retain(|r| r.to != id);
+        if fi_addr != FI_ADDR_NOTAVAIL {
+            for tagged in [false, true] {
+                while let Some(r) = g.rx.mq.take_posted_from(tagged, fi_addr) {
+                    let flags = FI_RECV
+                        | if tagged { FI_TAGGED } else { FI_MSG }
+                        | (r.flags & FI_MULTI_RECV);
+                    self.rx_error(g, r.context, flags, err, r.tag);
+                }
+            }
+        }
     }
 
-    /// Pending one-sided operations whose target died complete with FI_EIO.
-    fn rma_liveness(&self, g: &mut Inner) {
-        let mut dead = Vec::new();
-        g.rmas
-            .take_where(|p| p.peer.dead() || p.peer.closed(), &mut dead);
-        for (cookie, p) in dead {
-            g.rma_pushes.retain(|c| *c != cookie);
-            tracing::warn!(
-                pid = p.peer.addr.pid,
-                "shm: target gone with a one-sided operation in flight"
-            );
-            self.rma_done(g, &p, errno::FI_EIO);
+    /// The error number a rendezvous from peer `id` fails with when that
+    /// peer was declared dead.
+    pub(super) fn dead_id(&self, g: &Inner, id: u64) -> Option<i32> {
+        g.dead_ids.iter().find(|(i, _)| *i == id).map(|(_, e)| *e)
+    }
+
+    /// Peer `id` was mapped afresh (a live endpoint at its address): a
+    /// death declared earlier is lifted.
+    pub(super) fn peer_revived(&self, g: &mut Inner, id: u64) {
+        if g.dead_ids.iter().any(|(i, _)| *i == id) {
+            g.dead_ids.retain(|(i, _)| *i != id);
+            let fi_addr = self.fi_addr_of(g, id);
+            g.dead.revive(fi_addr, &ShmAddr::from_id(id).to_bytes());
         }
     }
 
@@ -122,7 +253,10 @@ impl ShmEndpoint {
         self.flush_ctrl(&mut g);
         g.peers.clear();
         g.by_id.clear();
+        g.live.clear();
         g.sends.clear();
+        g.dead.clear();
+        g.dead_ids.clear();
         g.b = EpBindings::default();
     }
 }

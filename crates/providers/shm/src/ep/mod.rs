@@ -28,10 +28,13 @@ use ofi_core::info::Info;
 use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::{self, AtomicKind};
+use ofi_core::util::auth::AuthKey;
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::MAX_IOV;
+use ofi_core::util::peer::DeadPeers;
+use ofi_proto::shm::liveness::Liveness;
 use ofi_proto::shm::path::{CopyConfig, SendLimits};
 use ofi_proto::shm::{CtrlQueue, Limits, OpTable, RxState};
 use ofi_shm::doorbell::Bell;
@@ -45,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
+mod auth;
 mod control;
 mod copy;
 mod liveness;
@@ -60,8 +64,13 @@ const SLOT_SIZE: usize = 4160;
 pub const INLINE_MAX: usize = SLOT_SIZE - 8 - HDR_LEN;
 /// Entries handled per progress call.
 const BUDGET: usize = 64;
-/// How often pending operations check their peers' liveness.
+/// How often the endpoint looks at its peers' liveness (and beats).
 const LIVENESS_PERIOD: Duration = Duration::from_millis(20);
+/// Idle progress calls between two looks at the clock (a power of two).
+const IDLE_LOOK: u32 = 64;
+/// Locked passes without pending operations between two looks at the
+/// clock (a power of two).
+const BUSY_LOOK: u32 = 64;
 
 const _: () = assert!(INLINE_MAX >= INJECT_SIZE);
 const _: () = assert!(MAX_RTS_IOV >= IOV_LIMIT && MAX_IOV >= IOV_LIMIT);
@@ -150,7 +159,33 @@ struct Inner {
     /// Reads answered through the initiator's ring in chunks (no CMA).
     read_pushes: VecDeque<rma::ReadPush>,
     pool: Vec<Vec<u8>>,
-    last_check: Instant,
+    /// Peers declared dead (`ofi_core::util::peer`): reported once, their
+    /// directed receives refused.
+    dead: DeadPeers,
+    /// The ids of those peers with their error numbers (a held rendezvous
+    /// from one fails with it).
+    dead_ids: Vec<(u64, i32)>,
+    /// What the liveness check remembers of each mapped peer (core).
+    live: HashMap<u64, Liveness>,
+    /// The sender of the last message read (0: none): a sender seen anew
+    /// is noted, so the liveness check watches it too.
+    last_from: u64,
+    /// Senders noted and not yet mapped.
+    senders: Vec<u64>,
+    /// The endpoint's auth key and what each peer proved (core); `None`
+    /// without a key.
+    auth: Option<ofi_proto::shm::auth::Auth>,
+    /// The last sender found trusted (0: none): its next entries skip the
+    /// lookup.
+    last_trusted: u64,
+    /// PROOFs owed to peers whose rings were full.
+    proofs: Vec<ofi_proto::shm::auth::Out>,
+    /// Senders refused (logged and answered REJECT once each; bounded).
+    refused: Vec<u64>,
+    /// When the liveness check runs next.
+    next_check: Instant,
+    /// Locked passes since the last look at the clock.
+    passes: u32,
     xfer_free: Vec<u32>,
     xfer_gen: u32,
     /// The one consumer of the endpoint's ring (taken out while a pass
@@ -170,12 +205,16 @@ pub struct ShmEndpoint {
     send_limits: SendLimits,
     copy_cfg: CopyConfig,
     enabled: AtomicBool,
+    /// The endpoint has an auth key: peers prove it before anything else.
+    keyed: bool,
     /// The ring position as of the last locked pass: an idle poll checks the
     /// slot there without taking the lock.
     head_hint: AtomicU64,
     /// Work other than the ring waits (control entries, pushes, large sends,
     /// reassemblies): progress must take the lock even when the ring is idle.
     busy: AtomicBool,
+    /// Idle progress calls (every [`IDLE_LOOK`]th looks at the clock).
+    idle: AtomicU32,
     inner: SpinLock<Inner>,
 }
 
@@ -216,7 +255,9 @@ impl ShmEndpoint {
             pool_bufs: cfg.bounce_bufs.max(1),
             pool_buf_size: cfg.bounce_size,
         };
-        let (seg, ring) = Segment::create(&segment_path(uid, me.pid, me.idx), geo)
+        let key = AuthKey::of(info)?;
+        let keyed = key.is_some();
+        let (seg, ring) = Segment::create(&segment_path(uid, me.pid, me.idx), geo, keyed)
             .map_err(|e| Error::os(e, "shm: creating the endpoint segment"))?;
         let bell = Bell::create(&bell_path(uid, me.pid, me.idx))
             .map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
@@ -260,15 +301,27 @@ impl ShmEndpoint {
                 rma_pushes: VecDeque::new(),
                 read_pushes: VecDeque::new(),
                 pool: Vec::new(),
-                last_check: Instant::now(),
+                dead: DeadPeers::default(),
+                dead_ids: Vec::new(),
+                live: HashMap::new(),
+                last_from: 0,
+                senders: Vec::new(),
+                auth: key.map(|k| ofi_proto::shm::auth::Auth::new(k, me.id())),
+                last_trusted: 0,
+                proofs: Vec::new(),
+                refused: Vec::new(),
+                next_check: Instant::now(),
+                passes: 0,
                 xfer_free: (0..XFER_DESCS as u32).rev().collect(),
                 xfer_gen: 0,
                 ring: Some(ring),
             }),
             cfg,
             enabled: AtomicBool::new(false),
+            keyed,
             head_hint: AtomicU64::new(0),
             busy: AtomicBool::new(false),
+            idle: AtomicU32::new(0),
         })
     }
 
@@ -378,6 +431,9 @@ impl ShmEndpoint {
         if !g.ctrl.is_empty() {
             self.flush_ctrl(g);
         }
+        if !g.proofs.is_empty() {
+            self.push_proofs(g);
+        }
         if !g.pushes.is_empty() {
             self.run_pushes(g);
         }
@@ -385,11 +441,12 @@ impl ShmEndpoint {
             self.run_rma_pushes(g);
         }
         self.poll_ring(g);
-        self.check_liveness(g);
+        self.look_at_peers(g);
         if let Some(ring) = &g.ring {
             self.head_hint.store(ring.position(), Ordering::Relaxed);
         }
         let busy = !g.ctrl.is_empty()
+            || !g.proofs.is_empty()
             || !g.pushes.is_empty()
             || !g.rmas.is_empty()
             || !g.read_pushes.is_empty()
@@ -412,6 +469,15 @@ impl Progress for ShmEndpoint {
                 .msg_ring()
                 .ready(self.head_hint.load(Ordering::Relaxed))
         {
+            // Now and then, the liveness check (a dead peer is noticed
+            // while this endpoint only waits).
+            let n = self.idle.load(Ordering::Relaxed).wrapping_add(1);
+            self.idle.store(n, Ordering::Relaxed);
+            if n & (IDLE_LOOK - 1) == 0 {
+                if let Some(mut g) = self.inner.try_lock() {
+                    self.liveness_due(&mut g);
+                }
+            }
             return;
         }
         // Another thread already progressing this endpoint is as good as us.
@@ -421,7 +487,10 @@ impl Progress for ShmEndpoint {
         self.progress_locked(&mut g);
     }
     fn arm(&self) -> bool {
-        let g = self.lock();
+        let mut g = self.lock();
+        // A sleeper looks at its peers between sleeps (the waits sleep in
+        // slices), so a death is reported while it waits.
+        self.liveness_due(&mut g);
         self.seg.sleep_arm(|| {
             g.ring.as_ref().is_some_and(|r| r.ready(&self.seg))
                 || !g.ctrl.is_empty()

@@ -7,6 +7,7 @@ use crate::addr::ShmAddr;
 use crate::peer::Peer;
 use ofi_core::consts::FI_ADDR_NOTAVAIL;
 use ofi_core::error::{errno, Error, Result};
+use ofi_core::util::peer::Cause;
 use std::sync::Arc;
 
 impl ShmEndpoint {
@@ -14,8 +15,9 @@ impl ShmEndpoint {
         if let Some(p) = g.by_id.get(&id) {
             return Ok(p.clone());
         }
-        let p = Arc::new(Peer::open(ShmAddr::from_id(id))?);
+        let p = Arc::new(Peer::open(ShmAddr::from_id(id), self.keyed)?);
         g.by_id.insert(id, p.clone());
+        self.peer_revived(g, id);
         Ok(p)
     }
 
@@ -50,22 +52,26 @@ impl ShmEndpoint {
         Ok(p)
     }
 
-    /// The peer behind `dest`, refused with `FI_ECONNRESET` (and forgotten)
-    /// when its endpoint has closed.
+    /// The peer behind `dest`; one whose endpoint has closed is declared
+    /// dead and refused with `FI_ECONNRESET`.
     pub(super) fn usable_peer(&self, g: &mut Inner, dest: u64) -> Result<Arc<Peer>> {
         let peer = self.peer_for(g, dest)?;
         if peer.closed() {
-            g.peers.clear();
-            g.by_id.remove(&peer.addr.id());
-            return Err(Error::new(
-                errno::FI_ECONNRESET,
-                format!(
-                    "shm: peer endpoint {}.{} has closed",
-                    peer.addr.pid, peer.addr.idx
-                ),
-            ));
+            return Err(self.gone(g, &peer));
         }
         Ok(peer)
+    }
+
+    /// Declares `peer` dead (its endpoint closed or its process exited:
+    /// `FI_ECONNRESET`) and returns the error an operation toward it
+    /// fails with.
+    pub(super) fn gone(&self, g: &mut Inner, peer: &Peer) -> Error {
+        let cause = Cause::Reset;
+        self.peer_down(g, peer.addr.id(), cause);
+        Error::new(
+            cause.errno(),
+            format!("shm: peer {} is gone: {}", peer.addr, cause.describe()),
+        )
     }
 
     /// The fi_addr of sender `id` (FI_ADDR_NOTAVAIL without FI_SOURCE or
@@ -94,14 +100,12 @@ impl ShmEndpoint {
         }
     }
 
-    /// The error of a push that found `peer`'s ring full: FI_EIO once the
-    /// peer has exited, else FI_EAGAIN.
-    pub(super) fn ring_full(&self, peer: &Peer) -> Error {
+    /// The error of a push that found `peer`'s ring full: FI_EAGAIN while
+    /// it lives; once it has exited or closed it is declared dead and the
+    /// error is the cause's.
+    pub(super) fn ring_full(&self, g: &mut Inner, peer: &Peer) -> Error {
         if peer.dead() {
-            Error::new(
-                errno::FI_EIO,
-                format!("shm: peer {}.{} has exited", peer.addr.pid, peer.addr.idx),
-            )
+            self.gone(g, peer)
         } else {
             Error::again()
         }

@@ -288,6 +288,13 @@ impl ShmEndpoint {
             self.deliver_unexpected(&mut g, u, tagged, op, completion);
             return Ok(());
         }
+        if let Some(err) = g.dead.dead(src) {
+            // Directed at a peer declared dead: what it sent before it died
+            // was matched above; nothing more will come.
+            let fl = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+            self.rx_error(&g, op.context, fl, err, op.tag);
+            return Ok(());
+        }
         let mut posted = PostedRecv {
             iov: [IoVec::default(); MAX_IOV],
             iov_cnt: op.iov.len(),
@@ -385,6 +392,11 @@ impl ShmEndpoint {
             if done {
                 return Ok(());
             }
+        }
+        if let Some(err) = g.dead.dead(src) {
+            let fl = FI_RECV | FI_MSG | FI_MULTI_RECV;
+            self.rx_error(g, op.context, fl, err, 0);
+            return Ok(());
         }
         g.rx.mq.post(false, posted);
         Ok(())

@@ -165,6 +165,7 @@ impl ShmEndpoint {
         let mut g = self.lock();
         self.admit(&g, o.flags)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
+        self.gate(&mut g, &peer)?;
         let completion = g.b.tx_completion(o.flags);
         let (remote, nr) = wire_ranges(o.rma_iov);
         let mut local = [IoVec::default(); MAX_IOV];
@@ -237,7 +238,7 @@ impl ShmEndpoint {
         };
         if pushed.is_err() {
             self.take_rma(&mut g, cookie);
-            return Err(self.ring_full(&peer));
+            return Err(self.ring_full(&mut g, &peer));
         }
         peer.notify();
         Ok(())
@@ -269,6 +270,7 @@ impl ShmEndpoint {
         let mut g = self.lock();
         self.admit(&g, o.flags)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
+        self.gate(&mut g, &peer)?;
         let completion = g.b.tx_completion(o.flags);
         let mut remote = [WireRange::default(); MAX_RANGES];
         for (w, r) in remote.iter_mut().zip(o.rma_ioc) {
@@ -351,7 +353,7 @@ impl ShmEndpoint {
         });
         if pushed.is_err() {
             self.take_rma(&mut g, cookie);
-            return Err(self.ring_full(&peer));
+            return Err(self.ring_full(&mut g, &peer));
         }
         peer.notify();
         Ok(())

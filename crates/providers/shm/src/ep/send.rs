@@ -44,7 +44,8 @@ impl ShmEndpoint {
         }
     }
 
-    /// Sends a message inline in one ring entry and completes it.
+    /// Sends a message inline in one ring entry and completes it; false
+    /// (nothing sent) when the peer's ring is full.
     #[inline]
     fn push_inline(
         &self,
@@ -53,7 +54,7 @@ impl ShmEndpoint {
         op: &SendOp<'_>,
         len: usize,
         completion: bool,
-    ) -> Result<()> {
+    ) -> bool {
         let mut r = self.header(op, len);
         r.op = op::INLINE;
         r.len = len as u32;
@@ -71,11 +72,11 @@ impl ShmEndpoint {
             r.emit(&mut e);
         });
         if pushed.is_err() {
-            return Err(self.ring_full(peer));
+            return false;
         }
         peer.notify();
         self.tx_complete(g, op.context, tx_flags(op.tagged), completion);
-        Ok(())
+        true
     }
 
     pub(super) fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
@@ -113,14 +114,21 @@ impl ShmEndpoint {
                     .as_ref()
                     .is_some_and(|av| av.generation() == g.av_gen);
             if let Some(Some(peer)) = g.peers.get(op.dest as usize).filter(|_| cached) {
-                if !peer.closed() {
-                    return self.push_inline(&g, peer, op, len, completion);
+                if !peer.closed()
+                    && (!self.keyed || peer.trusted.load(Ordering::Relaxed))
+                    && self.push_inline(&g, peer, op, len, completion)
+                {
+                    return Ok(());
                 }
             }
         }
         let peer = self.usable_peer(&mut g, op.dest)?;
+        self.gate(&mut g, &peer)?;
         if path == SendPath::Inline {
-            return self.push_inline(&g, &peer, op, len, completion);
+            if self.push_inline(&g, &peer, op, len, completion) {
+                return Ok(());
+            }
+            return Err(self.ring_full(&mut g, &peer));
         }
         let mut r = self.header(op, len);
         if path == SendPath::Bounce {
@@ -146,7 +154,7 @@ impl ShmEndpoint {
                         return Ok(());
                     }
                     drop(buf);
-                    return Err(self.ring_full(&peer));
+                    return Err(self.ring_full(&mut g, &peer));
                 }
             }
         }
@@ -182,7 +190,7 @@ impl ShmEndpoint {
         });
         if pushed.is_err() {
             self.take_send(&mut g, cookie);
-            return Err(self.ring_full(&peer));
+            return Err(self.ring_full(&mut g, &peer));
         }
         peer.notify();
         Ok(())

@@ -25,3 +25,6 @@ pub mod ofi {
         ofi_core::registry::getinfo(version, node, service, flags, hints)
     }
 }
+
+pub mod child;
+pub mod rdm;

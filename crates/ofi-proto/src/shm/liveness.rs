@@ -1,0 +1,197 @@
+//! Peer liveness: when an shm peer counts as dead, decided from what the
+//! driver observes of the peer's segment at each look and the time, both
+//! passed in (no clock, no system call here).
+//!
+//! A peer is dead ([`Cause::Reset`]) once its owner process has exited
+//! (or its pid names another process) or it closed its endpoint. It is
+//! dead by silence ([`Cause::TimedOut`]) when this endpoint waits on it
+//! (operations that need its answer or room in its ring) while entries sit
+//! unread in its ring and neither its ring position nor its heartbeat has
+//! moved for the bound (`FI_SHM_PEER_TIMEOUT_MS`): its process lives but
+//! its endpoint is not progressing (stopped, hung, or never polling). A
+//! peer that reads nothing because its unexpected budget is spent still
+//! beats, and one whose ring is empty is merely idle: neither is dead.
+
+use ofi_core::util::peer::Cause;
+use std::time::{Duration, Instant};
+
+/// One look at a peer's segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// Its owner process has exited (or the pid names another process).
+    pub exited: bool,
+    /// Its owner closed the endpoint.
+    pub closed: bool,
+    /// Entries waiting unread in its ring (from every producer).
+    pub backlog: u64,
+    /// The ring position its consumer last published.
+    pub consumed: u64,
+    /// Its heartbeat.
+    pub beat: u64,
+}
+
+/// What an endpoint remembers of one peer between looks.
+#[derive(Clone, Copy, Debug)]
+pub struct Liveness {
+    consumed: u64,
+    beat: u64,
+    since: Instant,
+}
+
+impl Liveness {
+    /// A peer first looked at `now`.
+    pub fn new(now: Instant) -> Self {
+        Liveness {
+            consumed: 0,
+            beat: 0,
+            since: now,
+        }
+    }
+
+    /// Takes a look: `Some(cause)` when the peer is dead. `waiting`: this
+    /// endpoint holds operations that need the peer to act.
+    pub fn observe(
+        &mut self,
+        s: &Seen,
+        waiting: bool,
+        now: Instant,
+        bound: Duration,
+    ) -> Option<Cause> {
+        if s.exited || s.closed {
+            return Some(Cause::Reset);
+        }
+        let moved = s.consumed != self.consumed || s.beat != self.beat;
+        if moved || s.backlog == 0 || !waiting {
+            self.consumed = s.consumed;
+            self.beat = s.beat;
+            self.since = now;
+            return None;
+        }
+        (now.saturating_duration_since(self.since) >= bound).then_some(Cause::TimedOut)
+    }
+}
+
+/// How a receiver waits for the chunks of a cooperative copy its peer
+/// claimed: dead when the peer is, or when no chunk finished for the bound.
+#[derive(Clone, Copy, Debug)]
+pub struct CopyWait {
+    done: u64,
+    since: Instant,
+}
+
+impl CopyWait {
+    /// A wait that starts `now` with `done` chunks finished.
+    pub fn new(done: u64, now: Instant) -> Self {
+        CopyWait { done, since: now }
+    }
+
+    /// Takes a look: `Some(cause)` to give up. `exited`: the peer's owner
+    /// process is gone (or its endpoint closed).
+    pub fn observe(
+        &mut self,
+        done: u64,
+        exited: bool,
+        now: Instant,
+        bound: Duration,
+    ) -> Option<Cause> {
+        if exited {
+            return Some(Cause::Reset);
+        }
+        if done != self.done {
+            self.done = done;
+            self.since = now;
+            return None;
+        }
+        (now.saturating_duration_since(self.since) >= bound).then_some(Cause::TimedOut)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUND: Duration = Duration::from_millis(100);
+
+    fn at(t0: Instant, ms: u64) -> Instant {
+        t0 + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn an_exited_or_closed_owner_is_a_reset() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0);
+        let gone = Seen {
+            exited: true,
+            ..Default::default()
+        };
+        assert_eq!(l.observe(&gone, false, t0, BOUND), Some(Cause::Reset));
+        let closed = Seen {
+            closed: true,
+            ..Default::default()
+        };
+        assert_eq!(l.observe(&closed, false, t0, BOUND), Some(Cause::Reset));
+    }
+
+    #[test]
+    fn a_stuck_peer_times_out_only_while_waited_on_with_a_backlog() {
+        let t0 = Instant::now();
+        let stuck = Seen {
+            backlog: 3,
+            consumed: 10,
+            beat: 7,
+            ..Default::default()
+        };
+        // Not waited on: never dead, however long.
+        let mut l = Liveness::new(t0);
+        assert_eq!(l.observe(&stuck, false, at(t0, 0), BOUND), None);
+        assert_eq!(l.observe(&stuck, false, at(t0, 500), BOUND), None);
+        // Waited on, nothing moves: dead once the bound has passed since
+        // the last look that found nothing to wait for.
+        assert_eq!(l.observe(&stuck, true, at(t0, 510), BOUND), None);
+        assert_eq!(l.observe(&stuck, true, at(t0, 599), BOUND), None);
+        assert_eq!(
+            l.observe(&stuck, true, at(t0, 600), BOUND),
+            Some(Cause::TimedOut)
+        );
+    }
+
+    #[test]
+    fn a_beating_or_reading_or_idle_peer_lives() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0);
+        let mut s = Seen {
+            backlog: 5,
+            ..Default::default()
+        };
+        for i in 1..20u64 {
+            // Budget spent: the ring does not move, the heartbeat does.
+            s.beat = i;
+            assert_eq!(l.observe(&s, true, at(t0, i * 60), BOUND), None);
+        }
+        for i in 20..40u64 {
+            // Reading: the position moves.
+            s.consumed = i;
+            assert_eq!(l.observe(&s, true, at(t0, i * 60), BOUND), None);
+        }
+        // Idle (empty ring): alive however still.
+        let idle = Seen { backlog: 0, ..s };
+        for i in 40..60u64 {
+            assert_eq!(l.observe(&idle, true, at(t0, i * 60), BOUND), None);
+        }
+    }
+
+    #[test]
+    fn a_copy_wait_gives_up_on_death_or_silence() {
+        let t0 = Instant::now();
+        let mut w = CopyWait::new(2, t0);
+        assert_eq!(w.observe(2, false, at(t0, 90), BOUND), None);
+        assert_eq!(w.observe(3, false, at(t0, 150), BOUND), None, "moved");
+        assert_eq!(w.observe(3, false, at(t0, 240), BOUND), None);
+        assert_eq!(
+            w.observe(3, false, at(t0, 250), BOUND),
+            Some(Cause::TimedOut)
+        );
+        let mut w = CopyWait::new(0, t0);
+        assert_eq!(w.observe(0, true, t0, BOUND), Some(Cause::Reset));
+    }
+}

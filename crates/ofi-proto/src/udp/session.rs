@@ -1,0 +1,876 @@
+//! Sessions: which peer (remote address) has a live session with this
+//! endpoint, how sessions are made (the handshake of `ofi_wire::udp`,
+//! authenticated with the auth key when there is one), how a restarted peer
+//! is told from the one before it (epochs), and when a peer is given up.
+//!
+//! One [`Sessions`] table per endpoint. The driver feeds it every datagram
+//! ([`Sessions::on_datagram`], with the source address) and the time
+//! ([`Sessions::handle_timeout`] at [`Sessions::poll_timeout`]), sends what
+//! [`Sessions::poll_ctrl`] gives (handshake, RESET and REFUSE datagrams),
+//! and drives each live session's [`Channel`] for data. Events say when a
+//! session comes up and when a peer's session ends:
+//!
+//! - [`SessionEvent::Up`]: a session is up; data may flow.
+//! - [`SessionEvent::Down`]: the session ended (or never came up) for a
+//!   [`Cause`]: `TimedOut` when the peer did not answer within the peer
+//!   timeout (handshake, unacknowledged data, awaited answers), `Reset`
+//!   when it answered with RESET (it restarted, or closed its endpoint) or
+//!   when it made a new session in place of the old one. `renewed` says the
+//!   new session comes from the same peer endpoint (same epoch) and the old
+//!   one carried nothing, so nothing was lost; a new epoch is a new peer.
+//! - [`SessionEvent::Refused`]: the handshake failed on the auth key.
+//!
+//! Nothing a datagram says changes a live session unless it is part of it
+//! (its session name) or completes an authenticated handshake: a HELLO
+//! alone, replayed or spoofed, leaves the live session as it is.
+
+use super::chan::{ChanConfig, Channel, Recv};
+use ofi_core::util::auth::{AuthKey, Nonce};
+use ofi_core::util::peer::Cause;
+use ofi_wire::udp::{
+    flag, kind, peek_kind, session_id, Handshake, Packet, Repr, HDR_LEN, NONCE_LEN,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// A peer's name within one [`Sessions`] table.
+pub type PeerId = u64;
+
+/// The first transcript part of a HELLO_ACK's MAC.
+const LABEL_ACK: &[u8] = b"ofi-udp-v1 hello-ack";
+/// The first transcript part of a CONFIRM's MAC.
+const LABEL_CONFIRM: &[u8] = b"ofi-udp-v1 confirm";
+
+/// Tunables of a session table.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// This endpoint's epoch: random, chosen when it opens.
+    pub epoch: u64,
+    /// This endpoint's address (bound into the handshake's MACs).
+    pub my_addr: Vec<u8>,
+    /// The auth key every handshake proves (`None`: none).
+    pub key: Option<AuthKey>,
+    /// Largest datagram this endpoint accepts.
+    pub max_datagram: usize,
+    /// Channel tunables (`max_payload` is set per session).
+    pub chan: ChanConfig,
+    /// Peers held in a handshake they started and have not finished.
+    pub max_half_open: usize,
+}
+
+/// What happened to a peer's session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// A session with `peer` is up.
+    Up {
+        /// The peer.
+        peer: PeerId,
+        /// Its endpoint's epoch.
+        epoch: u64,
+    },
+    /// The peer's session ended, or the one asked for never came up.
+    Down {
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        cause: Cause,
+        /// The same peer endpoint made a new session in place of an idle
+        /// one: nothing was lost.
+        renewed: bool,
+    },
+    /// A handshake failed on the auth key (the keys differ, or one side
+    /// has none).
+    Refused {
+        /// The peer.
+        peer: PeerId,
+        /// What went wrong, for the log.
+        why: &'static str,
+    },
+}
+
+/// What [`Sessions::on_datagram`] made of a datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// An in-session packet, handed to the peer's channel with this result
+    /// (with [`Recv::Deliver`] the payload, after [`HDR_LEN`], is next in
+    /// the stream).
+    Data {
+        /// The peer.
+        peer: PeerId,
+        /// What the channel did.
+        recv: Recv,
+    },
+    /// A handshake or control packet, dealt with.
+    Control,
+    /// Dropped, for this reason (counted).
+    Dropped(&'static str),
+}
+
+/// Counters of dropped datagrams.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drops {
+    /// Not a datagram of this protocol, or malformed.
+    pub malformed: u64,
+    /// Of a session this endpoint does not know (answered with RESET).
+    pub unknown_session: u64,
+    /// Handshake packets that answer nothing current (stale or replayed).
+    pub stale: u64,
+    /// Handshakes failing the auth key.
+    pub auth: u64,
+    /// Dropped by a channel (duplicate, beyond the window, bad ack).
+    pub channel: u64,
+}
+
+#[derive(Debug)]
+struct Hello {
+    mine: Nonce,
+    started: Instant,
+    next_at: Instant,
+    rto: Duration,
+}
+
+#[derive(Debug)]
+struct Answered {
+    mine: Nonce,
+    theirs: Nonce,
+    since: Instant,
+}
+
+#[derive(Debug)]
+struct Up {
+    mine: Nonce,
+    theirs: Nonce,
+    epoch: u64,
+    chan: Channel,
+    /// Heard an in-session packet from the peer (it has the session).
+    confirmed: bool,
+    since: Instant,
+    confirm_at: Option<Instant>,
+    confirm_rto: Duration,
+}
+
+#[derive(Debug)]
+struct Peer {
+    addr: Vec<u8>,
+    hello: Option<Hello>,
+    answered: Option<Answered>,
+    up: Option<Up>,
+}
+
+impl Peer {
+    fn half_open(&self) -> bool {
+        self.up.is_none() && self.hello.is_none() && self.answered.is_some()
+    }
+}
+
+/// The session table of one endpoint (see the module documentation).
+pub struct Sessions {
+    cfg: SessionConfig,
+    nonces: Box<dyn FnMut() -> Nonce + Send>,
+    peers: BTreeMap<PeerId, Peer>,
+    by_addr: HashMap<Vec<u8>, PeerId>,
+    next_id: PeerId,
+    events: VecDeque<SessionEvent>,
+    ctrl: VecDeque<(Vec<u8>, Vec<u8>)>,
+    drops: Drops,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("epoch", &self.cfg.epoch)
+            .field("peers", &self.peers.len())
+            .finish()
+    }
+}
+
+impl Sessions {
+    /// A table for an endpoint; `nonces` gives a fresh random nonce per
+    /// call (the driver's system random source; the core has none).
+    pub fn new(cfg: SessionConfig, nonces: Box<dyn FnMut() -> Nonce + Send>) -> Sessions {
+        let mut cfg = cfg;
+        cfg.max_datagram = cfg.max_datagram.clamp(HDR_LEN + 1, u32::MAX as usize);
+        cfg.max_half_open = cfg.max_half_open.max(1);
+        Sessions {
+            cfg,
+            nonces,
+            peers: BTreeMap::new(),
+            by_addr: HashMap::new(),
+            next_id: 1,
+            events: VecDeque::new(),
+            ctrl: VecDeque::new(),
+            drops: Drops::default(),
+        }
+    }
+
+    /// The tunables.
+    pub fn config(&self) -> &SessionConfig {
+        &self.cfg
+    }
+    /// Dropped-datagram counters.
+    pub fn drops(&self) -> Drops {
+        self.drops
+    }
+
+    /// The peer at `addr`, made on first use.
+    pub fn peer(&mut self, addr: &[u8]) -> PeerId {
+        if let Some(id) = self.by_addr.get(addr) {
+            return *id;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.by_addr.insert(addr.to_vec(), id);
+        self.peers.insert(
+            id,
+            Peer {
+                addr: addr.to_vec(),
+                hello: None,
+                answered: None,
+                up: None,
+            },
+        );
+        id
+    }
+
+    /// The peer at `addr`, if known.
+    pub fn find(&self, addr: &[u8]) -> Option<PeerId> {
+        self.by_addr.get(addr).copied()
+    }
+
+    /// A peer's address.
+    pub fn addr(&self, peer: PeerId) -> Option<&[u8]> {
+        self.peers.get(&peer).map(|p| p.addr.as_slice())
+    }
+
+    /// True when `peer` has a live session.
+    pub fn is_up(&self, peer: PeerId) -> bool {
+        self.peers.get(&peer).is_some_and(|p| p.up.is_some())
+    }
+
+    /// The epoch of `peer`'s endpoint, when a session is up.
+    pub fn epoch_of(&self, peer: PeerId) -> Option<u64> {
+        self.peers.get(&peer)?.up.as_ref().map(|u| u.epoch)
+    }
+
+    /// The channel of `peer`'s live session.
+    pub fn channel(&mut self, peer: PeerId) -> Option<&mut Channel> {
+        self.peers.get_mut(&peer)?.up.as_mut().map(|u| &mut u.chan)
+    }
+
+    /// The peers with a live session.
+    pub fn up_peers(&self) -> impl Iterator<Item = PeerId> + '_ {
+        self.peers
+            .iter()
+            .filter(|(_, p)| p.up.is_some())
+            .map(|(id, _)| *id)
+    }
+
+    /// Asks for a session with `peer`: starts a handshake unless one is up
+    /// or under way.
+    pub fn connect(&mut self, now: Instant, peer: PeerId) {
+        let Some(p) = self.peers.get(&peer) else {
+            return;
+        };
+        if p.up.is_some() || p.hello.is_some() {
+            return;
+        }
+        // Crossing handshakes converge when each side uses one nonce for both.
+        let mine = match &p.answered {
+            Some(a) => a.mine,
+            None => (self.nonces)(),
+        };
+        let rto = self.cfg.chan.initial_rto;
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.hello = Some(Hello {
+                mine,
+                started: now,
+                next_at: now + rto,
+                rto,
+            });
+        }
+        self.send_hs(peer, kind::HELLO, &mine, &[0; NONCE_LEN], 0);
+    }
+
+    /// Forgets `peer`'s session without telling it (the owner gave it up).
+    pub fn drop_session(&mut self, peer: PeerId) {
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.up = None;
+            p.hello = None;
+        }
+    }
+
+    /// Ends `peer`'s session and tells it so (a RESET): the owner found the
+    /// session's stream broken.
+    pub fn reset(&mut self, peer: PeerId) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        p.hello = None;
+        if let Some(u) = p.up.take() {
+            let r = reset_packet(u.chan.session()).to_vec();
+            self.ctrl.push_back((p.addr.clone(), r));
+        }
+    }
+
+    /// RESET datagrams telling every peer with a live session that it ends
+    /// (the endpoint closes); the table forgets them.
+    pub fn shutdown(&mut self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        for p in self.peers.values_mut() {
+            if let Some(u) = p.up.take() {
+                out.push((p.addr.clone(), reset_packet(u.chan.session()).to_vec()));
+            }
+            p.hello = None;
+            p.answered = None;
+        }
+        out
+    }
+
+    /// The next handshake or control datagram to send: (destination address, bytes).
+    pub fn poll_ctrl(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.ctrl.pop_front()
+    }
+
+    /// True when control datagrams wait.
+    pub fn has_ctrl(&self) -> bool {
+        !self.ctrl.is_empty()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<SessionEvent> {
+        self.events.pop_front()
+    }
+
+    // ---- incoming ------------------------------------------------------
+
+    /// Takes one datagram from `addr`.
+    pub fn on_datagram(&mut self, now: Instant, addr: &[u8], bytes: &[u8]) -> Incoming {
+        let k = match peek_kind(bytes) {
+            Ok(k) => k,
+            Err(_) => return self.malformed("not a udp provider datagram"),
+        };
+        if k == kind::DGRAM {
+            return self.malformed("a DGRAM endpoint's datagram");
+        }
+        let p = Packet::new_unchecked(bytes);
+        let r = match Repr::parse(&p) {
+            Ok(r) => r,
+            Err(_) => return self.malformed("a malformed packet"),
+        };
+        match r.kind {
+            kind::DATA | kind::ACK => self.on_in_session(now, addr, &r, p.payload()),
+            kind::HELLO | kind::HELLO_ACK | kind::CONFIRM => {
+                let hs = match Handshake::parse(&r, p.payload()) {
+                    Ok(h) => h,
+                    Err(_) => return self.malformed("a malformed handshake"),
+                };
+                self.on_handshake(now, addr, &r, &hs)
+            }
+            kind::RESET => {
+                let Some(id) = self.find(addr) else {
+                    return self.stale("a RESET from an unknown address");
+                };
+                let live = self
+                    .peers
+                    .get(&id)
+                    .and_then(|p| p.up.as_ref())
+                    .is_some_and(|u| u.chan.session() == r.session);
+                if !live {
+                    return self.stale("a RESET of no live session");
+                }
+                self.down(id, Cause::Reset, false);
+                Incoming::Control
+            }
+            kind::REFUSE => {
+                let Some(id) = self.find(addr) else {
+                    return self.stale("a REFUSE from an unknown address");
+                };
+                let ours = self
+                    .peers
+                    .get(&id)
+                    .and_then(|p| p.hello.as_ref())
+                    .is_some_and(|h| h.mine[..] == p.payload()[..]);
+                if !ours {
+                    return self.stale("a REFUSE of no current handshake");
+                }
+                if let Some(p) = self.peers.get_mut(&id) {
+                    p.hello = None;
+                }
+                self.drops.auth += 1;
+                self.events.push_back(SessionEvent::Refused {
+                    peer: id,
+                    why:
+                        "the peer refused the handshake: its auth key differs from this endpoint's",
+                });
+                Incoming::Control
+            }
+            _ => self.malformed("an unknown packet kind"),
+        }
+    }
+
+    fn malformed(&mut self, why: &'static str) -> Incoming {
+        self.drops.malformed += 1;
+        Incoming::Dropped(why)
+    }
+
+    fn stale(&mut self, why: &'static str) -> Incoming {
+        self.drops.stale += 1;
+        Incoming::Dropped(why)
+    }
+
+    fn on_in_session(&mut self, now: Instant, addr: &[u8], r: &Repr, payload: &[u8]) -> Incoming {
+        let id = self.find(addr);
+        if let Some(p) = id.and_then(|i| self.peers.get_mut(&i)) {
+            if let Some(u) = p.up.as_mut().filter(|u| u.chan.session() == r.session) {
+                let recv = u.chan.on_packet(now, r, payload);
+                if let Recv::Dropped(d) = recv {
+                    self.drops.channel += 1;
+                    return Incoming::Dropped(d.describe());
+                }
+                if !u.confirmed {
+                    u.confirmed = true;
+                    u.confirm_at = None;
+                }
+                return Incoming::Data {
+                    peer: id.unwrap_or_default(),
+                    recv,
+                };
+            }
+            if p.answered
+                .as_ref()
+                .is_some_and(|a| session_id(&a.mine, &a.theirs) == r.session)
+            {
+                // Ahead of its CONFIRM: the sender sends it again.
+                return self.stale("data of a session whose CONFIRM has not arrived");
+            }
+        }
+        self.drops.unknown_session += 1;
+        self.ctrl
+            .push_back((addr.to_vec(), reset_packet(r.session).to_vec()));
+        Incoming::Dropped("a packet of an unknown session (answered with RESET)")
+    }
+
+    fn on_handshake(&mut self, now: Instant, addr: &[u8], r: &Repr, hs: &Handshake) -> Incoming {
+        let keyed = self.cfg.key.is_some();
+        let auth = r.flags & flag::AUTH != 0;
+        match r.kind {
+            kind::HELLO => {
+                if auth != keyed {
+                    self.drops.auth += 1;
+                    self.ctrl
+                        .push_back((addr.to_vec(), refuse_packet(&hs.nonce)));
+                    return Incoming::Dropped(if keyed {
+                        "a HELLO without an auth key to an endpoint with one (refused)"
+                    } else {
+                        "a HELLO with an auth key to an endpoint without one (refused)"
+                    });
+                }
+                self.on_hello(now, addr, hs)
+            }
+            kind::HELLO_ACK => {
+                let Some(id) = self.find(addr) else {
+                    return self.stale("a HELLO_ACK from an unknown address");
+                };
+                self.on_hello_ack(now, id, auth, hs)
+            }
+            _ => {
+                let Some(id) = self.find(addr) else {
+                    return self.stale("a CONFIRM from an unknown address");
+                };
+                self.on_confirm(now, id, auth, hs)
+            }
+        }
+    }
+
+    fn on_hello(&mut self, now: Instant, addr: &[u8], hs: &Handshake) -> Incoming {
+        let known = self.find(addr).is_some();
+        if !known {
+            self.make_room_for_half_open();
+        }
+        let id = self.peer(addr);
+        let Some(p) = self.peers.get_mut(&id) else {
+            return Incoming::Control;
+        };
+        if let Some(u) = p.up.as_ref().filter(|u| u.theirs == hs.nonce) {
+            // The HELLO of the live session again: our HELLO_ACK was lost.
+            let mine = u.mine;
+            self.send_hs(id, kind::HELLO_ACK, &mine, &hs.nonce, hs.epoch);
+            return Incoming::Control;
+        }
+        if let Some(a) = p.answered.as_ref().filter(|a| a.theirs == hs.nonce) {
+            let mine = a.mine;
+            self.send_hs(id, kind::HELLO_ACK, &mine, &hs.nonce, hs.epoch);
+            return Incoming::Control;
+        }
+        let mine = match &p.hello {
+            Some(h) => h.mine,
+            None => (self.nonces)(),
+        };
+        if let Some(p) = self.peers.get_mut(&id) {
+            p.answered = Some(Answered {
+                mine,
+                theirs: hs.nonce,
+                since: now,
+            });
+        }
+        self.send_hs(id, kind::HELLO_ACK, &mine, &hs.nonce, hs.epoch);
+        Incoming::Control
+    }
+
+    fn on_hello_ack(&mut self, now: Instant, id: PeerId, auth: bool, hs: &Handshake) -> Incoming {
+        let Some(p) = self.peers.get(&id) else {
+            return Incoming::Control;
+        };
+        if let Some(u) = p.up.as_ref() {
+            if u.mine == hs.echo && u.theirs == hs.nonce {
+                // Our CONFIRM was lost: send it again.
+                let (mine, epoch) = (u.mine, u.epoch);
+                self.send_hs(id, kind::CONFIRM, &mine, &hs.nonce, epoch);
+                return Incoming::Control;
+            }
+        }
+        let from_hello = p.hello.as_ref().is_some_and(|h| h.mine == hs.echo);
+        let from_answer = p.answered.as_ref().is_some_and(|a| a.mine == hs.echo);
+        if !from_hello && !from_answer {
+            return self.stale("a HELLO_ACK answering no current HELLO");
+        }
+        let keyed = self.cfg.key.is_some();
+        let proven = auth == keyed && self.verify(LABEL_ACK, &p.addr, hs);
+        if !proven {
+            // Only the peer knows our fresh nonce: its key differs.
+            self.drops.auth += 1;
+            if let Some(p) = self.peers.get_mut(&id) {
+                p.hello = None;
+            }
+            self.events.push_back(SessionEvent::Refused {
+                peer: id,
+                why: if auth != keyed {
+                    "the peer's handshake shows one side has an auth key and the other none"
+                } else {
+                    "the peer's proof of the auth key is wrong: the keys differ"
+                },
+            });
+            return Incoming::Dropped("a HELLO_ACK failing the auth key");
+        }
+        self.establish(now, id, hs, false);
+        let (mine, epoch) = (hs.echo, hs.epoch);
+        self.send_hs(id, kind::CONFIRM, &mine, &hs.nonce, epoch);
+        Incoming::Control
+    }
+
+    fn on_confirm(&mut self, now: Instant, id: PeerId, auth: bool, hs: &Handshake) -> Incoming {
+        let Some(p) = self.peers.get_mut(&id) else {
+            return Incoming::Control;
+        };
+        if let Some(u) = p.up.as_mut() {
+            if u.mine == hs.echo && u.theirs == hs.nonce {
+                // A repeated CONFIRM: an acknowledgement tells the peer we have it.
+                u.chan.ack_soon();
+                return Incoming::Control;
+            }
+        }
+        let current = p
+            .answered
+            .as_ref()
+            .is_some_and(|a| a.mine == hs.echo && a.theirs == hs.nonce);
+        if !current {
+            return self.stale("a CONFIRM answering no current HELLO_ACK");
+        }
+        let keyed = self.cfg.key.is_some();
+        let addr = p.addr.clone();
+        if auth != keyed || !self.verify(LABEL_CONFIRM, &addr, hs) {
+            self.drops.auth += 1;
+            if let Some(p) = self.peers.get_mut(&id) {
+                p.answered = None;
+            }
+            self.ctrl.push_back((addr, refuse_packet(&hs.nonce)));
+            return Incoming::Dropped("a CONFIRM failing the auth key (refused)");
+        }
+        self.establish(now, id, hs, true);
+        Incoming::Control
+    }
+
+    /// The MAC transcript of a handshake packet sent by `from` to `to`.
+    fn verify(&self, label: &[u8], peer_addr: &[u8], hs: &Handshake) -> bool {
+        let Some(key) = &self.cfg.key else {
+            return hs.mac.is_none();
+        };
+        let Some(mac) = &hs.mac else {
+            return false;
+        };
+        let parts = transcript(
+            label,
+            peer_addr,
+            &self.cfg.my_addr,
+            hs.epoch,
+            self.cfg.epoch,
+            &hs.nonce,
+            &hs.echo,
+            hs.max_datagram,
+            hs.window,
+        );
+        let refs: Vec<&[u8]> = parts.iter().map(|v| v.as_slice()).collect();
+        key.verify(&refs, mac)
+    }
+
+    /// A session is up with `peer`: `hs.echo` is our nonce, `hs.nonce` theirs.
+    fn establish(&mut self, now: Instant, id: PeerId, hs: &Handshake, confirmed: bool) {
+        let mine = hs.echo;
+        let theirs = hs.nonce;
+        let session = session_id(&mine, &theirs);
+        let own = self.cfg.max_datagram;
+        let mut ccfg = self.cfg.chan;
+        ccfg.max_payload = own
+            .min(hs.max_datagram as usize)
+            .saturating_sub(HDR_LEN)
+            .max(1);
+        let rto = self.cfg.chan.initial_rto;
+        let Some(p) = self.peers.get_mut(&id) else {
+            return;
+        };
+        let old = p.up.take();
+        p.hello = None;
+        p.answered = None;
+        p.up = Some(Up {
+            mine,
+            theirs,
+            epoch: hs.epoch,
+            chan: Channel::new(ccfg, session, hs.window, now),
+            confirmed,
+            since: now,
+            confirm_at: (!confirmed).then_some(now + rto),
+            confirm_rto: rto,
+        });
+        if let Some(old) = old {
+            let renewed = old.epoch == hs.epoch && old.chan.is_idle();
+            self.events.push_back(SessionEvent::Down {
+                peer: id,
+                cause: Cause::Reset,
+                renewed,
+            });
+        }
+        self.events.push_back(SessionEvent::Up {
+            peer: id,
+            epoch: hs.epoch,
+        });
+    }
+
+    fn down(&mut self, id: PeerId, cause: Cause, renewed: bool) {
+        if let Some(p) = self.peers.get_mut(&id) {
+            p.up = None;
+            p.hello = None;
+        }
+        self.events.push_back(SessionEvent::Down {
+            peer: id,
+            cause,
+            renewed,
+        });
+    }
+
+    /// Drops the oldest half-open peer when the table holds as many as allowed.
+    fn make_room_for_half_open(&mut self) {
+        let half: Vec<(PeerId, Instant)> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.half_open())
+            .filter_map(|(id, p)| p.answered.as_ref().map(|a| (*id, a.since)))
+            .collect();
+        if half.len() < self.cfg.max_half_open {
+            return;
+        }
+        if let Some((id, _)) = half.iter().min_by_key(|(_, t)| *t) {
+            self.forget(*id);
+            self.drops.stale += 1;
+        }
+    }
+
+    fn forget(&mut self, id: PeerId) {
+        if let Some(p) = self.peers.remove(&id) {
+            self.by_addr.remove(&p.addr);
+        }
+    }
+
+    /// Queues a handshake packet of `kind` to `peer` whose epoch is
+    /// `their_epoch` (0 for HELLO: not known yet).
+    fn send_hs(&mut self, id: PeerId, k: u8, mine: &Nonce, echo: &Nonce, their_epoch: u64) {
+        let Some(p) = self.peers.get(&id) else {
+            return;
+        };
+        let keyed = self.cfg.key.is_some();
+        let session = if k == kind::HELLO {
+            0
+        } else {
+            session_id(mine, echo)
+        };
+        let window = self.cfg.chan.window;
+        let max_datagram = self.cfg.max_datagram as u32;
+        let mac = match (&self.cfg.key, k) {
+            (Some(key), kind::HELLO_ACK | kind::CONFIRM) => {
+                let label = if k == kind::HELLO_ACK {
+                    LABEL_ACK
+                } else {
+                    LABEL_CONFIRM
+                };
+                let parts = transcript(
+                    label,
+                    &self.cfg.my_addr,
+                    &p.addr,
+                    self.cfg.epoch,
+                    their_epoch,
+                    mine,
+                    echo,
+                    max_datagram,
+                    window,
+                );
+                let refs: Vec<&[u8]> = parts.iter().map(|v| v.as_slice()).collect();
+                Some(key.mac(&refs))
+            }
+            _ => None,
+        };
+        let r = Repr {
+            kind: k,
+            flags: if keyed { flag::AUTH } else { 0 },
+            session,
+            ..Default::default()
+        };
+        let mut out = r.to_bytes().to_vec();
+        Handshake {
+            epoch: self.cfg.epoch,
+            max_datagram,
+            window,
+            nonce: *mine,
+            echo: *echo,
+            mac,
+        }
+        .emit(&mut out);
+        self.ctrl.push_back((p.addr.clone(), out));
+    }
+
+    // ---- timers ---------------------------------------------------------
+
+    /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let t = self.cfg.chan.peer_timeout;
+        self.peers
+            .values()
+            .flat_map(|p| {
+                [
+                    p.hello.as_ref().map(|h| h.next_at.min(h.started + t)),
+                    p.answered.as_ref().map(|a| a.since + t),
+                    p.up.as_ref().and_then(|u| {
+                        let c = u.confirm_at.map(|c| c.min(u.since + t));
+                        match (c, u.chan.poll_timeout()) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        }
+                    }),
+                ]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers due at `now`: handshake retransmissions and bounds,
+    /// half-open expiry, and every channel's timers (a dead channel ends
+    /// its session with `TimedOut`).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let t = self.cfg.chan.peer_timeout;
+        let max_rto = self.cfg.chan.max_rto;
+        let ids: Vec<PeerId> = self.peers.keys().copied().collect();
+        for id in ids {
+            let Some(p) = self.peers.get_mut(&id) else {
+                continue;
+            };
+            if p.answered.as_ref().is_some_and(|a| now >= a.since + t) {
+                p.answered = None;
+            }
+            let mut resend_hello = None;
+            let mut hello_dead = false;
+            if let Some(h) = p.hello.as_mut() {
+                if now >= h.started + t {
+                    hello_dead = true;
+                } else if now >= h.next_at {
+                    h.rto = (h.rto * 2).min(max_rto);
+                    h.next_at = now + h.rto;
+                    resend_hello = Some(h.mine);
+                }
+            }
+            let mut resend_confirm = None;
+            let mut chan_dead = false;
+            if let Some(u) = p.up.as_mut() {
+                if !u.confirmed && now >= u.since + t {
+                    chan_dead = true;
+                } else if u.confirm_at.is_some_and(|c| now >= c) {
+                    u.confirm_rto = (u.confirm_rto * 2).min(max_rto);
+                    u.confirm_at = Some(now + u.confirm_rto);
+                    resend_confirm = Some((u.mine, u.theirs, u.epoch));
+                }
+                u.chan.handle_timeout(now);
+                chan_dead |= u.chan.is_dead();
+            }
+            if hello_dead {
+                p.hello = None;
+                self.events.push_back(SessionEvent::Down {
+                    peer: id,
+                    cause: Cause::TimedOut,
+                    renewed: false,
+                });
+            } else if let Some(mine) = resend_hello {
+                self.send_hs(id, kind::HELLO, &mine, &[0; NONCE_LEN], 0);
+            }
+            if chan_dead {
+                self.down(id, Cause::TimedOut, false);
+            } else if let Some((mine, theirs, epoch)) = resend_confirm {
+                self.send_hs(id, kind::CONFIRM, &mine, &theirs, epoch);
+            }
+        }
+    }
+}
+
+/// The parts of a handshake MAC, as the sender computes them.
+#[allow(clippy::too_many_arguments)]
+fn transcript(
+    label: &[u8],
+    from: &[u8],
+    to: &[u8],
+    from_epoch: u64,
+    to_epoch: u64,
+    from_nonce: &Nonce,
+    to_nonce: &Nonce,
+    max_datagram: u32,
+    window: u32,
+) -> [Vec<u8>; 9] {
+    [
+        label.to_vec(),
+        from.to_vec(),
+        to.to_vec(),
+        from_epoch.to_le_bytes().to_vec(),
+        to_epoch.to_le_bytes().to_vec(),
+        from_nonce.to_vec(),
+        to_nonce.to_vec(),
+        max_datagram.to_le_bytes().to_vec(),
+        window.to_le_bytes().to_vec(),
+    ]
+}
+
+/// A RESET of `session`.
+pub fn reset_packet(session: u64) -> [u8; HDR_LEN] {
+    Repr {
+        kind: kind::RESET,
+        session,
+        ..Default::default()
+    }
+    .to_bytes()
+}
+
+/// A REFUSE of the handshake that carried `nonce`.
+fn refuse_packet(nonce: &Nonce) -> Vec<u8> {
+    let mut v = Repr {
+        kind: kind::REFUSE,
+        ..Default::default()
+    }
+    .to_bytes()
+    .to_vec();
+    v.extend_from_slice(nonce);
+    v
+}

@@ -1,0 +1,209 @@
+//! An async operation: a future that owns its buffer and resolves to
+//! `(result, buffer)`; dropped early, it hands the buffer to the channel.
+
+use super::Inner;
+use crate::safe::table::Outcome;
+use crate::safe::Addr;
+use crate::spi::HasCore;
+use crate::{Error, Result};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// What a finished operation reports (its buffer comes beside it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed {
+    /// Bytes received (receives and reads; 0 for sends and writes).
+    pub len: usize,
+    /// The message's tag (tagged receives).
+    pub tag: u64,
+    /// Remote CQ data, if the sender attached some.
+    pub data: Option<u64>,
+    /// The sender, if it is in the address vector (receives).
+    pub src: Option<Addr>,
+}
+
+impl Completed {
+    fn from_outcome(o: &Outcome) -> Result<Completed> {
+        if let Some(e) = o.error() {
+            return Err(e);
+        }
+        Ok(Completed {
+            len: o.len,
+            tag: o.tag,
+            data: (o.flags & crate::consts::FI_REMOTE_CQ_DATA != 0).then_some(o.data),
+            src: (o.src != crate::consts::FI_ADDR_NOTAVAIL).then_some(Addr(o.src)),
+        })
+    }
+}
+
+/// Bounds the progress / re-arm rounds of one poll before it yields.
+const ROUNDS: usize = 32;
+
+/// An operation in flight on an async [`Channel`](super::Channel).
+///
+/// Resolves to the result and the buffer. Dropping it before it resolves
+/// cancels it (a receive at the provider) and the channel frees the buffer
+/// once the provider is done with it. Polling it again after it resolved
+/// returns `Pending` forever (it has no buffer left to give).
+#[must_use = "an operation does nothing useful unless awaited; dropping it cancels it"]
+pub struct Op<B: Send + 'static> {
+    inner: Arc<Inner>,
+    slot: u32,
+    gen: u32,
+    buf: Option<B>,
+    /// A post that failed (or a closed channel): resolves at once.
+    early: Option<Error>,
+    cancel_on_drop: bool,
+    /// Registered as a sleeper on the queue (see `Driver::add_sleeper`).
+    sleeping: bool,
+}
+
+impl<B: Send + 'static> std::fmt::Debug for Op<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("aio::Op")
+            .field("id", &(u64::from(self.slot) + 1))
+            .field("resolved", &self.buf.is_none())
+            .finish()
+    }
+}
+
+impl<B: Send + 'static> Op<B> {
+    pub(super) fn posted(
+        inner: Arc<Inner>,
+        slot: u32,
+        gen: u32,
+        buf: B,
+        cancel_on_drop: bool,
+    ) -> Op<B> {
+        Op {
+            inner,
+            slot,
+            gen,
+            buf: Some(buf),
+            early: None,
+            cancel_on_drop,
+            sleeping: false,
+        }
+    }
+
+    pub(super) fn failed(inner: Arc<Inner>, buf: B, e: Error) -> Op<B> {
+        Op {
+            inner,
+            slot: u32::MAX,
+            gen: 0,
+            buf: Some(buf),
+            early: Some(e),
+            cancel_on_drop: false,
+            sleeping: false,
+        }
+    }
+
+    /// Ends this operation's sleep on the queue's fd, if it slept.
+    fn wake_up(&mut self) {
+        if std::mem::take(&mut self.sleeping) {
+            self.inner.cq().core().driver().remove_sleeper();
+        }
+    }
+
+    /// If this operation's task was the one watching the wait fd, wakes
+    /// another waiting task to take over (tokio wakes only the last task
+    /// that registered).
+    fn hand_off(&self, core: &mut super::Core) {
+        if core.watcher == Some((self.slot, self.gen)) {
+            core.watcher = None;
+            if let Some(w) = core.table.any_waiter() {
+                w.wake();
+            }
+        }
+    }
+}
+
+impl<B: Send + Unpin + 'static> Future for Op<B> {
+    type Output = (Result<Completed>, B);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.buf.is_none() {
+            return Poll::Pending;
+        }
+        if let Some(e) = this.early.take() {
+            return match this.buf.take() {
+                Some(b) => Poll::Ready((Err(e), b)),
+                None => Poll::Pending,
+            };
+        }
+        this.wake_up();
+        let inner = this.inner.clone();
+        for _ in 0..ROUNDS {
+            let mut core = inner.lock();
+            if let Some(r) = core
+                .table
+                .take_done_with(this.slot, this.gen, Completed::from_outcome)
+            {
+                this.hand_off(&mut core);
+                drop(core);
+                return match this.buf.take() {
+                    Some(b) => Poll::Ready((r, b)),
+                    None => Poll::Pending,
+                };
+            }
+            if inner.progress(&mut core) > 0 {
+                continue;
+            }
+            core.table.set_waker(this.slot, this.gen, cx.waker());
+            let Some(fd) = inner.fd() else {
+                // Busy polling: come back at once.
+                drop(core);
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            };
+            core.watcher = Some((this.slot, this.gen));
+            drop(core);
+            match fd.poll_read_ready(cx) {
+                Poll::Ready(Ok(mut g)) => {
+                    // Something happened since the last look: collect it.
+                    g.clear_ready();
+                }
+                Poll::Ready(Err(_)) => {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                // Registered for the fd: sleep if nothing is pending. A
+                // completion after `trywait` makes the fd readable, which
+                // the reactor saw or will see after our registration.
+                Poll::Pending => {
+                    inner.cq().core().driver().add_sleeper();
+                    this.sleeping = true;
+                    if inner.cq().trywait().is_ok() {
+                        return Poll::Pending;
+                    }
+                    this.wake_up();
+                }
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl<B: Send + 'static> Drop for Op<B> {
+    fn drop(&mut self) {
+        self.wake_up();
+        let Some(buf) = self.buf.take() else {
+            return;
+        };
+        if self.early.is_some() {
+            return;
+        }
+        let mut core = self.inner.lock();
+        self.hand_off(&mut core);
+        let pending = core.table.orphan(self.slot, self.gen, buf);
+        if pending && self.cancel_on_drop {
+            if let Some(ep) = &core.ep {
+                let _ = ep.cancel(self.slot as usize + 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! Owned buffers the safe and async layers accept: anything whose bytes stay
+//! put while the value moves ([`IoBuf`] for sends and writes, [`IoBufMut`]
+//! for receives and reads), and a [`BufPool`] of reusable buffers so a
+//! zero-copy application allocates nothing per message.
+//!
+//! An operation takes the buffer's address when it is posted and then moves
+//! the value into its handle (or future); the provider reads or writes the
+//! bytes until the operation completes. That is sound only for buffers
+//! whose bytes live on the heap (or in static memory) rather than inside
+//! the value: hence the traits are `unsafe` to implement.
+
+use crate::{Error, MrAccess, MrAttr, Result};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+/// A buffer an operation may read (sends, RMA writes).
+///
+/// # Safety
+/// `as_ref()` must return the same memory (address and length) every time
+/// while the value is not mutated through its own API, and that memory
+/// must not move or be freed when the value is moved: it belongs to the
+/// heap (or is static), not to the value's own bytes. `Vec<u8>`,
+/// `Box<[u8]>`, `bytes::BytesMut` qualify; `[u8; N]` does not.
+pub unsafe trait IoBuf: AsRef<[u8]> + Send + 'static {
+    /// The local descriptor of a registered buffer (`fi_mr_desc`), if any.
+    fn desc(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// A buffer an operation may write (receives, RMA reads): the provider
+/// fills up to `as_mut().len()` bytes.
+///
+/// # Safety
+/// As [`IoBuf`], and `as_mut()` returns the same memory as `as_ref()`.
+pub unsafe trait IoBufMut: IoBuf + AsMut<[u8]> {}
+
+// SAFETY: a Vec's bytes live on the heap and do not move with the Vec;
+// the safe layer never grows or shrinks it while an operation holds it.
+unsafe impl IoBuf for Vec<u8> {}
+// SAFETY: as for `IoBuf`.
+unsafe impl IoBufMut for Vec<u8> {}
+// SAFETY: a boxed slice's bytes live on the heap and do not move with the box.
+unsafe impl IoBuf for Box<[u8]> {}
+// SAFETY: as for `IoBuf`.
+unsafe impl IoBufMut for Box<[u8]> {}
+// SAFETY: static bytes never move or go away.
+unsafe impl IoBuf for &'static [u8] {}
+
+#[cfg(feature = "bytes")]
+// SAFETY: a BytesMut's bytes live in a heap allocation it owns (or shares
+// read-only), which does not move with the handle.
+unsafe impl IoBuf for bytes::BytesMut {}
+#[cfg(feature = "bytes")]
+// SAFETY: as for `IoBuf`; `as_mut` is the same range as `as_ref`.
+unsafe impl IoBufMut for bytes::BytesMut {}
+#[cfg(feature = "bytes")]
+// SAFETY: a Bytes points at heap or static memory that does not move with
+// the handle and is never written while shared.
+unsafe impl IoBuf for bytes::Bytes {}
+
+/// A pool of equal-sized buffers, allocated once and reused: [`take`]
+/// hands out a [`PoolBuf`], which goes back to the pool when dropped.
+/// A pool made with [`registered`](Self::registered) also registers each
+/// buffer with a channel's domain, and operations pass its descriptor (for
+/// providers that require registered local memory, FI_MR_LOCAL).
+///
+/// [`take`]: BufPool::take
+#[derive(Clone)]
+pub struct BufPool {
+    inner: Arc<Pool>,
+}
+
+struct Pool {
+    // Field order is drop order: registrations before the memory.
+    regs: Vec<crate::MemoryRegion>,
+    free: Mutex<Vec<(Box<[u8]>, u64)>>,
+    size: usize,
+    count: usize,
+}
+
+impl fmt::Debug for BufPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufPool")
+            .field("size", &self.inner.size)
+            .field("count", &self.inner.count)
+            .field("free", &self.available())
+            .finish()
+    }
+}
+
+impl BufPool {
+    /// `count` buffers of `size` bytes each, zeroed.
+    pub fn new(count: usize, size: usize) -> BufPool {
+        let free = (0..count)
+            .map(|_| (vec![0u8; size].into_boxed_slice(), 0))
+            .collect();
+        BufPool {
+            inner: Arc::new(Pool {
+                regs: Vec::new(),
+                free: Mutex::new(free),
+                size,
+                count,
+            }),
+        }
+    }
+
+    /// As [`new`](Self::new), each buffer registered with `domain` for
+    /// local sends, receives, reads and writes.
+    pub fn registered(domain: &crate::Domain, count: usize, size: usize) -> Result<BufPool> {
+        if size == 0 {
+            return Err(Error::inval(
+                "pool: buffers of 0 bytes cannot be registered",
+            ));
+        }
+        let mut regs = Vec::with_capacity(count);
+        let mut free = Vec::with_capacity(count);
+        for _ in 0..count {
+            let mut b = vec![0u8; size].into_boxed_slice();
+            let access = MrAccess::SEND | MrAccess::RECV | MrAccess::READ | MrAccess::WRITE;
+            let attr = MrAttr {
+                iov: vec![(b.as_mut_ptr() as usize, b.len())],
+                access: access.bits(),
+                requested_key: 0,
+                offset: 0,
+            };
+            // SAFETY: the pool keeps every buffer allocated (in its free list
+            // or in a PoolBuf that holds the pool) until after the
+            // registrations drop (field order of `Pool`); the regions grant
+            // local access only, so no peer reaches the memory.
+            let mr = unsafe { domain.mr_reg(&attr) }?;
+            free.push((b, mr.desc()));
+            regs.push(mr);
+        }
+        Ok(BufPool {
+            inner: Arc::new(Pool {
+                regs,
+                free: Mutex::new(free),
+                size,
+                count,
+            }),
+        })
+    }
+
+    /// A free buffer, or `None` while all are in use.
+    pub fn take(&self) -> Option<PoolBuf> {
+        let (buf, desc) = self.lock().pop()?;
+        Some(PoolBuf {
+            buf: Some(buf),
+            desc,
+            len: self.inner.size,
+            pool: self.inner.clone(),
+        })
+    }
+
+    /// Buffers free now.
+    pub fn available(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Size of each buffer.
+    pub fn buf_size(&self) -> usize {
+        self.inner.size
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Box<[u8]>, u64)>> {
+        self.inner.free.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A buffer from a [`BufPool`]; back to the pool when dropped. Its length
+/// starts at the pool's buffer size and may be cut with
+/// [`set_len`](Self::set_len) (a send of fewer bytes).
+pub struct PoolBuf {
+    buf: Option<Box<[u8]>>,
+    desc: u64,
+    len: usize,
+    pool: Arc<Pool>,
+}
+
+impl PoolBuf {
+    /// Uses the first `len` bytes (at most the buffer's size).
+    pub fn set_len(&mut self, len: usize) {
+        self.len = len.min(self.pool.size);
+    }
+}
+
+impl fmt::Debug for PoolBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolBuf").field("len", &self.len).finish()
+    }
+}
+
+impl AsRef<[u8]> for PoolBuf {
+    fn as_ref(&self) -> &[u8] {
+        match &self.buf {
+            Some(b) => &b[..self.len],
+            None => &[],
+        }
+    }
+}
+
+impl AsMut<[u8]> for PoolBuf {
+    fn as_mut(&mut self) -> &mut [u8] {
+        match &mut self.buf {
+            Some(b) => &mut b[..self.len],
+            None => &mut [],
+        }
+    }
+}
+
+impl Drop for PoolBuf {
+    fn drop(&mut self) {
+        if let Some(b) = self.buf.take() {
+            self.pool
+                .free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((b, self.desc));
+        }
+    }
+}
+
+// SAFETY: the bytes live in a boxed slice that does not move with the
+// PoolBuf, and stay allocated (and registered) while it exists.
+unsafe impl IoBuf for PoolBuf {
+    fn desc(&self) -> Option<u64> {
+        (!self.pool.regs.is_empty()).then_some(self.desc)
+    }
+}
+// SAFETY: as for `IoBuf`; `as_mut` is the same range as `as_ref`.
+unsafe impl IoBufMut for PoolBuf {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_buffers_come_back_and_are_reused_without_allocating() {
+        let pool = BufPool::new(2, 64);
+        let a = pool.take().expect("first");
+        let mut b = pool.take().expect("second");
+        assert!(pool.take().is_none(), "only two");
+        assert_eq!(pool.available(), 0);
+        let addr = b.as_ref().as_ptr();
+        b.set_len(5);
+        assert_eq!(b.as_ref().len(), 5);
+        b.set_len(1000);
+        assert_eq!(b.as_ref().len(), 64, "never past the buffer");
+        drop(b);
+        assert_eq!(pool.available(), 1);
+        let again = pool.take().expect("returned buffer");
+        assert_eq!(again.as_ref().as_ptr(), addr, "the same memory");
+        assert_eq!(again.desc(), None, "unregistered pool");
+        drop((a, again));
+        assert_eq!(pool.available(), 2);
+    }
+}

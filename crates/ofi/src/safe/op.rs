@@ -1,0 +1,262 @@
+//! What posting returns: an [`Op`] handle that owns the operation's buffer
+//! until it completes, the [`Done`] it turns into, and the errors that hand
+//! the buffer back ([`PostError`], [`OpError`]), each usable with `?`.
+
+use super::table::{Outcome, State};
+use super::{Addr, Channel};
+use crate::{Error, ErrorKind, IoBuf};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Identifies an operation posted on a channel (its context).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OpId(pub u64);
+
+/// A finished operation with its buffer handed back.
+#[derive(Debug)]
+pub struct Done<B> {
+    /// The buffer (for a receive or read, `len` bytes of it were written).
+    pub buf: B,
+    /// Bytes received (receives and reads; 0 for sends and writes).
+    pub len: usize,
+    /// The message's tag (tagged receives).
+    pub tag: u64,
+    /// Remote CQ data, if the sender attached some.
+    pub data: Option<u64>,
+    /// The sender, if it is in the address vector (receives).
+    pub src: Option<Addr>,
+}
+
+impl<B: IoBuf> Done<B> {
+    /// The bytes received: the first `len` bytes of the buffer.
+    pub fn bytes(&self) -> &[u8] {
+        let b = self.buf.as_ref();
+        &b[..self.len.min(b.len())]
+    }
+}
+
+impl Done<super::Atomic> {
+    /// The fetched value of a one-element 64-bit fetch or compare atomic
+    /// (as from [`Channel::fetch_add_u64`]).
+    pub fn fetched_u64(&self) -> Option<u64> {
+        Some(u64::from_ne_bytes(
+            self.buf.result.as_slice().try_into().ok()?,
+        ))
+    }
+}
+
+impl<B> Done<B> {
+    #[inline(always)]
+    pub(crate) fn from_outcome(buf: B, o: &Outcome) -> Done<B> {
+        Done {
+            buf,
+            len: o.len,
+            tag: o.tag,
+            data: (o.flags & crate::consts::FI_REMOTE_CQ_DATA != 0).then_some(o.data),
+            src: (o.src != crate::consts::FI_ADDR_NOTAVAIL).then_some(Addr(o.src)),
+        }
+    }
+}
+
+/// A post that the provider refused, with the buffer handed back.
+/// Converts into [`Error`] (dropping the buffer), so `?` works.
+pub struct PostError<B> {
+    /// The buffer, untouched.
+    pub buf: B,
+    /// Why the post failed (`FI_EAGAIN`: the queue is full, try later).
+    pub error: Error,
+}
+
+/// An operation that did not finish successfully.
+pub struct OpError<B> {
+    /// What went wrong: the provider's error (truncated, cancelled, peer
+    /// gone, access refused at the target …), a wait that timed out
+    /// ([`ErrorKind::TimedOut`]: the operation is still in flight), or a
+    /// handle already taken.
+    pub error: Error,
+    /// The buffer, when the operation ended (none on a timeout: it stays
+    /// with the operation).
+    pub buf: Option<B>,
+    /// Bytes that did not fit (truncation).
+    pub overflow: usize,
+}
+
+macro_rules! buf_error {
+    ($t:ident) => {
+        impl<B> $t<B> {
+            /// The kind of failure.
+            pub fn kind(&self) -> ErrorKind {
+                self.error.kind()
+            }
+        }
+        impl<B> fmt::Debug for $t<B> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($t), self.error)
+            }
+        }
+        impl<B> fmt::Display for $t<B> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.error, f)
+            }
+        }
+        impl<B> std::error::Error for $t<B> {}
+        impl<B> From<$t<B>> for Error {
+            fn from(e: $t<B>) -> Error {
+                e.error
+            }
+        }
+    };
+}
+
+buf_error!(PostError);
+buf_error!(OpError);
+
+impl<B> From<Error> for OpError<B> {
+    /// A failure that is not the operation's own (a queue error while
+    /// driving the channel): no buffer comes with it.
+    fn from(error: Error) -> OpError<B> {
+        OpError {
+            error,
+            buf: None,
+            overflow: 0,
+        }
+    }
+}
+
+impl<B> PostError<B> {
+    /// The buffer and the error.
+    pub fn into_parts(self) -> (B, Error) {
+        (self.buf, self.error)
+    }
+}
+
+/// A posted operation: owns its buffer until it completes.
+///
+/// Collect it with [`check`](Self::check) after [`Channel::poll`], or block
+/// with [`wait`](Self::wait). Dropping it before it completes cancels a
+/// receive and hands the buffer to the channel, which frees it once the
+/// provider is done with it; forgetting it (`mem::forget`) leaks the buffer.
+#[must_use = "an operation's buffer comes back through its handle"]
+pub struct Op<'ch, B: Send + 'static> {
+    pub(super) ch: &'ch Channel,
+    pub(super) slot: u32,
+    pub(super) gen: u32,
+    pub(super) buf: Option<B>,
+    pub(super) cancel_on_drop: bool,
+}
+
+impl<B: Send + 'static> fmt::Debug for Op<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Op")
+            .field("id", &self.id())
+            .field("taken", &self.buf.is_none())
+            .finish()
+    }
+}
+
+impl<'ch, B: Send + 'static> Op<'ch, B> {
+    /// The operation's id (its context on the endpoint).
+    pub fn id(&self) -> OpId {
+        OpId(u64::from(self.slot) + 1)
+    }
+
+    /// True once its completion has been collected by [`Channel::poll`].
+    pub fn is_done(&self) -> bool {
+        let mut t = self.ch.table.borrow_mut();
+        matches!(t.slot(self.slot, self.gen), Some(s) if s.state == State::Done)
+    }
+
+    /// The result if the operation has finished (no progress: call
+    /// [`Channel::poll`] to collect completions); `None` while in flight.
+    /// After it returned the result once, an error (`FI_EALREADY`).
+    #[inline(always)]
+    pub fn check(&mut self) -> Option<Result<Done<B>, OpError<B>>> {
+        if self.buf.is_none() {
+            return Some(Err(OpError {
+                error: Error::new(
+                    crate::errno::FI_EALREADY,
+                    "operation: its result was already taken",
+                ),
+                buf: None,
+                overflow: 0,
+            }));
+        }
+        let buf = &mut self.buf;
+        let r = self
+            .ch
+            .table
+            .borrow_mut()
+            .take_done_with(self.slot, self.gen, |o| {
+                let buf = buf.take()?;
+                Some(match o.error() {
+                    None => Ok(Done::from_outcome(buf, o)),
+                    Some(error) => Err(OpError {
+                        error,
+                        buf: Some(buf),
+                        overflow: o.olen,
+                    }),
+                })
+            });
+        r.flatten()
+    }
+
+    /// Drives the channel until the operation finishes or `timeout`
+    /// passes (spinning briefly, then sleeping on the completion queue). On
+    /// timeout the error is [`ErrorKind::TimedOut`] and the operation is
+    /// still in flight: wait again, or drop it.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Done<B>, OpError<B>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(r) = self.check() {
+                return r;
+            }
+            let step = match self.ch.poll() {
+                Ok(0) => self.ch.block(deadline),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(error) = step {
+                if let Some(r) = self.check() {
+                    return r;
+                }
+                return Err(OpError {
+                    error,
+                    buf: None,
+                    overflow: 0,
+                });
+            }
+            if Instant::now() >= deadline {
+                if let Some(r) = self.check() {
+                    return r;
+                }
+                return Err(OpError {
+                    error: Error::new(
+                        crate::errno::FI_ETIMEDOUT,
+                        format!("operation still in flight after {timeout:?}"),
+                    ),
+                    buf: None,
+                    overflow: 0,
+                });
+            }
+        }
+    }
+
+    /// Cancels the operation (`fi_cancel`): a posted receive completes with
+    /// `FI_ECANCELED`; a send or one-sided operation already under way
+    /// completes as it would have.
+    pub fn cancel(&self) -> crate::Result<()> {
+        self.ch.ep.cancel(self.id().0 as usize)
+    }
+}
+
+impl<B: Send + 'static> Drop for Op<'_, B> {
+    fn drop(&mut self) {
+        let Some(buf) = self.buf.take() else {
+            return;
+        };
+        let pending = self.ch.table.borrow_mut().orphan(self.slot, self.gen, buf);
+        if pending && self.cancel_on_drop {
+            let _ = self.ch.ep.cancel(self.id().0 as usize);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! What the endpoints of one domain share: an epoll set over their sockets
+//! and a timer (the wait fd every endpoint reports), and progress. Manual
+//! progress is per domain, as tcp's: a CQ, counter or EQ call on any
+//! endpoint drives every endpoint of its domain, so a sender that only
+//! waits on its peer's queue still retransmits and acknowledges.
+
+use crate::sys::{Poller, Timer};
+use ofi_core::error::{Error, Result};
+use ofi_core::util::lock::SpinLock;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+/// An endpoint the domain drives.
+pub trait Member: Send + Sync {
+    /// Receives, sends, runs timers and completes (non-blocking; skips
+    /// when another thread holds the endpoint).
+    fn drive(&self);
+    /// The earliest time the endpoint has timer work (retransmission,
+    /// acknowledgement, the dead bound), if any.
+    fn deadline(&self) -> Option<Instant>;
+    /// True when it must not sleep: it has work no readiness announces.
+    fn restless(&self) -> bool;
+}
+
+/// The shared part of a udp domain.
+pub struct Shared {
+    /// Readiness of every socket of the domain, and of the timer.
+    pub poller: Poller,
+    timer: Timer,
+    members: SpinLock<Vec<Weak<dyn Member>>>,
+    next_key: AtomicU64,
+    auto: AtomicBool,
+}
+
+/// The poller key of the domain's timer.
+const TIMER_KEY: u64 = 0;
+
+impl Shared {
+    /// A new domain's shared state.
+    pub fn new() -> Result<Arc<Shared>> {
+        let poller = Poller::new().map_err(|e| Error::os(e, "udp: epoll"))?;
+        let timer = Timer::new().map_err(|e| Error::os(e, "udp: timerfd"))?;
+        poller
+            .add(timer.fd(), TIMER_KEY)
+            .map_err(|e| Error::os(e, "udp: epoll add"))?;
+        Ok(Arc::new(Shared {
+            poller,
+            timer,
+            members: SpinLock::new(Vec::new()),
+            next_key: AtomicU64::new(TIMER_KEY + 1),
+            auto: AtomicBool::new(false),
+        }))
+    }
+
+    /// A key unique in this domain (poller keys).
+    pub fn key(&self) -> u64 {
+        self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Adds an endpoint.
+    pub fn join(&self, m: Weak<dyn Member>) {
+        let mut g = self.members.lock();
+        g.retain(|w| w.strong_count() > 0);
+        g.push(m);
+    }
+
+    /// Drives every endpoint of the domain.
+    pub fn progress(&self) {
+        // Another thread driving the domain is as good as us.
+        let Some(g) = self.members.try_lock() else {
+            return;
+        };
+        let members: Vec<Arc<dyn Member>> = g.iter().filter_map(Weak::upgrade).collect();
+        drop(g);
+        for m in members {
+            m.drive();
+        }
+    }
+
+    /// A waiter is about to sleep on the wait fd: the timer is set to the
+    /// earliest deadline of the domain's endpoints. True if it may sleep
+    /// (nothing ready, nothing restless).
+    pub fn arm(&self) -> bool {
+        self.timer.drain();
+        let members: Vec<Arc<dyn Member>> = self
+            .members
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        if members.iter().any(|m| m.restless()) {
+            return false;
+        }
+        let next = members.iter().filter_map(|m| m.deadline()).min();
+        let now = Instant::now();
+        match next {
+            Some(t) if t <= now => return false,
+            Some(t) => self.timer.set(Some(t - now)),
+            None => self.timer.set(None),
+        }
+        !self.poller.any_ready()
+    }
+
+    /// The waiter woke up or gave up.
+    pub fn disarm(&self) {}
+
+    /// The wait fd.
+    pub fn fd(&self) -> RawFd {
+        self.poller.fd()
+    }
+
+    /// FI_PROGRESS_AUTO: a thread that waits on the domain's sockets and
+    /// timer and drives its endpoints, until the domain and its endpoints
+    /// are gone.
+    pub fn start_auto_progress(self: &Arc<Self>) -> Result<()> {
+        self.auto.store(true, Ordering::Relaxed);
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("ofi-udp-progress".into())
+            .spawn(move || {
+                while let Some(shared) = weak.upgrade() {
+                    if shared.arm() {
+                        shared.poller.wait(10);
+                    }
+                    shared.progress();
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| Error::os(e, "udp: starting the progress thread"))
+    }
+}
