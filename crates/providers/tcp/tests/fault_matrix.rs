@@ -338,7 +338,10 @@ impl Crowd {
 
 #[test]
 fn two_hundred_fifty_six_peers_on_one_rdm_endpoint() {
-    alone("two_hundred_fifty_six_peers_on_one_rdm_endpoint", many_peers);
+    alone(
+        "two_hundred_fifty_six_peers_on_one_rdm_endpoint",
+        many_peers,
+    );
 }
 
 fn many_peers() {
