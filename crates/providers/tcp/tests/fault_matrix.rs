@@ -527,10 +527,14 @@ fn soak() {
         rss1 / 1024
     );
     assert_eq!(fd1, fd0, "descriptors leaked over {} rounds", n - 200);
-    assert!(
-        rss1 <= rss0 + 8 * 1024 * 1024,
-        "RSS grew from {} to {} KiB",
-        rss0 / 1024,
-        rss1 / 1024
-    );
+    // Under AddressSanitizer (scripts/sanitize.sh sets ASAN_OPTIONS) freed
+    // memory sits in its quarantine (up to 256 MiB): RSS says nothing there.
+    if std::env::var_os("ASAN_OPTIONS").is_none() {
+        assert!(
+            rss1 <= rss0 + 8 * 1024 * 1024,
+            "RSS grew from {} to {} KiB",
+            rss0 / 1024,
+            rss1 / 1024
+        );
+    }
 }
