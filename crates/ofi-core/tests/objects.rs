@@ -264,6 +264,36 @@ fn av_table_insert_lookup_remove_reverse() {
 }
 
 #[test]
+fn av_duplicates_are_aliases_with_one_primary() {
+    let av = AvCore::new(&AvAttr::default(), Arc::new(TestAddrs)).unwrap();
+    let mut out = [0u64; 4];
+    av.insert(&[b"t://a", b"t://b", b"t://a", b"t://a"], &mut out)
+        .unwrap();
+    assert_eq!(out, [0, 1, 2, 3], "each insert its own fi_addr, in order");
+    for a in [0, 2, 3] {
+        assert_eq!(&*av.lookup(a).unwrap(), b"t://a");
+        assert_eq!(av.primary(a), Some(0), "fi_addr {a}'s primary");
+    }
+    assert_eq!(av.primary(1), Some(1));
+    assert_eq!(av.primary(9), None);
+    assert_eq!(av.reverse(b"t://a"), Some(0));
+    // Removing the primary promotes the first alias left; removing every
+    // alias forgets the address.
+    av.remove(&[0]).unwrap();
+    assert_eq!(av.reverse(b"t://a"), Some(2));
+    assert_eq!(av.primary(3), Some(2));
+    av.remove(&[3]).unwrap();
+    assert_eq!(av.primary(2), Some(2));
+    av.remove(&[2]).unwrap();
+    assert_eq!(av.reverse(b"t://a"), None);
+    // A re-insert after removal is a fresh primary.
+    let mut o = [0u64];
+    av.insert(&[b"t://a"], &mut o).unwrap();
+    assert_eq!(av.reverse(b"t://a"), Some(o[0]));
+    assert_eq!(av.primary(o[0]), Some(o[0]));
+}
+
+#[test]
 fn mr_keys_access_and_bounds() {
     let map = MrMap::new();
     let buf = vec![0u8; 4096];

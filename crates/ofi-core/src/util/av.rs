@@ -1,6 +1,15 @@
 //! Address vectors (map and table): raw addresses stored by index, a reverse
 //! map for FI_SOURCE, and a generation number endpoints use to validate their
 //! per-peer caches.
+//!
+//! Duplicates: `man fi_av` leaves inserting an address twice to the
+//! provider. ofi gives each insert its own fi_addr (a table keeps its
+//! indices in insertion order) and every one of them works: the fi_addrs
+//! holding one address are *aliases* of one peer. The first of them still
+//! in the AV is the peer's *primary* fi_addr ([`AvCore::primary`]): the
+//! one FI_SOURCE reports and the one endpoints key per-peer state by
+//! (connections, directed receives, dead peers), so that a send or a
+//! directed receive through any alias reaches the same peer state.
 
 use crate::consts::{av_type, FI_ADDR_NOTAVAIL};
 use crate::error::{errno, Error, Result};
@@ -18,11 +27,18 @@ pub struct AvAttr {
     pub count: usize,
 }
 
+/// The fi_addrs holding one address: the primary and how many in all.
+#[derive(Clone, Copy)]
+struct Holders {
+    primary: u64,
+    count: usize,
+}
+
 #[derive(Default)]
 struct Table {
     slots: Vec<Option<Arc<[u8]>>>,
     free: Vec<usize>,
-    reverse: HashMap<Arc<[u8]>, u64>,
+    reverse: HashMap<Arc<[u8]>, Holders>,
 }
 
 /// The address vector shared by the core and providers.
@@ -30,6 +46,7 @@ pub struct AvCore {
     kind: u32,
     table: RwLock<Table>,
     generation: AtomicU64,
+    insertions: AtomicU64,
     ops: Arc<dyn AddrOps>,
     pub(crate) bound: AtomicUsize,
 }
@@ -60,6 +77,7 @@ impl AvCore {
             kind,
             table: RwLock::new(t),
             generation: AtomicU64::new(0),
+            insertions: AtomicU64::new(0),
             ops,
             bound: AtomicUsize::new(0),
         }))
@@ -74,6 +92,13 @@ impl AvCore {
     #[inline]
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// Changes whenever addresses are inserted; endpoints look up again
+    /// the peers they met before their address was in the AV.
+    #[inline]
+    pub fn insertions(&self) -> u64 {
+        self.insertions.load(Ordering::Acquire)
     }
 
     /// Inserts addresses. `out[i]` receives each fi_addr, or
@@ -101,9 +126,16 @@ impl AvCore {
                             t.slots.len() - 1
                         }
                     };
-                    t.reverse.entry(c).or_insert(idx as u64);
+                    t.reverse
+                        .entry(c)
+                        .and_modify(|h| h.count += 1)
+                        .or_insert(Holders {
+                            primary: idx as u64,
+                            count: 1,
+                        });
                     out[i] = idx as u64;
                     ok += 1;
+                    self.insertions.fetch_add(1, Ordering::AcqRel);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "av insert: address rejected");
@@ -138,10 +170,31 @@ impl AvCore {
         }
         for &a in fi_addrs {
             if let Some(old) = t.slots[a as usize].take() {
-                if t.reverse.get(&old) == Some(&a) {
-                    t.reverse.remove(&old);
-                }
                 t.free.push(a as usize);
+                let Some(h) = t.reverse.get(&old).copied() else {
+                    continue;
+                };
+                if h.count <= 1 {
+                    t.reverse.remove(&old);
+                    continue;
+                }
+                // An alias remains: the first one left becomes the primary
+                // (a scan, only when a duplicated primary goes).
+                let primary = if h.primary == a {
+                    t.slots
+                        .iter()
+                        .position(|s| s.as_deref() == Some(&old[..]))
+                        .map_or(h.primary, |i| i as u64)
+                } else {
+                    h.primary
+                };
+                t.reverse.insert(
+                    old,
+                    Holders {
+                        primary,
+                        count: h.count - 1,
+                    },
+                );
             }
         }
         self.generation.fetch_add(1, Ordering::AcqRel);
@@ -162,10 +215,21 @@ impl AvCore {
             })
     }
 
-    /// The fi_addr of a raw address (FI_SOURCE), if inserted.
+    /// The primary fi_addr of a raw address (what FI_SOURCE reports), if
+    /// inserted.
     pub fn reverse(&self, addr: &[u8]) -> Option<u64> {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
-        t.reverse.get(addr).copied()
+        t.reverse.get(addr).map(|h| h.primary)
+    }
+
+    /// The primary fi_addr of the peer `fi_addr` names: `fi_addr` itself
+    /// unless an earlier insert of the same address is still in the AV
+    /// (see the module's note on duplicates); `None` when `fi_addr` is
+    /// not in the AV.
+    pub fn primary(&self, fi_addr: u64) -> Option<u64> {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        let a = t.slots.get(fi_addr as usize)?.as_ref()?;
+        t.reverse.get(a).map(|h| h.primary)
     }
 
     /// `fi_av_straddr`.

@@ -134,9 +134,10 @@ pub struct Accepting {
 /// True for the errors that say a resource ran out, not that the
 /// connection was bad: the listener should pause rather than spin.
 pub fn exhausted(e: &io::Error) -> bool {
+    use rustix::io::Errno;
     matches!(
-        e.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+        Errno::from_io_error(e),
+        Some(Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM)
     )
 }
 
@@ -251,7 +252,7 @@ mod tests {
         let mut a = Accepting::default();
         let t = Instant::now();
         assert!(a.may_accept(|| t));
-        let emfile = io::Error::from_raw_os_error(libc::EMFILE);
+        let emfile = io::Error::from(rustix::io::Errno::MFILE);
         a.failed(&emfile, t, "l");
         assert!(!a.may_accept(|| t + Duration::from_millis(5)));
         assert!(a.may_accept(|| t + BACKOFF_MIN));
@@ -265,7 +266,7 @@ mod tests {
         assert!(a.may_accept(|| t));
         assert_eq!((a.unlogged, a.logged_at), (0, None));
         // A bad connection (not a resource) pauses nothing.
-        a.failed(&io::Error::from_raw_os_error(libc::ECONNABORTED), t, "l");
+        a.failed(&io::Error::from(rustix::io::Errno::CONNABORTED), t, "l");
         assert!(a.may_accept(|| t));
     }
 }

@@ -282,12 +282,11 @@ impl Link {
                 Ok(true) => self.connecting = false,
                 Err(e) => {
                     self.connecting = false;
-                    let code = match e.raw_os_error() {
-                        Some(libc::ECONNREFUSED) => errno::FI_ECONNREFUSED,
-                        Some(libc::ETIMEDOUT) => errno::FI_ETIMEDOUT,
-                        Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => {
-                            errno::FI_EHOSTUNREACH
-                        }
+                    use rustix::io::Errno;
+                    let code = match Errno::from_io_error(&e) {
+                        Some(Errno::CONNREFUSED) => errno::FI_ECONNREFUSED,
+                        Some(Errno::TIMEDOUT) => errno::FI_ETIMEDOUT,
+                        Some(Errno::HOSTUNREACH | Errno::NETUNREACH) => errno::FI_EHOSTUNREACH,
                         _ => fi_errno(&e),
                     };
                     self.conn.on_error(code, rx);
@@ -335,12 +334,12 @@ impl Link {
         }
         if watched {
             let out = self.wants_write();
-            if poller.add(self.sock.fd(), key, out).is_ok() {
+            if poller.add(&self.sock, key, out).is_ok() {
                 self.watched = true;
                 self.watching_out = out;
             }
         } else {
-            poller.remove(self.sock.fd());
+            poller.remove(&self.sock);
             self.watched = false;
         }
     }
@@ -359,7 +358,7 @@ impl Link {
         let want = self.wants_write();
         if want != self.watching_out {
             self.watching_out = want;
-            let _ = poller.modify(self.sock.fd(), key, want);
+            let _ = poller.modify(&self.sock, key, want);
         }
     }
 }

@@ -508,7 +508,7 @@ impl EndpointOps for TcpMsgEp {
         let conn = crate::auth::arm(conn, &self.auth)?;
         self.shared
             .poller
-            .add(sock.fd(), self.key.load(Ordering::Relaxed), true)
+            .add(&sock, self.key.load(Ordering::Relaxed), true)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         g.link = Some(Link::new(sock, conn, true, self.cfg.peer_timeout));
         g.phase = Phase::Connecting;
@@ -543,7 +543,7 @@ impl EndpointOps for TcpMsgEp {
             .map_err(|e| Error::new(e, "tcp: accept"))?;
         self.shared
             .poller
-            .add(link.sock.fd(), self.key.load(Ordering::Relaxed), true)
+            .add(&link.sock, self.key.load(Ordering::Relaxed), true)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         g.link = Some(link);
         g.phase = Phase::Accepting;

@@ -96,7 +96,7 @@ impl TcpPep {
                                 continue;
                             }
                         };
-                        let _ = self.poller.add(sock.fd(), id, false);
+                        let _ = self.poller.add(&sock, id, false);
                         g.waiting
                             .push(Link::new(sock, conn, false, self.cfg.peer_timeout));
                         let mut drops = Vec::new();
@@ -158,12 +158,12 @@ impl TcpPep {
             }
             if dead || waiting[i].conn.is_closed() {
                 let l = g.waiting.swap_remove(i);
-                self.poller.remove(l.sock.fd());
+                self.poller.remove(&l.sock);
                 continue;
             }
             if let Some((addr, data)) = request {
                 let link = g.waiting.swap_remove(i);
-                self.poller.remove(link.sock.fd());
+                self.poller.remove(&link.sock);
                 let peer = link.sock.peer_addr().unwrap_or(g.src);
                 let mut info = self.info.clone();
                 info.dest_addr = Some(if addr.is_empty() {
@@ -197,7 +197,7 @@ impl TcpPep {
         closing.retain(|l| {
             let done = l.conn.is_closed();
             if done {
-                self.poller.remove(l.sock.fd());
+                self.poller.remove(&l.sock);
             }
             !done
         });
@@ -210,7 +210,7 @@ impl TcpPep {
     fn drop_half_open(&self, g: &mut Inner, id: u64, why: Dropped) {
         if let Some(i) = g.waiting.iter().position(|l| l.conn.id() == id) {
             let l = g.waiting.swap_remove(i);
-            self.poller.remove(l.sock.fd());
+            self.poller.remove(&l.sock);
             tracing::warn!(
                 peer = ?l.sock.peer_addr().ok(),
                 listener = %g.bound.unwrap_or(g.src),
@@ -248,7 +248,7 @@ impl PassiveEndpointOps for TcpPep {
         }
         let l = Socket::listen_in(&g.src, self.cfg.port_range)?;
         self.poller
-            .add(l.fd(), 0, false)
+            .add(&l, 0, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         g.bound = l.local_addr().ok();
         g.listener = Some(l);
@@ -303,7 +303,7 @@ impl PassiveEndpointOps for TcpPep {
             .map_err(|e| Error::new(e, "tcp: reject"))?;
         let mut g = self.inner.lock();
         let key = link.conn.id();
-        let _ = self.poller.add(link.sock.fd(), key, true);
+        let _ = self.poller.add(&link.sock, key, true);
         g.closing.push(link);
         self.drive(&mut g);
         Ok(())

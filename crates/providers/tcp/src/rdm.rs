@@ -3,6 +3,12 @@
 //! address is the endpoint's name); crossing connects are resolved so both
 //! sides keep the same connection; one receive side shared by every
 //! connection matches messages in arrival order per connection.
+//!
+//! A peer is its address: one connection per peer address, whichever
+//! fi_addr names it (duplicates in the AV are aliases, see
+//! `ofi_core::util::av`) or none (it connected before its address was
+//! inserted). Per-peer state (a connection's source for FI_SOURCE and
+//! directed receives, dead peers) uses the peer's primary fi_addr.
 #![allow(unsafe_code)]
 
 use crate::domain::{Member, Shared};
@@ -19,6 +25,7 @@ use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::auth::AuthKey;
+use ofi_core::util::av::AvCore;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::lock::SpinLock;
 use ofi_core::util::peer::{Cause, DeadPeers, PeerDown};
@@ -26,6 +33,7 @@ use ofi_proto::tcp::{
     decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
     RxConfig,
 };
+use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,6 +47,8 @@ const ACCEPT_EVERY_MAX: u32 = 1024;
 
 struct Peer {
     link: Link,
+    /// The peer's primary fi_addr (`FI_ADDR_NOTAVAIL` while its address
+    /// is not in the AV).
     fi_addr: u64,
     outgoing: bool,
     /// The peer's address (its endpoint's name): from the AV for an
@@ -53,9 +63,21 @@ struct Inner {
     sends: Sends,
     ops: Ops,
     peers: IdMap<ConnId, Peer>,
+    /// The connection carrying traffic to each identified peer, by the
+    /// peer's address: at most one per peer.
+    by_name: HashMap<Vec<u8>, ConnId>,
+    /// Route cache: a destination fi_addr (any alias) to its peer's
+    /// connection in `by_name` (entries of a connection go with it).
     by_addr: IdMap<u64, ConnId>,
-    parked: IdMap<u64, Vec<Req>>,
+    /// Requests for a peer whose connection was refused for a crossing
+    /// one, until that one identifies itself (bounded: see `Parked`).
+    parked: HashMap<Vec<u8>, Parked>,
+    /// Identified connections whose peer's address was not in the AV:
+    /// looked up again after inserts (`resolve_unknown`).
+    unknown: Vec<ConnId>,
     av_gen: u64,
+    /// The AV's insert count when `unknown` was last resolved.
+    av_inserts: u64,
     ready: Vec<u64>,
     /// Passes over the links since the last look for new connections.
     polls: u32,
@@ -70,6 +92,16 @@ struct Inner {
     gate: Gate,
     /// The listener's accept state (backoff, rate-limited warnings).
     accepting: Accepting,
+}
+
+/// Requests waiting for a peer's crossing connection.
+struct Parked {
+    reqs: Vec<Req>,
+    /// The peer's primary fi_addr.
+    fi_addr: u64,
+    /// When they were parked: past the peer timeout without a connection
+    /// they go out on a new one (`unpark_stale`), so none waits forever.
+    since: Instant,
 }
 
 /// Where an RDM endpoint listens.
@@ -115,7 +147,7 @@ impl TcpRdmEp {
         let listener_key = shared.key();
         shared
             .poller
-            .add(listener.fd(), listener_key, false)
+            .add(&listener, listener_key, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         let rxc = RxConfig {
             max_unexpected_bytes: cfg.max_unexpected_bytes,
@@ -136,9 +168,12 @@ impl TcpRdmEp {
                 sends: Sends::default(),
                 ops: Ops::default(),
                 peers: IdMap::default(),
+                by_name: HashMap::new(),
                 by_addr: IdMap::default(),
-                parked: IdMap::default(),
+                parked: HashMap::new(),
+                unknown: Vec::new(),
                 av_gen: 0,
+                av_inserts: 0,
                 ready: Vec::with_capacity(64),
                 polls: 0,
                 accept_every: ACCEPT_EVERY_MIN,
@@ -160,7 +195,7 @@ impl TcpRdmEp {
         name: Vec<u8>,
     ) -> ConnId {
         let id = link.conn.id();
-        let _ = self.shared.poller.add(link.sock.fd(), id, true);
+        let _ = self.shared.poller.add(&link.sock, id, true);
         g.peers.insert(
             id,
             Peer {
@@ -173,18 +208,15 @@ impl TcpRdmEp {
         id
     }
 
-    /// The connection carrying traffic to `dest`, made on first use.
+    /// The connection carrying traffic to `dest`, made on first use (or
+    /// the one its peer already has, through another alias or its own
+    /// connection).
     fn link_for(&self, g: &mut Inner, dest: u64) -> Result<ConnId> {
         let av =
             g.b.av
                 .clone()
                 .ok_or_else(|| Error::new(errno::FI_ENOAV, "tcp: no address vector bound"))?;
-        let gen = av.generation();
-        if gen != g.av_gen {
-            // Removed addresses: forget their routes (connections drain on their own).
-            g.av_gen = gen;
-            g.by_addr.retain(|a, _| av.lookup(*a).is_ok());
-        }
+        self.sync_av(g, &av);
         if let Some(id) = g.by_addr.get(&dest) {
             return Ok(*id);
         }
@@ -193,7 +225,25 @@ impl TcpRdmEp {
                 "tcp: destination fi_addr {dest} is not in the address vector"
             ))
         })?;
-        let to = crate::addr::decode(&bytes)?;
+        let primary = av.primary(dest).unwrap_or(dest);
+        let id = match g.by_name.get(&bytes[..]).copied() {
+            Some(id) => {
+                if let Some(p) = g.peers.get_mut(&id) {
+                    p.set_fi_addr(primary);
+                }
+                id
+            }
+            None => self.connect_to(g, &bytes, primary)?,
+        };
+        g.by_addr.insert(dest, id);
+        Ok(id)
+    }
+
+    /// Opens the connection to the peer at `name` (primary fi_addr
+    /// `fi_addr`), its route for every alias; parked requests for it go
+    /// out on it.
+    fn connect_to(&self, g: &mut Inner, name: &[u8], fi_addr: u64) -> Result<ConnId> {
+        let to = crate::addr::decode(name)?;
         let me = self.name.lock().me.clone();
         // From the endpoint's IP; its port is the listener's.
         let from = crate::addr::decode(&me)
@@ -202,28 +252,142 @@ impl TcpRdmEp {
         let sock = Socket::connect(&to, from.as_ref())
             .map_err(|e| Error::os(e, &format!("tcp: connect to {to}")))?;
         let id = self.shared.key();
-        let conn = Conn::connect(id, dest, self.cfg.proto, &me, &[])
+        let conn = Conn::connect(id, fi_addr, self.cfg.proto, &me, &[])
             .map_err(|e| Error::new(e, "tcp: connect"))?;
         let conn = crate::auth::arm(conn, &self.key)?;
         let id = self.add_link(
             g,
             Link::new(sock, conn, true, self.cfg.peer_timeout),
-            dest,
+            fi_addr,
             true,
-            bytes.to_vec(),
+            name.to_vec(),
         );
-        g.by_addr.insert(dest, id);
+        g.by_name.insert(name.to_vec(), id);
         // A new peer may connect back (crossing connects, replies): look
         // for its connection soon.
         g.polls = 0;
         g.accept_every = ACCEPT_EVERY_MIN;
-        if let Some(parked) = g.parked.remove(&dest) {
+        if let Some(parked) = g.parked.remove(name) {
             let p = g.peers.get_mut(&id).expect("just added");
-            for r in parked {
+            for r in parked.reqs {
                 let _ = p.link.conn.queue(r);
             }
         }
         Ok(id)
+    }
+
+    /// Follows the AV: after a removal, routes of removed or reused
+    /// fi_addrs go and every peer's primary fi_addr is looked up again;
+    /// after inserts, peers met before their address was inserted are
+    /// looked up.
+    fn sync_av(&self, g: &mut Inner, av: &AvCore) {
+        let gen = av.generation();
+        if gen != g.av_gen {
+            g.av_gen = gen;
+            let Inner {
+                by_addr,
+                peers,
+                unknown,
+                ..
+            } = &mut *g;
+            by_addr.retain(|a, id| {
+                let name = peers.get(id).map(|p| &p.name[..]);
+                av.lookup(*a).is_ok_and(|b| Some(&b[..]) == name)
+            });
+            for (id, p) in peers.iter_mut() {
+                if p.name.is_empty() {
+                    continue;
+                }
+                let f = av.reverse(&p.name).unwrap_or(FI_ADDR_NOTAVAIL);
+                p.set_fi_addr(f);
+                if f == FI_ADDR_NOTAVAIL && !unknown.contains(id) {
+                    unknown.push(*id);
+                }
+            }
+        }
+        if !g.unknown.is_empty() && av.insertions() != g.av_inserts {
+            g.av_inserts = av.insertions();
+            let Inner { unknown, peers, .. } = &mut *g;
+            unknown.retain(|id| {
+                let Some(p) = peers.get_mut(id) else {
+                    return false;
+                };
+                match av.reverse(&p.name) {
+                    Some(f) => {
+                        p.set_fi_addr(f);
+                        false
+                    }
+                    None => true,
+                }
+            });
+        }
+    }
+
+    /// Parked requests whose peer's crossing connection did not identify
+    /// itself within the peer timeout go out on a new connection (it may
+    /// have died before its HELLO); one that cannot be made fails them.
+    fn unpark_stale(&self, g: &mut Inner, now: Instant) {
+        let stale: Vec<Vec<u8>> = g
+            .parked
+            .iter()
+            .filter(|(_, p)| now.duration_since(p.since) >= self.cfg.peer_timeout)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in stale {
+            if let Some(&id) = g.by_name.get(&name) {
+                let reqs = g.parked.remove(&name).map(|p| p.reqs).unwrap_or_default();
+                if let Some(p) = g.peers.get_mut(&id) {
+                    for r in reqs {
+                        let _ = p.link.conn.queue(r);
+                    }
+                }
+                continue;
+            }
+            let fi_addr = g.parked.get(&name).map_or(FI_ADDR_NOTAVAIL, |p| p.fi_addr);
+            if let Err(e) = self.connect_to(g, &name, fi_addr) {
+                tracing::warn!(error = %e, "tcp: parked operations fail: no connection to their peer");
+                for r in g.parked.remove(&name).map(|p| p.reqs).unwrap_or_default() {
+                    self.fail_req(g, r, e.code());
+                }
+            }
+        }
+    }
+
+    /// Completes a request that never went out with error `err`.
+    fn fail_req(&self, g: &mut Inner, r: Req, err: i32) {
+        match r {
+            Req::Send(s) => g.sends.complete(&g.b, s.context, Some(err)),
+            Req::Rma(x) => g.ops.complete(&g.b, x.context, Some(err)),
+        }
+    }
+
+    /// Parks requests for the peer at `name` until its connection comes.
+    fn park(g: &mut Inner, name: &[u8], fi_addr: u64, reqs: Vec<Req>) {
+        if reqs.is_empty() {
+            return;
+        }
+        g.parked
+            .entry(name.to_vec())
+            .or_insert_with(|| Parked {
+                reqs: Vec::new(),
+                fi_addr,
+                since: Instant::now(),
+            })
+            .reqs
+            .extend(reqs);
+    }
+
+    /// Connection `id` no longer carries traffic to its peer: its routes
+    /// go (the next send finds the peer's current connection).
+    fn forget_routes(g: &mut Inner, id: ConnId) {
+        let Some(name) = g.peers.get(&id).map(|p| p.name.clone()) else {
+            g.by_addr.retain(|_, c| *c != id);
+            return;
+        };
+        if g.by_name.get(&name) == Some(&id) {
+            g.by_name.remove(&name);
+        }
+        g.by_addr.retain(|_, c| *c != id);
     }
 
     /// Accepts every pending connection; returns how many. Each is driven
@@ -289,7 +453,7 @@ impl TcpRdmEp {
     /// cap or deadline), logging it.
     fn drop_half_open(&self, g: &mut Inner, id: ConnId, why: Dropped) {
         if let Some(p) = g.peers.remove(&id) {
-            self.shared.poller.remove(p.link.sock.fd());
+            self.shared.poller.remove(&p.link.sock);
             let who = p.link.sock.peer_addr().ok();
             tracing::warn!(
                 peer = ?who,
@@ -337,17 +501,16 @@ impl TcpRdmEp {
             }
             return;
         }
-        let fi_addr = match (
-            &g.b.av,
-            crate::addr::TcpAddrOps.canonical_or_none(peer_addr),
-        ) {
-            (Some(av), Some(c)) => av.reverse(&c).unwrap_or(FI_ADDR_NOTAVAIL),
-            _ => FI_ADDR_NOTAVAIL,
-        };
-        let existing_id = (fi_addr != FI_ADDR_NOTAVAIL)
-            .then(|| g.by_addr.get(&fi_addr).copied())
-            .flatten()
-            .filter(|e| *e != id);
+        // The peer's address as the AV holds addresses (canonical).
+        let name = crate::addr::TcpAddrOps
+            .canonical_or_none(peer_addr)
+            .unwrap_or_else(|| peer_addr.to_vec());
+        let fi_addr =
+            g.b.av
+                .as_ref()
+                .and_then(|av| av.reverse(&name))
+                .unwrap_or(FI_ADDR_NOTAVAIL);
+        let existing_id = g.by_name.get(&name).copied().filter(|e| *e != id);
         let existing = match existing_id.and_then(|e| g.peers.get(&e)) {
             None => Existing::None,
             Some(p) if p.outgoing => Existing::Outgoing,
@@ -357,8 +520,8 @@ impl TcpRdmEp {
         let Some(p) = g.peers.get_mut(&id) else {
             return;
         };
+        p.name = name.clone();
         p.fi_addr = fi_addr;
-        p.name = peer_addr.to_vec();
         p.link.conn.set_peer(fi_addr);
         match decision {
             HelloDecision::RejectSimultaneous => {
@@ -372,29 +535,31 @@ impl TcpRdmEp {
             }
         }
         // It answered: a peer declared dead came back.
-        g.dead.revive(fi_addr, peer_addr);
+        g.dead.revive(fi_addr, &name);
         if fi_addr == FI_ADDR_NOTAVAIL {
-            return;
+            g.unknown.push(id);
         }
         let mut moved = Vec::new();
-        match decision {
-            HelloDecision::AcceptRetireOutgoing => {
-                if let Some(old) = existing_id.and_then(|e| g.peers.get_mut(&e)) {
-                    moved = old.link.conn.take_queued_sends();
+        match (decision, existing_id) {
+            (HelloDecision::AcceptRetireOutgoing, Some(old)) => {
+                if let Some(o) = g.peers.get_mut(&old) {
+                    moved = o.link.conn.take_queued_sends();
                 }
-                g.by_addr.insert(fi_addr, id);
+                Self::forget_routes(g, old);
+                g.by_name.insert(name.clone(), id);
             }
-            HelloDecision::AcceptReplaceIncoming => {
-                if let Some(old) = existing_id.and_then(|e| g.peers.get_mut(&e)) {
-                    old.link.conn.shutdown(&mut g.rx);
+            (HelloDecision::AcceptReplaceIncoming, Some(old)) => {
+                if let Some(o) = g.peers.get_mut(&old) {
+                    o.link.conn.shutdown(&mut g.rx);
                 }
-                g.by_addr.insert(fi_addr, id);
+                Self::forget_routes(g, old);
+                g.by_name.insert(name.clone(), id);
             }
             _ => {
-                g.by_addr.entry(fi_addr).or_insert(id);
+                g.by_name.entry(name.clone()).or_insert(id);
             }
         }
-        moved.extend(g.parked.remove(&fi_addr).unwrap_or_default());
+        moved.extend(g.parked.remove(&name).map(|p| p.reqs).unwrap_or_default());
         if let Some(p) = g.peers.get_mut(&id) {
             for r in moved {
                 let _ = p.link.conn.queue(r);
@@ -424,24 +589,20 @@ impl TcpRdmEp {
         if other_up {
             return;
         }
+        let err = cause.errno();
+        for r in g.parked.remove(&name).map(|p| p.reqs).unwrap_or_default() {
+            self.fail_req(g, r, err);
+        }
         let down = PeerDown {
             fi_addr,
             addr: name,
             cause,
         };
         let label = crate::addr::decode(&down.addr).map_or_else(|_| "?".into(), |a| a.to_string());
-        let err = cause.errno();
         g.dead.declare(&g.b, &down, &label);
-        if fi_addr == FI_ADDR_NOTAVAIL {
-            return;
+        if fi_addr != FI_ADDR_NOTAVAIL {
+            g.rx.fail_directed(fi_addr, err);
         }
-        for r in g.parked.remove(&fi_addr).unwrap_or_default() {
-            match r {
-                Req::Send(s) => g.sends.complete(&g.b, s.context, Some(err)),
-                Req::Rma(x) => g.ops.complete(&g.b, x.context, Some(err)),
-            }
-        }
-        g.rx.fail_directed(fi_addr, err);
     }
 
     fn drive_link(&self, g: &mut Inner, id: ConnId) {
@@ -462,19 +623,24 @@ impl TcpRdmEp {
                     }
                 }
                 Event::Rejected { reason, .. } => {
-                    let fi_addr = g.peers.get(&id).map_or(FI_ADDR_NOTAVAIL, |p| p.fi_addr);
-                    if g.by_addr.get(&fi_addr) == Some(&id) {
-                        g.by_addr.remove(&fi_addr);
-                    }
+                    let (fi_addr, name) = g
+                        .peers
+                        .get(&id)
+                        .map_or((FI_ADDR_NOTAVAIL, Vec::new()), |p| {
+                            (p.fi_addr, p.name.clone())
+                        });
+                    Self::forget_routes(g, id);
                     if reason == reject::SIMULTANEOUS {
+                        // The peer keeps its own connection to us: what
+                        // was queued here goes there, or waits for it.
                         let queued = g
                             .peers
                             .get_mut(&id)
                             .map(|p| p.link.conn.take_queued_sends())
                             .unwrap_or_default();
                         match g
-                            .by_addr
-                            .get(&fi_addr)
+                            .by_name
+                            .get(&name)
                             .copied()
                             .and_then(|w| g.peers.get_mut(&w))
                         {
@@ -483,7 +649,7 @@ impl TcpRdmEp {
                                     let _ = w.link.conn.queue(r);
                                 }
                             }
-                            None => g.parked.entry(fi_addr).or_default().extend(queued),
+                            None => Self::park(g, &name, fi_addr, queued),
                         }
                     }
                 }
@@ -517,11 +683,9 @@ impl TcpRdmEp {
         }
         let closed = g.peers.get(&id).is_none_or(|p| p.link.conn.is_closed());
         if closed {
+            Self::forget_routes(g, id);
             if let Some(p) = g.peers.remove(&id) {
-                self.shared.poller.remove(p.link.sock.fd());
-                if g.by_addr.get(&p.fi_addr) == Some(&id) {
-                    g.by_addr.remove(&p.fi_addr);
-                }
+                self.shared.poller.remove(&p.link.sock);
             }
         } else if let Some(p) = g.peers.get_mut(&id) {
             p.link.sync_interest(&self.shared.poller, id);
@@ -577,6 +741,9 @@ impl TcpRdmEp {
         g.ready = ids;
         if !g.gate.is_empty() {
             self.sweep_half_open(g);
+        }
+        if !g.parked.is_empty() {
+            self.unpark_stale(g, Instant::now());
         }
         self.finish(g);
         // One connection polled with recv on every pass stays out of the
@@ -638,6 +805,16 @@ impl TcpRdmEp {
         self.drive_link(g, id);
         self.finish(g);
         Ok(())
+    }
+}
+
+impl Peer {
+    /// Sets the peer's primary fi_addr (the source its messages carry).
+    fn set_fi_addr(&mut self, fi_addr: u64) {
+        if self.fi_addr != fi_addr {
+            self.fi_addr = fi_addr;
+            self.link.conn.set_peer(fi_addr);
+        }
     }
 }
 
@@ -724,10 +901,10 @@ impl EndpointOps for TcpRdmEp {
                 .map_err(|e| Error::os(e, "tcp: getsockname"))?,
         );
         let mut n = self.name.lock();
-        self.shared.poller.remove(n.listener.fd());
+        self.shared.poller.remove(&n.listener);
         self.shared
             .poller
-            .add(listener.fd(), self.listener_key, false)
+            .add(&listener, self.listener_key, false)
             .map_err(|e| Error::os(e, "tcp: epoll add"))?;
         *n = Name { listener, me };
         Ok(())
@@ -820,14 +997,23 @@ impl EndpointOps for TcpRdmEp {
         };
         req = req.with_flags(op.flags | if completion { FI_COMPLETION } else { 0 });
         if op.src != FI_ADDR_UNSPEC {
-            if let Some(err) = g.dead.dead(op.src) {
+            // Messages carry their peer's primary fi_addr: a receive
+            // directed at an alias waits for the same peer.
+            let src = match g.b.av.clone() {
+                Some(av) => {
+                    self.sync_av(&mut g, &av);
+                    av.primary(op.src).unwrap_or(op.src)
+                }
+                None => op.src,
+            };
+            if let Some(err) = g.dead.dead(src) {
                 // Its peer is dead: no message will come (see
                 // ofi_core::util::peer).
                 let flags = FI_RECV | if op.tagged { FI_TAGGED } else { FI_MSG };
                 rx_error(&g.b, op.context, flags, err, op.tag);
                 return Ok(());
             }
-            req = req.from_src(op.src);
+            req = req.from_src(src);
         }
         g.rx.post_recv(&req)
             .map_err(|e| Error::new(e, "tcp: receive refused"))?;
@@ -870,8 +1056,14 @@ impl EndpointOps for TcpRdmEp {
             p.link.conn.on_error(errno::FI_ECANCELED, rx);
         }
         rx.close(errno::FI_ECANCELED);
+        let parked: Vec<Req> = g.parked.drain().flat_map(|(_, p)| p.reqs).collect();
+        for r in parked {
+            self.fail_req(&mut g, r, errno::FI_ECANCELED);
+        }
         g.peers.clear();
+        g.by_name.clear();
         g.by_addr.clear();
+        g.unknown.clear();
         g.dead.clear();
         g.b = EpBindings::default();
     }

@@ -1,86 +1,62 @@
 //! The tcp provider's system calls: nonblocking sockets, scatter-gather
 //! reads into receive buffers and writes from send buffers, and an epoll set
-//! per endpoint. The raw layer's memory contract (iov ranges stay valid until
-//! their operation completes) is what the unsafe blocks rely on.
+//! per endpoint.
+//!
+//! Socket set-up (creation, options, bind, listen, connect, accept,
+//! addresses) goes through socket2; the data path (send, recv, readv,
+//! sendmsg), the connect check (poll, SO_ERROR) and epoll through rustix,
+//! whose raw system calls skip libc and its `errno`. The only `unsafe` left
+//! turns the raw layer's memory ranges (iov addresses the caller vouches
+//! for: they stay valid until their operation completes) into slices.
 #![allow(unsafe_code)]
 
 use ofi_core::util::iov::IoVec;
 use ofi_proto::tcp::TxSlice;
-use std::io;
+use rustix::event::epoll;
+use rustix::io::Errno;
+use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags};
+use socket2::{Domain, SockAddr, TcpKeepalive, Type};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::time::Duration;
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+/// Flags of every send: never block, never raise SIGPIPE.
+const SEND: SendFlags = SendFlags::DONTWAIT.union(SendFlags::NOSIGNAL);
 
-fn cvt_size(r: libc::ssize_t) -> io::Result<usize> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
-}
-
-fn sockaddr(sa: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let b = crate::addr::encode(sa);
-    // SAFETY: `b` (16 or 28 bytes) fits in sockaddr_storage (128 bytes).
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            b.as_ptr(),
-            (&mut ss as *mut libc::sockaddr_storage).cast::<u8>(),
-            b.len(),
+/// The socket address the kernel filled in, as a std address (the
+/// families a tcp socket can have).
+fn std_addr(a: SockAddr) -> io::Result<SocketAddr> {
+    a.as_socket().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("tcp: address family {} is not IPv4 or IPv6", a.family()),
         )
-    };
-    (ss, b.len() as libc::socklen_t)
+    })
 }
 
 /// A nonblocking TCP socket (or listener).
 #[derive(Debug)]
-pub struct Socket(OwnedFd);
+pub struct Socket(socket2::Socket);
+
+impl AsFd for Socket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
 
 impl Socket {
     fn new(sa: &SocketAddr) -> io::Result<Socket> {
-        let fam = if sa.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
-        };
-        // SAFETY: plain syscall; the result is checked and owned.
-        let fd = cvt(unsafe {
-            libc::socket(
-                fam,
-                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        })?;
-        // SAFETY: fd is a fresh descriptor.
-        Ok(Socket(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    fn setopt(&self, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
-        // SAFETY: passes a valid int of the right size.
-        cvt(unsafe {
-            libc::setsockopt(self.fd(), level, name, (&v as *const libc::c_int).cast(), 4)
-        })
-        .map(|_| ())
+        let ty = Type::STREAM.nonblocking().cloexec();
+        socket2::Socket::new(Domain::for_address(*sa), ty, None).map(Socket)
     }
 
     /// A listening socket bound to `sa` (port 0: any).
     pub fn listen(sa: &SocketAddr) -> io::Result<Socket> {
         let s = Socket::new(sa)?;
-        s.setopt(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-        let (ss, len) = sockaddr(sa);
-        // SAFETY: ss/len describe a valid sockaddr.
-        cvt(unsafe { libc::bind(s.fd(), (&ss as *const libc::sockaddr_storage).cast(), len) })?;
-        // SAFETY: plain syscall on our socket.
-        cvt(unsafe { libc::listen(s.fd(), 1024) })?;
+        s.0.set_reuse_address(true)?;
+        s.0.bind(&(*sa).into())?;
+        s.0.listen(1024)?;
         Ok(s)
     }
 
@@ -99,7 +75,7 @@ impl Socket {
         for port in low..=high {
             let at = SocketAddr::new(sa.ip(), port);
             match Socket::listen(&at) {
-                Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => continue,
+                Err(e) if Errno::from_io_error(&e) == Some(Errno::ADDRINUSE) => continue,
                 r => return r.map_err(|e| Error::os(e, &format!("tcp: listening on {at}"))),
             }
         }
@@ -118,14 +94,15 @@ impl Socket {
     /// after half the bound, then every sixth of it (at least 1 s each),
     /// three unanswered probes ending it; so a dead link or host turns
     /// into errors within about the bound instead of minutes.
-    pub fn set_liveness(&self, bound: std::time::Duration) -> io::Result<()> {
-        let secs = bound.as_secs().clamp(1, i32::MAX as u64 / 2) as libc::c_int;
-        let ms = bound.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
-        self.setopt(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
-        self.setopt(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, (secs / 2).max(1))?;
-        self.setopt(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, (secs / 6).max(1))?;
-        self.setopt(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3)?;
-        self.setopt(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)
+    pub fn set_liveness(&self, bound: Duration) -> io::Result<()> {
+        let secs = bound.as_secs().clamp(1, i32::MAX as u64 / 2);
+        let keepalive = TcpKeepalive::new()
+            .with_time(Duration::from_secs((secs / 2).max(1)))
+            .with_interval(Duration::from_secs((secs / 6).max(1)))
+            .with_retries(3);
+        self.0.set_tcp_keepalive(&keepalive)?;
+        let ms = bound.as_millis().clamp(1, i32::MAX as u128) as u64;
+        self.0.set_tcp_user_timeout(Some(Duration::from_millis(ms)))
     }
 
     /// Starts a nonblocking connect from `from` (its IP, and its port
@@ -139,172 +116,91 @@ impl Socket {
             ));
         }
         let s = Socket::new(to)?;
-        s.setopt(libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
+        s.0.set_tcp_nodelay(true)?;
         if let Some(f) = from {
             if !f.ip().is_unspecified() || f.port() != 0 {
-                let (ss, len) = sockaddr(f);
-                // SAFETY: ss/len describe a valid sockaddr.
-                cvt(unsafe {
-                    libc::bind(s.fd(), (&ss as *const libc::sockaddr_storage).cast(), len)
-                })?;
+                s.0.bind(&(*f).into())?;
             }
         }
-        let (ss, len) = sockaddr(to);
-        // SAFETY: ss/len describe a valid sockaddr.
-        let r =
-            unsafe { libc::connect(s.fd(), (&ss as *const libc::sockaddr_storage).cast(), len) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINPROGRESS) {
-                return Err(e);
-            }
+        match s.0.connect(&(*to).into()) {
+            Err(e) if Errno::from_io_error(&e) != Some(Errno::INPROGRESS) => Err(e),
+            _ => Ok(s),
         }
-        Ok(s)
     }
 
     /// `Ok(true)` once a nonblocking connect finished, `Ok(false)` while it
     /// is in progress, the connect's error otherwise.
     pub fn connect_result(&self) -> io::Result<bool> {
-        let mut p = libc::pollfd {
-            fd: self.fd(),
-            events: libc::POLLOUT,
-            revents: 0,
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut p = [PollFd::new(self, PollFlags::OUT)];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
         };
-        // SAFETY: one valid pollfd, no waiting.
-        let n = cvt(unsafe { libc::poll(&mut p, 1, 0) })?;
-        if n == 0 {
+        if poll(&mut p, Some(&zero))? == 0 {
             return Ok(false);
         }
-        let mut err: libc::c_int = 0;
-        let mut len: libc::socklen_t = 4;
-        // SAFETY: err/len are valid for SO_ERROR.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        })?;
-        if err != 0 {
-            return Err(io::Error::from_raw_os_error(err));
-        }
+        rustix::net::sockopt::socket_error(self)??;
         Ok(true)
     }
 
     /// Accepts one pending connection, if any.
     pub fn accept(&self) -> io::Result<Option<(Socket, SocketAddr)>> {
-        // SAFETY: sockaddr_storage is plain data.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: ss/len describe writable storage for the peer address.
-        let r = unsafe {
-            libc::accept4(
-                self.fd(),
-                (&mut ss as *mut libc::sockaddr_storage).cast(),
-                &mut len,
-                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            )
+        let (s, peer) = match self.0.accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) {
+            Ok(r) => r,
+            Err(e) => {
+                return match Errno::from_io_error(&e) {
+                    Some(Errno::AGAIN | Errno::INTR | Errno::CONNABORTED) => Ok(None),
+                    _ => Err(e),
+                }
+            }
         };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNABORTED) => Ok(None),
-                _ => Err(e),
-            };
-        }
-        // SAFETY: r is a fresh descriptor.
-        let s = Socket(unsafe { OwnedFd::from_raw_fd(r) });
-        s.setopt(libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
-        // SAFETY: the kernel wrote `len` bytes of address into ss.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&ss as *const libc::sockaddr_storage).cast::<u8>(),
-                len as usize,
-            )
-        };
-        let peer = crate::addr::decode(bytes)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-        Ok(Some((s, peer)))
+        s.set_tcp_nodelay(true)?;
+        Ok(Some((Socket(s), std_addr(peer)?)))
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.name(false)
+        std_addr(self.0.local_addr()?)
     }
 
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.name(true)
-    }
-
-    fn name(&self, peer: bool) -> io::Result<SocketAddr> {
-        // SAFETY: sockaddr_storage is plain data.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        let p = (&mut ss as *mut libc::sockaddr_storage).cast();
-        // SAFETY: ss/len describe writable storage.
-        cvt(unsafe {
-            if peer {
-                libc::getpeername(self.fd(), p, &mut len)
-            } else {
-                libc::getsockname(self.fd(), p, &mut len)
-            }
-        })?;
-        // SAFETY: the kernel wrote `len` bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&ss as *const libc::sockaddr_storage).cast::<u8>(),
-                len as usize,
-            )
-        };
-        crate::addr::decode(bytes)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+        std_addr(self.0.peer_addr()?)
     }
 
     /// Writes one buffer, without blocking or raising SIGPIPE.
+    #[inline]
     pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: buf is a valid readable slice.
-        cvt_size(unsafe {
-            libc::send(
-                self.fd(),
-                buf.as_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        })
+        Ok(rustix::net::send(self, buf, SEND)?)
     }
 
     /// Reads into one buffer. `Ok(0)` is end of stream.
+    #[inline]
     pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: buf is a valid writable slice.
-        cvt_size(unsafe {
-            libc::recv(
-                self.fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        })
+        Ok(rustix::net::recv(self, buf, RecvFlags::DONTWAIT)?.0)
     }
 
-    /// Reads into a receive's ranges.
+    /// Reads into a receive's ranges (the first [`MAX_IOV`] of them).
     ///
     /// # Safety
-    /// The ranges must be valid for writes (the posted receive's promise).
+    /// The ranges must be valid for writes and not otherwise referenced
+    /// (the posted receive's promise).
     pub unsafe fn readv(&self, iov: &[IoVec]) -> io::Result<usize> {
-        // SAFETY: IoVec has libc::iovec's layout; the caller vouches for the memory.
-        cvt_size(unsafe {
-            libc::readv(
-                self.fd(),
-                iov.as_ptr().cast(),
-                iov.len().min(1024) as libc::c_int,
-            )
-        })
+        let mut v: [IoSliceMut<'_>; MAX_IOV] = std::array::from_fn(|_| IoSliceMut::new(&mut []));
+        // Empty ranges are skipped: a call over nothing but empty ones
+        // would read 0 bytes, which reads as end of stream.
+        let mut n = 0;
+        for (d, s) in v.iter_mut().zip(iov.iter().filter(|s| s.len > 0)) {
+            n += 1;
+            // SAFETY: the caller vouches for `s.len` writable bytes at
+            // `s.base`, referenced by nothing else during the call.
+            *d = IoSliceMut::new(unsafe { raw_mut(s.base, s.len) });
+        }
+        Ok(rustix::io::readv(self, &mut v[..n])?)
     }
 
-    /// Writes the ranges in order (up to 64 at a time).
+    /// Writes the ranges in order (up to [`MAX_IOV`] at a time).
     ///
     /// Small writes (one range, or all ranges within [`SMALL_SEND`] bytes)
     /// use `send`.
@@ -315,63 +211,34 @@ impl Socket {
         &self,
         slices: impl Iterator<Item = TxSlice<'a>>,
     ) -> io::Result<usize> {
-        let mut v = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; 64];
+        let mut v = [IoSlice::new(&[]); MAX_IOV];
         let mut n = 0;
-        for s in slices.take(64) {
-            v[n] = match s {
-                TxSlice::Bytes(b) => libc::iovec {
-                    iov_base: b.as_ptr() as *mut _,
-                    iov_len: b.len(),
-                },
-                TxSlice::Iov(i) => libc::iovec {
-                    iov_base: i.base as *mut _,
-                    iov_len: i.len,
-                },
-            };
+        for s in slices.take(MAX_IOV) {
+            v[n] = IoSlice::new(match s {
+                TxSlice::Bytes(b) => b,
+                // SAFETY: the caller vouches for `i.len` readable bytes at `i.base`.
+                TxSlice::Iov(i) => unsafe { raw(i.base, i.len) },
+            });
             n += 1;
         }
-        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
         // One range, or a few small ones gathered on the stack, go out
         // with `send`: the kernel then skips copying in a msghdr and an
         // iovec array, which costs a small message more than the copy.
-        let total: usize = v[..n].iter().map(|i| i.iov_len).sum();
-        if n == 1 || total <= SMALL_SEND {
-            let mut stage = [0u8; SMALL_SEND];
-            let (ptr, len) = if n == 1 {
-                (v[0].iov_base as *const u8, v[0].iov_len)
-            } else {
-                let mut at = 0;
-                for i in &v[..n] {
-                    // SAFETY: each iovec is readable for iov_len bytes (see
-                    // above) and `stage` holds `total` bytes.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(
-                            i.iov_base as *const u8,
-                            stage.as_mut_ptr().add(at),
-                            i.iov_len,
-                        )
-                    };
-                    at += i.iov_len;
-                }
-                (stage.as_ptr(), total)
-            };
-            // SAFETY: `ptr` is readable for `len` bytes: one caller range or `stage`.
-            return cvt_size(unsafe { libc::send(self.fd(), ptr.cast(), len, flags) });
+        let total: usize = v[..n].iter().map(|i| i.len()).sum();
+        if n == 1 {
+            return self.send(&v[0]);
         }
-        let msg = libc::msghdr {
-            msg_name: std::ptr::null_mut(),
-            msg_namelen: 0,
-            msg_iov: v.as_mut_ptr(),
-            msg_iovlen: n,
-            msg_control: std::ptr::null_mut(),
-            msg_controllen: 0,
-            msg_flags: 0,
-        };
-        // SAFETY: the iovecs describe core-owned bytes and caller-vouched ranges.
-        cvt_size(unsafe { libc::sendmsg(self.fd(), &msg, flags) })
+        if total <= SMALL_SEND {
+            let mut stage = [0u8; SMALL_SEND];
+            let mut at = 0;
+            for i in &v[..n] {
+                stage[at..at + i.len()].copy_from_slice(i);
+                at += i.len();
+            }
+            return self.send(&stage[..total]);
+        }
+        let mut control = SendAncillaryBuffer::default();
+        Ok(rustix::net::sendmsg(self, &v[..n], &mut control, SEND)?)
     }
 
     /// The descriptor.
@@ -380,82 +247,118 @@ impl Socket {
     }
 }
 
+/// `len` bytes at address `base` as a slice (none for an empty range,
+/// whatever its address).
+///
+/// # Safety
+/// `base..base + len` must be readable and unchanged for `'a`.
+unsafe fn raw<'a>(base: usize, len: usize) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts(base as *const u8, len) }
+}
+
+/// As [`raw`], writable.
+///
+/// # Safety
+/// `base..base + len` must be writable and referenced by nothing else for `'a`.
+unsafe fn raw_mut<'a>(base: usize, len: usize) -> &'a mut [u8] {
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) }
+}
+
 /// Gathered writes up to this size are copied into one buffer and sent
 /// with `send` rather than `sendmsg`.
 pub const SMALL_SEND: usize = 256;
 
+/// Most ranges one `readv` or `sendmsg` passes (the rest go in the next).
+pub const MAX_IOV: usize = 64;
+
 /// An epoll set: readiness of an endpoint's sockets, also its wait fd.
 #[derive(Debug)]
-pub struct Poller(OwnedFd);
+pub struct Poller(std::os::fd::OwnedFd);
+
+/// What every watched socket is watched for, and writability on request.
+fn interest(out: bool) -> epoll::EventFlags {
+    let base = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
+    if out {
+        base | epoll::EventFlags::OUT
+    } else {
+        base
+    }
+}
+
+/// An empty event (a buffer slot for `epoll_wait`).
+const NO_EVENT: epoll::Event = epoll::Event {
+    flags: epoll::EventFlags::empty(),
+    data: epoll::EventData::new_u64(0),
+};
+
+/// A timeout of `ms` milliseconds (0: return at once).
+fn millis(ms: i32) -> rustix::event::Timespec {
+    let ms = i64::from(ms.max(0));
+    rustix::event::Timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: (ms % 1000) * 1_000_000,
+    }
+}
 
 impl Poller {
     /// A new epoll set.
     pub fn new() -> io::Result<Poller> {
-        // SAFETY: plain syscall; the result is checked and owned.
-        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        // SAFETY: fd is fresh.
-        Ok(Poller(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(Poller(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
 
     /// Watches `fd` for readability (and writability with `out`), tagged `key`.
-    pub fn add(&self, fd: RawFd, key: u64, out: bool) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32
-                | if out { libc::EPOLLOUT as u32 } else { 0 },
-            u64: key,
-        };
-        // SAFETY: valid epoll fd, socket fd and event.
-        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })
-            .map(|_| ())
+    pub fn add(&self, fd: impl AsFd, key: u64, out: bool) -> io::Result<()> {
+        Ok(epoll::add(
+            &self.0,
+            fd,
+            epoll::EventData::new_u64(key),
+            interest(out),
+        )?)
     }
 
     /// Changes the interest of `fd`.
-    pub fn modify(&self, fd: RawFd, key: u64, out: bool) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32
-                | if out { libc::EPOLLOUT as u32 } else { 0 },
-            u64: key,
-        };
-        // SAFETY: valid epoll fd, socket fd and event.
-        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) })
-            .map(|_| ())
+    pub fn modify(&self, fd: impl AsFd, key: u64, out: bool) -> io::Result<()> {
+        Ok(epoll::modify(
+            &self.0,
+            fd,
+            epoll::EventData::new_u64(key),
+            interest(out),
+        )?)
     }
 
-    /// Stops watching `fd`.
-    pub fn remove(&self, fd: RawFd) {
-        // SAFETY: removing an fd that may not be there only fails.
-        unsafe {
-            libc::epoll_ctl(
-                self.0.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            )
-        };
+    /// Stops watching `fd` (one not watched is no error).
+    pub fn remove(&self, fd: impl AsFd) {
+        let _ = epoll::delete(&self.0, fd);
     }
 
     /// Keys of ready descriptors, without waiting.
     pub fn ready(&self, out: &mut Vec<u64>) -> io::Result<()> {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
-        // SAFETY: evs is a valid buffer of 64 events.
-        let n = cvt(unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 64, 0) })?;
-        out.extend(evs[..n as usize].iter().map(|e| e.u64));
+        let mut evs = [NO_EVENT; 64];
+        let n = epoll::wait(&self.0, &mut evs[..], Some(&millis(0)))?;
+        out.extend(evs[..n].iter().map(|e| e.data.u64()));
         Ok(())
     }
 
     /// True when a watched socket is ready now (errors count as ready, so
     /// the caller drives and finds out).
     pub fn any_ready(&self) -> bool {
-        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
-        // SAFETY: ev is a valid buffer of one event.
-        unsafe { libc::epoll_wait(self.0.as_raw_fd(), ev.as_mut_ptr(), 1, 0) != 0 }
+        let mut ev = [NO_EVENT; 1];
+        epoll::wait(&self.0, &mut ev[..], Some(&millis(0))) != Ok(0)
     }
 
     /// Waits up to `ms` milliseconds for a watched socket to become ready.
     pub fn wait(&self, ms: i32) {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 1];
-        // SAFETY: evs is a valid buffer of one event; the result only says whether to poll.
-        unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 1, ms) };
+        let mut ev = [NO_EVENT; 1];
+        // The result only says whether to poll: the caller polls anyway.
+        let _ = epoll::wait(&self.0, &mut ev[..], Some(&millis(ms)));
     }
 
     /// The epoll descriptor (readable when a watched socket is ready).
