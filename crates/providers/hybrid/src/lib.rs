@@ -64,7 +64,7 @@ pub const REMOTE: &str = "tcp";
 
 fn tunables() -> Vec<Tunable> {
     vec![
-        Tunable::text(NAME, node::VAR, "", "Node identity for locality: peers with the same value use shm, others tcp (empty: boot id, IPC and PID namespaces and /dev/shm decide)"),
+        Tunable::text(NAME, node::VAR, "", "Node identity for locality: peers with the same value use shm, others tcp (empty: boot id, IPC and PID namespaces and /dev/shm decide; @endpoint: every endpoint is its own node, so all traffic takes tcp)"),
         Tunable::size(NAME, "eager_max", 8192, "Messages up to this size are copied through bounce buffers; larger ones use the inner provider's rendezvous"),
         Tunable::size(NAME, "bounce_bufs", 64, "Bounce receives each inner endpoint keeps posted"),
     ]
@@ -74,6 +74,8 @@ fn tunables() -> Vec<Tunable> {
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub(crate) node: u64,
+    /// FI_HYBRID_NODE=@endpoint: each endpoint is a node of its own.
+    pub(crate) per_endpoint: bool,
     pub(crate) eager_max: usize,
     pub(crate) bounce_bufs: usize,
 }
@@ -88,8 +90,10 @@ impl Config {
                 "FI_HYBRID_EAGER_MAX={eager_max} must be in 64..=1MiB"
             )));
         }
+        let text = get(node::VAR).get_str();
         Ok(Config {
-            node: node::node_id(&get(node::VAR).get_str()),
+            per_endpoint: text.trim() == node::PER_ENDPOINT,
+            node: node::node_id(&text),
             eager_max,
             bounce_bufs: get("bounce_bufs")
                 .get_nonzero_size("an endpoint needs one bounce buffer")?,
@@ -178,8 +182,13 @@ fn offer(inner: &Inners, version: u32) -> Info {
             comp_order: order::FI_ORDER_NONE,
             inject_size: inject,
             size: s.tx_attr.size.min(t.tx_attr.size),
-            // One entry carries the header.
-            iov_limit: s.tx_attr.iov_limit.min(t.tx_attr.iov_limit) - 1,
+            // A send whose list leaves no entry for the header is copied
+            // behind it (eager) or goes as is (rendezvous payload).
+            iov_limit: s
+                .tx_attr
+                .iov_limit
+                .min(t.tx_attr.iov_limit)
+                .min(ofi_core::util::matching::MAX_IOV),
             rma_iov_limit: s.tx_attr.rma_iov_limit.min(t.tx_attr.rma_iov_limit),
             tclass: 0,
         },

@@ -5,12 +5,27 @@
 //! override FI_HYBRID_NODE replaces it with the hash of its text (so
 //! processes in namespaces that share all of the above can be made distinct
 //! nodes, and the shm path can be turned off by giving every process its
-//! own value).
+//! own value; [`PER_ENDPOINT`] makes each endpoint its own node).
 
 use std::os::unix::fs::MetadataExt;
 
 /// The tunable's name (FI_HYBRID_NODE).
 pub const VAR: &str = "node";
+/// The override value that makes every endpoint a node of its own: all
+/// traffic then takes the remote path (tcp), even inside one process.
+pub const PER_ENDPOINT: &str = "@endpoint";
+
+/// A node id for one endpoint under [`PER_ENDPOINT`]: unique per process
+/// and endpoint.
+pub fn endpoint_node() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    fnv1a(&[
+        b"endpoint",
+        &std::process::id().to_le_bytes(),
+        &n.to_le_bytes(),
+    ])
+}
 
 /// 64-bit FNV-1a: stable across builds and processes.
 pub fn fnv1a(parts: &[&[u8]]) -> u64 {

@@ -19,8 +19,10 @@ use ofi_core::provider::{AddrOps, EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::av::{AvAttr, AvCore};
 use ofi_core::util::cq::{CqAttr, CqCore, CqErrEntry, CqTaggedEntry};
-use ofi_core::util::iov::{iov_len, IoVec};
+use ofi_core::util::eq::{EqAttr, EqCore};
+use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
 use ofi_core::util::matching::{MatchQueues, MAX_IOV};
+use ofi_core::util::peer::PeerDown;
 use ofi_core::util::wait::WaitFd;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -67,6 +69,8 @@ fn unctx(c: usize) -> (usize, usize, usize) {
 struct Path {
     ep: Arc<dyn EndpointOps>,
     cq: Arc<CqCore>,
+    /// Where the inner endpoint reports dead peers.
+    eq: Arc<EqCore>,
     av: Arc<AvCore>,
     info: Info,
 }
@@ -169,9 +173,13 @@ pub(crate) struct State {
     tx: Slab<TxRec>,
     rx: Slab<RxRec>,
     /// Headers of sends in flight, by tx index (stable boxes, reused).
-    // Boxed: an inner endpoint may read a header after the Vec grew.
-    #[allow(clippy::vec_box)]
-    hdrs: Vec<Box<[u8; wire::LEN]>>,
+    /// Per tx slot: the header (and, when the caller's iov list leaves no
+    /// entry for it, the payload) of a send in flight. Each inner Vec's heap
+    /// buffer stays put while its send is in flight (it is only resized
+    /// when the slot is reused).
+    hdrs: Vec<Vec<u8>>,
+    /// Vectors for held eager payloads, reused.
+    pool: Vec<Vec<u8>>,
     bounce: [Vec<Box<[u8]>>; 2],
     next_cookie: u64,
     /// Inner operations in flight per path (sends, RMA, atomics,
@@ -224,6 +232,10 @@ impl HybridEp {
             Ok(Path {
                 ep,
                 cq: CqCore::new(&cq_attr)?,
+                eq: EqCore::new(&EqAttr {
+                    size: 0,
+                    wait_obj: wait_obj::FI_WAIT_NONE,
+                })?,
                 av: AvCore::new(&av_attr, a)?,
                 info,
             })
@@ -239,7 +251,11 @@ impl HybridEp {
         };
         Ok(Arc::new(HybridEp {
             paths: [path(e0, a0, i0)?, path(e1, a1, i1)?],
-            node: cfg.node,
+            node: if cfg.per_endpoint {
+                crate::node::endpoint_node()
+            } else {
+                cfg.node
+            },
             eager_max: cfg.eager_max,
             bounce_bufs: cfg.bounce_bufs,
             caps,
@@ -255,6 +271,7 @@ impl HybridEp {
                 tx: Slab::new(),
                 rx: Slab::new(),
                 hdrs: Vec::new(),
+                pool: Vec::new(),
                 bounce: [Vec::new(), Vec::new()],
                 next_cookie: cookie_base(),
                 outstanding: [0; 2],
@@ -394,7 +411,7 @@ impl HybridEp {
         st.outstanding[path] += 1;
         let i = st.tx.insert(rec);
         while st.hdrs.len() <= i {
-            st.hdrs.push(Box::new([0u8; wire::LEN]));
+            st.hdrs.push(Vec::with_capacity(wire::LEN));
         }
         i
     }
@@ -533,6 +550,48 @@ impl HybridEp {
         }
     }
 
+    /// The inner endpoint of `path` declared peers dead: its own pending
+    /// operations fail through its CQ; here the application's directed
+    /// receives from those peers fail and its EQ hears of each, named by
+    /// its outer fi_addr. Peers on the other path are not touched.
+    fn peers_down(&self, st: &mut State, path: usize) {
+        for _ in 0..64 {
+            let Ok(e) = self.paths[path].eq.readerr() else {
+                return;
+            };
+            let Some(down) = PeerDown::from_eq_error(&e) else {
+                continue;
+            };
+            let outer = self.outer_src(st, path, down.fi_addr);
+            let err = down.cause.errno();
+            tracing::info!(
+                fi_addr = outer,
+                path = PATH_NAMES[path],
+                cause = down.cause.describe(),
+                "hybrid: peer declared dead"
+            );
+            if outer != FI_ADDR_NOTAVAIL {
+                for tagged in [false, true] {
+                    while let Some(r) = st.mq.take_posted_from(tagged, outer) {
+                        let fl = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+                        Self::rx_error(st, r.context, fl, err, r.tag, 0, 0);
+                    }
+                }
+            }
+            if let Some(eq) = &st.b.eq {
+                // Named as the application knows the peer: its fi_addr and
+                // hybrid address.
+                let raw = st.b.av.as_ref().and_then(|av| av.lookup(outer).ok());
+                eq.push_err(ofi_core::util::eq::EqError {
+                    fid: st.b.fid,
+                    data: outer,
+                    err_data: raw.map_or(e.err_data.clone(), |a| a.to_vec()),
+                    ..e
+                });
+            }
+        }
+    }
+
     /// A message arrived in bounce buffer `idx` of `path`.
     fn arrived(
         &self,
@@ -602,6 +661,9 @@ impl Progress for HybridEp {
                 st.polled[path] = t;
             }
             self.paths[path].ep.progress();
+            if self.paths[path].eq.has_events() {
+                self.peers_down(&mut st, path);
+            }
             if self.drain(&mut st, path) > 0 {
                 st.recent[path] = RECENT;
             } else {
@@ -643,6 +705,7 @@ impl EndpointOps for HybridEp {
                 tx_cq: Some(p.cq.clone()),
                 rx_cq: Some(p.cq.clone()),
                 av: Some(p.av.clone()),
+                eq: Some(p.eq.clone()),
                 rem_read_cntr: b.rem_read_cntr.clone(),
                 rem_write_cntr: b.rem_write_cntr.clone(),
                 mr_map: b.mr_map.clone(),
@@ -687,11 +750,10 @@ impl EndpointOps for HybridEp {
 
     unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
         self.check_enabled("send")?;
-        if op.iov.len() >= MAX_IOV {
+        if op.iov.len() > MAX_IOV {
             return Err(Error::inval(format!(
-                "hybrid: {} iov entries exceed the limit of {}",
-                op.iov.len(),
-                MAX_IOV - 1
+                "hybrid: {} iov entries exceed the limit of {MAX_IOV}",
+                op.iov.len()
             )));
         }
         let need = if op.tagged { FI_TAGGED } else { FI_MSG };
@@ -709,8 +771,11 @@ impl EndpointOps for HybridEp {
         let keep =
             FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
         let iflags = (op.flags & keep) | FI_COMPLETION;
+        // Delivery complete means placed in the matched receive: only the
+        // rendezvous payload, received straight into it, can tell.
+        let dc = op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) == FI_DELIVERY_COMPLETE;
         let h = Header {
-            rts: len > self.eager_max,
+            rts: len > self.eager_max || dc,
             tagged: op.tagged,
             has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
             tag: op.tag,
@@ -728,12 +793,25 @@ impl EndpointOps for HybridEp {
         let ep = &self.paths[r.path].ep;
         if !h.rts {
             let i = Self::tx_slot(&mut st, r.path, rec);
-            h.emit(&mut st.hdrs[i]);
+            let mut hb = [0u8; wire::LEN];
+            h.emit(&mut hb);
+            let buf = &mut st.hdrs[i];
+            buf.clear();
+            buf.extend_from_slice(&hb);
             let mut iov = [IoVec::default(); MAX_IOV];
+            let cnt = if op.iov.len() < MAX_IOV {
+                iov[1..=op.iov.len()].copy_from_slice(op.iov);
+                op.iov.len() + 1
+            } else {
+                // No entry left for the header: copy the payload behind it.
+                buf.resize(wire::LEN + len, 0);
+                // SAFETY: the caller keeps the iov valid for this call.
+                unsafe { copy_from_iov(op.iov, 0, &mut buf[wire::LEN..]) };
+                1
+            };
             iov[0] = IoVec::from_slice(&st.hdrs[i][..]);
-            iov[1..=op.iov.len()].copy_from_slice(op.iov);
             let inner = SendOp {
-                iov: &iov[..=op.iov.len()],
+                iov: &iov[..cnt],
                 desc: &[],
                 dest: r.inner,
                 tag: 0,
@@ -747,6 +825,10 @@ impl EndpointOps for HybridEp {
             if let Err(e) = unsafe { ep.post_send(&inner) } {
                 Self::tx_take(&mut st, r.path, i);
                 return Err(e);
+            }
+            // A send the inner endpoint completed at once completes now.
+            if self.paths[r.path].cq.has_events() {
+                self.drain(&mut st, r.path);
             }
             return Ok(());
         }
@@ -764,7 +846,10 @@ impl EndpointOps for HybridEp {
                 failed: None,
             },
         );
-        Header { cookie, ..h }.emit(&mut st.hdrs[hi]);
+        let mut hb = [0u8; wire::LEN];
+        Header { cookie, ..h }.emit(&mut hb);
+        st.hdrs[hi].clear();
+        st.hdrs[hi].extend_from_slice(&hb);
         let hiov = [IoVec::from_slice(&st.hdrs[hi][..])];
         let head = SendOp {
             iov: &hiov,

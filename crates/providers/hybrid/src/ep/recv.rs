@@ -16,6 +16,9 @@ use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::{copy_to_iov, iov_len, IoVec};
 use ofi_core::util::matching::{PostedRecv, Unexpected, MAX_IOV};
 
+/// Held-payload vectors kept for reuse.
+const POOL_MAX: usize = 256;
+
 /// Where a message goes.
 struct Dest<'a> {
     iov: &'a [IoVec],
@@ -141,8 +144,11 @@ impl HybridEp {
         let Some(i) = st.mq.find_posted(h.tagged, src, h.tag) else {
             let payload = match payload {
                 Payload::Eager(_) => {
+                    let mut v = st.pool.pop().unwrap_or_default();
+                    v.clear();
                     let b = &st.bounce[path][idx][crate::wire::LEN..];
-                    Payload::Eager(b[..m.len.min(b.len())].to_vec())
+                    v.extend_from_slice(&b[..m.len.min(b.len())]);
+                    Payload::Eager(v)
                 }
                 p => p,
             };
@@ -196,6 +202,9 @@ impl HybridEp {
                     Self::discarded(st, d.context, &m);
                 } else {
                     Self::deliver_eager(st, d, &m, &v);
+                }
+                if st.pool.len() < POOL_MAX {
+                    st.pool.push(v);
                 }
             }
             Payload::Rts {
