@@ -28,8 +28,9 @@
 //!   provider moves the bulk data with its own zero-copy path.
 //! - **RMA and atomics** go straight to the inner endpoint of the target's
 //!   path; targets check keys against the hybrid domain's regions.
-//! - **Addresses** ([`addr`]): node id plus both inner addresses, 12 bytes
-//!   of header; AV entries are mirrored lazily into the inner AVs.
+//! - **Addresses** ([`addr`]): an FI_ADDR_STR string carrying the node id
+//!   and both inner addresses; AV entries are mirrored lazily into the
+//!   inner AVs.
 //! - **Faults** stay per path: a dead local peer fails only the operations
 //!   shm had for it, a dead remote peer only tcp's.
 
@@ -162,7 +163,7 @@ fn offer(inner: &Inners, version: u32) -> Info {
     Info {
         caps,
         mode: 0,
-        addr_format: addr_format::FI_FORMAT_UNSPEC,
+        addr_format: addr_format::FI_ADDR_STR,
         src_addr: None,
         dest_addr: None,
         handle: None,

@@ -323,7 +323,11 @@ impl HybridEp {
                     continue;
                 }
             };
-            let path = if a.node == self.node { SHM } else { TCP };
+            let path = if HybridAddr::same_node(a.node, self.node) {
+                SHM
+            } else {
+                TCP
+            };
             let inner_raw = if path == SHM { a.shm } else { a.tcp };
             let inner = match st.inner_addrs[path].get(&inner_raw) {
                 Some(&x) => x,
