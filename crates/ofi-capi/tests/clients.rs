@@ -892,6 +892,55 @@ fn fi_pingpong_tcp_rdm_tagged() {
     pingpong("pp-tcp-rdm", &["-p", "tcp", "-e", "rdm", "-m", "tagged"]);
 }
 
+/// No provider named: fi_pingpong takes getinfo's first RDM offer (on ofi
+/// shm, the peer being on this node).
+#[test]
+fn fi_pingpong_default_rdm() {
+    pingpong("pp-default-rdm", &["-e", "rdm"]);
+}
+
+/// On ofi the hybrid offer (FI_LOCAL_COMM | FI_REMOTE_COMM) is among the
+/// RDM answers, after the plain providers (shm first); FI_PROVIDER=hybrid
+/// gives it alone and FI_PROVIDER=shm leaves it out.
+#[test]
+fn fi_info_rdm_offers_hybrid() {
+    let _s = serial();
+    let lib = Lib::get("hybrid-first");
+    if !lib.is_ofi() {
+        return;
+    }
+    let r = fi_info(&lib, &["-t", "FI_EP_RDM"]);
+    r.assert_success();
+    let b = blocks(&r.stdout);
+    assert_eq!(
+        b.first().and_then(|b| field(b, "provider")),
+        Some("shm"),
+        "{}",
+        r.report()
+    );
+    assert!(
+        offered_providers(&r).iter().any(|p| p == "hybrid"),
+        "{}",
+        r.report()
+    );
+    let mut c = lib.command(&need("fi_info", "libfabric-bin"));
+    c.args(["-t", "FI_EP_RDM"]).env("FI_PROVIDER", "hybrid");
+    let r = run(c, Duration::from_secs(30));
+    r.assert_success();
+    assert_eq!(offered_providers(&r), ["hybrid"], "{}", r.report());
+    let mut c = lib.command(&need("fi_info", "libfabric-bin"));
+    c.args(["-t", "FI_EP_RDM"]).env("FI_PROVIDER", "shm");
+    let r = run(c, Duration::from_secs(30));
+    r.assert_success();
+    assert_eq!(offered_providers(&r), ["shm"], "{}", r.report());
+}
+
+/// The hybrid offer named: Debian's fi_pingpong over it, every size.
+#[test]
+fn fi_pingpong_hybrid_rdm() {
+    pingpong("pp-hybrid-rdm", &["-p", "hybrid", "-e", "rdm"]);
+}
+
 #[test]
 fn fi_pingpong_short_sessions_shm_rdm() {
     pingpong_sessions("pps-shm-rdm", &["-p", "shm", "-e", "rdm"]);
@@ -1004,6 +1053,38 @@ fn mpi_p2p_over_ofi_mtl_tcp() {
             "truncate large",
         ],
     );
+}
+
+/// Open MPI's cm PML over the ofi MTL with no provider named: Open MPI's
+/// default exclude list ("shm,sockets,tcp,udp,rstream,usnic") leaves ofi's
+/// hybrid offer, which the MTL takes (it says so at mtl_base_verbose 100).
+#[test]
+fn mpi_p2p_over_ofi_mtl_default_provider() {
+    let _s = serial();
+    let lib = Lib::get("mpi-p2p-default");
+    let dir = std::env::temp_dir().join(format!("ofi-capi-mpi-{}-default", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mpi build dir");
+    let exe = mpicc("p2p", &dir);
+    let mca = [
+        ("pml", "cm"),
+        ("mtl", "ofi"),
+        ("btl", "self"),
+        ("mtl_base_verbose", "100"),
+    ];
+    let r = mpirun(&lib, &mca, &exe);
+    let _ = std::fs::remove_dir_all(&dir);
+    r.assert_success();
+    assert_library(&r, &lib, "p2p");
+    r.assert_stdout_has("p2p: all checks passed");
+    if lib.is_ofi() {
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert_eq!(
+            all.matches("mtl:ofi:provider: hybrid").count(),
+            2,
+            "both ranks must pick the hybrid offer: {}",
+            r.report()
+        );
+    }
 }
 
 /// MPI one-sided operations through the osc rdma component on the ofi BTL

@@ -173,6 +173,13 @@ pub fn tunables() -> Vec<config::Tunable> {
     all
 }
 
+/// A registered provider by name, whatever FI_PROVIDER says: how a
+/// composing provider opens the providers it is built on (through the
+/// [`Provider`] trait, without importing their crates).
+pub fn provider(name: &str) -> Option<Arc<dyn Provider>> {
+    lookup(name).map(|(p, _)| p)
+}
+
 /// Finds a provider and the counter of its open fabrics.
 pub(crate) fn lookup(name: &str) -> Option<(Arc<dyn Provider>, Arc<AtomicUsize>)> {
     registry_read()

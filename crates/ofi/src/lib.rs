@@ -85,6 +85,9 @@ pub fn init() {
     if let Err(e) = ofi_prov_udp::register() {
         eprintln!("ofi: udp provider failed to register: {e}");
     }
+    if let Err(e) = ofi_prov_hybrid::register() {
+        eprintln!("ofi: hybrid provider failed to register: {e}");
+    }
 }
 
 /// `fi_getinfo`: every offer satisfying the hints, best first. See

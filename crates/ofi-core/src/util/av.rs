@@ -215,6 +215,18 @@ impl AvCore {
             })
     }
 
+    /// Every live entry as (fi_addr, raw address), in fi_addr order: lets
+    /// a composing provider mirror the AV into the AVs of the providers it
+    /// is built on.
+    pub fn entries(&self) -> Vec<(u64, Arc<[u8]>)> {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.clone().map(|a| (i as u64, a)))
+            .collect()
+    }
+
     /// The primary fi_addr of a raw address (what FI_SOURCE reports), if
     /// inserted.
     pub fn reverse(&self, addr: &[u8]) -> Option<u64> {

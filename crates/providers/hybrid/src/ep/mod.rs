@@ -1,0 +1,1004 @@
+//! The hybrid endpoint: routes each operation to the inner endpoint of the
+//! peer's path, drains both inner CQs in its progress, and matches every
+//! arriving message in one engine (see the crate documentation).
+
+// The raw layer's contract (caller memory valid until completion) is
+// forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
+#![allow(unsafe_code)]
+
+mod recv;
+
+use crate::addr::HybridAddr;
+use crate::wire::{self, Header};
+use crate::Config;
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::info::Info;
+use ofi_core::object::{tx_completion, AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
+use ofi_core::provider::{AddrOps, EndpointOps, Progress};
+use ofi_core::util::atomic::AtomicKind;
+use ofi_core::util::av::{AvAttr, AvCore};
+use ofi_core::util::cq::{CqAttr, CqCore, CqErrEntry, CqTaggedEntry};
+use ofi_core::util::eq::{EqAttr, EqCore};
+use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
+use ofi_core::util::matching::{MatchQueues, MAX_IOV};
+use ofi_core::util::peer::PeerDown;
+use ofi_core::util::wait::WaitFd;
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+/// Path index of shm (peers on this node).
+pub(crate) const SHM: usize = 0;
+/// Path index of tcp (the others).
+pub(crate) const TCP: usize = 1;
+/// An idle path is polled at most this often (microseconds).
+const IDLE_POLL_US: u128 = 50;
+/// Progress calls between two readings of the clock.
+const CLOCK_EVERY: u32 = 16;
+/// Calls a path stays busy after it delivered something.
+const RECENT: u32 = 4096;
+const PATH_NAMES: [&str; 2] = ["shm", "tcp"];
+
+// Inner operation contexts: (index << 3) | (path << 2) | kind.
+const K_BOUNCE: usize = 1;
+const K_TX: usize = 2;
+const K_RX: usize = 3;
+
+fn ctx(kind: usize, path: usize, idx: usize) -> usize {
+    (idx << 3) | (path << 2) | kind
+}
+
+/// Rendezvous cookies start at a random 32-bit prefix, so that two senders'
+/// cookies differ even where the receiver cannot tell their sources apart.
+fn cookie_base() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let h = crate::node::fnv1a(&[&t.to_le_bytes(), &std::process::id().to_le_bytes()]);
+    (h << 32) | 1
+}
+
+fn unctx(c: usize) -> (usize, usize, usize) {
+    (c & 3, (c >> 2) & 1, c >> 3)
+}
+
+/// One inner endpoint and what the hybrid endpoint owns for it.
+struct Path {
+    ep: Arc<dyn EndpointOps>,
+    cq: Arc<CqCore>,
+    /// Where the inner endpoint reports dead peers.
+    eq: Arc<EqCore>,
+    av: Arc<AvCore>,
+    info: Info,
+}
+
+/// A held (unexpected) message's payload.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    /// Eager bytes, copied out of the bounce buffer.
+    Eager(Vec<u8>),
+    /// A rendezvous: the payload waits in the inner endpoint as a tagged
+    /// message from `inner_src` with tag `cookie`.
+    Rts {
+        path: usize,
+        inner_src: u64,
+        cookie: u64,
+    },
+}
+
+/// A transmit-side operation in flight on an inner endpoint.
+struct TxRec {
+    context: usize,
+    /// Completion flags reported to the application (None: the inner
+    /// completion's own, for RMA and atomics).
+    flags: Option<u64>,
+    completion: bool,
+    /// A rendezvous header: its completion is not the application's; a
+    /// failure fails the payload's record (index).
+    header_of: Option<usize>,
+    /// Set when the header of this payload failed.
+    failed: Option<i32>,
+}
+
+/// A receive waiting for a rendezvous payload.
+pub(crate) struct RxRec {
+    context: usize,
+    flags: u64,
+    tag: u64,
+    data: u64,
+    buf: usize,
+    src: u64,
+    completion: bool,
+    discard: bool,
+}
+
+/// A slab: stable indices, reused.
+struct Slab<T> {
+    v: Vec<Option<T>>,
+    free: Vec<usize>,
+}
+
+impl<T> Slab<T> {
+    fn new() -> Self {
+        Slab {
+            v: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+    fn insert(&mut self, t: T) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.v[i] = Some(t);
+                i
+            }
+            None => {
+                self.v.push(Some(t));
+                self.v.len() - 1
+            }
+        }
+    }
+    fn take(&mut self, i: usize) -> Option<T> {
+        let t = self.v.get_mut(i)?.take();
+        if t.is_some() {
+            self.free.push(i);
+        }
+        t
+    }
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.v.get_mut(i)?.as_mut()
+    }
+}
+
+/// A peer's path and its inner fi_addr.
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    path: usize,
+    inner: u64,
+}
+
+pub(crate) struct State {
+    b: EpBindings,
+    /// AV inserts and generation mirrored so far.
+    seen: (u64, u64),
+    /// Outer fi_addr -> route.
+    routes: Vec<Option<Route>>,
+    /// Per path: inner fi_addr -> outer fi_addr.
+    rev: [HashMap<u64, u64>; 2],
+    /// Per path: inner address bytes -> inner fi_addr (one insert each).
+    inner_addrs: [HashMap<Vec<u8>, u64>; 2],
+    pub(crate) mq: MatchQueues<Payload>,
+    tx: Slab<TxRec>,
+    rx: Slab<RxRec>,
+    /// Headers of sends in flight, by tx index (stable boxes, reused).
+    /// Per tx slot: the header (and, when the caller's iov list leaves no
+    /// entry for it, the payload) of a send in flight. Each inner Vec's heap
+    /// buffer stays put while its send is in flight (it is only resized
+    /// when the slot is reused).
+    hdrs: Vec<Vec<u8>>,
+    /// Vectors for held eager payloads, reused.
+    pool: Vec<Vec<u8>>,
+    bounce: [Vec<Box<[u8]>>; 2],
+    next_cookie: u64,
+    /// Inner operations in flight per path (sends, RMA, atomics,
+    /// rendezvous receives).
+    outstanding: [usize; 2],
+    /// Progress calls left before a path that delivered counts as idle.
+    recent: [u32; 2],
+    /// Progress calls so far.
+    tick: u32,
+    /// When each path was last polled (as of the last clock reading).
+    polled: [Instant; 2],
+}
+
+/// The hybrid endpoint.
+pub(crate) struct HybridEp {
+    paths: [Path; 2],
+    node: u64,
+    eager_max: usize,
+    bounce_bufs: usize,
+    caps: u64,
+    inserts: Arc<AtomicU64>,
+    enabled: AtomicBool,
+    st: Mutex<State>,
+    wait: OnceLock<Option<WaitFd>>,
+}
+
+impl HybridEp {
+    /// Wraps the two inner endpoints (not yet enabled).
+    pub(crate) fn open(
+        cfg: &Config,
+        info: &Info,
+        eps: [Arc<dyn EndpointOps>; 2],
+        addr: [Arc<dyn AddrOps>; 2],
+        infos: [Info; 2],
+        inserts: Arc<AtomicU64>,
+    ) -> Result<Arc<HybridEp>> {
+        let [e0, e1] = eps;
+        let [a0, a1] = addr;
+        let [i0, i1] = infos;
+        let cq_attr = CqAttr {
+            size: 0,
+            format: cq_format::FI_CQ_FORMAT_TAGGED,
+            wait_obj: wait_obj::FI_WAIT_NONE,
+        };
+        let av_attr = AvAttr {
+            av_type: av_type::FI_AV_TABLE,
+            count: 0,
+        };
+        let path = |ep, a, info| -> Result<Path> {
+            Ok(Path {
+                ep,
+                cq: CqCore::new(&cq_attr)?,
+                eq: EqCore::new(&EqAttr {
+                    size: 0,
+                    wait_obj: wait_obj::FI_WAIT_NONE,
+                })?,
+                av: AvCore::new(&av_attr, a)?,
+                info,
+            })
+        };
+        let caps = if info.caps == 0 {
+            crate::offer(
+                &crate::inners(info.fabric_attr.api_version.max(fi_version(1, 5)))?,
+                0,
+            )
+            .caps
+        } else {
+            info.caps
+        };
+        Ok(Arc::new(HybridEp {
+            paths: [path(e0, a0, i0)?, path(e1, a1, i1)?],
+            node: if cfg.per_endpoint {
+                crate::node::endpoint_node()
+            } else {
+                cfg.node
+            },
+            eager_max: cfg.eager_max,
+            bounce_bufs: cfg.bounce_bufs,
+            caps,
+            inserts,
+            enabled: AtomicBool::new(false),
+            st: Mutex::new(State {
+                b: EpBindings::default(),
+                seen: (u64::MAX, u64::MAX),
+                routes: Vec::new(),
+                rev: [HashMap::new(), HashMap::new()],
+                inner_addrs: [HashMap::new(), HashMap::new()],
+                mq: MatchQueues::new(64),
+                tx: Slab::new(),
+                rx: Slab::new(),
+                hdrs: Vec::new(),
+                pool: Vec::new(),
+                bounce: [Vec::new(), Vec::new()],
+                next_cookie: cookie_base(),
+                outstanding: [0; 2],
+                recent: [0; 2],
+                tick: 0,
+                polled: [Instant::now(); 2],
+            }),
+            wait: OnceLock::new(),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check_enabled(&self, what: &str) -> Result<()> {
+        if self.enabled.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                format!("hybrid: {what} on an endpoint that is not enabled"),
+            ))
+        }
+    }
+
+    /// Mirrors new outer AV entries into the inner AVs (when the AV
+    /// changed since last time).
+    fn sync_av(&self, st: &mut State) {
+        let Some(av) = st.b.av.clone() else { return };
+        let now = (self.inserts.load(Ordering::Acquire), av.generation());
+        if now == st.seen {
+            return;
+        }
+        if now.1 != st.seen.1 {
+            // Something was removed: routes are rebuilt from what remains.
+            st.routes.clear();
+        }
+        st.seen = now;
+        for (fi, raw) in av.entries() {
+            let i = fi as usize;
+            if st.routes.get(i).is_some_and(|r| r.is_some()) {
+                continue;
+            }
+            let a = match HybridAddr::decode(&raw) {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(fi_addr = fi, error = %e, "hybrid: AV entry skipped");
+                    continue;
+                }
+            };
+            let path = if HybridAddr::same_node(a.node, self.node) {
+                SHM
+            } else {
+                TCP
+            };
+            let inner_raw = if path == SHM { a.shm } else { a.tcp };
+            let inner = match st.inner_addrs[path].get(&inner_raw) {
+                Some(&x) => x,
+                None => {
+                    let mut out = [FI_ADDR_NOTAVAIL];
+                    match self.paths[path].av.insert(&[&inner_raw], &mut out) {
+                        Ok(1) => {}
+                        _ => {
+                            tracing::warn!(
+                                fi_addr = fi,
+                                path = PATH_NAMES[path],
+                                "hybrid: the inner AV refused the peer's address"
+                            );
+                            continue;
+                        }
+                    }
+                    st.inner_addrs[path].insert(inner_raw, out[0]);
+                    out[0]
+                }
+            };
+            if st.routes.len() <= i {
+                st.routes.resize(i + 1, None);
+            }
+            st.routes[i] = Some(Route { path, inner });
+            st.rev[path].insert(inner, fi);
+        }
+    }
+
+    fn route(&self, st: &mut State, dest: u64) -> Result<Route> {
+        if let Some(Some(r)) = st.routes.get(dest as usize) {
+            if st
+                .b
+                .av
+                .as_ref()
+                .is_some_and(|av| av.generation() == st.seen.1)
+            {
+                return Ok(*r);
+            }
+        }
+        self.sync_av(st);
+        match st.routes.get(dest as usize) {
+            Some(Some(r)) => Ok(*r),
+            _ => Err(Error::inval(format!(
+                "hybrid: fi_addr {dest} is not in the AV"
+            ))),
+        }
+    }
+
+    /// The outer fi_addr of a message's inner source.
+    fn outer_src(&self, st: &mut State, path: usize, inner: u64) -> u64 {
+        if inner == FI_ADDR_NOTAVAIL || inner == FI_ADDR_UNSPEC {
+            return FI_ADDR_NOTAVAIL;
+        }
+        if let Some(&o) = st.rev[path].get(&inner) {
+            return o;
+        }
+        self.sync_av(st);
+        st.rev[path]
+            .get(&inner)
+            .copied()
+            .unwrap_or(FI_ADDR_NOTAVAIL)
+    }
+
+    fn post_bounce(&self, st: &mut State, path: usize, idx: usize) {
+        let b = &mut st.bounce[path][idx];
+        let iov = [IoVec::from_mut(b)];
+        let op = RecvOp {
+            iov: &iov,
+            desc: &[],
+            src: FI_ADDR_UNSPEC,
+            tag: 0,
+            ignore: 0,
+            context: ctx(K_BOUNCE, path, idx),
+            flags: FI_COMPLETION,
+            tagged: false,
+        };
+        // SAFETY: the bounce buffer is a boxed slice owned by this endpoint
+        // and freed only after the inner endpoint closed.
+        if let Err(e) = unsafe { self.paths[path].ep.post_recv(&op) } {
+            tracing::warn!(path = PATH_NAMES[path], error = %e, "hybrid: bounce receive not posted");
+        }
+    }
+
+    fn tx_slot(st: &mut State, path: usize, rec: TxRec) -> usize {
+        st.outstanding[path] += 1;
+        let i = st.tx.insert(rec);
+        while st.hdrs.len() <= i {
+            st.hdrs.push(Vec::with_capacity(wire::LEN));
+        }
+        i
+    }
+
+    fn tx_take(st: &mut State, path: usize, i: usize) -> Option<TxRec> {
+        let r = st.tx.take(i);
+        if r.is_some() {
+            st.outstanding[path] -= 1;
+        }
+        r
+    }
+
+    pub(super) fn rx_slot(st: &mut State, path: usize, rec: RxRec) -> usize {
+        st.outstanding[path] += 1;
+        st.rx.insert(rec)
+    }
+
+    pub(super) fn rx_take(st: &mut State, path: usize, i: usize) -> Option<RxRec> {
+        let r = st.rx.take(i);
+        if r.is_some() {
+            st.outstanding[path] -= 1;
+        }
+        r
+    }
+
+    /// Reports a transmit-side operation's end to the application.
+    fn tx_end(st: &State, rec: &TxRec, inner_flags: u64, err: Option<i32>) {
+        let flags = rec.flags.unwrap_or(inner_flags);
+        st.b.tx_done(rec.context, flags, rec.completion, err.or(rec.failed));
+    }
+
+    /// Takes what the inner CQ of `path` holds; returns how many entries.
+    fn drain(&self, st: &mut State, path: usize) -> usize {
+        let mut got = 0;
+        let mut ents = [CqTaggedEntry::default(); 4];
+        let mut srcs = [FI_ADDR_NOTAVAIL; 4];
+        // Bounded: each round takes what is queued now.
+        for _ in 0..64 {
+            match self.paths[path].cq.readfrom(&mut ents, &mut srcs) {
+                Ok(n) => {
+                    for k in 0..n {
+                        self.on_ok(st, path, &ents[k], srcs[k], &mut got);
+                    }
+                    if n < ents.len() {
+                        return got;
+                    }
+                }
+                Err(e) if e.code() == errno::FI_EAVAIL => match self.paths[path].cq.readerr() {
+                    Ok(err) => self.on_err(st, path, &err, &mut got),
+                    Err(_) => return got,
+                },
+                Err(_) => return got,
+            }
+        }
+        got
+    }
+
+    fn on_ok(&self, st: &mut State, path: usize, e: &CqTaggedEntry, src: u64, got: &mut usize) {
+        let (kind, _, idx) = unctx(e.op_context);
+        *got += 1;
+        // Remote CQ data of an RMA write lands in the application's CQ.
+        if e.flags & FI_REMOTE_CQ_DATA != 0 && e.flags & (FI_RMA | FI_ATOMIC) != 0 {
+            let src = self.outer_src(st, path, src);
+            if let Some(cq) = &st.b.rx_cq {
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: 0,
+                        ..*e
+                    },
+                    src,
+                );
+            }
+            if kind == K_BOUNCE && e.flags & FI_RECV != 0 {
+                self.post_bounce(st, path, idx);
+            }
+            return;
+        }
+        match kind {
+            K_BOUNCE => {
+                let outer = self.outer_src(st, path, src);
+                self.arrived(st, path, idx, e.len, src, outer);
+                self.post_bounce(st, path, idx);
+            }
+            K_TX => {
+                if let Some(rec) = Self::tx_take(st, path, idx) {
+                    if rec.header_of.is_none() {
+                        Self::tx_end(st, &rec, e.flags, None);
+                    }
+                }
+            }
+            K_RX => {
+                if let Some(r) = Self::rx_take(st, path, idx) {
+                    self.rts_done(st, r, e.len, None);
+                }
+            }
+            _ => tracing::warn!(context = e.op_context, "hybrid: completion of no operation"),
+        }
+    }
+
+    fn on_err(&self, st: &mut State, path: usize, e: &CqErrEntry, got: &mut usize) {
+        let (kind, _, idx) = unctx(e.op_context);
+        *got += 1;
+        match kind {
+            K_BOUNCE => {
+                if e.err != errno::FI_ECANCELED {
+                    tracing::warn!(
+                        path = PATH_NAMES[path],
+                        err = e.err,
+                        "hybrid: bounce receive failed; message dropped"
+                    );
+                    self.post_bounce(st, path, idx);
+                }
+            }
+            K_TX => {
+                if let Some(rec) = Self::tx_take(st, path, idx) {
+                    match rec.header_of {
+                        Some(p) => {
+                            if let Some(pay) = st.tx.get_mut(p) {
+                                pay.failed = Some(e.err);
+                            }
+                        }
+                        None => Self::tx_end(st, &rec, e.flags, Some(e.err)),
+                    }
+                }
+            }
+            K_RX => {
+                if let Some(r) = Self::rx_take(st, path, idx) {
+                    self.rts_done(st, r, e.len, Some((e.err, e.olen)));
+                }
+            }
+            _ => tracing::warn!(
+                context = e.op_context,
+                err = e.err,
+                "hybrid: error of no operation"
+            ),
+        }
+    }
+
+    /// The inner endpoint of `path` declared peers dead: its own pending
+    /// operations fail through its CQ; here the application's directed
+    /// receives from those peers fail and its EQ hears of each, named by
+    /// its outer fi_addr. Peers on the other path are not touched.
+    fn peers_down(&self, st: &mut State, path: usize) {
+        for _ in 0..64 {
+            let Ok(e) = self.paths[path].eq.readerr() else {
+                return;
+            };
+            let Some(down) = PeerDown::from_eq_error(&e) else {
+                continue;
+            };
+            let outer = self.outer_src(st, path, down.fi_addr);
+            let err = down.cause.errno();
+            tracing::info!(
+                fi_addr = outer,
+                path = PATH_NAMES[path],
+                cause = down.cause.describe(),
+                "hybrid: peer declared dead"
+            );
+            if outer != FI_ADDR_NOTAVAIL {
+                for tagged in [false, true] {
+                    while let Some(r) = st.mq.take_posted_from(tagged, outer) {
+                        let fl = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+                        Self::rx_error(st, r.context, fl, err, r.tag, 0, 0);
+                    }
+                }
+            }
+            if let Some(eq) = &st.b.eq {
+                // Named as the application knows the peer: its fi_addr and
+                // hybrid address.
+                let raw = st.b.av.as_ref().and_then(|av| av.lookup(outer).ok());
+                eq.push_err(ofi_core::util::eq::EqError {
+                    fid: st.b.fid,
+                    data: outer,
+                    err_data: raw.map_or(e.err_data.clone(), |a| a.to_vec()),
+                    ..e
+                });
+            }
+        }
+    }
+
+    /// A message arrived in bounce buffer `idx` of `path`.
+    fn arrived(
+        &self,
+        st: &mut State,
+        path: usize,
+        idx: usize,
+        len: usize,
+        inner_src: u64,
+        src: u64,
+    ) {
+        let buf = &st.bounce[path][idx];
+        let bytes = &buf[..len.min(buf.len())];
+        let h = match Header::parse(bytes) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(path = PATH_NAMES[path], error = %e, "hybrid: malformed message dropped");
+                return;
+            }
+        };
+        let body = &bytes[wire::LEN..];
+        if !h.rts && h.len as usize != body.len() {
+            tracing::warn!(
+                path = PATH_NAMES[path],
+                "hybrid: eager message length disagrees with its header; dropped"
+            );
+            return;
+        }
+        let payload = if h.rts {
+            Payload::Rts {
+                path,
+                inner_src,
+                cookie: h.cookie,
+            }
+        } else {
+            // Copied only when held; matched messages are delivered below
+            // straight from the bounce buffer.
+            Payload::Eager(Vec::new())
+        };
+        self.incoming(st, path, idx, h, src, payload);
+    }
+}
+
+impl Progress for HybridEp {
+    fn progress(&self) {
+        if !self.enabled.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.lock();
+        if self.inserts.load(Ordering::Acquire) != st.seen.0 {
+            self.sync_av(&mut st);
+        }
+        let tick = st.tick;
+        st.tick = tick.wrapping_add(1);
+        // The clock is read every CLOCK_EVERY calls (and for the first).
+        let now = (tick.is_multiple_of(CLOCK_EVERY)).then(Instant::now);
+        for path in [SHM, TCP] {
+            // An idle path (nothing in flight, nothing arrived lately) is
+            // polled every IDLE_POLL_US microseconds: tcp's poll costs
+            // system calls, which local traffic should not pay each time.
+            if st.outstanding[path] == 0 && st.recent[path] == 0 {
+                match now {
+                    Some(t) if t.duration_since(st.polled[path]).as_micros() >= IDLE_POLL_US => {}
+                    _ => continue,
+                }
+            }
+            if let Some(t) = now {
+                st.polled[path] = t;
+            }
+            self.paths[path].ep.progress();
+            if self.paths[path].eq.has_events() {
+                self.peers_down(&mut st, path);
+            }
+            if self.drain(&mut st, path) > 0 {
+                st.recent[path] = RECENT;
+            } else {
+                st.recent[path] = st.recent[path].saturating_sub(1);
+            }
+        }
+    }
+    fn arm(&self) -> bool {
+        let a = self.paths[SHM].ep.arm();
+        let b = self.paths[TCP].ep.arm();
+        a && b && self.paths.iter().all(|p| !p.cq.has_events())
+    }
+    fn disarm(&self) {
+        for p in &self.paths {
+            p.ep.disarm();
+        }
+    }
+    fn wait_fd(&self) -> Option<RawFd> {
+        self.wait
+            .get_or_init(|| {
+                let w = WaitFd::new().ok()?;
+                for p in &self.paths {
+                    if let Some(fd) = p.ep.wait_fd() {
+                        w.add(fd).ok()?;
+                    }
+                }
+                Some(w)
+            })
+            .as_ref()
+            .and_then(|w| w.expose().ok())
+    }
+}
+
+impl EndpointOps for HybridEp {
+    fn enable(&self, b: EpBindings) -> Result<()> {
+        let mut st = self.lock();
+        for (path, p) in self.paths.iter().enumerate() {
+            let inner = EpBindings {
+                tx_cq: Some(p.cq.clone()),
+                rx_cq: Some(p.cq.clone()),
+                av: Some(p.av.clone()),
+                eq: Some(p.eq.clone()),
+                rem_read_cntr: b.rem_read_cntr.clone(),
+                rem_write_cntr: b.rem_write_cntr.clone(),
+                mr_map: b.mr_map.clone(),
+                fid: b.fid,
+                info: p.info.clone(),
+                ..Default::default()
+            };
+            p.ep.enable(inner).map_err(|e| {
+                Error::new(
+                    e.code(),
+                    format!(
+                        "hybrid: enabling the {} endpoint: {}",
+                        PATH_NAMES[path],
+                        e.message()
+                    ),
+                )
+            })?;
+        }
+        st.b = b;
+        let size = wire::LEN + self.eager_max;
+        for path in [SHM, TCP] {
+            st.bounce[path] = (0..self.bounce_bufs)
+                .map(|_| vec![0u8; size].into_boxed_slice())
+                .collect();
+            for i in 0..self.bounce_bufs {
+                self.post_bounce(&mut st, path, i);
+            }
+        }
+        self.sync_av(&mut st);
+        self.enabled.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        HybridAddr {
+            node: self.node,
+            shm: self.paths[SHM].ep.getname()?,
+            tcp: self.paths[TCP].ep.getname()?,
+        }
+        .encode()
+    }
+
+    unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
+        self.check_enabled("send")?;
+        if op.iov.len() > MAX_IOV {
+            return Err(Error::inval(format!(
+                "hybrid: {} iov entries exceed the limit of {MAX_IOV}",
+                op.iov.len()
+            )));
+        }
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if self.caps & need == 0 {
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                "hybrid: the endpoint was opened without this capability",
+            ));
+        }
+        let mut st = self.lock();
+        let r = self.route(&mut st, op.dest)?;
+        let len = iov_len(op.iov);
+        let completion = tx_completion(op.flags, st.b.tx_selective);
+        let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        let keep =
+            FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
+        let iflags = (op.flags & keep) | FI_COMPLETION;
+        // Delivery complete means placed in the matched receive: only the
+        // rendezvous payload, received straight into it, can tell.
+        let dc = op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) == FI_DELIVERY_COMPLETE;
+        let h = Header {
+            rts: len > self.eager_max || dc,
+            tagged: op.tagged,
+            has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
+            tag: op.tag,
+            data: op.data,
+            len: len as u64,
+            cookie: 0,
+        };
+        let rec = TxRec {
+            context: op.context,
+            flags: Some(uflags),
+            completion,
+            header_of: None,
+            failed: None,
+        };
+        let ep = &self.paths[r.path].ep;
+        if !h.rts {
+            let i = Self::tx_slot(&mut st, r.path, rec);
+            let mut hb = [0u8; wire::LEN];
+            h.emit(&mut hb);
+            let buf = &mut st.hdrs[i];
+            buf.clear();
+            buf.extend_from_slice(&hb);
+            let mut iov = [IoVec::default(); MAX_IOV];
+            let cnt = if op.iov.len() < MAX_IOV {
+                iov[1..=op.iov.len()].copy_from_slice(op.iov);
+                op.iov.len() + 1
+            } else {
+                // No entry left for the header: copy the payload behind it.
+                buf.resize(wire::LEN + len, 0);
+                // SAFETY: the caller keeps the iov valid for this call.
+                unsafe { copy_from_iov(op.iov, 0, &mut buf[wire::LEN..]) };
+                1
+            };
+            iov[0] = IoVec::from_slice(&st.hdrs[i][..]);
+            let inner = SendOp {
+                iov: &iov[..cnt],
+                desc: &[],
+                dest: r.inner,
+                tag: 0,
+                data: 0,
+                context: ctx(K_TX, r.path, i),
+                flags: iflags,
+                tagged: false,
+            };
+            // SAFETY: the header box lives until the inner completion; the
+            // caller's iov promise is forwarded unchanged.
+            if let Err(e) = unsafe { ep.post_send(&inner) } {
+                Self::tx_take(&mut st, r.path, i);
+                return Err(e);
+            }
+            // A send the inner endpoint completed at once completes now.
+            if self.paths[r.path].cq.has_events() {
+                self.drain(&mut st, r.path);
+            }
+            return Ok(());
+        }
+        let cookie = st.next_cookie;
+        st.next_cookie += 1;
+        let p = Self::tx_slot(&mut st, r.path, rec);
+        let hi = Self::tx_slot(
+            &mut st,
+            r.path,
+            TxRec {
+                context: 0,
+                flags: None,
+                completion: false,
+                header_of: Some(p),
+                failed: None,
+            },
+        );
+        let mut hb = [0u8; wire::LEN];
+        Header { cookie, ..h }.emit(&mut hb);
+        st.hdrs[hi].clear();
+        st.hdrs[hi].extend_from_slice(&hb);
+        let hiov = [IoVec::from_slice(&st.hdrs[hi][..])];
+        let head = SendOp {
+            iov: &hiov,
+            desc: &[],
+            dest: r.inner,
+            tag: 0,
+            data: 0,
+            context: ctx(K_TX, r.path, hi),
+            flags: FI_COMPLETION | (op.flags & FI_FENCE),
+            tagged: false,
+        };
+        // SAFETY: the header box lives until the inner completion.
+        if let Err(e) = unsafe { ep.post_send(&head) } {
+            Self::tx_take(&mut st, r.path, hi);
+            Self::tx_take(&mut st, r.path, p);
+            return Err(e);
+        }
+        let payload = SendOp {
+            iov: op.iov,
+            desc: op.desc,
+            dest: r.inner,
+            tag: cookie,
+            data: 0,
+            context: ctx(K_TX, r.path, p),
+            flags: iflags & !FI_INJECT,
+            tagged: true,
+        };
+        // SAFETY: forwarded caller contract (the iov stays valid until the
+        // operation completes).
+        if let Err(e) = unsafe { ep.post_send(&payload) } {
+            // The header is on its way: fail the operation through its
+            // completion rather than the call.
+            tracing::warn!(error = %e, "hybrid: rendezvous payload not posted");
+            if let Some(x) = Self::tx_take(&mut st, r.path, p) {
+                Self::tx_end(&st, &x, 0, Some(e.code()));
+            }
+        }
+        Ok(())
+    }
+
+    unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
+        self.check_enabled("receive")?;
+        self.recv_inner(op)
+    }
+
+    unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        self.check_enabled("RMA")?;
+        let mut st = self.lock();
+        let r = self.route(&mut st, op.addr)?;
+        let completion = tx_completion(op.flags, st.b.tx_selective);
+        let flags = FI_RMA | if op.read { FI_READ } else { FI_WRITE };
+        let i = Self::tx_slot(
+            &mut st,
+            r.path,
+            TxRec {
+                context: op.context,
+                flags: Some(flags),
+                completion,
+                header_of: None,
+                failed: None,
+            },
+        );
+        let inner = RmaOp {
+            addr: r.inner,
+            context: ctx(K_TX, r.path, i),
+            flags: (op.flags & !OFI_INJECT_CALL) | FI_COMPLETION,
+            ..*op
+        };
+        // SAFETY: forwarded caller contract.
+        if let Err(e) = unsafe { self.paths[r.path].ep.post_rma(&inner) } {
+            Self::tx_take(&mut st, r.path, i);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        self.check_enabled("atomic")?;
+        let mut st = self.lock();
+        let r = self.route(&mut st, op.addr)?;
+        let completion = tx_completion(op.flags, st.b.tx_selective);
+        let flags = FI_ATOMIC
+            | match op.kind {
+                AtomicKind::Basic => FI_WRITE,
+                _ => FI_READ,
+            };
+        let i = Self::tx_slot(
+            &mut st,
+            r.path,
+            TxRec {
+                context: op.context,
+                flags: Some(flags),
+                completion,
+                header_of: None,
+                failed: None,
+            },
+        );
+        let inner = AtomicOp {
+            addr: r.inner,
+            context: ctx(K_TX, r.path, i),
+            flags: (op.flags & !OFI_INJECT_CALL) | FI_COMPLETION,
+            ..*op
+        };
+        // SAFETY: forwarded caller contract.
+        if let Err(e) = unsafe { self.paths[r.path].ep.post_atomic(&inner) } {
+            Self::tx_take(&mut st, r.path, i);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        let a = self.paths[SHM].ep.query_atomic(kind, op, datatype)?;
+        let b = self.paths[TCP].ep.query_atomic(kind, op, datatype)?;
+        Ok(a.min(b))
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let mut st = self.lock();
+        match st.mq.cancel(context) {
+            Some((tagged, r)) => {
+                let fl = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+                Self::rx_error(&st, context, fl, errno::FI_ECANCELED, r.tag, 0, 0);
+                Ok(())
+            }
+            None => Err(Error::new(
+                errno::FI_ENOENT,
+                "hybrid: no posted receive has this context",
+            )),
+        }
+    }
+
+    fn setopt(&self, name: i32, value: usize) -> Result<()> {
+        self.paths[SHM].ep.setopt(name, value)?;
+        self.paths[TCP].ep.setopt(name, value)
+    }
+
+    fn getopt(&self, name: i32) -> Result<usize> {
+        self.paths[SHM].ep.getopt(name)
+    }
+
+    fn close(&self) {
+        self.enabled.store(false, Ordering::Release);
+        for p in &self.paths {
+            p.ep.close();
+        }
+    }
+}
