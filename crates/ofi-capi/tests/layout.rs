@@ -798,8 +798,24 @@ fn top_level_entry_points_behave() {
         offers.len(),
         "offers seen from C and from Rust"
     );
+    // shm's default addresses name the process (fi_shm://PID): the two
+    // sides run in different processes.
+    let no_pid = |t: &str| -> String {
+        t.lines()
+            .map(|l| match l.split_once("fi_shm://") {
+                Some((head, pid)) if pid.bytes().all(|b| b.is_ascii_digit()) => {
+                    format!("{head}fi_shm://PID\n")
+                }
+                _ => format!("{l}\n"),
+            })
+            .collect()
+    };
     for (t, o) in texts.iter().zip(&offers) {
-        assert_eq!(*t, format!("{o}"), "fi_tostr differs from `ofi info -v`");
+        assert_eq!(
+            no_pid(t),
+            no_pid(&format!("{o}")),
+            "fi_tostr differs from `ofi info -v`"
+        );
     }
 }
 
@@ -825,8 +841,7 @@ fn av_insert_refuses_malformed_addresses() {
     );
     // Each refusal is logged with its reason.
     assert!(
-        err.contains("has no NUL within 256 bytes")
-            && err.contains("does not start with fi_shm://"),
+        err.contains("has no NUL within 256 bytes") && err.contains("no shm endpoint is named"),
         "no log line for the refused addresses:\n{err}"
     );
 }
