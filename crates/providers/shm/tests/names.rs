@@ -5,6 +5,8 @@
 //! address holds that name, and a peer that inserts the name (the client's
 //! `dest_addr`) reaches it — the flow of clients that exchange no address
 //! out of band. Names held by live endpoints are refused to others.
+//! `fi_setname` on a disabled endpoint names it the same way (issue 16
+//! item 8).
 #![allow(unsafe_code)]
 
 mod common;
@@ -193,4 +195,58 @@ fn fi_shm_node_names_are_not_unique_and_bad_names_are_refused() {
         let e = c.av.insert_one(bad).unwrap_err();
         assert_eq!(e.code(), errno::FI_EINVAL, "{bad:?}: {e}");
     }
+}
+
+/// `s` as address bytes (NUL-terminated).
+fn nul(s: &str) -> Vec<u8> {
+    let mut b = s.as_bytes().to_vec();
+    b.push(0);
+    b
+}
+
+#[test]
+fn setname_names_a_disabled_endpoint_and_peers_reach_it_there() {
+    let pid = std::process::id();
+    let name = nul(&format!("fi_ns://setname-{pid}:1"));
+    let first = nul(&format!("fi_ns://setname-{pid}:0"));
+    let info = offer(None, None, 0);
+    let server = Rdm::open_with(&info, 1, |ep| {
+        let native = ep.getname().unwrap();
+        // Malformed addresses are refused and leave the name as it was.
+        for bad in [&b"\xff\xfe\0"[..], b"fi_ns://\0", b"\0"] {
+            let e = ep.setname(bad).unwrap_err();
+            assert_eq!(e.code(), errno::FI_EINVAL, "{bad:?}: {e}");
+        }
+        assert_eq!(ep.getname().unwrap(), native);
+        // A rename releases the name held before; the same name twice is
+        // no conflict with itself.
+        ep.setname(&first).unwrap();
+        assert_eq!(ep.getname().unwrap(), first);
+        ep.setname(&name).unwrap();
+        ep.setname(&name).unwrap();
+        assert_eq!(ep.getname().unwrap(), name);
+    });
+    assert_eq!(server.ep.getname().unwrap(), name);
+    // Enabled: no more renaming.
+    let e = server.ep.setname(&first).unwrap_err();
+    assert_eq!(e.code(), errno::FI_EOPBADSTATE, "{e}");
+    assert_eq!(server.ep.getname().unwrap(), name);
+    // Another endpoint cannot take the name the server holds.
+    let other = server.domain.endpoint_with_context(&info, 2).unwrap();
+    let e = other.setname(&name).unwrap_err();
+    assert_eq!(e.code(), errno::FI_EADDRINUSE, "{e}");
+    assert_ne!(other.getname().unwrap(), name);
+    drop(other);
+
+    // A peer that knows only the name reaches the server.
+    let client = Rdm::open(&info, 3);
+    let e = client.av.insert_one(&first).unwrap_err();
+    assert_eq!(
+        e.code(),
+        errno::FI_EINVAL,
+        "the old name still resolves: {e}"
+    );
+    let to = client.av.insert_one(&name).unwrap();
+    send(&client, &server, to, b"named by setname", 5);
+    assert_eq!(recv_one(&server, &client, 5), b"named by setname");
 }

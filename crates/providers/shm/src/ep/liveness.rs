@@ -228,7 +228,7 @@ impl ShmEndpoint {
         // SYNC POINT: peers' liveness checks and sends acquire `closed`.
         self.seg.header().closed.store(1, Ordering::Release);
         // The name is free for another endpoint now.
-        drop(self.name.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.named().claim.take());
         let mut g = self.lock();
         let (_, unexp) = g.rx.mq.drain_all();
         for u in unexp {

@@ -190,12 +190,9 @@ struct Inner {
 /// An shm RDM endpoint.
 pub struct ShmEndpoint {
     me: ShmAddr,
-    /// The name this endpoint holds (from its source address) and the
-    /// address `getname` gives for it; released at close.
-    name: std::sync::Mutex<Option<ofi_shm::name::NameClaim>>,
-    /// What `getname` returns: the source address it was named by, or the
-    /// native address.
-    own_addr: Vec<u8>,
+    /// The name this endpoint holds (from its source address or
+    /// `setname`) and the address `getname` gives for it; released at close.
+    name: std::sync::Mutex<Named>,
     seg: Segment,
     bell: Bell,
     cfg: Config,
@@ -234,32 +231,45 @@ fn rx_flags(m: &Meta) -> u64 {
         | if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 }
 }
 
-/// The name an endpoint opened with source address `src` holds, and the
-/// address its `getname` gives (fi_shm(7)): `fi_shm://PID` (this process)
-/// or a native address names nothing (the endpoint is `me`); any other
-/// address names the endpoint by the part after `prefix://`. A name a live
+/// The name an endpoint holds and the address its `getname` gives.
+#[derive(Debug)]
+struct Named {
+    /// The alias held, if any.
+    claim: Option<ofi_shm::name::NameClaim>,
+    /// What `getname` returns: the source address it was named by, or the
+    /// native address.
+    addr: Vec<u8>,
+}
+
+/// The name an endpoint with source address `src` holds, and the address
+/// its `getname` gives (fi_shm(7)): `fi_shm://PID` (this process) or a
+/// native address names nothing (the endpoint is `me`); any other address
+/// names the endpoint by the part after `prefix://`. A name a live
 /// endpoint holds is `FI_EADDRINUSE`, except under the `fi_shm://` prefix,
 /// which fi_shm(7) calls not unique: that endpoint stays unnamed.
-fn claim_name(
-    uid: u32,
-    me: ShmAddr,
-    src: &[u8],
-) -> Result<(Option<ofi_shm::name::NameClaim>, Vec<u8>)> {
+fn claim_name(uid: u32, me: ShmAddr, src: &[u8]) -> Result<Named> {
     use crate::addr::{str_bytes, Target};
+    let unnamed = || Named {
+        claim: None,
+        addr: me.to_bytes(),
+    };
     let name = match Target::of(src)? {
-        Target::Native(_) => return Ok((None, me.to_bytes())),
+        Target::Native(_) => return Ok(unnamed()),
         Target::Name(n) => n,
     };
     let end = src.iter().position(|&c| c == 0).unwrap_or(src.len());
     let text = String::from_utf8_lossy(&src[..end]).into_owned();
     match ofi_shm::name::NameClaim::claim(uid, &name, me.pid, me.idx) {
-        Ok(c) => Ok((Some(c), str_bytes(&text))),
+        Ok(c) => Ok(Named {
+            claim: Some(c),
+            addr: str_bytes(&text),
+        }),
         Err(e)
             if e.kind() == std::io::ErrorKind::AddrInUse
                 && text.starts_with(crate::addr::SCHEME) =>
         {
             tracing::debug!("shm: {text} is held by another endpoint; {me} stays unnamed");
-            Ok((None, me.to_bytes()))
+            Ok(unnamed())
         }
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(Error::new(
             errno::FI_EADDRINUSE,
@@ -296,15 +306,17 @@ impl ShmEndpoint {
             .map_err(|e| Error::os(e, "shm: creating the endpoint segment"))?;
         let bell = Bell::create(&bell_path(uid, me.pid, me.idx))
             .map_err(|e| Error::os(e, "shm: creating the doorbell"))?;
-        let (name, own_addr) = match &info.src_addr {
+        let name = match &info.src_addr {
             Some(src) => claim_name(uid, me, src)?,
-            None => (None, me.to_bytes()),
+            None => Named {
+                claim: None,
+                addr: me.to_bytes(),
+            },
         };
         let depth = info.rx_attr.size.max(64);
         Ok(ShmEndpoint {
             me,
             name: std::sync::Mutex::new(name),
-            own_addr,
             bell,
             caps: if info.caps == 0 {
                 crate::offer().caps
@@ -363,6 +375,11 @@ impl ShmEndpoint {
             busy: AtomicBool::new(false),
             idle: AtomicU32::new(0),
         })
+    }
+
+    /// The endpoint's name (a poisoned lock still holds a valid name).
+    fn named(&self) -> std::sync::MutexGuard<'_, Named> {
+        self.name.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     #[inline]
@@ -558,7 +575,29 @@ impl EndpointOps for ShmEndpoint {
         Ok(())
     }
     fn getname(&self) -> Result<Vec<u8>> {
-        Ok(self.own_addr.clone())
+        Ok(self.named().addr.clone())
+    }
+    /// Names the endpoint `addr` as if it had been opened with that source
+    /// address (`claim_name`); the old name is released once the new one
+    /// is held (a failed call leaves it). Before `enable` only.
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        let target = crate::addr::Target::of(addr)?;
+        if self.enabled.load(Ordering::Acquire) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                "shm: setname on an enabled endpoint",
+            ));
+        }
+        let mut named = self.named();
+        // Renaming to the name it holds: let go first, else it is in use.
+        if let crate::addr::Target::Name(n) = &target {
+            if named.claim.as_ref().is_some_and(|c| c.name() == n) {
+                named.claim = None;
+                named.addr = self.me.to_bytes();
+            }
+        }
+        *named = claim_name(proc::uid(), self.me, addr)?;
+        Ok(())
     }
     unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
         self.send_inner(op)

@@ -49,6 +49,12 @@ pub struct Rdm {
 impl Rdm {
     /// Opens and enables an endpoint on `info` whose context is `ctx`.
     pub fn open(info: &Info, ctx: usize) -> Rdm {
+        Rdm::open_with(info, ctx, |_| {})
+    }
+
+    /// As [`Rdm::open`], running `before` on the endpoint before it is
+    /// enabled (to set it up the way only a disabled endpoint can be).
+    pub fn open_with(info: &Info, ctx: usize, before: impl FnOnce(&Endpoint)) -> Rdm {
         let fabric = Fabric::open(&info.fabric_attr).expect("fabric");
         let domain = fabric.domain(info).expect("domain");
         let cq = domain
@@ -65,6 +71,7 @@ impl Rdm {
         ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
         ep.bind_av(&av).expect("bind av");
         ep.bind_eq(&eq).expect("bind eq");
+        before(&ep);
         ep.enable().expect("enable");
         Rdm {
             ep,
