@@ -112,8 +112,9 @@ pub fn connect(a: &Args) -> Result<(Oob, bool), String> {
 
 /// `--local`: runs `ofi <cmd>` as the server in a child process (pinned to
 /// CPU 0 when taskset is available, its stdout silenced, no files written)
-/// and as the client here (CPU 1) on a port derived from the pid; returns
-/// the client's exit code.
+/// and as the client here (CPU 1) on a control port the kernel just found
+/// free (a fixed or pid-derived one may be some other socket's ephemeral
+/// port); returns the client's exit code.
 pub fn run_local(cmd: &str, argv: &[String]) -> i32 {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
@@ -122,7 +123,10 @@ pub fn run_local(cmd: &str, argv: &[String]) -> i32 {
             return 1;
         }
     };
-    let port = PORT + (std::process::id() % 1000) as u16;
+    let port = TcpListener::bind(("0.0.0.0", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(PORT + (std::process::id() % 1000) as u16);
     let rest: Vec<String> = argv.iter().filter(|x| *x != "--local").cloned().collect();
     let mut server_args = Vec::new();
     let mut it = rest.iter();

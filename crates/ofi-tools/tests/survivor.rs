@@ -148,9 +148,13 @@ const TCP: &[&str] = &["127.0.0.1:"];
 /// cause, "is gone"), not from the control channel's end.
 const SHM: &[&str] = &["fi_shm://", "provider"];
 
-/// A control port for this test process (distinct per case).
-fn port(case: u16) -> u16 {
-    47000 + (std::process::id() % 500) as u16 * 10 + case
+/// A control port for one case: one the kernel just found free (a
+/// pid-derived one may be another test's ephemeral port).
+fn port(_case: u16) -> u16 {
+    std::net::TcpListener::bind(("0.0.0.0", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 #[test]

@@ -163,10 +163,9 @@ fn ping(e: &Ep, who: u64, ctx: usize) {
 
 /// Kills `kid`, with a pending large send to it and a directed receive
 /// from it: the send fails. When the inner provider declares the peer dead
-/// (tcp does, with an EQ entry; shm fails the operations it has toward the
-/// peer but announces nothing), the directed receive fails too and the EQ
-/// names the peer by its fi_addr; otherwise the receive stays posted until
-/// canceled.
+/// (tcp and shm both do, with an EQ entry), the directed receive fails too
+/// and the EQ names the peer by its fi_addr; otherwise the receive stays
+/// posted until canceled.
 fn kill_and_check(e: &Ep, kid: &mut Child, who: u64, big: &[u8], base: usize, declared: bool) {
     let mut never = [0u8; 8];
     // SAFETY: `big` and `never` outlive the operations, which end below.
@@ -260,7 +259,7 @@ fn a_dead_peer_fails_only_its_own_operations() {
     assert!(hello.iter().all(|h| h.starts_with(b"hello")));
     let big = vec![0x5au8; 1 << 20];
     // A local peer dies: its operations fail, the others answer.
-    kill_and_check(&e, &mut kids.0[0], fi[0], &big, 0x100, false);
+    kill_and_check(&e, &mut kids.0[0], fi[0], &big, 0x100, true);
     ping(&e, fi[1], 0x200);
     ping(&e, fi[2], 0x300);
     // A remote peer dies: its operations fail, the local one answers.

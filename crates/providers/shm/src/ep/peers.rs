@@ -8,7 +8,9 @@ use crate::peer::Peer;
 use ofi_core::consts::FI_ADDR_NOTAVAIL;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::util::peer::Cause;
+use ofi_proto::shm::liveness::Liveness;
 use std::sync::Arc;
+use std::time::Instant;
 
 impl ShmEndpoint {
     pub(super) fn peer_by_id(&self, g: &mut Inner, id: u64) -> Result<Arc<Peer>> {
@@ -17,6 +19,12 @@ impl ShmEndpoint {
         }
         let p = Arc::new(Peer::open(ShmAddr::from_id(id), self.keyed)?);
         g.by_id.insert(id, p.clone());
+        // Its liveness record is made here, with the mapping, rather than
+        // at the first look: the look runs on the data path, which does
+        // not allocate.
+        g.live
+            .entry(id)
+            .or_insert_with(|| Liveness::new(Instant::now()));
         self.peer_revived(g, id);
         Ok(p)
     }
