@@ -353,6 +353,16 @@ fn enum_str(table: &[(u32, &'static str)], v: u32) -> String {
         .unwrap_or_else(|| format!("Unknown ({v})"))
 }
 
+/// msg_order as libfabric prints it: no bits, no names (FI_ORDER_NONE is
+/// named only for comp_order).
+fn msg_order_str(v: u64) -> String {
+    if v == order::FI_ORDER_NONE {
+        bits_to_string(ORDER_NAMES, v)
+    } else {
+        order_str(v)
+    }
+}
+
 fn order_str(v: u64) -> String {
     if v == order::FI_ORDER_NONE {
         "[ FI_ORDER_NONE ]".into()
@@ -373,7 +383,7 @@ impl fmt::Display for TxAttr {
             "        op_flags: {}",
             bits_to_string(OP_FLAG_NAMES, self.op_flags)
         )?;
-        writeln!(f, "        msg_order: {}", order_str(self.msg_order))?;
+        writeln!(f, "        msg_order: {}", msg_order_str(self.msg_order))?;
         writeln!(f, "        comp_order: {}", order_str(self.comp_order))?;
         writeln!(f, "        inject_size: {}", self.inject_size)?;
         writeln!(f, "        size: {}", self.size)?;
@@ -393,7 +403,7 @@ impl fmt::Display for RxAttr {
             "        op_flags: {}",
             bits_to_string(OP_FLAG_NAMES, self.op_flags)
         )?;
-        writeln!(f, "        msg_order: {}", order_str(self.msg_order))?;
+        writeln!(f, "        msg_order: {}", msg_order_str(self.msg_order))?;
         writeln!(f, "        comp_order: {}", order_str(self.comp_order))?;
         writeln!(
             f,

@@ -293,9 +293,22 @@ impl Provider for HybridProvider {
                 return Err(Error::nodata("hybrid: only FI_EP_RDM endpoints"));
             }
         }
-        Config::from_env()?;
+        let cfg = Config::from_env()?;
         let inner = inners(req.version)?;
-        Ok(vec![offer(&inner, req.version)])
+        let mut info = offer(&inner, req.version);
+        // A source address, as every offer carries one: this node with
+        // the inner offers' source addresses.
+        if let (Some(shm), Some(tcp)) = (&inner.info[0].src_addr, &inner.info[1].src_addr) {
+            let a = addr::HybridAddr {
+                node: cfg.node,
+                shm: shm.clone(),
+                tcp: tcp.clone(),
+            };
+            if let Ok(b) = a.encode() {
+                info.src_addr = Some(b);
+            }
+        }
+        Ok(vec![info])
     }
     fn fabric(&self, attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {
         let cfg = Config::from_env()?;
