@@ -77,7 +77,7 @@ cd "$ROOT"
 FAIL_FAST="${FAIL_FAST:-0}"
 STAGE_TIMEOUT="${STAGE_TIMEOUT:-1200}"
 # The test stage compiles every test binary in release mode before it runs
-# them (most of the stage's 17 minutes on 2 idle cores): its own bound.
+# them (most of the stage's time): its own bound.
 TEST_TIMEOUT="${TEST_TIMEOUT:-2400}"
 SHORT_TIMEOUT=120
 
@@ -299,6 +299,14 @@ for var in $(compgen -e); do
             ;;
     esac
 done
+
+# The suite builds the release profile without link-time optimisation. The
+# tests check behaviour, which LTO does not change, and thin LTO re-optimises
+# the whole crate graph at every link: about 17 s of CPU for each of the ~75
+# release test binaries, against about 1.5 s without it (measured on one tcp
+# test binary). Benchmarks (bench/, `cargo bench`) keep the profile's LTO.
+# A caller's own CARGO_PROFILE_RELEASE_LTO wins.
+export CARGO_PROFILE_RELEASE_LTO="${CARGO_PROFILE_RELEASE_LTO:-false}"
 
 # The binary the build stage makes (target/release/ofi unless CARGO_TARGET_DIR
 # says otherwise); exported for the stage functions, which run in a child bash.
