@@ -219,6 +219,37 @@ conformance!(
     }
 );
 
+conformance!(
+    /// A receive whose two entries name the same bytes (C callers may post
+    /// overlapping ranges) completes with the whole length, and the bytes
+    /// hold what was scattered into them last: the message's second half.
+    fn recvv_overlapping_entries(info) {
+        let p = Pair::open(info, FI_MSG)?;
+        if info.rx_attr.iov_limit < 2 {
+            return Err(Skip::limit(format!("rx iov_limit {} < 2", info.rx_attr.iov_limit)));
+        }
+        // Small (inline/eager) and large (read straight into the entries).
+        for half in sizes_for(info, &[100, 100_000]) {
+            let whole = pattern(77, 2 * half);
+            let mut rx = vec![0u8; half];
+            let base = rx.as_mut_ptr() as usize;
+            let riov = [IoVec { base, len: half }, IoVec { base, len: half }];
+            // SAFETY: rx outlives the receive, which completes below; the
+            // two entries overlap on purpose.
+            unsafe { p.b.recvv(&riov, FI_ADDR_UNSPEC, 0x41) }.expect("recvv over overlapping entries");
+            let siov = [IoVec::from_slice(&whole)];
+            // SAFETY: whole outlives the send, which completes below.
+            unsafe { p.a.sendv(&siov, p.fb, 0x42) }.expect("sendv");
+            let (mut ca, mut cb) = (Completions::default(), Completions::default());
+            p.wait_into(&mut ca, &mut cb, 1, 1, TIMEOUT);
+            assert!(ca.err.is_empty() && cb.err.is_empty(), "{half}: errors a {} b {}", errs(&ca), errs(&cb));
+            assert_recv(&cb.ok[0], 0x41, 2 * half, false);
+            assert_bytes_eq(&rx, &whole[half..], &format!("overlapping receive entries of {half} bytes"));
+        }
+        Ok(())
+    }
+);
+
 fn require_cq_data(info: &ofi::Info) -> Outcome {
     if info.domain_attr.cq_data_size == 0 {
         return Err(Skip::limit(

@@ -3,11 +3,13 @@
 //! per endpoint.
 //!
 //! Socket set-up (creation, options, bind, listen, connect, accept,
-//! addresses) goes through socket2; the data path (send, recv, readv,
-//! sendmsg), the connect check (poll, SO_ERROR) and epoll through rustix,
-//! whose raw system calls skip libc and its `errno`. The only `unsafe` left
-//! turns the raw layer's memory ranges (iov addresses the caller vouches
-//! for: they stay valid until their operation completes) into slices.
+//! addresses) goes through socket2; the data path (send, recv, sendmsg),
+//! the connect check (poll, SO_ERROR) and epoll through rustix, whose raw
+//! system calls skip libc and its `errno`. The `unsafe` left turns the raw
+//! layer's send ranges (iov addresses the caller vouches for: they stay
+//! valid until their operation completes) into slices, and hands receive
+//! ranges to libc's `readv` as raw iovecs (they may overlap, so they never
+//! become `&mut` slices).
 #![allow(unsafe_code)]
 
 use ofi_core::util::iov::IoVec;
@@ -16,7 +18,7 @@ use rustix::event::epoll;
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags};
 use socket2::{Domain, SockAddr, TcpKeepalive, Type};
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
@@ -183,21 +185,39 @@ impl Socket {
 
     /// Reads into a receive's ranges (the first [`MAX_IOV`] of them).
     ///
+    /// The ranges go to the kernel as raw `iovec`s, never as Rust slices:
+    /// a C caller may post a receive whose ranges overlap, and two `&mut`
+    /// slices over the same bytes would be undefined behaviour even though
+    /// the kernel's writes through raw addresses are not.
+    ///
     /// # Safety
-    /// The ranges must be valid for writes and not otherwise referenced
-    /// (the posted receive's promise).
+    /// The ranges must be valid for writes for the call's duration (the
+    /// posted receive's promise); overlapping ranges are allowed (which
+    /// bytes land where is then the kernel's order).
     pub unsafe fn readv(&self, iov: &[IoVec]) -> io::Result<usize> {
-        let mut v: [IoSliceMut<'_>; MAX_IOV] = std::array::from_fn(|_| IoSliceMut::new(&mut []));
+        let mut v = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_IOV];
         // Empty ranges are skipped: a call over nothing but empty ones
         // would read 0 bytes, which reads as end of stream.
         let mut n = 0;
         for (d, s) in v.iter_mut().zip(iov.iter().filter(|s| s.len > 0)) {
             n += 1;
-            // SAFETY: the caller vouches for `s.len` writable bytes at
-            // `s.base`, referenced by nothing else during the call.
-            *d = IoSliceMut::new(unsafe { raw_mut(s.base, s.len) });
+            *d = libc::iovec {
+                iov_base: s.base as *mut libc::c_void,
+                iov_len: s.len,
+            };
         }
-        Ok(rustix::io::readv(self, &mut v[..n])?)
+        // MAX_IOV is far below IOV_MAX (1024), so `n` fits a c_int.
+        // SAFETY: `v[..n]` are initialised iovecs over ranges the caller
+        // vouches are writable for this call; the descriptor is owned by
+        // `self` and open.
+        let r = unsafe { libc::readv(self.0.as_raw_fd(), v.as_ptr(), n as libc::c_int) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(r as usize)
     }
 
     /// Writes the ranges in order (up to [`MAX_IOV`] at a time).
@@ -258,18 +278,6 @@ unsafe fn raw<'a>(base: usize, len: usize) -> &'a [u8] {
     }
     // SAFETY: the caller's promise.
     unsafe { std::slice::from_raw_parts(base as *const u8, len) }
-}
-
-/// As [`raw`], writable.
-///
-/// # Safety
-/// `base..base + len` must be writable and referenced by nothing else for `'a`.
-unsafe fn raw_mut<'a>(base: usize, len: usize) -> &'a mut [u8] {
-    if len == 0 {
-        return &mut [];
-    }
-    // SAFETY: the caller's promise.
-    unsafe { std::slice::from_raw_parts_mut(base as *mut u8, len) }
 }
 
 /// Gathered writes up to this size are copied into one buffer and sent
