@@ -78,7 +78,9 @@ impl Input<'_> {
 }
 
 fn nonces(seed: u64) -> Box<dyn FnMut() -> Nonce + Send> {
-    let mut x = seed | 1;
+    // Odd and distinct for every seed (`seed | 1` gave epochs 2 and 3 the
+    // same nonces, so a restarted side repeated its old handshake).
+    let mut x = seed.wrapping_mul(2).wrapping_add(1);
     Box::new(move || {
         let mut n = [0u8; NONCE_LEN];
         for c in n.chunks_mut(8) {

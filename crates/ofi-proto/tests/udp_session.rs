@@ -37,6 +37,17 @@ fn nonces(seed: u64) -> Box<dyn FnMut() -> Nonce + Send> {
 }
 
 fn node(addr: &str, epoch: u64, key: Option<&[u8]>, records: u64) -> Node {
+    node_with_nonces(addr, epoch, key, records, epoch)
+}
+
+/// As [`node`], with the handshake nonces drawn from `nonce_seed`.
+fn node_with_nonces(
+    addr: &str,
+    epoch: u64,
+    key: Option<&[u8]>,
+    records: u64,
+    nonce_seed: u64,
+) -> Node {
     let cfg = SessionConfig {
         epoch,
         my_addr: addr.as_bytes().to_vec(),
@@ -51,7 +62,7 @@ fn node(addr: &str, epoch: u64, key: Option<&[u8]>, records: u64) -> Node {
     };
     Node {
         addr: addr.as_bytes().to_vec(),
-        s: Sessions::new(cfg, nonces(epoch)),
+        s: Sessions::new(cfg, nonces(nonce_seed)),
         streams: HashMap::new(),
         events: Vec::new(),
         records,
@@ -400,6 +411,26 @@ fn a_restarted_peer_is_a_new_peer() {
         (Cause::Reset, false),
         "a new epoch is never a renewal"
     );
+
+    // A restarted peer whose handshake repeats its old nonce (a broken
+    // random source) is still a new peer: its epoch differs, so its HELLO
+    // is not taken for the live session's, and the old stream is not
+    // continued with the new one's bytes (the fuzz target udp_sessions
+    // found that).
+    let mut w = World::new(
+        6,
+        Faults::default(),
+        vec![node("a", 1, None, 0), node("b", 2, None, 1_000_000)],
+    );
+    w.connect(1, 0);
+    w.run_until(Duration::from_secs(60), |w| w.got(0, 1) > 1000);
+    w.nodes[1] = node_with_nonces("b", 7, None, 1_000_000, 2);
+    w.connect(1, 0);
+    w.run_until(Duration::from_secs(60), |w| w.ups(0) == 2);
+    let d = w.downs(0);
+    assert_eq!(d.len(), 1, "the old session ends: {d:?}");
+    assert_eq!((d[0].1, d[0].2), (Cause::Reset, false));
+    w.run_until(Duration::from_secs(60), |w| w.got(0, 1) > 1000);
 }
 
 #[test]

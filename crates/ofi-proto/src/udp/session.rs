@@ -507,8 +507,13 @@ impl Sessions {
         let Some(p) = self.peers.get_mut(&id) else {
             return Incoming::Control;
         };
-        if let Some(u) = p.up.as_ref().filter(|u| u.theirs == hs.nonce) {
+        if let Some(u) =
+            p.up.as_ref()
+                .filter(|u| u.theirs == hs.nonce && u.epoch == hs.epoch)
+        {
             // The HELLO of the live session again: our HELLO_ACK was lost.
+            // (A HELLO from another epoch is a restarted peer, even if its
+            // nonce repeats the old one: it gets a new session.)
             let mine = u.mine;
             self.send_hs(id, kind::HELLO_ACK, &mine, &hs.nonce, hs.epoch);
             return Incoming::Control;
@@ -538,7 +543,7 @@ impl Sessions {
             return Incoming::Control;
         };
         if let Some(u) = p.up.as_ref() {
-            if u.mine == hs.echo && u.theirs == hs.nonce {
+            if u.mine == hs.echo && u.theirs == hs.nonce && u.epoch == hs.epoch {
                 // Our CONFIRM was lost: send it again.
                 let (mine, epoch) = (u.mine, u.epoch);
                 self.send_hs(id, kind::CONFIRM, &mine, &hs.nonce, epoch);
