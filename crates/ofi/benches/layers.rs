@@ -7,7 +7,10 @@
 //! and both send completions are reaped (4 operations). The layers run in
 //! alternating batches (the machine is shared: alternation spreads its
 //! noise over all of them); the report gives each layer's median
-//! nanoseconds per round and the median of the per-batch differences.
+//! nanoseconds per round and the median of the per-batch differences,
+//! timed twice: by the thread's CPU clock (what the layer costs, without
+//! the time other processes hold the core: the figure to compare on a
+//! loaded machine) and by the wall clock.
 //!
 //! `cargo bench -p ofi --bench layers` (`LAYER=raw`, `safe`, `async` or
 //! `async-busy` runs one layer alone, for a profiler; `ROUNDS=n`,
@@ -33,6 +36,17 @@ fn info() -> Info {
         .provider("shm")
         .first()
         .expect("shm offer")
+}
+
+/// The calling thread's CPU time (user and system) in nanoseconds.
+fn cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -280,33 +294,38 @@ fn main() {
     for (_, l) in layers.iter_mut() {
         l.rounds(rounds / 10);
     }
-    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); layers.len()];
+    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); layers.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); layers.len()];
     for _ in 0..batches {
         for (i, (_, l)) in layers.iter_mut().enumerate() {
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), cpu_ns());
             l.rounds(rounds);
-            ns[i].push(t.elapsed().as_nanos() as f64 / rounds as f64);
+            let c = cpu_ns() - c;
+            wall[i].push(t.elapsed().as_nanos() as f64 / rounds as f64);
+            cpu[i].push(c as f64 / rounds as f64);
         }
     }
-    println!(
-        "layer        ns/round   vs raw   (median of {batches} alternating batches of {rounds} rounds: \
-         8 B ping-pong over shm, 4 operations a round)"
-    );
     let raw = layers.iter().position(|(n, _)| *n == "raw");
-    for (i, (name, _)) in layers.iter().enumerate() {
-        let m = median(&ns[i]);
-        match raw {
-            Some(r) if r != i => {
-                let diff: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x - y).collect();
-                let ratio: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x / y).collect();
-                println!(
-                    "{name:<12} {m:8.1}   {:+6.1} ns ({:+.1} ns/op, x{:.2})",
-                    median(&diff),
-                    median(&diff) / 4.0,
-                    median(&ratio)
-                );
+    for (clock, ns) in [("cpu", &cpu), ("wall", &wall)] {
+        println!(
+            "{clock:<4} layer   ns/round   vs raw   (median of {batches} alternating batches of \
+             {rounds} rounds: 8 B ping-pong over shm, 4 operations a round)"
+        );
+        for (i, (name, _)) in layers.iter().enumerate() {
+            let m = median(&ns[i]);
+            match raw {
+                Some(r) if r != i => {
+                    let diff: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x - y).collect();
+                    let ratio: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x / y).collect();
+                    println!(
+                        "{name:<12} {m:8.1}   {:+6.1} ns ({:+.1} ns/op, x{:.2})",
+                        median(&diff),
+                        median(&diff) / 4.0,
+                        median(&ratio)
+                    );
+                }
+                _ => println!("{name:<12} {m:8.1}"),
             }
-            _ => println!("{name:<12} {m:8.1}"),
         }
     }
 }
