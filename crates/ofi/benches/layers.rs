@@ -62,7 +62,8 @@ trait Layer {
 }
 
 /// The raw layer shaped like a channel: one tagged-format CQ per endpoint,
-/// read with `readfrom`, so the difference is the other layers' bookkeeping.
+/// read with `readfrom` into entries kept across reads (as a channel keeps
+/// its own), so the difference is the other layers' bookkeeping.
 struct Raw {
     // Field order is drop order: endpoints before what they are bound to.
     a: Endpoint,
@@ -74,6 +75,13 @@ struct Raw {
     _f: Fabric,
     to_a: u64,
     to_b: u64,
+    scratch: Scratch,
+}
+
+/// Completion entries and their sources, reused by every read.
+struct Scratch {
+    ents: [CqTaggedEntry; 16],
+    src: [u64; 16],
 }
 
 impl Raw {
@@ -109,18 +117,20 @@ impl Raw {
             _f: f,
             to_a,
             to_b,
+            scratch: Scratch {
+                ents: [CqTaggedEntry::default(); 16],
+                src: [0; 16],
+            },
         }
     }
 }
 
 /// Reads `q` until the completion with context `ctx` arrived; counts others.
-fn reap(q: &CompletionQueue, ctx: usize, others: &mut usize) {
-    let mut ents = [CqTaggedEntry::default(); 16];
-    let mut src = [0u64; 16];
+fn reap(q: &CompletionQueue, s: &mut Scratch, ctx: usize, others: &mut usize) {
     loop {
-        if let Ok(n) = q.readfrom(&mut ents, &mut src) {
+        if let Ok(n) = q.readfrom(&mut s.ents, &mut s.src) {
             let mut found = false;
-            for e in &ents[..n] {
+            for e in &s.ents[..n] {
                 if e.op_context == ctx {
                     found = true;
                 } else {
@@ -147,13 +157,13 @@ impl Layer for Raw {
                 self.a.recv(rxa.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 2).unwrap();
                 self.a.send(ping.as_ptr(), 8, self.to_b, 3).unwrap();
             }
-            reap(&self.qb, 1, &mut sends);
+            reap(&self.qb, &mut self.scratch, 1, &mut sends);
             // SAFETY: as above.
             unsafe { self.b.send(pong.as_ptr(), 8, self.to_a, 4).unwrap() };
-            reap(&self.qa, 2, &mut sends);
+            reap(&self.qa, &mut self.scratch, 2, &mut sends);
+            let e = &mut self.scratch.ents;
             while sends < 2 {
-                let mut e = [CqTaggedEntry::default(); 4];
-                sends += self.qa.read(&mut e).unwrap_or(0) + self.qb.read(&mut e).unwrap_or(0);
+                sends += self.qa.read(e).unwrap_or(0) + self.qb.read(e).unwrap_or(0);
             }
         }
     }
