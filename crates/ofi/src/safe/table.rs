@@ -9,22 +9,18 @@ use crate::{CqErrEntry, CqTaggedEntry, Error};
 use std::any::Any;
 use std::task::Waker;
 
-/// What a completion entry says about an operation. The fields follow the
-/// queue entry's order (`repr(C)`), so `record` copies them in pairs that a
-/// later read of any one field can forward from; a read spanning two
-/// separate stores stalls (store forwarding fails) on every completion.
+/// What a completion entry says about an operation.
 #[derive(Clone, Copy, Debug, Default)]
-#[repr(C)]
 pub(crate) struct Outcome {
-    pub flags: u64,
     pub len: usize,
-    pub data: u64,
     pub tag: u64,
+    pub data: u64,
+    pub flags: u64,
     pub src: u64,
-    /// Bytes that did not fit (truncation).
-    pub olen: usize,
     /// Positive FI_E* number; 0 on success.
     pub err: i32,
+    /// Bytes that did not fit (truncation).
+    pub olen: usize,
 }
 
 impl Outcome {
@@ -213,10 +209,10 @@ impl Table {
             }
             return None;
         }
-        s.out.flags = e.flags;
         s.out.len = e.len;
-        s.out.data = e.data;
         s.out.tag = e.tag;
+        s.out.data = e.data;
+        s.out.flags = e.flags;
         s.out.src = src;
         // `olen` is read only when `err` says the operation failed.
         s.out.err = 0;
