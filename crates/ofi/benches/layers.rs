@@ -7,11 +7,20 @@
 //! and both send completions are reaped (4 operations). The layers run in
 //! alternating batches (the machine is shared: alternation spreads its
 //! noise over all of them); the report gives each layer's median
-//! nanoseconds per round and the median of the per-batch differences.
+//! nanoseconds per round and the median of the per-batch differences,
+//! timed twice: by the thread's CPU clock (what the layer costs, without
+//! the time other processes hold the core: the figure to compare on a
+//! loaded machine) and by the wall clock.
 //!
 //! `cargo bench -p ofi --bench layers` (`LAYER=raw`, `safe`, `async` or
 //! `async-busy` runs one layer alone, for a profiler; `ROUNDS=n`,
 //! `BATCHES=n` change the run's length).
+//!
+//! Differences of a few tens of nanoseconds a round are within what code
+//! layout alone moves (a change to the raw layer's loop has shifted the
+//! safe layer's figure by 40 ns): compare such changes by instructions per
+//! round, from two `valgrind --tool=callgrind` runs of one layer at two
+//! `ROUNDS` (the difference cancels the setup).
 #![allow(unsafe_code)]
 
 use ofi::consts::*;
@@ -35,6 +44,17 @@ fn info() -> Info {
         .expect("shm offer")
 }
 
+/// The calling thread's CPU time (user and system) in nanoseconds.
+fn cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -48,7 +68,8 @@ trait Layer {
 }
 
 /// The raw layer shaped like a channel: one tagged-format CQ per endpoint,
-/// read with `readfrom`, so the difference is the other layers' bookkeeping.
+/// read with `readfrom` into entries kept across reads (as a channel keeps
+/// its own), so the difference is the other layers' bookkeeping.
 struct Raw {
     // Field order is drop order: endpoints before what they are bound to.
     a: Endpoint,
@@ -60,6 +81,13 @@ struct Raw {
     _f: Fabric,
     to_a: u64,
     to_b: u64,
+    scratch: Scratch,
+}
+
+/// Completion entries and their sources, reused by every read.
+struct Scratch {
+    ents: [CqTaggedEntry; 16],
+    src: [u64; 16],
 }
 
 impl Raw {
@@ -95,18 +123,20 @@ impl Raw {
             _f: f,
             to_a,
             to_b,
+            scratch: Scratch {
+                ents: [CqTaggedEntry::default(); 16],
+                src: [0; 16],
+            },
         }
     }
 }
 
 /// Reads `q` until the completion with context `ctx` arrived; counts others.
-fn reap(q: &CompletionQueue, ctx: usize, others: &mut usize) {
-    let mut ents = [CqTaggedEntry::default(); 16];
-    let mut src = [0u64; 16];
+fn reap(q: &CompletionQueue, s: &mut Scratch, ctx: usize, others: &mut usize) {
     loop {
-        if let Ok(n) = q.readfrom(&mut ents, &mut src) {
+        if let Ok(n) = q.readfrom(&mut s.ents, &mut s.src) {
             let mut found = false;
-            for e in &ents[..n] {
+            for e in &s.ents[..n] {
                 if e.op_context == ctx {
                     found = true;
                 } else {
@@ -133,13 +163,13 @@ impl Layer for Raw {
                 self.a.recv(rxa.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 2).unwrap();
                 self.a.send(ping.as_ptr(), 8, self.to_b, 3).unwrap();
             }
-            reap(&self.qb, 1, &mut sends);
+            reap(&self.qb, &mut self.scratch, 1, &mut sends);
             // SAFETY: as above.
             unsafe { self.b.send(pong.as_ptr(), 8, self.to_a, 4).unwrap() };
-            reap(&self.qa, 2, &mut sends);
+            reap(&self.qa, &mut self.scratch, 2, &mut sends);
+            let e = &mut self.scratch.ents;
             while sends < 2 {
-                let mut e = [CqTaggedEntry::default(); 4];
-                sends += self.qa.read(&mut e).unwrap_or(0) + self.qb.read(&mut e).unwrap_or(0);
+                sends += self.qa.read(e).unwrap_or(0) + self.qb.read(e).unwrap_or(0);
             }
         }
     }
@@ -280,33 +310,38 @@ fn main() {
     for (_, l) in layers.iter_mut() {
         l.rounds(rounds / 10);
     }
-    let mut ns: Vec<Vec<f64>> = vec![Vec::new(); layers.len()];
+    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); layers.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); layers.len()];
     for _ in 0..batches {
         for (i, (_, l)) in layers.iter_mut().enumerate() {
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), cpu_ns());
             l.rounds(rounds);
-            ns[i].push(t.elapsed().as_nanos() as f64 / rounds as f64);
+            let c = cpu_ns() - c;
+            wall[i].push(t.elapsed().as_nanos() as f64 / rounds as f64);
+            cpu[i].push(c as f64 / rounds as f64);
         }
     }
-    println!(
-        "layer        ns/round   vs raw   (median of {batches} alternating batches of {rounds} rounds: \
-         8 B ping-pong over shm, 4 operations a round)"
-    );
     let raw = layers.iter().position(|(n, _)| *n == "raw");
-    for (i, (name, _)) in layers.iter().enumerate() {
-        let m = median(&ns[i]);
-        match raw {
-            Some(r) if r != i => {
-                let diff: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x - y).collect();
-                let ratio: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x / y).collect();
-                println!(
-                    "{name:<12} {m:8.1}   {:+6.1} ns ({:+.1} ns/op, x{:.2})",
-                    median(&diff),
-                    median(&diff) / 4.0,
-                    median(&ratio)
-                );
+    for (clock, ns) in [("cpu", &cpu), ("wall", &wall)] {
+        println!(
+            "{clock:<4} layer   ns/round   vs raw   (median of {batches} alternating batches of \
+             {rounds} rounds: 8 B ping-pong over shm, 4 operations a round)"
+        );
+        for (i, (name, _)) in layers.iter().enumerate() {
+            let m = median(&ns[i]);
+            match raw {
+                Some(r) if r != i => {
+                    let diff: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x - y).collect();
+                    let ratio: Vec<f64> = ns[i].iter().zip(&ns[r]).map(|(x, y)| x / y).collect();
+                    println!(
+                        "{name:<12} {m:8.1}   {:+6.1} ns ({:+.1} ns/op, x{:.2})",
+                        median(&diff),
+                        median(&diff) / 4.0,
+                        median(&ratio)
+                    );
+                }
+                _ => println!("{name:<12} {m:8.1}"),
             }
-            _ => println!("{name:<12} {m:8.1}"),
         }
     }
 }

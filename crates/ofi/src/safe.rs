@@ -112,11 +112,31 @@ pub struct Channel {
     cq: CompletionQueue,
     fd: OwnedFd,
     av: AddressVector,
-    table: RefCell<Table>,
-    scratch: RefCell<([CqTaggedEntry; 16], [u64; 16])>,
+    book: RefCell<Book>,
     parked: Arc<Parked>,
     domain: Domain,
     _fabric: Fabric,
+}
+
+/// A channel's bookkeeping, behind one borrow: the operations in flight
+/// and the entries a poll reads the queue into (kept: zeroing 16 entries
+/// per poll would cost more than reading them).
+struct Book {
+    table: Table,
+    ents: [CqTaggedEntry; 16],
+    src: [u64; 16],
+}
+
+impl Book {
+    /// Records the first `n` entries.
+    #[inline(always)]
+    fn record(&mut self, n: usize) {
+        let Book { table, ents, src } = self;
+        for (e, &s) in ents.iter().zip(src.iter()).take(n) {
+            // Safe-layer operations hold no wakers.
+            let _ = table.record(e, s);
+        }
+    }
 }
 
 impl std::fmt::Debug for Channel {
@@ -187,8 +207,11 @@ impl Channel {
             cq,
             fd,
             av,
-            scratch: RefCell::new(([CqTaggedEntry::default(); 16], [FI_ADDR_NOTAVAIL; 16])),
-            table: RefCell::default(),
+            book: RefCell::new(Book {
+                table: Table::default(),
+                ents: [CqTaggedEntry::default(); 16],
+                src: [FI_ADDR_NOTAVAIL; 16],
+            }),
             parked: Arc::default(),
             domain,
             _fabric: fabric,
@@ -219,7 +242,7 @@ impl Channel {
         cancel_on_drop: bool,
         f: impl FnOnce(usize) -> Result<()>,
     ) -> Posted<'_, B> {
-        let (slot, gen) = self.table.borrow_mut().open();
+        let (slot, gen) = self.book.borrow_mut().table.open();
         // The context is the slot index + 1, so 0 never names an operation.
         match f(slot as usize + 1) {
             Ok(()) => Ok(Op {
@@ -230,7 +253,7 @@ impl Channel {
                 cancel_on_drop,
             }),
             Err(error) => {
-                self.table.borrow_mut().close(slot);
+                self.book.borrow_mut().table.close(slot);
                 Err(PostError {
                     buf: buf.into_inner(),
                     error,
@@ -600,25 +623,33 @@ impl Channel {
     #[inline]
     pub fn poll(&self) -> Result<usize> {
         self.parked.sweep();
-        let mut scratch = self.scratch.borrow_mut();
-        let (ents, src) = &mut *scratch;
-        match self.cq.readfrom(ents, src) {
+        let mut book = self.book.borrow_mut();
+        let b = &mut *book;
+        match self.cq.readfrom(&mut b.ents, &mut b.src) {
             Ok(n) => {
-                let mut t = self.table.borrow_mut();
-                for i in 0..n {
-                    t.record(&ents[i], src[i]);
-                }
+                b.record(n);
                 Ok(n)
             }
-            Err(e) if e.is_again() => Ok(0),
-            Err(e) if e.code() == errno::FI_EAVAIL => self.reap_err(),
-            Err(e) => Err(e),
+            Err(e) => {
+                drop(book);
+                self.poll_failed(e)
+            }
+        }
+    }
+
+    /// An empty queue (0), an error completion to collect, or a queue error.
+    #[cold]
+    fn poll_failed(&self, e: Error) -> Result<usize> {
+        match e {
+            e if e.is_again() => Ok(0),
+            e if e.code() == errno::FI_EAVAIL => self.reap_err(),
+            e => Err(e),
         }
     }
 
     fn reap_err(&self) -> Result<usize> {
         let e = self.cq.readerr()?;
-        self.table.borrow_mut().record_err(&e);
+        let _ = self.book.borrow_mut().table.record_err(&e);
         Ok(1)
     }
 
@@ -626,19 +657,16 @@ impl Channel {
     /// passes (spinning briefly first), and collects what arrived.
     fn block(&self, deadline: Instant) -> Result<()> {
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut scratch = self.scratch.borrow_mut();
-        let (ents, src) = &mut *scratch;
-        match self.cq.sreadfrom(ents, src, Some(left)) {
+        let mut book = self.book.borrow_mut();
+        let b = &mut *book;
+        match self.cq.sreadfrom(&mut b.ents, &mut b.src, Some(left)) {
             Ok(n) => {
-                let mut t = self.table.borrow_mut();
-                for i in 0..n {
-                    t.record(&ents[i], src[i]);
-                }
+                b.record(n);
                 Ok(())
             }
             Err(e) if e.is_again() => Ok(()),
             Err(e) if e.code() == errno::FI_EAVAIL => {
-                drop(scratch);
+                drop(book);
                 self.reap_err().map(drop)
             }
             Err(e) => Err(e),
@@ -661,7 +689,7 @@ impl Channel {
     /// The next peer write with remote CQ data into this channel's
     /// regions, once [`poll`](Self::poll) has collected it.
     pub fn remote_write(&self) -> Option<RemoteWrite> {
-        self.table.borrow_mut().remote.pop_front()
+        self.book.borrow_mut().table.remote.pop_front()
     }
 
     /// `fi_trywait` on the channel's queue: Ok when it is safe to sleep on
@@ -683,7 +711,7 @@ impl Channel {
     /// Operations posted and not yet handed back, including those whose
     /// handles were dropped and whose buffers wait for the provider.
     pub fn in_flight(&self) -> usize {
-        self.table.borrow().in_flight()
+        self.book.borrow().table.in_flight()
     }
 }
 

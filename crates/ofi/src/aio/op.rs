@@ -107,16 +107,16 @@ impl<B: Send + 'static> Op<B> {
             self.inner.cq().core().driver().remove_sleeper();
         }
     }
+}
 
-    /// If this operation's task was the one watching the wait fd, wakes
-    /// another waiting task to take over (tokio wakes only the last task
-    /// that registered).
-    fn hand_off(&self, core: &mut super::Core) {
-        if core.watcher == Some((self.slot, self.gen)) {
-            core.watcher = None;
-            if let Some(w) = core.table.any_waiter() {
-                w.wake();
-            }
+/// If the operation `(slot, gen)`'s task was the one watching the wait fd,
+/// wakes another waiting task to take over (tokio wakes only the last task
+/// that registered).
+fn hand_off(core: &mut super::Core, slot: u32, gen: u32) {
+    if core.watcher == Some((slot, gen)) {
+        core.watcher = None;
+        if let Some(w) = core.table.any_waiter() {
+            w.wake();
         }
     }
 }
@@ -136,14 +136,15 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
             };
         }
         this.wake_up();
-        let inner = this.inner.clone();
+        // Field borrows (no clone of the Arc: two atomic operations a poll).
+        let inner = &*this.inner;
         for _ in 0..ROUNDS {
             let mut core = inner.lock();
             if let Some(r) = core
                 .table
                 .take_done_with(this.slot, this.gen, Completed::from_outcome)
             {
-                this.hand_off(&mut core);
+                hand_off(&mut core, this.slot, this.gen);
                 drop(core);
                 return match this.buf.take() {
                     Some(b) => Poll::Ready((r, b.into_inner())),
@@ -180,7 +181,9 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
                     if inner.cq().trywait().is_ok() {
                         return Poll::Pending;
                     }
-                    this.wake_up();
+                    if std::mem::take(&mut this.sleeping) {
+                        inner.cq().core().driver().remove_sleeper();
+                    }
                 }
             }
         }
@@ -199,7 +202,7 @@ impl<B: Send + 'static> Drop for Op<B> {
             return;
         }
         let mut core = self.inner.lock();
-        self.hand_off(&mut core);
+        hand_off(&mut core, self.slot, self.gen);
         let pending = core.table.orphan(self.slot, self.gen, buf);
         if pending && self.cancel_on_drop {
             if let Some(ep) = &core.ep {

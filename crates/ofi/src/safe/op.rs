@@ -3,7 +3,7 @@
 //! the buffer back ([`PostError`], [`OpError`]), each usable with `?`.
 
 use super::buf::Held;
-use super::table::{Outcome, State};
+use super::table::Outcome;
 use super::{Addr, Channel};
 use crate::{Error, ErrorKind, IoBuf};
 use std::fmt;
@@ -163,8 +163,7 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
 
     /// True once its completion has been collected by [`Channel::poll`].
     pub fn is_done(&self) -> bool {
-        let mut t = self.ch.table.borrow_mut();
-        matches!(t.slot(self.slot, self.gen), Some(s) if s.state == State::Done)
+        self.buf.is_some() && self.ch.book.borrow().table.is_done(self.slot, self.gen)
     }
 
     /// The result if the operation has finished (no progress: call
@@ -173,32 +172,21 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
     #[inline(always)]
     pub fn check(&mut self) -> Option<Result<Done<B>, OpError<B>>> {
         if self.buf.is_none() {
-            return Some(Err(OpError {
-                error: Error::new(
-                    crate::errno::FI_EALREADY,
-                    "operation: its result was already taken",
-                ),
-                buf: None,
-                overflow: 0,
-            }));
+            return Some(Err(taken()));
         }
         let buf = &mut self.buf;
-        let r = self
-            .ch
-            .table
+        self.ch
+            .book
             .borrow_mut()
+            .table
             .take_done_with(self.slot, self.gen, |o| {
-                let buf = buf.take()?.into_inner();
-                Some(match o.error() {
-                    None => Ok(Done::from_outcome(buf, o)),
-                    Some(error) => Err(OpError {
-                        error,
-                        buf: Some(buf),
-                        overflow: o.olen,
-                    }),
-                })
-            });
-        r.flatten()
+                // `buf` is Some (checked above); the closure runs once.
+                let buf = buf.take().map(Held::into_inner);
+                match (o.err, buf) {
+                    (0, Some(buf)) => Ok(Done::from_outcome(buf, o)),
+                    (_, buf) => Err(failed(o, buf)),
+                }
+            })
     }
 
     /// Drives the channel until the operation finishes or `timeout`
@@ -250,14 +238,53 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
     }
 }
 
-impl<B: Send + 'static> Drop for Op<'_, B> {
-    fn drop(&mut self) {
-        let Some(buf) = self.buf.take() else {
-            return;
-        };
-        let pending = self.ch.table.borrow_mut().orphan(self.slot, self.gen, buf);
+impl<B: Send + 'static> Op<'_, B> {
+    /// Hands an unfinished operation's buffer to the channel.
+    #[cold]
+    fn abandon(&mut self, buf: Held<B>) {
+        let pending = self
+            .ch
+            .book
+            .borrow_mut()
+            .table
+            .orphan(self.slot, self.gen, buf);
         if pending && self.cancel_on_drop {
             let _ = self.ch.ep.cancel(self.id().0 as usize);
         }
+    }
+}
+
+impl<B: Send + 'static> Drop for Op<'_, B> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            self.abandon(buf);
+        }
+    }
+}
+
+/// A handle asked again after it gave its result.
+#[cold]
+fn taken<B>() -> OpError<B> {
+    OpError {
+        error: Error::new(
+            crate::errno::FI_EALREADY,
+            "operation: its result was already taken",
+        ),
+        buf: None,
+        overflow: 0,
+    }
+}
+
+/// An operation that ended in error (or a handle without its buffer).
+#[cold]
+fn failed<B>(o: &Outcome, buf: Option<B>) -> OpError<B> {
+    match o.error() {
+        Some(error) => OpError {
+            error,
+            buf,
+            overflow: o.olen,
+        },
+        None => taken(),
     }
 }

@@ -68,10 +68,15 @@ impl Parked {
     }
 
     /// Frees the parked buffers no access holds any more.
+    #[inline(always)]
     pub(crate) fn sweep(&self) {
-        if !self.any.load(Ordering::Relaxed) {
-            return;
+        if self.any.load(Ordering::Relaxed) {
+            self.sweep_parked();
         }
+    }
+
+    #[cold]
+    fn sweep_parked(&self) {
         let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
         l.retain(|(core, _)| !idle(core));
         self.any.store(!l.is_empty(), Ordering::Relaxed);
