@@ -26,6 +26,7 @@ pub const ATOMIC_MAX_BYTES: usize = 64 << 10;
 
 /// The completion level an operation asks for: its own flags, else the
 /// endpoint's default (`tx_attr.op_flags`).
+#[inline]
 pub fn ack_level(op_flags: u64, default_flags: u64) -> Ack {
     const LEVELS: u64 = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
     let f = if op_flags & LEVELS != 0 {
@@ -380,6 +381,7 @@ impl Ops {
         Ok(req)
     }
 
+    #[inline]
     fn finish(&mut self, id: usize) -> Option<OpMeta> {
         let i = id.checked_sub(1)?;
         let m = self.slots.get_mut(i)?.take()?;
@@ -389,6 +391,7 @@ impl Ops {
 
     /// Completes request `id` (the core's RmaComplete / RmaError) into the
     /// transmit CQ and the read or write counter.
+    #[inline]
     pub fn complete(&mut self, b: &EpBindings, id: usize, err: Option<i32>) {
         let Some(m) = self.finish(id) else {
             return;

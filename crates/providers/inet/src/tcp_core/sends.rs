@@ -120,6 +120,7 @@ impl Sends {
     /// fast path, which reads the ranges before the call returns. `None`
     /// when the iov list is too long (the registering
     /// [`start`](Self::start) reports that error).
+    #[inline]
     pub fn bare(op: &SendOp<'_>) -> Option<SendReq> {
         if op.iov.len() > IOV_LIMIT {
             return None;
@@ -137,6 +138,7 @@ impl Sends {
     }
 
     /// Completes a send a fast path wrote whole (nothing was registered).
+    #[inline]
     pub fn complete_now(b: &EpBindings, op: &SendOp<'_>) {
         let flags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
         b.tx_done(
@@ -148,6 +150,7 @@ impl Sends {
     }
 
     /// Takes a finished send's record.
+    #[inline]
     pub fn finish(&mut self, id: usize) -> Option<SendMeta> {
         let i = id.checked_sub(1)?;
         let m = self.slots.get_mut(i)?.take()?;
@@ -157,6 +160,7 @@ impl Sends {
 
     /// Completes send `id` (the core's SendComplete / SendError) into the
     /// bindings' transmit CQ and counter, and recycles its inject copy.
+    #[inline]
     pub fn complete(&mut self, b: &EpBindings, id: usize, err: Option<i32>) {
         if let Some(m) = self.finish(id) {
             b.tx_done(m.context, m.flags, m.completion, err);
@@ -167,6 +171,7 @@ impl Sends {
     }
 
     /// Returns an inject copy for reuse.
+    #[inline]
     pub fn recycle(&mut self, v: Vec<u8>) {
         if self.pool.len() < 64 {
             self.pool.push(v);
