@@ -471,6 +471,28 @@ mod tests {
     }
 
     #[test]
+    fn sockaddr_hint_takes_either_family_and_a_misfit_names_what_it_asked() {
+        // FI_SOCKADDR (a sockaddr whose family tells) is met by IN offers
+        // (and IN6 ones where the host has IPv6).
+        let mut h = Info::hints();
+        h.addr_format = addr_format::FI_SOCKADDR;
+        let r = GetinfoRequest {
+            hints: Some(&h),
+            ..req(None, None, 0)
+        };
+        let o = offers_on(&r, "lo").unwrap();
+        assert!(o
+            .iter()
+            .any(|i| i.addr_format == addr_format::FI_SOCKADDR_IN));
+        // 10.255.255.1 is in no subnet of lo.
+        let e = offers_on(&req(Some("10.255.255.1"), Some("4000"), 0), "lo").unwrap_err();
+        assert_eq!(e.code(), ofi_core::error::errno::FI_ENODATA);
+        let msg = e.to_string();
+        assert!(msg.contains("destination 10.255.255.1:4000"), "{msg}");
+        assert!(msg.contains("FI_UDP_IFACE=lo"), "{msg}");
+    }
+
+    #[test]
     fn udp_payload_follows_the_mtu() {
         assert_eq!(sys::udp_payload_max(1500, false), 1472);
         assert_eq!(sys::udp_payload_max(1500, true), 1452);
