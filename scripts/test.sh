@@ -55,8 +55,13 @@
 #              ofi MTL and ofi BTL (crates/ofi-capi/tests/clients.rs)
 #   capi:example  builds examples/c/hello_fabric.c against the system's
 #              <rdma/*.h> and links it to ofi's libfabric.so.1, then runs it
-#              on shm and on tcp
-#   e2e:pingpong  target/release/ofi pingpong --local -p shm -S all -I 50 -c
+#              on shm, tcp and udp
+#   capi:udp   Debian's fi_pingpong -p udp -e dgram and -e rdm (server and
+#              client, data checked, loopback, two sizes each) on ofi's
+#              libfabric.so.1, each side under a 20 s timeout
+#   e2e:pingpong  target/release/ofi pingpong --local -p shm -S all -I 50 -c,
+#              and -p udp -e dgram / -e rdm (sizes up to 32 KiB: one
+#              datagram carries a DGRAM message)
 #   e2e:info      target/release/ofi info -p shm prints "provider: shm"
 #
 # Prints a summary and, as its last line, "N passed, M failed" (read by CI).
@@ -266,15 +271,51 @@ capi_example() {
         echo "hello_fabric does not load $lib/libfabric.so.1" >&2
         return 1
     fi
-    for prov in shm tcp; do
+    # udp on loopback (the example names no node for it).
+    for prov in shm tcp udp; do
         echo "+ $exe $prov"
-        timeout 60 "$exe" "$prov"
+        FI_UDP_IFACE=lo timeout 60 "$exe" "$prov"
+    done
+}
+
+# Debian's fi_pingpong on ofi's libfabric.so.1 over udp: DGRAM (64 B and
+# 32 KiB, one datagram each) and RDM (64 B, and 1 MiB: segmented and
+# reassembled), a server and a client on loopback (FI_UDP_IFACE=lo), data
+# checked, each side bounded. The server's control port is a random one
+# below the ephemeral range (32768 up) that nothing listens on.
+capi_udp() {
+    local lib ep size port srv rc
+    lib="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)"
+    ln -sf libfabric.so "$lib/libfabric.so.1"
+    for run in dgram:64 dgram:32768 rdm:64 rdm:1048576; do
+        ep="${run%:*}"
+        size="${run#*:}"
+        port="$(shuf -i 20000-32000 -n 1)"
+        while ss -Htln "sport = :$port" | grep -q .; do port="$(shuf -i 20000-32000 -n 1)"; done
+        echo "+ fi_pingpong -p udp -e $ep -c -S $size -I 20 (control port $port) on $lib/libfabric.so.1"
+        LD_LIBRARY_PATH="$lib" FI_UDP_IFACE=lo timeout 20 \
+            fi_pingpong -p udp -e "$ep" -c -S "$size" -I 20 -B "$port" &
+        srv=$!
+        # The client connects once: wait (bounded) for the server to listen.
+        for _ in $(seq 100); do
+            ss -Htln "sport = :$port" | grep -q . && break
+            sleep 0.1
+        done
+        rc=0
+        LD_LIBRARY_PATH="$lib" FI_UDP_IFACE=lo timeout 20 \
+            fi_pingpong -p udp -e "$ep" -c -S "$size" -I 20 -P "$port" 127.0.0.1 || rc=$?
+        wait "$srv" || rc=$?
+        [ "$rc" -eq 0 ] || return "$rc"
     done
 }
 
 e2e_pingpong() {
     echo "+ $OFI_BIN pingpong --local -p shm -S all -I 50 -c"
     "$OFI_BIN" pingpong --local -p shm -S all -I 50 -c
+    for ep in dgram rdm; do
+        echo "+ $OFI_BIN pingpong --local -p udp -e $ep -S 64,4k,32k -I 50 -c"
+        FI_UDP_IFACE=lo timeout 60 "$OFI_BIN" pingpong --local -p udp -e "$ep" -S 64,4k,32k -I 50 -c
+    done
 }
 
 e2e_info() {
@@ -342,6 +383,7 @@ done
 
 stage capi "$STAGE_TIMEOUT" capi
 stage capi:example "$SHORT_TIMEOUT" capi_example
+stage capi:udp "$SHORT_TIMEOUT" capi_udp
 stage e2e:pingpong "$SHORT_TIMEOUT" e2e_pingpong
 stage e2e:info "$SHORT_TIMEOUT" e2e_info
 

@@ -11,16 +11,13 @@
 
 #![deny(unsafe_code)]
 
-pub mod addr;
 mod auth;
 mod domain;
 mod gate;
 mod link;
 mod msg;
-mod one_sided;
 mod pep;
 mod rdm;
-mod sends;
 mod sys;
 
 use ofi_core::config::Tunable;
@@ -30,9 +27,11 @@ use ofi_core::info::*;
 use ofi_core::provider::{
     AddrOps, DomainOps, EndpointOps, FabricOps, GetinfoRequest, PassiveEndpointOps, Provider,
 };
-use ofi_core::util::netif;
-pub use one_sided::ATOMIC_MAX_BYTES;
-use std::net::{IpAddr, SocketAddr};
+pub use ofi_prov_inet::addr;
+use ofi_prov_inet::offers::Walk;
+pub use ofi_prov_inet::tcp_core::one_sided::ATOMIC_MAX_BYTES;
+pub use ofi_prov_inet::tcp_core::{INJECT_SIZE, IOV_LIMIT, RMA_IOV_LIMIT};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -209,7 +208,7 @@ impl DomainOps for TcpDomain {
         }
     }
     fn addr_ops(&self) -> Arc<dyn AddrOps> {
-        Arc::new(addr::TcpAddrOps)
+        Arc::new(addr::SockAddrOps)
     }
 }
 
@@ -228,12 +227,6 @@ pub fn register() -> Result<()> {
 pub const NAME: &str = "tcp";
 /// Provider version.
 pub const VERSION: u32 = fi_version(0, 1);
-/// Largest FI_INJECT send.
-pub const INJECT_SIZE: usize = 4096;
-/// Most iov entries per operation.
-pub const IOV_LIMIT: usize = 4;
-/// Most remote ranges per RMA or atomic operation.
-pub const RMA_IOV_LIMIT: usize = ofi_proto::tcp::MAX_RANGES;
 
 /// The provider's tunables.
 pub fn tunables() -> Vec<Tunable> {
@@ -387,139 +380,17 @@ pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
 /// [`offers`] restricted to the interface named `iface` (FI_TCP_IFACE;
 /// empty: every interface) unless the request names a source address.
 fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
-    let hints = req.hints;
-    let hinted = hints.map_or(0, |h| h.addr_format);
-    if !matches!(
-        hinted,
-        addr_format::FI_FORMAT_UNSPEC
-            | addr_format::FI_SOCKADDR
-            | addr_format::FI_SOCKADDR_IN
-            | addr_format::FI_SOCKADDR_IN6
-    ) {
-        return Err(Error::nodata(format!(
-            "tcp: address format {hinted} is not FI_SOCKADDR, FI_SOCKADDR_IN or FI_SOCKADDR_IN6"
-        )));
-    }
-    // FI_SOCKADDR leaves the family open: offers of either.
-    let want_fmt = Some(hinted).filter(|f| *f != 0 && *f != addr_format::FI_SOCKADDR);
-    let numeric = req.flags & FI_NUMERICHOST != 0;
-    let source = req.flags & FI_SOURCE != 0;
-    // Where the endpoint binds, and where it connects.
-    let mut src: Option<SocketAddr> = match hints.and_then(|h| h.src_addr.as_deref()) {
-        Some(b) => Some(addr::decode(b)?),
-        None => None,
+    let walk = Walk {
+        prov: NAME,
+        iface,
+        multicast: false,
     };
-    let mut dest: Option<SocketAddr> = match hints.and_then(|h| h.dest_addr.as_deref()) {
-        Some(b) => Some(addr::decode(b)?),
-        None => None,
-    };
-    if req.node.is_some() || req.service.is_some() {
-        if source {
-            src = Some(addr::resolve(req.node, req.service, want_fmt, numeric)?[0]);
-        } else if req.node.is_some() {
-            dest = Some(addr::resolve(req.node, req.service, want_fmt, numeric)?[0]);
-        } else {
-            // A service alone names the local port to listen on.
-            src = Some(addr::resolve(None, req.service, want_fmt, numeric)?[0]);
-        }
-    }
-    let mut ifs = netif::interfaces().map_err(|e| Error::os(e, "tcp: listing interfaces"))?;
-    ifs.retain(|i| i.up);
-    let named_source = src.is_some_and(|s| !s.ip().is_unspecified());
-    if !iface.is_empty() && !named_source {
-        ifs.retain(|i| i.name == iface);
-        if ifs.is_empty() {
-            return Err(Error::nodata(format!(
-                "tcp: FI_TCP_IFACE={iface} names no interface that is up"
-            )));
-        }
-    }
-    ifs.sort_by_key(|i| i.loopback);
-    let mut out = Vec::new();
-    for ifa in &ifs {
-        let sa_fmt = match ifa.addr {
-            IpAddr::V4(_) => addr_format::FI_SOCKADDR_IN,
-            IpAddr::V6(_) => addr_format::FI_SOCKADDR_IN6,
-        };
-        if want_fmt.is_some_and(|f| f != sa_fmt) {
-            continue;
-        }
-        if let Some(s) = src {
-            if !s.ip().is_unspecified() && s.ip() != ifa.addr {
-                continue;
-            }
-        }
-        if let Some(d) = dest {
-            let same_family = d.is_ipv4() == ifa.addr.is_ipv4();
-            let reaches = ifa.contains(&d.ip()) || (d.ip().is_loopback() && ifa.loopback);
-            if !same_family || !reaches {
-                continue;
-            }
-        }
-        let port = src.map_or(0, |s| s.port());
-        let bind = SocketAddr::new(ifa.addr, port);
-        let auto = hints.is_some_and(|h| {
-            h.domain_attr.data_progress == progress::FI_PROGRESS_AUTO
-                || h.domain_attr.control_progress == progress::FI_PROGRESS_AUTO
-        });
-        for ep in [ep_type::FI_EP_RDM, ep_type::FI_EP_MSG] {
-            let mut o = base_offer(ep, &bind, &ifa.subnet(), &ifa.name);
-            if auto {
-                // Both models are supported; an application that asks for
-                // auto progress gets a domain with a progress thread.
-                o.domain_attr.data_progress = progress::FI_PROGRESS_AUTO;
-                o.domain_attr.control_progress = progress::FI_PROGRESS_AUTO;
-            }
-            o.dest_addr = dest.map(|d| addr::encode(&d));
-            o.fabric_attr.api_version = req.version;
-            out.push(o);
-        }
-    }
-    if out.is_empty() {
-        return Err(Error::nodata(no_fit(
-            src,
-            dest,
-            want_fmt,
-            iface,
-            named_source,
-        )));
-    }
-    Ok(out)
-}
-
-/// Why no interface fits a getinfo request: what it asked for (the source,
-/// the destination, the address format, FI_TCP_IFACE) in one message.
-fn no_fit(
-    src: Option<SocketAddr>,
-    dest: Option<SocketAddr>,
-    fmt: Option<u32>,
-    iface: &str,
-    named_source: bool,
-) -> String {
-    let mut asked = Vec::new();
-    if let Some(s) = src.filter(|s| !s.ip().is_unspecified()) {
-        asked.push(format!("source {}", s.ip()));
-    }
-    if let Some(d) = dest {
-        asked.push(format!("destination {d}"));
-    }
-    match fmt {
-        Some(addr_format::FI_SOCKADDR_IN) => asked.push("FI_SOCKADDR_IN".into()),
-        Some(addr_format::FI_SOCKADDR_IN6) => asked.push("FI_SOCKADDR_IN6".into()),
-        _ => {}
-    }
-    if !iface.is_empty() && !named_source {
-        asked.push(format!("FI_TCP_IFACE={iface}"));
-    }
-    if asked.is_empty() {
-        "tcp: no interface that is up has an address".into()
-    } else {
-        format!(
-            "tcp: no interface that is up fits the request ({}): a source must be one of \
-             its addresses, a destination in its subnet",
-            asked.join(", ")
-        )
-    }
+    walk.offers(req, |p| {
+        [ep_type::FI_EP_RDM, ep_type::FI_EP_MSG]
+            .into_iter()
+            .map(|ep| base_offer(ep, &p.bind, &p.fabric, &p.domain))
+            .collect()
+    })
 }
 
 #[cfg(test)]

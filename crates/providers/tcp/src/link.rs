@@ -1,17 +1,18 @@
 //! One connection's I/O: a nonblocking socket driven through its sans-IO
-//! [`Conn`], and the translation of protocol events into completions.
+//! [`Conn`], and the fast path of a send written straight to it.
 //! Its unsafe blocks move bytes between sockets and the memory of posted
 //! operations, which the raw layer's callers keep valid until completion.
 #![allow(unsafe_code)]
 
 use crate::sys::Socket;
+use crate::INJECT_SIZE;
 use ofi_core::consts::*;
 use ofi_core::error::errno;
-use ofi_core::object::EpBindings;
-use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
+use ofi_core::object::{EpBindings, SendOp};
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov};
 use ofi_core::util::peer::Cause;
-use ofi_proto::tcp::{Conn, Event, Rx, SendReq, State, Target, FAST_MAX};
+use ofi_proto::tcp::{Ack, Conn, Rx, SendReq, State, Target, FAST_MAX};
+use ofi_prov_inet::tcp_core::sends::Sends;
 use ofi_wire::tcp::HDR_LEN;
 use std::io;
 use std::time::{Duration, Instant};
@@ -116,6 +117,41 @@ impl Link {
                 }
             }
         }
+    }
+
+    /// The fast path of a send ([`send_now`](Self::send_now)), for one that
+    /// asks for neither an acknowledgement (`ack`) nor a fence: written
+    /// whole, it is completed here (`Fast::Sent`); partly written, it is
+    /// registered in `sends` and completes later (`Fast::Staged`: drive the
+    /// link); `Fast::Queue`: not taken, queue it as usual.
+    ///
+    /// # Safety
+    /// `post_send`'s contract: the ranges are readable for this call (and
+    /// until completion without FI_INJECT).
+    pub unsafe fn send_fast(
+        &mut self,
+        sends: &mut Sends,
+        b: &EpBindings,
+        op: &SendOp<'_>,
+        ack: Ack,
+    ) -> Fast {
+        if ack != Ack::None || op.flags & FI_FENCE != 0 {
+            return Fast::Queue;
+        }
+        let Some(bare) = Sends::bare(op) else {
+            return Fast::Queue;
+        };
+        let selective = b.tx_selective;
+        let register = || {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { sends.start(op, selective, INJECT_SIZE) }.map_or(0, |r| r.context)
+        };
+        // SAFETY: forwarded from this function's contract.
+        let fast = unsafe { self.send_now(&bare, register) };
+        if fast == Fast::Sent {
+            Sends::complete_now(b, op);
+        }
+        fast
     }
 
     /// Writes a small eager send at once when the connection allows it
@@ -360,120 +396,5 @@ impl Link {
             self.watching_out = want;
             let _ = poller.modify(&self.sock, key, want);
         }
-    }
-}
-
-/// Turns the receive side's events into completions. `src_ok` says whether
-/// source addresses are reported (FI_SOURCE).
-pub fn drain_rx(b: &EpBindings, rx: &mut Rx, src_ok: bool) {
-    while let Some(ev) = rx.poll_event() {
-        match ev {
-            Event::RecvComplete(mut d) => {
-                if let Some(c) = d.copy.take() {
-                    // SAFETY: the copy's ranges are the receive's own buffer,
-                    // which its poster keeps writable until completion.
-                    unsafe { copy_to_iov(c.iov(), c.offset, &c.bytes) };
-                    rx.recycle(c.bytes);
-                }
-                let src = if src_ok { d.src } else { FI_ADDR_NOTAVAIL };
-                if d.truncated_by > 0 {
-                    if let Some(cq) = &b.rx_cq {
-                        cq.push_err(
-                            CqErrEntry {
-                                op_context: d.context,
-                                flags: d.flags,
-                                len: d.len,
-                                buf: d.buf,
-                                data: d.data,
-                                tag: d.tag,
-                                olen: d.truncated_by,
-                                err: errno::FI_ETRUNC,
-                                prov_errno: errno::FI_ETRUNC,
-                                ..Default::default()
-                            },
-                            src,
-                        );
-                    }
-                    if let Some(c) = &b.recv_cntr {
-                        c.add_err(1);
-                    }
-                    continue;
-                }
-                let wanted = !b.rx_selective
-                    || d.posted_flags & FI_COMPLETION != 0
-                    || d.flags & FI_MULTI_RECV != 0;
-                if wanted {
-                    if let Some(cq) = &b.rx_cq {
-                        cq.push(
-                            CqTaggedEntry {
-                                op_context: d.context,
-                                flags: d.flags,
-                                len: d.len,
-                                buf: d.buf,
-                                data: d.data,
-                                tag: d.tag,
-                            },
-                            src,
-                        );
-                    }
-                }
-                if let Some(c) = &b.recv_cntr {
-                    c.add(1);
-                }
-            }
-            Event::RecvError {
-                context,
-                err,
-                flags,
-                tag,
-            } => rx_error(b, context, flags, err, tag),
-            Event::RecvCanceled {
-                context,
-                flags,
-                tag,
-            } => rx_error(b, context, flags, errno::FI_ECANCELED, tag),
-            Event::RemoteCqData {
-                flags,
-                len,
-                data,
-                src,
-            } => {
-                // A peer's write or atomic with remote CQ data: an entry
-                // that consumes no receive (counted by the remote counters).
-                if let Some(cq) = &b.rx_cq {
-                    cq.push(
-                        CqTaggedEntry {
-                            op_context: 0,
-                            flags,
-                            len,
-                            data,
-                            ..Default::default()
-                        },
-                        if src_ok { src } else { FI_ADDR_NOTAVAIL },
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Reports a receive that failed with `err` (error entry, error count).
-pub fn rx_error(b: &EpBindings, context: usize, flags: u64, err: i32, tag: u64) {
-    if let Some(cq) = &b.rx_cq {
-        cq.push_err(
-            CqErrEntry {
-                op_context: context,
-                flags,
-                err,
-                prov_errno: err,
-                tag,
-                ..Default::default()
-            },
-            FI_ADDR_NOTAVAIL,
-        );
-    }
-    if let Some(c) = &b.recv_cntr {
-        c.add_err(1);
     }
 }

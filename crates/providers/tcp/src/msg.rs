@@ -3,10 +3,8 @@
 #![allow(unsafe_code)]
 
 use crate::domain::{Member, Shared};
-use crate::link::{drain_rx, Fast, Link};
-use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
+use crate::link::{Fast, Link};
 use crate::pep::Request;
-use crate::sends::Sends;
 use crate::sys::Socket;
 use crate::{TcpConfig, INJECT_SIZE};
 use ofi_core::consts::*;
@@ -19,6 +17,9 @@ use ofi_core::util::auth::AuthKey;
 use ofi_core::util::eq::{EqError, EqEvent};
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{Conn, Event, Memory, RecvReq, RmaReq, Rx, RxConfig};
+use ofi_prov_inet::tcp_core::completions::drain_rx;
+use ofi_prov_inet::tcp_core::one_sided::{ack_level, query_atomic, refused, Ops, Target};
+use ofi_prov_inet::tcp_core::sends::Sends;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -84,8 +85,8 @@ impl TcpMsgEp {
                 rx: Rx::new(rxc),
                 link: None,
                 phase: Phase::Idle,
-                sends: Sends::default(),
-                ops: Ops::default(),
+                sends: Sends::new(crate::NAME),
+                ops: Ops::new(crate::NAME),
                 handle: info.handle.clone(),
                 src: info.src_addr.clone(),
             }),
@@ -254,7 +255,7 @@ impl TcpMsgEp {
         };
         if let Err(e) = link.conn.queue_rma(req) {
             ops.abandon(&req);
-            return Err(refused(e));
+            return Err(refused(crate::NAME, e));
         }
         self.drive(g);
         Ok(())
@@ -373,7 +374,7 @@ impl EndpointOps for TcpMsgEp {
         let Inner { link, sends, b, .. } = &mut *g;
         let link = link.as_mut().expect("checked above");
         // SAFETY: forwarded from post_send's contract.
-        match unsafe { sends.send_fast(link, b, op, ack) } {
+        match unsafe { link.send_fast(sends, b, op, ack) } {
             Fast::Sent => return Ok(()),
             Fast::Staged => {
                 self.drive_with(&mut g, false);

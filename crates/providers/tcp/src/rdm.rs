@@ -13,9 +13,7 @@
 
 use crate::domain::{Member, Shared};
 use crate::gate::{Accepting, Dropped, Gate};
-use crate::link::{drain_rx, rx_error, Fast, Link};
-use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
-use crate::sends::Sends;
+use crate::link::{Fast, Link};
 use crate::sys::Socket;
 use crate::{TcpConfig, INJECT_SIZE};
 use ofi_core::consts::*;
@@ -33,6 +31,9 @@ use ofi_proto::tcp::{
     decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
     RxConfig,
 };
+use ofi_prov_inet::tcp_core::completions::{drain_rx, rx_error};
+use ofi_prov_inet::tcp_core::one_sided::{ack_level, query_atomic, refused, Ops, Target};
+use ofi_prov_inet::tcp_core::sends::Sends;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -165,8 +166,8 @@ impl TcpRdmEp {
             inner: SpinLock::new(Inner {
                 b: EpBindings::default(),
                 rx: Rx::new(rxc),
-                sends: Sends::default(),
-                ops: Ops::default(),
+                sends: Sends::new(crate::NAME),
+                ops: Ops::new(crate::NAME),
                 peers: IdMap::default(),
                 by_name: HashMap::new(),
                 by_addr: IdMap::default(),
@@ -502,9 +503,8 @@ impl TcpRdmEp {
             return;
         }
         // The peer's address as the AV holds addresses (canonical).
-        let name = crate::addr::TcpAddrOps
-            .canonical_or_none(peer_addr)
-            .unwrap_or_else(|| peer_addr.to_vec());
+        let name = ofi_core::provider::AddrOps::canonical(&crate::addr::SockAddrOps, peer_addr)
+            .unwrap_or_else(|_| peer_addr.to_vec());
         let fi_addr =
             g.b.av
                 .as_ref()
@@ -800,7 +800,7 @@ impl TcpRdmEp {
         };
         if let Err(e) = p.link.conn.queue_rma(req) {
             ops.abandon(&req);
-            return Err(refused(e));
+            return Err(refused(crate::NAME, e));
         }
         self.drive_link(g, id);
         self.finish(g);
@@ -815,13 +815,6 @@ impl Peer {
             self.fi_addr = fi_addr;
             self.link.conn.set_peer(fi_addr);
         }
-    }
-}
-
-impl crate::addr::TcpAddrOps {
-    /// The canonical form of an address, or None if it is not one.
-    fn canonical_or_none(&self, a: &[u8]) -> Option<Vec<u8>> {
-        ofi_core::provider::AddrOps::canonical(self, a).ok()
     }
 }
 
@@ -924,7 +917,7 @@ impl EndpointOps for TcpRdmEp {
         } = &mut *g;
         if let Some(p) = peers.get_mut(&id) {
             // SAFETY: forwarded from post_send's contract.
-            match unsafe { sends.send_fast(&mut p.link, b, op, ack) } {
+            match unsafe { p.link.send_fast(sends, b, op, ack) } {
                 Fast::Sent => return Ok(()),
                 Fast::Staged => {
                     self.drive_link_with(&mut g, id, false);

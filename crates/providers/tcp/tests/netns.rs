@@ -26,6 +26,7 @@ use ofi_core::consts::*;
 use ofi_core::error::errno;
 use ofi_core::object::*;
 use ofi_core::util::eq::EqAttr;
+use ofi_prov_test_support::netns::{ip, netns_list};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -48,34 +49,6 @@ const ADDR_ENV: &str = "OFI_TCP_TEST_NS_ADDR";
 const MODE_ENV: &str = "OFI_TCP_TEST_NS_MODE";
 
 // ------------------------------------------------------------- namespaces
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("running `ip {}`: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn netns_list() -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("running `ip netns list` (is iproute2 installed?)");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect()
-}
 
 /// Deletes namespaces this test left behind in a process that no longer
 /// exists (only names of this test's own pattern `ofi-[ab]-<pid>-...`).

@@ -14,13 +14,9 @@
 
 #![deny(unsafe_code)]
 
-pub mod addr;
-mod completions;
 mod dgram;
 mod domain;
-mod one_sided;
 mod rdm;
-mod sends;
 mod sys;
 
 use ofi_core::config::Tunable;
@@ -29,8 +25,11 @@ use ofi_core::error::{Error, Result};
 use ofi_core::info::*;
 use ofi_core::provider::{AddrOps, DomainOps, EndpointOps, FabricOps, GetinfoRequest, Provider};
 use ofi_core::util::auth::AuthKey;
-use ofi_core::util::netif;
-use std::net::{IpAddr, SocketAddr};
+pub use ofi_prov_inet::addr;
+use ofi_prov_inet::offers::Walk;
+pub use ofi_prov_inet::tcp_core::one_sided::ATOMIC_MAX_BYTES;
+pub use ofi_prov_inet::tcp_core::{INJECT_SIZE, RMA_IOV_LIMIT};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -192,7 +191,7 @@ impl DomainOps for UdpDomain {
         }
     }
     fn addr_ops(&self) -> Arc<dyn AddrOps> {
-        Arc::new(addr::UdpAddrOps)
+        Arc::new(addr::SockAddrOps)
     }
 }
 
@@ -222,11 +221,6 @@ fn peer_timeout_tunable() -> Tunable {
 
 /// Most iov entries per operation.
 pub const IOV_LIMIT: usize = dgram::IOV_LIMIT;
-/// Largest FI_INJECT send of an RDM endpoint.
-pub const INJECT_SIZE: usize = 4096;
-/// Most remote ranges per RMA or atomic operation.
-pub const RMA_IOV_LIMIT: usize = ofi_proto::tcp::MAX_RANGES;
-pub use one_sided::ATOMIC_MAX_BYTES;
 
 /// The largest datagram an RDM endpoint on interface `ifname` sends: the
 /// tunable when set (within what UDP carries), else one unfragmented
@@ -419,100 +413,20 @@ pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
 }
 
 fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
-    let hints = req.hints;
-    let want_fmt = hints.map(|h| h.addr_format).filter(|f| *f != 0);
-    if let Some(f) = want_fmt {
-        if f != addr_format::FI_SOCKADDR_IN && f != addr_format::FI_SOCKADDR_IN6 {
-            return Err(Error::nodata(format!(
-                "udp: address format {f} is not FI_SOCKADDR_IN or FI_SOCKADDR_IN6"
-            )));
-        }
-    }
-    let numeric = req.flags & FI_NUMERICHOST != 0;
-    let source = req.flags & FI_SOURCE != 0;
-    let mut src: Option<SocketAddr> = match hints.and_then(|h| h.src_addr.as_deref()) {
-        Some(b) => Some(addr::decode(b)?),
-        None => None,
+    let walk = Walk {
+        prov: NAME,
+        iface,
+        multicast: true,
     };
-    let mut dest: Option<SocketAddr> = match hints.and_then(|h| h.dest_addr.as_deref()) {
-        Some(b) => Some(addr::decode(b)?),
-        None => None,
-    };
-    if req.node.is_some() || req.service.is_some() {
-        if source {
-            src = Some(addr::resolve(req.node, req.service, want_fmt, numeric)?[0]);
-        } else if req.node.is_some() {
-            dest = Some(addr::resolve(req.node, req.service, want_fmt, numeric)?[0]);
-        } else {
-            src = Some(addr::resolve(None, req.service, want_fmt, numeric)?[0]);
+    walk.offers(req, |p| {
+        let mut v = Vec::with_capacity(2);
+        // A multicast group is a DGRAM destination only.
+        if !p.dest.is_some_and(|d| d.ip().is_multicast()) {
+            v.push(rdm_offer(&p.bind, &p.fabric, &p.domain));
         }
-    }
-    let mut ifs = netif::interfaces().map_err(|e| Error::os(e, "udp: listing interfaces"))?;
-    ifs.retain(|i| i.up);
-    let named_source = src.is_some_and(|s| !s.ip().is_unspecified());
-    if !iface.is_empty() && !named_source {
-        ifs.retain(|i| i.name == iface);
-        if ifs.is_empty() {
-            return Err(Error::nodata(format!(
-                "udp: FI_UDP_IFACE={iface} names no interface that is up"
-            )));
-        }
-    }
-    ifs.sort_by_key(|i| i.loopback);
-    let mut out = Vec::new();
-    for ifa in &ifs {
-        let sa_fmt = match ifa.addr {
-            IpAddr::V4(_) => addr_format::FI_SOCKADDR_IN,
-            IpAddr::V6(_) => addr_format::FI_SOCKADDR_IN6,
-        };
-        if want_fmt.is_some_and(|f| f != sa_fmt) {
-            continue;
-        }
-        if let Some(s) = src {
-            if !s.ip().is_unspecified() && s.ip() != ifa.addr {
-                continue;
-            }
-        }
-        if let Some(d) = dest {
-            let same_family = d.is_ipv4() == ifa.addr.is_ipv4();
-            let reaches = ifa.contains(&d.ip())
-                || (d.ip().is_loopback() && ifa.loopback)
-                || d.ip().is_multicast();
-            if !same_family || !reaches {
-                continue;
-            }
-        }
-        let port = src.map_or(0, |s| s.port());
-        let bind = SocketAddr::new(ifa.addr, port);
-        let auto = hints.is_some_and(|h| {
-            h.domain_attr.data_progress == progress::FI_PROGRESS_AUTO
-                || h.domain_attr.control_progress == progress::FI_PROGRESS_AUTO
-        });
-        let multicast_dest = dest.is_some_and(|d| d.ip().is_multicast());
-        for ep in [ep_type::FI_EP_RDM, ep_type::FI_EP_DGRAM] {
-            if ep == ep_type::FI_EP_RDM && multicast_dest {
-                continue;
-            }
-            let mut o = if ep == ep_type::FI_EP_RDM {
-                rdm_offer(&bind, &ifa.subnet(), &ifa.name)
-            } else {
-                dgram_offer(&bind, &ifa.subnet(), &ifa.name)
-            };
-            if auto {
-                o.domain_attr.data_progress = progress::FI_PROGRESS_AUTO;
-                o.domain_attr.control_progress = progress::FI_PROGRESS_AUTO;
-            }
-            o.dest_addr = dest.map(|d| addr::encode(&d));
-            o.fabric_attr.api_version = req.version;
-            out.push(o);
-        }
-    }
-    if out.is_empty() {
-        return Err(Error::nodata(
-            "udp: no interface that is up fits the request (source, destination, address format or FI_UDP_IFACE)",
-        ));
-    }
-    Ok(out)
+        v.push(dgram_offer(&p.bind, &p.fabric, &p.domain));
+        v
+    })
 }
 
 #[cfg(test)]
@@ -554,6 +468,28 @@ mod tests {
         let max = lo.ep_attr.max_msg_size;
         assert!(max > 60_000 && max < 65_507, "{max}");
         assert_eq!(lo.tx_attr.inject_size, max);
+    }
+
+    #[test]
+    fn sockaddr_hint_takes_either_family_and_a_misfit_names_what_it_asked() {
+        // FI_SOCKADDR (a sockaddr whose family tells) is met by IN offers
+        // (and IN6 ones where the host has IPv6).
+        let mut h = Info::hints();
+        h.addr_format = addr_format::FI_SOCKADDR;
+        let r = GetinfoRequest {
+            hints: Some(&h),
+            ..req(None, None, 0)
+        };
+        let o = offers_on(&r, "lo").unwrap();
+        assert!(o
+            .iter()
+            .any(|i| i.addr_format == addr_format::FI_SOCKADDR_IN));
+        // 10.255.255.1 is in no subnet of lo.
+        let e = offers_on(&req(Some("10.255.255.1"), Some("4000"), 0), "lo").unwrap_err();
+        assert_eq!(e.code(), ofi_core::error::errno::FI_ENODATA);
+        let msg = e.to_string();
+        assert!(msg.contains("destination 10.255.255.1:4000"), "{msg}");
+        assert!(msg.contains("FI_UDP_IFACE=lo"), "{msg}");
     }
 
     #[test]

@@ -9,10 +9,7 @@
 //! hand the kernel ranges of that memory to send.
 #![allow(unsafe_code)]
 
-use crate::completions::{drain_rx, rx_error};
 use crate::domain::{Member, Shared};
-use crate::one_sided::{ack_level, query_atomic, refused, Ops, Target};
-use crate::sends::Sends;
 use crate::sys::{Part as SysPart, RawAddr, UdpSocket, MAX_PARTS as SYS_PARTS};
 use crate::UdpConfig;
 use ofi_core::consts::*;
@@ -28,6 +25,9 @@ use ofi_core::util::lock::SpinLock;
 use ofi_core::util::peer::{DeadPeers, PeerDown};
 use ofi_proto::tcp::{Memory, RecvReq, Req};
 use ofi_proto::udp::{ChanConfig, Part, Rdm, RdmConfig, RdmEvent, SessionConfig, UserMem};
+use ofi_prov_inet::tcp_core::completions::{drain_rx, rx_error};
+use ofi_prov_inet::tcp_core::one_sided::{ack_level, query_atomic, refused, Ops, Target};
+use ofi_prov_inet::tcp_core::sends::Sends;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
@@ -173,8 +173,8 @@ impl RdmEp {
             inner: SpinLock::new(Inner {
                 b: EpBindings::default(),
                 rdm: Rdm::new(rcfg, nonces),
-                sends: Sends::default(),
-                ops: Ops::default(),
+                sends: Sends::new(crate::NAME),
+                ops: Ops::new(crate::NAME),
                 dead: DeadPeers::default(),
                 dests: IdMap::default(),
                 dest_gen: u64::MAX,
@@ -443,7 +443,7 @@ impl EndpointOps for RdmEp {
         let req = unsafe { g.ops.start_rma(op, selective)? };
         if let Err(e) = self.queue(&mut g, op.addr, Req::Rma(req)) {
             g.ops.abandon(&req);
-            return Err(refused(e));
+            return Err(refused(crate::NAME, e));
         }
         Ok(())
     }
@@ -457,7 +457,7 @@ impl EndpointOps for RdmEp {
         let req = unsafe { g.ops.start_atomic(op, selective)? };
         if let Err(e) = self.queue(&mut g, op.addr, Req::Rma(req)) {
             g.ops.abandon(&req);
-            return Err(refused(e));
+            return Err(refused(crate::NAME, e));
         }
         Ok(())
     }

@@ -4,36 +4,8 @@
 //! Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2: without them
 //! the tests fail saying so; they never pass without running.
 
+use ofi_prov_test_support::netns::{ip, netns_list};
 use std::process::Command;
-
-/// Runs `ip ARGS`.
-pub fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("running `ip {}`: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn netns_list() -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .expect("running `ip netns list` (is iproute2 installed?)");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect()
-}
 
 /// Deletes namespaces of this pattern (`ofiu-<pid>-...`) left behind by a
 /// process that no longer exists.

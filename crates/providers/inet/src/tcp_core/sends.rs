@@ -1,9 +1,8 @@
 //! Sends in flight: the caller's context and completion flags behind the
-//! small id the protocol core carries, and copies of injected payloads
-//! (as the tcp provider keeps them: the same protocol core runs here).
+//! small id the protocol core carries, and copies of injected payloads.
 #![allow(unsafe_code)]
 
-use crate::IOV_LIMIT;
+use super::IOV_LIMIT;
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::{EpBindings, SendOp};
@@ -24,14 +23,26 @@ pub struct SendMeta {
 }
 
 /// The table of sends in flight.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Sends {
+    /// The provider's name, prefixing errors.
+    prov: &'static str,
     slots: Vec<Option<SendMeta>>,
     free: Vec<usize>,
     pool: Vec<Vec<u8>>,
 }
 
 impl Sends {
+    /// An empty table for an endpoint of provider `prov`.
+    pub fn new(prov: &'static str) -> Sends {
+        Sends {
+            prov,
+            slots: Vec::new(),
+            free: Vec::new(),
+            pool: Vec::new(),
+        }
+    }
+
     /// Registers a send; returns the request for the protocol core.
     ///
     /// # Safety
@@ -45,7 +56,8 @@ impl Sends {
     ) -> Result<SendReq> {
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::inval(format!(
-                "udp: {} iov entries exceed the limit of {IOV_LIMIT}",
+                "{}: {} iov entries exceed the limit of {IOV_LIMIT}",
+                self.prov,
                 op.iov.len()
             )));
         }
@@ -54,7 +66,10 @@ impl Sends {
         if inject && len > inject_size {
             return Err(Error::new(
                 errno::FI_EMSGSIZE,
-                format!("udp: inject of {len} bytes exceeds inject_size {inject_size}"),
+                format!(
+                    "{}: inject of {len} bytes exceeds inject_size {inject_size}",
+                    self.prov
+                ),
             ));
         }
         let mut req = SendReq::default();
@@ -101,7 +116,41 @@ impl Sends {
         Ok(req)
     }
 
+    /// The send as the protocol core takes it, registering nothing: for a
+    /// fast path, which reads the ranges before the call returns. `None`
+    /// when the iov list is too long (the registering
+    /// [`start`](Self::start) reports that error).
+    #[inline]
+    pub fn bare(op: &SendOp<'_>) -> Option<SendReq> {
+        if op.iov.len() > IOV_LIMIT {
+            return None;
+        }
+        let mut req = SendReq::default();
+        req.iov[..op.iov.len()].copy_from_slice(op.iov);
+        req.iov_cnt = op.iov.len();
+        req.tagged = op.tagged;
+        req.tag = op.tag;
+        if op.flags & FI_REMOTE_CQ_DATA != 0 {
+            req.cq_data = true;
+            req.data = op.data;
+        }
+        Some(req)
+    }
+
+    /// Completes a send a fast path wrote whole (nothing was registered).
+    #[inline]
+    pub fn complete_now(b: &EpBindings, op: &SendOp<'_>) {
+        let flags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        b.tx_done(
+            op.context,
+            flags,
+            ofi_core::object::tx_completion(op.flags, b.tx_selective),
+            None,
+        );
+    }
+
     /// Takes a finished send's record.
+    #[inline]
     pub fn finish(&mut self, id: usize) -> Option<SendMeta> {
         let i = id.checked_sub(1)?;
         let m = self.slots.get_mut(i)?.take()?;
@@ -111,6 +160,7 @@ impl Sends {
 
     /// Completes send `id` (the core's SendComplete / SendError) into the
     /// bindings' transmit CQ and counter, and recycles its inject copy.
+    #[inline]
     pub fn complete(&mut self, b: &EpBindings, id: usize, err: Option<i32>) {
         if let Some(m) = self.finish(id) {
             b.tx_done(m.context, m.flags, m.completion, err);
@@ -121,6 +171,7 @@ impl Sends {
     }
 
     /// Returns an inject copy for reuse.
+    #[inline]
     pub fn recycle(&mut self, v: Vec<u8>) {
         if self.pool.len() < 64 {
             self.pool.push(v);

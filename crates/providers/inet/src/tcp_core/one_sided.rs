@@ -1,5 +1,4 @@
-//! One-sided operations of the udp RDM endpoints (the tcp protocol core's,
-//! as the tcp provider runs them). As initiator: the table of
+//! One-sided operations of the endpoints running the core. As initiator: the table of
 //! RMA and atomic requests in flight (context, completion flags, counter,
 //! injected copies) behind the small id the protocol core carries. As
 //! target: the endpoint's registered memory lent to the core ([`Target`]),
@@ -9,7 +8,7 @@
 //! domain's region map resolved, or that the raw layer's callers lent.
 #![allow(unsafe_code)]
 
-use crate::IOV_LIMIT;
+use super::IOV_LIMIT;
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::{AtomicOp, EpBindings, RmaOp};
@@ -27,6 +26,7 @@ pub const ATOMIC_MAX_BYTES: usize = 64 << 10;
 
 /// The completion level an operation asks for: its own flags, else the
 /// endpoint's default (`tx_attr.op_flags`).
+#[inline]
 pub fn ack_level(op_flags: u64, default_flags: u64) -> Ack {
     const LEVELS: u64 = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
     let f = if op_flags & LEVELS != 0 {
@@ -199,21 +199,25 @@ struct OpMeta {
 }
 
 /// The one-sided requests of an endpoint in flight.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Ops {
+    /// The provider's name, prefixing errors.
+    prov: &'static str,
     slots: Vec<Option<OpMeta>>,
     free: Vec<usize>,
     pool: Vec<Vec<u8>>,
 }
 
-fn too_many(what: &str, n: usize, max: usize) -> Error {
-    Error::inval(format!("udp: {n} {what} ranges exceed the limit of {max}"))
+fn too_many(prov: &str, what: &str, n: usize, max: usize) -> Error {
+    Error::inval(format!(
+        "{prov}: {n} {what} ranges exceed the limit of {max}"
+    ))
 }
 
 /// Byte ranges of an element list.
-fn ioc_bytes(l: &[Ioc], size: usize, out: &mut [IoVec; MAX_IOV]) -> Result<usize> {
+fn ioc_bytes(prov: &str, l: &[Ioc], size: usize, out: &mut [IoVec; MAX_IOV]) -> Result<usize> {
     if l.len() > MAX_IOV {
-        return Err(too_many("atomic buffer", l.len(), MAX_IOV));
+        return Err(too_many(prov, "atomic buffer", l.len(), MAX_IOV));
     }
     for (o, x) in out.iter_mut().zip(l) {
         *o = IoVec {
@@ -221,13 +225,23 @@ fn ioc_bytes(l: &[Ioc], size: usize, out: &mut [IoVec; MAX_IOV]) -> Result<usize
             len: x
                 .count
                 .checked_mul(size)
-                .ok_or_else(|| Error::inval("udp: atomic buffer length overflows"))?,
+                .ok_or_else(|| Error::inval(format!("{prov}: atomic buffer length overflows")))?,
         };
     }
     Ok(l.len())
 }
 
 impl Ops {
+    /// An empty table for an endpoint of provider `prov`.
+    pub fn new(prov: &'static str) -> Ops {
+        Ops {
+            prov,
+            slots: Vec::new(),
+            free: Vec::new(),
+            pool: Vec::new(),
+        }
+    }
+
     fn insert(&mut self, m: OpMeta) -> usize {
         let i = match self.free.pop() {
             Some(i) => {
@@ -258,10 +272,10 @@ impl Ops {
     /// FI_INJECT they are copied here).
     pub unsafe fn start_rma(&mut self, op: &RmaOp<'_>, selective: bool) -> Result<RmaReq> {
         if op.iov.len() > IOV_LIMIT {
-            return Err(too_many("local", op.iov.len(), IOV_LIMIT));
+            return Err(too_many(self.prov, "local", op.iov.len(), IOV_LIMIT));
         }
         if op.rma_iov.is_empty() || op.rma_iov.len() > MAX_RANGES {
-            return Err(too_many("remote", op.rma_iov.len(), MAX_RANGES));
+            return Err(too_many(self.prov, "remote", op.rma_iov.len(), MAX_RANGES));
         }
         let mut remote = [Remote::default(); MAX_RANGES];
         for (o, r) in remote.iter_mut().zip(op.rma_iov) {
@@ -309,10 +323,11 @@ impl Ops {
     /// Operand, compare and result memory stay valid until the atomic
     /// completes (operands: with FI_INJECT they are copied here).
     pub unsafe fn start_atomic(&mut self, op: &AtomicOp<'_>, selective: bool) -> Result<RmaReq> {
-        let size = atomic::datatype_size(op.datatype)
-            .ok_or_else(|| Error::inval(format!("udp: unknown datatype {}", op.datatype)))?;
+        let size = atomic::datatype_size(op.datatype).ok_or_else(|| {
+            Error::inval(format!("{}: unknown datatype {}", self.prov, op.datatype))
+        })?;
         if op.rma_ioc.is_empty() || op.rma_ioc.len() > MAX_RANGES {
-            return Err(too_many("remote", op.rma_ioc.len(), MAX_RANGES));
+            return Err(too_many(self.prov, "remote", op.rma_ioc.len(), MAX_RANGES));
         }
         let mut remote = [Remote::default(); MAX_RANGES];
         for (o, r) in remote.iter_mut().zip(op.rma_ioc) {
@@ -326,9 +341,9 @@ impl Ops {
         let mut operand = [IoVec::default(); MAX_IOV];
         let mut compare = [IoVec::default(); MAX_IOV];
         let mut result = [IoVec::default(); MAX_IOV];
-        let no = ioc_bytes(op.operand, size, &mut operand)?;
-        let nc = ioc_bytes(op.compare, size, &mut compare)?;
-        let nr = ioc_bytes(op.result, size, &mut result)?;
+        let no = ioc_bytes(self.prov, op.operand, size, &mut operand)?;
+        let nc = ioc_bytes(self.prov, op.compare, size, &mut compare)?;
+        let nr = ioc_bytes(self.prov, op.result, size, &mut result)?;
         let inject = op.flags & FI_INJECT != 0 && op.kind == AtomicKind::Basic;
         let copy = inject.then(|| self.copy(&operand[..no]));
         let mut no = no;
@@ -366,6 +381,7 @@ impl Ops {
         Ok(req)
     }
 
+    #[inline]
     fn finish(&mut self, id: usize) -> Option<OpMeta> {
         let i = id.checked_sub(1)?;
         let m = self.slots.get_mut(i)?.take()?;
@@ -375,6 +391,7 @@ impl Ops {
 
     /// Completes request `id` (the core's RmaComplete / RmaError) into the
     /// transmit CQ and the read or write counter.
+    #[inline]
     pub fn complete(&mut self, b: &EpBindings, id: usize, err: Option<i32>) {
         let Some(m) = self.finish(id) else {
             return;
@@ -397,12 +414,13 @@ impl Ops {
     }
 }
 
-/// `fi_query_atomic` for the udp RDM endpoints.
+/// `fi_query_atomic` for the endpoints running the core.
 pub fn query_atomic(kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
     atomic::query(kind, op, datatype, ATOMIC_MAX_BYTES)
 }
 
-/// Maps a core refusal of a request to an error.
-pub fn refused(e: i32) -> Error {
-    Error::new(e, "udp: the connection refused the request")
+/// Maps a core refusal of a request by an endpoint of provider `prov` to
+/// an error.
+pub fn refused(prov: &str, e: i32) -> Error {
+    Error::new(e, format!("{prov}: the connection refused the request"))
 }

@@ -128,11 +128,11 @@ pub fn resolve(
     Ok(out)
 }
 
-/// Address handling for tcp AVs.
+/// Address handling for the AVs of socket-addressed endpoints.
 #[derive(Debug, Default)]
-pub struct TcpAddrOps;
+pub struct SockAddrOps;
 
-impl AddrOps for TcpAddrOps {
+impl AddrOps for SockAddrOps {
     fn canonical(&self, addr: &[u8]) -> Result<Vec<u8>> {
         let sa = decode(addr)?;
         if sa.port() == 0 {
@@ -176,17 +176,17 @@ mod tests {
         let b = encode(&sa);
         assert_eq!(b.len(), 28);
         assert_eq!(decode(&b).unwrap(), sa);
-        assert_eq!(TcpAddrOps.to_string(&b), "fi_sockaddr_in6://[::1]:9000");
+        assert_eq!(SockAddrOps.to_string(&b), "fi_sockaddr_in6://[::1]:9000");
     }
 
     #[test]
     fn bad_addresses_are_rejected() {
         assert!(decode(&[2, 0, 1]).is_err());
         assert!(decode(&[7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
-        assert!(TcpAddrOps
+        assert!(SockAddrOps
             .canonical(&encode(&"127.0.0.1:0".parse().unwrap()))
             .is_err());
-        assert!(TcpAddrOps
+        assert!(SockAddrOps
             .canonical(&encode(&"0.0.0.0:5".parse().unwrap()))
             .is_err());
         assert!(resolve(Some("localhost"), Some("x"), None, false).is_err());

@@ -1,6 +1,6 @@
-//! Receive-side completions of the RDM endpoint: the protocol core's
-//! receive events into CQ entries and counts (as the tcp provider reports
-//! them), the copies of unexpected eager payloads into their receives.
+//! Receive-side completions: the protocol core's receive events into CQ
+//! entries and counts, the copies of unexpected eager payloads into their
+//! receives.
 #![allow(unsafe_code)]
 
 use ofi_core::consts::*;
