@@ -1030,6 +1030,18 @@ fn mpi_test(test: &str, program: &str, mca: &[(&str, &str)], phases: &[&str]) {
     r.assert_stdout_has(&format!("{program}: all checks passed"));
 }
 
+/// The phases tests/mpi/p2p.c reports, in order.
+const P2P_PHASES: &[&str] = &[
+    "pingpong",
+    "matching",
+    "allreduce",
+    "probe",
+    "ssend",
+    "cancel",
+    "truncate small",
+    "truncate large",
+];
+
 /// Open MPI's cm PML over the ofi MTL on tcp: every point-to-point message
 /// is a libfabric tagged operation. See tests/mpi/p2p.c.
 #[test]
@@ -1044,16 +1056,7 @@ fn mpi_p2p_over_ofi_mtl_tcp() {
             ("btl", "self"),
             ("btl_tcp_if_include", "lo"),
         ],
-        &[
-            "pingpong",
-            "matching",
-            "allreduce",
-            "probe",
-            "ssend",
-            "cancel",
-            "truncate small",
-            "truncate large",
-        ],
+        P2P_PHASES,
     );
 }
 
@@ -1072,16 +1075,7 @@ fn mpi_p2p_over_ofi_mtl_udp() {
             ("mtl_ofi_provider_include", "udp"),
             ("btl", "self"),
         ],
-        &[
-            "pingpong",
-            "matching",
-            "allreduce",
-            "probe",
-            "ssend",
-            "cancel",
-            "truncate small",
-            "truncate large",
-        ],
+        P2P_PHASES,
     );
 }
 
