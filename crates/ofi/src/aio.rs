@@ -123,6 +123,7 @@ impl Inner {
                         w.wake();
                     }
                 }
+                table.bury();
                 n
             }
             Err(e) if e.code() == errno::FI_EAVAIL => match self.cq.readerr() {

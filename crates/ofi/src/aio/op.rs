@@ -3,7 +3,7 @@
 
 use super::Inner;
 use crate::safe::buf::Held;
-use crate::safe::table::Outcome;
+use crate::safe::table::Taken;
 use crate::safe::Addr;
 use crate::spi::HasCore;
 use crate::{Error, Result};
@@ -26,16 +26,17 @@ pub struct Completed {
 }
 
 impl Completed {
-    fn from_outcome(o: &Outcome) -> Result<Completed> {
-        if let Some(e) = o.error() {
-            return Err(e);
+    #[inline(always)]
+    fn from_taken(t: Taken) -> Result<Completed> {
+        match t {
+            Ok(r) => Ok(Completed {
+                len: r.len,
+                tag: r.tag,
+                data: r.data,
+                src: r.src,
+            }),
+            Err(f) => Err(f.error()),
         }
-        Ok(Completed {
-            len: o.len,
-            tag: o.tag,
-            data: (o.flags & crate::consts::FI_REMOTE_CQ_DATA != 0).then_some(o.data),
-            src: (o.src != crate::consts::FI_ADDR_NOTAVAIL).then_some(Addr(o.src)),
-        })
     }
 }
 
@@ -140,10 +141,8 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
         let inner = &*this.inner;
         for _ in 0..ROUNDS {
             let mut core = inner.lock();
-            if let Some(r) = core
-                .table
-                .take_done_with(this.slot, this.gen, Completed::from_outcome)
-            {
+            if let Some(r) = core.table.take_done(this.slot, this.gen) {
+                let r = Completed::from_taken(r);
                 hand_off(&mut core, this.slot, this.gen);
                 drop(core);
                 return match this.buf.take() {

@@ -45,17 +45,43 @@ impl Outcome {
             ..Outcome::default()
         }
     }
+}
 
-    pub(crate) fn error(&self) -> Option<Error> {
-        (self.err != 0).then(|| {
-            Error::new(
-                self.err,
-                format!(
-                    "operation failed (len {}, overflow {})",
-                    self.len, self.olen
-                ),
-            )
-        })
+/// How a finished operation went, read out of its slot when its handle
+/// takes it.
+pub(crate) type Taken = std::result::Result<Report, Failed>;
+
+/// A successful operation's report.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Report {
+    pub len: usize,
+    pub tag: u64,
+    pub data: Option<u64>,
+    pub src: Option<super::Addr>,
+}
+
+/// A failed operation: the error number and the lengths it reported.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Failed {
+    /// Positive FI_E* number.
+    pub err: i32,
+    pub len: usize,
+    /// Bytes that did not fit (truncation).
+    pub olen: usize,
+}
+
+impl Failed {
+    /// The error to hand the owner.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn error(&self) -> Error {
+        Error::new(
+            self.err,
+            format!(
+                "operation failed (len {}, overflow {})",
+                self.len, self.olen
+            ),
+        )
     }
 }
 
@@ -103,6 +129,10 @@ pub(crate) struct Table {
     free: u32,
     pending: usize,
     pub remote: std::collections::VecDeque<RemoteWrite>,
+    /// Buffers of orphans whose completion was recorded, to drop once the
+    /// queue's lock is released ([`bury`](Self::bury)): dropping a buffer
+    /// runs its owner's code, which must not run under that lock.
+    dead: Vec<Box<dyn Any + Send>>,
 }
 
 impl Default for Table {
@@ -112,6 +142,7 @@ impl Default for Table {
             free: NONE,
             pending: 0,
             remote: Default::default(),
+            dead: Vec::new(),
         }
     }
 }
@@ -191,36 +222,62 @@ impl Table {
     }
 
     /// Records a queue entry: an operation's completion, or a remote
-    /// write. Returns the waker to wake.
+    /// write. Returns the waker to wake. Runs no code of the operation's
+    /// owner (an orphan's buffers wait for [`bury`](Self::bury)), so it
+    /// may run under the queue's lock.
     #[inline(always)]
     pub fn record(&mut self, e: &CqTaggedEntry, src: u64) -> Option<Waker> {
         const REMOTE: u64 = FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
-        if e.flags & REMOTE == REMOTE {
-            self.record_remote(e, src);
-            return None;
-        }
         // The context is the slot index + 1 (0 wraps to a missing slot).
         let i = e.op_context.wrapping_sub(1);
-        let s = self.slots.get_mut(i)?;
-        if s.key & STATE != PENDING {
+        match self.slots.get_mut(i) {
+            Some(s) if s.key & STATE == PENDING && e.flags & REMOTE != REMOTE => {
+                s.out.len = e.len;
+                s.out.tag = e.tag;
+                s.out.data = e.data;
+                s.out.flags = e.flags;
+                s.out.src = src;
+                // `olen` is read only when `err` says the operation failed.
+                s.out.err = 0;
+                s.key += DONE - PENDING;
+                if s.waker.is_some() {
+                    s.waker.take()
+                } else {
+                    None
+                }
+            }
+            _ => {
+                self.record_other(e, src);
+                None
+            }
+        }
+    }
+
+    /// A remote write, an orphan's completion, or an entry naming no
+    /// operation in flight (ignored).
+    #[cold]
+    fn record_other(&mut self, e: &CqTaggedEntry, src: u64) {
+        const REMOTE: u64 = FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+        if e.flags & REMOTE == REMOTE {
+            return self.record_remote(e, src);
+        }
+        let i = e.op_context.wrapping_sub(1);
+        if let Some(s) = self.slots.get_mut(i) {
             if s.key & STATE == ORPHAN {
                 // The provider is done with the orphan's buffers.
+                if let Some(b) = s.orphan.take() {
+                    self.dead.push(b);
+                }
                 self.free_slot(i as u32);
             }
-            return None;
         }
-        s.out.len = e.len;
-        s.out.tag = e.tag;
-        s.out.data = e.data;
-        s.out.flags = e.flags;
-        s.out.src = src;
-        // `olen` is read only when `err` says the operation failed.
-        s.out.err = 0;
-        s.key += DONE - PENDING;
-        if s.waker.is_some() {
-            s.waker.take()
-        } else {
-            None
+    }
+
+    /// Drops the buffers of orphans recorded since the last call.
+    #[inline(always)]
+    pub fn bury(&mut self) {
+        if !self.dead.is_empty() {
+            self.dead.clear();
         }
     }
 
@@ -289,23 +346,32 @@ impl Table {
         wake
     }
 
-    /// Applies `f` to the outcome of a finished operation and frees its
-    /// slot; `None` while it is in flight (or the handle is stale). `f`
-    /// reads the fields it needs in place: copying the whole outcome just
+    /// Frees the slot of the finished operation of handle `(i, gen)` and
+    /// says how it went; `None` while it is in flight (or the handle is
+    /// stale). The outcome is read field by field: copying it whole just
     /// after `record` wrote it field by field stalled on store forwarding.
     #[inline(always)]
-    pub fn take_done_with<R>(
-        &mut self,
-        i: u32,
-        gen: u32,
-        f: impl FnOnce(&Outcome) -> R,
-    ) -> Option<R> {
+    pub fn take_done(&mut self, i: u32, gen: u32) -> Option<Taken> {
         let free = self.free;
         let s = self.slots.get_mut(i as usize)?;
         if s.key != gen | DONE {
             return None;
         }
-        let r = f(&s.out);
+        let o = &s.out;
+        let r = if o.err == 0 {
+            Ok(Report {
+                len: o.len,
+                tag: o.tag,
+                data: (o.flags & FI_REMOTE_CQ_DATA != 0).then_some(o.data),
+                src: (o.src != FI_ADDR_NOTAVAIL).then_some(super::Addr(o.src)),
+            })
+        } else {
+            Err(Failed {
+                err: o.err,
+                len: o.len,
+                olen: o.olen,
+            })
+        };
         // A done slot holds no waker (taken when it completed) and no
         // orphan (its handle is live): only the key and the free list move.
         debug_assert!(s.waker.is_none() && s.orphan.is_none());
@@ -377,18 +443,19 @@ mod tests {
     fn a_completion_is_taken_once_and_frees_its_slot() {
         let mut t = Table::default();
         let (i, g) = t.open();
-        assert!(t.take_done_with(i, g, |o| o.len).is_none(), "in flight");
+        assert!(t.take_done(i, g).is_none(), "in flight");
         assert!(t.record(&entry(i, 5), 3).is_none());
-        assert_eq!(t.take_done_with(i, g, |o| (o.len, o.src)), Some((5, 3)));
-        assert!(t.take_done_with(i, g, |o| o.len).is_none(), "taken");
+        let r = t.take_done(i, g).expect("done").expect("succeeded");
+        assert_eq!((r.len, r.src), (5, Some(crate::safe::Addr(3))));
+        assert!(t.take_done(i, g).is_none(), "taken");
         assert_eq!(t.in_flight(), 0);
         // The slot is reused under a new generation: the old handle is stale.
         let (j, h) = t.open();
         assert_eq!(j, i);
         assert_ne!(h, g);
         t.record(&entry(j, 1), 0);
-        assert!(t.take_done_with(i, g, |o| o.len).is_none(), "stale");
-        assert_eq!(t.take_done_with(j, h, |o| o.len), Some(1));
+        assert!(t.take_done(i, g).is_none(), "stale");
+        assert_eq!(t.take_done(j, h).expect("done").expect("ok").len, 1);
     }
 
     #[test]
@@ -403,6 +470,12 @@ mod tests {
         let (j, _) = t.open();
         assert_ne!(i, j);
         t.record(&entry(i, 0), 0);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            0,
+            "not under the queue's lock"
+        );
+        t.bury();
         assert_eq!(drops.load(Ordering::SeqCst), 1, "released at completion");
         assert_eq!(t.in_flight(), 1, "only the second operation");
     }
@@ -441,8 +514,8 @@ mod tests {
         t.orphan(b, gb, Tracked(drops.clone()));
         let _ = t.end_all(crate::errno::FI_ECANCELED);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
-        let err = t.take_done_with(a, ga, |o| o.err);
-        assert_eq!(err, Some(crate::errno::FI_ECANCELED));
+        let failed = t.take_done(a, ga).expect("ended").expect_err("failed");
+        assert_eq!(failed.err, crate::errno::FI_ECANCELED);
         assert_eq!(t.in_flight(), 0);
     }
 
@@ -458,7 +531,7 @@ mod tests {
             ..CqTaggedEntry::default()
         };
         t.record(&e, FI_ADDR_NOTAVAIL);
-        assert!(t.take_done_with(i, g, |_| ()).is_none());
+        assert!(t.take_done(i, g).is_none());
         let w = t.remote.pop_front().expect("queued");
         assert_eq!((w.len, w.data, w.src), (8, 42, None));
     }
