@@ -119,7 +119,7 @@ impl Inner {
         match self.cq.readfrom(ents, src) {
             Ok(n) => {
                 for i in 0..n {
-                    if let Some(w) = table.record(&ents[i], src[i]) {
+                    if let Some(w) = table.record::<true>(&ents[i], src[i]) {
                         w.wake();
                     }
                 }

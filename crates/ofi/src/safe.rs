@@ -606,7 +606,7 @@ impl Channel {
         let read = self
             .cq
             .core()
-            .readfrom_with(16, |e, src| drop(t.record(e, src)));
+            .readfrom_with(16, |e, src| drop(t.record::<false>(e, src)));
         t.bury();
         match read {
             Ok(n) => Ok(n),
@@ -642,7 +642,7 @@ impl Channel {
         let read = self
             .cq
             .core()
-            .sreadfrom_with(16, Some(left), |e, src| drop(t.record(e, src)));
+            .sreadfrom_with(16, Some(left), |e, src| drop(t.record::<false>(e, src)));
         t.bury();
         match read {
             Ok(_) => Ok(()),
