@@ -237,7 +237,11 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
 impl<B: Send + 'static> Op<'_, B> {
     /// Hands an unfinished operation's buffer to the channel.
     #[cold]
-    fn abandon(&mut self, buf: Held<B>) {
+    #[inline(never)]
+    fn abandon(&mut self) {
+        let Some(buf) = self.buf.take() else {
+            return;
+        };
         let pending = self.ch.table.borrow_mut().orphan(self.slot, self.gen, buf);
         if pending && self.cancel_on_drop {
             let _ = self.ch.ep.cancel(self.id().0 as usize);
@@ -248,8 +252,8 @@ impl<B: Send + 'static> Op<'_, B> {
 impl<B: Send + 'static> Drop for Op<'_, B> {
     #[inline(always)]
     fn drop(&mut self) {
-        if let Some(buf) = self.buf.take() {
-            self.abandon(buf);
+        if self.buf.is_some() {
+            self.abandon();
         }
     }
 }
