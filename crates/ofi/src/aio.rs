@@ -124,8 +124,10 @@ impl Inner {
             }
         });
         table.bury();
-        for w in woken.drain(..) {
-            w.wake();
+        if !woken.is_empty() {
+            for w in woken.drain(..) {
+                w.wake();
+            }
         }
         match read {
             Ok(n) => n,
