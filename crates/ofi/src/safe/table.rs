@@ -74,18 +74,22 @@ const ORPHAN: u32 = 3;
 /// is done and the outcome written in place from its queue entry (field
 /// by field: building an outcome and copying it whole stalled on store
 /// forwarding, about 15 ns per completion).
+/// The entry's fields sit in the entry's order, so `record` copies them in
+/// wide moves.
 #[repr(C, align(64))]
 struct Slot {
     /// The generation (high 30 bits) and the state (low 2 bits): a handle
     /// holds its generation, so "is my operation done" is one compare.
     key: u32,
     next: u32,
-    /// Positive FI_E* number; 0 on success.
+    /// Positive FI_E* number once a failure is recorded; 0 otherwise (set
+    /// only by `fail`, cleared when the slot leaves DONE), so a success
+    /// need not write it.
     err: i32,
-    len: usize,
-    tag: u64,
-    data: u64,
     flags: u64,
+    len: usize,
+    data: u64,
+    tag: u64,
     src: u64,
     /// Bytes that did not fit (truncation); read only when `err` is set.
     olen: usize,
@@ -148,10 +152,10 @@ impl Table {
             key: PENDING,
             next: NONE,
             err: 0,
-            len: 0,
-            tag: 0,
-            data: 0,
             flags: 0,
+            len: 0,
+            data: 0,
+            tag: 0,
             src: FI_ADDR_NOTAVAIL,
             olen: 0,
         });
@@ -170,6 +174,7 @@ impl Table {
         ) {
             (Some(s), Some(x)) => {
                 s.key = (s.key & !STATE).wrapping_add(STATE + 1);
+                s.err = 0;
                 s.next = free;
                 self.free = i;
                 std::mem::take(x)
@@ -219,12 +224,11 @@ impl Table {
         let i = e.op_context.wrapping_sub(1);
         match self.slots.get_mut(i) {
             Some(s) if s.key & STATE == PENDING && e.flags & REMOTE != REMOTE => {
-                s.len = e.len;
-                s.tag = e.tag;
-                s.data = e.data;
                 s.flags = e.flags;
+                s.len = e.len;
+                s.data = e.data;
+                s.tag = e.tag;
                 s.src = src;
-                s.err = 0;
                 s.key += DONE - PENDING;
                 match self.extra.get_mut(i) {
                     Some(x) if WAKERS && x.waker.is_some() => x.waker.take(),
@@ -353,11 +357,13 @@ impl Table {
                 src: (s.src != FI_ADDR_NOTAVAIL).then_some(super::Addr(s.src)),
             })
         } else {
-            Err(Failed {
+            let f = Failed {
                 err: s.err,
                 len: s.len,
                 olen: s.olen,
-            })
+            };
+            s.err = 0;
+            Err(f)
         };
         s.key = gen.wrapping_add(STATE + 1);
         s.next = free;
@@ -495,6 +501,36 @@ mod tests {
         assert!(!t.orphan(i, g, Tracked(drops.clone())));
         assert_eq!(drops.load(Ordering::SeqCst), 2, "the stale buffer only");
         assert!(t.live(j, h));
+    }
+
+    #[test]
+    fn a_reused_slot_does_not_inherit_a_failure() {
+        let mut t = Table::default();
+        let failure = |i: u32| CqErrEntry {
+            op_context: i as usize + 1,
+            err: crate::errno::FI_ETRUNC,
+            len: 4,
+            olen: 6,
+            ..CqErrEntry::default()
+        };
+        // Taken as a failure, then reused.
+        let (i, g) = t.open();
+        t.record_err(&failure(i));
+        let f = t.take_done(i, g).expect("done").expect_err("failed");
+        assert_eq!((f.err, f.len, f.olen), (crate::errno::FI_ETRUNC, 4, 6));
+        let (j, h) = t.open();
+        assert_eq!(j, i);
+        t.record::<false>(&entry(j, 3), 0);
+        assert_eq!(t.take_done(j, h).expect("done").expect("succeeded").len, 3);
+        // Failed, then abandoned by its handle, then reused.
+        let (k, gk) = t.open();
+        t.record_err(&failure(k));
+        assert!(!t.orphan(k, gk, ()), "already done");
+        let (l, gl) = t.open();
+        assert_eq!(l, k);
+        t.record::<false>(&entry(l, 5), 0);
+        assert_eq!(t.take_done(l, gl).expect("done").expect("succeeded").len, 5);
+        assert_eq!(t.in_flight(), 0);
     }
 
     #[test]
