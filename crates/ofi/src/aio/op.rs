@@ -102,6 +102,15 @@ impl<B: Send + 'static> Op<B> {
         }
     }
 
+    /// A post that failed: its error and the buffer, at once.
+    #[cold]
+    fn resolve_early(&mut self) -> Poll<(Result<Completed>, B)> {
+        match (self.early.take(), self.buf.take()) {
+            (Some(e), Some(b)) => Poll::Ready((Err(e), b.into_inner())),
+            _ => Poll::Pending,
+        }
+    }
+
     /// Ends this operation's sleep on the queue's fd, if it slept.
     fn wake_up(&mut self) {
         if std::mem::take(&mut self.sleeping) {
@@ -130,13 +139,12 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
         if this.buf.is_none() {
             return Poll::Pending;
         }
-        if let Some(e) = this.early.take() {
-            return match this.buf.take() {
-                Some(b) => Poll::Ready((Err(e), b.into_inner())),
-                None => Poll::Pending,
-            };
+        if this.early.is_some() {
+            return this.resolve_early();
         }
-        this.wake_up();
+        if this.sleeping {
+            this.wake_up();
+        }
         // Field borrows (no clone of the Arc: two atomic operations a poll).
         let inner = &*this.inner;
         for _ in 0..ROUNDS {
