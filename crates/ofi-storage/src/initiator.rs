@@ -91,6 +91,9 @@ impl std::fmt::Debug for Submit {
 /// Tags of the blocking helpers (the caller's tags stay below).
 const SYNC_TAG: u64 = 1 << 63;
 
+/// Longest time between two looks at the control connection while busy.
+const CONTROL_EVERY: Duration = Duration::from_millis(5);
+
 impl Volume {
     /// Connects to the target whose control listener is at `target`
     /// (`host:port`) and opens a session.
@@ -381,13 +384,23 @@ impl Driver {
         let mut idle = 0u32;
         let mut ctl = Some(&self.ctl);
         let mut ctl_gone: Option<(Instant, String)> = None;
+        // The control connection is read when a sleep saw it readable, and
+        // at least every CONTROL_EVERY while busy (a read that finds
+        // nothing is a system call the data path would pay on every pass).
+        let mut ctl_due = true;
+        let mut ctl_at = Instant::now();
         loop {
             let mut work = false;
             let now = Instant::now();
-            // Wake-ups first, then the submissions they announce.
-            let mut b = [0u8; 64];
-            while matches!((&self.wake_rx).read(&mut b), Ok(n) if n > 0) {}
-            self.woken.store(false, Ordering::Release);
+            // Wake-ups first, then the submissions they announce. A byte
+            // goes into the pipe when `woken` was clear; it is read when
+            // the flag is up or a sleep saw a readable fd (a byte written
+            // just after a drain, with the flag cleared).
+            if ctl_due || self.woken.load(Ordering::Acquire) {
+                let mut b = [0u8; 64];
+                while matches!((&self.wake_rx).read(&mut b), Ok(n) if n > 0) {}
+                self.woken.store(false, Ordering::Release);
+            }
             while let Ok(s) = self.rx.try_recv() {
                 pending.push_back(s);
             }
@@ -397,7 +410,10 @@ impl Driver {
                 }
                 break;
             }
-            if let Some(s) = ctl {
+            let look = ctl_due || now.duration_since(ctl_at) >= CONTROL_EVERY;
+            if let Some(s) = ctl.filter(|_| look) {
+                ctl_due = false;
+                ctl_at = now;
                 let mut b = [0u8; 16];
                 match (&*s).read(&mut b) {
                     Ok(_) => {
@@ -502,8 +518,10 @@ impl Driver {
                 outbox.pop_front();
                 work = true;
             }
-            let _ = ch.poll();
-            for r in recvs.iter_mut() {
+            // Operations finish only when a poll collects their
+            // completions: without any, no receive is worth looking at.
+            let collected = ch.poll().unwrap_or(0) > 0;
+            for r in recvs.iter_mut().filter(|_| collected) {
                 let Some(res) = r.check() else { continue };
                 work = true;
                 let buf = match res {
@@ -605,7 +623,7 @@ impl Driver {
             } else {
                 Duration::from_millis(1)
             };
-            crate::wait::sleep(&ch, &fds, t);
+            ctl_due = crate::wait::sleep(&ch, &fds, t) != crate::wait::Woken::Channel;
         }
         // Requests still pending end here.
         for s in pending {

@@ -70,6 +70,9 @@ struct Peer {
 /// Capsule receives kept posted.
 const RECVS: usize = 256;
 
+/// Longest time between two looks at the control sockets while busy.
+const CONTROL_EVERY: Duration = Duration::from_millis(5);
+
 fn token() -> u64 {
     let mut b = [0u8; 8];
     // A token only ties a CONNECT to its control connection; if the system
@@ -157,6 +160,7 @@ impl Target {
             sessions: HashMap::new(),
             next_peer: 1,
             outbox: VecDeque::new(),
+            collected: false,
         }
         .run()
     }
@@ -174,6 +178,8 @@ struct Driver<'a> {
     sessions: HashMap<u32, PeerId>,
     next_peer: u64,
     outbox: VecDeque<(Addr, [u8; CAPSULE_LEN])>,
+    /// A poll outside the main pass collected completions.
+    collected: bool,
 }
 
 impl<'a> Driver<'a> {
@@ -193,6 +199,12 @@ impl<'a> Driver<'a> {
         let mut rmas: Vec<(OpId, u32, Op<'a, Vec<u8>>)> = Vec::new();
         let mut idle = 0u32;
         let mut stopping_since: Option<Instant> = None;
+        // The control sockets are read when a sleep saw them readable, and
+        // at least every CONTROL_EVERY while busy: an accept or read that
+        // finds nothing costs a system call (an accept also allocates a
+        // socket), which the data path would pay on every pass.
+        let mut control_due = true;
+        let mut control_at = Instant::now();
         loop {
             let mut work = false;
             if self.stop.load(Ordering::Relaxed) && stopping_since.is_none() {
@@ -200,9 +212,15 @@ impl<'a> Driver<'a> {
                 self.core.shut_down();
                 stopping_since = Some(Instant::now());
             }
-            work |= self.control();
-            let _ = ch.poll();
-            for r in recvs.iter_mut() {
+            if control_due || control_at.elapsed() >= CONTROL_EVERY {
+                work |= self.control();
+                control_due = false;
+                control_at = Instant::now();
+            }
+            // Operations finish only when a poll collects their
+            // completions: without any, nothing is worth looking at.
+            let collected = ch.poll().unwrap_or(0) > 0 || std::mem::take(&mut self.collected);
+            for r in recvs.iter_mut().filter(|_| collected) {
                 let Some(res) = r.check() else { continue };
                 work = true;
                 let buf = match res {
@@ -219,7 +237,7 @@ impl<'a> Driver<'a> {
                 }
             }
             let mut i = 0;
-            while i < rmas.len() {
+            while collected && i < rmas.len() {
                 let Some(res) = rmas[i].2.check() else {
                     i += 1;
                     continue;
@@ -334,7 +352,7 @@ impl<'a> Driver<'a> {
             } else {
                 Duration::from_millis(1)
             };
-            crate::wait::sleep(ch, &fds, t);
+            control_due = crate::wait::sleep(ch, &fds, t) != crate::wait::Woken::Channel;
         }
         // Tell every initiator; their sessions end with ShuttingDown.
         let peers: Vec<PeerId> = self.peers.keys().copied().collect();
@@ -533,7 +551,7 @@ impl<'a> Driver<'a> {
             match self.ch.inject(c, *addr) {
                 Ok(()) => any = true,
                 Err(e) if e.is_again() => {
-                    let _ = self.ch.poll();
+                    self.collected |= self.ch.poll().unwrap_or(0) > 0;
                     return any;
                 }
                 Err(e) => warn!("target: sending a capsule: {e}"),
