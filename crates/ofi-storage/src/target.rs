@@ -11,6 +11,7 @@ use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
 use crate::net::NetOptions;
 use crate::wire::{feature, Repr, Status, CAPSULE_LEN};
 use ofi::safe::{Addr, Channel, Op};
+use rustix::event::PollFlags;
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -340,12 +341,13 @@ impl<'a> Driver<'a> {
                 std::hint::spin_loop();
                 continue;
             }
-            let fds: Vec<BorrowedFd<'_>> = std::iter::once(self.listener.as_fd())
+            let fds: Vec<(BorrowedFd<'_>, PollFlags)> = std::iter::once(self.listener.as_fd())
                 .chain(
                     self.peers
                         .values()
                         .filter_map(|p| p.ctl.as_ref().map(|s| s.as_fd())),
                 )
+                .map(|fd| (fd, PollFlags::IN))
                 .collect();
             let t = if rmas.is_empty() && self.outbox.is_empty() {
                 Duration::from_millis(200)
