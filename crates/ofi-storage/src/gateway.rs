@@ -284,9 +284,10 @@ struct Transmission<'c> {
     ses: Session<'c>,
     export: Export,
     structured: bool,
+    /// Bytes read from the client: `inbuf[at..end]` are not parsed yet.
     inbuf: Vec<u8>,
-    /// Unparsed bytes of `inbuf` start here.
     at: usize,
+    end: usize,
     input: Input,
     /// Reading the client (false after DISC, end of stream or an error).
     reading: bool,
@@ -300,14 +301,16 @@ struct Transmission<'c> {
 
 impl<'c> Transmission<'c> {
     fn new(ses: Session<'c>, export: Export, structured: bool, early: Vec<u8>) -> Self {
+        let end = early.len();
         let mut inbuf = early;
-        inbuf.reserve(INBUF);
+        inbuf.resize(end.max(INBUF), 0);
         Transmission {
             ses,
             export,
             structured,
             inbuf,
             at: 0,
+            end,
             input: Input::Header,
             reading: true,
             table: HashMap::new(),
@@ -375,9 +378,6 @@ impl<'c> Transmission<'c> {
             let fds = if ev.is_empty() { &fds[..0] } else { &fds[..] };
             if let Some(w) = self.ses.park(work, fds) {
                 readable |= w != Woken::Channel;
-            } else if !work {
-                // Spinning: look at the client now and then.
-                readable = true;
             }
         }
         self.ses.close(&mut |_| {});
@@ -403,33 +403,30 @@ impl<'c> Transmission<'c> {
                 return Ok(total);
             }
         }
-        if self.at > 0 && self.at == self.inbuf.len() {
-            self.inbuf.clear();
+        // `inbuf[at..end]` holds unparsed bytes; move them to the front
+        // when the free space is short.
+        if self.at == self.end {
             self.at = 0;
-        } else if self.at > INBUF / 2 {
-            self.inbuf.drain(..self.at);
+            self.end = 0;
+        } else if self.inbuf.len() - self.end < REQUEST_LEN.max(self.inbuf.len() / 2) {
+            self.inbuf.copy_within(self.at..self.end, 0);
+            self.end -= self.at;
             self.at = 0;
         }
-        let len = self.inbuf.len();
-        self.inbuf.resize(len + INBUF, 0);
-        let r = s.read(&mut self.inbuf[len..]);
-        let n = match r {
-            Ok(0) => {
-                self.inbuf.truncate(len);
-                return Err(ErrorKind::UnexpectedEof.into());
-            }
+        if self.end == self.inbuf.len() {
+            self.inbuf.resize(2 * self.inbuf.len(), 0);
+        }
+        let n = match s.read(&mut self.inbuf[self.end..]) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
             Ok(n) => n,
-            Err(e) => {
-                self.inbuf.truncate(len);
-                return if e.kind() == ErrorKind::WouldBlock {
-                    self.parse();
-                    Ok(total)
-                } else {
-                    Err(e)
-                };
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                // Bytes that came with the handshake's last message.
+                self.parse();
+                return Ok(total);
             }
+            Err(e) => return Err(e),
         };
-        self.inbuf.truncate(len + n);
+        self.end += n;
         self.parse();
         Ok(total + n)
     }
@@ -444,7 +441,7 @@ impl<'c> Transmission<'c> {
     /// Consumes whole requests (and payload bytes) from `inbuf`.
     fn parse(&mut self) {
         loop {
-            let avail = &self.inbuf[self.at..];
+            let avail = &self.inbuf[self.at..self.end];
             match &mut self.input {
                 Input::Payload { buf, got, .. } => {
                     let n = avail.len().min(buf.len() - *got);

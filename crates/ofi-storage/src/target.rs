@@ -98,6 +98,8 @@ impl Target {
             .set_nonblocking(true)
             .map_err(|e| format!("control listener: {e}"))?;
         let mut cfg = opts.config;
+        // The fabric places a write's data before a later send's message.
+        cfg.ordered_reads |= ch.info().tx_attr.msg_order & ofi::consts::order::FI_ORDER_SAW != 0;
         cfg.size = backend.size();
         cfg.read_only = backend.read_only();
         if cfg.read_only {
@@ -198,7 +200,6 @@ impl<'a> Driver<'a> {
             );
         }
         let mut rmas: Vec<(OpId, u32, Op<'a, Vec<u8>>)> = Vec::new();
-        let mut idle = 0u32;
         let mut stopping_since: Option<Instant> = None;
         // The control sockets are read when a sleep saw them readable, and
         // at least every CONTROL_EVERY while busy: an accept or read that
@@ -332,13 +333,12 @@ impl<'a> Driver<'a> {
                     break;
                 }
             }
+            // No spinning before the sleep: the process that would bring
+            // the next piece of work (the initiator, the client) often
+            // shares the core, and a spinning pass takes it from that
+            // process (measured on 2 cores: fewer IOPS with 16 or 64
+            // idle passes than with none).
             if work {
-                idle = 0;
-                continue;
-            }
-            idle += 1;
-            if idle < 64 {
-                std::hint::spin_loop();
                 continue;
             }
             let fds: Vec<(BorrowedFd<'_>, PollFlags)> = std::iter::once(self.listener.as_fd())
