@@ -16,7 +16,7 @@ use crate::control;
 use crate::core::initiator::{Event, InitiatorCore, Request, SubmitError};
 use crate::initiator::{Completion, VolumeOptions};
 use crate::wait::{self, Woken};
-use crate::wire::{Accept, Op, Status, CAPSULE_LEN};
+use crate::wire::{capsules, Accept, Batch, Op, Status, BATCH_BYTES, CAPSULE_LEN};
 use ofi::safe::{Addr, Channel, Op as ChOp, Region};
 use ofi::MrAccess;
 use rustix::event::PollFlags;
@@ -162,7 +162,7 @@ impl<'c> Session<'c> {
         outbox.push_back(core.connect(token, qd, opts.max_io, Instant::now()));
         let mut recvs = Vec::with_capacity(qd as usize + 8);
         for _ in 0..(qd as usize + 8) {
-            match ch.recv(vec![0u8; 64]) {
+            match ch.recv(vec![0u8; BATCH_BYTES]) {
                 Ok(op) => recvs.push(op),
                 Err(e) => return Err(format!("posting receives: {}", e.error)),
             }
@@ -245,15 +245,22 @@ impl<'c> Session<'c> {
         let now = Instant::now();
         work |= self.control(now);
         work |= self.start(now, done);
-        while let Some(c) = self.outbox.front() {
-            match self.ch.inject(c, self.peer) {
+        // Capsules queued together leave in one message.
+        while !self.outbox.is_empty() {
+            let mut b = Batch::default();
+            for c in self.outbox.iter() {
+                if !b.push(c) {
+                    break;
+                }
+            }
+            match self.ch.inject(b.bytes(), self.peer) {
                 Ok(()) => {}
                 Err(e) if e.is_again() => break,
                 Err(e) => self
                     .core
                     .fail(format!("sending a capsule: {e}"), Status::Disconnected),
             }
-            self.outbox.pop_front();
+            self.outbox.drain(..b.count());
             work = true;
         }
         // Operations finish only when a poll collects their completions:
@@ -264,10 +271,12 @@ impl<'c> Session<'c> {
             work = true;
             let buf = match res {
                 Ok(d) => {
-                    self.core.on_capsule(&d.buf[..d.len.min(d.buf.len())]);
+                    for c in capsules(&d.buf[..d.len.min(d.buf.len())]) {
+                        self.core.on_capsule(c);
+                    }
                     d.buf
                 }
-                Err(e) => e.buf.unwrap_or_else(|| vec![0u8; 64]),
+                Err(e) => e.buf.unwrap_or_else(|| vec![0u8; BATCH_BYTES]),
             };
             match self.ch.recv(buf) {
                 Ok(op) => *r = op,

@@ -9,7 +9,7 @@ use crate::backend::Backend;
 use crate::control;
 use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
 use crate::net::NetOptions;
-use crate::wire::{feature, Repr, Status, CAPSULE_LEN};
+use crate::wire::{capsules, feature, Batch, Repr, Status, BATCH_BYTES, CAPSULE_LEN};
 use ofi::safe::{Addr, Channel, Op};
 use rustix::event::PollFlags;
 use std::collections::{HashMap, VecDeque};
@@ -195,7 +195,7 @@ impl<'a> Driver<'a> {
         let mut recvs: Vec<Op<'a, Vec<u8>>> = Vec::with_capacity(RECVS);
         for _ in 0..RECVS {
             recvs.push(
-                ch.recv(vec![0u8; 64])
+                ch.recv(vec![0u8; BATCH_BYTES])
                     .map_err(|e| format!("posting receives: {}", e.error))?,
             );
         }
@@ -228,10 +228,12 @@ impl<'a> Driver<'a> {
                 let buf = match res {
                     Ok(d) => {
                         let len = d.len.min(d.buf.len());
-                        self.capsule(&d.buf[..len], d.src);
+                        for c in capsules(&d.buf[..len]) {
+                            self.capsule(c, d.src);
+                        }
                         d.buf
                     }
-                    Err(e) => e.buf.unwrap_or_else(|| vec![0u8; 64]),
+                    Err(e) => e.buf.unwrap_or_else(|| vec![0u8; BATCH_BYTES]),
                 };
                 match ch.recv(buf) {
                     Ok(op) => *r = op,
@@ -546,11 +548,20 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Sends queued capsules; true if any went.
+    /// Sends queued capsules, those in a row for the same peer in one
+    /// message; true if any went.
     fn flush(&mut self) -> bool {
         let mut any = false;
-        while let Some((addr, c)) = self.outbox.front() {
-            match self.ch.inject(c, *addr) {
+        let mut b = Batch::default();
+        while let Some((addr, _)) = self.outbox.front() {
+            let addr = *addr;
+            b.clear();
+            for (a, c) in self.outbox.iter() {
+                if *a != addr || !b.push(c) {
+                    break;
+                }
+            }
+            match self.ch.inject(b.bytes(), addr) {
                 Ok(()) => any = true,
                 Err(e) if e.is_again() => {
                     self.collected |= self.ch.poll().unwrap_or(0) > 0;
@@ -558,7 +569,7 @@ impl<'a> Driver<'a> {
                 }
                 Err(e) => warn!("target: sending a capsule: {e}"),
             }
-            self.outbox.pop_front();
+            self.outbox.drain(..b.count());
         }
         any
     }
