@@ -276,8 +276,10 @@ enum Input {
 const BACKLOG: usize = 256;
 /// Most replies handed to one `writev`.
 const BATCH: usize = 32;
-/// Bytes read from the client at a time between payloads.
-const INBUF: usize = 64 << 10;
+/// Bytes read from the client at a time between payloads: room for
+/// many request headers, and little of a WRITE's payload (what comes with
+/// its header is copied; the rest is read straight into its buffer).
+const INBUF: usize = 4 << 10;
 
 /// The transmission phase of one connection.
 struct Transmission<'c> {
