@@ -9,13 +9,20 @@
 # Usage:
 #   bench/storage.sh
 #   RUNS=3 RUNTIME=10 PROVIDER=shm SIZE=1G bench/storage.sh
+#   OFI=/path/to/other/ofi bench/storage.sh     # another build (no cargo build)
+#   PIN=0 bench/storage.sh                      # no CPU pinning
 #
 # Workloads (each at iodepth 16, direct file I/O off, time-based):
 #   seqwrite  128 KiB sequential write
 #   seqread   128 KiB sequential read
 #   randread  4 KiB random read
-# Each cell is the median over RUNS of fio's bandwidth (MB/s) or IOPS, and
-# the ofi column's ratio to nbdkit on the Unix socket (the target: >= 0.80).
+# Each cell is the median over RUNS of fio's bandwidth (MB/s) or IOPS; the
+# ratio columns are ofi's median over each nbdkit's (the target: ofi >=
+# 0.80 x nbdkit on the Unix socket).
+#
+# Pinning (PIN=1, the default on 2 or more CPUs): fio on CPU 0, every server
+# process (ofi's target and gateway, both nbdkits) on CPU 1, so each server
+# side gets one core and the client another, whatever the server's shape.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,12 +30,22 @@ RUNS="${RUNS:-3}"
 RUNTIME="${RUNTIME:-5}"
 PROVIDER="${PROVIDER:-tcp}"
 SIZE="${SIZE:-512M}"
-OFI="${CARGO_TARGET_DIR:-$ROOT/target}/release/ofi"
+PIN="${PIN:-$([ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null && echo 1 || echo 0)}"
 
 for c in fio nbdkit; do
     command -v "$c" >/dev/null || { echo "bench/storage.sh: $c missing (apt-get install fio nbdkit)" >&2; exit 1; }
 done
-(cd "$ROOT" && cargo build --release -p ofi-tools >/dev/null)
+if [ -z "${OFI:-}" ]; then
+    OFI="${CARGO_TARGET_DIR:-$ROOT/target}/release/ofi"
+    (cd "$ROOT" && cargo build --release -p ofi-tools >/dev/null)
+fi
+SRV=()
+CLI=()
+if [ "$PIN" = 1 ]; then
+    SRV=(taskset -c 1)
+    CLI=(taskset -c 0)
+fi
+LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 DIR="$(mktemp -d /var/tmp/ofi-storage-bench.XXXXXX)"
 PIDS=()
@@ -40,17 +57,17 @@ cleanup() {
 trap cleanup EXIT
 
 truncate -s "$SIZE" "$DIR/ofi.img" "$DIR/kit.img"
-"$OFI" storage target -p "$PROVIDER" -s 127.0.0.1 -B 0 "$DIR/ofi.img" >"$DIR/target.out" 2>"$DIR/target.err" &
+"${SRV[@]}" "$OFI" storage target -p "$PROVIDER" -s 127.0.0.1 -B 0 "$DIR/ofi.img" >"$DIR/target.out" 2>"$DIR/target.err" &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q "listening on" "$DIR/target.out" && break; sleep 0.05; done
 PORT="$(sed -n 's/^listening on [^ ]*:\([0-9]*\) .*/\1/p' "$DIR/target.out")"
 [ -n "$PORT" ] || { cat "$DIR/target.err" >&2; exit 1; }
-"$OFI" storage nbd -p "$PROVIDER" -P "$PORT" -q 64 --unix "$DIR/ofi.sock" 127.0.0.1 >/dev/null 2>"$DIR/nbd.err" &
+"${SRV[@]}" "$OFI" storage nbd -p "$PROVIDER" -P "$PORT" -q 64 --unix "$DIR/ofi.sock" 127.0.0.1 >/dev/null 2>"$DIR/nbd.err" &
 PIDS+=($!)
-nbdkit -f -U "$DIR/kit.sock" file "$DIR/kit.img" &
+"${SRV[@]}" nbdkit -f -U "$DIR/kit.sock" file "$DIR/kit.img" &
 PIDS+=($!)
 KIT_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-nbdkit -f -i 127.0.0.1 -p "$KIT_PORT" file "$DIR/kit.img" &
+"${SRV[@]}" nbdkit -f -i 127.0.0.1 -p "$KIT_PORT" file "$DIR/kit.img" &
 PIDS+=($!)
 for _ in $(seq 100); do [ -S "$DIR/ofi.sock" ] && [ -S "$DIR/kit.sock" ] && break; sleep 0.05; done
 sleep 0.2
@@ -72,7 +89,7 @@ declare -A RES
 one() { # server workload -> "MB/s IOPS"
     local out
     # shellcheck disable=SC2086
-    out="$(timeout $((RUNTIME + 60)) fio --name=b --ioengine=nbd --uri="${URI[$1]}" ${WL[$2]} \
+    out="$(timeout $((RUNTIME + 60)) "${CLI[@]}" fio --name=b --ioengine=nbd --uri="${URI[$1]}" ${WL[$2]} \
         --iodepth=16 --size="$SIZE" --time_based --runtime="$RUNTIME" --output-format=terse \
         --terse-version=3)"
     # The engine's "connected" notice shares stdout: only terse lines count.
@@ -92,7 +109,7 @@ done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-printf '%-10s %-10s %14s %14s %14s %8s\n' workload metric ofi nbdkit-unix nbdkit-tcp ratio
+printf '%-10s %-6s %12s %12s %12s %10s %10s\n' workload metric ofi nbdkit-unix nbdkit-tcp ofi/unix ofi/tcp
 for wl in seqwrite seqread randread; do
     col=1; metric="MB/s"
     [ "$wl" = randread ] && { col=2; metric=IOPS; }
@@ -100,7 +117,9 @@ for wl in seqwrite seqread randread; do
     for s in "${SERVERS[@]}"; do
         M[$s]="$(echo "${RES[$wl,$s]}" | xargs -n2 | awk -v c="$col" '{print $c}' | tr '\n' ' ' | median)"
     done
-    ratio="$(awk -v a="${M[ofi]}" -v b="${M[nbdkit-unix]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
-    printf '%-10s %-10s %14.0f %14.0f %14.0f %8s\n' "$wl" "$metric" "${M[ofi]}" "${M[nbdkit-unix]}" "${M[nbdkit-tcp]}" "$ratio"
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+    printf '%-10s %-6s %12.0f %12.0f %12.0f %10s %10s\n' "$wl" "$metric" "${M[ofi]}" "${M[nbdkit-unix]}" \
+        "${M[nbdkit-tcp]}" "$(ratio "${M[ofi]}" "${M[nbdkit-unix]}")" "$(ratio "${M[ofi]}" "${M[nbdkit-tcp]}")"
 done
-echo "(provider $PROVIDER, iodepth 16, ${RUNTIME}s per run, median of $RUNS, $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(target: ofi/unix >= 0.80; provider $PROVIDER, iodepth 16, ${RUNTIME}s per run, median of $RUNS," \
+    "pin $PIN, $(nproc) cpus, load $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at end)"

@@ -1,21 +1,29 @@
 //! The NBD gateway: an NBD server (fixed newstyle, NBD_OPT_GO/INFO,
-//! structured replies) whose every request goes to a target through a
-//! [`Volume`]. Each client connection opens its own session; a reader
-//! thread decodes requests and submits them (many in flight), a writer
-//! thread sends the replies as completions arrive, in any order.
+//! structured replies) whose every request goes to a target over the
+//! fabric. Each client connection opens its own session and runs on one
+//! thread: the same loop reads the client's requests, steps the session
+//! (many requests in flight) and writes the replies as completions arrive,
+//! in any order, several per system call; it sleeps on the client's socket
+//! and the fabric channel together. Buffers are reused from one request to
+//! the next.
 
-use crate::initiator::{Completion, Volume, VolumeOptions};
+use crate::core::initiator::Request;
+use crate::initiator::Completion;
+use crate::initiator::VolumeOptions;
 use crate::nbd::request::{self, Decoded, Forward};
 use crate::nbd::wire::{self, chunk, err, REQUEST_LEN};
 use crate::nbd::{Export, Handshake, Outcome};
-use crate::wire::{feature, Status};
-use std::collections::HashMap;
-use std::io::{BufWriter, ErrorKind, Read, Write};
-use std::net::TcpListener;
-use std::os::unix::net::UnixListener;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
-use std::sync::{Arc, Mutex};
+use crate::session::{Link, Session, Submit};
+use crate::wait::Woken;
+use crate::wire::{feature, Accept, Op, Status};
+use rustix::event::PollFlags;
+use std::collections::{HashMap, VecDeque};
+use std::io::{ErrorKind, IoSlice, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -37,41 +45,75 @@ pub struct GatewayOptions {
     pub volume: VolumeOptions,
 }
 
-trait Stream: Read + Write + Send {
-    fn split(&self) -> std::io::Result<Box<dyn Stream>>;
+/// A client's connection.
+enum Client {
+    Tcp(TcpStream),
+    Unix(UnixStream),
 }
-impl Stream for std::net::TcpStream {
-    fn split(&self) -> std::io::Result<Box<dyn Stream>> {
-        Ok(Box::new(self.try_clone()?))
+
+impl Client {
+    fn set_nonblocking(&self, on: bool) -> std::io::Result<()> {
+        match self {
+            Client::Tcp(s) => s.set_nonblocking(on),
+            Client::Unix(s) => s.set_nonblocking(on),
+        }
     }
 }
-impl Stream for std::os::unix::net::UnixStream {
-    fn split(&self) -> std::io::Result<Box<dyn Stream>> {
-        Ok(Box::new(self.try_clone()?))
+
+impl Read for Client {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Client::Tcp(s) => s.read(b),
+            Client::Unix(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Client {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Client::Tcp(s) => s.write(b),
+            Client::Unix(s) => s.write(b),
+        }
+    }
+    fn write_vectored(&mut self, b: &[IoSlice<'_>]) -> std::io::Result<usize> {
+        match self {
+            Client::Tcp(s) => s.write_vectored(b),
+            Client::Unix(s) => s.write_vectored(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl AsFd for Client {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Client::Tcp(s) => s.as_fd(),
+            Client::Unix(s) => s.as_fd(),
+        }
     }
 }
 
 /// Serves NBD clients until `stop` is set; each connection runs on its
-/// own threads and ends with its client.
+/// own thread and ends with its client.
 pub fn serve(l: Listener, opts: GatewayOptions, stop: Arc<AtomicBool>) -> std::io::Result<()> {
     match &l {
         Listener::Tcp(t) => t.set_nonblocking(true)?,
         Listener::Unix(u) => u.set_nonblocking(true)?,
     }
     while !stop.load(Ordering::Relaxed) {
-        let accepted: std::io::Result<Box<dyn Stream>> = match &l {
+        let accepted = match &l {
             Listener::Tcp(t) => t.accept().map(|(s, _)| {
                 let _ = s.set_nodelay(true);
-                let _ = s.set_nonblocking(false);
-                Box::new(s) as Box<dyn Stream>
+                Client::Tcp(s)
             }),
-            Listener::Unix(u) => u.accept().map(|(s, _)| {
-                let _ = s.set_nonblocking(false);
-                Box::new(s) as Box<dyn Stream>
-            }),
+            Listener::Unix(u) => u.accept().map(|(s, _)| Client::Unix(s)),
         };
         match accepted {
             Ok(s) => {
+                let _ = s.set_nonblocking(false);
                 let o = opts.clone();
                 let _ = std::thread::Builder::new()
                     .name("ofi-nbd-conn".into())
@@ -99,237 +141,545 @@ pub fn serve(l: Listener, opts: GatewayOptions, stop: Arc<AtomicBool>) -> std::i
     Ok(())
 }
 
-fn export_of(v: &Volume) -> Export {
-    let f = v.features();
+fn export_of(a: &Accept) -> Export {
+    let read_only = a.features & feature::READ_ONLY != 0;
     Export {
-        size: v.size(),
-        read_only: v.read_only(),
-        flush: f & feature::FLUSH != 0,
-        trim: f & feature::TRIM != 0,
-        zeroes: !v.read_only(),
+        size: a.size,
+        read_only,
+        flush: a.features & feature::FLUSH != 0,
+        trim: a.features & feature::TRIM != 0,
+        zeroes: !read_only,
         min_block: 1,
-        preferred_block: v.block_size().max(4096).min(v.max_io()),
-        max_payload: v.max_io(),
+        preferred_block: a.block_size.max(4096).min(a.max_io),
+        max_payload: a.max_io,
     }
 }
 
-/// What the writer needs to answer a request.
+fn connection(mut s: Client, o: &GatewayOptions) {
+    let link = Link::connect(&o.target, &o.volume);
+    if let Err(e) = &link {
+        warn!("nbd: target {} unavailable: {e}", o.target);
+    }
+    let Ok(link) = link else {
+        // The handshake tells the client why.
+        let _ = handshake(&mut s, Err("target unavailable".into()));
+        return;
+    };
+    let Link {
+        ch,
+        peer,
+        ctl,
+        token,
+    } = link;
+    let session = Session::new(&ch, peer, ctl, token, &o.volume).and_then(|mut ses| {
+        let a = ses.wait_open(o.volume.timeout + Duration::from_secs(1))?;
+        Ok((ses, a))
+    });
+    if let Err(e) = &session {
+        warn!("nbd: target {} unavailable: {e}", o.target);
+    }
+    let export = session
+        .as_ref()
+        .map(|(_, a)| export_of(a))
+        .map_err(|e| format!("target unavailable: {e}"));
+    let Some((structured, early)) = handshake(&mut s, export.clone()) else {
+        return;
+    };
+    let (Ok((ses, _)), Ok(export)) = (session, export) else {
+        return;
+    };
+    if s.set_nonblocking(true).is_err() {
+        return;
+    }
+    Transmission::new(ses, export, structured, early).run(&mut s);
+}
+
+/// Runs the handshake on the (blocking) client socket: `Some` with the
+/// structured-replies choice and the bytes read past its end once the
+/// client moves to transmission.
+fn handshake(s: &mut Client, export: Result<Export, String>) -> Option<(bool, Vec<u8>)> {
+    s.write_all(&Handshake::greeting()).ok()?;
+    let mut h = Handshake::new(export);
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        let mut b = [0u8; 4096];
+        let n = match s.read(&mut b) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&b[..n]);
+        let (used, outcome) = h.input(&buf, &mut out);
+        buf.drain(..used);
+        s.write_all(&out).ok()?;
+        out.clear();
+        match outcome {
+            Outcome::Continue => {}
+            Outcome::Transmission(n) => return Some((n.structured, buf)),
+            Outcome::Close(why) => {
+                info!("nbd: handshake ended: {why}");
+                return None;
+            }
+        }
+    }
+}
+
+/// What a reply needs of its request.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     cookie: u64,
     read_at: Option<u64>,
 }
 
-fn connection(mut s: Box<dyn Stream>, o: &GatewayOptions) {
-    let vol = Volume::open(&o.target, &o.volume);
-    if let Err(e) = &vol {
-        warn!("nbd: target {} unavailable: {e}", o.target);
+/// A reply being written: its header, then its data (a READ's).
+struct Reply {
+    head: [u8; 32],
+    head_len: usize,
+    data: Vec<u8>,
+    /// Bytes of head and data written so far.
+    sent: usize,
+}
+
+impl Reply {
+    fn new(head: &[u8], data: Vec<u8>) -> Reply {
+        let mut h = [0u8; 32];
+        h[..head.len()].copy_from_slice(head);
+        Reply {
+            head: h,
+            head_len: head.len(),
+            data,
+            sent: 0,
+        }
     }
-    let export = vol
-        .as_ref()
-        .map(export_of)
-        .map_err(|e| format!("target unavailable: {e}"));
-    if s.write_all(&Handshake::greeting()).is_err() {
-        return;
+    fn len(&self) -> usize {
+        self.head_len + self.data.len()
     }
-    let mut h = Handshake::new(export.clone());
-    let mut buf = Vec::new();
-    let mut out = Vec::new();
-    let neg = loop {
-        let mut b = [0u8; 4096];
-        let n = match s.read(&mut b) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        buf.extend_from_slice(&b[..n]);
-        let (used, outcome) = h.input(&buf, &mut out);
-        buf.drain(..used);
-        if s.write_all(&out).is_err() {
-            return;
+}
+
+/// Where the client's byte stream stands.
+enum Input {
+    /// Between requests.
+    Header,
+    /// A WRITE's payload arriving into `buf`.
+    Payload {
+        tag: u64,
+        offset: u64,
+        fua: bool,
+        buf: Vec<u8>,
+        got: usize,
+    },
+    /// Payload to drop before answering a refused request.
+    Skip { left: u32, reply: Reply },
+}
+
+/// Requests waiting for a credit beyond which the client is not read.
+const BACKLOG: usize = 256;
+/// Most replies handed to one `writev`.
+const BATCH: usize = 32;
+/// Bytes read from the client at a time between payloads: room for
+/// many request headers, and little of a WRITE's payload (what comes with
+/// its header is copied; the rest is read straight into its buffer).
+const INBUF: usize = 4 << 10;
+
+/// The transmission phase of one connection.
+struct Transmission<'c> {
+    ses: Session<'c>,
+    export: Export,
+    structured: bool,
+    /// Bytes read from the client: `inbuf[at..end]` are not parsed yet.
+    inbuf: Vec<u8>,
+    at: usize,
+    end: usize,
+    input: Input,
+    /// Reading the client (false after DISC, end of stream or an error).
+    reading: bool,
+    table: HashMap<u64, Pending>,
+    next_tag: u64,
+    out: VecDeque<Reply>,
+    free: Vec<Vec<u8>>,
+    /// Buffers kept for reuse.
+    keep: usize,
+}
+
+impl<'c> Transmission<'c> {
+    fn new(ses: Session<'c>, export: Export, structured: bool, early: Vec<u8>) -> Self {
+        let end = early.len();
+        let mut inbuf = early;
+        inbuf.resize(end.max(INBUF), 0);
+        Transmission {
+            ses,
+            export,
+            structured,
+            inbuf,
+            at: 0,
+            end,
+            input: Input::Header,
+            reading: true,
+            table: HashMap::new(),
+            next_tag: 1,
+            out: VecDeque::new(),
+            free: Vec::new(),
+            keep: 64,
         }
-        out.clear();
-        match outcome {
-            Outcome::Continue => {}
-            Outcome::Transmission(n) => break n,
-            Outcome::Close(why) => {
-                info!("nbd: handshake ended: {why}");
-                return;
-            }
-        }
-    };
-    let (Ok(vol), Ok(export)) = (vol, export) else {
-        return;
-    };
-    let Some(replies) = vol.take_completions() else {
-        return;
-    };
-    let Ok(w) = s.split() else { return };
-    let table: Arc<Mutex<HashMap<u64, Pending>>> = Arc::default();
-    let submitted = Arc::new(AtomicU64::new(0));
-    let reading = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let (table, submitted, reading) = (table.clone(), submitted.clone(), reading.clone());
-        let structured = neg.structured;
-        std::thread::spawn(move || {
-            let mut w = BufWriter::with_capacity(256 << 10, w);
-            let mut answered = 0u64;
-            loop {
-                let c = match replies.recv_timeout(Duration::from_millis(100)) {
-                    Ok(c) => c,
-                    Err(RecvTimeoutError::Timeout) => {
-                        if !reading.load(Ordering::Acquire)
-                            && answered == submitted.load(Ordering::Acquire)
-                        {
-                            break;
-                        }
-                        continue;
+    }
+
+    fn run(mut self, s: &mut Client) {
+        // The bytes read with the handshake's last message count first.
+        let mut readable = true;
+        let mut broken = false;
+        loop {
+            let mut work = false;
+            if readable && self.reading && self.ses.backlog() < BACKLOG {
+                match self.read(s) {
+                    Ok(n) => {
+                        work |= n > 0;
+                        // Read again next pass only if this read found
+                        // something (a sleep says when there is more).
+                        readable = n > 0;
                     }
-                    Err(RecvTimeoutError::Disconnected) => break,
-                };
-                let mut next = Some(c);
-                let mut broken = false;
-                while let Some(c) = next {
-                    answered += 1;
-                    let p = table.lock().ok().and_then(|mut t| t.remove(&c.user));
-                    if let Some(p) = p {
-                        if reply(&mut w, p, c, structured).is_err() {
-                            broken = true;
-                            break;
+                    Err(e) => {
+                        if e.kind() != ErrorKind::UnexpectedEof {
+                            info!("nbd: reading the client: {e}");
                         }
+                        self.reading = false;
                     }
-                    next = replies.try_recv().ok();
-                }
-                if broken || w.flush().is_err() {
-                    break;
                 }
             }
-            let _ = w.flush();
-        })
-    };
-    let tx = vol.completion_sender();
-    let mut tag = 0u64;
-    let local = |user: u64, result: Result<Vec<u8>, Status>| {
-        let _ = tx.send(Completion { user, result });
-    };
-    let mut hdr = [0u8; REQUEST_LEN];
-    loop {
-        if s.read_exact(&mut hdr).is_err() {
-            break;
-        }
-        let d = match request::decode(&hdr, &export) {
-            Ok(d) => d,
-            Err(e) => {
-                warn!("nbd: {e}: closing the connection");
+            let (table, out, free, keep, structured) = (
+                &mut self.table,
+                &mut self.out,
+                &mut self.free,
+                self.keep,
+                self.structured,
+            );
+            work |= self.ses.step(&mut |c| {
+                if let Some(p) = table.remove(&c.user) {
+                    out.push_back(reply(p, c, structured, free, keep));
+                }
+            });
+            if !self.out.is_empty() {
+                match self.write(s) {
+                    Ok(n) => work |= n > 0,
+                    Err(e) => {
+                        info!("nbd: writing to the client: {e}");
+                        broken = true;
+                    }
+                }
+            }
+            if broken || (!self.reading && self.table.is_empty() && self.out.is_empty()) {
                 break;
             }
-        };
-        tag += 1;
-        let (cookie, read_at) = match d {
-            Decoded::Disconnect => break,
-            Decoded::Ok { cookie, .. } | Decoded::Error { cookie, .. } => (cookie, None),
-            Decoded::Forward { cookie, fwd } => match fwd {
-                Forward::Read { offset, .. } => (cookie, Some(offset)),
-                _ => (cookie, None),
-            },
-        };
-        if let Ok(mut t) = table.lock() {
-            t.insert(tag, Pending { cookie, read_at });
+            let mut ev = PollFlags::empty();
+            if self.reading && self.ses.backlog() < BACKLOG {
+                ev |= PollFlags::IN;
+            }
+            if !self.out.is_empty() {
+                ev |= PollFlags::OUT;
+            }
+            let fds = [(s.as_fd(), ev)];
+            let fds = if ev.is_empty() { &fds[..0] } else { &fds[..] };
+            if let Some(w) = self.ses.park(work, fds) {
+                readable |= w != Woken::Channel;
+            }
         }
-        submitted.fetch_add(1, Ordering::AcqRel);
-        match d {
-            Decoded::Disconnect => {}
-            Decoded::Ok { skip, .. } => {
-                if discard(&mut s, skip).is_err() {
-                    break;
+        self.ses.close(&mut |_| {});
+    }
+
+    /// Reads what the client sent and hands on every whole request.
+    /// The bytes read (0: nothing there); an error ends the reading.
+    fn read(&mut self, s: &mut Client) -> std::io::Result<usize> {
+        let mut total = 0;
+        // A payload goes straight into its buffer.
+        if let Input::Payload { buf, got, .. } = &mut self.input {
+            match s.read(&mut buf[*got..]) {
+                Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    *got += n;
+                    total += n;
                 }
-                local(tag, Ok(Vec::new()));
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(0),
+                Err(e) => return Err(e),
             }
-            Decoded::Error { error, skip, .. } => {
-                if discard(&mut s, skip).is_err() {
-                    break;
-                }
-                local(tag, Err(status_of_errno(error)));
+            self.parse();
+            if matches!(self.input, Input::Payload { .. }) {
+                return Ok(total);
             }
-            Decoded::Forward { fwd, .. } => match fwd {
-                Forward::Read { offset, len } => vol.submit_read(offset, len, tag),
-                Forward::Write { offset, len, fua } => {
-                    let mut data = vec![0u8; len as usize];
-                    if s.read_exact(&mut data).is_err() {
-                        local(tag, Err(Status::Disconnected));
-                        break;
+        }
+        // `inbuf[at..end]` holds unparsed bytes; move them to the front
+        // when the free space is short.
+        if self.at == self.end {
+            self.at = 0;
+            self.end = 0;
+        } else if self.inbuf.len() - self.end < REQUEST_LEN.max(self.inbuf.len() / 2) {
+            self.inbuf.copy_within(self.at..self.end, 0);
+            self.end -= self.at;
+            self.at = 0;
+        }
+        if self.end == self.inbuf.len() {
+            self.inbuf.resize(2 * self.inbuf.len(), 0);
+        }
+        let n = match s.read(&mut self.inbuf[self.end..]) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                // Bytes that came with the handshake's last message.
+                self.parse();
+                return Ok(total);
+            }
+            Err(e) => return Err(e),
+        };
+        self.end += n;
+        self.parse();
+        Ok(total + n)
+    }
+
+    /// A buffer of `len` bytes (its contents are overwritten).
+    fn buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut b = self.free.pop().unwrap_or_default();
+        b.resize(len, 0);
+        b
+    }
+
+    /// Consumes whole requests (and payload bytes) from `inbuf`.
+    fn parse(&mut self) {
+        loop {
+            let avail = &self.inbuf[self.at..self.end];
+            match &mut self.input {
+                Input::Payload { buf, got, .. } => {
+                    let n = avail.len().min(buf.len() - *got);
+                    buf[*got..*got + n].copy_from_slice(&avail[..n]);
+                    *got += n;
+                    self.at += n;
+                    if *got < buf.len() {
+                        return;
                     }
-                    vol.submit_write(offset, data, fua, tag);
+                    let Input::Payload {
+                        tag,
+                        offset,
+                        fua,
+                        buf,
+                        ..
+                    } = std::mem::replace(&mut self.input, Input::Header)
+                    else {
+                        return;
+                    };
+                    let len = buf.len() as u32;
+                    self.ses.submit(Submit {
+                        req: req(Op::Write, offset, len, fua, false),
+                        user: tag,
+                        buf: Some(buf),
+                    });
                 }
-                Forward::Flush => vol.submit_flush(tag),
-                Forward::Trim { offset, len, .. } => vol.submit_trim(offset, len, tag),
-                Forward::Zero {
-                    offset,
-                    len,
-                    fua,
-                    no_hole,
-                } => vol.submit_zeroes(offset, len, fua, no_hole, tag),
-            },
+                Input::Skip { left, .. } => {
+                    let n = avail.len().min(*left as usize);
+                    *left -= n as u32;
+                    self.at += n;
+                    if *left > 0 {
+                        return;
+                    }
+                    if let Input::Skip { reply, .. } =
+                        std::mem::replace(&mut self.input, Input::Header)
+                    {
+                        self.out.push_back(reply);
+                    }
+                }
+                Input::Header => {
+                    if !self.reading || avail.len() < REQUEST_LEN {
+                        return;
+                    }
+                    let d = request::decode(&avail[..REQUEST_LEN], &self.export);
+                    self.at += REQUEST_LEN;
+                    match d {
+                        Ok(d) => self.request(d),
+                        Err(e) => {
+                            warn!("nbd: {e}: closing the connection");
+                            self.reading = false;
+                        }
+                    }
+                }
+            }
         }
     }
-    reading.store(false, Ordering::Release);
-    let _ = writer.join();
-    drop(vol);
-}
 
-/// NBD errors the request checks give, as statuses (mapped back by
-/// [`Status::errno`]).
-fn status_of_errno(e: u32) -> Status {
-    match e {
-        err::EPERM => Status::ReadOnly,
-        err::ENOSPC => Status::NoSpace,
-        err::ENOTSUP => Status::Unsupported,
-        err::EOVERFLOW => Status::Invalid,
-        _ => Status::Invalid,
+    /// Starts a decoded request.
+    fn request(&mut self, d: Decoded) {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        let structured = self.structured;
+        match d {
+            Decoded::Disconnect => self.reading = false,
+            Decoded::Ok { cookie, skip } => {
+                let r = done_reply(cookie, structured);
+                self.answer(skip, r);
+            }
+            Decoded::Error {
+                cookie,
+                error,
+                skip,
+            } => {
+                let r = error_reply(cookie, error, structured);
+                self.answer(skip, r);
+            }
+            Decoded::Forward { cookie, fwd } => {
+                let read_at = match fwd {
+                    Forward::Read { offset, .. } => Some(offset),
+                    _ => None,
+                };
+                self.table.insert(tag, Pending { cookie, read_at });
+                let (r, buf) = match fwd {
+                    Forward::Read { offset, len } => (
+                        req(Op::Read, offset, len, false, false),
+                        Some(self.buffer(len as usize)),
+                    ),
+                    Forward::Write { offset, len, fua } => {
+                        let buf = self.buffer(len as usize);
+                        self.input = Input::Payload {
+                            tag,
+                            offset,
+                            fua,
+                            buf,
+                            got: 0,
+                        };
+                        return;
+                    }
+                    Forward::Flush => (req(Op::Flush, 0, 0, false, false), None),
+                    Forward::Trim { offset, len, .. } => {
+                        (req(Op::Trim, offset, len, false, false), None)
+                    }
+                    Forward::Zero {
+                        offset,
+                        len,
+                        fua,
+                        no_hole,
+                    } => (req(Op::WriteZeroes, offset, len, fua, no_hole), None),
+                };
+                self.ses.submit(Submit {
+                    req: r,
+                    user: tag,
+                    buf,
+                });
+            }
+        }
+    }
+
+    /// Answers at once, after dropping `skip` payload bytes.
+    fn answer(&mut self, skip: u32, r: Reply) {
+        if skip > 0 {
+            self.input = Input::Skip {
+                left: skip,
+                reply: r,
+            };
+        } else {
+            self.out.push_back(r);
+        }
+    }
+
+    /// Writes queued replies, several per system call; the bytes written.
+    fn write(&mut self, s: &mut Client) -> std::io::Result<usize> {
+        let mut total = 0;
+        while !self.out.is_empty() {
+            let mut v: Vec<IoSlice<'_>> = Vec::with_capacity(2 * BATCH);
+            for r in self.out.iter().take(BATCH) {
+                let h = r.head_len;
+                if r.sent < h {
+                    v.push(IoSlice::new(&r.head[r.sent..h]));
+                    if !r.data.is_empty() {
+                        v.push(IoSlice::new(&r.data));
+                    }
+                } else {
+                    v.push(IoSlice::new(&r.data[r.sent - h..]));
+                }
+            }
+            let mut n = match s.write_vectored(&v) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(total),
+                Err(e) => return Err(e),
+            };
+            total += n;
+            while n > 0 {
+                let Some(r) = self.out.front_mut() else { break };
+                let left = r.len() - r.sent;
+                if n < left {
+                    r.sent += n;
+                    break;
+                }
+                n -= left;
+                if let Some(r) = self.out.pop_front() {
+                    recycle(&mut self.free, r.data, self.keep);
+                }
+            }
+        }
+        Ok(total)
     }
 }
 
-fn discard(s: &mut Box<dyn Stream>, mut n: u32) -> std::io::Result<()> {
-    let mut b = [0u8; 64 << 10];
-    while n > 0 {
-        let k = (n as usize).min(b.len());
-        s.read_exact(&mut b[..k])?;
-        n -= k as u32;
+/// Keeps a buffer for the next request (up to `keep` of them).
+fn recycle(free: &mut Vec<Vec<u8>>, b: Vec<u8>, keep: usize) {
+    if b.capacity() > 0 && free.len() < keep {
+        free.push(b);
     }
-    Ok(())
 }
 
-fn reply(w: &mut impl Write, p: Pending, c: Completion, structured: bool) -> std::io::Result<()> {
+fn req(op: Op, offset: u64, len: u32, fua: bool, no_hole: bool) -> Request {
+    Request {
+        op,
+        fua,
+        no_hole,
+        offset,
+        len,
+        addr: 0,
+        key: 0,
+    }
+}
+
+/// The success reply of a request without data.
+fn done_reply(cookie: u64, structured: bool) -> Reply {
+    if structured {
+        Reply::new(
+            &wire::chunk_header(chunk::FLAG_DONE, chunk::NONE, cookie, 0),
+            Vec::new(),
+        )
+    } else {
+        Reply::new(&wire::simple_reply(0, cookie), Vec::new())
+    }
+}
+
+/// The reply carrying NBD error `e`.
+fn error_reply(cookie: u64, e: u32, structured: bool) -> Reply {
+    if structured {
+        Reply::new(&wire::error_chunk(cookie, e), Vec::new())
+    } else {
+        Reply::new(&wire::simple_reply(e, cookie), Vec::new())
+    }
+}
+
+/// The reply to a forwarded request; a WRITE's buffer goes back to `free`.
+fn reply(
+    p: Pending,
+    c: Completion,
+    structured: bool,
+    free: &mut Vec<Vec<u8>>,
+    keep: usize,
+) -> Reply {
     match (c.result, p.read_at) {
         (Ok(data), Some(offset)) => {
             if structured {
-                w.write_all(&wire::read_chunk(p.cookie, offset, data.len() as u32))?;
+                Reply::new(&wire::read_chunk(p.cookie, offset, data.len() as u32), data)
             } else {
-                w.write_all(&wire::simple_reply(0, p.cookie))?;
+                Reply::new(&wire::simple_reply(0, p.cookie), data)
             }
-            w.write_all(&data)
         }
-        (Ok(_), None) => {
-            if structured {
-                w.write_all(&wire::chunk_header(
-                    chunk::FLAG_DONE,
-                    chunk::NONE,
-                    p.cookie,
-                    0,
-                ))
-            } else {
-                w.write_all(&wire::simple_reply(0, p.cookie))
-            }
+        (Ok(buf), None) => {
+            recycle(free, buf, keep);
+            done_reply(p.cookie, structured)
         }
         (Err(st), _) => {
             let e = match st {
                 Status::OutOfRange | Status::Invalid => err::EINVAL,
                 s => s.errno(),
             };
-            if structured {
-                w.write_all(&wire::error_chunk(p.cookie, e))
-            } else {
-                w.write_all(&wire::simple_reply(e, p.cookie))
-            }
+            error_reply(p.cookie, e, structured)
         }
     }
 }

@@ -2,31 +2,25 @@
 //! writes, flushes, trims and write-zeroes on owned buffers, many in
 //! flight up to the session's queue depth.
 //!
-//! A driver thread owns the fabric channel and runs the
-//! [`InitiatorCore`]: each request's buffer is registered as a region the
-//! target reaches by RMA (it reads it for a WRITE, writes into it for a
-//! READ), the command capsule goes out, and the buffer comes back in the
-//! [`Completion`] once the target has answered. Requests beyond the
-//! credits wait in the driver. The target's death (its control connection
-//! closes) fails every pending request at once.
+//! A driver thread owns the fabric channel and steps the session
+//! ([`crate::session`]); requests reach it through a queue and a wake-up
+//! pipe, completions leave through another queue.
 
-use crate::control;
-use crate::core::initiator::{Event, InitiatorCore, Request, SubmitError};
+use crate::core::initiator::Request;
 use crate::net::NetOptions;
-use crate::wire::{feature, Accept, Op, Status, CAPSULE_LEN};
-use ofi::safe::{Addr, Channel, Region};
-use ofi::MrAccess;
-use std::collections::{HashMap, VecDeque};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{AsFd, BorrowedFd};
+use crate::session::{Link, Session, Submit};
+use crate::wait::Woken;
+use crate::wire::{feature, Accept, Op, Status};
+use rustix::event::PollFlags;
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tracing::warn;
 
 /// How to open a volume.
 #[derive(Clone, Debug)]
@@ -62,12 +56,6 @@ pub struct Completion {
     pub result: Result<Vec<u8>, Status>,
 }
 
-struct Submit {
-    req: Request,
-    user: u64,
-    buf: Option<Vec<u8>>,
-}
-
 /// An open volume on a target.
 #[derive(Debug)]
 pub struct Volume {
@@ -82,12 +70,6 @@ pub struct Volume {
     thread: Option<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for Submit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Submit").field("req", &self.req).finish()
-    }
-}
-
 /// Tags of the blocking helpers (the caller's tags stay below).
 const SYNC_TAG: u64 = 1 << 63;
 
@@ -95,52 +77,7 @@ impl Volume {
     /// Connects to the target whose control listener is at `target`
     /// (`host:port`) and opens a session.
     pub fn open(target: &str, opts: &VolumeOptions) -> Result<Volume, String> {
-        let to = target
-            .to_socket_addrs()
-            .map_err(|e| format!("target address {target}: {e}"))?
-            .next()
-            .ok_or_else(|| format!("target address {target}: no address"))?;
-        let mut ctl = TcpStream::connect_timeout(&to, Duration::from_secs(5))
-            .map_err(|e| format!("control connection to {to}: {e}"))?;
-        let _ = ctl.set_nodelay(true);
-        let mut net = opts.net.clone();
-        if net.node.is_none() {
-            // The data path takes the control connection's interface.
-            net.node = ctl.local_addr().ok().map(|a| a.ip().to_string());
-        }
-        let info = net
-            .offer()
-            .or_else(|_| opts.net.offer())
-            .map_err(|e| format!("fabric offer: {e}"))?;
-        let ch = Channel::open(&info).map_err(|e| format!("fabric channel: {e}"))?;
-        let me = ch.address().map_err(|e| format!("fabric address: {e}"))?;
-        ctl.write_all(&control::hello(&me))
-            .map_err(|e| format!("sending HELLO: {e}"))?;
-        let _ = ctl.set_read_timeout(Some(Duration::from_secs(10)));
-        let mut inbuf = Vec::new();
-        let welcome = loop {
-            let mut b = [0u8; 1024];
-            let n = ctl
-                .read(&mut b)
-                .map_err(|e| format!("waiting for WELCOME: {e}"))?;
-            if n == 0 {
-                return Err("the target closed the control connection".into());
-            }
-            inbuf.extend_from_slice(&b[..n]);
-            match control::parse_welcome(&inbuf) {
-                Ok(Some((w, _))) => break w,
-                Ok(None) => {}
-                Err(e) => return Err(format!("bad WELCOME: {e}")),
-            }
-        };
-        if welcome.status != Status::Ok {
-            return Err(format!("the target refused: {}", welcome.status));
-        }
-        let peer = ch
-            .insert(&welcome.addr)
-            .map_err(|e| format!("target's fabric address: {e}"))?;
-        ctl.set_nonblocking(true)
-            .map_err(|e| format!("control connection: {e}"))?;
+        let link = Link::connect(target, opts)?;
         let (wake, wake_rx) = UnixStream::pair().map_err(|e| format!("wake pipe: {e}"))?;
         wake_rx
             .set_nonblocking(true)
@@ -153,19 +90,16 @@ impl Volume {
         let stop = Arc::new(AtomicBool::new(false));
         let woken = Arc::new(AtomicBool::new(false));
         let d = Driver {
-            peer,
-            ctl,
             wake_rx,
             woken: woken.clone(),
             stop: stop.clone(),
             rx,
             done: done_tx.clone(),
             opts: opts.clone(),
-            token: welcome.token,
         };
         let thread = std::thread::Builder::new()
             .name("ofi-storage-initiator".into())
-            .spawn(move || d.run(ch, acc_tx))
+            .spawn(move || d.run(link, acc_tx))
             .map_err(|e| format!("driver thread: {e}"))?;
         let accept = match acc_rx.recv_timeout(opts.timeout + Duration::from_secs(1)) {
             Ok(Ok(a)) => a,
@@ -340,281 +274,65 @@ impl Drop for Volume {
 }
 
 struct Driver {
-    peer: Addr,
-    ctl: TcpStream,
     wake_rx: UnixStream,
     woken: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     rx: Receiver<Submit>,
     done: Sender<Completion>,
     opts: VolumeOptions,
-    token: u64,
-}
-
-struct Inflight {
-    user: u64,
-    region: Option<Region>,
 }
 
 impl Driver {
-    fn run(self, ch: Channel, acc: Sender<Result<Accept, String>>) {
-        let mut core = InitiatorCore::new(self.opts.timeout);
-        let qd = self.opts.queue_depth.max(1);
-        let mut outbox: VecDeque<[u8; CAPSULE_LEN]> = VecDeque::new();
-        outbox.push_back(core.connect(self.token, qd, self.opts.max_io, Instant::now()));
-        let mut recvs = Vec::new();
-        for _ in 0..(qd as usize + 8) {
-            match ch.recv(vec![0u8; 64]) {
-                Ok(op) => recvs.push(op),
-                Err(e) => {
-                    let _ = acc.send(Err(format!("posting receives: {}", e.error)));
-                    return;
-                }
+    fn run(self, link: Link, acc: Sender<Result<Accept, String>>) {
+        let Link {
+            ch,
+            peer,
+            ctl,
+            token,
+        } = link;
+        let mut s = match Session::new(&ch, peer, ctl, token, &self.opts) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = acc.send(Err(e));
+                return;
             }
-        }
+        };
         let mut acc = Some(acc);
-        let mut pending: VecDeque<Submit> = VecDeque::new();
-        let mut inflight: HashMap<u64, Inflight> = HashMap::new();
-        let mut retiring: Vec<(u64, Status, Region)> = Vec::new();
-        let mut next_tag = 1u64;
-        let mut open = true;
-        let mut idle = 0u32;
-        let mut ctl = Some(&self.ctl);
-        let mut ctl_gone: Option<(Instant, String)> = None;
+        let done = &mut |c: Completion| {
+            let _ = self.done.send(c);
+        };
+        // A byte goes into the wake-up pipe when `woken` was clear; it is
+        // read when the flag is up or a sleep saw a readable fd (a byte
+        // written just after a drain, with the flag cleared).
+        let mut drain = true;
         loop {
-            let mut work = false;
-            let now = Instant::now();
-            // Wake-ups first, then the submissions they announce.
-            let mut b = [0u8; 64];
-            while matches!((&self.wake_rx).read(&mut b), Ok(n) if n > 0) {}
-            self.woken.store(false, Ordering::Release);
-            while let Ok(s) = self.rx.try_recv() {
-                pending.push_back(s);
+            if drain || self.woken.load(Ordering::Acquire) {
+                let mut b = [0u8; 64];
+                while matches!((&self.wake_rx).read(&mut b), Ok(n) if n > 0) {}
+                self.woken.store(false, Ordering::Release);
+            }
+            while let Ok(sub) = self.rx.try_recv() {
+                s.submit(sub);
             }
             if self.stop.load(Ordering::Acquire) {
-                if let Some(c) = core.disconnect() {
-                    let _ = ch.inject(&c, self.peer);
-                }
                 break;
             }
-            if let Some(s) = ctl {
-                let mut b = [0u8; 16];
-                match (&*s).read(&mut b) {
-                    Ok(_) => {
-                        // Closed (or junk): what the target sent before
-                        // closing (a REFUSE, the last completions) is
-                        // collected for a short grace time first.
-                        ctl = None;
-                        ctl_gone = Some((now, "the target closed the control connection".into()));
-                        work = true;
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                    Err(e) => {
-                        ctl = None;
-                        ctl_gone = Some((now, format!("control connection: {e}")));
-                        work = true;
-                    }
+            let work = s.step(done);
+            if let Some(a) = s.take_accepted() {
+                if let Some(t) = acc.take() {
+                    let _ = t.send(a);
                 }
             }
-            if let Some((at, why)) = &ctl_gone {
-                if now.duration_since(*at) > Duration::from_millis(50) {
-                    core.fail(why.clone(), Status::Disconnected);
-                    ctl_gone = None;
-                }
-            }
-            // Start what the credits allow.
-            while core.credits() > 0 || (!open && !pending.is_empty()) {
-                let Some(s) = pending.pop_front() else { break };
-                work = true;
-                if !open {
-                    let _ = self.done.send(Completion {
-                        user: s.user,
-                        result: Err(Status::Disconnected),
-                    });
-                    continue;
-                }
-                if let Err(e) = core.check(&s.req) {
-                    let st = match e {
-                        SubmitError::Rejected(st) => st,
-                        _ => Status::Disconnected,
-                    };
-                    let _ = self.done.send(Completion {
-                        user: s.user,
-                        result: Err(st),
-                    });
-                    continue;
-                }
-                let mut req = s.req;
-                let region = match (req.op, s.buf) {
-                    (Op::Read, _) => {
-                        Some(ch.register(vec![0u8; req.len as usize], MrAccess::REMOTE_WRITE))
-                    }
-                    (Op::Write, Some(b)) => Some(ch.register(b, MrAccess::REMOTE_READ)),
-                    _ => None,
-                };
-                let region = match region {
-                    Some(Ok(r)) => {
-                        req.addr = r.remote_addr(0);
-                        req.key = r.key();
-                        Some(r)
-                    }
-                    Some(Err(e)) => {
-                        warn!("initiator: registering a buffer: {}", e.error);
-                        let _ = self.done.send(Completion {
-                            user: s.user,
-                            result: Err(Status::Io),
-                        });
-                        continue;
-                    }
-                    None => None,
-                };
-                let tag = next_tag;
-                next_tag += 1;
-                match core.submit(&req, tag, now) {
-                    Ok(c) => {
-                        outbox.push_back(c);
-                        inflight.insert(
-                            tag,
-                            Inflight {
-                                user: s.user,
-                                region,
-                            },
-                        );
-                    }
-                    Err(e) => {
-                        let st = match e {
-                            SubmitError::Rejected(st) => st,
-                            _ => Status::Disconnected,
-                        };
-                        let _ = self.done.send(Completion {
-                            user: s.user,
-                            result: Err(st),
-                        });
-                    }
-                }
-            }
-            while let Some(c) = outbox.front() {
-                match ch.inject(c, self.peer) {
-                    Ok(()) => {}
-                    Err(e) if e.is_again() => break,
-                    Err(e) => core.fail(format!("sending a capsule: {e}"), Status::Disconnected),
-                }
-                outbox.pop_front();
-                work = true;
-            }
-            let _ = ch.poll();
-            for r in recvs.iter_mut() {
-                let Some(res) = r.check() else { continue };
-                work = true;
-                let buf = match res {
-                    Ok(d) => {
-                        core.on_capsule(&d.buf[..d.len.min(d.buf.len())]);
-                        d.buf
-                    }
-                    Err(e) => e.buf.unwrap_or_else(|| vec![0u8; 64]),
-                };
-                match ch.recv(buf) {
-                    Ok(op) => *r = op,
-                    Err(e) => core.fail(
-                        format!("reposting a receive: {}", e.error),
-                        Status::Disconnected,
-                    ),
-                }
-            }
-            core.handle_timeout(now);
-            while let Some(ev) = core.poll_event() {
-                work = true;
-                match ev {
-                    Event::Connected(a) => {
-                        if let Some(t) = acc.take() {
-                            let _ = t.send(Ok(a));
-                        }
-                    }
-                    Event::Refused(s) => {
-                        open = false;
-                        if let Some(t) = acc.take() {
-                            let _ = t.send(Err(format!("the target refused the session: {s}")));
-                        }
-                    }
-                    Event::Done { user: tag, status } => {
-                        let Some(f) = inflight.remove(&tag) else {
-                            continue;
-                        };
-                        match f.region {
-                            Some(r) => retiring.push((f.user, status, r)),
-                            None => {
-                                let result = if status == Status::Ok {
-                                    Ok(Vec::new())
-                                } else {
-                                    Err(status)
-                                };
-                                let _ = self.done.send(Completion {
-                                    user: f.user,
-                                    result,
-                                });
-                            }
-                        }
-                    }
-                    Event::Failed { reason } => {
-                        open = false;
-                        warn!("initiator: session over: {reason}");
-                        if let Some(t) = acc.take() {
-                            let _ = t.send(Err(reason));
-                        }
-                    }
-                }
-            }
-            // Buffers come back once no access of the target runs any more.
-            if !retiring.is_empty() {
-                let mut keep = Vec::new();
-                for (user, status, r) in retiring.drain(..) {
-                    match r.into_vec() {
-                        Ok(v) => {
-                            work = true;
-                            let result = if status == Status::Ok {
-                                Ok(v)
-                            } else {
-                                Err(status)
-                            };
-                            let _ = self.done.send(Completion { user, result });
-                        }
-                        Err(r) => keep.push((user, status, r)),
-                    }
-                }
-                retiring = keep;
-            }
-            if work {
-                idle = 0;
-                continue;
-            }
-            idle += 1;
-            if idle < 64 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let mut fds: Vec<BorrowedFd<'_>> = vec![self.wake_rx.as_fd()];
-            if let Some(s) = ctl {
-                fds.push(s.as_fd());
-            }
-            let t = if inflight.is_empty()
-                && retiring.is_empty()
-                && outbox.is_empty()
-                && ctl_gone.is_none()
-            {
-                Duration::from_millis(500)
-            } else {
-                Duration::from_millis(1)
-            };
-            crate::wait::sleep(&ch, &fds, t);
+            let fds = [(self.wake_rx.as_fd(), PollFlags::IN)];
+            drain = matches!(s.park(work, &fds), Some(Woken::Fds | Woken::Timeout));
         }
         // Requests still pending end here.
-        for s in pending {
-            let _ = self.done.send(Completion {
-                user: s.user,
+        s.close(done);
+        while let Ok(sub) = self.rx.try_recv() {
+            done(Completion {
+                user: sub.user,
                 result: Err(Status::Disconnected),
             });
         }
-        drop(recvs);
-        let _ = ch.wait_any(Duration::from_millis(50));
     }
 }

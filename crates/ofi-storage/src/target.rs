@@ -9,8 +9,9 @@ use crate::backend::Backend;
 use crate::control;
 use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
 use crate::net::NetOptions;
-use crate::wire::{feature, Repr, Status, CAPSULE_LEN};
+use crate::wire::{capsules, feature, Batch, Repr, Status, BATCH_BYTES, CAPSULE_LEN};
 use ofi::safe::{Addr, Channel, Op};
+use rustix::event::PollFlags;
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -70,6 +71,9 @@ struct Peer {
 /// Capsule receives kept posted.
 const RECVS: usize = 256;
 
+/// Longest time between two looks at the control sockets while busy.
+const CONTROL_EVERY: Duration = Duration::from_millis(5);
+
 fn token() -> u64 {
     let mut b = [0u8; 8];
     // A token only ties a CONNECT to its control connection; if the system
@@ -94,6 +98,8 @@ impl Target {
             .set_nonblocking(true)
             .map_err(|e| format!("control listener: {e}"))?;
         let mut cfg = opts.config;
+        // The fabric places a write's data before a later send's message.
+        cfg.ordered_reads |= ch.info().tx_attr.msg_order & ofi::consts::order::FI_ORDER_SAW != 0;
         cfg.size = backend.size();
         cfg.read_only = backend.read_only();
         if cfg.read_only {
@@ -157,6 +163,7 @@ impl Target {
             sessions: HashMap::new(),
             next_peer: 1,
             outbox: VecDeque::new(),
+            collected: false,
         }
         .run()
     }
@@ -174,6 +181,8 @@ struct Driver<'a> {
     sessions: HashMap<u32, PeerId>,
     next_peer: u64,
     outbox: VecDeque<(Addr, [u8; CAPSULE_LEN])>,
+    /// A poll outside the main pass collected completions.
+    collected: bool,
 }
 
 impl<'a> Driver<'a> {
@@ -186,13 +195,18 @@ impl<'a> Driver<'a> {
         let mut recvs: Vec<Op<'a, Vec<u8>>> = Vec::with_capacity(RECVS);
         for _ in 0..RECVS {
             recvs.push(
-                ch.recv(vec![0u8; 64])
+                ch.recv(vec![0u8; BATCH_BYTES])
                     .map_err(|e| format!("posting receives: {}", e.error))?,
             );
         }
         let mut rmas: Vec<(OpId, u32, Op<'a, Vec<u8>>)> = Vec::new();
-        let mut idle = 0u32;
         let mut stopping_since: Option<Instant> = None;
+        // The control sockets are read when a sleep saw them readable, and
+        // at least every CONTROL_EVERY while busy: an accept or read that
+        // finds nothing costs a system call (an accept also allocates a
+        // socket), which the data path would pay on every pass.
+        let mut control_due = true;
+        let mut control_at = Instant::now();
         loop {
             let mut work = false;
             if self.stop.load(Ordering::Relaxed) && stopping_since.is_none() {
@@ -200,18 +214,26 @@ impl<'a> Driver<'a> {
                 self.core.shut_down();
                 stopping_since = Some(Instant::now());
             }
-            work |= self.control();
-            let _ = ch.poll();
-            for r in recvs.iter_mut() {
+            if control_due || control_at.elapsed() >= CONTROL_EVERY {
+                work |= self.control();
+                control_due = false;
+                control_at = Instant::now();
+            }
+            // Operations finish only when a poll collects their
+            // completions: without any, nothing is worth looking at.
+            let collected = ch.poll().unwrap_or(0) > 0 || std::mem::take(&mut self.collected);
+            for r in recvs.iter_mut().filter(|_| collected) {
                 let Some(res) = r.check() else { continue };
                 work = true;
                 let buf = match res {
                     Ok(d) => {
                         let len = d.len.min(d.buf.len());
-                        self.capsule(&d.buf[..len], d.src);
+                        for c in capsules(&d.buf[..len]) {
+                            self.capsule(c, d.src);
+                        }
                         d.buf
                     }
-                    Err(e) => e.buf.unwrap_or_else(|| vec![0u8; 64]),
+                    Err(e) => e.buf.unwrap_or_else(|| vec![0u8; BATCH_BYTES]),
                 };
                 match ch.recv(buf) {
                     Ok(op) => *r = op,
@@ -219,7 +241,7 @@ impl<'a> Driver<'a> {
                 }
             }
             let mut i = 0;
-            while i < rmas.len() {
+            while collected && i < rmas.len() {
                 let Some(res) = rmas[i].2.check() else {
                     i += 1;
                     continue;
@@ -313,28 +335,28 @@ impl<'a> Driver<'a> {
                     break;
                 }
             }
+            // No spinning before the sleep: the process that would bring
+            // the next piece of work (the initiator, the client) often
+            // shares the core, and a spinning pass takes it from that
+            // process (measured on 2 cores: fewer IOPS with 16 or 64
+            // idle passes than with none).
             if work {
-                idle = 0;
                 continue;
             }
-            idle += 1;
-            if idle < 64 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let fds: Vec<BorrowedFd<'_>> = std::iter::once(self.listener.as_fd())
+            let fds: Vec<(BorrowedFd<'_>, PollFlags)> = std::iter::once(self.listener.as_fd())
                 .chain(
                     self.peers
                         .values()
                         .filter_map(|p| p.ctl.as_ref().map(|s| s.as_fd())),
                 )
+                .map(|fd| (fd, PollFlags::IN))
                 .collect();
             let t = if rmas.is_empty() && self.outbox.is_empty() {
                 Duration::from_millis(200)
             } else {
                 Duration::from_millis(1)
             };
-            crate::wait::sleep(ch, &fds, t);
+            control_due = crate::wait::sleep(ch, &fds, t) != crate::wait::Woken::Channel;
         }
         // Tell every initiator; their sessions end with ShuttingDown.
         let peers: Vec<PeerId> = self.peers.keys().copied().collect();
@@ -526,19 +548,28 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Sends queued capsules; true if any went.
+    /// Sends queued capsules, those in a row for the same peer in one
+    /// message; true if any went.
     fn flush(&mut self) -> bool {
         let mut any = false;
-        while let Some((addr, c)) = self.outbox.front() {
-            match self.ch.inject(c, *addr) {
+        let mut b = Batch::default();
+        while let Some((addr, _)) = self.outbox.front() {
+            let addr = *addr;
+            b.clear();
+            for (a, c) in self.outbox.iter() {
+                if *a != addr || !b.push(c) {
+                    break;
+                }
+            }
+            match self.ch.inject(b.bytes(), addr) {
                 Ok(()) => any = true,
                 Err(e) if e.is_again() => {
-                    let _ = self.ch.poll();
+                    self.collected |= self.ch.poll().unwrap_or(0) > 0;
                     return any;
                 }
                 Err(e) => warn!("target: sending a capsule: {e}"),
             }
-            self.outbox.pop_front();
+            self.outbox.drain(..b.count());
         }
         any
     }

@@ -5,22 +5,38 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
+/// What woke a [`sleep`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// The channel has (or may have) completions to collect.
+    Channel,
+    /// One of the other fds is ready (or failed).
+    Fds,
+    /// The timeout passed.
+    Timeout,
+}
+
 /// Sleeps up to `timeout` until the channel has completions to collect or
-/// one of `fds` is readable. Returns at once when the channel says there is
-/// something to collect already.
-pub fn sleep(ch: &Channel, fds: &[BorrowedFd<'_>], timeout: Duration) {
-    let chan = ch.trywait().is_ok();
-    if !chan {
-        return;
+/// one of `fds` is ready for its events. Returns at once when the channel
+/// says there is something to collect already.
+pub fn sleep(ch: &Channel, fds: &[(BorrowedFd<'_>, PollFlags)], timeout: Duration) -> Woken {
+    if ch.trywait().is_err() {
+        return Woken::Channel;
     }
     let mut p: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 1);
     p.push(PollFd::from_borrowed_fd(ch.as_fd(), PollFlags::IN));
-    for fd in fds {
-        p.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
+    for (fd, ev) in fds {
+        p.push(PollFd::from_borrowed_fd(*fd, *ev));
     }
     let t = Timespec {
         tv_sec: timeout.as_secs() as i64,
         tv_nsec: timeout.subsec_nanos() as i64,
     };
-    let _ = poll(&mut p, Some(&t));
+    match poll(&mut p, Some(&t)) {
+        Ok(0) => Woken::Timeout,
+        Ok(_) if p[1..].iter().any(|f| !f.revents().is_empty()) => Woken::Fds,
+        Ok(_) => Woken::Channel,
+        // Interrupted or failed: look at everything.
+        Err(_) => Woken::Fds,
+    }
 }

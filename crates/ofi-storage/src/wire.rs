@@ -1,7 +1,9 @@
-//! The storage capsule: every message between initiator and target is one
-//! 40-byte capsule sent as a fabric message. Data never rides in capsules:
-//! the target moves it with RMA against the buffer a command names.
-//! All fields little-endian.
+//! The storage capsule: every message between initiator and target is a
+//! 40-byte capsule; a fabric message carries one, or up to [`MAX_BATCH`]
+//! back to back (a sender with several queued for the same peer sends them
+//! in one message; receivers post buffers of [`BATCH_BYTES`]). Data never
+//! rides in capsules: the target moves it with RMA against the buffer a
+//! command names. All fields little-endian.
 //!
 //! ```text
 //!  0  version u8 (1) | 1 opcode u8 | 2 flags u8 | 3 reserved u8 (0)
@@ -34,6 +36,58 @@ use std::fmt;
 pub const CAPSULE_LEN: usize = 40;
 /// Protocol version this module speaks.
 pub const VERSION: u8 = 1;
+/// Most capsules in one fabric message.
+pub const MAX_BATCH: usize = 32;
+/// Bytes of a receive buffer: a full batch.
+pub const BATCH_BYTES: usize = MAX_BATCH * CAPSULE_LEN;
+
+/// The capsules of a fabric message, in order; a trailing piece shorter
+/// than a capsule, or an empty message, comes out as it is (its decoding
+/// fails: the message was malformed).
+pub fn capsules(msg: &[u8]) -> impl Iterator<Item = &[u8]> {
+    msg.chunks(CAPSULE_LEN).chain(msg.is_empty().then_some(msg))
+}
+
+/// Packs capsules for one peer into batches: `push` appends a capsule and
+/// says when the batch is full.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    buf: [u8; BATCH_BYTES],
+    len: usize,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            buf: [0; BATCH_BYTES],
+            len: 0,
+        }
+    }
+}
+
+impl Batch {
+    /// Appends a capsule; false (and nothing appended) when full.
+    pub fn push(&mut self, c: &[u8; CAPSULE_LEN]) -> bool {
+        if self.len + CAPSULE_LEN > BATCH_BYTES {
+            return false;
+        }
+        self.buf[self.len..self.len + CAPSULE_LEN].copy_from_slice(c);
+        self.len += CAPSULE_LEN;
+        true
+    }
+    /// Capsules in the batch.
+    pub fn count(&self) -> usize {
+        self.len / CAPSULE_LEN
+    }
+    /// The message to send.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+    /// Empties the batch.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
 
 /// Opcodes.
 pub mod op {
@@ -627,6 +681,35 @@ impl Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_pack_up_to_max_batch_and_split_back_in_order() {
+        let mut b = Batch::default();
+        let caps: Vec<[u8; CAPSULE_LEN]> =
+            (0..MAX_BATCH as u8 + 1).map(|i| [i; CAPSULE_LEN]).collect();
+        for c in &caps[..MAX_BATCH] {
+            assert!(b.push(c));
+        }
+        assert!(!b.push(&caps[MAX_BATCH]), "a full batch takes no more");
+        assert_eq!(b.count(), MAX_BATCH);
+        assert_eq!(b.bytes().len(), BATCH_BYTES);
+        let back: Vec<&[u8]> = capsules(b.bytes()).collect();
+        assert_eq!(back.len(), MAX_BATCH);
+        for (i, c) in back.iter().enumerate() {
+            assert_eq!(*c, &caps[i][..]);
+        }
+        b.clear();
+        assert_eq!(b.count(), 0);
+        // A message that is not whole capsules keeps its malformed tail,
+        // and an empty one comes out empty: both fail to decode.
+        let odd = [GOLDEN_WRITE.as_slice(), &[1, 2, 3]].concat();
+        let pieces: Vec<&[u8]> = capsules(&odd).collect();
+        assert_eq!(pieces.len(), 2);
+        assert_eq!(Repr::from_bytes(pieces[1]), Err(WireError::Truncated));
+        let none: Vec<&[u8]> = capsules(&[]).collect();
+        assert_eq!(none, vec![&[] as &[u8]]);
+        assert_eq!(Repr::from_bytes(none[0]), Err(WireError::Truncated));
+    }
 
     /// WRITE with FUA, cid 7, session 3, 4 KiB at 1 MiB, buffer 0x7f00_1000 key 0xabcd.
     const GOLDEN_WRITE: [u8; CAPSULE_LEN] = [

@@ -6,7 +6,7 @@
 
 use ofi_storage::core::initiator::{Request, SubmitError};
 use ofi_storage::core::sim::Sim;
-use ofi_storage::core::target::{PeerId, TargetConfig};
+use ofi_storage::core::target::{Action, PeerId, TargetConfig};
 use ofi_storage::wire::{Command, Op, Repr, Status, CAPSULE_LEN};
 use std::time::Duration;
 
@@ -180,6 +180,66 @@ fn a_wrong_key_fails_the_command_not_the_target() {
     assert!(sim.volume.iter().all(|&x| x == 1));
     // The completion's cid is not one the initiator core issued: it ends
     // the session on its side (it cannot be matched).
+    assert!(sim.inits[a].failed.is_some());
+    assert_eq!(sim.target.slots_busy(), 0);
+}
+
+#[test]
+fn ordered_reads_answer_behind_their_rma_write_and_hold_the_slot_until_it_ends() {
+    let mut sim = Sim::new(TargetConfig {
+        ordered_reads: true,
+        ..cfg()
+    });
+    let a = open(&mut sim, 16 << 10, 8);
+    sim.volume[4096..8192].fill(0x5a);
+    sim.submit(a, rq(Op::Read, 4096, 4096, 0), 1).unwrap();
+    sim.deliver_to_target();
+    // The load runs first; the write and the answer follow, in that order.
+    assert!(matches!(sim.held.front(), Some(Action::Io { .. })));
+    sim.run_action(0);
+    assert!(
+        matches!(sim.held.front(), Some(Action::RmaWrite { .. })),
+        "{:?}",
+        sim.held
+    );
+    match sim.held.get(1) {
+        Some(Action::Send { capsule, .. }) => assert!(matches!(
+            Repr::from_bytes(capsule),
+            Ok(Repr::Completion {
+                status: Status::Ok,
+                ..
+            })
+        )),
+        other => panic!("no answer behind the write: {other:?}"),
+    }
+    assert_eq!(sim.target.slots_busy(), 1, "the slot waits for the write");
+    sim.settle();
+    assert_eq!(sim.inits[a].done, vec![(1, Status::Ok)]);
+    assert!(sim.inits[a].mem[..4096].iter().all(|&x| x == 0x5a));
+    assert_eq!(sim.target.slots_busy(), 0);
+    // Should the write fail after the answer went, the session is dropped.
+    sim.submit(a, rq(Op::Read, 0, 4096, 0), 2).unwrap();
+    sim.deliver_to_target();
+    sim.run_action(0);
+    let Some(Action::RmaWrite { op, .. }) = sim.held.pop_front() else {
+        panic!("no write: {:?}", sim.held);
+    };
+    sim.target.rma_done(op, Err(13));
+    while let Some(a) = sim.target.poll_action() {
+        sim.held.push_back(a);
+    }
+    assert!(
+        sim.held.iter().any(|x| matches!(
+            x,
+            Action::Disconnect {
+                reason: Some(_),
+                ..
+            }
+        )),
+        "{:?}",
+        sim.held
+    );
+    sim.settle();
     assert!(sim.inits[a].failed.is_some());
     assert_eq!(sim.target.slots_busy(), 0);
 }

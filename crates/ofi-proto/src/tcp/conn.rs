@@ -389,6 +389,10 @@ pub struct Conn {
     wstream: Option<rma::WStream>,
     /// Answers to the peer's requests, to stage.
     resps: VecDeque<rma::RespOut>,
+    /// Buffers of answers copied out of registered memory, kept for the
+    /// next copy (a capture of a 128 KiB answer otherwise allocates fresh
+    /// pages, faults them in and unmaps them again).
+    spare: Vec<Vec<u8>>,
     /// Answer bytes still referring to registered memory.
     mem_refs: usize,
     /// READ grants whose answers still refer to their memory, in answer
@@ -430,6 +434,7 @@ impl Conn {
             outstanding: HashMap::new(),
             wstream: None,
             resps: VecDeque::new(),
+            spare: Vec::new(),
             mem_refs: 0,
             read_grants: VecDeque::new(),
             reads_done: Vec::new(),

@@ -20,6 +20,9 @@ use ofi_wire::tcp::{desc_len, flag, kind, op, DescRepr, Range, Repr, RmaDesc};
 
 const _: () = assert!(MAX_RANGES <= MAX_IOV);
 
+/// Answer buffers a connection keeps for reuse.
+const SPARE_MAX: usize = 8;
+
 /// One of our requests (or an acknowledged send) waiting for its answer.
 #[derive(Debug)]
 pub(super) struct Outgoing {
@@ -481,6 +484,10 @@ impl Conn {
         }
         if a.sent < a.total {
             self.resps.push_front(a);
+        } else if let RespSrc::Bytes { bytes, .. } = a.src {
+            if self.spare.len() < SPARE_MAX {
+                self.spare.push(bytes);
+            }
         }
     }
 
@@ -512,7 +519,10 @@ impl Conn {
         for a in self.resps.iter_mut() {
             if let RespSrc::Mem { iov, cnt } = a.src {
                 let left = a.total - a.sent;
-                let mut bytes = vec![0u8; left];
+                // A reused buffer is overwritten, not zeroed first.
+                let mut bytes = self.spare.pop().unwrap_or_default();
+                bytes.truncate(left);
+                bytes.resize(left, 0);
                 let mut parts = [IoVec::default(); MAX_IOV];
                 let n = clip(&iov[..cnt], a.sent, left, &mut parts);
                 let mut at = 0;
@@ -520,6 +530,8 @@ impl Conn {
                     m.read(*p, &mut bytes[at..at + p.len]);
                     at += p.len;
                 }
+                // Nothing of an earlier answer may go out with this one.
+                bytes[at.min(left)..].fill(0);
                 a.src = RespSrc::Bytes {
                     bytes,
                     base: a.sent,
