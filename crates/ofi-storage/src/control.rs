@@ -6,15 +6,17 @@
 //! session held.
 //!
 //! ```text
-//! HELLO   (initiator → target): magic "OFISTOR1" | addr_len u16 BE | fabric address
-//! WELCOME (target → initiator): magic "OFISTOR1" | status u16 BE | token u64 BE
+//! HELLO   (initiator → target): magic "OFISTOR2" | addr_len u16 BE | fabric address
+//! WELCOME (target → initiator): magic "OFISTOR2" | status u16 BE | token u64 BE
 //!                               | addr_len u16 BE | fabric address
 //! ```
 
 use crate::wire::Status;
 
-/// First bytes of both messages (also the protocol version).
-pub const MAGIC: [u8; 8] = *b"OFISTOR1";
+/// First bytes of both messages (also the protocol version: 2 since a
+/// fabric message may carry up to 32 capsules, which a version-1 peer
+/// would misread; such a peer is refused here, at session setup).
+pub const MAGIC: [u8; 8] = *b"OFISTOR2";
 /// Longest fabric address accepted.
 pub const MAX_ADDR: usize = 512;
 
@@ -123,8 +125,16 @@ pub fn parse_welcome(b: &[u8]) -> Result<Option<(Welcome, usize)>, ControlError>
 mod tests {
     use super::*;
 
-    const GOLDEN_HELLO: &[u8] = b"OFISTOR1\x00\x03abc";
-    const GOLDEN_WELCOME: &[u8] = b"OFISTOR1\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08\x00\x02xy";
+    const GOLDEN_HELLO: &[u8] = b"OFISTOR2\x00\x03abc";
+    const GOLDEN_WELCOME: &[u8] = b"OFISTOR2\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08\x00\x02xy";
+
+    #[test]
+    fn a_version_one_peer_is_refused_at_setup() {
+        assert_eq!(
+            parse_hello(b"OFISTOR1\x00\x03abc"),
+            Err(ControlError::Magic)
+        );
+    }
 
     #[test]
     fn golden_bytes() {
@@ -151,11 +161,11 @@ mod tests {
         }
         assert_eq!(parse_hello(b"GET / HTTP/1.1"), Err(ControlError::Magic));
         assert_eq!(
-            parse_hello(b"OFISTOR1\x00\x00"),
+            parse_hello(b"OFISTOR2\x00\x00"),
             Err(ControlError::AddrLen(0))
         );
         assert_eq!(
-            parse_hello(b"OFISTOR1\xff\xff"),
+            parse_hello(b"OFISTOR2\xff\xff"),
             Err(ControlError::AddrLen(65535))
         );
         let mut w = GOLDEN_WELCOME.to_vec();
