@@ -30,7 +30,9 @@
 //!   path; targets check keys against the hybrid domain's regions.
 //! - **Addresses** ([`addr`]): an FI_ADDR_STR string carrying the node id
 //!   and both inner addresses; AV entries are mirrored lazily into the
-//!   inner AVs.
+//!   inner AVs, by every endpoint of the domain before any one drives its
+//!   inner endpoints (inner tcp endpoints of a domain progress together, so
+//!   a peer's connection must find its address already mirrored).
 //! - **Faults** stay per path: a dead local peer fails only the operations
 //!   shm had for it, a dead remote peer only tcp's.
 
@@ -352,11 +354,13 @@ impl FabricOps for HybridFabric {
             tcp: dom[1].addr_ops(),
             inserts: Arc::new(AtomicU64::new(0)),
         });
+        let siblings = ep::Siblings::new(addr_ops.inserts.clone());
         Ok(Arc::new(HybridDomain {
             cfg: self.cfg.clone(),
             infos,
             dom,
             addr_ops,
+            siblings,
         }))
     }
 }
@@ -366,6 +370,7 @@ struct HybridDomain {
     infos: [Info; 2],
     dom: [Arc<dyn DomainOps>; 2],
     addr_ops: Arc<HybridAddrOps>,
+    siblings: Arc<ep::Siblings>,
 }
 
 impl DomainOps for HybridDomain {
@@ -384,7 +389,7 @@ impl DomainOps for HybridDomain {
             eps,
             addr,
             self.infos.clone(),
-            self.addr_ops.inserts.clone(),
+            self.siblings.clone(),
         )?)
     }
     fn addr_ops(&self) -> Arc<dyn AddrOps> {

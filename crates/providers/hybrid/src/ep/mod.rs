@@ -27,7 +27,7 @@ use ofi_core::util::wait::WaitFd;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
 /// Path index of shm (peers on this node).
@@ -193,6 +193,58 @@ pub(crate) struct State {
     polled: [Instant; 2],
 }
 
+/// What the endpoints of one hybrid domain share. The inner tcp endpoints
+/// of a domain progress together (one's progress accepts connections for
+/// all), so before a hybrid endpoint drives its inner endpoints, every
+/// endpoint of the domain mirrors the AV entries added since: a peer's
+/// connection then finds the peer's address in the inner AV, and its
+/// messages carry their source.
+pub(crate) struct Siblings {
+    /// Addresses the domain's AVs accepted (counted by the address ops).
+    inserts: Arc<AtomicU64>,
+    /// `inserts` as of the last time every endpoint mirrored its AV.
+    mirrored: AtomicU64,
+    eps: Mutex<Vec<Weak<HybridEp>>>,
+}
+
+impl Siblings {
+    /// The endpoints' shared state, counting the inserts `inserts` counts.
+    pub(crate) fn new(inserts: Arc<AtomicU64>) -> Arc<Siblings> {
+        Arc::new(Siblings {
+            inserts,
+            mirrored: AtomicU64::new(0),
+            eps: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn join(&self, ep: &Arc<HybridEp>) {
+        let mut v = self.eps.lock().unwrap_or_else(|e| e.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(ep));
+    }
+
+    /// Every endpoint mirrors its AV, when an address was added since the
+    /// last time. Takes one endpoint's lock at a time: call it holding none.
+    fn mirror(&self) {
+        let n = self.inserts.load(Ordering::Acquire);
+        if n == self.mirrored.load(Ordering::Acquire) {
+            return;
+        }
+        let eps: Vec<Arc<HybridEp>> = self
+            .eps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for ep in eps {
+            let mut st = ep.lock();
+            ep.sync_av(&mut st);
+        }
+        self.mirrored.store(n, Ordering::Release);
+    }
+}
+
 /// The hybrid endpoint.
 pub(crate) struct HybridEp {
     paths: [Path; 2],
@@ -200,7 +252,7 @@ pub(crate) struct HybridEp {
     eager_max: usize,
     bounce_bufs: usize,
     caps: u64,
-    inserts: Arc<AtomicU64>,
+    siblings: Arc<Siblings>,
     enabled: AtomicBool,
     st: Mutex<State>,
     wait: OnceLock<Option<WaitFd>>,
@@ -214,7 +266,7 @@ impl HybridEp {
         eps: [Arc<dyn EndpointOps>; 2],
         addr: [Arc<dyn AddrOps>; 2],
         infos: [Info; 2],
-        inserts: Arc<AtomicU64>,
+        siblings: Arc<Siblings>,
     ) -> Result<Arc<HybridEp>> {
         let [e0, e1] = eps;
         let [a0, a1] = addr;
@@ -249,7 +301,7 @@ impl HybridEp {
         } else {
             info.caps
         };
-        Ok(Arc::new(HybridEp {
+        let ep = Arc::new(HybridEp {
             paths: [path(e0, a0, i0)?, path(e1, a1, i1)?],
             node: if cfg.per_endpoint {
                 crate::node::endpoint_node()
@@ -259,7 +311,7 @@ impl HybridEp {
             eager_max: cfg.eager_max,
             bounce_bufs: cfg.bounce_bufs,
             caps,
-            inserts,
+            siblings,
             enabled: AtomicBool::new(false),
             st: Mutex::new(State {
                 b: EpBindings::default(),
@@ -280,7 +332,9 @@ impl HybridEp {
                 polled: [Instant::now(); 2],
             }),
             wait: OnceLock::new(),
-        }))
+        });
+        ep.siblings.join(&ep);
+        Ok(ep)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -302,7 +356,10 @@ impl HybridEp {
     /// changed since last time).
     fn sync_av(&self, st: &mut State) {
         let Some(av) = st.b.av.clone() else { return };
-        let now = (self.inserts.load(Ordering::Acquire), av.generation());
+        let now = (
+            self.siblings.inserts.load(Ordering::Acquire),
+            av.generation(),
+        );
         if now == st.seen {
             return;
         }
@@ -643,10 +700,8 @@ impl Progress for HybridEp {
         if !self.enabled.load(Ordering::Acquire) {
             return;
         }
+        self.siblings.mirror();
         let mut st = self.lock();
-        if self.inserts.load(Ordering::Acquire) != st.seen.0 {
-            self.sync_av(&mut st);
-        }
         let tick = st.tick;
         st.tick = tick.wrapping_add(1);
         // The clock is read every CLOCK_EVERY calls (and for the first).
