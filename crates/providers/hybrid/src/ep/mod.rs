@@ -15,7 +15,7 @@ use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::info::Info;
 use ofi_core::object::{tx_completion, AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
-use ofi_core::provider::{AddrOps, EndpointOps, Progress};
+use ofi_core::provider::{AddrOps, EndpointOps, Progress, RxHook};
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::av::{AvAttr, AvCore};
 use ofi_core::util::cq::{CqAttr, CqCore, CqErrEntry, CqTaggedEntry};
@@ -165,8 +165,9 @@ pub(crate) struct State {
     seen: (u64, u64),
     /// Outer fi_addr -> route.
     routes: Vec<Option<Route>>,
-    /// Per path: inner fi_addr -> outer fi_addr.
-    rev: [HashMap<u64, u64>; 2],
+    /// Per path: inner fi_addr (an index of the inner AV, a table) ->
+    /// outer fi_addr (FI_ADDR_NOTAVAIL where none).
+    rev: [Vec<u64>; 2],
     /// Per path: inner address bytes -> inner fi_addr (one insert each).
     inner_addrs: [HashMap<Vec<u8>, u64>; 2],
     pub(crate) mq: MatchQueues<Payload>,
@@ -180,6 +181,9 @@ pub(crate) struct State {
     hdrs: Vec<Vec<u8>>,
     /// Vectors for held eager payloads, reused.
     pool: Vec<Vec<u8>>,
+    /// Header and payload of an injected send whose iov list leaves no
+    /// entry for the header (reused).
+    spill: Vec<u8>,
     bounce: [Vec<Box<[u8]>>; 2],
     next_cookie: u64,
     /// Inner operations in flight per path (sends, RMA, atomics,
@@ -247,6 +251,8 @@ impl Siblings {
 
 /// The hybrid endpoint.
 pub(crate) struct HybridEp {
+    /// This endpoint (for the receive hook it gives shm).
+    me: Weak<HybridEp>,
     paths: [Path; 2],
     node: u64,
     eager_max: usize,
@@ -301,8 +307,10 @@ impl HybridEp {
         } else {
             info.caps
         };
-        let ep = Arc::new(HybridEp {
-            paths: [path(e0, a0, i0)?, path(e1, a1, i1)?],
+        let paths = [path(e0, a0, i0)?, path(e1, a1, i1)?];
+        let ep = Arc::new_cyclic(|me| HybridEp {
+            me: me.clone(),
+            paths,
             node: if cfg.per_endpoint {
                 crate::node::endpoint_node()
             } else {
@@ -317,13 +325,14 @@ impl HybridEp {
                 b: EpBindings::default(),
                 seen: (u64::MAX, u64::MAX),
                 routes: Vec::new(),
-                rev: [HashMap::new(), HashMap::new()],
+                rev: [Vec::new(), Vec::new()],
                 inner_addrs: [HashMap::new(), HashMap::new()],
                 mq: MatchQueues::new(64),
                 tx: Slab::new(),
                 rx: Slab::new(),
                 hdrs: Vec::new(),
                 pool: Vec::new(),
+                spill: Vec::new(),
                 bounce: [Vec::new(), Vec::new()],
                 next_cookie: cookie_base(),
                 outstanding: [0; 2],
@@ -409,7 +418,13 @@ impl HybridEp {
                 st.routes.resize(i + 1, None);
             }
             st.routes[i] = Some(Route { path, inner });
-            st.rev[path].insert(inner, fi);
+            let rev = &mut st.rev[path];
+            if let Ok(k) = usize::try_from(inner) {
+                if rev.len() <= k {
+                    rev.resize(k + 1, FI_ADDR_NOTAVAIL);
+                }
+                rev[k] = fi;
+            }
         }
     }
 
@@ -438,14 +453,14 @@ impl HybridEp {
         if inner == FI_ADDR_NOTAVAIL || inner == FI_ADDR_UNSPEC {
             return FI_ADDR_NOTAVAIL;
         }
-        if let Some(&o) = st.rev[path].get(&inner) {
-            return o;
+        let k = inner as usize;
+        match st.rev[path].get(k) {
+            Some(&o) if o != FI_ADDR_NOTAVAIL => o,
+            _ => {
+                self.sync_av(st);
+                st.rev[path].get(k).copied().unwrap_or(FI_ADDR_NOTAVAIL)
+            }
         }
-        self.sync_av(st);
-        st.rev[path]
-            .get(&inner)
-            .copied()
-            .unwrap_or(FI_ADDR_NOTAVAIL)
     }
 
     fn post_bounce(&self, st: &mut State, path: usize, idx: usize) {
@@ -504,8 +519,61 @@ impl HybridEp {
         st.b.tx_done(rec.context, flags, rec.completion, err.or(rec.failed));
     }
 
+    /// An eager send that the inner endpoint of `r` copies before it
+    /// returns: header and payload go as an inject (no inner completion),
+    /// and the application's send completes now.
+    #[allow(clippy::too_many_arguments)]
+    fn send_injected(
+        &self,
+        st: &mut State,
+        op: &SendOp<'_>,
+        r: Route,
+        h: &Header,
+        len: usize,
+        uflags: u64,
+        completion: bool,
+    ) -> Result<()> {
+        let mut hb = [0u8; wire::LEN];
+        h.emit(&mut hb);
+        let mut iov = [IoVec::default(); MAX_IOV];
+        iov[0] = IoVec::from_slice(&hb);
+        let cnt = if op.iov.len() < MAX_IOV {
+            iov[1..=op.iov.len()].copy_from_slice(op.iov);
+            op.iov.len() + 1
+        } else {
+            // No entry left for the header: copy the payload behind it.
+            let buf = &mut st.spill;
+            buf.clear();
+            buf.extend_from_slice(&hb);
+            buf.resize(wire::LEN + len, 0);
+            // SAFETY: the caller keeps the iov valid for this call.
+            unsafe { copy_from_iov(op.iov, 0, &mut buf[wire::LEN..]) };
+            iov[0] = IoVec::from_slice(&buf[..]);
+            1
+        };
+        let inner = SendOp {
+            iov: &iov[..cnt],
+            desc: &[],
+            dest: r.inner,
+            tag: 0,
+            data: 0,
+            context: 0,
+            flags: FI_INJECT | OFI_INJECT_CALL | (op.flags & FI_FENCE),
+            tagged: false,
+        };
+        // SAFETY: an inject reads the ranges during the call only: the
+        // header and spill buffer live through it, and the caller keeps its
+        // iov valid for it.
+        unsafe { self.paths[r.path].ep.post_send(&inner) }?;
+        st.b.tx_done(op.context, uflags, completion, None);
+        Ok(())
+    }
+
     /// Takes what the inner CQ of `path` holds; returns how many entries.
     fn drain(&self, st: &mut State, path: usize) -> usize {
+        if !self.paths[path].cq.has_events() {
+            return 0;
+        }
         let mut got = 0;
         let mut ents = [CqTaggedEntry::default(); 4];
         let mut srcs = [FI_ADDR_NOTAVAIL; 4];
@@ -663,8 +731,15 @@ impl HybridEp {
         inner_src: u64,
         src: u64,
     ) {
-        let buf = &st.bounce[path][idx];
-        let bytes = &buf[..len.min(buf.len())];
+        // Out of the state while it is read, so matching may borrow both.
+        let buf = std::mem::take(&mut st.bounce[path][idx]);
+        self.message(st, path, inner_src, src, &buf[..len.min(buf.len())]);
+        st.bounce[path][idx] = buf;
+    }
+
+    /// A message (header and payload in `bytes`) from outer `src` (inner
+    /// `inner_src`) arrived through `path`: match it or hold it.
+    fn message(&self, st: &mut State, path: usize, inner_src: u64, src: u64, bytes: &[u8]) {
         let h = match Header::parse(bytes) {
             Ok(h) => h,
             Err(e) => {
@@ -687,11 +762,51 @@ impl HybridEp {
                 cookie: h.cookie,
             }
         } else {
-            // Copied only when held; matched messages are delivered below
-            // straight from the bounce buffer.
+            // Copied only when held; matched messages are delivered
+            // straight from `bytes`.
             Payload::Eager(Vec::new())
         };
-        self.incoming(st, path, idx, h, src, payload);
+        self.incoming(st, h, src, body, payload);
+    }
+
+    /// A small message shm offers before matching it (see [`Hook`]): taken
+    /// unless something that arrived earlier still waits in an inner CQ,
+    /// the state is busy (another thread, or this one up the stack), or it
+    /// is not a whole eager message; those take the bounce receives.
+    fn hooked(&self, inner_src: u64, bytes: &[u8]) -> bool {
+        if self.paths[SHM].cq.has_events() || self.paths[TCP].cq.has_events() {
+            return false;
+        }
+        match Header::parse(bytes) {
+            Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
+                let Ok(mut st) = self.st.try_lock() else {
+                    return false;
+                };
+                let src = self.outer_src(&mut st, SHM, inner_src);
+                self.incoming(
+                    &mut st,
+                    h,
+                    src,
+                    &bytes[wire::LEN..],
+                    Payload::Eager(Vec::new()),
+                );
+                st.recent[SHM] = RECENT;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The receive hook bound to the inner shm endpoint: small eager messages
+/// are matched (or held) as they come out of shm's ring, with no bounce
+/// receive, inner completion or second copy.
+#[derive(Debug)]
+struct Hook(Weak<HybridEp>);
+
+impl RxHook for Hook {
+    fn arrived(&self, src: u64, bytes: &[u8]) -> bool {
+        self.0.upgrade().is_some_and(|ep| ep.hooked(src, bytes))
     }
 }
 
@@ -701,25 +816,32 @@ impl Progress for HybridEp {
             return;
         }
         self.siblings.mirror();
+        // shm is polled on every call (no system call), with the state
+        // unlocked: the small messages it offers the hook take the lock.
+        self.paths[SHM].ep.progress();
         let mut st = self.lock();
         let tick = st.tick;
         st.tick = tick.wrapping_add(1);
         // The clock is read every CLOCK_EVERY calls (and for the first).
         let now = (tick.is_multiple_of(CLOCK_EVERY)).then(Instant::now);
         for path in [SHM, TCP] {
-            // An idle path (nothing in flight, nothing arrived lately) is
-            // polled every IDLE_POLL_US microseconds: tcp's poll costs
-            // system calls, which local traffic should not pay each time.
-            if st.outstanding[path] == 0 && st.recent[path] == 0 {
-                match now {
-                    Some(t) if t.duration_since(st.polled[path]).as_micros() >= IDLE_POLL_US => {}
-                    _ => continue,
+            if path == TCP {
+                // Idle (nothing in flight, nothing arrived lately), tcp is
+                // polled every IDLE_POLL_US microseconds: its poll costs
+                // system calls, which local traffic should not pay each
+                // time.
+                if st.outstanding[TCP] == 0 && st.recent[TCP] == 0 {
+                    match now {
+                        Some(t) if t.duration_since(st.polled[TCP]).as_micros() >= IDLE_POLL_US => {
+                        }
+                        _ => continue,
+                    }
                 }
+                if let Some(t) = now {
+                    st.polled[TCP] = t;
+                }
+                self.paths[TCP].ep.progress();
             }
-            if let Some(t) = now {
-                st.polled[path] = t;
-            }
-            self.paths[path].ep.progress();
             if self.paths[path].eq.has_events() {
                 self.peers_down(&mut st, path);
             }
@@ -770,6 +892,7 @@ impl EndpointOps for HybridEp {
                 mr_map: b.mr_map.clone(),
                 fid: b.fid,
                 info: p.info.clone(),
+                rx_hook: (path == SHM).then(|| Arc::new(Hook(self.me.clone())) as Arc<dyn RxHook>),
                 ..Default::default()
             };
             p.ep.enable(inner).map_err(|e| {
@@ -850,6 +973,13 @@ impl EndpointOps for HybridEp {
             failed: None,
         };
         let ep = &self.paths[r.path].ep;
+        if !h.rts && r.path == SHM && wire::LEN + len <= self.paths[SHM].info.tx_attr.inject_size {
+            // shm copies a message this small into the peer's ring (or a
+            // bounce buffer of the peer's segment) before it returns, and
+            // completes it then: injected, it completes here with no inner
+            // completion to read.
+            return self.send_injected(&mut st, op, r, &h, len, uflags, completion);
+        }
         if !h.rts {
             let i = Self::tx_slot(&mut st, r.path, rec);
             let mut hb = [0u8; wire::LEN];

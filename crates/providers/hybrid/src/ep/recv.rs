@@ -122,15 +122,14 @@ impl HybridEp {
         }
     }
 
-    /// A message (header `h`, from outer `src`) arrived through `path`,
-    /// its bytes in bounce buffer `idx`: match it or hold it.
+    /// A message (header `h`, from outer `src`, eager bytes `body`)
+    /// arrived: match it or hold it.
     pub(super) fn incoming(
         &self,
         st: &mut State,
-        path: usize,
-        idx: usize,
         h: Header,
         src: u64,
+        body: &[u8],
         payload: Payload,
     ) {
         let m = Meta {
@@ -146,8 +145,7 @@ impl HybridEp {
                 Payload::Eager(_) => {
                     let mut v = st.pool.pop().unwrap_or_default();
                     v.clear();
-                    let b = &st.bounce[path][idx][crate::wire::LEN..];
-                    v.extend_from_slice(&b[..m.len.min(b.len())]);
+                    v.extend_from_slice(&body[..m.len.min(body.len())]);
                     Payload::Eager(v)
                 }
                 p => p,
@@ -177,9 +175,7 @@ impl HybridEp {
         };
         match payload {
             Payload::Eager(_) => {
-                let b = &st.bounce[path][idx][crate::wire::LEN..];
-                let bytes = &b[..m.len.min(b.len())];
-                Self::deliver_eager(st, &d, &m, bytes);
+                Self::deliver_eager(st, &d, &m, &body[..m.len.min(body.len())]);
             }
             p => self.deliver(st, &d, m, p),
         }
