@@ -119,13 +119,14 @@ pub trait DomainOps: Send + Sync {
 /// thus takes such messages with no inner receive, copy or completion.
 pub trait RxHook: Send + Sync + std::fmt::Debug {
     /// A message from `src` (an fi_addr of the inner endpoint's AV, or
-    /// FI_ADDR_NOTAVAIL) arrived; `bytes` is all of it. True when taken:
+    /// FI_ADDR_NOTAVAIL) arrived, with remote CQ data `data` if it carries
+    /// any; `bytes` is all of it. True when taken:
     /// the inner endpoint then forgets it. False: the inner endpoint
     /// handles it as usual (matches it, holds it, completes it). Called
     /// with the inner endpoint's state locked: it must not call back into
     /// that endpoint, nor block on a lock another thread may hold while
     /// calling into it.
-    fn arrived(&self, src: u64, bytes: &[u8]) -> bool;
+    fn arrived(&self, src: u64, data: Option<u64>, bytes: &[u8]) -> bool;
 }
 
 /// Something the core drives: the manual-progress and wait hooks of an endpoint.

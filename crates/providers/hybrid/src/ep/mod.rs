@@ -533,6 +533,23 @@ impl HybridEp {
         uflags: u64,
         completion: bool,
     ) -> Result<()> {
+        if !h.tagged && !h.has_data {
+            // Bare: the payload alone, marked by the inner CQ data.
+            let inner = SendOp {
+                iov: op.iov,
+                desc: &[],
+                dest: r.inner,
+                tag: 0,
+                data: wire::BARE,
+                context: 0,
+                flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | (op.flags & FI_FENCE),
+                tagged: false,
+            };
+            // SAFETY: an inject reads the ranges during the call only.
+            unsafe { self.paths[r.path].ep.post_send(&inner) }?;
+            st.b.tx_done(op.context, uflags, completion, None);
+            return Ok(());
+        }
         let mut hb = [0u8; wire::LEN];
         h.emit(&mut hb);
         let mut iov = [IoVec::default(); MAX_IOV];
@@ -621,7 +638,8 @@ impl HybridEp {
         match kind {
             K_BOUNCE => {
                 let outer = self.outer_src(st, path, src);
-                self.arrived(st, path, idx, e.len, src, outer);
+                let bare = e.flags & FI_REMOTE_CQ_DATA != 0 && e.data == wire::BARE;
+                self.arrived(st, path, idx, e.len, src, outer, bare);
                 self.post_bounce(st, path, idx);
             }
             K_TX => {
@@ -721,7 +739,9 @@ impl HybridEp {
         }
     }
 
-    /// A message arrived in bounce buffer `idx` of `path`.
+    /// A message (`bare`: see [`wire::BARE`]) arrived in bounce buffer
+    /// `idx` of `path`.
+    #[allow(clippy::too_many_arguments)]
     fn arrived(
         &self,
         st: &mut State,
@@ -730,10 +750,17 @@ impl HybridEp {
         len: usize,
         inner_src: u64,
         src: u64,
+        bare: bool,
     ) {
         // Out of the state while it is read, so matching may borrow both.
         let buf = std::mem::take(&mut st.bounce[path][idx]);
-        self.message(st, path, inner_src, src, &buf[..len.min(buf.len())]);
+        let bytes = &buf[..len.min(buf.len())];
+        if bare {
+            let h = Header::bare(bytes.len());
+            self.incoming(st, h, src, bytes, Payload::Eager(Vec::new()));
+        } else {
+            self.message(st, path, inner_src, src, bytes);
+        }
         st.bounce[path][idx] = buf;
     }
 
@@ -773,28 +800,27 @@ impl HybridEp {
     /// unless something that arrived earlier still waits in an inner CQ,
     /// the state is busy (another thread, or this one up the stack), or it
     /// is not a whole eager message; those take the bounce receives.
-    fn hooked(&self, inner_src: u64, bytes: &[u8]) -> bool {
+    fn hooked(&self, inner_src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
         if self.paths[SHM].cq.has_events() || self.paths[TCP].cq.has_events() {
             return false;
         }
-        match Header::parse(bytes) {
-            Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
-                let Ok(mut st) = self.st.try_lock() else {
-                    return false;
-                };
-                let src = self.outer_src(&mut st, SHM, inner_src);
-                self.incoming(
-                    &mut st,
-                    h,
-                    src,
-                    &bytes[wire::LEN..],
-                    Payload::Eager(Vec::new()),
-                );
-                st.recent[SHM] = RECENT;
-                true
-            }
-            _ => false,
-        }
+        let (h, body) = match data {
+            Some(wire::BARE) => (Header::bare(bytes.len()), bytes),
+            Some(_) => return false,
+            None => match Header::parse(bytes) {
+                Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
+                    (h, &bytes[wire::LEN..])
+                }
+                _ => return false,
+            },
+        };
+        let Ok(mut st) = self.st.try_lock() else {
+            return false;
+        };
+        let src = self.outer_src(&mut st, SHM, inner_src);
+        self.incoming(&mut st, h, src, body, Payload::Eager(Vec::new()));
+        st.recent[SHM] = RECENT;
+        true
     }
 }
 
@@ -805,8 +831,10 @@ impl HybridEp {
 struct Hook(Weak<HybridEp>);
 
 impl RxHook for Hook {
-    fn arrived(&self, src: u64, bytes: &[u8]) -> bool {
-        self.0.upgrade().is_some_and(|ep| ep.hooked(src, bytes))
+    fn arrived(&self, src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|ep| ep.hooked(src, data, bytes))
     }
 }
 

@@ -35,9 +35,11 @@ impl ShmEndpoint {
     /// untagged message is held here: true when the hook took it.
     pub(super) fn hooked(&self, g: &Inner, m: &Meta, bytes: &[u8]) -> bool {
         match &g.b.rx_hook {
-            Some(h) if !m.tagged && !m.cq_data && g.rx.mq.unexpected_len(false) == 0 => {
-                h.arrived(m.src_addr, &bytes[..m.total.min(bytes.len())])
-            }
+            Some(h) if !m.tagged && g.rx.mq.unexpected_len(false) == 0 => h.arrived(
+                m.src_addr,
+                m.cq_data.then_some(m.data),
+                &bytes[..m.total.min(bytes.len())],
+            ),
             _ => false,
         }
     }
