@@ -26,7 +26,7 @@ use ofi_core::util::peer::PeerDown;
 use ofi_core::util::wait::WaitFd;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
@@ -191,8 +191,6 @@ pub(crate) struct State {
     outstanding: [usize; 2],
     /// Progress calls left before a path that delivered counts as idle.
     recent: [u32; 2],
-    /// Progress calls so far.
-    tick: u32,
     /// When each path was last polled (as of the last clock reading).
     polled: [Instant; 2],
 }
@@ -258,6 +256,13 @@ pub(crate) struct HybridEp {
     eager_max: usize,
     bounce_bufs: usize,
     caps: u64,
+    /// shm's inject size: sends whose header and payload fit go injected.
+    shm_inject: usize,
+    /// Progress calls so far (a hint: updated without a lock).
+    tick: AtomicU32,
+    /// True while nothing is in flight on tcp and nothing arrived there
+    /// lately: progress then polls it only every IDLE_POLL_US.
+    tcp_idle: AtomicBool,
     siblings: Arc<Siblings>,
     enabled: AtomicBool,
     st: Mutex<State>,
@@ -308,6 +313,7 @@ impl HybridEp {
             info.caps
         };
         let paths = [path(e0, a0, i0)?, path(e1, a1, i1)?];
+        let shm_inject = paths[SHM].info.tx_attr.inject_size;
         let ep = Arc::new_cyclic(|me| HybridEp {
             me: me.clone(),
             paths,
@@ -319,6 +325,9 @@ impl HybridEp {
             eager_max: cfg.eager_max,
             bounce_bufs: cfg.bounce_bufs,
             caps,
+            shm_inject,
+            tick: AtomicU32::new(0),
+            tcp_idle: AtomicBool::new(false),
             siblings,
             enabled: AtomicBool::new(false),
             st: Mutex::new(State {
@@ -337,7 +346,6 @@ impl HybridEp {
                 next_cookie: cookie_base(),
                 outstanding: [0; 2],
                 recent: [0; 2],
-                tick: 0,
                 polled: [Instant::now(); 2],
             }),
             wait: OnceLock::new(),
@@ -483,13 +491,22 @@ impl HybridEp {
         }
     }
 
-    fn tx_slot(st: &mut State, path: usize, rec: TxRec) -> usize {
-        st.outstanding[path] += 1;
+    fn tx_slot(&self, st: &mut State, path: usize, rec: TxRec) -> usize {
+        self.in_flight(st, path);
         let i = st.tx.insert(rec);
         while st.hdrs.len() <= i {
             st.hdrs.push(Vec::with_capacity(wire::LEN));
         }
         i
+    }
+
+    /// One more inner operation in flight on `path` (tcp is then polled
+    /// on every progress call).
+    fn in_flight(&self, st: &mut State, path: usize) {
+        st.outstanding[path] += 1;
+        if path == TCP {
+            self.tcp_idle.store(false, Ordering::Relaxed);
+        }
     }
 
     fn tx_take(st: &mut State, path: usize, i: usize) -> Option<TxRec> {
@@ -500,8 +517,8 @@ impl HybridEp {
         r
     }
 
-    pub(super) fn rx_slot(st: &mut State, path: usize, rec: RxRec) -> usize {
-        st.outstanding[path] += 1;
+    pub(super) fn rx_slot(&self, st: &mut State, path: usize, rec: RxRec) -> usize {
+        self.in_flight(st, path);
         st.rx.insert(rec)
     }
 
@@ -522,18 +539,17 @@ impl HybridEp {
     /// An eager send that the inner endpoint of `r` copies before it
     /// returns: header and payload go as an inject (no inner completion),
     /// and the application's send completes now.
-    #[allow(clippy::too_many_arguments)]
     fn send_injected(
         &self,
         st: &mut State,
         op: &SendOp<'_>,
         r: Route,
-        h: &Header,
         len: usize,
         uflags: u64,
         completion: bool,
     ) -> Result<()> {
-        if !h.tagged && !h.has_data {
+        let has_data = op.flags & FI_REMOTE_CQ_DATA != 0;
+        if !op.tagged && !has_data {
             // Bare: the payload alone, marked by the inner CQ data.
             let inner = SendOp {
                 iov: op.iov,
@@ -550,6 +566,15 @@ impl HybridEp {
             st.b.tx_done(op.context, uflags, completion, None);
             return Ok(());
         }
+        let h = Header {
+            rts: false,
+            tagged: op.tagged,
+            has_data,
+            tag: op.tag,
+            data: op.data,
+            len: len as u64,
+            cookie: 0,
+        };
         let mut hb = [0u8; wire::LEN];
         h.emit(&mut hb);
         let mut iov = [IoVec::default(); MAX_IOV];
@@ -847,11 +872,21 @@ impl Progress for HybridEp {
         // shm is polled on every call (no system call), with the state
         // unlocked: the small messages it offers the hook take the lock.
         self.paths[SHM].ep.progress();
-        let mut st = self.lock();
-        let tick = st.tick;
-        st.tick = tick.wrapping_add(1);
+        let tick = self.tick.load(Ordering::Relaxed);
+        self.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
         // The clock is read every CLOCK_EVERY calls (and for the first).
-        let now = (tick.is_multiple_of(CLOCK_EVERY)).then(Instant::now);
+        let due = tick.is_multiple_of(CLOCK_EVERY);
+        // Nothing else to do (the usual pass of a local exchange): no lock.
+        // Inner EQs are looked at on the next due pass.
+        if !due
+            && self.tcp_idle.load(Ordering::Relaxed)
+            && !self.paths[SHM].cq.has_events()
+            && !self.paths[TCP].cq.has_events()
+        {
+            return;
+        }
+        let now = due.then(Instant::now);
+        let mut st = self.lock();
         for path in [SHM, TCP] {
             if path == TCP {
                 // Idle (nothing in flight, nothing arrived lately), tcp is
@@ -879,6 +914,10 @@ impl Progress for HybridEp {
                 st.recent[path] = st.recent[path].saturating_sub(1);
             }
         }
+        self.tcp_idle.store(
+            st.outstanding[TCP] == 0 && st.recent[TCP] == 0,
+            Ordering::Relaxed,
+        );
     }
     fn arm(&self) -> bool {
         let a = self.paths[SHM].ep.arm();
@@ -978,14 +1017,22 @@ impl EndpointOps for HybridEp {
         let len = iov_len(op.iov);
         let completion = tx_completion(op.flags, st.b.tx_selective);
         let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
-        let keep =
-            FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
-        let iflags = (op.flags & keep) | FI_COMPLETION;
         // Delivery complete means placed in the matched receive: only the
         // rendezvous payload, received straight into it, can tell.
         let dc = op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) == FI_DELIVERY_COMPLETE;
+        let rts = len > self.eager_max || dc;
+        if !rts && r.path == SHM && wire::LEN + len <= self.shm_inject {
+            // shm copies a message this small into the peer's ring (or a
+            // bounce buffer of the peer's segment) before it returns, and
+            // completes it then: injected, it completes here with no inner
+            // completion to read.
+            return self.send_injected(&mut st, op, r, len, uflags, completion);
+        }
+        let keep =
+            FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
+        let iflags = (op.flags & keep) | FI_COMPLETION;
         let h = Header {
-            rts: len > self.eager_max || dc,
+            rts,
             tagged: op.tagged,
             has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
             tag: op.tag,
@@ -1001,15 +1048,8 @@ impl EndpointOps for HybridEp {
             failed: None,
         };
         let ep = &self.paths[r.path].ep;
-        if !h.rts && r.path == SHM && wire::LEN + len <= self.paths[SHM].info.tx_attr.inject_size {
-            // shm copies a message this small into the peer's ring (or a
-            // bounce buffer of the peer's segment) before it returns, and
-            // completes it then: injected, it completes here with no inner
-            // completion to read.
-            return self.send_injected(&mut st, op, r, &h, len, uflags, completion);
-        }
         if !h.rts {
-            let i = Self::tx_slot(&mut st, r.path, rec);
+            let i = self.tx_slot(&mut st, r.path, rec);
             let mut hb = [0u8; wire::LEN];
             h.emit(&mut hb);
             let buf = &mut st.hdrs[i];
@@ -1051,8 +1091,8 @@ impl EndpointOps for HybridEp {
         }
         let cookie = st.next_cookie;
         st.next_cookie += 1;
-        let p = Self::tx_slot(&mut st, r.path, rec);
-        let hi = Self::tx_slot(
+        let p = self.tx_slot(&mut st, r.path, rec);
+        let hi = self.tx_slot(
             &mut st,
             r.path,
             TxRec {
@@ -1118,7 +1158,7 @@ impl EndpointOps for HybridEp {
         let r = self.route(&mut st, op.addr)?;
         let completion = tx_completion(op.flags, st.b.tx_selective);
         let flags = FI_RMA | if op.read { FI_READ } else { FI_WRITE };
-        let i = Self::tx_slot(
+        let i = self.tx_slot(
             &mut st,
             r.path,
             TxRec {
@@ -1153,7 +1193,7 @@ impl EndpointOps for HybridEp {
                 AtomicKind::Basic => FI_WRITE,
                 _ => FI_READ,
             };
-        let i = Self::tx_slot(
+        let i = self.tx_slot(
             &mut st,
             r.path,
             TxRec {

@@ -218,7 +218,7 @@ impl HybridEp {
                     completion: d.completion,
                     discard: d.discard,
                 };
-                let i = Self::rx_slot(st, path, rec);
+                let i = self.rx_slot(st, path, rec);
                 let iov: &[IoVec] = if d.discard { &[] } else { d.iov };
                 let op = RecvOp {
                     iov,
@@ -428,7 +428,7 @@ impl HybridEp {
                 completion: false,
                 discard: true,
             };
-            let i = Self::rx_slot(st, path, rec);
+            let i = self.rx_slot(st, path, rec);
             let op = RecvOp {
                 iov: &[],
                 desc: &[],
