@@ -37,7 +37,7 @@ pub(crate) const TCP: usize = 1;
 /// An idle path is polled at most this often (microseconds).
 const IDLE_POLL_US: u128 = 50;
 /// Progress calls between two readings of the clock.
-const CLOCK_EVERY: u32 = 16;
+const CLOCK_EVERY: u32 = 64;
 /// Calls a path stays busy after it delivered something.
 const RECENT: u32 = 4096;
 const PATH_NAMES: [&str; 2] = ["shm", "tcp"];
@@ -249,8 +249,6 @@ impl Siblings {
 
 /// The hybrid endpoint.
 pub(crate) struct HybridEp {
-    /// This endpoint (for the receive hook it gives shm).
-    me: Weak<HybridEp>,
     paths: [Path; 2],
     node: u64,
     eager_max: usize,
@@ -265,7 +263,8 @@ pub(crate) struct HybridEp {
     tcp_idle: AtomicBool,
     siblings: Arc<Siblings>,
     enabled: AtomicBool,
-    st: Mutex<State>,
+    /// The state (shared with the receive hook given to shm).
+    st: Arc<Mutex<State>>,
     wait: OnceLock<Option<WaitFd>>,
 }
 
@@ -314,8 +313,7 @@ impl HybridEp {
         };
         let paths = [path(e0, a0, i0)?, path(e1, a1, i1)?];
         let shm_inject = paths[SHM].info.tx_attr.inject_size;
-        let ep = Arc::new_cyclic(|me| HybridEp {
-            me: me.clone(),
+        let ep = Arc::new(HybridEp {
             paths,
             node: if cfg.per_endpoint {
                 crate::node::endpoint_node()
@@ -330,7 +328,7 @@ impl HybridEp {
             tcp_idle: AtomicBool::new(false),
             siblings,
             enabled: AtomicBool::new(false),
-            st: Mutex::new(State {
+            st: Arc::new(Mutex::new(State {
                 b: EpBindings::default(),
                 seen: (u64::MAX, u64::MAX),
                 routes: Vec::new(),
@@ -347,7 +345,7 @@ impl HybridEp {
                 outstanding: [0; 2],
                 recent: [0; 2],
                 polled: [Instant::now(); 2],
-            }),
+            })),
             wait: OnceLock::new(),
         });
         ep.siblings.join(&ep);
@@ -820,13 +818,31 @@ impl HybridEp {
         };
         self.incoming(st, h, src, body, payload);
     }
+}
 
-    /// A small message shm offers before matching it (see [`Hook`]): taken
-    /// unless something that arrived earlier still waits in an inner CQ,
-    /// the state is busy (another thread, or this one up the stack), or it
-    /// is not a whole eager message; those take the bounce receives.
-    fn hooked(&self, inner_src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
-        if self.paths[SHM].cq.has_events() || self.paths[TCP].cq.has_events() {
+/// The receive hook bound to the inner shm endpoint: small eager messages
+/// are matched (or held) as they come out of shm's ring, with no bounce
+/// receive, inner completion or second copy. It holds what it needs (the
+/// state and the inner CQs), not the endpoint: no reference cycle and no
+/// reference count to take per message.
+struct Hook {
+    st: Arc<Mutex<State>>,
+    cqs: [Arc<CqCore>; 2],
+}
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("hybrid receive hook")
+    }
+}
+
+impl RxHook for Hook {
+    /// Taken unless something that arrived earlier still waits in an inner
+    /// CQ, the state is busy (another thread, or this one up the stack),
+    /// the sender is not mirrored yet, or it is not a whole eager message:
+    /// those take the bounce receives.
+    fn arrived(&self, inner_src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
+        if self.cqs.iter().any(|c| c.has_events()) {
             return false;
         }
         let (h, body) = match data {
@@ -842,24 +858,17 @@ impl HybridEp {
         let Ok(mut st) = self.st.try_lock() else {
             return false;
         };
-        let src = self.outer_src(&mut st, SHM, inner_src);
-        self.incoming(&mut st, h, src, body, Payload::Eager(Vec::new()));
+        let src = if inner_src == FI_ADDR_NOTAVAIL {
+            FI_ADDR_NOTAVAIL
+        } else {
+            match st.rev[SHM].get(inner_src as usize) {
+                Some(&o) if o != FI_ADDR_NOTAVAIL => o,
+                _ => return false,
+            }
+        };
+        HybridEp::incoming_eager(&mut st, h, src, body);
         st.recent[SHM] = RECENT;
         true
-    }
-}
-
-/// The receive hook bound to the inner shm endpoint: small eager messages
-/// are matched (or held) as they come out of shm's ring, with no bounce
-/// receive, inner completion or second copy.
-#[derive(Debug)]
-struct Hook(Weak<HybridEp>);
-
-impl RxHook for Hook {
-    fn arrived(&self, src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
-        self.0
-            .upgrade()
-            .is_some_and(|ep| ep.hooked(src, data, bytes))
     }
 }
 
@@ -959,7 +968,12 @@ impl EndpointOps for HybridEp {
                 mr_map: b.mr_map.clone(),
                 fid: b.fid,
                 info: p.info.clone(),
-                rx_hook: (path == SHM).then(|| Arc::new(Hook(self.me.clone())) as Arc<dyn RxHook>),
+                rx_hook: (path == SHM).then(|| {
+                    Arc::new(Hook {
+                        st: self.st.clone(),
+                        cqs: [self.paths[SHM].cq.clone(), self.paths[TCP].cq.clone()],
+                    }) as Arc<dyn RxHook>
+                }),
                 ..Default::default()
             };
             p.ep.enable(inner).map_err(|e| {
