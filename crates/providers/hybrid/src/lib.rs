@@ -26,6 +26,17 @@
 //!   tag is a per-sender cookie, which the receiver posts (directed, into
 //!   the application's buffer) only once the header has matched: the inner
 //!   provider moves the bulk data with its own zero-copy path.
+//! - **The shm fast path.** A send whose header and payload fit shm's
+//!   inject size goes as an inner inject and completes at once (shm copies
+//!   it into the peer's ring before it returns, as it does for its own
+//!   small sends); an untagged one without CQ data goes *bare*, with no
+//!   header, marked by the inner CQ data [`wire::BARE`]. On the receiving
+//!   side shm offers each such small message to hybrid's receive hook
+//!   ([`RxHook`](ofi_core::provider::RxHook)) as it leaves the ring: it is
+//!   matched there, with no bounce receive, inner completion or second
+//!   copy, unless an earlier arrival still waits in an inner CQ or the
+//!   state is busy (then it takes the bounce path, so arrival order holds
+//!   across both paths).
 //! - **RMA and atomics** go straight to the inner endpoint of the target's
 //!   path; targets check keys against the hybrid domain's regions.
 //! - **Addresses** ([`addr`]): an FI_ADDR_STR string carrying the node id

@@ -6,6 +6,7 @@
 // forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
 #![allow(unsafe_code)]
 
+mod fast;
 mod recv;
 
 use crate::addr::HybridAddr;
@@ -256,6 +257,10 @@ pub(crate) struct HybridEp {
     caps: u64,
     /// shm's inject size: sends whose header and payload fit go injected.
     shm_inject: usize,
+    /// shm routes for sends that take no lock.
+    shm_routes: fast::ShmRoutes,
+    /// The bindings, for sends that take no lock (set once, at enable).
+    bound: OnceLock<EpBindings>,
     /// Progress calls so far (a hint: updated without a lock).
     tick: AtomicU32,
     /// True while nothing is in flight on tcp and nothing arrived there
@@ -324,6 +329,8 @@ impl HybridEp {
             bounce_bufs: cfg.bounce_bufs,
             caps,
             shm_inject,
+            shm_routes: fast::ShmRoutes::new(),
+            bound: OnceLock::new(),
             tick: AtomicU32::new(0),
             tcp_idle: AtomicBool::new(false),
             siblings,
@@ -381,6 +388,7 @@ impl HybridEp {
         if now.1 != st.seen.1 {
             // Something was removed: routes are rebuilt from what remains.
             st.routes.clear();
+            self.shm_routes.clear();
         }
         st.seen = now;
         for (fi, raw) in av.entries() {
@@ -424,6 +432,9 @@ impl HybridEp {
                 st.routes.resize(i + 1, None);
             }
             st.routes[i] = Some(Route { path, inner });
+            if path == SHM {
+                self.shm_routes.set(fi, inner);
+            }
             let rev = &mut st.rev[path];
             if let Ok(k) = usize::try_from(inner) {
                 if rev.len() <= k {
@@ -432,6 +443,7 @@ impl HybridEp {
                 rev[k] = fi;
             }
         }
+        self.shm_routes.publish(now.1);
     }
 
     fn route(&self, st: &mut State, dest: u64) -> Result<Route> {
@@ -534,40 +546,56 @@ impl HybridEp {
         st.b.tx_done(rec.context, flags, rec.completion, err.or(rec.failed));
     }
 
-    /// An eager send that the inner endpoint of `r` copies before it
-    /// returns: header and payload go as an inject (no inner completion),
-    /// and the application's send completes now.
+    /// True when `op` (of `len` bytes) goes as a shm inject: eager, not
+    /// delivery-complete, and header and payload within shm's inject size.
+    fn injectable(&self, op: &SendOp<'_>, len: usize) -> bool {
+        len <= self.eager_max
+            && wire::LEN + len <= self.shm_inject
+            && op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) != FI_DELIVERY_COMPLETE
+    }
+
+    /// True when `op` goes bare (see [`wire::BARE`]).
+    fn bare(op: &SendOp<'_>) -> bool {
+        !op.tagged && op.flags & FI_REMOTE_CQ_DATA == 0
+    }
+
+    /// Sends `op` (`len` bytes, [`injectable`](Self::injectable)) to inner
+    /// shm address `dest` as an inject (shm copies it before it returns;
+    /// no inner completion) and completes it now. `spill` takes header and
+    /// payload when the iov list leaves no entry for the header (None: the
+    /// caller made sure it does, or the send is bare).
     fn send_injected(
         &self,
-        st: &mut State,
+        b: &EpBindings,
         op: &SendOp<'_>,
-        r: Route,
+        dest: u64,
         len: usize,
-        uflags: u64,
-        completion: bool,
+        spill: Option<&mut Vec<u8>>,
     ) -> Result<()> {
-        let has_data = op.flags & FI_REMOTE_CQ_DATA != 0;
-        if !op.tagged && !has_data {
+        let completion = tx_completion(op.flags, b.tx_selective);
+        let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        let fence = op.flags & FI_FENCE;
+        if Self::bare(op) {
             // Bare: the payload alone, marked by the inner CQ data.
             let inner = SendOp {
                 iov: op.iov,
                 desc: &[],
-                dest: r.inner,
+                dest,
                 tag: 0,
                 data: wire::BARE,
                 context: 0,
-                flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | (op.flags & FI_FENCE),
+                flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | fence,
                 tagged: false,
             };
             // SAFETY: an inject reads the ranges during the call only.
-            unsafe { self.paths[r.path].ep.post_send(&inner) }?;
-            st.b.tx_done(op.context, uflags, completion, None);
+            unsafe { self.paths[SHM].ep.post_send(&inner) }?;
+            b.tx_done(op.context, uflags, completion, None);
             return Ok(());
         }
         let h = Header {
             rts: false,
             tagged: op.tagged,
-            has_data,
+            has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
             tag: op.tag,
             data: op.data,
             len: len as u64,
@@ -577,35 +605,37 @@ impl HybridEp {
         h.emit(&mut hb);
         let mut iov = [IoVec::default(); MAX_IOV];
         iov[0] = IoVec::from_slice(&hb);
-        let cnt = if op.iov.len() < MAX_IOV {
-            iov[1..=op.iov.len()].copy_from_slice(op.iov);
-            op.iov.len() + 1
-        } else {
-            // No entry left for the header: copy the payload behind it.
-            let buf = &mut st.spill;
-            buf.clear();
-            buf.extend_from_slice(&hb);
-            buf.resize(wire::LEN + len, 0);
-            // SAFETY: the caller keeps the iov valid for this call.
-            unsafe { copy_from_iov(op.iov, 0, &mut buf[wire::LEN..]) };
-            iov[0] = IoVec::from_slice(&buf[..]);
-            1
+        let cnt = match spill {
+            Some(buf) if op.iov.len() >= MAX_IOV => {
+                // No entry left for the header: copy the payload behind it.
+                buf.clear();
+                buf.extend_from_slice(&hb);
+                buf.resize(wire::LEN + len, 0);
+                // SAFETY: the caller keeps the iov valid for this call.
+                unsafe { copy_from_iov(op.iov, 0, &mut buf[wire::LEN..]) };
+                iov[0] = IoVec::from_slice(&buf[..]);
+                1
+            }
+            _ => {
+                iov[1..=op.iov.len()].copy_from_slice(op.iov);
+                op.iov.len() + 1
+            }
         };
         let inner = SendOp {
             iov: &iov[..cnt],
             desc: &[],
-            dest: r.inner,
+            dest,
             tag: 0,
             data: 0,
             context: 0,
-            flags: FI_INJECT | OFI_INJECT_CALL | (op.flags & FI_FENCE),
+            flags: FI_INJECT | OFI_INJECT_CALL | fence,
             tagged: false,
         };
         // SAFETY: an inject reads the ranges during the call only: the
         // header and spill buffer live through it, and the caller keeps its
         // iov valid for it.
-        unsafe { self.paths[r.path].ep.post_send(&inner) }?;
-        st.b.tx_done(op.context, uflags, completion, None);
+        unsafe { self.paths[SHM].ep.post_send(&inner) }?;
+        b.tx_done(op.context, uflags, completion, None);
         Ok(())
     }
 
@@ -987,6 +1017,7 @@ impl EndpointOps for HybridEp {
                 )
             })?;
         }
+        let _ = self.bound.set(b.clone());
         st.b = b;
         let size = wire::LEN + self.eager_max;
         for path in [SHM, TCP] {
@@ -1026,22 +1057,32 @@ impl EndpointOps for HybridEp {
                 "hybrid: the endpoint was opened without this capability",
             ));
         }
+        let len = iov_len(op.iov);
+        // shm copies a message this small into the peer's ring (or a bounce
+        // buffer of the peer's segment) before it returns, and completes it
+        // then: injected, it completes here with no inner completion to
+        // read. To a peer whose shm route is known, with no hybrid lock.
+        let inject = self.injectable(op, len);
+        if inject && (op.iov.len() < MAX_IOV || Self::bare(op)) {
+            if let Some(b) = self.bound.get() {
+                let gen = b.av.as_ref().map(|av| av.generation());
+                if let Some(dest) = gen.and_then(|g| self.shm_routes.get(op.dest, g)) {
+                    return self.send_injected(b, op, dest, len, None);
+                }
+            }
+        }
         let mut st = self.lock();
         let r = self.route(&mut st, op.dest)?;
-        let len = iov_len(op.iov);
+        if inject && r.path == SHM {
+            let State { b, spill, .. } = &mut *st;
+            return self.send_injected(b, op, r.inner, len, Some(spill));
+        }
         let completion = tx_completion(op.flags, st.b.tx_selective);
         let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
         // Delivery complete means placed in the matched receive: only the
         // rendezvous payload, received straight into it, can tell.
         let dc = op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) == FI_DELIVERY_COMPLETE;
         let rts = len > self.eager_max || dc;
-        if !rts && r.path == SHM && wire::LEN + len <= self.shm_inject {
-            // shm copies a message this small into the peer's ring (or a
-            // bounce buffer of the peer's segment) before it returns, and
-            // completes it then: injected, it completes here with no inner
-            // completion to read.
-            return self.send_injected(&mut st, op, r, len, uflags, completion);
-        }
         let keep =
             FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
         let iflags = (op.flags & keep) | FI_COMPLETION;
