@@ -22,13 +22,14 @@ use ofi_core::util::av::{AvAttr, AvCore};
 use ofi_core::util::cq::{CqAttr, CqCore, CqErrEntry, CqTaggedEntry};
 use ofi_core::util::eq::{EqAttr, EqCore};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
+use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::{MatchQueues, MAX_IOV};
 use ofi_core::util::peer::PeerDown;
 use ofi_core::util::wait::WaitFd;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 /// Path index of shm (peers on this node).
@@ -269,7 +270,7 @@ pub(crate) struct HybridEp {
     siblings: Arc<Siblings>,
     enabled: AtomicBool,
     /// The state (shared with the receive hook given to shm).
-    st: Arc<Mutex<State>>,
+    st: Arc<SpinLock<State>>,
     wait: OnceLock<Option<WaitFd>>,
 }
 
@@ -335,7 +336,7 @@ impl HybridEp {
             tcp_idle: AtomicBool::new(false),
             siblings,
             enabled: AtomicBool::new(false),
-            st: Arc::new(Mutex::new(State {
+            st: Arc::new(SpinLock::new(State {
                 b: EpBindings::default(),
                 seen: (u64::MAX, u64::MAX),
                 routes: Vec::new(),
@@ -359,8 +360,8 @@ impl HybridEp {
         Ok(ep)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> SpinGuard<'_, State> {
+        self.st.lock()
     }
 
     fn check_enabled(&self, what: &str) -> Result<()> {
@@ -856,7 +857,7 @@ impl HybridEp {
 /// state and the inner CQs), not the endpoint: no reference cycle and no
 /// reference count to take per message.
 struct Hook {
-    st: Arc<Mutex<State>>,
+    st: Arc<SpinLock<State>>,
     cqs: [Arc<CqCore>; 2],
 }
 
@@ -885,7 +886,7 @@ impl RxHook for Hook {
                 _ => return false,
             },
         };
-        let Ok(mut st) = self.st.try_lock() else {
+        let Some(mut st) = self.st.try_lock() else {
             return false;
         };
         let src = if inner_src == FI_ADDR_NOTAVAIL {
