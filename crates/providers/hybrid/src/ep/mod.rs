@@ -258,6 +258,8 @@ pub(crate) struct HybridEp {
     caps: u64,
     /// shm's inject size: sends whose header and payload fit go injected.
     shm_inject: usize,
+    /// The inject size the offer advertises (both paths', less a header).
+    inject_max: usize,
     /// shm routes for sends that take no lock.
     shm_routes: fast::ShmRoutes,
     /// The bindings, for sends that take no lock (set once, at enable).
@@ -319,6 +321,9 @@ impl HybridEp {
         };
         let paths = [path(e0, a0, i0)?, path(e1, a1, i1)?];
         let shm_inject = paths[SHM].info.tx_attr.inject_size;
+        let inject_max = shm_inject
+            .min(paths[TCP].info.tx_attr.inject_size)
+            .saturating_sub(wire::LEN);
         let ep = Arc::new(HybridEp {
             paths,
             node: if cfg.per_endpoint {
@@ -330,6 +335,7 @@ impl HybridEp {
             bounce_bufs: cfg.bounce_bufs,
             caps,
             shm_inject,
+            inject_max,
             shm_routes: fast::ShmRoutes::new(),
             bound: OnceLock::new(),
             tick: AtomicU32::new(0),
@@ -548,10 +554,12 @@ impl HybridEp {
     }
 
     /// True when `op` (of `len` bytes) goes as a shm inject: eager, not
-    /// delivery-complete, and header and payload within shm's inject size.
+    /// delivery-complete, and what goes (header, unless bare, and payload)
+    /// within shm's inject size.
     fn injectable(&self, op: &SendOp<'_>, len: usize) -> bool {
+        let header = if Self::bare(op) { 0 } else { wire::LEN };
         len <= self.eager_max
-            && wire::LEN + len <= self.shm_inject
+            && header + len <= self.shm_inject
             && op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) != FI_DELIVERY_COMPLETE
     }
 
@@ -1059,6 +1067,15 @@ impl EndpointOps for HybridEp {
             ));
         }
         let len = iov_len(op.iov);
+        if op.flags & FI_INJECT != 0 && len > self.inject_max {
+            return Err(Error::new(
+                errno::FI_EMSGSIZE,
+                format!(
+                    "hybrid: inject of {len} bytes exceeds inject_size {}",
+                    self.inject_max
+                ),
+            ));
+        }
         // shm copies a message this small into the peer's ring (or a bounce
         // buffer of the peer's segment) before it returns, and completes it
         // then: injected, it completes here with no inner completion to
