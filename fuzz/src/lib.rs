@@ -9,9 +9,11 @@
 //! only names memory the harness lent it), the targets assert them.
 
 mod capi;
+mod hybrid;
 mod storage;
 mod udp;
 pub use capi::{capi_args, panicked};
+pub use hybrid::hybrid_wire;
 pub use storage::{storage_capsule, storage_cores, storage_nbd};
 pub use udp::{sessions_run, udp_packet, udp_sessions, SessionsReached};
 

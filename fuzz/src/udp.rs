@@ -271,6 +271,11 @@ pub fn sessions_run(data: &[u8]) -> SessionsReached {
                 sides[1] = side(B, A, epoch, keyed);
                 epoch += 1;
             }
+            // An ICMP port unreachable (true or forged) for the other side.
+            9 => {
+                let other = if who == 0 { B } else { A };
+                sides[who].s.on_port_unreachable(other);
+            }
             _ => {}
         }
         for s in sides.iter_mut() {

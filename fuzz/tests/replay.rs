@@ -8,14 +8,16 @@
 //!   cd fuzz && cargo test -- --ignored write_seeds   # regenerates fuzz/seeds
 
 use ofi_fuzz::{
-    auth_stream, capi_args, conn_stream, sessions_run, shm_entry, shm_handler, storage_capsule,
-    storage_cores, storage_nbd, tcp_conn_stream, tcp_header, udp_packet, udp_sessions,
+    auth_stream, capi_args, conn_stream, hybrid_wire, sessions_run, shm_entry, shm_handler,
+    storage_capsule, storage_cores, storage_nbd, tcp_conn_stream, tcp_header, udp_packet,
+    udp_sessions,
 };
 use ofi_wire::{shm, tcp, udp};
 use std::path::Path;
 
 type Target = fn(&[u8]);
-const TARGETS: [(&str, Target); 10] = [
+const TARGETS: [(&str, Target); 11] = [
+    ("hybrid_wire", hybrid_wire),
     ("storage_capsule", storage_capsule),
     ("storage_cores", storage_cores),
     ("storage_nbd", storage_nbd),
@@ -254,6 +256,30 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     out.push(("udp_sessions", "exchange", udp_exchange(0, false)));
     out.push(("udp_sessions", "exchange_keyed", udp_exchange(1, false)));
     out.push(("udp_sessions", "restart", udp_exchange(0, true)));
+    // hybrid: a rendezvous header, and an address with a string and a
+    // base64url part.
+    let h = ofi_prov_hybrid::wire::Header {
+        rts: true,
+        tagged: true,
+        has_data: true,
+        tag: 0x1122,
+        data: 7,
+        len: 1 << 20,
+        cookie: 3,
+    };
+    let mut hb = [0u8; ofi_prov_hybrid::wire::LEN];
+    h.emit(&mut hb);
+    out.push(("hybrid_wire", "header", [&[0u8][..], &hb].concat()));
+    let a = ofi_prov_hybrid::addr::HybridAddr {
+        node: 0x1234_5678,
+        shm: b"fi_shm://42.0\0".to_vec(),
+        tcp: vec![2, 0, 0x1f, 0x90, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
+    out.push((
+        "hybrid_wire",
+        "addr",
+        [&[1u8][..], &a.encode().unwrap()].concat(),
+    ));
     // C ABI scripts (see `ofi_fuzz::capi_args`): op byte, then arguments.
     let mut junk = vec![4, 0, 1, 0, 1, 200];
     junk.extend([0xA5; 200]);

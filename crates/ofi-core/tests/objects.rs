@@ -92,6 +92,45 @@ fn cq_errors_keep_their_place_in_order() {
 }
 
 #[test]
+fn cq_readfrom_with_hands_entries_in_order_up_to_max_and_stops_at_errors() {
+    let q = cq(wait_obj::FI_WAIT_NONE);
+    let mut seen = Vec::new();
+    let mut take = |q: &CqCore, max| {
+        seen.clear();
+        let r = q.readfrom_with(max, |e, src| seen.push((e.op_context, e.len, src)));
+        (r, seen.clone())
+    };
+    assert!(take(&q, 16).0.unwrap_err().is_again(), "empty");
+    for ctx in 1..=3 {
+        q.push(
+            completion(ctx, FI_RECV, ctx * 10, 0, 0, 0),
+            ctx as u64 + 100,
+        );
+    }
+    q.push_err(error_completion(4, FI_RECV, errno::FI_ETRUNC, 4, 6, 0), 0);
+    q.push(completion(5, FI_SEND, 0, 0, 0, 0), FI_ADDR_NOTAVAIL);
+    assert_eq!(take(&q, 2), (Ok(2), vec![(1, 10, 101), (2, 20, 102)]));
+    assert_eq!(
+        take(&q, 16),
+        (Ok(1), vec![(3, 30, 103)]),
+        "stops before the error"
+    );
+    let (r, none) = take(&q, 16);
+    assert_eq!((r.unwrap_err().code(), none), (errno::FI_EAVAIL, vec![]));
+    assert_eq!(q.readerr().unwrap().op_context, 4);
+    assert_eq!(
+        take(&q, 16),
+        (Ok(1), vec![(5, 0, FI_ADDR_NOTAVAIL)]),
+        "the source comes with each entry"
+    );
+    // Room for none: 0 while entries wait, FI_EAGAIN once the queue is empty.
+    assert!(take(&q, 0).0.unwrap_err().is_again());
+    q.push(completion(6, FI_RECV, 0, 0, 0, 0), 0);
+    assert_eq!(take(&q, 0), (Ok(0), vec![]));
+    assert_eq!(take(&q, 1).0.unwrap(), 1);
+}
+
+#[test]
 fn cq_rejects_bad_attributes() {
     assert_eq!(
         CqCore::new(&CqAttr {

@@ -1122,3 +1122,134 @@ fn requests_wait_for_the_connection() {
     w2.run();
     assert_eq!(w2.sides[0].rma_result(1), Some(Err(errno::FI_EOPNOTSUPP)));
 }
+
+/// FI_COMMIT_COMPLETE: a write or atomic into durable memory is persisted,
+/// with all its bytes in place, before the initiator sees success; one into
+/// memory the target cannot make durable is refused before a byte lands;
+/// a failed write-back fails the request.
+#[test]
+fn commit_complete_persists_before_success_and_refuses_volatile_memory() {
+    for virt in [true, false] {
+        let (mut w, t, regions) = setup(12, virt);
+        let (durable, volatile) = (regions[0], regions[1]);
+        t.lock().unwrap().durable.push(durable.key);
+        let before = region_bytes(&t, &volatile);
+
+        // A write of many DATA chunks, in two ranges, into durable memory.
+        let data = pattern(5, 5000);
+        let l = local(&mut w, 0, &[5000], Some(&data));
+        let rv = [
+            remote(&t, &durable, 100, 3000),
+            remote(&t, &durable, 4000, 2000),
+        ];
+        let req = RmaReq::write(&l, &rv, 1).commit_complete();
+        w.conn(0, 0).queue_rma(req).unwrap();
+        w.run();
+        assert_eq!(w.sides[0].rma_result(1), Some(Ok(())));
+        {
+            let g = t.lock().unwrap();
+            assert_eq!(g.persisted.len(), 2, "both ranges persisted");
+            assert_eq!(
+                g.persisted[0].1,
+                data[..3000],
+                "persisted after every byte landed"
+            );
+            assert_eq!(g.persisted[1].1, data[3000..]);
+        }
+        let got = region_bytes(&t, &durable);
+        assert_eq!(got[100..3100], data[..3000]);
+        assert_eq!(got[4000..6000], data[3000..]);
+
+        // Into memory that cannot be made durable: refused, nothing lands.
+        let l = local(&mut w, 0, &[700], Some(&data[..700]));
+        let req = RmaReq::write(&l, &[remote(&t, &volatile, 0, 700)], 2).commit_complete();
+        w.conn(0, 0).queue_rma(req).unwrap();
+        w.run();
+        assert_eq!(w.sides[0].rma_result(2), Some(Err(errno::FI_EOPNOTSUPP)));
+        assert_eq!(region_bytes(&t, &volatile), before);
+        // A request spanning both kinds is refused whole.
+        let l = local(&mut w, 0, &[16], Some(&data[..16]));
+        let rv = [remote(&t, &durable, 0, 8), remote(&t, &volatile, 0, 8)];
+        w.conn(0, 0)
+            .queue_rma(RmaReq::write(&l, &rv, 3).commit_complete())
+            .unwrap();
+        w.run();
+        assert_eq!(w.sides[0].rma_result(3), Some(Err(errno::FI_EOPNOTSUPP)));
+        assert_eq!(region_bytes(&t, &volatile), before);
+        assert_eq!(region_bytes(&t, &durable)[..8], got[..8]);
+        // Without the flag the same memory takes the write, unpersisted.
+        let l = local(&mut w, 0, &[8], Some(b"volatile"));
+        let req = RmaReq::write(&l, &[remote(&t, &volatile, 0, 8)], 4);
+        w.conn(0, 0).queue_rma(req).unwrap();
+        w.run();
+        assert_eq!(w.sides[0].rma_result(4), Some(Ok(())));
+        assert_eq!(&region_bytes(&t, &volatile)[..8], b"volatile");
+        assert_eq!(t.lock().unwrap().persisted.len(), 2);
+
+        // Atomics: persisted after they apply; refused on volatile memory.
+        t.lock()
+            .unwrap()
+            .mem
+            .put(durable.buf.base + 64, &40u64.to_ne_bytes());
+        t.lock()
+            .unwrap()
+            .mem
+            .put(volatile.buf.base + 64, &40u64.to_ne_bytes());
+        for (ctx, r, want) in [
+            (5usize, &durable, Ok(())),
+            (6, &volatile, Err(errno::FI_EOPNOTSUPP)),
+        ] {
+            let o = local(&mut w, 0, &[8], Some(&2u64.to_ne_bytes()));
+            let res = local(&mut w, 0, &[8], None);
+            let req = RmaReq::atomic(
+                fetch(FI_SUM, FI_UINT64),
+                &o,
+                &[],
+                &res,
+                &[remote(&t, r, 64, 1)],
+                ctx,
+            )
+            .commit_complete();
+            w.conn(0, 0).queue_rma(req).unwrap();
+            w.run();
+            assert_eq!(w.sides[0].rma_result(ctx), Some(want));
+        }
+        {
+            let g = t.lock().unwrap();
+            assert_eq!(
+                u64s(g.mem.get(IoVec {
+                    base: durable.buf.base + 64,
+                    len: 8
+                })),
+                [42]
+            );
+            assert_eq!(
+                u64s(g.mem.get(IoVec {
+                    base: volatile.buf.base + 64,
+                    len: 8
+                })),
+                [40]
+            );
+            assert_eq!(g.persisted.len(), 3);
+            assert_eq!(u64s(&g.persisted[2].1), [42]);
+        }
+
+        // A write-back that fails fails the request (FI_EIO), and the
+        // connection goes on.
+        t.lock().unwrap().fail_persist = Some(errno::FI_EIO);
+        let l = local(&mut w, 0, &[8], Some(b"not kept"));
+        let req = RmaReq::write(&l, &[remote(&t, &durable, 0, 8)], 7).commit_complete();
+        w.conn(0, 0).queue_rma(req).unwrap();
+        w.run();
+        assert_eq!(w.sides[0].rma_result(7), Some(Err(errno::FI_EIO)));
+        t.lock().unwrap().fail_persist = None;
+        let l = local(&mut w, 0, &[8], Some(b"kept now"));
+        let req = RmaReq::write(&l, &[remote(&t, &durable, 0, 8)], 8).commit_complete();
+        w.conn(0, 0).queue_rma(req).unwrap();
+        w.run();
+        assert_eq!(w.sides[0].rma_result(8), Some(Ok(())));
+        assert_eq!(t.lock().unwrap().persisted.last().unwrap().1, b"kept now");
+        assert_eq!(t.lock().unwrap().grants_held(), 0);
+        assert!(!w.sides[1].has_conn_event(|e| matches!(e, Event::ProtocolError(_))));
+    }
+}

@@ -483,6 +483,49 @@ fn a_silent_peer_is_dead_within_the_bound_and_a_link_that_comes_back_works() {
 }
 
 #[test]
+fn a_port_unreachable_ends_a_handshake_refused_and_a_live_session_reset_at_once() {
+    // A live session: the report ends it now (Reset), long before the bound.
+    let mut w = World::new(
+        9,
+        Faults::default(),
+        vec![node("a", 1, None, 1_000_000), node("b", 2, None, 0)],
+    );
+    w.connect(0, 1);
+    w.run_until(Duration::from_secs(60), |w| w.got(1, 0) > 100);
+    let at = w.elapsed();
+    // Reports for addresses with no session change nothing.
+    w.nodes[0].s.on_port_unreachable(b"nobody");
+    w.run_for(Duration::from_millis(1));
+    assert!(w.downs(0).is_empty());
+    w.nodes[0].s.on_port_unreachable(b"b");
+    w.run_for(Duration::from_millis(1));
+    let d = w.downs(0);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].1, Cause::Reset);
+    assert!(
+        d[0].0 - at < TIMEOUT / 10,
+        "ended {:?} after the report",
+        d[0].0 - at
+    );
+    // A handshake to nobody: refused at once, not timed out at the bound.
+    let mut w = World::new(10, Faults::default(), vec![node("a", 1, None, 10)]);
+    let ghost = w.nodes[0].s.peer(b"nobody");
+    let now = w.net.now;
+    w.nodes[0].s.connect(now, ghost);
+    w.run_for(Duration::from_millis(5));
+    w.nodes[0].s.on_port_unreachable(b"nobody");
+    w.run_for(Duration::from_millis(5));
+    let d = w.downs(0);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].1, Cause::Refused);
+    assert!(d[0].0 < TIMEOUT);
+    // A second report finds nothing in flight.
+    w.nodes[0].s.on_port_unreachable(b"nobody");
+    w.run_for(Duration::from_secs(3));
+    assert_eq!(w.downs(0).len(), 1);
+}
+
+#[test]
 fn an_idle_session_renewed_by_the_same_peer_loses_nothing() {
     let mut w = World::new(
         8,

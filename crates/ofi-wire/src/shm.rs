@@ -97,8 +97,12 @@ pub mod flag {
     pub const LAST: u8 = 4;
     /// Answer: the target cannot copy across processes; push the data.
     pub const PUSH: u8 = 8;
+    /// FI_COMMIT_COMPLETE (RMA_WRITE, RMA_PULL, ATOMIC): the target refuses
+    /// memory it cannot make durable and answers once the bytes are on
+    /// stable storage.
+    pub const COMMIT: u8 = 16;
     /// Every known flag.
-    pub const ALL: u8 = TAGGED | CQ_DATA | LAST | PUSH;
+    pub const ALL: u8 = TAGGED | CQ_DATA | LAST | PUSH | COMMIT;
 }
 
 /// Bytes of one remote range in a one-sided request.

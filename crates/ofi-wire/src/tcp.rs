@@ -163,14 +163,18 @@ pub mod flag {
     pub const ACK: u8 = 4;
     /// Answer with RESP once the message is in the receive buffer (MSG, RTS).
     pub const ACK_PLACED: u8 = 8;
+    /// FI_COMMIT_COMPLETE: the target answers only once the written bytes
+    /// are on stable storage, and refuses regions it cannot make durable
+    /// (WRITE, ATOMIC).
+    pub const COMMIT: u8 = 16;
     /// Every known flag.
-    pub const ALL: u8 = TAGGED | CQ_DATA | ACK | ACK_PLACED;
+    pub const ALL: u8 = TAGGED | CQ_DATA | ACK | ACK_PLACED | COMMIT;
 
     /// The flags an opcode may carry.
     pub fn allowed(op: u8) -> u8 {
         match op {
-            super::op::MSG | super::op::RTS => ALL,
-            super::op::WRITE | super::op::ATOMIC => CQ_DATA,
+            super::op::MSG | super::op::RTS => TAGGED | CQ_DATA | ACK | ACK_PLACED,
+            super::op::WRITE | super::op::ATOMIC => CQ_DATA | COMMIT,
             _ => 0,
         }
     }

@@ -53,9 +53,9 @@ use crate::safe::table::Table;
 use crate::safe::{Addr, Atomic};
 use crate::spi::HasCore;
 use crate::{
-    errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry,
-    Domain, Endpoint, Error, EventQueue, Fabric, Info, IoBuf, IoBufMut, Ioc, RecvOp, Result,
-    RmaIoc, RmaIov, RmaOp, SendOp,
+    errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint,
+    Error, EventQueue, Fabric, Info, IoBuf, IoBufMut, Ioc, RecvOp, Result, RmaIoc, RmaIov, RmaOp,
+    SendOp,
 };
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
@@ -71,7 +71,9 @@ pub(crate) struct Core {
     // before the table (holding abandoned operations' buffers) goes.
     ep: Option<Endpoint>,
     pub(crate) table: Table,
-    scratch: ([CqTaggedEntry; 16], [u64; 16]),
+    /// Wakers of the operations a progress pass completed, woken once the
+    /// queue's lock is released (kept: no allocation per pass).
+    woken: Vec<std::task::Waker>,
     /// The operation whose task last registered for the wait fd (tokio
     /// wakes only the last one): (slot, generation).
     pub(crate) watcher: Option<(u32, u32)>,
@@ -110,21 +112,25 @@ impl Inner {
         &self.cq
     }
 
-    /// One progress pass: reads up to 16 completions, records them and
-    /// wakes their tasks. Returns how many arrived.
+    /// One progress pass: reads up to 16 completions, each straight into
+    /// its operation's slot, and wakes their tasks (after the queue's lock
+    /// is released). Returns how many arrived.
     pub(crate) fn progress(&self, core: &mut Core) -> usize {
         self.parked.sweep();
-        let Core { table, scratch, .. } = core;
-        let (ents, src) = scratch;
-        match self.cq.readfrom(ents, src) {
-            Ok(n) => {
-                for i in 0..n {
-                    if let Some(w) = table.record(&ents[i], src[i]) {
-                        w.wake();
-                    }
-                }
-                n
+        let Core { table, woken, .. } = core;
+        let read = self.cq.core().readfrom_with(16, |e, src| {
+            if let Some(w) = table.record::<true>(e, src) {
+                woken.push(w);
             }
+        });
+        table.bury();
+        if !woken.is_empty() {
+            for w in woken.drain(..) {
+                w.wake();
+            }
+        }
+        match read {
+            Ok(n) => n,
             Err(e) if e.code() == errno::FI_EAVAIL => match self.cq.readerr() {
                 Ok(e) => {
                     if let Some(w) = table.record_err(&e) {
@@ -282,7 +288,7 @@ impl Parts {
                 core: Mutex::new(Core {
                     ep: Some(self.ep),
                     table: Table::default(),
-                    scratch: ([CqTaggedEntry::default(); 16], [FI_ADDR_NOTAVAIL; 16]),
+                    woken: Vec::new(),
                     watcher: None,
                 }),
                 cq: self.cq,

@@ -51,9 +51,9 @@ pub use table::RemoteWrite;
 use crate::consts::*;
 use crate::spi::HasCore;
 use crate::{
-    errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry,
-    Domain, Endpoint, Error, Fabric, Info, IoBuf, IoBufMut, Ioc, MrAccess, RecvOp, Result, RmaIoc,
-    RmaIov, RmaOp, SendOp,
+    errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint,
+    Error, Fabric, Info, IoBuf, IoBufMut, Ioc, MrAccess, RecvOp, Result, RmaIoc, RmaIov, RmaOp,
+    SendOp,
 };
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
@@ -112,31 +112,11 @@ pub struct Channel {
     cq: CompletionQueue,
     fd: OwnedFd,
     av: AddressVector,
-    book: RefCell<Book>,
+    /// The operations in flight.
+    table: RefCell<Table>,
     parked: Arc<Parked>,
     domain: Domain,
     _fabric: Fabric,
-}
-
-/// A channel's bookkeeping, behind one borrow: the operations in flight
-/// and the entries a poll reads the queue into (kept: zeroing 16 entries
-/// per poll would cost more than reading them).
-struct Book {
-    table: Table,
-    ents: [CqTaggedEntry; 16],
-    src: [u64; 16],
-}
-
-impl Book {
-    /// Records the first `n` entries.
-    #[inline(always)]
-    fn record(&mut self, n: usize) {
-        let Book { table, ents, src } = self;
-        for (e, &s) in ents.iter().zip(src.iter()).take(n) {
-            // Safe-layer operations hold no wakers.
-            let _ = table.record(e, s);
-        }
-    }
 }
 
 impl std::fmt::Debug for Channel {
@@ -207,11 +187,7 @@ impl Channel {
             cq,
             fd,
             av,
-            book: RefCell::new(Book {
-                table: Table::default(),
-                ents: [CqTaggedEntry::default(); 16],
-                src: [FI_ADDR_NOTAVAIL; 16],
-            }),
+            table: RefCell::default(),
             parked: Arc::default(),
             domain,
             _fabric: fabric,
@@ -242,7 +218,7 @@ impl Channel {
         cancel_on_drop: bool,
         f: impl FnOnce(usize) -> Result<()>,
     ) -> Posted<'_, B> {
-        let (slot, gen) = self.book.borrow_mut().table.open();
+        let (slot, gen) = self.table.borrow_mut().open();
         // The context is the slot index + 1, so 0 never names an operation.
         match f(slot as usize + 1) {
             Ok(()) => Ok(Op {
@@ -253,7 +229,7 @@ impl Channel {
                 cancel_on_drop,
             }),
             Err(error) => {
-                self.book.borrow_mut().table.close(slot);
+                self.table.borrow_mut().close(slot);
                 Err(PostError {
                     buf: buf.into_inner(),
                     error,
@@ -623,15 +599,19 @@ impl Channel {
     #[inline]
     pub fn poll(&self) -> Result<usize> {
         self.parked.sweep();
-        let mut book = self.book.borrow_mut();
-        let b = &mut *book;
-        match self.cq.readfrom(&mut b.ents, &mut b.src) {
-            Ok(n) => {
-                b.record(n);
-                Ok(n)
-            }
+        let mut table = self.table.borrow_mut();
+        let t = &mut *table;
+        // Each entry goes from the queue straight to its operation's slot.
+        // Safe-layer operations hold no wakers.
+        let read = self
+            .cq
+            .core()
+            .readfrom_with(16, |e, src| drop(t.record::<false>(e, src)));
+        t.bury();
+        match read {
+            Ok(n) => Ok(n),
             Err(e) => {
-                drop(book);
+                drop(table);
                 self.poll_failed(e)
             }
         }
@@ -649,7 +629,7 @@ impl Channel {
 
     fn reap_err(&self) -> Result<usize> {
         let e = self.cq.readerr()?;
-        let _ = self.book.borrow_mut().table.record_err(&e);
+        let _ = self.table.borrow_mut().record_err(&e);
         Ok(1)
     }
 
@@ -657,16 +637,18 @@ impl Channel {
     /// passes (spinning briefly first), and collects what arrived.
     fn block(&self, deadline: Instant) -> Result<()> {
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut book = self.book.borrow_mut();
-        let b = &mut *book;
-        match self.cq.sreadfrom(&mut b.ents, &mut b.src, Some(left)) {
-            Ok(n) => {
-                b.record(n);
-                Ok(())
-            }
+        let mut table = self.table.borrow_mut();
+        let t = &mut *table;
+        let read = self
+            .cq
+            .core()
+            .sreadfrom_with(16, Some(left), |e, src| drop(t.record::<false>(e, src)));
+        t.bury();
+        match read {
+            Ok(_) => Ok(()),
             Err(e) if e.is_again() => Ok(()),
             Err(e) if e.code() == errno::FI_EAVAIL => {
-                drop(book);
+                drop(table);
                 self.reap_err().map(drop)
             }
             Err(e) => Err(e),
@@ -689,7 +671,7 @@ impl Channel {
     /// The next peer write with remote CQ data into this channel's
     /// regions, once [`poll`](Self::poll) has collected it.
     pub fn remote_write(&self) -> Option<RemoteWrite> {
-        self.book.borrow_mut().table.remote.pop_front()
+        self.table.borrow_mut().remote.pop_front()
     }
 
     /// `fi_trywait` on the channel's queue: Ok when it is safe to sleep on
@@ -711,7 +693,7 @@ impl Channel {
     /// Operations posted and not yet handed back, including those whose
     /// handles were dropped and whose buffers wait for the provider.
     pub fn in_flight(&self) -> usize {
-        self.book.borrow().table.in_flight()
+        self.table.borrow().in_flight()
     }
 }
 

@@ -5,8 +5,11 @@
 #![allow(unsafe_code)]
 
 use ofi_conformance::ofi::consts::*;
-use ofi_conformance::ofi::{errno, IoVec, MrAttr, RmaIov, RmaOp, SendOp};
+use ofi_conformance::ofi::{
+    errno, AtomicKind, AtomicOp, IoVec, Ioc, MrAttr, RmaIoc, RmaIov, RmaOp, SendOp,
+};
 use ofi_conformance::*;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 conformance!(fn delivery_complete_send_waits_for_the_receiver(info) {
@@ -146,8 +149,8 @@ conformance!(fn read_right_after_write_sees_it_when_raw_ordered(info) {
 
 conformance!(fn commit_complete_is_refused_unless_advertised(info) {
     require(info, FI_RMA)?;
-    if info.tx_attr.op_flags & FI_COMMIT_COMPLETE != 0 {
-        return Err(Skip::limit("offer advertises FI_COMMIT_COMPLETE"));
+    if info.caps & FI_RMA_PMEM != 0 {
+        return Err(Skip::limit("offer advertises FI_RMA_PMEM"));
     }
     let p = Pair::open(info, FI_RMA)?;
     let src = [1u8; 8];
@@ -157,5 +160,144 @@ conformance!(fn commit_complete_is_refused_unless_advertised(info) {
     // SAFETY: refused before anything is posted.
     let e = unsafe { p.a.post_rma(&w) }.unwrap_err();
     assert_eq!(e.code(), errno::FI_EOPNOTSUPP);
+    Ok(())
+});
+
+/// A shared mapping of a new `len`-byte file under the build's temporary
+/// directory (on the checkout's disk), unmapped and removed on drop.
+struct FileMapping {
+    addr: usize,
+    len: usize,
+    path: std::path::PathBuf,
+    _file: std::fs::File,
+}
+
+impl FileMapping {
+    fn new(name: &str, len: usize) -> FileMapping {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let path = dir.join(format!("{name}-{}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        file.set_len(len as u64).unwrap();
+        // SAFETY: a new shared mapping of the whole file; unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED, "mmap {}", path.display());
+        FileMapping {
+            addr: p as usize,
+            len,
+            path,
+            _file: file,
+        }
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is live and `len` bytes long.
+        unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
+    }
+}
+
+impl Drop for FileMapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+conformance!(fn commit_complete_makes_writes_durable_in_a_file_mapping(info) {
+    // FI_COMMIT_COMPLETE on an offer with FI_RMA_PMEM: a write (and an
+    // atomic) into a region over a shared file mapping completes once the
+    // bytes are written back to the file; one into ordinary memory is
+    // refused with FI_EOPNOTSUPP and leaves it untouched.
+    require(info, FI_RMA | FI_RMA_PMEM)?;
+    let p = Pair::open(info, FI_RMA | FI_RMA_PMEM)?;
+    let virt = info.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0;
+    let file = FileMapping::new("ofi-commit", 64 << 10);
+    let mut plain = vec![0u8; 4096];
+    let reg = |base: usize, len: usize, key: u64| {
+        // SAFETY: both buffers outlive their registrations (dropped first).
+        unsafe {
+            p.domain.mr_reg(&MrAttr {
+                iov: vec![(base, len)],
+                access: FI_REMOTE_READ | FI_REMOTE_WRITE,
+                requested_key: key,
+                offset: 0,
+            })
+        }
+        .unwrap_or_else(|e| panic!("mr_reg: {e}"))
+    };
+    let mr_file = reg(file.addr, file.len, 0xc0_01);
+    let mr_plain = reg(plain.as_mut_ptr() as usize, plain.len(), 0xc0_02);
+    let at = |base: usize, off: usize| if virt { (base + off) as u64 } else { off as u64 };
+
+    let data = pattern(9, 40_000);
+    let iov = [IoVec::from_slice(&data)];
+    let rma = [RmaIov { addr: at(file.addr, 1000), len: data.len(), key: mr_file.key() }];
+    let w = RmaOp { iov: &iov, desc: &[], addr: p.fb, rma_iov: &rma, data: 0, context: 1, flags: FI_COMPLETION | FI_COMMIT_COMPLETE, read: false };
+    // SAFETY: data outlives the completion.
+    retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&w) }).unwrap();
+    let (ca, _) = p.wait(1, 0, TIMEOUT);
+    assert!(ca.ok_ctx(1).is_some(), "commit write into the file mapping: {}", errs(&ca));
+    assert_bytes_eq(&file.bytes()[1000..41_000], &data, "mapped bytes");
+    let on_disk = std::fs::read(&file.path).unwrap();
+    assert_bytes_eq(&on_disk[1000..41_000], &data, "the file's bytes");
+
+    let small = [0xabu8; 64];
+    let siov = [IoVec::from_slice(&small)];
+    let prma = [RmaIov { addr: at(plain.as_ptr() as usize, 0), len: 64, key: mr_plain.key() }];
+    let w2 = RmaOp { iov: &siov, rma_iov: &prma, context: 2, ..w };
+    // SAFETY: small outlives the completion.
+    retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&w2) }).unwrap();
+    let (ca, _) = p.wait(1, 0, TIMEOUT);
+    let e = ca.err_ctx(2).unwrap_or_else(|| panic!("commit write into plain memory completed: {}", errs(&ca)));
+    assert_eq!(e.err, errno::FI_EOPNOTSUPP);
+    assert!(plain.iter().all(|&b| b == 0), "refused write changed the target");
+    // The same write without FI_COMMIT_COMPLETE is taken.
+    let w3 = RmaOp { context: 3, flags: FI_COMPLETION, ..w2 };
+    // SAFETY: as above.
+    retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&w3) }).unwrap();
+    let (ca, _) = p.wait(1, 0, TIMEOUT);
+    assert!(ca.ok_ctx(3).is_some(), "plain write: {}", errs(&ca));
+    assert_bytes_eq(&plain[..64], &small, "plain write");
+
+    if info.caps & FI_ATOMIC != 0 {
+        let one = 5u64.to_ne_bytes();
+        let mut old = [0u8; 8];
+        let op = AtomicOp {
+            kind: AtomicKind::Fetch,
+            op: atomic_op::FI_SUM,
+            datatype: datatype::FI_UINT64,
+            operand: &[Ioc { addr: one.as_ptr() as usize, count: 1 }],
+            compare: &[],
+            result: &[Ioc { addr: old.as_mut_ptr() as usize, count: 1 }],
+            desc: &[],
+            addr: p.fb,
+            rma_ioc: &[RmaIoc { addr: at(file.addr, 8), count: 1, key: mr_file.key() }],
+            data: 0,
+            context: 4,
+            flags: FI_COMPLETION | FI_COMMIT_COMPLETE,
+        };
+        // SAFETY: the operand and result outlive the completion.
+        retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_atomic(&op) }).unwrap();
+        let (ca, _) = p.wait(1, 0, TIMEOUT);
+        assert!(ca.ok_ctx(4).is_some(), "commit atomic: {}", errs(&ca));
+        assert_eq!(u64::from_ne_bytes(old), 0);
+        let on_disk = std::fs::read(&file.path).unwrap();
+        assert_eq!(u64::from_ne_bytes(on_disk[8..16].try_into().unwrap()), 5);
+    }
+    drop((mr_file, mr_plain));
     Ok(())
 });

@@ -321,13 +321,15 @@ impl Endpoint {
         }
     }
 
-    /// FI_COMMIT_COMPLETE (data durable at the target) is honoured only by
-    /// offers that advertise it in `tx_attr.op_flags`.
+    /// FI_COMMIT_COMPLETE (data durable at the target) is honoured by
+    /// endpoints whose caps hold FI_RMA_PMEM (the application asked for it,
+    /// or named no caps); the target still refuses regions whose memory it
+    /// cannot make durable (an error completion, memory untouched).
     fn check_commit(&self, flags: u64) -> Result<()> {
-        if flags & FI_COMMIT_COMPLETE != 0 && self.info.tx_attr.op_flags & FI_COMMIT_COMPLETE == 0 {
+        if flags & FI_COMMIT_COMPLETE != 0 && self.info.caps & FI_RMA_PMEM == 0 {
             return Err(Error::new(
                 errno::FI_EOPNOTSUPP,
-                "FI_COMMIT_COMPLETE: this offer cannot make data durable at the target",
+                "FI_COMMIT_COMPLETE: this endpoint has no FI_RMA_PMEM (not offered, or not asked for in the hints' caps)",
             ));
         }
         Ok(())

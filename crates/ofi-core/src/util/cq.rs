@@ -321,25 +321,39 @@ impl CqCore {
     }
 
     fn take<E: CqFormat>(&self, out: &mut [E], mut src: Option<&mut [u64]>) -> Result<usize> {
+        let mut n = 0;
+        self.take_with(out.len(), |e, s| {
+            out[n] = E::from_tagged(e);
+            if let Some(sv) = src.as_deref_mut() {
+                if n < sv.len() {
+                    sv[n] = s;
+                }
+            }
+            n += 1;
+        })
+    }
+
+    /// Takes up to `max` successful entries in order, handing each, with
+    /// its source address, to `f` (which runs under the queue's lock and
+    /// must not call back into this queue). `FI_EAGAIN` when none is
+    /// queued, `FI_EAVAIL` when an error entry is next; `max` 0 only
+    /// answers whether entries wait (0 when they do).
+    #[inline]
+    fn take_with(&self, max: usize, mut f: impl FnMut(&CqTaggedEntry, u64)) -> Result<usize> {
         if self.queued.load(Ordering::Acquire) == 0 {
             return Err(Error::again());
         }
         // Room for none (`fi_cq_read(cq, NULL, 0)`, a progress call): 0
         // when entries wait, as libfabric answers.
-        if out.is_empty() {
+        if max == 0 {
             return Ok(0);
         }
         let mut q = self.lock();
         let mut n = 0;
-        while n < out.len() {
+        while n < max {
             match q.front() {
                 Some(Slot::Ok(e, s)) => {
-                    out[n] = E::from_tagged(e);
-                    if let Some(sv) = src.as_deref_mut() {
-                        if n < sv.len() {
-                            sv[n] = *s;
-                        }
-                    }
+                    f(e, *s);
                     q.pop_front();
                     n += 1;
                 }
@@ -382,6 +396,28 @@ impl CqCore {
         self.take(out, Some(src))
     }
 
+    /// `readfrom` without the copy into an array: drives progress, then
+    /// hands up to `max` entries, each with its source address, to `f` in
+    /// queue order (under the queue's lock: `f` must not call back into
+    /// this queue). For layers that file each completion where it belongs.
+    #[inline]
+    pub fn readfrom_with(&self, max: usize, f: impl FnMut(&CqTaggedEntry, u64)) -> Result<usize> {
+        self.driver.progress();
+        self.take_with(max, f)
+    }
+
+    /// `sreadfrom` as [`readfrom_with`](Self::readfrom_with) reads: blocks
+    /// up to `timeout` (None: forever) for entries, then hands them to `f`.
+    pub fn sreadfrom_with(
+        &self,
+        max: usize,
+        timeout: Option<Duration>,
+        f: impl FnMut(&CqTaggedEntry, u64),
+    ) -> Result<usize> {
+        self.sblock(timeout)?;
+        self.take_with(max, f)
+    }
+
     /// `fi_cq_readerr`: takes the next error entry.
     pub fn readerr(&self) -> Result<CqErrEntry> {
         self.driver.progress();
@@ -419,17 +455,19 @@ impl CqCore {
         src: Option<&mut [u64]>,
         timeout: Option<Duration>,
     ) -> Result<usize> {
+        self.sblock(timeout)?;
+        self.take(out, src)
+    }
+
+    /// Blocks until entries are queued (Ok) or `timeout` passes.
+    fn sblock(&self, timeout: Option<Duration>) -> Result<()> {
         if self.driver.waits().is_none() {
             return Err(Error::new(
                 errno::FI_ENOSYS,
                 "sread on a CQ opened with FI_WAIT_NONE",
             ));
         }
-        match self.driver.block(timeout, || self.has_events()) {
-            Ok(()) => self.take(out, src),
-            Err(e) if e.is_again() => Err(e),
-            Err(e) => Err(e),
-        }
+        self.driver.block(timeout, || self.has_events())
     }
 
     /// `fi_cq_signal`: wakes a blocked `sread`.

@@ -8,6 +8,7 @@ pub mod av;
 pub mod cntr;
 pub mod cq;
 pub mod driver;
+pub mod durable;
 pub mod eq;
 pub mod hash;
 pub mod iov;

@@ -12,7 +12,7 @@ use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Registration attributes.
@@ -42,6 +42,9 @@ pub struct MrCore {
     map: Weak<MrMap>,
     events: Mutex<Option<super::rma::MrEvents>>,
     revoked: AtomicBool,
+    /// Whether FI_COMMIT_COMPLETE can make this region's memory durable
+    /// (`Err`: why not), found at the first commit request.
+    durable: OnceLock<std::result::Result<(), Error>>,
 }
 
 const ACCESS_ALL: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -112,6 +115,26 @@ impl MrCore {
                 ev.cntr.add(1);
             }
         }
+    }
+}
+
+impl MrCore {
+    /// `Ok` when FI_COMMIT_COMPLETE can make this region's memory durable
+    /// (every range in a shared mapping of a file on a file system that
+    /// keeps data: see [`durable`](super::durable)); else `FI_EOPNOTSUPP`
+    /// naming why. Decided once, at the first call.
+    pub fn durable(&self) -> Result<()> {
+        self.durable
+            .get_or_init(|| super::durable::check(&self.iov))
+            .clone()
+    }
+
+    /// Makes `[addr, addr + len)` of this region durable (after
+    /// [`durable`](Self::durable) accepted the region): written back to
+    /// its file and on stable storage when this returns.
+    pub fn persist(&self, addr: usize, len: usize) -> Result<()> {
+        self.durable()?;
+        super::durable::persist(addr, len)
     }
 }
 
@@ -269,6 +292,7 @@ impl MrMap {
             map: Arc::downgrade(self),
             events: Mutex::new(None),
             revoked: AtomicBool::new(false),
+            durable: OnceLock::new(),
         });
         keys.insert(key, Arc::downgrade(&mr));
         Ok(mr)

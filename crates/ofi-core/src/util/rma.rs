@@ -114,6 +114,19 @@ pub fn resolve_all(
     Ok(())
 }
 
+/// FI_COMMIT_COMPLETE at the target, before anything is written: every
+/// resolved range's region can be made durable (`FI_EOPNOTSUPP` naming
+/// why not otherwise: the request is refused and memory stays untouched).
+pub fn check_durable(res: &[Resolved]) -> Result<()> {
+    res.iter().try_for_each(|r| r.mr.durable())
+}
+
+/// FI_COMMIT_COMPLETE at the target, after the data landed and before the
+/// answer: every resolved range is on stable storage when this returns.
+pub fn persist_all(res: &[Resolved]) -> Result<()> {
+    res.iter().try_for_each(|r| r.mr.persist(r.addr, r.len))
+}
+
 /// Counts a completed remote access at the target: the endpoint's
 /// FI_REMOTE_READ / FI_REMOTE_WRITE counters and the region's bound counter
 /// (FI_RMA_EVENT). `access` is FI_REMOTE_READ or FI_REMOTE_WRITE.

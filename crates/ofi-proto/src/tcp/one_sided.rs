@@ -49,6 +49,18 @@ pub trait Memory: Send {
     fn live(&mut self, _grant: Grant) -> bool {
         true
     }
+    /// FI_COMMIT_COMPLETE, before anything is written: `Ok` when every
+    /// range of `grant` can be made durable, else the FI_E* number the
+    /// request is refused with (memory stays untouched). Memory that cannot
+    /// be made durable refuses with `FI_EOPNOTSUPP`, the default.
+    fn check_durable(&mut self, _grant: Grant) -> Result<(), i32> {
+        Err(ofi_core::error::errno::FI_EOPNOTSUPP)
+    }
+    /// FI_COMMIT_COMPLETE, once the data landed and before the answer:
+    /// every range of `grant` is on stable storage when this returns `Ok`.
+    fn persist(&mut self, _grant: Grant) -> Result<(), i32> {
+        Err(ofi_core::error::errno::FI_EOPNOTSUPP)
+    }
     /// Applies an atomic to range `index` of `grant`, atomically with
     /// respect to the domain's other atomics. `operand`, `compare` and
     /// `result` are that range's elements (empty when the form has none).
@@ -129,6 +141,10 @@ pub struct RmaReq {
     /// FI_FENCE: start only once every earlier operation of this connection
     /// has completed.
     pub fence: bool,
+    /// FI_COMMIT_COMPLETE (writes and atomics): the target answers once
+    /// the bytes are durable ([`Memory::persist`]), and refuses regions it
+    /// cannot make durable.
+    pub commit_complete: bool,
 }
 
 fn fill<T: Copy + Default, const N: usize>(from: &[T]) -> ([T; N], usize) {
@@ -156,6 +172,7 @@ impl RmaReq {
             cq_data: false,
             context,
             fence: false,
+            commit_complete: false,
         }
     }
     /// Writes `local` to `remote` (byte ranges of equal total length).
@@ -190,6 +207,11 @@ impl RmaReq {
     /// Sets FI_FENCE.
     pub fn fenced(mut self) -> Self {
         self.fence = true;
+        self
+    }
+    /// Sets FI_COMMIT_COMPLETE (no effect on reads).
+    pub fn commit_complete(mut self) -> Self {
+        self.commit_complete = true;
         self
     }
     /// The local ranges.

@@ -656,6 +656,14 @@ impl Rdm {
         self.conn_events(peer);
     }
 
+    /// Nothing listens at `addr` any more (the driver saw an ICMP port
+    /// unreachable for a datagram sent there): see
+    /// [`Sessions::on_port_unreachable`]. What waits for the peer fails now.
+    pub fn on_port_unreachable(&mut self, addr: &[u8], resolve: &mut dyn FnMut(&[u8]) -> u64) {
+        self.sessions.on_port_unreachable(addr);
+        self.session_events(resolve);
+    }
+
     /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.sessions.poll_timeout()

@@ -300,6 +300,31 @@ impl Sessions {
         }
     }
 
+    /// The network reported that nothing listens at `addr` (an ICMP port
+    /// unreachable for a datagram sent there: the peer's endpoint is gone).
+    /// A handshake in flight fails now with `Refused` instead of at the
+    /// dead bound; a live session ends with `Reset`, as a RESET would end
+    /// it. Like any ICMP message the report is not authenticated: an
+    /// attacker who can forge ICMP to this host can end sessions, as one
+    /// who can inject a TCP RST can end tcp connections.
+    pub fn on_port_unreachable(&mut self, addr: &[u8]) {
+        let Some(id) = self.find(addr) else {
+            return;
+        };
+        let Some(p) = self.peers.get_mut(&id) else {
+            return;
+        };
+        if p.up.is_some() {
+            self.down(id, Cause::Reset, false);
+        } else if p.hello.take().is_some() {
+            self.events.push_back(SessionEvent::Down {
+                peer: id,
+                cause: Cause::Refused,
+                renewed: false,
+            });
+        }
+    }
+
     /// Ends `peer`'s session and tells it so (a RESET): the owner found the
     /// session's stream broken.
     pub fn reset(&mut self, peer: PeerId) {

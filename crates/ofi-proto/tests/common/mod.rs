@@ -207,6 +207,12 @@ pub struct SimTarget {
     pub copies: usize,
     /// Keys of regions being closed (`Memory::live` answers false).
     pub revoked: Vec<u64>,
+    /// Keys of regions FI_COMMIT_COMPLETE can make durable.
+    pub durable: Vec<u64>,
+    /// Every persisted range with the bytes it held when persisted.
+    pub persisted: Vec<(IoVec, Vec<u8>)>,
+    /// Make `persist` fail with this FI_E* number.
+    pub fail_persist: Option<i32>,
 }
 
 impl SimTarget {
@@ -222,6 +228,9 @@ impl SimTarget {
             released_undone: 0,
             copies: 0,
             revoked: Vec::new(),
+            durable: Vec::new(),
+            persisted: Vec::new(),
+            fail_persist: None,
         }))
     }
     /// Registers `len` bytes holding `pattern(seed)`; returns the region.
@@ -255,6 +264,12 @@ impl SimTarget {
                 && v.base >= r.buf.base
                 && v.base + v.len <= r.buf.base + r.buf.len
         })
+    }
+    /// The region `v` lies in.
+    fn region_of(&self, v: IoVec) -> Option<&SimRegion> {
+        self.regions
+            .iter()
+            .find(|r| v.base >= r.buf.base && v.base + v.len <= r.buf.base + r.buf.len)
     }
     /// True if `v` lies inside a registered region.
     pub fn inside(&self, v: IoVec) -> bool {
@@ -322,6 +337,38 @@ impl Memory for SimMemory {
         let t = self.0.lock().unwrap();
         let (_, iov) = t.grants.get(&grant.0).expect("live of an unknown grant");
         !iov.iter().any(|v| t.in_revoked(*v))
+    }
+    fn check_durable(&mut self, grant: Grant) -> Result<(), i32> {
+        let t = self.0.lock().unwrap();
+        let (_, iov) = t.grants.get(&grant.0).expect("check of an unknown grant");
+        let all = iov
+            .iter()
+            .all(|v| t.region_of(*v).is_some_and(|r| t.durable.contains(&r.key)));
+        if all {
+            Ok(())
+        } else {
+            Err(errno::FI_EOPNOTSUPP)
+        }
+    }
+    fn persist(&mut self, grant: Grant) -> Result<(), i32> {
+        let mut t = self.0.lock().unwrap();
+        if let Some(e) = t.fail_persist {
+            return Err(e);
+        }
+        let (_, iov) = t
+            .grants
+            .get(&grant.0)
+            .expect("persist of an unknown grant")
+            .clone();
+        for v in iov {
+            assert!(
+                t.region_of(v).is_some_and(|r| t.durable.contains(&r.key)),
+                "persist of a range check_durable refused: {v:?}"
+            );
+            let bytes = t.mem.get(v).to_vec();
+            t.persisted.push((v, bytes));
+        }
+        Ok(())
     }
     fn read(&mut self, from: IoVec, into: &mut [u8]) {
         let mut t = self.0.lock().unwrap();

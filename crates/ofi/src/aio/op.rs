@@ -3,7 +3,7 @@
 
 use super::Inner;
 use crate::safe::buf::Held;
-use crate::safe::table::Outcome;
+use crate::safe::table::Taken;
 use crate::safe::Addr;
 use crate::spi::HasCore;
 use crate::{Error, Result};
@@ -26,16 +26,17 @@ pub struct Completed {
 }
 
 impl Completed {
-    fn from_outcome(o: &Outcome) -> Result<Completed> {
-        if let Some(e) = o.error() {
-            return Err(e);
+    #[inline(always)]
+    fn from_taken(t: Taken) -> Result<Completed> {
+        match t {
+            Ok(r) => Ok(Completed {
+                len: r.len,
+                tag: r.tag,
+                data: r.data,
+                src: r.src,
+            }),
+            Err(f) => Err(f.error()),
         }
-        Ok(Completed {
-            len: o.len,
-            tag: o.tag,
-            data: (o.flags & crate::consts::FI_REMOTE_CQ_DATA != 0).then_some(o.data),
-            src: (o.src != crate::consts::FI_ADDR_NOTAVAIL).then_some(Addr(o.src)),
-        })
     }
 }
 
@@ -101,6 +102,15 @@ impl<B: Send + 'static> Op<B> {
         }
     }
 
+    /// A post that failed: its error and the buffer, at once.
+    #[cold]
+    fn resolve_early(&mut self) -> Poll<(Result<Completed>, B)> {
+        match (self.early.take(), self.buf.take()) {
+            (Some(e), Some(b)) => Poll::Ready((Err(e), b.into_inner())),
+            _ => Poll::Pending,
+        }
+    }
+
     /// Ends this operation's sleep on the queue's fd, if it slept.
     fn wake_up(&mut self) {
         if std::mem::take(&mut self.sleeping) {
@@ -129,21 +139,18 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
         if this.buf.is_none() {
             return Poll::Pending;
         }
-        if let Some(e) = this.early.take() {
-            return match this.buf.take() {
-                Some(b) => Poll::Ready((Err(e), b.into_inner())),
-                None => Poll::Pending,
-            };
+        if this.early.is_some() {
+            return this.resolve_early();
         }
-        this.wake_up();
+        if this.sleeping {
+            this.wake_up();
+        }
         // Field borrows (no clone of the Arc: two atomic operations a poll).
         let inner = &*this.inner;
         for _ in 0..ROUNDS {
             let mut core = inner.lock();
-            if let Some(r) = core
-                .table
-                .take_done_with(this.slot, this.gen, Completed::from_outcome)
-            {
+            if let Some(r) = core.table.take_done(this.slot, this.gen) {
+                let r = Completed::from_taken(r);
                 hand_off(&mut core, this.slot, this.gen);
                 drop(core);
                 return match this.buf.take() {

@@ -3,7 +3,7 @@
 //! the buffer back ([`PostError`], [`OpError`]), each usable with `?`.
 
 use super::buf::Held;
-use super::table::Outcome;
+use super::table::{Failed, Report};
 use super::{Addr, Channel};
 use crate::{Error, ErrorKind, IoBuf};
 use std::fmt;
@@ -48,13 +48,13 @@ impl Done<super::Atomic> {
 
 impl<B> Done<B> {
     #[inline(always)]
-    pub(crate) fn from_outcome(buf: B, o: &Outcome) -> Done<B> {
+    fn new(buf: B, r: Report) -> Done<B> {
         Done {
             buf,
-            len: o.len,
-            tag: o.tag,
-            data: (o.flags & crate::consts::FI_REMOTE_CQ_DATA != 0).then_some(o.data),
-            src: (o.src != crate::consts::FI_ADDR_NOTAVAIL).then_some(Addr(o.src)),
+            len: r.len,
+            tag: r.tag,
+            data: r.data,
+            src: r.src,
         }
     }
 }
@@ -163,7 +163,7 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
 
     /// True once its completion has been collected by [`Channel::poll`].
     pub fn is_done(&self) -> bool {
-        self.buf.is_some() && self.ch.book.borrow().table.is_done(self.slot, self.gen)
+        self.buf.is_some() && self.ch.table.borrow().is_done(self.slot, self.gen)
     }
 
     /// The result if the operation has finished (no progress: call
@@ -174,19 +174,15 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
         if self.buf.is_none() {
             return Some(Err(taken()));
         }
-        let buf = &mut self.buf;
-        self.ch
-            .book
-            .borrow_mut()
-            .table
-            .take_done_with(self.slot, self.gen, |o| {
-                // `buf` is Some (checked above); the closure runs once.
-                let buf = buf.take().map(Held::into_inner);
-                match (o.err, buf) {
-                    (0, Some(buf)) => Ok(Done::from_outcome(buf, o)),
-                    (_, buf) => Err(failed(o, buf)),
-                }
-            })
+        let r = self.ch.table.borrow_mut().take_done(self.slot, self.gen)?;
+        let Some(buf) = self.buf.take() else {
+            return Some(Err(taken()));
+        };
+        let buf = buf.into_inner();
+        Some(match r {
+            Ok(r) => Ok(Done::new(buf, r)),
+            Err(f) => Err(failed(f, buf)),
+        })
     }
 
     /// Drives the channel until the operation finishes or `timeout`
@@ -241,13 +237,12 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
 impl<B: Send + 'static> Op<'_, B> {
     /// Hands an unfinished operation's buffer to the channel.
     #[cold]
-    fn abandon(&mut self, buf: Held<B>) {
-        let pending = self
-            .ch
-            .book
-            .borrow_mut()
-            .table
-            .orphan(self.slot, self.gen, buf);
+    #[inline(never)]
+    fn abandon(&mut self) {
+        let Some(buf) = self.buf.take() else {
+            return;
+        };
+        let pending = self.ch.table.borrow_mut().orphan(self.slot, self.gen, buf);
         if pending && self.cancel_on_drop {
             let _ = self.ch.ep.cancel(self.id().0 as usize);
         }
@@ -257,14 +252,15 @@ impl<B: Send + 'static> Op<'_, B> {
 impl<B: Send + 'static> Drop for Op<'_, B> {
     #[inline(always)]
     fn drop(&mut self) {
-        if let Some(buf) = self.buf.take() {
-            self.abandon(buf);
+        if self.buf.is_some() {
+            self.abandon();
         }
     }
 }
 
 /// A handle asked again after it gave its result.
 #[cold]
+#[inline(never)]
 fn taken<B>() -> OpError<B> {
     OpError {
         error: Error::new(
@@ -276,15 +272,13 @@ fn taken<B>() -> OpError<B> {
     }
 }
 
-/// An operation that ended in error (or a handle without its buffer).
+/// An operation that ended in error.
 #[cold]
-fn failed<B>(o: &Outcome, buf: Option<B>) -> OpError<B> {
-    match o.error() {
-        Some(error) => OpError {
-            error,
-            buf,
-            overflow: o.olen,
-        },
-        None => taken(),
+#[inline(never)]
+fn failed<B>(f: Failed, buf: B) -> OpError<B> {
+    OpError {
+        error: f.error(),
+        buf: Some(buf),
+        overflow: f.olen,
     }
 }

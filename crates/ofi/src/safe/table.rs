@@ -9,53 +9,41 @@ use crate::{CqErrEntry, CqTaggedEntry, Error};
 use std::any::Any;
 use std::task::Waker;
 
-/// What a completion entry says about an operation.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Outcome {
+/// How a finished operation went, read out of its slot when its handle
+/// takes it.
+pub(crate) type Taken = std::result::Result<Report, Failed>;
+
+/// A successful operation's report.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Report {
     pub len: usize,
     pub tag: u64,
-    pub data: u64,
-    pub flags: u64,
-    pub src: u64,
-    /// Positive FI_E* number; 0 on success.
+    pub data: Option<u64>,
+    pub src: Option<super::Addr>,
+}
+
+/// A failed operation: the error number and the lengths it reported.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Failed {
+    /// Positive FI_E* number.
     pub err: i32,
+    pub len: usize,
     /// Bytes that did not fit (truncation).
     pub olen: usize,
 }
 
-impl Outcome {
-    pub(crate) fn failed(e: &CqErrEntry) -> Outcome {
-        Outcome {
-            len: e.len,
-            tag: e.tag,
-            data: e.data,
-            flags: e.flags,
-            src: FI_ADDR_NOTAVAIL,
-            err: e.err.max(1),
-            olen: e.olen,
-        }
-    }
-
-    /// An operation the channel ended itself (closed before completion).
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn ended(err: i32) -> Outcome {
-        Outcome {
-            src: FI_ADDR_NOTAVAIL,
-            err,
-            ..Outcome::default()
-        }
-    }
-
-    pub(crate) fn error(&self) -> Option<Error> {
-        (self.err != 0).then(|| {
-            Error::new(
-                self.err,
-                format!(
-                    "operation failed (len {}, overflow {})",
-                    self.len, self.olen
-                ),
-            )
-        })
+impl Failed {
+    /// The error to hand the owner.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn error(&self) -> Error {
+        Error::new(
+            self.err,
+            format!(
+                "operation failed (len {}, overflow {})",
+                self.len, self.olen
+            ),
+        )
     }
 }
 
@@ -75,23 +63,45 @@ pub struct RemoteWrite {
 const STATE: u32 = 0b11;
 /// On the free list.
 const FREE: u32 = 0;
-/// Posted; `waker` is the task to wake when it completes (async).
+/// Posted; its waker (async) is the task to wake when it completes.
 const PENDING: u32 = 1;
-/// Completed (`out` says how), waiting for its handle.
+/// Completed (the outcome fields say how), waiting for its handle.
 const DONE: u32 = 2;
-/// Its handle is gone; `orphan` holds the buffers until the completion.
+/// Its handle is gone; its orphan holds the buffers until the completion.
 const ORPHAN: u32 = 3;
 
-/// One operation. The outcome is a plain field written in place from the
-/// queue entry: building it in an enum and copying that into the slot
-/// stalled on store forwarding (about 15 ns per completion).
-pub(crate) struct Slot {
+/// One operation's hot state, one cache line: the key that says whether it
+/// is done and the outcome written in place from its queue entry (field
+/// by field: building an outcome and copying it whole stalled on store
+/// forwarding, about 15 ns per completion).
+/// The entry's fields sit in the entry's order, so `record` copies them in
+/// wide moves.
+#[repr(C, align(64))]
+struct Slot {
     /// The generation (high 30 bits) and the state (low 2 bits): a handle
     /// holds its generation, so "is my operation done" is one compare.
     key: u32,
     next: u32,
-    pub out: Outcome,
-    pub waker: Option<Waker>,
+    /// Positive FI_E* number once a failure is recorded; 0 otherwise (set
+    /// only by `fail`, cleared when the slot leaves DONE), so a success
+    /// need not write it.
+    err: i32,
+    flags: u64,
+    len: usize,
+    data: u64,
+    tag: u64,
+    src: u64,
+    /// Bytes that did not fit (truncation); read only when `err` is set.
+    olen: usize,
+}
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 64);
+
+/// What only the slower paths touch, kept beside the slots: the waker of
+/// an async operation and the buffers of an abandoned one.
+#[derive(Default)]
+struct Extra {
+    waker: Option<Waker>,
     orphan: Option<Box<dyn Any + Send>>,
 }
 
@@ -100,18 +110,24 @@ const NONE: u32 = u32::MAX;
 /// The slots, a free list through them, and remote-write events.
 pub(crate) struct Table {
     slots: Vec<Slot>,
+    /// One per slot.
+    extra: Vec<Extra>,
     free: u32,
-    pending: usize,
     pub remote: std::collections::VecDeque<RemoteWrite>,
+    /// Buffers of orphans whose completion was recorded, to drop once the
+    /// queue's lock is released ([`bury`](Self::bury)): dropping a buffer
+    /// runs its owner's code, which must not run under that lock.
+    dead: Vec<Box<dyn Any + Send>>,
 }
 
 impl Default for Table {
     fn default() -> Table {
         Table {
             slots: Vec::new(),
+            extra: Vec::new(),
             free: NONE,
-            pending: 0,
             remote: Default::default(),
+            dead: Vec::new(),
         }
     }
 }
@@ -120,7 +136,6 @@ impl Table {
     /// A slot for a new operation: (index, generation).
     #[inline(always)]
     pub fn open(&mut self) -> (u32, u32) {
-        self.pending += 1;
         let i = self.free;
         if let Some(s) = self.slots.get_mut(i as usize) {
             self.free = s.next;
@@ -136,29 +151,35 @@ impl Table {
         self.slots.push(Slot {
             key: PENDING,
             next: NONE,
-            out: Outcome::default(),
-            waker: None,
-            orphan: None,
+            err: 0,
+            flags: 0,
+            len: 0,
+            data: 0,
+            tag: 0,
+            src: FI_ADDR_NOTAVAIL,
+            olen: 0,
         });
+        self.extra.push(Extra::default());
         ((self.slots.len() - 1) as u32, 0)
     }
 
-    /// Returns a live slot to the free list under a new generation.
-    #[inline(always)]
-    fn free_slot(&mut self, i: u32) {
+    /// Returns a live slot to the free list under a new generation; its
+    /// waker and orphan (if any) come back to drop.
+    #[must_use]
+    fn free_slot(&mut self, i: u32) -> Extra {
         let free = self.free;
-        if let Some(s) = self.slots.get_mut(i as usize) {
-            self.pending -= 1;
-            s.key = (s.key & !STATE).wrapping_add(STATE + 1);
-            // Usually empty already: skip the stores (and drop checks).
-            if s.waker.is_some() {
-                s.waker = None;
+        match (
+            self.slots.get_mut(i as usize),
+            self.extra.get_mut(i as usize),
+        ) {
+            (Some(s), Some(x)) => {
+                s.key = (s.key & !STATE).wrapping_add(STATE + 1);
+                s.err = 0;
+                s.next = free;
+                self.free = i;
+                std::mem::take(x)
             }
-            if s.orphan.is_some() {
-                s.orphan = None;
-            }
-            s.next = free;
-            self.free = i;
+            _ => Extra::default(),
         }
     }
 
@@ -170,15 +191,15 @@ impl Table {
             .get(i as usize)
             .is_some_and(|s| s.key & STATE != FREE)
         {
-            self.free_slot(i);
+            drop(self.free_slot(i));
         }
     }
 
     /// The slot of a live handle (index and generation agree).
     #[inline(always)]
-    fn slot(&mut self, i: u32, gen: u32) -> Option<&mut Slot> {
+    fn live_slot(&self, i: u32, gen: u32) -> Option<&Slot> {
         self.slots
-            .get_mut(i as usize)
+            .get(i as usize)
             .filter(|s| s.key & !STATE == gen && s.key & STATE != FREE)
     }
 
@@ -191,36 +212,56 @@ impl Table {
     }
 
     /// Records a queue entry: an operation's completion, or a remote
-    /// write. Returns the waker to wake.
+    /// write. With `WAKERS` (the async layer) returns the waker to wake;
+    /// the safe layer's operations hold none. Runs no code of the
+    /// operation's owner (an orphan's buffers wait for
+    /// [`bury`](Self::bury)), so it may run under the queue's lock.
     #[inline(always)]
-    pub fn record(&mut self, e: &CqTaggedEntry, src: u64) -> Option<Waker> {
-        const REMOTE: u64 = FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
-        if e.flags & REMOTE == REMOTE {
-            self.record_remote(e, src);
-            return None;
-        }
-        // The context is the slot index + 1 (0 wraps to a missing slot).
+    pub fn record<const WAKERS: bool>(&mut self, e: &CqTaggedEntry, src: u64) -> Option<Waker> {
+        // The context is the slot index + 1 (0 wraps to a missing slot). A
+        // peer's write with CQ data names no operation, whatever context
+        // the provider left in it.
         let i = e.op_context.wrapping_sub(1);
-        let s = self.slots.get_mut(i)?;
-        if s.key & STATE != PENDING {
-            if s.key & STATE == ORPHAN {
-                // The provider is done with the orphan's buffers.
-                self.free_slot(i as u32);
+        match self.slots.get_mut(i) {
+            Some(s) if s.key & STATE == PENDING && e.flags & REMOTE != REMOTE => {
+                s.flags = e.flags;
+                s.len = e.len;
+                s.data = e.data;
+                s.tag = e.tag;
+                s.src = src;
+                s.key += DONE - PENDING;
+                match self.extra.get_mut(i) {
+                    Some(x) if WAKERS && x.waker.is_some() => x.waker.take(),
+                    _ => None,
+                }
             }
-            return None;
+            _ => {
+                self.record_other(e, src);
+                None
+            }
         }
-        s.out.len = e.len;
-        s.out.tag = e.tag;
-        s.out.data = e.data;
-        s.out.flags = e.flags;
-        s.out.src = src;
-        // `olen` is read only when `err` says the operation failed.
-        s.out.err = 0;
-        s.key += DONE - PENDING;
-        if s.waker.is_some() {
-            s.waker.take()
-        } else {
-            None
+    }
+
+    /// A remote write, an orphan's completion, or an entry naming no
+    /// operation in flight (ignored).
+    #[cold]
+    fn record_other(&mut self, e: &CqTaggedEntry, src: u64) {
+        if e.flags & REMOTE == REMOTE {
+            return self.record_remote(e, src);
+        }
+        let i = e.op_context.wrapping_sub(1);
+        if self.slots.get(i).is_some_and(|s| s.key & STATE == ORPHAN) {
+            // The provider is done with the orphan's buffers.
+            let x = self.free_slot(i as u32);
+            self.dead.extend(x.orphan);
+        }
+    }
+
+    /// Drops the buffers of orphans recorded since the last call.
+    #[inline(always)]
+    pub fn bury(&mut self) {
+        if !self.dead.is_empty() {
+            self.dead.clear();
         }
     }
 
@@ -233,18 +274,25 @@ impl Table {
         });
     }
 
+    /// Ends pending operation `i` with an error (its outcome fields say
+    /// how); returns its waker.
+    fn fail(&mut self, i: usize, err: i32, len: usize, tag: u64, olen: usize) -> Option<Waker> {
+        let s = &mut self.slots[i];
+        s.err = err.max(1);
+        s.len = len;
+        s.tag = tag;
+        s.olen = olen;
+        s.key += DONE - PENDING;
+        self.extra[i].waker.take()
+    }
+
     /// Records an error completion.
     pub fn record_err(&mut self, e: &CqErrEntry) -> Option<Waker> {
         let i = e.op_context.wrapping_sub(1);
-        let s = self.slots.get_mut(i)?;
-        match s.key & STATE {
-            PENDING => {
-                s.out = Outcome::failed(e);
-                s.key += DONE - PENDING;
-                s.waker.take()
-            }
+        match self.slots.get(i)?.key & STATE {
+            PENDING => self.fail(i, e.err, e.len, e.tag, e.olen),
             ORPHAN => {
-                self.free_slot(i as u32);
+                drop(self.free_slot(i as u32));
                 None
             }
             _ => None,
@@ -255,16 +303,22 @@ impl Table {
     /// `bufs`) now, a pending one keeps `bufs` until its completion.
     /// Returns true when the operation was still pending.
     pub fn orphan<B: Send + 'static>(&mut self, i: u32, gen: u32, bufs: B) -> bool {
-        let Some(s) = self.slot(i, gen) else {
+        let Some(s) = self.live_slot(i, gen) else {
             return false;
         };
         if s.key & STATE == PENDING {
-            s.key = gen | ORPHAN;
-            s.waker = None;
-            s.orphan = Some(Box::new(bufs));
+            let boxed: Box<dyn Any + Send> = Box::new(bufs);
+            if let (Some(s), Some(x)) = (
+                self.slots.get_mut(i as usize),
+                self.extra.get_mut(i as usize),
+            ) {
+                s.key = gen | ORPHAN;
+                x.waker = None;
+                x.orphan = Some(boxed);
+            }
             true
         } else {
-            self.free_slot(i);
+            drop(self.free_slot(i));
             false
         }
     }
@@ -276,43 +330,44 @@ impl Table {
         let mut wake = Vec::new();
         for i in 0..self.slots.len() {
             match self.slots[i].key & STATE {
-                PENDING => {
-                    let s = &mut self.slots[i];
-                    wake.extend(s.waker.take());
-                    s.out = Outcome::ended(err);
-                    s.key += DONE - PENDING;
-                }
-                ORPHAN => self.free_slot(i as u32),
+                PENDING => wake.extend(self.fail(i, err, 0, 0, 0)),
+                ORPHAN => drop(self.free_slot(i as u32)),
                 _ => {}
             }
         }
         wake
     }
 
-    /// Applies `f` to the outcome of a finished operation and frees its
-    /// slot; `None` while it is in flight (or the handle is stale). `f`
-    /// reads the fields it needs in place: copying the whole outcome just
-    /// after `record` wrote it field by field stalled on store forwarding.
+    /// Frees the slot of the finished operation of handle `(i, gen)` and
+    /// says how it went; `None` while it is in flight (or the handle is
+    /// stale). A done slot holds no waker (taken when it completed) and no
+    /// orphan (its handle is live): only the key and the free list move.
     #[inline(always)]
-    pub fn take_done_with<R>(
-        &mut self,
-        i: u32,
-        gen: u32,
-        f: impl FnOnce(&Outcome) -> R,
-    ) -> Option<R> {
+    pub fn take_done(&mut self, i: u32, gen: u32) -> Option<Taken> {
         let free = self.free;
         let s = self.slots.get_mut(i as usize)?;
         if s.key != gen | DONE {
             return None;
         }
-        let r = f(&s.out);
-        // A done slot holds no waker (taken when it completed) and no
-        // orphan (its handle is live): only the key and the free list move.
-        debug_assert!(s.waker.is_none() && s.orphan.is_none());
+        let r = if s.err == 0 {
+            Ok(Report {
+                len: s.len,
+                tag: s.tag,
+                data: (s.flags & FI_REMOTE_CQ_DATA != 0).then_some(s.data),
+                src: (s.src != FI_ADDR_NOTAVAIL).then_some(super::Addr(s.src)),
+            })
+        } else {
+            let f = Failed {
+                err: s.err,
+                len: s.len,
+                olen: s.olen,
+            };
+            s.err = 0;
+            Err(f)
+        };
         s.key = gen.wrapping_add(STATE + 1);
         s.next = free;
         self.free = i;
-        self.pending -= 1;
         Some(r)
     }
 
@@ -320,9 +375,14 @@ impl Table {
     #[inline]
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub fn set_waker(&mut self, i: u32, gen: u32, w: &Waker) {
-        if let Some(s) = self.slot(i, gen) {
-            if s.key & STATE == PENDING && !s.waker.as_ref().is_some_and(|x| x.will_wake(w)) {
-                s.waker = Some(w.clone());
+        if self
+            .live_slot(i, gen)
+            .is_some_and(|s| s.key & STATE == PENDING)
+        {
+            if let Some(x) = self.extra.get_mut(i as usize) {
+                if !x.waker.as_ref().is_some_and(|x| x.will_wake(w)) {
+                    x.waker = Some(w.clone());
+                }
             }
         }
     }
@@ -333,21 +393,25 @@ impl Table {
     pub fn any_waiter(&self) -> Option<Waker> {
         self.slots
             .iter()
-            .filter(|s| s.key & STATE == PENDING)
-            .find_map(|s| s.waker.clone())
+            .zip(&self.extra)
+            .filter(|(s, _)| s.key & STATE == PENDING)
+            .find_map(|(_, x)| x.waker.clone())
     }
 
     /// True while handle `(i, gen)` names a live operation (a test hook).
     #[cfg(test)]
-    fn live(&mut self, i: u32, gen: u32) -> bool {
-        self.slot(i, gen).is_some()
+    fn live(&self, i: u32, gen: u32) -> bool {
+        self.live_slot(i, gen).is_some()
     }
 
     /// Operations posted and not yet handed back (orphans included).
     pub fn in_flight(&self) -> usize {
-        self.pending
+        self.slots.iter().filter(|s| s.key & STATE != FREE).count()
     }
 }
+
+/// The flags of a peer's write with remote CQ data.
+const REMOTE: u64 = FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
 
 #[cfg(test)]
 mod tests {
@@ -377,18 +441,19 @@ mod tests {
     fn a_completion_is_taken_once_and_frees_its_slot() {
         let mut t = Table::default();
         let (i, g) = t.open();
-        assert!(t.take_done_with(i, g, |o| o.len).is_none(), "in flight");
-        assert!(t.record(&entry(i, 5), 3).is_none());
-        assert_eq!(t.take_done_with(i, g, |o| (o.len, o.src)), Some((5, 3)));
-        assert!(t.take_done_with(i, g, |o| o.len).is_none(), "taken");
+        assert!(t.take_done(i, g).is_none(), "in flight");
+        assert!(t.record::<true>(&entry(i, 5), 3).is_none());
+        let r = t.take_done(i, g).expect("done").expect("succeeded");
+        assert_eq!((r.len, r.src), (5, Some(crate::safe::Addr(3))));
+        assert!(t.take_done(i, g).is_none(), "taken");
         assert_eq!(t.in_flight(), 0);
         // The slot is reused under a new generation: the old handle is stale.
         let (j, h) = t.open();
         assert_eq!(j, i);
         assert_ne!(h, g);
-        t.record(&entry(j, 1), 0);
-        assert!(t.take_done_with(i, g, |o| o.len).is_none(), "stale");
-        assert_eq!(t.take_done_with(j, h, |o| o.len), Some(1));
+        t.record::<true>(&entry(j, 1), 0);
+        assert!(t.take_done(i, g).is_none(), "stale");
+        assert_eq!(t.take_done(j, h).expect("done").expect("ok").len, 1);
     }
 
     #[test]
@@ -402,7 +467,13 @@ mod tests {
         // A reused context cannot be handed out while the orphan holds it.
         let (j, _) = t.open();
         assert_ne!(i, j);
-        t.record(&entry(i, 0), 0);
+        t.record::<true>(&entry(i, 0), 0);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            0,
+            "not under the queue's lock"
+        );
+        t.bury();
         assert_eq!(drops.load(Ordering::SeqCst), 1, "released at completion");
         assert_eq!(t.in_flight(), 1, "only the second operation");
     }
@@ -412,7 +483,7 @@ mod tests {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut t = Table::default();
         let (i, g) = t.open();
-        t.record(&entry(i, 0), 0);
+        t.record::<true>(&entry(i, 0), 0);
         assert!(!t.orphan(i, g, Tracked(drops.clone())));
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         // Entries naming no live operation change nothing.
@@ -421,7 +492,7 @@ mod tests {
                 op_context: ctx,
                 ..CqTaggedEntry::default()
             };
-            assert!(t.record(&e, 0).is_none());
+            assert!(t.record::<true>(&e, 0).is_none());
         }
         assert_eq!(t.in_flight(), 0);
         // A stale handle cannot orphan (and so free) a new operation's slot.
@@ -433,6 +504,36 @@ mod tests {
     }
 
     #[test]
+    fn a_reused_slot_does_not_inherit_a_failure() {
+        let mut t = Table::default();
+        let failure = |i: u32| CqErrEntry {
+            op_context: i as usize + 1,
+            err: crate::errno::FI_ETRUNC,
+            len: 4,
+            olen: 6,
+            ..CqErrEntry::default()
+        };
+        // Taken as a failure, then reused.
+        let (i, g) = t.open();
+        t.record_err(&failure(i));
+        let f = t.take_done(i, g).expect("done").expect_err("failed");
+        assert_eq!((f.err, f.len, f.olen), (crate::errno::FI_ETRUNC, 4, 6));
+        let (j, h) = t.open();
+        assert_eq!(j, i);
+        t.record::<false>(&entry(j, 3), 0);
+        assert_eq!(t.take_done(j, h).expect("done").expect("succeeded").len, 3);
+        // Failed, then abandoned by its handle, then reused.
+        let (k, gk) = t.open();
+        t.record_err(&failure(k));
+        assert!(!t.orphan(k, gk, ()), "already done");
+        let (l, gl) = t.open();
+        assert_eq!(l, k);
+        t.record::<false>(&entry(l, 5), 0);
+        assert_eq!(t.take_done(l, gl).expect("done").expect("succeeded").len, 5);
+        assert_eq!(t.in_flight(), 0);
+    }
+
+    #[test]
     fn end_all_finishes_pending_operations_and_frees_orphans() {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut t = Table::default();
@@ -441,8 +542,8 @@ mod tests {
         t.orphan(b, gb, Tracked(drops.clone()));
         let _ = t.end_all(crate::errno::FI_ECANCELED);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
-        let err = t.take_done_with(a, ga, |o| o.err);
-        assert_eq!(err, Some(crate::errno::FI_ECANCELED));
+        let failed = t.take_done(a, ga).expect("ended").expect_err("failed");
+        assert_eq!(failed.err, crate::errno::FI_ECANCELED);
         assert_eq!(t.in_flight(), 0);
     }
 
@@ -457,8 +558,8 @@ mod tests {
             data: 42,
             ..CqTaggedEntry::default()
         };
-        t.record(&e, FI_ADDR_NOTAVAIL);
-        assert!(t.take_done_with(i, g, |_| ()).is_none());
+        t.record::<true>(&e, FI_ADDR_NOTAVAIL);
+        assert!(t.take_done(i, g).is_none());
         let w = t.remote.pop_front().expect("queued");
         assert_eq!((w.len, w.data, w.src), (8, 42, None));
     }

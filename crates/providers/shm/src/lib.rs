@@ -151,6 +151,7 @@ pub fn offer() -> Info {
         | FI_REMOTE_READ
         | FI_REMOTE_WRITE
         | FI_RMA_EVENT
+        | FI_RMA_PMEM
         | FI_TRIGGER
         | FI_FENCE
         | FI_LOCAL_COMM;

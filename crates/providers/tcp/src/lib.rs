@@ -270,6 +270,7 @@ fn base_offer(ep: u32, sa: &SocketAddr, fabric: &str, domain: &str) -> Info {
         | FI_REMOTE_READ
         | FI_REMOTE_WRITE
         | FI_RMA_EVENT
+        | FI_RMA_PMEM
         | FI_TRIGGER
         | FI_FENCE;
     let mut caps =

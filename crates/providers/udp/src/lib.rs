@@ -249,6 +249,7 @@ fn rdm_offer(sa: &SocketAddr, fabric: &str, ifname: &str) -> Info {
         | FI_REMOTE_READ
         | FI_REMOTE_WRITE
         | FI_RMA_EVENT
+        | FI_RMA_PMEM
         | FI_TRIGGER
         | FI_FENCE;
     let caps = FI_MSG

@@ -105,6 +105,10 @@ impl RdmEp {
             .local_addr()
             .map_err(|e| Error::os(e, "udp: getsockname"))?;
         let _ = sock.no_fragments(local.is_ipv6());
+        // ICMP port unreachable tells a dead peer at once.
+        if let Err(e) = sock.report_errors(local.is_ipv6()) {
+            tracing::debug!(error = %e, "udp: no ICMP error reports on this socket");
+        }
         let me = crate::addr::encode(&local);
         let ifname = info.domain_attr.name.clone().unwrap_or_default();
         let max_datagram = crate::rdm_datagram(&ifname, local.is_ipv6(), cfg.max_datagram);
@@ -243,6 +247,18 @@ impl RdmEp {
             let r = match self.sock.recv_from(buf) {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    // Nothing listens where an earlier datagram went: the
+                    // error queue says where; that peer's operations fail
+                    // now instead of at the dead bound.
+                    while let Ok(Some((to, refused))) = self.sock.recv_err() {
+                        if refused {
+                            tracing::debug!(peer = %to, "udp: port unreachable");
+                            rdm.on_port_unreachable(&crate::addr::encode(&to), &mut resolve);
+                        }
+                    }
+                    continue;
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "udp: receive failed");
                     break;
@@ -537,8 +553,10 @@ impl EndpointOps for RdmEp {
         // Handshakes that reached us but were never read are refused (their
         // senders fail at once instead of at the dead bound).
         for _ in 0..BATCH * 4 {
-            let Ok(Some(r)) = sock.recv_from(buf) else {
-                break;
+            let r = match sock.recv_from(buf) {
+                Ok(Some(r)) => r,
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => continue,
+                _ => break,
             };
             if let Some(answer) = ofi_proto::udp::closing_answer(&buf[..r.len]) {
                 let a = RawAddr::new(&r.from);

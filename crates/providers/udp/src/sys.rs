@@ -197,6 +197,78 @@ impl UdpSocket {
         }
     }
 
+    /// Queues the ICMP errors of this socket's sends (IP_RECVERR /
+    /// IPV6_RECVERR), with the destination each was for, for
+    /// [`recv_err`](Self::recv_err).
+    pub fn report_errors(&self, v6: bool) -> io::Result<()> {
+        if v6 {
+            self.setopt(libc::IPPROTO_IPV6, libc::IPV6_RECVERR, 1)
+        } else {
+            self.setopt(libc::IPPROTO_IP, libc::IP_RECVERR, 1)
+        }
+    }
+
+    /// Takes the next error of the error queue: the destination of the
+    /// datagram it reports and whether it says that nothing listens there
+    /// (an ICMP or ICMPv6 port unreachable: `ECONNREFUSED`). `None` when
+    /// the queue is empty.
+    pub fn recv_err(&self) -> io::Result<Option<(SocketAddr, bool)>> {
+        // SAFETY: sockaddr_storage is plain data.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut quoted = [0u8; 64];
+        let mut iov = libc::iovec {
+            iov_base: quoted.as_mut_ptr().cast(),
+            iov_len: quoted.len(),
+        };
+        // Room for one sock_extended_err and its offender address, aligned.
+        let mut ctrl = [0u64; 32];
+        let mut msg = libc::msghdr {
+            msg_name: (&mut ss as *mut libc::sockaddr_storage).cast(),
+            msg_namelen: std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t,
+            msg_iov: &mut iov,
+            msg_iovlen: 1,
+            msg_control: ctrl.as_mut_ptr().cast(),
+            msg_controllen: std::mem::size_of_val(&ctrl),
+            msg_flags: 0,
+        };
+        // SAFETY: name, iov and control buffers are writable for the
+        // lengths given.
+        let r =
+            unsafe { libc::recvmsg(self.fd(), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let mut refused = false;
+        // SAFETY: the kernel filled `msg_controllen` bytes of `ctrl`; the
+        // CMSG macros walk them within that length.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                let h = &*c;
+                let ours = (h.cmsg_level == libc::IPPROTO_IP && h.cmsg_type == libc::IP_RECVERR)
+                    || (h.cmsg_level == libc::IPPROTO_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
+                if ours
+                    && h.cmsg_len as usize
+                        >= libc::CMSG_LEN(std::mem::size_of::<libc::sock_extended_err>() as u32)
+                            as usize
+                {
+                    let ee = std::ptr::read_unaligned(
+                        libc::CMSG_DATA(c).cast::<libc::sock_extended_err>(),
+                    );
+                    let icmp = ee.ee_origin == libc::SO_EE_ORIGIN_ICMP
+                        || ee.ee_origin == libc::SO_EE_ORIGIN_ICMP6;
+                    refused |= icmp && ee.ee_errno == libc::ECONNREFUSED as u32;
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        Ok(Some((decode_ss(&ss, msg.msg_namelen)?, refused)))
+    }
+
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         // SAFETY: sockaddr_storage is plain data.
@@ -243,6 +315,8 @@ impl UdpSocket {
     }
 
     /// Receives one datagram into `buf`; `None` when none is waiting.
+    /// `ECONNREFUSED` reports an ICMP error for an earlier send, not a
+    /// failure of this call: the caller may call again.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
         // SAFETY: sockaddr_storage is plain data.
         let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -265,8 +339,8 @@ impl UdpSocket {
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-                // An ICMP error for an earlier send: not this datagram's.
-                _ if e.raw_os_error() == Some(libc::ECONNREFUSED) => Ok(None),
+                // ECONNREFUSED: an ICMP error for an earlier send, not this
+                // datagram's (with `report_errors`, `recv_err` says whose).
                 _ => Err(e),
             };
         }

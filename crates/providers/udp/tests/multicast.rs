@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::netns::Netns;
+use common::netns::{child_in, Netns};
 use common::*;
 use ofi_core::consts::*;
 use ofi_core::error::errno;
@@ -150,7 +150,8 @@ fn two_receivers_get_every_datagram_and_one_that_left_nothing() {
     let ns = Netns::multicast("mc");
     let mut kid = Kid::spawn(
         "multicast",
-        ns.child(
+        child_in(
+            &ns,
             0,
             "two_receivers_get_every_datagram_and_one_that_left_nothing",
             "mc",

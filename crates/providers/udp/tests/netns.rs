@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::netns::Netns;
+use common::netns::{child_in, Netns};
 use common::*;
 use ofi_core::consts::*;
 use ofi_core::error::errno;
@@ -206,11 +206,11 @@ fn rdm_is_exact_under_real_loss_and_survives_a_dead_link() {
     }
     let mut kb = Kid::spawn(
         "receiver",
-        with_timeout(n.child(1, NAME, &format!("recv {}", n.addrs[1]))),
+        with_timeout(child_in(&n, 1, NAME, &format!("recv {}", n.addrs[1]))),
     );
     let mut ka = Kid::spawn(
         "sender",
-        with_timeout(n.child(0, NAME, &format!("send {}", n.addrs[0]))),
+        with_timeout(child_in(&n, 0, NAME, &format!("send {}", n.addrs[0]))),
     );
     let addr = kb.expect("ADDR", STEP);
     ka.say(&format!("PEER {addr}"));

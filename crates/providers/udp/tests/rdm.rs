@@ -1,6 +1,8 @@
 //! RDM endpoints over loopback: messages of every size class both ways
 //! with their data checked, a stream of large messages, and sends to an
-//! endpoint that does not exist failing within the peer timeout.
+//! endpoint that does not exist failing: within the peer timeout when
+//! nothing answers, at once (refused) when the kernel says the port is
+//! closed.
 #![allow(unsafe_code)]
 
 mod common;
@@ -64,14 +66,13 @@ fn messages_of_every_size_class_arrive_intact_both_ways() {
 }
 
 #[test]
-fn sends_to_nobody_fail_within_the_peer_timeout() {
+fn sends_to_a_silent_peer_fail_within_the_peer_timeout() {
     std::env::set_var("FI_UDP_PEER_TIMEOUT_MS", "1000");
     let info = rdm();
     let a = Ep::open(&info);
-    // A port nobody listens on: bind and drop a socket for it.
+    // A socket that is bound but never answers: datagrams vanish, no ICMP.
     let ghost = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let gaddr = ghost.local_addr().unwrap();
-    drop(ghost);
     let to =
         a.av.insert_one(&ofi_prov_udp::addr::encode(&gaddr))
             .expect("insert");
@@ -80,9 +81,38 @@ fn sends_to_nobody_fail_within_the_peer_timeout() {
     // SAFETY: m outlives the send (its error completion is waited for).
     unsafe { a.ep.send(m.as_ptr(), m.len(), to, 7) }.expect("send");
     let mut st = Vec::new();
-    match wait_ctx(&a.cq, &mut st, 7, T, &[], "send to nobody") {
+    match wait_ctx(&a.cq, &mut st, 7, T, &[], "send to a silent peer") {
         Done::Err(e) => assert_eq!(e.err, errno::FI_ETIMEDOUT),
-        Done::Ok(e) => panic!("a send to nobody completed: {e:?}"),
+        Done::Ok(e) => panic!("a send to a silent peer completed: {e:?}"),
     }
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    drop(ghost);
+}
+
+#[test]
+fn sends_to_a_closed_port_fail_refused_before_the_peer_timeout() {
+    // The port unreachable the kernel answers with ends the handshake:
+    // the send fails with FI_ECONNREFUSED, not at the peer timeout (which
+    // would say FI_ETIMEDOUT).
+    std::env::set_var("FI_UDP_PEER_TIMEOUT_MS", "1000");
+    let info = rdm();
+    let a = Ep::open(&info);
+    let ghost = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let gaddr = ghost.local_addr().unwrap();
+    drop(ghost);
+    let to =
+        a.av.insert_one(&ofi_prov_udp::addr::encode(&gaddr))
+            .expect("insert");
+    let m = pattern(1, 100);
+    // SAFETY: m outlives the send (its error completion is waited for).
+    unsafe { a.ep.send(m.as_ptr(), m.len(), to, 8) }.expect("send");
+    let mut st = Vec::new();
+    match wait_ctx(&a.cq, &mut st, 8, T, &[], "send to a closed port") {
+        Done::Err(e) => assert_eq!(
+            e.err,
+            errno::FI_ECONNREFUSED,
+            "a closed port must be reported by its ICMP port unreachable"
+        ),
+        Done::Ok(e) => panic!("a send to a closed port completed: {e:?}"),
+    }
 }

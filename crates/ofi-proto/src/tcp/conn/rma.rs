@@ -103,6 +103,8 @@ pub(super) struct WriteIn {
     pub(super) iov: [IoVec; MAX_IOV],
     pub(super) cnt: usize,
     cq_data: Option<u64>,
+    /// FI_COMMIT_COMPLETE: persisted before the answer.
+    commit: bool,
 }
 
 /// Byte ranges of a descriptor whose lengths count `size`-byte units, and
@@ -263,6 +265,7 @@ impl Conn {
         let dlen = d.len();
         let mut desc = [0u8; desc_len(MAX_RANGES)];
         let cq = if req.cq_data { flag::CQ_DATA } else { 0 };
+        let commit = if req.commit_complete { flag::COMMIT } else { 0 };
         let data = if req.cq_data { req.data } else { 0 };
         let mut out = [IoVec::default(); MAX_IOV];
         match req.kind {
@@ -272,7 +275,7 @@ impl Conn {
                 let first = total.min(self.cfg.data_chunk.saturating_sub(dlen));
                 let r = Repr {
                     op: op::WRITE,
-                    flags: cq,
+                    flags: cq | commit,
                     len: (dlen + first) as u64,
                     tag: first as u64,
                     data,
@@ -313,7 +316,7 @@ impl Conn {
                 let cb = iov_len(req.compare());
                 let r = Repr {
                     op: op::ATOMIC,
-                    flags: cq,
+                    flags: cq | commit,
                     len: (dlen + ob + cb) as u64,
                     tag: (ob + cb) as u64,
                     data,
@@ -556,10 +559,18 @@ impl Conn {
             );
         }
         let mut iov = [IoVec::default(); MAX_IOV];
+        let commit = r.flags & flag::COMMIT != 0;
         let (status, grant) = match rx.memory() {
             None => (errno::FI_EOPNOTSUPP, None),
             Some(m) => match m.resolve(&ranges[..d.count], FI_REMOTE_WRITE, &mut iov[..d.count]) {
-                Ok(g) => (0, Some(g)),
+                Ok(g) => match commit.then(|| m.check_durable(g)) {
+                    Some(Err(e)) => {
+                        // Refused before a byte lands: the data is dropped.
+                        m.release(g, false);
+                        (e, None)
+                    }
+                    _ => (0, Some(g)),
+                },
                 Err(e) => (e, None),
             },
         };
@@ -572,6 +583,7 @@ impl Conn {
             iov,
             cnt: d.count,
             cq_data: (r.flags & flag::CQ_DATA != 0).then_some(r.data),
+            commit,
         });
         if r.tag > 0 {
             self.rstate = RxState::WriteData {
@@ -639,10 +651,15 @@ impl Conn {
     /// The peer's WRITE has all its data: count it, report its CQ data,
     /// answer.
     pub(super) fn finish_write(&mut self, rx: &mut Rx) {
-        let Some(w) = self.wr.take() else {
+        let Some(mut w) = self.wr.take() else {
             return;
         };
         if let (Some(g), Some(m)) = (w.grant, rx.memory()) {
+            if w.commit && w.status == 0 {
+                if let Err(e) = m.persist(g) {
+                    w.status = e;
+                }
+            }
             m.release(g, w.status == 0);
         }
         if w.status == 0 {
@@ -736,9 +753,17 @@ impl Conn {
                 Some(m) => match m.resolve(&ranges[..d.count], access, &mut iov[..d.count]) {
                     Err(e) => e,
                     Ok(g) => {
+                        let commit = r.flags & flag::COMMIT != 0;
                         let mut at = 0;
-                        let mut st = 0;
+                        let mut st = if commit {
+                            m.check_durable(g).err().unwrap_or(0)
+                        } else {
+                            0
+                        };
                         for (i, rg) in ranges[..d.count].iter().enumerate() {
+                            if st != 0 {
+                                break;
+                            }
                             let span = at..at + rg.len;
                             let opnd = if ob > 0 { &operand[span.clone()] } else { &[] };
                             let cmp = if cb > 0 { &compare[span.clone()] } else { &[] };
@@ -752,6 +777,9 @@ impl Conn {
                                 break;
                             }
                             at += rg.len;
+                        }
+                        if commit && st == 0 {
+                            st = m.persist(g).err().unwrap_or(0);
                         }
                         m.release(g, st == 0);
                         st

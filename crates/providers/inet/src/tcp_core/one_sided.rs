@@ -16,7 +16,9 @@ use ofi_core::util::atomic::{self, AtomicKind};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
 use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::mr::MrMap;
-use ofi_core::util::rma::{apply_atomic, count_remote, resolve_all, Ioc, Resolved, RmaIov};
+use ofi_core::util::rma::{
+    apply_atomic, check_durable, count_remote, persist_all, resolve_all, Ioc, Resolved, RmaIov,
+};
 use ofi_proto::tcp::{Ack, AtomicArgs, Grant, Memory, Remote, RmaReq, MAX_RANGES};
 use std::sync::Arc;
 
@@ -147,6 +149,22 @@ impl Memory for Target {
     fn live(&mut self, grant: Grant) -> bool {
         self.slot(grant)
             .is_some_and(|(_, v)| v.iter().all(|r| !r.mr.is_revoked()))
+    }
+
+    fn check_durable(&mut self, grant: Grant) -> Result<(), i32> {
+        let (_, v) = self.slot(grant).ok_or(errno::FI_EINVAL)?;
+        check_durable(v).map_err(|e| {
+            tracing::debug!("refusing a FI_COMMIT_COMPLETE request: {e}");
+            e.code()
+        })
+    }
+
+    fn persist(&mut self, grant: Grant) -> Result<(), i32> {
+        let (_, v) = self.slot(grant).ok_or(errno::FI_EINVAL)?;
+        persist_all(v).map_err(|e| {
+            tracing::warn!("{e}");
+            e.code()
+        })
     }
 
     fn read(&mut self, from: IoVec, into: &mut [u8]) {
@@ -308,6 +326,7 @@ impl Ops {
             req = req.with_data(op.data);
         }
         req.fence = op.flags & FI_FENCE != 0;
+        req.commit_complete = !op.read && op.flags & FI_COMMIT_COMPLETE != 0;
         req.context = self.insert(OpMeta {
             context: op.context,
             flags: FI_RMA | if op.read { FI_READ } else { FI_WRITE },
@@ -371,6 +390,7 @@ impl Ops {
             req = req.with_data(op.data);
         }
         req.fence = op.flags & FI_FENCE != 0;
+        req.commit_complete = op.flags & FI_COMMIT_COMPLETE != 0;
         let read = op.kind != AtomicKind::Basic;
         req.context = self.insert(OpMeta {
             context: op.context,

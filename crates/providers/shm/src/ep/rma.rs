@@ -71,6 +71,8 @@ pub(super) struct PendingRma {
     owned: Option<Box<[u8]>>,
     data: u64,
     cq_data: bool,
+    /// FI_COMMIT_COMPLETE: every entry of the write carries flag::COMMIT.
+    commit: bool,
     context: usize,
     flags: u64,
     completion: bool,
@@ -171,6 +173,8 @@ impl ShmEndpoint {
         let mut local = [IoVec::default(); MAX_IOV];
         local[..o.iov.len()].copy_from_slice(o.iov);
         let cq_data = o.flags & FI_REMOTE_CQ_DATA != 0 && !o.read;
+        let commit = o.flags & FI_COMMIT_COMPLETE != 0 && !o.read;
+        let commit_flag = if commit { flag::COMMIT } else { 0 };
         let mut p = PendingRma {
             peer: peer.clone(),
             kind: if o.read { Kind::Read } else { Kind::Write },
@@ -183,6 +187,7 @@ impl ShmEndpoint {
             owned: None,
             data: o.data,
             cq_data,
+            commit,
             context: o.context,
             flags: FI_RMA | if o.read { FI_READ } else { FI_WRITE },
             completion,
@@ -212,7 +217,7 @@ impl ShmEndpoint {
         };
         let pushed = if o.read || path == WritePath::Pull {
             r.op = if o.read { op::RMA_READ } else { op::RMA_PULL };
-            r.flags = if cq_data { flag::CQ_DATA } else { 0 };
+            r.flags = commit_flag | if cq_data { flag::CQ_DATA } else { 0 };
             r.data = if cq_data { o.data } else { 0 };
             r.iov_cnt = nr as u8 | if len > 0 { (nl as u8) << 4 } else { 0 };
             let nl = if len > 0 { nl } else { 0 };
@@ -223,7 +228,7 @@ impl ShmEndpoint {
             })
         } else {
             r.op = op::RMA_WRITE;
-            r.flags = flag::LAST | if cq_data { flag::CQ_DATA } else { 0 };
+            r.flags = flag::LAST | commit_flag | if cq_data { flag::CQ_DATA } else { 0 };
             r.data = if cq_data { o.data } else { 0 };
             r.iov_cnt = nr as u8;
             r.len = len as u32;
@@ -303,6 +308,7 @@ impl ShmEndpoint {
                 owned: None,
                 data: 0,
                 cq_data: false,
+                commit: false,
                 context: o.context,
                 flags: FI_ATOMIC | if fetch { FI_READ } else { FI_WRITE },
                 completion,
@@ -315,7 +321,12 @@ impl ShmEndpoint {
         };
         let r = Repr {
             op: op::ATOMIC,
-            flags: flag::LAST,
+            flags: flag::LAST
+                | if o.flags & FI_COMMIT_COMPLETE != 0 {
+                    flag::COMMIT
+                } else {
+                    0
+                },
             iov_cnt: nr as u8,
             len: inline as u32,
             src: self.me.id(),
@@ -376,7 +387,8 @@ impl ShmEndpoint {
                 let r = Repr {
                     op: op::RMA_WRITE,
                     flags: if last { flag::LAST } else { 0 }
-                        | if last && p.cq_data { flag::CQ_DATA } else { 0 },
+                        | if last && p.cq_data { flag::CQ_DATA } else { 0 }
+                        | if p.commit { flag::COMMIT } else { 0 },
                     iov_cnt: p.nr as u8,
                     len: n as u32,
                     src: me,

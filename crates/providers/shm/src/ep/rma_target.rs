@@ -185,6 +185,15 @@ impl ShmEndpoint {
                         return;
                     }
                 };
+                let commit = r.flags & flag::COMMIT != 0;
+                if commit {
+                    // Refused before a byte lands.
+                    if let Err(e) = core_rma::check_durable(&res) {
+                        tracing::debug!("shm: refusing a FI_COMMIT_COMPLETE write: {e}");
+                        self.send_ctrl(g, r.src, answer(me, r.cookie, e.code()));
+                        return;
+                    }
+                }
                 let (dst, nd) = resolved_iov(&res);
                 if r.op == op::RMA_WRITE {
                     let at = rg.data_at;
@@ -245,6 +254,13 @@ impl ShmEndpoint {
                     }
                 }
                 if last {
+                    if commit {
+                        if let Err(e) = core_rma::persist_all(&res) {
+                            tracing::warn!("shm: {e}");
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, e.code()));
+                            return;
+                        }
+                    }
                     self.count_target(g, &res, FI_REMOTE_WRITE);
                     if r.flags & flag::CQ_DATA != 0 {
                         let src_addr = self.src_addr(g, r.src);
@@ -329,6 +345,14 @@ impl ShmEndpoint {
                 return;
             }
         };
+        let commit = r.flags & flag::COMMIT != 0;
+        if commit {
+            if let Err(e) = core_rma::check_durable(&res) {
+                tracing::debug!("shm: refusing a FI_COMMIT_COMPLETE atomic: {e}");
+                fail(self, g, e.code());
+                return;
+            }
+        }
         let at = rg.data_at;
         let operand = if with_operand {
             &payload[at..at + bytes]
@@ -367,6 +391,13 @@ impl ShmEndpoint {
                 return;
             }
             off += l;
+        }
+        if commit {
+            if let Err(e) = core_rma::persist_all(&res) {
+                tracing::warn!("shm: {e}");
+                fail(self, g, e.code());
+                return;
+            }
         }
         self.count_target(g, &res, access);
         let mut a = answer(me, r.cookie, 0);
