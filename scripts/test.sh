@@ -25,6 +25,11 @@
 #   test       cargo test --workspace --release --no-fail-fast (every test
 #              binary runs, so one run lists every failing test), less
 #              ofi-capi, which has its own stage
+#   conformance:hybrid-tcp  the conformance suite again with
+#              FI_HYBRID_NODE=@endpoint: every hybrid endpoint is a node of
+#              its own, so the hybrid offer runs on its tcp path (the test
+#              stage runs it on the shm path); the other offers run as in
+#              the test stage
 #   loom       the loom models of the shm ring, the cooperative-copy claims
 #              and the sleep/doorbell handshake (cfg loom, own target dir)
 #   fuzz       every cargo-fuzz target in fuzz/ (its own workspace and target
@@ -360,6 +365,8 @@ stage fmt "$STAGE_TIMEOUT" cargo fmt --all --check
 stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warnings
 stage build "$STAGE_TIMEOUT" cargo build --release --workspace
 stage test "$TEST_TIMEOUT" cargo test --workspace --release --no-fail-fast --exclude ofi-capi
+stage conformance:hybrid-tcp "$STAGE_TIMEOUT" env FI_HYBRID_NODE=@endpoint \
+    cargo test --release --no-fail-fast -p ofi-conformance
 stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p ofi-shm --test loom_ring --test loom_xfer --test loom_wake --release
 stage fuzz "$STAGE_TIMEOUT" fuzz_run

@@ -111,6 +111,24 @@ pub trait DomainOps: Send + Sync {
     fn addr_ops(&self) -> Arc<dyn AddrOps>;
 }
 
+/// A composing provider's receive side, bound to an inner endpoint
+/// ([`EpBindings::rx_hook`]): the inner endpoint offers it each small
+/// untagged message that arrives whole (inline) and that no earlier
+/// untagged message waits ahead of, before matching it against its own
+/// receives. A composing provider that matches for several inner endpoints
+/// thus takes such messages with no inner receive, copy or completion.
+pub trait RxHook: Send + Sync + std::fmt::Debug {
+    /// A message from `src` (an fi_addr of the inner endpoint's AV, or
+    /// FI_ADDR_NOTAVAIL) arrived, with remote CQ data `data` if it carries
+    /// any; `bytes` is all of it. True when taken:
+    /// the inner endpoint then forgets it. False: the inner endpoint
+    /// handles it as usual (matches it, holds it, completes it). Called
+    /// with the inner endpoint's state locked: it must not call back into
+    /// that endpoint, nor block on a lock another thread may hold while
+    /// calling into it.
+    fn arrived(&self, src: u64, data: Option<u64>, bytes: &[u8]) -> bool;
+}
+
 /// Something the core drives: the manual-progress and wait hooks of an endpoint.
 pub trait Progress: Send + Sync {
     /// Makes progress: receive, match, complete. Called from CQ, counter and EQ reads.

@@ -176,6 +176,10 @@ pub struct EpBindings {
     pub fid: usize,
     /// The endpoint's attributes as opened.
     pub info: Info,
+    /// A composing provider's receive side, offered small untagged
+    /// messages first (see [`RxHook`](crate::provider::RxHook)); providers
+    /// that do not support it ignore it.
+    pub rx_hook: Option<Arc<dyn crate::provider::RxHook>>,
 }
 
 impl EpBindings {

@@ -26,11 +26,24 @@
 //!   tag is a per-sender cookie, which the receiver posts (directed, into
 //!   the application's buffer) only once the header has matched: the inner
 //!   provider moves the bulk data with its own zero-copy path.
+//! - **The shm fast path.** A send whose header and payload fit shm's
+//!   inject size goes as an inner inject and completes at once (shm copies
+//!   it into the peer's ring before it returns, as it does for its own
+//!   small sends); an untagged one without CQ data goes *bare*, with no
+//!   header, marked by the inner CQ data [`wire::BARE`]. On the receiving
+//!   side shm offers each such small message to hybrid's receive hook
+//!   ([`RxHook`](ofi_core::provider::RxHook)) as it leaves the ring: it is
+//!   matched there, with no bounce receive, inner completion or second
+//!   copy, unless an earlier arrival still waits in an inner CQ or the
+//!   state is busy (then it takes the bounce path, so arrival order holds
+//!   across both paths).
 //! - **RMA and atomics** go straight to the inner endpoint of the target's
 //!   path; targets check keys against the hybrid domain's regions.
 //! - **Addresses** ([`addr`]): an FI_ADDR_STR string carrying the node id
 //!   and both inner addresses; AV entries are mirrored lazily into the
-//!   inner AVs.
+//!   inner AVs, by every endpoint of the domain before any one drives its
+//!   inner endpoints (inner tcp endpoints of a domain progress together, so
+//!   a peer's connection must find its address already mirrored).
 //! - **Faults** stay per path: a dead local peer fails only the operations
 //!   shm had for it, a dead remote peer only tcp's.
 
@@ -352,11 +365,13 @@ impl FabricOps for HybridFabric {
             tcp: dom[1].addr_ops(),
             inserts: Arc::new(AtomicU64::new(0)),
         });
+        let siblings = ep::Siblings::new(addr_ops.inserts.clone());
         Ok(Arc::new(HybridDomain {
             cfg: self.cfg.clone(),
             infos,
             dom,
             addr_ops,
+            siblings,
         }))
     }
 }
@@ -366,6 +381,7 @@ struct HybridDomain {
     infos: [Info; 2],
     dom: [Arc<dyn DomainOps>; 2],
     addr_ops: Arc<HybridAddrOps>,
+    siblings: Arc<ep::Siblings>,
 }
 
 impl DomainOps for HybridDomain {
@@ -384,7 +400,7 @@ impl DomainOps for HybridDomain {
             eps,
             addr,
             self.infos.clone(),
-            self.addr_ops.inserts.clone(),
+            self.siblings.clone(),
         )?)
     }
     fn addr_ops(&self) -> Arc<dyn AddrOps> {

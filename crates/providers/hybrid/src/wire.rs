@@ -12,11 +12,20 @@
 //! 24..32  len      message length (u64 LE)
 //! 32..40  cookie   rendezvous id, unique per sender (u64 LE); 0 when eager
 //! ```
+//!
+//! An untagged eager message without CQ data may instead go bare: no
+//! header, marked by the inner message's remote CQ data [`BARE`].
 
 use ofi_core::error::{Error, Result};
 
 /// Header length.
 pub const LEN: usize = 40;
+/// Inner remote CQ data that marks a bare message: no header, all
+/// payload; an untagged eager message without CQ data. The inner
+/// provider's own header carries the word, so the smallest messages keep
+/// the size (and the ring slots' cache lines) they have on the inner
+/// provider alone.
+pub const BARE: u64 = 0x6879_6272_6964_0001;
 const KIND_EAGER: u8 = 0;
 const KIND_RTS: u8 = 1;
 const F_TAGGED: u8 = 1;
@@ -42,6 +51,14 @@ pub struct Header {
 }
 
 impl Header {
+    /// The header of a bare message of `len` bytes (see [`BARE`]).
+    pub fn bare(len: usize) -> Header {
+        Header {
+            len: len as u64,
+            ..Header::default()
+        }
+    }
+
     /// Writes the header into `out`.
     pub fn emit(&self, out: &mut [u8; LEN]) {
         out[0] = if self.rts { KIND_RTS } else { KIND_EAGER };
@@ -113,6 +130,20 @@ mod tests {
         ];
         assert_eq!(b, want);
         assert_eq!(Header::parse(&b).unwrap(), h);
+    }
+
+    #[test]
+    fn bare_marker_and_header() {
+        // The marker is part of the wire format: it must not drift.
+        assert_eq!(
+            BARE.to_le_bytes(),
+            [1, 0, 0x64, 0x69, 0x72, 0x62, 0x79, 0x68]
+        );
+        let h = Header::bare(8);
+        assert_eq!(
+            (h.rts, h.tagged, h.has_data, h.len),
+            (false, false, false, 8)
+        );
     }
 
     #[test]

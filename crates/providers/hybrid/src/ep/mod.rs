@@ -6,6 +6,7 @@
 // forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
 #![allow(unsafe_code)]
 
+mod fast;
 mod recv;
 
 use crate::addr::HybridAddr;
@@ -15,19 +16,20 @@ use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::info::Info;
 use ofi_core::object::{tx_completion, AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
-use ofi_core::provider::{AddrOps, EndpointOps, Progress};
+use ofi_core::provider::{AddrOps, EndpointOps, Progress, RxHook};
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::av::{AvAttr, AvCore};
 use ofi_core::util::cq::{CqAttr, CqCore, CqErrEntry, CqTaggedEntry};
 use ofi_core::util::eq::{EqAttr, EqCore};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
+use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::{MatchQueues, MAX_IOV};
 use ofi_core::util::peer::PeerDown;
 use ofi_core::util::wait::WaitFd;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 /// Path index of shm (peers on this node).
@@ -37,7 +39,7 @@ pub(crate) const TCP: usize = 1;
 /// An idle path is polled at most this often (microseconds).
 const IDLE_POLL_US: u128 = 50;
 /// Progress calls between two readings of the clock.
-const CLOCK_EVERY: u32 = 16;
+const CLOCK_EVERY: u32 = 64;
 /// Calls a path stays busy after it delivered something.
 const RECENT: u32 = 4096;
 const PATH_NAMES: [&str; 2] = ["shm", "tcp"];
@@ -165,8 +167,9 @@ pub(crate) struct State {
     seen: (u64, u64),
     /// Outer fi_addr -> route.
     routes: Vec<Option<Route>>,
-    /// Per path: inner fi_addr -> outer fi_addr.
-    rev: [HashMap<u64, u64>; 2],
+    /// Per path: inner fi_addr (an index of the inner AV, a table) ->
+    /// outer fi_addr (FI_ADDR_NOTAVAIL where none).
+    rev: [Vec<u64>; 2],
     /// Per path: inner address bytes -> inner fi_addr (one insert each).
     inner_addrs: [HashMap<Vec<u8>, u64>; 2],
     pub(crate) mq: MatchQueues<Payload>,
@@ -180,6 +183,9 @@ pub(crate) struct State {
     hdrs: Vec<Vec<u8>>,
     /// Vectors for held eager payloads, reused.
     pool: Vec<Vec<u8>>,
+    /// Header and payload of an injected send whose iov list leaves no
+    /// entry for the header (reused).
+    spill: Vec<u8>,
     bounce: [Vec<Box<[u8]>>; 2],
     next_cookie: u64,
     /// Inner operations in flight per path (sends, RMA, atomics,
@@ -187,10 +193,60 @@ pub(crate) struct State {
     outstanding: [usize; 2],
     /// Progress calls left before a path that delivered counts as idle.
     recent: [u32; 2],
-    /// Progress calls so far.
-    tick: u32,
     /// When each path was last polled (as of the last clock reading).
     polled: [Instant; 2],
+}
+
+/// What the endpoints of one hybrid domain share. The inner tcp endpoints
+/// of a domain progress together (one's progress accepts connections for
+/// all), so before a hybrid endpoint drives its inner endpoints, every
+/// endpoint of the domain mirrors the AV entries added since: a peer's
+/// connection then finds the peer's address in the inner AV, and its
+/// messages carry their source.
+pub(crate) struct Siblings {
+    /// Addresses the domain's AVs accepted (counted by the address ops).
+    inserts: Arc<AtomicU64>,
+    /// `inserts` as of the last time every endpoint mirrored its AV.
+    mirrored: AtomicU64,
+    eps: Mutex<Vec<Weak<HybridEp>>>,
+}
+
+impl Siblings {
+    /// The endpoints' shared state, counting the inserts `inserts` counts.
+    pub(crate) fn new(inserts: Arc<AtomicU64>) -> Arc<Siblings> {
+        Arc::new(Siblings {
+            inserts,
+            mirrored: AtomicU64::new(0),
+            eps: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn join(&self, ep: &Arc<HybridEp>) {
+        let mut v = self.eps.lock().unwrap_or_else(|e| e.into_inner());
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(ep));
+    }
+
+    /// Every endpoint mirrors its AV, when an address was added since the
+    /// last time. Takes one endpoint's lock at a time: call it holding none.
+    fn mirror(&self) {
+        let n = self.inserts.load(Ordering::Acquire);
+        if n == self.mirrored.load(Ordering::Acquire) {
+            return;
+        }
+        let eps: Vec<Arc<HybridEp>> = self
+            .eps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for ep in eps {
+            let mut st = ep.lock();
+            ep.sync_av(&mut st);
+        }
+        self.mirrored.store(n, Ordering::Release);
+    }
 }
 
 /// The hybrid endpoint.
@@ -200,9 +256,23 @@ pub(crate) struct HybridEp {
     eager_max: usize,
     bounce_bufs: usize,
     caps: u64,
-    inserts: Arc<AtomicU64>,
+    /// shm's inject size: sends whose header and payload fit go injected.
+    shm_inject: usize,
+    /// The inject size the offer advertises (both paths', less a header).
+    inject_max: usize,
+    /// shm routes for sends that take no lock.
+    shm_routes: fast::ShmRoutes,
+    /// The bindings, for sends that take no lock (set once, at enable).
+    bound: OnceLock<EpBindings>,
+    /// Progress calls so far (a hint: updated without a lock).
+    tick: AtomicU32,
+    /// True while nothing is in flight on tcp and nothing arrived there
+    /// lately: progress then polls it only every IDLE_POLL_US.
+    tcp_idle: AtomicBool,
+    siblings: Arc<Siblings>,
     enabled: AtomicBool,
-    st: Mutex<State>,
+    /// The state (shared with the receive hook given to shm).
+    st: Arc<SpinLock<State>>,
     wait: OnceLock<Option<WaitFd>>,
 }
 
@@ -214,7 +284,7 @@ impl HybridEp {
         eps: [Arc<dyn EndpointOps>; 2],
         addr: [Arc<dyn AddrOps>; 2],
         infos: [Info; 2],
-        inserts: Arc<AtomicU64>,
+        siblings: Arc<Siblings>,
     ) -> Result<Arc<HybridEp>> {
         let [e0, e1] = eps;
         let [a0, a1] = addr;
@@ -249,8 +319,13 @@ impl HybridEp {
         } else {
             info.caps
         };
-        Ok(Arc::new(HybridEp {
-            paths: [path(e0, a0, i0)?, path(e1, a1, i1)?],
+        let paths = [path(e0, a0, i0)?, path(e1, a1, i1)?];
+        let shm_inject = paths[SHM].info.tx_attr.inject_size;
+        let inject_max = shm_inject
+            .min(paths[TCP].info.tx_attr.inject_size)
+            .saturating_sub(wire::LEN);
+        let ep = Arc::new(HybridEp {
+            paths,
             node: if cfg.per_endpoint {
                 crate::node::endpoint_node()
             } else {
@@ -259,32 +334,40 @@ impl HybridEp {
             eager_max: cfg.eager_max,
             bounce_bufs: cfg.bounce_bufs,
             caps,
-            inserts,
+            shm_inject,
+            inject_max,
+            shm_routes: fast::ShmRoutes::new(),
+            bound: OnceLock::new(),
+            tick: AtomicU32::new(0),
+            tcp_idle: AtomicBool::new(false),
+            siblings,
             enabled: AtomicBool::new(false),
-            st: Mutex::new(State {
+            st: Arc::new(SpinLock::new(State {
                 b: EpBindings::default(),
                 seen: (u64::MAX, u64::MAX),
                 routes: Vec::new(),
-                rev: [HashMap::new(), HashMap::new()],
+                rev: [Vec::new(), Vec::new()],
                 inner_addrs: [HashMap::new(), HashMap::new()],
                 mq: MatchQueues::new(64),
                 tx: Slab::new(),
                 rx: Slab::new(),
                 hdrs: Vec::new(),
                 pool: Vec::new(),
+                spill: Vec::new(),
                 bounce: [Vec::new(), Vec::new()],
                 next_cookie: cookie_base(),
                 outstanding: [0; 2],
                 recent: [0; 2],
-                tick: 0,
                 polled: [Instant::now(); 2],
-            }),
+            })),
             wait: OnceLock::new(),
-        }))
+        });
+        ep.siblings.join(&ep);
+        Ok(ep)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> SpinGuard<'_, State> {
+        self.st.lock()
     }
 
     fn check_enabled(&self, what: &str) -> Result<()> {
@@ -302,13 +385,17 @@ impl HybridEp {
     /// changed since last time).
     fn sync_av(&self, st: &mut State) {
         let Some(av) = st.b.av.clone() else { return };
-        let now = (self.inserts.load(Ordering::Acquire), av.generation());
+        let now = (
+            self.siblings.inserts.load(Ordering::Acquire),
+            av.generation(),
+        );
         if now == st.seen {
             return;
         }
         if now.1 != st.seen.1 {
             // Something was removed: routes are rebuilt from what remains.
             st.routes.clear();
+            self.shm_routes.clear();
         }
         st.seen = now;
         for (fi, raw) in av.entries() {
@@ -352,8 +439,18 @@ impl HybridEp {
                 st.routes.resize(i + 1, None);
             }
             st.routes[i] = Some(Route { path, inner });
-            st.rev[path].insert(inner, fi);
+            if path == SHM {
+                self.shm_routes.set(fi, inner);
+            }
+            let rev = &mut st.rev[path];
+            if let Ok(k) = usize::try_from(inner) {
+                if rev.len() <= k {
+                    rev.resize(k + 1, FI_ADDR_NOTAVAIL);
+                }
+                rev[k] = fi;
+            }
         }
+        self.shm_routes.publish(now.1);
     }
 
     fn route(&self, st: &mut State, dest: u64) -> Result<Route> {
@@ -381,14 +478,14 @@ impl HybridEp {
         if inner == FI_ADDR_NOTAVAIL || inner == FI_ADDR_UNSPEC {
             return FI_ADDR_NOTAVAIL;
         }
-        if let Some(&o) = st.rev[path].get(&inner) {
-            return o;
+        let k = inner as usize;
+        match st.rev[path].get(k) {
+            Some(&o) if o != FI_ADDR_NOTAVAIL => o,
+            _ => {
+                self.sync_av(st);
+                st.rev[path].get(k).copied().unwrap_or(FI_ADDR_NOTAVAIL)
+            }
         }
-        self.sync_av(st);
-        st.rev[path]
-            .get(&inner)
-            .copied()
-            .unwrap_or(FI_ADDR_NOTAVAIL)
     }
 
     fn post_bounce(&self, st: &mut State, path: usize, idx: usize) {
@@ -411,13 +508,22 @@ impl HybridEp {
         }
     }
 
-    fn tx_slot(st: &mut State, path: usize, rec: TxRec) -> usize {
-        st.outstanding[path] += 1;
+    fn tx_slot(&self, st: &mut State, path: usize, rec: TxRec) -> usize {
+        self.in_flight(st, path);
         let i = st.tx.insert(rec);
         while st.hdrs.len() <= i {
             st.hdrs.push(Vec::with_capacity(wire::LEN));
         }
         i
+    }
+
+    /// One more inner operation in flight on `path` (tcp is then polled
+    /// on every progress call).
+    fn in_flight(&self, st: &mut State, path: usize) {
+        st.outstanding[path] += 1;
+        if path == TCP {
+            self.tcp_idle.store(false, Ordering::Relaxed);
+        }
     }
 
     fn tx_take(st: &mut State, path: usize, i: usize) -> Option<TxRec> {
@@ -428,8 +534,8 @@ impl HybridEp {
         r
     }
 
-    pub(super) fn rx_slot(st: &mut State, path: usize, rec: RxRec) -> usize {
-        st.outstanding[path] += 1;
+    pub(super) fn rx_slot(&self, st: &mut State, path: usize, rec: RxRec) -> usize {
+        self.in_flight(st, path);
         st.rx.insert(rec)
     }
 
@@ -447,8 +553,106 @@ impl HybridEp {
         st.b.tx_done(rec.context, flags, rec.completion, err.or(rec.failed));
     }
 
+    /// True when `op` (of `len` bytes) goes as a shm inject: eager, not
+    /// delivery-complete, and what goes (header, unless bare, and payload)
+    /// within shm's inject size.
+    fn injectable(&self, op: &SendOp<'_>, len: usize) -> bool {
+        let header = if Self::bare(op) { 0 } else { wire::LEN };
+        len <= self.eager_max
+            && header + len <= self.shm_inject
+            && op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) != FI_DELIVERY_COMPLETE
+    }
+
+    /// True when `op` goes bare (see [`wire::BARE`]).
+    fn bare(op: &SendOp<'_>) -> bool {
+        !op.tagged && op.flags & FI_REMOTE_CQ_DATA == 0
+    }
+
+    /// Sends `op` (`len` bytes, [`injectable`](Self::injectable)) to inner
+    /// shm address `dest` as an inject (shm copies it before it returns;
+    /// no inner completion) and completes it now. `spill` takes header and
+    /// payload when the iov list leaves no entry for the header (None: the
+    /// caller made sure it does, or the send is bare).
+    fn send_injected(
+        &self,
+        b: &EpBindings,
+        op: &SendOp<'_>,
+        dest: u64,
+        len: usize,
+        spill: Option<&mut Vec<u8>>,
+    ) -> Result<()> {
+        let completion = tx_completion(op.flags, b.tx_selective);
+        let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        let fence = op.flags & FI_FENCE;
+        if Self::bare(op) {
+            // Bare: the payload alone, marked by the inner CQ data.
+            let inner = SendOp {
+                iov: op.iov,
+                desc: &[],
+                dest,
+                tag: 0,
+                data: wire::BARE,
+                context: 0,
+                flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | fence,
+                tagged: false,
+            };
+            // SAFETY: an inject reads the ranges during the call only.
+            unsafe { self.paths[SHM].ep.post_send(&inner) }?;
+            b.tx_done(op.context, uflags, completion, None);
+            return Ok(());
+        }
+        let h = Header {
+            rts: false,
+            tagged: op.tagged,
+            has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
+            tag: op.tag,
+            data: op.data,
+            len: len as u64,
+            cookie: 0,
+        };
+        let mut hb = [0u8; wire::LEN];
+        h.emit(&mut hb);
+        let mut iov = [IoVec::default(); MAX_IOV];
+        iov[0] = IoVec::from_slice(&hb);
+        let cnt = match spill {
+            Some(buf) if op.iov.len() >= MAX_IOV => {
+                // No entry left for the header: copy the payload behind it.
+                buf.clear();
+                buf.extend_from_slice(&hb);
+                buf.resize(wire::LEN + len, 0);
+                // SAFETY: the caller keeps the iov valid for this call.
+                unsafe { copy_from_iov(op.iov, 0, &mut buf[wire::LEN..]) };
+                iov[0] = IoVec::from_slice(&buf[..]);
+                1
+            }
+            _ => {
+                iov[1..=op.iov.len()].copy_from_slice(op.iov);
+                op.iov.len() + 1
+            }
+        };
+        let inner = SendOp {
+            iov: &iov[..cnt],
+            desc: &[],
+            dest,
+            tag: 0,
+            data: 0,
+            context: 0,
+            flags: FI_INJECT | OFI_INJECT_CALL | fence,
+            tagged: false,
+        };
+        // SAFETY: an inject reads the ranges during the call only: the
+        // header and spill buffer live through it, and the caller keeps its
+        // iov valid for it.
+        unsafe { self.paths[SHM].ep.post_send(&inner) }?;
+        b.tx_done(op.context, uflags, completion, None);
+        Ok(())
+    }
+
     /// Takes what the inner CQ of `path` holds; returns how many entries.
     fn drain(&self, st: &mut State, path: usize) -> usize {
+        if !self.paths[path].cq.has_events() {
+            return 0;
+        }
         let mut got = 0;
         let mut ents = [CqTaggedEntry::default(); 4];
         let mut srcs = [FI_ADDR_NOTAVAIL; 4];
@@ -496,7 +700,8 @@ impl HybridEp {
         match kind {
             K_BOUNCE => {
                 let outer = self.outer_src(st, path, src);
-                self.arrived(st, path, idx, e.len, src, outer);
+                let bare = e.flags & FI_REMOTE_CQ_DATA != 0 && e.data == wire::BARE;
+                self.arrived(st, path, idx, e.len, src, outer, bare);
                 self.post_bounce(st, path, idx);
             }
             K_TX => {
@@ -596,7 +801,9 @@ impl HybridEp {
         }
     }
 
-    /// A message arrived in bounce buffer `idx` of `path`.
+    /// A message (`bare`: see [`wire::BARE`]) arrived in bounce buffer
+    /// `idx` of `path`.
+    #[allow(clippy::too_many_arguments)]
     fn arrived(
         &self,
         st: &mut State,
@@ -605,9 +812,23 @@ impl HybridEp {
         len: usize,
         inner_src: u64,
         src: u64,
+        bare: bool,
     ) {
-        let buf = &st.bounce[path][idx];
+        // Out of the state while it is read, so matching may borrow both.
+        let buf = std::mem::take(&mut st.bounce[path][idx]);
         let bytes = &buf[..len.min(buf.len())];
+        if bare {
+            let h = Header::bare(bytes.len());
+            self.incoming(st, h, src, bytes, Payload::Eager(Vec::new()));
+        } else {
+            self.message(st, path, inner_src, src, bytes);
+        }
+        st.bounce[path][idx] = buf;
+    }
+
+    /// A message (header and payload in `bytes`) from outer `src` (inner
+    /// `inner_src`) arrived through `path`: match it or hold it.
+    fn message(&self, st: &mut State, path: usize, inner_src: u64, src: u64, bytes: &[u8]) {
         let h = match Header::parse(bytes) {
             Ok(h) => h,
             Err(e) => {
@@ -630,11 +851,63 @@ impl HybridEp {
                 cookie: h.cookie,
             }
         } else {
-            // Copied only when held; matched messages are delivered below
-            // straight from the bounce buffer.
+            // Copied only when held; matched messages are delivered
+            // straight from `bytes`.
             Payload::Eager(Vec::new())
         };
-        self.incoming(st, path, idx, h, src, payload);
+        self.incoming(st, h, src, body, payload);
+    }
+}
+
+/// The receive hook bound to the inner shm endpoint: small eager messages
+/// are matched (or held) as they come out of shm's ring, with no bounce
+/// receive, inner completion or second copy. It holds what it needs (the
+/// state and the inner CQs), not the endpoint: no reference cycle and no
+/// reference count to take per message.
+struct Hook {
+    st: Arc<SpinLock<State>>,
+    cqs: [Arc<CqCore>; 2],
+}
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("hybrid receive hook")
+    }
+}
+
+impl RxHook for Hook {
+    /// Taken unless something that arrived earlier still waits in an inner
+    /// CQ, the state is busy (another thread, or this one up the stack),
+    /// the sender is not mirrored yet, or it is not a whole eager message:
+    /// those take the bounce receives.
+    fn arrived(&self, inner_src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
+        if self.cqs.iter().any(|c| c.has_events()) {
+            return false;
+        }
+        let (h, body) = match data {
+            Some(wire::BARE) => (Header::bare(bytes.len()), bytes),
+            Some(_) => return false,
+            None => match Header::parse(bytes) {
+                Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
+                    (h, &bytes[wire::LEN..])
+                }
+                _ => return false,
+            },
+        };
+        let Some(mut st) = self.st.try_lock() else {
+            return false;
+        };
+        let src = if inner_src == FI_ADDR_NOTAVAIL {
+            FI_ADDR_NOTAVAIL
+        } else {
+            match st.rev[SHM].get(inner_src as usize) {
+                Some(&o) if o != FI_ADDR_NOTAVAIL => o,
+                _ => return false,
+            }
+        };
+        HybridEp::incoming_eager(&mut st, h, src, body);
+        st.recent[SHM] = RECENT;
+        true
     }
 }
 
@@ -643,28 +916,43 @@ impl Progress for HybridEp {
         if !self.enabled.load(Ordering::Acquire) {
             return;
         }
-        let mut st = self.lock();
-        if self.inserts.load(Ordering::Acquire) != st.seen.0 {
-            self.sync_av(&mut st);
-        }
-        let tick = st.tick;
-        st.tick = tick.wrapping_add(1);
+        self.siblings.mirror();
+        // shm is polled on every call (no system call), with the state
+        // unlocked: the small messages it offers the hook take the lock.
+        self.paths[SHM].ep.progress();
+        let tick = self.tick.load(Ordering::Relaxed);
+        self.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
         // The clock is read every CLOCK_EVERY calls (and for the first).
-        let now = (tick.is_multiple_of(CLOCK_EVERY)).then(Instant::now);
+        let due = tick.is_multiple_of(CLOCK_EVERY);
+        // Nothing else to do (the usual pass of a local exchange): no lock.
+        // Inner EQs are looked at on the next due pass.
+        if !due
+            && self.tcp_idle.load(Ordering::Relaxed)
+            && !self.paths[SHM].cq.has_events()
+            && !self.paths[TCP].cq.has_events()
+        {
+            return;
+        }
+        let now = due.then(Instant::now);
+        let mut st = self.lock();
         for path in [SHM, TCP] {
-            // An idle path (nothing in flight, nothing arrived lately) is
-            // polled every IDLE_POLL_US microseconds: tcp's poll costs
-            // system calls, which local traffic should not pay each time.
-            if st.outstanding[path] == 0 && st.recent[path] == 0 {
-                match now {
-                    Some(t) if t.duration_since(st.polled[path]).as_micros() >= IDLE_POLL_US => {}
-                    _ => continue,
+            if path == TCP {
+                // Idle (nothing in flight, nothing arrived lately), tcp is
+                // polled every IDLE_POLL_US microseconds: its poll costs
+                // system calls, which local traffic should not pay each
+                // time.
+                if st.outstanding[TCP] == 0 && st.recent[TCP] == 0 {
+                    match now {
+                        Some(t) if t.duration_since(st.polled[TCP]).as_micros() >= IDLE_POLL_US => {
+                        }
+                        _ => continue,
+                    }
                 }
+                if let Some(t) = now {
+                    st.polled[TCP] = t;
+                }
+                self.paths[TCP].ep.progress();
             }
-            if let Some(t) = now {
-                st.polled[path] = t;
-            }
-            self.paths[path].ep.progress();
             if self.paths[path].eq.has_events() {
                 self.peers_down(&mut st, path);
             }
@@ -674,6 +962,10 @@ impl Progress for HybridEp {
                 st.recent[path] = st.recent[path].saturating_sub(1);
             }
         }
+        self.tcp_idle.store(
+            st.outstanding[TCP] == 0 && st.recent[TCP] == 0,
+            Ordering::Relaxed,
+        );
     }
     fn arm(&self) -> bool {
         let a = self.paths[SHM].ep.arm();
@@ -715,6 +1007,12 @@ impl EndpointOps for HybridEp {
                 mr_map: b.mr_map.clone(),
                 fid: b.fid,
                 info: p.info.clone(),
+                rx_hook: (path == SHM).then(|| {
+                    Arc::new(Hook {
+                        st: self.st.clone(),
+                        cqs: [self.paths[SHM].cq.clone(), self.paths[TCP].cq.clone()],
+                    }) as Arc<dyn RxHook>
+                }),
                 ..Default::default()
             };
             p.ep.enable(inner).map_err(|e| {
@@ -728,6 +1026,7 @@ impl EndpointOps for HybridEp {
                 )
             })?;
         }
+        let _ = self.bound.set(b.clone());
         st.b = b;
         let size = wire::LEN + self.eager_max;
         for path in [SHM, TCP] {
@@ -767,19 +1066,46 @@ impl EndpointOps for HybridEp {
                 "hybrid: the endpoint was opened without this capability",
             ));
         }
+        let len = iov_len(op.iov);
+        if op.flags & FI_INJECT != 0 && len > self.inject_max {
+            return Err(Error::new(
+                errno::FI_EMSGSIZE,
+                format!(
+                    "hybrid: inject of {len} bytes exceeds inject_size {}",
+                    self.inject_max
+                ),
+            ));
+        }
+        // shm copies a message this small into the peer's ring (or a bounce
+        // buffer of the peer's segment) before it returns, and completes it
+        // then: injected, it completes here with no inner completion to
+        // read. To a peer whose shm route is known, with no hybrid lock.
+        let inject = self.injectable(op, len);
+        if inject && (op.iov.len() < MAX_IOV || Self::bare(op)) {
+            if let Some(b) = self.bound.get() {
+                let gen = b.av.as_ref().map(|av| av.generation());
+                if let Some(dest) = gen.and_then(|g| self.shm_routes.get(op.dest, g)) {
+                    return self.send_injected(b, op, dest, len, None);
+                }
+            }
+        }
         let mut st = self.lock();
         let r = self.route(&mut st, op.dest)?;
-        let len = iov_len(op.iov);
+        if inject && r.path == SHM {
+            let State { b, spill, .. } = &mut *st;
+            return self.send_injected(b, op, r.inner, len, Some(spill));
+        }
         let completion = tx_completion(op.flags, st.b.tx_selective);
         let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
-        let keep =
-            FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
-        let iflags = (op.flags & keep) | FI_COMPLETION;
         // Delivery complete means placed in the matched receive: only the
         // rendezvous payload, received straight into it, can tell.
         let dc = op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) == FI_DELIVERY_COMPLETE;
+        let rts = len > self.eager_max || dc;
+        let keep =
+            FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
+        let iflags = (op.flags & keep) | FI_COMPLETION;
         let h = Header {
-            rts: len > self.eager_max || dc,
+            rts,
             tagged: op.tagged,
             has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
             tag: op.tag,
@@ -796,7 +1122,7 @@ impl EndpointOps for HybridEp {
         };
         let ep = &self.paths[r.path].ep;
         if !h.rts {
-            let i = Self::tx_slot(&mut st, r.path, rec);
+            let i = self.tx_slot(&mut st, r.path, rec);
             let mut hb = [0u8; wire::LEN];
             h.emit(&mut hb);
             let buf = &mut st.hdrs[i];
@@ -838,8 +1164,8 @@ impl EndpointOps for HybridEp {
         }
         let cookie = st.next_cookie;
         st.next_cookie += 1;
-        let p = Self::tx_slot(&mut st, r.path, rec);
-        let hi = Self::tx_slot(
+        let p = self.tx_slot(&mut st, r.path, rec);
+        let hi = self.tx_slot(
             &mut st,
             r.path,
             TxRec {
@@ -905,7 +1231,7 @@ impl EndpointOps for HybridEp {
         let r = self.route(&mut st, op.addr)?;
         let completion = tx_completion(op.flags, st.b.tx_selective);
         let flags = FI_RMA | if op.read { FI_READ } else { FI_WRITE };
-        let i = Self::tx_slot(
+        let i = self.tx_slot(
             &mut st,
             r.path,
             TxRec {
@@ -940,7 +1266,7 @@ impl EndpointOps for HybridEp {
                 AtomicKind::Basic => FI_WRITE,
                 _ => FI_READ,
             };
-        let i = Self::tx_slot(
+        let i = self.tx_slot(
             &mut st,
             r.path,
             TxRec {

@@ -38,7 +38,31 @@ struct Meta {
     src: u64,
 }
 
+impl<'a> Dest<'a> {
+    /// A matched posted receive as a destination.
+    fn posted(r: &'a PostedRecv) -> Dest<'a> {
+        Dest {
+            iov: r.iov(),
+            context: r.context,
+            completion: r.flags & FI_COMPLETION != 0,
+            discard: false,
+        }
+    }
+}
+
 impl Meta {
+    /// A message's fields, from its header.
+    fn of(h: &Header, src: u64) -> Meta {
+        Meta {
+            tagged: h.tagged,
+            tag: h.tag,
+            data: h.data,
+            has_data: h.has_data,
+            len: h.len as usize,
+            src,
+        }
+    }
+
     fn flags(&self) -> u64 {
         FI_RECV
             | if self.tagged { FI_TAGGED } else { FI_MSG }
@@ -122,67 +146,65 @@ impl HybridEp {
         }
     }
 
-    /// A message (header `h`, from outer `src`) arrived through `path`,
-    /// its bytes in bounce buffer `idx`: match it or hold it.
+    /// A message (header `h`, from outer `src`, eager bytes `body`)
+    /// arrived: match it or hold it.
     pub(super) fn incoming(
         &self,
         st: &mut State,
-        path: usize,
-        idx: usize,
         h: Header,
         src: u64,
+        body: &[u8],
         payload: Payload,
     ) {
-        let m = Meta {
-            tagged: h.tagged,
-            tag: h.tag,
-            data: h.data,
-            has_data: h.has_data,
-            len: h.len as usize,
-            src,
-        };
-        let Some(i) = st.mq.find_posted(h.tagged, src, h.tag) else {
-            let payload = match payload {
-                Payload::Eager(_) => {
-                    let mut v = st.pool.pop().unwrap_or_default();
-                    v.clear();
-                    let b = &st.bounce[path][idx][crate::wire::LEN..];
-                    v.extend_from_slice(&b[..m.len.min(b.len())]);
-                    Payload::Eager(v)
-                }
-                p => p,
-            };
-            st.mq.push_unexpected(
-                h.tagged,
-                Unexpected {
-                    src,
-                    tag: h.tag,
-                    data: h.data,
-                    flags: if h.has_data { FI_REMOTE_CQ_DATA } else { 0 },
-                    len: m.len,
-                    claimed: None,
-                    payload,
-                },
-            );
-            return;
-        };
-        let Some(r) = st.mq.take_posted(h.tagged, i) else {
-            return;
-        };
-        let d = Dest {
-            iov: r.iov(),
-            context: r.context,
-            completion: r.flags & FI_COMPLETION != 0,
-            discard: false,
-        };
-        match payload {
-            Payload::Eager(_) => {
-                let b = &st.bounce[path][idx][crate::wire::LEN..];
-                let bytes = &b[..m.len.min(b.len())];
-                Self::deliver_eager(st, &d, &m, bytes);
-            }
-            p => self.deliver(st, &d, m, p),
+        if let Payload::Eager(_) = payload {
+            return Self::incoming_eager(st, h, src, body);
         }
+        match st.mq.find_posted(h.tagged, src, h.tag) {
+            Some(i) => {
+                let Some(r) = st.mq.take_posted(h.tagged, i) else {
+                    return;
+                };
+                let d = Dest::posted(&r);
+                self.deliver(st, &d, Meta::of(&h, src), payload);
+            }
+            None => Self::hold(st, &h, src, payload),
+        }
+    }
+
+    /// An eager message arrived: copied into the matching receive, or held.
+    pub(super) fn incoming_eager(st: &mut State, h: Header, src: u64, body: &[u8]) {
+        let m = Meta::of(&h, src);
+        let body = &body[..m.len.min(body.len())];
+        match st.mq.find_posted(h.tagged, src, h.tag) {
+            Some(i) => {
+                let Some(r) = st.mq.take_posted(h.tagged, i) else {
+                    return;
+                };
+                Self::deliver_eager(st, &Dest::posted(&r), &m, body);
+            }
+            None => {
+                let mut v = st.pool.pop().unwrap_or_default();
+                v.clear();
+                v.extend_from_slice(body);
+                Self::hold(st, &h, src, Payload::Eager(v));
+            }
+        }
+    }
+
+    /// Holds an unexpected message until a receive takes it.
+    fn hold(st: &mut State, h: &Header, src: u64, payload: Payload) {
+        st.mq.push_unexpected(
+            h.tagged,
+            Unexpected {
+                src,
+                tag: h.tag,
+                data: h.data,
+                flags: if h.has_data { FI_REMOTE_CQ_DATA } else { 0 },
+                len: h.len as usize,
+                claimed: None,
+                payload,
+            },
+        );
     }
 
     fn deliver_eager(st: &State, d: &Dest<'_>, m: &Meta, bytes: &[u8]) {
@@ -222,7 +244,7 @@ impl HybridEp {
                     completion: d.completion,
                     discard: d.discard,
                 };
-                let i = Self::rx_slot(st, path, rec);
+                let i = self.rx_slot(st, path, rec);
                 let iov: &[IoVec] = if d.discard { &[] } else { d.iov };
                 let op = RecvOp {
                     iov,
@@ -432,7 +454,7 @@ impl HybridEp {
                 completion: false,
                 discard: true,
             };
-            let i = Self::rx_slot(st, path, rec);
+            let i = self.rx_slot(st, path, rec);
             let op = RecvOp {
                 iov: &[],
                 desc: &[],

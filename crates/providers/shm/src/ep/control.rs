@@ -3,7 +3,7 @@
 //! queue, pushed into peers' rings.
 
 use super::{Inner, Meta, ShmEndpoint, BUDGET};
-use ofi_proto::shm::{entry, CtrlQueue, Incoming};
+use ofi_proto::shm::{entry, Body, CtrlQueue, Incoming};
 use ofi_wire::shm::{Entry, Repr};
 use std::sync::atomic::Ordering;
 
@@ -72,6 +72,11 @@ impl ShmEndpoint {
                     total: meta.total,
                     src_addr: self.src_addr(g, meta.from),
                 };
+                if let Body::Inline(b) = &body {
+                    if self.hooked(g, &m, b) {
+                        return;
+                    }
+                }
                 self.incoming(g, meta.from, m, body);
             }
             Incoming::Ack { cookie, status } => {

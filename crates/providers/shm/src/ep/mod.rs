@@ -138,6 +138,9 @@ struct Inner {
     peers: Vec<Option<Arc<Peer>>>,
     by_id: HashMap<u64, Arc<Peer>>,
     src_cache: HashMap<u64, u64>,
+    /// The last sender `src_addr` resolved and its fi_addr (0: none): a run
+    /// of messages from one sender skips the map.
+    src_last: (u64, u64),
     src_gen: u64,
     /// Posted receives, unexpected messages and their budget (core).
     rx: RxState<Payload>,
@@ -344,6 +347,7 @@ impl ShmEndpoint {
                 peers: Vec::new(),
                 by_id: HashMap::new(),
                 src_cache: HashMap::new(),
+                src_last: (0, FI_ADDR_NOTAVAIL),
                 src_gen: u64::MAX,
                 rx: RxState::new(depth, cfg.max_unexpected),
                 sends: Sends::default(),

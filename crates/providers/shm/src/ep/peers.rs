@@ -88,24 +88,33 @@ impl ShmEndpoint {
         if !g.need_src {
             return FI_ADDR_NOTAVAIL;
         }
-        let Some(av) = g.b.av.clone() else {
+        let Some(gen) = g.b.av.as_ref().map(|av| av.generation()) else {
             return FI_ADDR_NOTAVAIL;
         };
-        let gen = av.generation();
         if gen != g.src_gen {
             g.src_cache.clear();
+            g.src_last = (0, FI_ADDR_NOTAVAIL);
             g.src_gen = gen;
         }
-        if let Some(a) = g.src_cache.get(&id) {
-            return *a;
+        if g.src_last.0 == id && id != 0 {
+            return g.src_last.1;
         }
-        match av.reverse(&ShmAddr::from_id(id).to_bytes()) {
-            Some(a) => {
+        let a = match g.src_cache.get(&id) {
+            Some(a) => *a,
+            None => {
+                let Some(a) =
+                    g.b.av
+                        .as_ref()
+                        .and_then(|av| av.reverse(&ShmAddr::from_id(id).to_bytes()))
+                else {
+                    return FI_ADDR_NOTAVAIL;
+                };
                 g.src_cache.insert(id, a);
                 a
             }
-            None => FI_ADDR_NOTAVAIL,
-        }
+        };
+        g.src_last = (id, a);
+        a
     }
 
     /// The error of a push that found `peer`'s ring full: FI_EAGAIN while

@@ -30,6 +30,20 @@ pub(super) struct Dest<'a> {
 }
 
 impl ShmEndpoint {
+    /// Offers a whole untagged message to the bound receive hook (a
+    /// composing provider that matches for this endpoint) when no earlier
+    /// untagged message is held here: true when the hook took it.
+    pub(super) fn hooked(&self, g: &Inner, m: &Meta, bytes: &[u8]) -> bool {
+        match &g.b.rx_hook {
+            Some(h) if !m.tagged && g.rx.mq.unexpected_len(false) == 0 => h.arrived(
+                m.src_addr,
+                m.cq_data.then_some(m.data),
+                &bytes[..m.total.min(bytes.len())],
+            ),
+            _ => false,
+        }
+    }
+
     /// A message arrived: match a posted receive or hold it as unexpected.
     pub(super) fn incoming(&self, g: &mut Inner, from: u64, m: Meta, body: Body<'_>) {
         let Some(i) = g.rx.mq.find_posted(m.tagged, m.src_addr, m.tag) else {
