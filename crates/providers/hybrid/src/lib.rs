@@ -173,7 +173,9 @@ fn offer(inner: &Inners, version: u32) -> Info {
         | FI_RMA_EVENT
         | FI_FENCE
         | FI_LOCAL_COMM
-        | FI_REMOTE_COMM;
+        | FI_REMOTE_COMM
+        // FI_COMMIT_COMPLETE when both paths make writes durable.
+        | (s.caps & t.caps & FI_RMA_PMEM);
     let order = s.tx_attr.msg_order & t.tx_attr.msg_order;
     let inject = s.tx_attr.inject_size.min(t.tx_attr.inject_size) - wire::LEN;
     Info {
