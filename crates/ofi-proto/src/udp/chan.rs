@@ -241,7 +241,7 @@ impl Channel {
             session,
             snd_una: 0,
             snd_nxt: 0,
-            sent: VecDeque::new(),
+            sent: VecDeque::with_capacity(window_pkts),
             retx: VecDeque::with_capacity(window_pkts),
             stream_end: 0,
             stream_next: 0,

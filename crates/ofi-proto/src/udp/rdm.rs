@@ -178,12 +178,18 @@ struct Link {
     reported: u64,
 }
 
+/// Bytes of copy capacity reserved per link at most: acknowledgements
+/// that come late (a loaded receiver) let copies pile up, and the first
+/// time that happens must not allocate on the hot path.
+const RING_RESERVED: usize = 64 << 10;
+
 impl Link {
-    fn new(fi_addr: u64) -> Link {
+    /// A link whose copy ring holds `reserve` bytes without growing.
+    fn new(fi_addr: u64, reserve: usize) -> Link {
         Link {
             fi_addr,
             conn: None,
-            ring: VecDeque::new(),
+            ring: VecDeque::with_capacity(reserve.min(RING_RESERVED)),
             acked: 0,
             reported: 0,
         }
@@ -277,7 +283,11 @@ impl Rdm {
     pub fn queue(&mut self, now: Instant, fi_addr: u64, addr: &[u8], req: Req) -> Result<(), i32> {
         let peer = self.sessions.peer(addr);
         let up = self.sessions.is_up(peer);
-        let link = self.links.entry(peer).or_insert_with(|| Link::new(fi_addr));
+        let reserve = self.cfg.session.chan.window as usize;
+        let link = self
+            .links
+            .entry(peer)
+            .or_insert_with(|| Link::new(fi_addr, reserve));
         link.fi_addr = fi_addr;
         if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
             let c = {
@@ -422,7 +432,11 @@ impl Rdm {
                         Some(l) if l.fi_addr != FI_ADDR_NOTAVAIL => l.fi_addr,
                         _ => resolve(&addr),
                     };
-                    let link = self.links.entry(peer).or_insert_with(|| Link::new(fa));
+                    let reserve = self.cfg.session.chan.window as usize;
+                    let link = self
+                        .links
+                        .entry(peer)
+                        .or_insert_with(|| Link::new(fa, reserve));
                     link.fi_addr = fa;
                     link.reset_stream();
                     if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
@@ -526,7 +540,9 @@ impl Rdm {
         let copy_max = self.cfg.copy_max;
         let Some(link) = self.links.get_mut(&peer) else {
             // Up with nothing to say yet: acknowledgements still go.
-            self.links.insert(peer, Link::new(FI_ADDR_NOTAVAIL));
+            let reserve = self.cfg.session.chan.window as usize;
+            self.links
+                .insert(peer, Link::new(FI_ADDR_NOTAVAIL, reserve));
             return self.pump(peer, now, mem, send);
         };
         let Some(ch) = self.sessions.channel(peer) else {
