@@ -465,7 +465,7 @@ impl<'c> Transmission<'c> {
                     };
                     let len = buf.len() as u32;
                     self.ses.submit(Submit {
-                        req: req(Op::Write, offset, len, fua, false),
+                        req: Request::new(Op::Write, offset, len, fua, false),
                         user: tag,
                         buf: Some(buf),
                     });
@@ -528,7 +528,7 @@ impl<'c> Transmission<'c> {
                 self.table.insert(tag, Pending { cookie, read_at });
                 let (r, buf) = match fwd {
                     Forward::Read { offset, len } => (
-                        req(Op::Read, offset, len, false, false),
+                        Request::new(Op::Read, offset, len, false, false),
                         Some(self.buffer(len as usize)),
                     ),
                     Forward::Write { offset, len, fua } => {
@@ -542,16 +542,19 @@ impl<'c> Transmission<'c> {
                         };
                         return;
                     }
-                    Forward::Flush => (req(Op::Flush, 0, 0, false, false), None),
+                    Forward::Flush => (Request::new(Op::Flush, 0, 0, false, false), None),
                     Forward::Trim { offset, len, .. } => {
-                        (req(Op::Trim, offset, len, false, false), None)
+                        (Request::new(Op::Trim, offset, len, false, false), None)
                     }
                     Forward::Zero {
                         offset,
                         len,
                         fua,
                         no_hole,
-                    } => (req(Op::WriteZeroes, offset, len, fua, no_hole), None),
+                    } => (
+                        Request::new(Op::WriteZeroes, offset, len, fua, no_hole),
+                        None,
+                    ),
                 };
                 self.ses.submit(Submit {
                     req: r,
@@ -618,18 +621,6 @@ impl<'c> Transmission<'c> {
 fn recycle(free: &mut Vec<Vec<u8>>, b: Vec<u8>, keep: usize) {
     if b.capacity() > 0 && free.len() < keep {
         free.push(b);
-    }
-}
-
-fn req(op: Op, offset: u64, len: u32, fua: bool, no_hole: bool) -> Request {
-    Request {
-        op,
-        fua,
-        no_hole,
-        offset,
-        len,
-        addr: 0,
-        key: 0,
     }
 }
 

@@ -157,29 +157,21 @@ impl Volume {
         }
     }
 
-    fn req(op: Op, offset: u64, len: u32, fua: bool, no_hole: bool) -> Request {
-        Request {
-            op,
-            fua,
-            no_hole,
-            offset,
-            len,
-            addr: 0,
-            key: 0,
-        }
-    }
-
     /// Starts a read of `len` bytes at `offset`; the data comes back in the
     /// completion tagged `user`.
     pub fn submit_read(&self, offset: u64, len: u32, user: u64) {
-        self.push(Self::req(Op::Read, offset, len, false, false), user, None);
+        self.push(
+            Request::new(Op::Read, offset, len, false, false),
+            user,
+            None,
+        );
     }
     /// Starts a write of `buf` at `offset` (durable before completion with
     /// `fua`); the buffer comes back in the completion.
     pub fn submit_write(&self, offset: u64, buf: Vec<u8>, fua: bool, user: u64) {
         let len = buf.len().min(u32::MAX as usize) as u32;
         self.push(
-            Self::req(Op::Write, offset, len, fua, false),
+            Request::new(Op::Write, offset, len, fua, false),
             user,
             Some(buf),
         );
@@ -187,16 +179,20 @@ impl Volume {
     /// Starts a flush: every write completed before is durable when it
     /// completes.
     pub fn submit_flush(&self, user: u64) {
-        self.push(Self::req(Op::Flush, 0, 0, false, false), user, None);
+        self.push(Request::new(Op::Flush, 0, 0, false, false), user, None);
     }
     /// Starts a trim (advisory deallocation).
     pub fn submit_trim(&self, offset: u64, len: u32, user: u64) {
-        self.push(Self::req(Op::Trim, offset, len, false, false), user, None);
+        self.push(
+            Request::new(Op::Trim, offset, len, false, false),
+            user,
+            None,
+        );
     }
     /// Starts a write of zeroes (`no_hole`: keep the range allocated).
     pub fn submit_zeroes(&self, offset: u64, len: u32, fua: bool, no_hole: bool, user: u64) {
         self.push(
-            Self::req(Op::WriteZeroes, offset, len, fua, no_hole),
+            Request::new(Op::WriteZeroes, offset, len, fua, no_hole),
             user,
             None,
         );

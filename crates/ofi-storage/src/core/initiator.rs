@@ -27,6 +27,22 @@ pub struct Request {
     pub key: u64,
 }
 
+impl Request {
+    /// A request with no buffer named yet (`addr` and `key` 0: the driver
+    /// fills them in for READ and WRITE once it registers the buffer).
+    pub fn new(op: Op, offset: u64, len: u32, fua: bool, no_hole: bool) -> Request {
+        Request {
+            op,
+            fua,
+            no_hole,
+            offset,
+            len,
+            addr: 0,
+            key: 0,
+        }
+    }
+}
+
 /// What the initiator learns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {

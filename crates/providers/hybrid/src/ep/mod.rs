@@ -601,15 +601,7 @@ impl HybridEp {
             b.tx_done(op.context, uflags, completion, None);
             return Ok(());
         }
-        let h = Header {
-            rts: false,
-            tagged: op.tagged,
-            has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
-            tag: op.tag,
-            data: op.data,
-            len: len as u64,
-            cookie: 0,
-        };
+        let h = send_header(op, len, false);
         let mut hb = [0u8; wire::LEN];
         h.emit(&mut hb);
         let mut iov = [IoVec::default(); MAX_IOV];
@@ -1104,15 +1096,7 @@ impl EndpointOps for HybridEp {
         let keep =
             FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
         let iflags = (op.flags & keep) | FI_COMPLETION;
-        let h = Header {
-            rts,
-            tagged: op.tagged,
-            has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
-            tag: op.tag,
-            data: op.data,
-            len: len as u64,
-            cookie: 0,
-        };
+        let h = send_header(op, len, rts);
         let rec = TxRec {
             context: op.context,
             flags: Some(uflags),
@@ -1326,5 +1310,19 @@ impl EndpointOps for HybridEp {
         for p in &self.paths {
             p.ep.close();
         }
+    }
+}
+
+/// The header of a send of `len` bytes (`rts`: its payload goes apart, as
+/// an inner tagged message; the cookie is set when one is chosen).
+fn send_header(op: &SendOp<'_>, len: usize, rts: bool) -> Header {
+    Header {
+        rts,
+        tagged: op.tagged,
+        has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
+        tag: op.tag,
+        data: op.data,
+        len: len as u64,
+        cookie: 0,
     }
 }
