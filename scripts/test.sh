@@ -19,6 +19,9 @@
 #              installed; as root directly, otherwise through sudo; adds the
 #              rustfmt and clippy components with rustup when they are
 #              missing
+#   sh         bash -n over every shell script (scripts/, bench/, .ci/): the
+#              benchmarks do not run here, so a script that no longer
+#              parses would otherwise go unnoticed
 #   fmt        cargo fmt --all --check
 #   clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   build      cargo build --release --workspace
@@ -194,6 +197,16 @@ deps() {
     mpirun --version | head -1
 }
 
+# Every shell script parses (bash -n).
+sh_syntax() {
+    local f rc=0
+    for f in scripts/*.sh bench/*.sh .ci/run; do
+        [ -e "$f" ] || continue
+        bash -n "$f" || { echo "$f does not parse" >&2; rc=1; }
+    done
+    return "$rc"
+}
+
 # Each fuzz target for FUZZ_TIME seconds (built with cargo-fuzz: ASan,
 # debug assertions, libFuzzer). Crash inputs land in fuzz/artifacts/TARGET;
 # new coverage in fuzz/corpus/TARGET (both ignored by git).
@@ -361,6 +374,7 @@ export OFI_BIN="${CARGO_TARGET_DIR:-target}/release/ofi"
 echo "ofi test suite in $ROOT ($(nproc) cpus)"
 
 stage deps 0 deps
+stage sh "$SHORT_TIMEOUT" sh_syntax
 stage fmt "$STAGE_TIMEOUT" cargo fmt --all --check
 stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warnings
 stage build "$STAGE_TIMEOUT" cargo build --release --workspace
