@@ -56,6 +56,15 @@ pub trait Memory: Send {
     fn check_durable(&mut self, _grant: Grant) -> Result<(), i32> {
         Err(ofi_core::error::errno::FI_EOPNOTSUPP)
     }
+    /// [`check_durable`](Self::check_durable) when the request asks for
+    /// FI_COMMIT_COMPLETE (`commit`), else `Ok`.
+    fn check_durable_if(&mut self, commit: bool, grant: Grant) -> Result<(), i32> {
+        if commit {
+            self.check_durable(grant)
+        } else {
+            Ok(())
+        }
+    }
     /// FI_COMMIT_COMPLETE, once the data landed and before the answer:
     /// every range of `grant` is on stable storage when this returns `Ok`.
     fn persist(&mut self, _grant: Grant) -> Result<(), i32> {

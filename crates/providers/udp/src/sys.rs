@@ -316,7 +316,8 @@ impl UdpSocket {
 
     /// Receives one datagram into `buf`; `None` when none is waiting.
     /// `ECONNREFUSED` reports an ICMP error for an earlier send, not a
-    /// failure of this call: the caller may call again.
+    /// failure of this call (with `report_errors`, `recv_err` says whose):
+    /// the caller may call again.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
         // SAFETY: sockaddr_storage is plain data.
         let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -339,8 +340,6 @@ impl UdpSocket {
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-                // ECONNREFUSED: an ICMP error for an earlier send, not this
-                // datagram's (with `report_errors`, `recv_err` says whose).
                 _ => Err(e),
             };
         }

@@ -575,13 +575,13 @@ impl Conn {
         let (status, grant) = match rx.memory() {
             None => (errno::FI_EOPNOTSUPP, None),
             Some(m) => match m.resolve(&ranges[..d.count], FI_REMOTE_WRITE, &mut iov[..d.count]) {
-                Ok(g) => match commit.then(|| m.check_durable(g)) {
-                    Some(Err(e)) => {
+                Ok(g) => match m.check_durable_if(commit, g) {
+                    Ok(()) => (0, Some(g)),
+                    Err(e) => {
                         // Refused before a byte lands: the data is dropped.
                         m.release(g, false);
                         (e, None)
                     }
-                    _ => (0, Some(g)),
                 },
                 Err(e) => (e, None),
             },
@@ -767,15 +767,10 @@ impl Conn {
                     Ok(g) => {
                         let commit = r.flags & flag::COMMIT != 0;
                         let mut at = 0;
-                        let mut st = if commit {
-                            m.check_durable(g).err().unwrap_or(0)
-                        } else {
-                            0
-                        };
-                        for (i, rg) in ranges[..d.count].iter().enumerate() {
-                            if st != 0 {
-                                break;
-                            }
+                        let mut st = m.check_durable_if(commit, g).err().unwrap_or(0);
+                        // A refused request applies nothing.
+                        let ranges = if st == 0 { &ranges[..d.count] } else { &[][..] };
+                        for (i, rg) in ranges.iter().enumerate() {
                             let span = at..at + rg.len;
                             let opnd = if ob > 0 { &operand[span.clone()] } else { &[] };
                             let cmp = if cb > 0 { &compare[span.clone()] } else { &[] };
