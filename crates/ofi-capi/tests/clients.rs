@@ -893,17 +893,17 @@ fn fi_pingpong_tcp_rdm_tagged() {
 }
 
 /// No provider named: fi_pingpong takes getinfo's first RDM offer (on ofi
-/// shm, the peer being on this node).
+/// hybrid, through shm: the peer is on this node).
 #[test]
 fn fi_pingpong_default_rdm() {
     pingpong("pp-default-rdm", &["-e", "rdm"]);
 }
 
-/// On ofi the hybrid offer (FI_LOCAL_COMM | FI_REMOTE_COMM) is among the
-/// RDM answers, after the plain providers (shm first); FI_PROVIDER=hybrid
-/// gives it alone and FI_PROVIDER=shm leaves it out.
+/// On ofi the hybrid offer (FI_LOCAL_COMM | FI_REMOTE_COMM) is the first
+/// RDM answer, before the plain providers; FI_PROVIDER=hybrid gives it
+/// alone and FI_PROVIDER=shm leaves it out.
 #[test]
-fn fi_info_rdm_offers_hybrid() {
+fn fi_info_rdm_offers_hybrid_first() {
     let _s = serial();
     let lib = Lib::get("hybrid-first");
     if !lib.is_ofi() {
@@ -914,12 +914,12 @@ fn fi_info_rdm_offers_hybrid() {
     let b = blocks(&r.stdout);
     assert_eq!(
         b.first().and_then(|b| field(b, "provider")),
-        Some("shm"),
+        Some("hybrid"),
         "{}",
         r.report()
     );
     assert!(
-        offered_providers(&r).iter().any(|p| p == "hybrid"),
+        offered_providers(&r).iter().any(|p| p == "shm"),
         "{}",
         r.report()
     );

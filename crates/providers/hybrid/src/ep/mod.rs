@@ -25,7 +25,7 @@ use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
 use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::{MatchQueues, MAX_IOV};
 use ofi_core::util::peer::PeerDown;
-use ofi_core::util::wait::WaitFd;
+use ofi_core::util::wait::{ReadyWatch, WaitFd};
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -36,8 +36,15 @@ use std::time::Instant;
 pub(crate) const SHM: usize = 0;
 /// Path index of tcp (the others).
 pub(crate) const TCP: usize = 1;
-/// An idle path is polled at most this often (microseconds).
+/// An idle tcp path is polled at most this often (microseconds) when it
+/// has no readiness watch (the watch thread could not be started).
 const IDLE_POLL_US: u128 = 50;
+/// A watched idle tcp path is polled at least this often anyway
+/// (microseconds): a bound on the delay should a wake-up ever be missed.
+const WATCHED_POLL_US: u128 = 10_000;
+/// Progress calls an idle tcp path stays busy once woken (or when it could
+/// not be watched because it had work pending) before it is armed again.
+const REARM_AFTER: u32 = 256;
 /// Progress calls between two readings of the clock.
 const CLOCK_EVERY: u32 = 64;
 /// Calls a path stays busy after it delivered something.
@@ -195,6 +202,9 @@ pub(crate) struct State {
     recent: [u32; 2],
     /// When each path was last polled (as of the last clock reading).
     polled: [Instant; 2],
+    /// The idle tcp path is armed (its sockets in its poller) and watched:
+    /// it is polled only once the watch fires (or every WATCHED_POLL_US).
+    watching: bool,
 }
 
 /// What the endpoints of one hybrid domain share. The inner tcp endpoints
@@ -251,6 +261,9 @@ impl Siblings {
 
 /// The hybrid endpoint.
 pub(crate) struct HybridEp {
+    /// Readiness of the tcp path's wait fd, watched by a thread while the
+    /// path is idle (declared before `paths`: dropped while its fd is open).
+    watch: OnceLock<ReadyWatch>,
     paths: [Path; 2],
     node: u64,
     eager_max: usize,
@@ -325,6 +338,7 @@ impl HybridEp {
             .min(paths[TCP].info.tx_attr.inject_size)
             .saturating_sub(wire::LEN);
         let ep = Arc::new(HybridEp {
+            watch: OnceLock::new(),
             paths,
             node: if cfg.per_endpoint {
                 crate::node::endpoint_node()
@@ -359,6 +373,7 @@ impl HybridEp {
                 outstanding: [0; 2],
                 recent: [0; 2],
                 polled: [Instant::now(); 2],
+                watching: false,
             })),
             wait: OnceLock::new(),
         });
@@ -903,6 +918,63 @@ impl RxHook for Hook {
     }
 }
 
+impl HybridEp {
+    /// Polls the tcp path if it is due, and says whether it did. A busy
+    /// path (operations in flight, or arrivals lately) is polled on every
+    /// pass; an idle one only once its readiness watch fires, operations
+    /// are posted on it, or WATCHED_POLL_US passed (IDLE_POLL_US without a
+    /// watch): its poll costs system calls, which local traffic should not
+    /// pay each time.
+    fn poll_tcp(&self, st: &mut State, now: Option<Instant>) -> bool {
+        let elapsed = |st: &State, us: u128| {
+            now.is_some_and(|t| t.duration_since(st.polled[TCP]).as_micros() >= us)
+        };
+        if st.watching {
+            let woken = self.watch.get().is_some_and(ReadyWatch::fired);
+            if !woken && st.outstanding[TCP] == 0 && !elapsed(st, WATCHED_POLL_US) {
+                return false;
+            }
+            self.paths[TCP].ep.disarm();
+            st.watching = false;
+            // Woken, the path stays busy a while (traffic tends to come in
+            // runs), and the watch is not re-armed on every pass; the
+            // periodic poll re-arms at once if it finds nothing.
+            if woken {
+                st.recent[TCP] = st.recent[TCP].max(REARM_AFTER);
+            }
+        } else if st.outstanding[TCP] == 0
+            && st.recent[TCP] == 0
+            && self.watch.get().is_none()
+            && !elapsed(st, IDLE_POLL_US)
+        {
+            return false;
+        }
+        if let Some(t) = now {
+            st.polled[TCP] = t;
+        }
+        self.paths[TCP].ep.progress();
+        true
+    }
+
+    /// The tcp path went idle: arms it (its sockets go into its poller,
+    /// whose fd the watch thread sleeps on) and re-arms the watch, unless
+    /// it has work pending, in which case it stays busy a while longer.
+    fn watch_tcp(&self, st: &mut State) {
+        let Some(w) = self.watch.get() else { return };
+        if self.paths[TCP].ep.arm() {
+            match w.rearm() {
+                Ok(()) => {
+                    st.watching = true;
+                    return;
+                }
+                Err(e) => tracing::debug!(error = %e, "hybrid: re-arming the tcp watch"),
+            }
+        }
+        self.paths[TCP].ep.disarm();
+        st.recent[TCP] = REARM_AFTER;
+    }
+}
+
 impl Progress for HybridEp {
     fn progress(&self) {
         if !self.enabled.load(Ordering::Acquire) {
@@ -920,6 +992,7 @@ impl Progress for HybridEp {
         // Inner EQs are looked at on the next due pass.
         if !due
             && self.tcp_idle.load(Ordering::Relaxed)
+            && !self.watch.get().is_some_and(ReadyWatch::fired)
             && !self.paths[SHM].cq.has_events()
             && !self.paths[TCP].cq.has_events()
         {
@@ -928,22 +1001,8 @@ impl Progress for HybridEp {
         let now = due.then(Instant::now);
         let mut st = self.lock();
         for path in [SHM, TCP] {
-            if path == TCP {
-                // Idle (nothing in flight, nothing arrived lately), tcp is
-                // polled every IDLE_POLL_US microseconds: its poll costs
-                // system calls, which local traffic should not pay each
-                // time.
-                if st.outstanding[TCP] == 0 && st.recent[TCP] == 0 {
-                    match now {
-                        Some(t) if t.duration_since(st.polled[TCP]).as_micros() >= IDLE_POLL_US => {
-                        }
-                        _ => continue,
-                    }
-                }
-                if let Some(t) = now {
-                    st.polled[TCP] = t;
-                }
-                self.paths[TCP].ep.progress();
+            if path == TCP && !self.poll_tcp(&mut st, now) && !self.paths[TCP].cq.has_events() {
+                continue;
             }
             if self.paths[path].eq.has_events() {
                 self.peers_down(&mut st, path);
@@ -953,6 +1012,10 @@ impl Progress for HybridEp {
             } else {
                 st.recent[path] = st.recent[path].saturating_sub(1);
             }
+        }
+        let idle = st.outstanding[TCP] == 0 && st.recent[TCP] == 0;
+        if idle && !st.watching {
+            self.watch_tcp(&mut st);
         }
         self.tcp_idle.store(
             st.outstanding[TCP] == 0 && st.recent[TCP] == 0,
@@ -1030,6 +1093,20 @@ impl EndpointOps for HybridEp {
             }
         }
         self.sync_av(&mut st);
+        // The tcp path is watched from a thread while idle, so local traffic
+        // never pays its system calls; without a watch it is polled every
+        // IDLE_POLL_US instead.
+        if let Some(fd) = self.paths[TCP].ep.wait_fd() {
+            match ReadyWatch::new(fd, "ofi-hybrid-watch") {
+                Ok(w) => {
+                    let _ = self.watch.set(w);
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "hybrid: no readiness watch for the tcp path; polling it every {IDLE_POLL_US} usec while idle"
+                ),
+            }
+        }
         self.enabled.store(true, Ordering::Release);
         Ok(())
     }
