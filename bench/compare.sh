@@ -52,7 +52,10 @@
 #      mpirun are installed), also runs bench/mpi_latency.c under Debian's
 #      Open MPI (pml cm, mtl ofi, provider tcp, 2 ranks bound to the two
 #      cpus) on ofi's libfabric.so.1 and on Debian's, alternating per round:
-#      the same MPI binary on both libraries,
+#      the same MPI binary on both libraries; and, alternating the same
+#      way, the same binary with no provider named (cm + ofi MTL on ofi's
+#      libfabric.so.1: its default RDM offer, hybrid, through shm) against
+#      Open MPI's own shared-memory path (pml ob1, btl vader,self),
 #   8. with HYBRID_SIZES (default "8" when shm and send are measured), in
 #      the same rounds and alternation: `ofi pingpong -p hybrid -e rdm`
 #      (the hybrid provider, through shm here)
@@ -114,7 +117,8 @@
 # Targets (C ABI, the same fi_pingpong binary on ofi's libfabric.so.1 and on
 # Debian's): shm rdm 8 B latency <= 0.80; tcp rdm 8 B <= 0.80 (against
 # tcp;ofi_rxm); Open MPI (cm, ofi MTL, tcp) 8 B latency on ofi <= on
-# libfabric (ratio <= 1.00).
+# libfabric (ratio <= 1.00); Open MPI cm + ofi MTL on ofi's default offer,
+# 8 B latency <= 2.00x Open MPI's ob1 + vader.
 # The RMA write rows are reported against memcpy / the raw stream and
 # fi_rma_bw without a target.
 # shellcheck disable=SC2317 # functions are called indirectly (trap, stage)
@@ -439,16 +443,29 @@ run_raw() {
     log "   $(printf '%-30s run %d: %10s usec/xfer %12s MB/sec' "$tag" "$round" "$usec" "$mbs")"
 }
 
-# run_mpi TOOL ROUND: bench/mpi_latency under Open MPI (pml cm, mtl ofi,
-# provider tcp on loopback, 2 ranks bound to one core each) on ofi's
-# libfabric.so.1 (TOOL capi) or Debian's (TOOL libfabric); appends
+# run_mpi TOOL ROUND: bench/mpi_latency under Open MPI, 2 ranks bound to one
+# core each: pml cm + mtl ofi with provider tcp on loopback on ofi's
+# libfabric.so.1 (TOOL capi) or Debian's (TOOL libfabric); pml cm + mtl ofi
+# with no provider named on ofi's libfabric.so.1 (TOOL default: its first
+# RDM offer); pml ob1 + btl vader,self, no libfabric (TOOL vader). Appends
 # "usec round" to $WORK/mpi-TOOL-SIZE.dat for every size.
 run_mpi() {
     local tool="$1" round="$2" out="$WORK/mpi-$1.r$2" rc=0
     local args=(--allow-run-as-root -np 2 --bind-to core --map-by core
         --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tcp
         --mca btl self --mca oob_tcp_if_include lo -x FI_TCP_IFACE)
-    if [ "$tool" = capi ]; then
+    if [ "$tool" = default ]; then
+        args=(--allow-run-as-root -np 2 --bind-to core --map-by core
+            --mca pml cm --mca mtl ofi --mca btl self --mca oob_tcp_if_include lo)
+        env LD_LIBRARY_PATH="$WORK/capi" timeout "$TIMEOUT" \
+            mpirun "${args[@]}" -x LD_LIBRARY_PATH "$WORK/mpi_latency" "$MPI_ITERS" $MPI_SIZES \
+            >"$out" 2>&1 || rc=$?
+    elif [ "$tool" = vader ]; then
+        args=(--allow-run-as-root -np 2 --bind-to core --map-by core
+            --mca pml ob1 --mca btl vader,self --mca oob_tcp_if_include lo)
+        env -u LD_LIBRARY_PATH timeout "$TIMEOUT" \
+            mpirun "${args[@]}" "$WORK/mpi_latency" "$MPI_ITERS" $MPI_SIZES >"$out" 2>&1 || rc=$?
+    elif [ "$tool" = capi ]; then
         env LD_LIBRARY_PATH="$WORK/capi" FI_TCP_IFACE=lo timeout "$TIMEOUT" \
             mpirun "${args[@]}" -x LD_LIBRARY_PATH "$WORK/mpi_latency" "$MPI_ITERS" $MPI_SIZES \
             >"$out" 2>&1 || rc=$?
@@ -647,6 +664,8 @@ for round in $(seq 1 "$RUNS"); do
     if [ "$MPI" = 1 ]; then
         if [ $((round % 2)) -eq 1 ]; then order="capi libfabric"; else order="libfabric capi"; fi
         for tool in $order; do run_mpi "$tool" "$round"; done
+        if [ $((round % 2)) -eq 1 ]; then order="default vader"; else order="vader default"; fi
+        for tool in $order; do run_mpi "$tool" "$round"; done
     fi
     if [ "$HAS_TCP" = 1 ]; then
         run_raw pingpong "$round"
@@ -769,7 +788,7 @@ if [ "$CAPI" = 1 ] && [ "${#CONFIGS[@]}" -gt 0 ]; then
         echo "- $prov $ep $mode $(human "$size"): on ofi $(range "$WORK/capi-$f.dat"); per round: $(paired "$WORK/capi-$f.dat" "$WORK/libfabric-$f.dat")"
     done
 fi
-declare -A MPI_LAT
+declare -A MPI_LAT MPI_VADER
 if [ "$MPI" = 1 ]; then
     echo
     echo "Open MPI (Debian's, pml cm + mtl ofi, provider tcp on loopback, 2 ranks bound to cpus 0 and 1): bench/mpi_latency.c, $MPI_ITERS round trips per run, one-way usec (half the mean round trip), on ofi's libfabric.so.1 and on Debian's libfabric, same rounds"
@@ -786,6 +805,22 @@ if [ "$MPI" = 1 ]; then
                 "$WORK/mpi-capi-$size.dat" "$WORK/mpi-libfabric-$size.dat")"
         fi
         echo "| $(human "$size") | $mo | $ml | ${MPI_LAT[$size]} | $per |"
+    done
+    echo
+    echo "Open MPI, both ranks on this node: pml cm + mtl ofi with no provider named, on ofi's libfabric.so.1 (its default RDM offer), against Open MPI's own pml ob1 + btl vader,self; same binary, same rounds"
+    echo
+    echo "| size | cm + ofi (default offer) usec | ob1 + vader usec | latency ofi/vader | per round |"
+    echo "|---:|---:|---:|---:|---|"
+    for size in $MPI_SIZES; do
+        mo="$(if [ -s "$WORK/mpi-default-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-default-$size.dat" | median "%.4f"; else echo -; fi)"
+        ml="$(if [ -s "$WORK/mpi-vader-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-vader-$size.dat" | median "%.4f"; else echo -; fi)"
+        MPI_VADER[$size]="$(ratio "$mo" "$ml")"
+        per="-"
+        if [ -s "$WORK/mpi-default-$size.dat" ] && [ -s "$WORK/mpi-vader-$size.dat" ]; then
+            per="$(awk 'NR == FNR { o[$2] = $1; next } ($2 in o) && $1 > 0 { printf "%s%.2f", sep, o[$2] / $1; sep = " " } END { print "" }' \
+                "$WORK/mpi-default-$size.dat" "$WORK/mpi-vader-$size.dat")"
+        fi
+        echo "| $(human "$size") | $mo | $ml | ${MPI_VADER[$size]} | $per |"
     done
 fi
 ATOMIC_ONEWAY="-"
@@ -937,6 +972,7 @@ if [ "$CAPI" = 1 ] && [ "$OP_SEND" = 1 ]; then
     [ "$HAS_SHM" = 0 ] || target "shm rdm 8 B latency, on ofi/on libfabric" "${CAPI_LAT[shm:rdm:msg:8]:--}" "<=" 0.80
     [ "$HAS_TCP" = 0 ] || target "tcp rdm 8 B latency, on ofi/on libfabric $(provider_label tcp rdm)" "${CAPI_LAT[tcp:rdm:msg:8]:--}" "<=" 0.80
     [ "$MPI" = 0 ] || target "Open MPI cm + ofi MTL over tcp, 8 B latency, on ofi/on libfabric" "${MPI_LAT[8]:--}" "<=" 1.00
+    [ "$MPI" = 0 ] || target "Open MPI cm + ofi MTL on the default offer, 8 B latency, /ob1 + vader" "${MPI_VADER[8]:--}" "<=" 2.00
 fi
 echo
 

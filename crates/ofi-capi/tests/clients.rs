@@ -1111,6 +1111,106 @@ fn mpi_p2p_over_ofi_mtl_default_provider() {
     }
 }
 
+/// Open MPI with 4 ranks on 2 "hosts" (issue 12): two network namespaces
+/// joined by a veth pair, made two nodes for the hybrid offer with
+/// FI_HYBRID_NODE (namespaces share /dev/shm and the boot id). mpirun runs
+/// in the first and starts the second host's daemon through a launcher
+/// agent that enters its namespace (Open MPI's rsh agent, given the host
+/// and the command). pml cm + the ofi MTL with no provider named: every
+/// rank takes the hybrid offer, shm between the two ranks of a host and tcp
+/// across the veth. tests/mpi/hosts.c runs a checked ping-pong between
+/// every pair (8 B to 1 MiB) and an Allreduce. Needs root and iproute2.
+#[test]
+fn mpi_four_ranks_on_two_namespace_hosts() {
+    let _s = serial();
+    let lib = Lib::get("mpi-hosts");
+    if !lib.is_ofi() {
+        // The hybrid offer is ofi's: Debian's libfabric has none to pick.
+        return;
+    }
+    let net = ofi_prov_test_support::netns::Netns::pair("mpi", 0);
+    let dir = std::env::temp_dir().join(format!("ofi-capi-mpi-{}-hosts", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mpi build dir");
+    let exe = mpicc("hosts", &dir);
+    // The agent: `agent HOST COMMAND...` runs COMMAND in HOST's namespace
+    // as that host's node.
+    let agent = dir.join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\n\
+             host=\"$1\"; shift\n\
+             case \"$host\" in\n\
+             {a}) ns={na}; node=host-a ;;\n\
+             {b}) ns={nb}; node=host-b ;;\n\
+             *) echo \"agent: unknown host $host\" >&2; exit 1 ;;\n\
+             esac\n\
+             exec ip netns exec \"$ns\" env FI_HYBRID_NODE=\"$node\" sh -c \"$*\"\n",
+            a = net.addrs[0],
+            b = net.addrs[1],
+            na = net.names[0],
+            nb = net.names[1],
+        ),
+    )
+    .expect("agent script");
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("agent mode");
+    let hostfile = dir.join("hostfile");
+    std::fs::write(
+        &hostfile,
+        format!("{} slots=2\n{} slots=2\n", net.addrs[0], net.addrs[1]),
+    )
+    .expect("hostfile");
+    let mut c = lib.command("ip");
+    c.args(["netns", "exec", &net.names[0]])
+        .arg(need("mpirun", "openmpi-bin"))
+        .args(["--allow-run-as-root", "-np", "4", "--hostfile"])
+        .arg(&hostfile)
+        .args(["--mca", "plm_rsh_agent"])
+        .arg(&agent)
+        .args(["-x", "LD_LIBRARY_PATH"])
+        .args(["--mca", "oob_tcp_if_include", &net.veths.join(",")])
+        .args([
+            "--mca", "pml", "cm", "--mca", "mtl", "ofi", "--mca", "btl", "self",
+        ])
+        .args(["--mca", "mtl_base_verbose", "100"])
+        .arg(&exe)
+        .env("FI_HYBRID_NODE", "host-a")
+        .env_remove("FI_PROVIDER")
+        .env_remove("FI_TCP_IFACE");
+    let r = run(c, Duration::from_secs(300));
+    let _ = std::fs::remove_dir_all(&dir);
+    r.assert_success();
+    for (rank, host) in [(0, "host-a"), (1, "host-a"), (2, "host-b"), (3, "host-b")] {
+        r.assert_stdout_has(&format!("hosts: rank {rank} on {host} libfabric "));
+    }
+    for l in r.stdout.lines().filter(|l| l.contains(" libfabric ")) {
+        let so = ofi_so().canonicalize().expect("canonical path");
+        assert!(
+            l.ends_with(&so.display().to_string()),
+            "a rank loaded another libfabric than ofi's {}: {l}\n{}",
+            so.display(),
+            r.report()
+        );
+    }
+    for a in 0..4 {
+        for b in a + 1..4 {
+            r.assert_stdout_has(&format!("hosts: pair {a}-{b} ok\n"));
+        }
+    }
+    for phase in ["where", "pairs", "allreduce", "barrier"] {
+        r.assert_stdout_has(&format!("hosts: {phase} ok\n"));
+    }
+    r.assert_stdout_has("hosts: all checks passed");
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        all.matches("mtl:ofi:provider: hybrid").count(),
+        4,
+        "every rank must pick the hybrid offer: {}",
+        r.report()
+    );
+}
+
 /// The phases tests/mpi/rma.c reports, in order.
 const RMA_PHASES: &[&str] = &[
     "win_create",

@@ -247,6 +247,36 @@ fn counters_count_and_wait() {
     );
 }
 
+/// An application's AV never learns; a private one told to learns up to
+/// its limit, and finds what it learned again without a duplicate.
+#[test]
+fn av_learns_senders_only_when_told_and_up_to_its_limit() {
+    let av = AvCore::new(
+        &AvAttr {
+            av_type: av_type::FI_AV_TABLE,
+            count: 4,
+        },
+        Arc::new(TestAddrs),
+    )
+    .unwrap();
+    assert_eq!(
+        av.reverse_or_learn(b"t://a"),
+        None,
+        "learning is off by default"
+    );
+    assert_eq!(av.count(), 0);
+    av.set_learning(3);
+    // A malformed name is not learned (it uses up one of the 3).
+    assert_eq!(av.reverse_or_learn(b"bogus"), None);
+    let a = av.reverse_or_learn(b"t://a").expect("learned");
+    assert_eq!(av.reverse_or_learn(b"t://a"), Some(a), "found again");
+    assert_eq!(av.find(b"t://a"), Some(a));
+    let b = av.reverse_or_learn(b"t://b").expect("learned");
+    assert_ne!(a, b);
+    assert_eq!(av.reverse_or_learn(b"t://c"), None, "limit reached");
+    assert_eq!(av.count(), 2);
+}
+
 #[test]
 fn av_table_insert_lookup_remove_reverse() {
     let av = AvCore::new(

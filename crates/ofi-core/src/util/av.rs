@@ -49,6 +49,10 @@ pub struct AvCore {
     insertions: AtomicU64,
     ops: Arc<dyn AddrOps>,
     pub(crate) bound: AtomicUsize,
+    /// Most addresses [`reverse_or_learn`](Self::reverse_or_learn) may
+    /// still insert (0: the AV never learns; see
+    /// [`set_learning`](Self::set_learning)).
+    learn_left: AtomicUsize,
 }
 
 impl std::fmt::Debug for AvCore {
@@ -80,6 +84,7 @@ impl AvCore {
             insertions: AtomicU64::new(0),
             ops,
             bound: AtomicUsize::new(0),
+            learn_left: AtomicUsize::new(0),
         }))
     }
 
@@ -232,6 +237,50 @@ impl AvCore {
     pub fn reverse(&self, addr: &[u8]) -> Option<u64> {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
         t.reverse.get(addr).map(|h| h.primary)
+    }
+
+    /// [`reverse`](Self::reverse) of an address in any form the AV accepts
+    /// (it is made canonical first).
+    pub fn find(&self, addr: &[u8]) -> Option<u64> {
+        let c = self.ops.canonical(addr).ok()?;
+        self.reverse(&c)
+    }
+
+    /// Lets [`reverse_or_learn`](Self::reverse_or_learn) insert up to
+    /// `limit` more addresses. For a composing provider's private inner
+    /// AV: a peer whose message arrives before the outer AV holds it then
+    /// still has an inner fi_addr, and its messages can be attributed once
+    /// the application inserts it. An application's AV never learns.
+    pub fn set_learning(&self, limit: usize) {
+        self.learn_left.store(limit, Ordering::Release);
+    }
+
+    /// The source a provider reports for a peer named `addr` (canonical):
+    /// its primary fi_addr; or, if it is not in the AV and the AV learns
+    /// (see [`set_learning`](Self::set_learning)), a new entry for it;
+    /// otherwise `None`.
+    pub fn reverse_or_learn(&self, addr: &[u8]) -> Option<u64> {
+        if let Some(f) = self.reverse(addr) {
+            return Some(f);
+        }
+        let left = self.learn_left.load(Ordering::Acquire);
+        if left == 0
+            || self
+                .learn_left
+                .compare_exchange(left, left - 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return None;
+        }
+        // Inserted by another thread meanwhile: that entry (no duplicate).
+        if let Some(f) = self.reverse(addr) {
+            return Some(f);
+        }
+        let mut out = [FI_ADDR_NOTAVAIL];
+        match self.insert(&[addr], &mut out) {
+            Ok(1) => Some(out[0]),
+            _ => None,
+        }
     }
 
     /// The primary fi_addr of the peer `fi_addr` names: `fi_addr` itself

@@ -173,6 +173,14 @@ impl<P> MatchQueues<P> {
     pub fn take_unexpected(&mut self, tagged: bool, idx: usize) -> Option<Unexpected<P>> {
         self.unexpected[usize::from(tagged)].remove(idx)
     }
+    /// The unexpected messages of a queue, oldest first, to update in place
+    /// (a composing provider names a sender once its AV learns it).
+    pub fn unexpected_iter_mut(
+        &mut self,
+        tagged: bool,
+    ) -> impl Iterator<Item = &mut Unexpected<P>> + '_ {
+        self.unexpected[usize::from(tagged)].iter_mut()
+    }
     /// Number of unexpected messages in a queue.
     pub fn unexpected_len(&self, tagged: bool) -> usize {
         self.unexpected[usize::from(tagged)].len()

@@ -299,7 +299,7 @@ impl TcpRdmEp {
                 if p.name.is_empty() {
                     continue;
                 }
-                let f = av.reverse(&p.name).unwrap_or(FI_ADDR_NOTAVAIL);
+                let f = av.reverse_or_learn(&p.name).unwrap_or(FI_ADDR_NOTAVAIL);
                 p.set_fi_addr(f);
                 if f == FI_ADDR_NOTAVAIL && !unknown.contains(id) {
                     unknown.push(*id);
@@ -313,7 +313,7 @@ impl TcpRdmEp {
                 let Some(p) = peers.get_mut(id) else {
                     return false;
                 };
-                match av.reverse(&p.name) {
+                match av.reverse_or_learn(&p.name) {
                     Some(f) => {
                         p.set_fi_addr(f);
                         false
@@ -508,7 +508,7 @@ impl TcpRdmEp {
         let fi_addr =
             g.b.av
                 .as_ref()
-                .and_then(|av| av.reverse(&name))
+                .and_then(|av| av.reverse_or_learn(&name))
                 .unwrap_or(FI_ADDR_NOTAVAIL);
         let existing_id = g.by_name.get(&name).copied().filter(|e| *e != id);
         let existing = match existing_id.and_then(|e| g.peers.get(&e)) {

@@ -50,6 +50,39 @@ const CLOCK_EVERY: u32 = 64;
 /// Calls a path stays busy after it delivered something.
 const RECENT: u32 = 4096;
 const PATH_NAMES: [&str; 2] = ["shm", "tcp"];
+/// Peers an inner AV learns from their first message before the
+/// application's AV names them (see [`pending_src`]).
+const LEARN_MAX: usize = 4096;
+/// The source of a message held while its sender is not yet in the
+/// application's AV: this prefix, the path in bits 32..48 and the inner
+/// fi_addr below. A directed receive never names it (outer fi_addrs are
+/// table indices); the AV sync replaces it with the sender's fi_addr once
+/// the application inserts the sender, so receives directed at the sender
+/// then take its messages that arrived first; a completion reports it as
+/// FI_ADDR_NOTAVAIL.
+const PENDING: u64 = 0xFFFE_0000_0000_0000;
+const PENDING_MASK: u64 = 0xFFFF_0000_0000_0000;
+
+/// The held source for a message from inner fi_addr `inner` on `path`
+/// whose sender the application's AV does not name yet.
+pub(crate) fn pending_src(path: usize, inner: u64) -> u64 {
+    PENDING | ((path as u64) << 32) | (inner & 0xFFFF_FFFF)
+}
+
+/// Whether `src` is a held source (see [`pending_src`]): its path and
+/// inner fi_addr.
+pub(crate) fn pending_parts(src: u64) -> Option<(usize, u64)> {
+    (src & PENDING_MASK == PENDING).then_some((((src >> 32) & 0xFFFF) as usize, src & 0xFFFF_FFFF))
+}
+
+/// The source a completion reports: a held source is FI_ADDR_NOTAVAIL.
+pub(crate) fn visible_src(src: u64) -> u64 {
+    if pending_parts(src).is_some() {
+        FI_ADDR_NOTAVAIL
+    } else {
+        src
+    }
+}
 
 // Inner operation contexts: (index << 3) | (path << 2) | kind.
 const K_BOUNCE: usize = 1;
@@ -205,6 +238,9 @@ pub(crate) struct State {
     /// The idle tcp path is armed (its sockets in its poller) and watched:
     /// it is polled only once the watch fires (or every WATCHED_POLL_US).
     watching: bool,
+    /// Some unexpected message may hold a pending source (see
+    /// [`pending_src`]): the AV sync looks for them.
+    held_pending: bool,
 }
 
 /// What the endpoints of one hybrid domain share. The inner tcp endpoints
@@ -333,6 +369,12 @@ impl HybridEp {
             info.caps
         };
         let paths = [path(e0, a0, i0)?, path(e1, a1, i1)?];
+        // The inner AVs are private: they learn a sender from its first
+        // message, so that message can be attributed once the application
+        // inserts the sender (it may send before this side inserted it).
+        for p in &paths {
+            p.av.set_learning(LEARN_MAX);
+        }
         let shm_inject = paths[SHM].info.tx_attr.inject_size;
         let inject_max = shm_inject
             .min(paths[TCP].info.tx_attr.inject_size)
@@ -374,6 +416,7 @@ impl HybridEp {
                 recent: [0; 2],
                 polled: [Instant::now(); 2],
                 watching: false,
+                held_pending: false,
             })),
             wait: OnceLock::new(),
         });
@@ -398,7 +441,7 @@ impl HybridEp {
 
     /// Mirrors new outer AV entries into the inner AVs (when the AV
     /// changed since last time).
-    fn sync_av(&self, st: &mut State) {
+    pub(super) fn sync_av(&self, st: &mut State) {
         let Some(av) = st.b.av.clone() else { return };
         let now = (
             self.siblings.inserts.load(Ordering::Acquire),
@@ -434,20 +477,27 @@ impl HybridEp {
             let inner = match st.inner_addrs[path].get(&inner_raw) {
                 Some(&x) => x,
                 None => {
-                    let mut out = [FI_ADDR_NOTAVAIL];
-                    match self.paths[path].av.insert(&[&inner_raw], &mut out) {
-                        Ok(1) => {}
-                        _ => {
-                            tracing::warn!(
-                                fi_addr = fi,
-                                path = PATH_NAMES[path],
-                                "hybrid: the inner AV refused the peer's address"
-                            );
-                            continue;
+                    // Learned already (its messages came first), or new.
+                    let x = match self.paths[path].av.find(&inner_raw) {
+                        Some(x) => x,
+                        None => {
+                            let mut out = [FI_ADDR_NOTAVAIL];
+                            match self.paths[path].av.insert(&[&inner_raw], &mut out) {
+                                Ok(1) => {}
+                                _ => {
+                                    tracing::warn!(
+                                        fi_addr = fi,
+                                        path = PATH_NAMES[path],
+                                        "hybrid: the inner AV refused the peer's address"
+                                    );
+                                    continue;
+                                }
+                            }
+                            out[0]
                         }
-                    }
-                    st.inner_addrs[path].insert(inner_raw, out[0]);
-                    out[0]
+                    };
+                    st.inner_addrs[path].insert(inner_raw, x);
+                    x
                 }
             };
             if st.routes.len() <= i {
@@ -466,6 +516,27 @@ impl HybridEp {
             }
         }
         self.shm_routes.publish(now.1);
+        if st.held_pending {
+            Self::resolve_pending(st);
+        }
+    }
+
+    /// Gives held messages whose sender the AV now names that sender's
+    /// fi_addr (see [`pending_src`]).
+    fn resolve_pending(st: &mut State) {
+        let mut left = false;
+        let State { mq, rev, .. } = st;
+        for tagged in [false, true] {
+            for u in mq.unexpected_iter_mut(tagged) {
+                if let Some((path, inner)) = pending_parts(u.src) {
+                    match rev.get(path).and_then(|r| r.get(inner as usize)) {
+                        Some(&o) if o != FI_ADDR_NOTAVAIL => u.src = o,
+                        _ => left = true,
+                    }
+                }
+            }
+        }
+        st.held_pending = left;
     }
 
     fn route(&self, st: &mut State, dest: u64) -> Result<Route> {
@@ -488,7 +559,9 @@ impl HybridEp {
         }
     }
 
-    /// The outer fi_addr of a message's inner source.
+    /// The outer fi_addr of a message's inner source; for a sender the
+    /// inner AV learned but the application's AV does not name yet, a
+    /// pending source ([`pending_src`]); FI_ADDR_NOTAVAIL when unknown.
     fn outer_src(&self, st: &mut State, path: usize, inner: u64) -> u64 {
         if inner == FI_ADDR_NOTAVAIL || inner == FI_ADDR_UNSPEC {
             return FI_ADDR_NOTAVAIL;
@@ -498,7 +571,11 @@ impl HybridEp {
             Some(&o) if o != FI_ADDR_NOTAVAIL => o,
             _ => {
                 self.sync_av(st);
-                st.rev[path].get(k).copied().unwrap_or(FI_ADDR_NOTAVAIL)
+                match st.rev[path].get(k) {
+                    Some(&o) if o != FI_ADDR_NOTAVAIL => o,
+                    _ if inner <= 0xFFFF_FFFF => pending_src(path, inner),
+                    _ => FI_ADDR_NOTAVAIL,
+                }
             }
         }
     }
@@ -689,7 +766,7 @@ impl HybridEp {
         *got += 1;
         // Remote CQ data of an RMA write lands in the application's CQ.
         if e.flags & FI_REMOTE_CQ_DATA != 0 && e.flags & (FI_RMA | FI_ATOMIC) != 0 {
-            let src = self.outer_src(st, path, src);
+            let src = visible_src(self.outer_src(st, path, src));
             if let Some(cq) = &st.b.rx_cq {
                 cq.push(
                     CqTaggedEntry {
@@ -778,7 +855,7 @@ impl HybridEp {
             let Some(down) = PeerDown::from_eq_error(&e) else {
                 continue;
             };
-            let outer = self.outer_src(st, path, down.fi_addr);
+            let outer = visible_src(self.outer_src(st, path, down.fi_addr));
             let err = down.cause.errno();
             tracing::info!(
                 fi_addr = outer,

@@ -6,7 +6,7 @@
 // forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
 #![allow(unsafe_code)]
 
-use super::{ctx, HybridEp, Payload, RxRec, State, K_RX};
+use super::{ctx, pending_parts, visible_src, HybridEp, Payload, RxRec, State, K_RX};
 use crate::wire::Header;
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
@@ -118,7 +118,7 @@ impl HybridEp {
                         prov_errno: errno::FI_ETRUNC,
                         ..Default::default()
                     },
-                    m.src,
+                    visible_src(m.src),
                 );
             }
             if let Some(c) = &st.b.recv_cntr {
@@ -137,7 +137,7 @@ impl HybridEp {
                         data: if m.has_data { m.data } else { 0 },
                         tag: if m.tagged { m.tag } else { 0 },
                     },
-                    m.src,
+                    visible_src(m.src),
                 );
             }
         }
@@ -193,6 +193,7 @@ impl HybridEp {
 
     /// Holds an unexpected message until a receive takes it.
     fn hold(st: &mut State, h: &Header, src: u64, payload: Payload) {
+        st.held_pending |= pending_parts(src).is_some();
         st.mq.push_unexpected(
             h.tagged,
             Unexpected {
@@ -302,7 +303,7 @@ impl HybridEp {
                     tag: m.tag,
                     ..Default::default()
                 },
-                m.src,
+                visible_src(m.src),
             );
         }
     }
@@ -350,6 +351,9 @@ impl HybridEp {
             self.progress();
         }
         let mut st = self.lock();
+        // Senders the application inserted since the last look: their held
+        // messages now carry their fi_addr, for a receive directed at one.
+        self.sync_av(&mut st);
         let completion = op.flags & FI_COMPLETION != 0 || !st.b.rx_selective;
         let d = Dest {
             iov: op.iov,
@@ -392,7 +396,7 @@ impl HybridEp {
                         data,
                         tag,
                     },
-                    usrc,
+                    visible_src(usrc),
                 );
             }
             return Ok(());

@@ -105,7 +105,7 @@ impl ShmEndpoint {
                 let Some(a) =
                     g.b.av
                         .as_ref()
-                        .and_then(|av| av.reverse(&ShmAddr::from_id(id).to_bytes()))
+                        .and_then(|av| av.reverse_or_learn(&ShmAddr::from_id(id).to_bytes()))
                 else {
                     return FI_ADDR_NOTAVAIL;
                 };
