@@ -396,7 +396,7 @@ impl Channel {
         let Some(ep) = &core.ep else {
             return Op::failed(self.inner.clone(), buf, closed());
         };
-        let (slot, gen) = core.table.open();
+        let (_, slot, gen) = core.table.open();
         // The context is the slot index + 1, so 0 never names an operation.
         match f(ep, slot as usize + 1) {
             Ok(()) => Op::posted(self.inner.clone(), slot, gen, buf, cancel_on_drop),

@@ -58,7 +58,6 @@ use crate::{
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
 use region::Parked;
-use std::cell::RefCell;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -113,7 +112,7 @@ pub struct Channel {
     fd: OwnedFd,
     av: AddressVector,
     /// The operations in flight.
-    table: RefCell<Table>,
+    table: Table,
     parked: Arc<Parked>,
     domain: Domain,
     _fabric: Fabric,
@@ -187,7 +186,7 @@ impl Channel {
             cq,
             fd,
             av,
-            table: RefCell::default(),
+            table: Table::default(),
             parked: Arc::default(),
             domain,
             _fabric: fabric,
@@ -218,18 +217,19 @@ impl Channel {
         cancel_on_drop: bool,
         f: impl FnOnce(usize) -> Result<()>,
     ) -> Posted<'_, B> {
-        let (slot, gen) = self.table.borrow_mut().open();
-        // The context is the slot index + 1, so 0 never names an operation.
-        match f(slot as usize + 1) {
+        let (slot, id, gen) = self.table.open();
+        // The context is the slot id + 1, so 0 never names an operation.
+        match f(id as usize + 1) {
             Ok(()) => Ok(Op {
                 ch: self,
                 slot,
+                id,
                 gen,
                 buf: Some(buf),
                 cancel_on_drop,
             }),
             Err(error) => {
-                self.table.borrow_mut().close(slot);
+                self.table.close(id);
                 Err(PostError {
                     buf: buf.into_inner(),
                     error,
@@ -599,8 +599,7 @@ impl Channel {
     #[inline]
     pub fn poll(&self) -> Result<usize> {
         self.parked.sweep();
-        let mut table = self.table.borrow_mut();
-        let t = &mut *table;
+        let t = &self.table;
         // Each entry goes from the queue straight to its operation's slot.
         // Safe-layer operations hold no wakers.
         let read = self
@@ -610,10 +609,7 @@ impl Channel {
         t.bury();
         match read {
             Ok(n) => Ok(n),
-            Err(e) => {
-                drop(table);
-                self.poll_failed(e)
-            }
+            Err(e) => self.poll_failed(e),
         }
     }
 
@@ -629,7 +625,7 @@ impl Channel {
 
     fn reap_err(&self) -> Result<usize> {
         let e = self.cq.readerr()?;
-        let _ = self.table.borrow_mut().record_err(&e);
+        let _ = self.table.record_err(&e);
         Ok(1)
     }
 
@@ -637,8 +633,7 @@ impl Channel {
     /// passes (spinning briefly first), and collects what arrived.
     fn block(&self, deadline: Instant) -> Result<()> {
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut table = self.table.borrow_mut();
-        let t = &mut *table;
+        let t = &self.table;
         let read = self
             .cq
             .core()
@@ -647,10 +642,7 @@ impl Channel {
         match read {
             Ok(_) => Ok(()),
             Err(e) if e.is_again() => Ok(()),
-            Err(e) if e.code() == errno::FI_EAVAIL => {
-                drop(table);
-                self.reap_err().map(drop)
-            }
+            Err(e) if e.code() == errno::FI_EAVAIL => self.reap_err().map(drop),
             Err(e) => Err(e),
         }
     }
@@ -671,7 +663,7 @@ impl Channel {
     /// The next peer write with remote CQ data into this channel's
     /// regions, once [`poll`](Self::poll) has collected it.
     pub fn remote_write(&self) -> Option<RemoteWrite> {
-        self.table.borrow_mut().remote.pop_front()
+        self.table.pop_remote()
     }
 
     /// `fi_trywait` on the channel's queue: Ok when it is safe to sleep on
@@ -693,7 +685,7 @@ impl Channel {
     /// Operations posted and not yet handed back, including those whose
     /// handles were dropped and whose buffers wait for the provider.
     pub fn in_flight(&self) -> usize {
-        self.table.borrow().in_flight()
+        self.table.in_flight()
     }
 }
 
