@@ -202,6 +202,14 @@ pub struct Channel {
     inner: Arc<Inner>,
 }
 
+// Tasks on any thread share a channel and await its operations.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    shared::<Channel>();
+    send::<Op<Vec<u8>>>();
+};
+
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("aio::Channel")

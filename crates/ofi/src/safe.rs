@@ -118,6 +118,13 @@ pub struct Channel {
     _fabric: Fabric,
 }
 
+// One thread drives a channel at a time, but it may move between threads
+// (its table is in cells: `Send`, not `Sync`).
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Channel>();
+};
+
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Channel").field("ep", &self.ep).finish()
@@ -224,7 +231,7 @@ impl Channel {
                 ch: self,
                 slot,
                 id,
-                gen,
+                done: gen | table::DONE,
                 buf: Some(buf),
                 cancel_on_drop,
             }),

@@ -3,7 +3,7 @@
 //! the buffer back ([`PostError`], [`OpError`]), each usable with `?`.
 
 use super::buf::Held;
-use super::table::{Failed, Report, Slot};
+use super::table::{Failed, Report, Slot, DONE};
 use super::{Addr, Channel};
 use crate::{Error, ErrorKind, IoBuf};
 use std::fmt;
@@ -141,10 +141,11 @@ impl<B> PostError<B> {
 pub struct Op<'ch, B: Send + 'static> {
     pub(super) ch: &'ch Channel,
     /// The operation's slot in the channel's table (slots stay put while
-    /// the channel lives), its id there and its generation.
+    /// the channel lives), its id there, and the key the slot holds once
+    /// the operation is done (its generation | DONE: one compare).
     pub(super) slot: &'ch Slot,
     pub(super) id: u32,
-    pub(super) gen: u32,
+    pub(super) done: u32,
     pub(super) buf: Option<Held<B>>,
     pub(super) cancel_on_drop: bool,
 }
@@ -166,7 +167,7 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
 
     /// True once its completion has been collected by [`Channel::poll`].
     pub fn is_done(&self) -> bool {
-        self.buf.is_some() && self.slot.is_done(self.gen)
+        self.buf.is_some() && self.slot.is_done(self.done)
     }
 
     /// The result if the operation has finished (no progress: call
@@ -176,16 +177,14 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
     pub fn check(&mut self) -> Option<Result<Done<B>, OpError<B>>> {
         // A slot is done only before its handle took the result (taking
         // frees it): the buffer is still here.
-        let Some(r) = self.ch.table.take(self.slot, self.id, self.gen) else {
+        let Some(r) = self.ch.table.take(self.slot, self.id, self.done) else {
             return self.buf.is_none().then(|| Err(taken()));
         };
-        let Some(buf) = self.buf.take() else {
-            return Some(Err(taken()));
-        };
-        let buf = buf.into_inner();
-        Some(match r {
-            Ok(r) => Ok(Done::new(buf, r)),
-            Err(f) => Err(failed(f, buf)),
+        // The buffer moves once, straight into what is returned.
+        Some(match (r, self.buf.take()) {
+            (Ok(r), Some(buf)) => Ok(Done::new(buf.into_inner(), r)),
+            (Err(f), Some(buf)) => Err(failed(f, buf.into_inner())),
+            (_, None) => Err(taken()),
         })
     }
 
@@ -246,7 +245,7 @@ impl<B: Send + 'static> Op<'_, B> {
         let Some(buf) = self.buf.take() else {
             return;
         };
-        let pending = self.ch.table.orphan(self.id, self.gen, buf);
+        let pending = self.ch.table.orphan(self.id, self.done & !DONE, buf);
         if pending && self.cancel_on_drop {
             let _ = self.ch.ep.cancel(self.id().0 as usize);
         }

@@ -116,10 +116,11 @@ impl Slot {
         }
     }
 
-    /// True when the operation whose handle holds `gen` has completed.
+    /// True when the operation whose slot holds key `done` (generation |
+    /// DONE) once done has completed.
     #[inline(always)]
-    pub(crate) fn is_done(&self, gen: u32) -> bool {
-        self.key.get() == gen | DONE
+    pub(crate) fn is_done(&self, done: u32) -> bool {
+        self.key.get() == done
     }
 }
 
@@ -472,13 +473,13 @@ impl Table {
     }
 
     /// Frees slot `s` (id `i`) of the finished operation of a handle
-    /// holding `gen`, and says how it went; `None` while it is in flight
-    /// (or the handle is stale). A done slot holds no waker (taken when
-    /// it completed) and no orphan (its handle is live): only the key and
-    /// the free list move.
+    /// whose slot holds key `done` (its generation | DONE) once done, and
+    /// says how it went; `None` while it is in flight (or the handle is
+    /// stale). A done slot holds no waker (taken when it completed) and no
+    /// orphan (its handle is live): only the key and the free list move.
     #[inline(always)]
-    pub fn take(&self, s: &Slot, i: u32, gen: u32) -> Option<Taken> {
-        if !s.is_done(gen) {
+    pub fn take(&self, s: &Slot, i: u32, done: u32) -> Option<Taken> {
+        if s.key.get() != done {
             return None;
         }
         let r = if s.err.get() == 0 {
@@ -497,7 +498,8 @@ impl Table {
             s.err.set(0);
             Err(f)
         };
-        s.key.set(gen.wrapping_add(STATE + 1));
+        // The next generation, free.
+        s.key.set(done.wrapping_add(STATE + 1 - DONE));
         s.next.set(self.free.get());
         self.free.set(i);
         Some(r)
@@ -507,7 +509,7 @@ impl Table {
     #[inline(always)]
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub fn take_done(&self, i: u32, gen: u32) -> Option<Taken> {
-        self.take(self.slot(i as usize)?, i, gen)
+        self.take(self.slot(i as usize)?, i, gen | DONE)
     }
 
     /// Keeps `w` to wake when the pending operation in slot `i` completes.
@@ -603,7 +605,10 @@ mod tests {
         let t = Table::default();
         // Chunks of 64, 128 and part of 256 slots.
         let n = 300;
-        let ops: Vec<(u32, u32)> = (0..n).map(|_| t.open()).map(|(_, i, g)| (i, g)).collect();
+        // Handles keep their slots while the table grows (as a safe-layer
+        // Op does).
+        let held: Vec<(&Slot, u32, u32)> = (0..n).map(|_| t.open()).collect();
+        let ops: Vec<(u32, u32)> = held.iter().map(|&(_, i, g)| (i, g)).collect();
         let mut ids: Vec<u32> = ops.iter().map(|&(i, _)| i).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -612,9 +617,11 @@ mod tests {
         for (k, &(i, _)) in ops.iter().enumerate() {
             t.record::<false>(&entry(i, k), 0);
         }
-        for (k, &(i, g)) in ops.iter().enumerate().rev() {
-            let r = t.take_done(i, g).expect("done").expect("succeeded");
+        for (k, &(s, i, g)) in held.iter().enumerate().rev() {
+            assert!(s.is_done(g | DONE));
+            let r = t.take(s, i, g | DONE).expect("done").expect("succeeded");
             assert_eq!(r.len, k, "each slot kept its own completion");
+            assert!(t.take(s, i, g | DONE).is_none(), "taken once");
         }
         assert_eq!(t.in_flight(), 0);
         // Reused from the free list: no new slots, new generations.
