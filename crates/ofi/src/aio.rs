@@ -464,7 +464,7 @@ impl Channel {
     }
 
     /// Sends a message; resolves to the result and the buffer.
-    #[inline]
+    #[inline(always)]
     pub fn send<B: IoBuf>(&self, buf: B, dest: Addr) -> Op<B> {
         self.send_op(buf, dest, 0, None, false)
     }
@@ -475,7 +475,7 @@ impl Channel {
     }
 
     /// Sends a tagged message.
-    #[inline]
+    #[inline(always)]
     pub fn tsend<B: IoBuf>(&self, buf: B, dest: Addr, tag: u64) -> Op<B> {
         self.send_op(buf, dest, tag, None, true)
     }
@@ -509,14 +509,14 @@ impl Channel {
 
     /// Receives a message into `buf` (its whole length); resolves to the
     /// result (`len` bytes arrived) and the buffer.
-    #[inline]
+    #[inline(always)]
     pub fn recv<B: IoBufMut>(&self, buf: B) -> Op<B> {
         self.recv_op(buf, 0, 0, false)
     }
 
     /// Receives a tagged message with a tag equal to `tag` outside the
     /// `ignore` bits.
-    #[inline]
+    #[inline(always)]
     pub fn trecv<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64) -> Op<B> {
         self.recv_op(buf, tag, ignore, true)
     }

@@ -145,7 +145,7 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
     /// it was written in, which stalls on store forwarding): collect while
     /// completions arrive until this operation is among them. Sleeping,
     /// busy re-polling and early errors are [`poll_slow`](Self::poll_slow).
-    #[inline]
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if this.buf.is_some() && this.early.is_none() && !this.sleeping {
