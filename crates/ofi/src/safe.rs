@@ -757,6 +757,44 @@ mod tests {
     }
 
     #[test]
+    fn operations_past_the_first_slot_chunk_complete_in_their_own_handles() {
+        let info = shm();
+        let a = Channel::open(&info).unwrap();
+        let b = Channel::open(&info).unwrap();
+        let to_b = a.insert(&b.address().unwrap()).unwrap();
+        b.insert(&a.address().unwrap()).unwrap();
+        // More receives in flight than the table's first chunk holds (its
+        // later chunks are made while earlier handles keep their slots).
+        let n = 150u64;
+        let mut rx: Vec<_> = (0..n)
+            .map(|t| b.trecv(vec![0u8; 8], t, 0).unwrap())
+            .collect();
+        assert_eq!(b.in_flight(), n as usize);
+        for t in (0..n).rev() {
+            let mut s = a.tsend(t.to_ne_bytes().to_vec(), to_b, t).unwrap();
+            s.wait(T).unwrap();
+        }
+        let deadline = Instant::now() + T;
+        let mut got: Vec<Option<Done<Vec<u8>>>> = (0..n).map(|_| None).collect();
+        while got.iter().any(Option::is_none) && Instant::now() < deadline {
+            b.poll().unwrap();
+            for (t, op) in rx.iter_mut().enumerate() {
+                if got[t].is_none() {
+                    got[t] = op.check().map(|r| r.unwrap());
+                }
+            }
+        }
+        for (t, d) in got.into_iter().enumerate() {
+            let d = d.expect("every receive completed");
+            assert_eq!(
+                (d.tag, d.bytes()),
+                (t as u64, &(t as u64).to_ne_bytes()[..])
+            );
+        }
+        assert_eq!(a.in_flight() + b.in_flight(), 0);
+    }
+
+    #[test]
     fn cancelled_receive_hands_the_buffer_back() {
         let a = Channel::open(&shm()).unwrap();
         let mut op = a.recv(vec![1, 2, 3]).unwrap();
