@@ -59,9 +59,10 @@ use crate::{
 };
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
+use ofi_core::util::lock::{SpinGuard, SpinLock};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 
 /// What the channel's lock guards: the endpoint (gone once closed) and the
@@ -84,7 +85,10 @@ pub(crate) struct Inner {
     // Field order is drop order: the fd leaves the reactor first, then the
     // endpoint closes (inside `core`), then the objects it was bound to.
     fd: Option<AsyncFd<OwnedFd>>,
-    core: Mutex<Core>,
+    /// A test-and-set lock (one atomic operation to take it, a plain
+    /// store to give it back; std's mutex spends a second on unlock), as
+    /// the providers' data paths use: posts and progress hold it briefly.
+    core: SpinLock<Core>,
     cq: CompletionQueue,
     _av: Option<AddressVector>,
     _eq: Option<(EventQueue, AsyncFd<OwnedFd>)>,
@@ -96,8 +100,8 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> SpinGuard<'_, Core> {
+        self.core.lock()
     }
 
     pub(crate) fn busy(&self) -> bool {
@@ -198,6 +202,14 @@ pub struct Channel {
     inner: Arc<Inner>,
 }
 
+// Tasks on any thread share a channel and await its operations.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    shared::<Channel>();
+    send::<Op<Vec<u8>>>();
+};
+
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("aio::Channel")
@@ -285,7 +297,7 @@ impl Parts {
         Ok(Channel {
             inner: Arc::new(Inner {
                 fd,
-                core: Mutex::new(Core {
+                core: SpinLock::new(Core {
                     ep: Some(self.ep),
                     table: Table::default(),
                     woken: Vec::new(),
@@ -384,29 +396,42 @@ impl Channel {
     }
 
     /// Takes a slot and posts under the lock; a refused post (or a closed
-    /// channel) makes a future that resolves at once.
+    /// channel) makes a future that resolves at once. Inlined, so the
+    /// future is built where the caller keeps it (an `Op` returned through
+    /// memory is copied back in wider moves than it was written in, which
+    /// stalls on store forwarding).
+    #[inline(always)]
     fn post<B: Send + 'static>(
         &self,
         buf: Held<B>,
         cancel_on_drop: bool,
         f: impl FnOnce(&Endpoint, usize) -> Result<()>,
     ) -> Op<B> {
-        let mut core = self.inner.lock();
-        let core = &mut *core;
-        let Some(ep) = &core.ep else {
-            return Op::failed(self.inner.clone(), buf, closed());
-        };
-        let (slot, gen) = core.table.open();
-        // The context is the slot index + 1, so 0 never names an operation.
-        match f(ep, slot as usize + 1) {
-            Ok(()) => Op::posted(self.inner.clone(), slot, gen, buf, cancel_on_drop),
-            Err(e) => {
-                core.table.close(slot);
-                Op::failed(self.inner.clone(), buf, e)
+        let mut guard = self.inner.lock();
+        let core = &mut *guard;
+        let posted = match &core.ep {
+            Some(ep) => {
+                let (_, slot, gen) = core.table.open();
+                // The context is the slot id + 1, so 0 never names an
+                // operation.
+                match f(ep, slot as usize + 1) {
+                    Ok(()) => Ok((slot, gen)),
+                    Err(e) => {
+                        core.table.close(slot);
+                        Err(e)
+                    }
+                }
             }
+            None => Err(closed()),
+        };
+        drop(guard);
+        match posted {
+            Ok((slot, gen)) => Op::posted(self.inner.clone(), slot, gen, buf, cancel_on_drop),
+            Err(e) => Op::failed(self.inner.clone(), buf, e),
         }
     }
 
+    #[inline(always)]
     fn send_op<B: IoBuf>(
         &self,
         buf: B,
@@ -439,6 +464,7 @@ impl Channel {
     }
 
     /// Sends a message; resolves to the result and the buffer.
+    #[inline(always)]
     pub fn send<B: IoBuf>(&self, buf: B, dest: Addr) -> Op<B> {
         self.send_op(buf, dest, 0, None, false)
     }
@@ -449,10 +475,12 @@ impl Channel {
     }
 
     /// Sends a tagged message.
+    #[inline(always)]
     pub fn tsend<B: IoBuf>(&self, buf: B, dest: Addr, tag: u64) -> Op<B> {
         self.send_op(buf, dest, tag, None, true)
     }
 
+    #[inline(always)]
     fn recv_op<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64, tagged: bool) -> Op<B> {
         let mut buf = Held::new(buf);
         let m = buf.as_mut();
@@ -481,12 +509,14 @@ impl Channel {
 
     /// Receives a message into `buf` (its whole length); resolves to the
     /// result (`len` bytes arrived) and the buffer.
+    #[inline(always)]
     pub fn recv<B: IoBufMut>(&self, buf: B) -> Op<B> {
         self.recv_op(buf, 0, 0, false)
     }
 
     /// Receives a tagged message with a tag equal to `tag` outside the
     /// `ignore` bits.
+    #[inline(always)]
     pub fn trecv<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64) -> Op<B> {
         self.recv_op(buf, tag, ignore, true)
     }
@@ -757,6 +787,7 @@ impl Region {
 }
 
 /// The error of a post on a closed channel.
+#[cold]
 fn closed() -> Error {
     Error::new(errno::FI_ESHUTDOWN, "aio: the channel is closed")
 }

@@ -58,7 +58,6 @@ use crate::{
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
 use region::Parked;
-use std::cell::RefCell;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -113,11 +112,18 @@ pub struct Channel {
     fd: OwnedFd,
     av: AddressVector,
     /// The operations in flight.
-    table: RefCell<Table>,
+    table: Table,
     parked: Arc<Parked>,
     domain: Domain,
     _fabric: Fabric,
 }
+
+// One thread drives a channel at a time, but it may move between threads
+// (its table is in cells: `Send`, not `Sync`).
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Channel>();
+};
 
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -187,7 +193,7 @@ impl Channel {
             cq,
             fd,
             av,
-            table: RefCell::default(),
+            table: Table::default(),
             parked: Arc::default(),
             domain,
             _fabric: fabric,
@@ -218,18 +224,19 @@ impl Channel {
         cancel_on_drop: bool,
         f: impl FnOnce(usize) -> Result<()>,
     ) -> Posted<'_, B> {
-        let (slot, gen) = self.table.borrow_mut().open();
-        // The context is the slot index + 1, so 0 never names an operation.
-        match f(slot as usize + 1) {
+        let (slot, id, gen) = self.table.open();
+        // The context is the slot id + 1, so 0 never names an operation.
+        match f(id as usize + 1) {
             Ok(()) => Ok(Op {
                 ch: self,
                 slot,
-                gen,
+                id,
+                done: gen | table::DONE,
                 buf: Some(buf),
                 cancel_on_drop,
             }),
             Err(error) => {
-                self.table.borrow_mut().close(slot);
+                self.table.close(id);
                 Err(PostError {
                     buf: buf.into_inner(),
                     error,
@@ -599,8 +606,7 @@ impl Channel {
     #[inline]
     pub fn poll(&self) -> Result<usize> {
         self.parked.sweep();
-        let mut table = self.table.borrow_mut();
-        let t = &mut *table;
+        let t = &self.table;
         // Each entry goes from the queue straight to its operation's slot.
         // Safe-layer operations hold no wakers.
         let read = self
@@ -610,10 +616,7 @@ impl Channel {
         t.bury();
         match read {
             Ok(n) => Ok(n),
-            Err(e) => {
-                drop(table);
-                self.poll_failed(e)
-            }
+            Err(e) => self.poll_failed(e),
         }
     }
 
@@ -629,7 +632,7 @@ impl Channel {
 
     fn reap_err(&self) -> Result<usize> {
         let e = self.cq.readerr()?;
-        let _ = self.table.borrow_mut().record_err(&e);
+        let _ = self.table.record_err(&e);
         Ok(1)
     }
 
@@ -637,8 +640,7 @@ impl Channel {
     /// passes (spinning briefly first), and collects what arrived.
     fn block(&self, deadline: Instant) -> Result<()> {
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut table = self.table.borrow_mut();
-        let t = &mut *table;
+        let t = &self.table;
         let read = self
             .cq
             .core()
@@ -647,10 +649,7 @@ impl Channel {
         match read {
             Ok(_) => Ok(()),
             Err(e) if e.is_again() => Ok(()),
-            Err(e) if e.code() == errno::FI_EAVAIL => {
-                drop(table);
-                self.reap_err().map(drop)
-            }
+            Err(e) if e.code() == errno::FI_EAVAIL => self.reap_err().map(drop),
             Err(e) => Err(e),
         }
     }
@@ -671,7 +670,7 @@ impl Channel {
     /// The next peer write with remote CQ data into this channel's
     /// regions, once [`poll`](Self::poll) has collected it.
     pub fn remote_write(&self) -> Option<RemoteWrite> {
-        self.table.borrow_mut().remote.pop_front()
+        self.table.pop_remote()
     }
 
     /// `fi_trywait` on the channel's queue: Ok when it is safe to sleep on
@@ -693,7 +692,7 @@ impl Channel {
     /// Operations posted and not yet handed back, including those whose
     /// handles were dropped and whose buffers wait for the provider.
     pub fn in_flight(&self) -> usize {
-        self.table.borrow().in_flight()
+        self.table.in_flight()
     }
 }
 
@@ -754,6 +753,44 @@ mod tests {
         // A handle gives its result once.
         let again = r.check().expect("answered").unwrap_err();
         assert_eq!(again.error.code(), errno::FI_EALREADY);
+        assert_eq!(a.in_flight() + b.in_flight(), 0);
+    }
+
+    #[test]
+    fn operations_past_the_first_slot_chunk_complete_in_their_own_handles() {
+        let info = shm();
+        let a = Channel::open(&info).unwrap();
+        let b = Channel::open(&info).unwrap();
+        let to_b = a.insert(&b.address().unwrap()).unwrap();
+        b.insert(&a.address().unwrap()).unwrap();
+        // More receives in flight than the table's first chunk holds (its
+        // later chunks are made while earlier handles keep their slots).
+        let n = 150u64;
+        let mut rx: Vec<_> = (0..n)
+            .map(|t| b.trecv(vec![0u8; 8], t, 0).unwrap())
+            .collect();
+        assert_eq!(b.in_flight(), n as usize);
+        for t in (0..n).rev() {
+            let mut s = a.tsend(t.to_ne_bytes().to_vec(), to_b, t).unwrap();
+            s.wait(T).unwrap();
+        }
+        let deadline = Instant::now() + T;
+        let mut got: Vec<Option<Done<Vec<u8>>>> = (0..n).map(|_| None).collect();
+        while got.iter().any(Option::is_none) && Instant::now() < deadline {
+            b.poll().unwrap();
+            for (t, op) in rx.iter_mut().enumerate() {
+                if got[t].is_none() {
+                    got[t] = op.check().map(|r| r.unwrap());
+                }
+            }
+        }
+        for (t, d) in got.into_iter().enumerate() {
+            let d = d.expect("every receive completed");
+            assert_eq!(
+                (d.tag, d.bytes()),
+                (t as u64, &(t as u64).to_ne_bytes()[..])
+            );
+        }
         assert_eq!(a.in_flight() + b.in_flight(), 0);
     }
 

@@ -122,20 +122,61 @@ impl<B: Send + 'static> Op<B> {
 /// If the operation `(slot, gen)`'s task was the one watching the wait fd,
 /// wakes another waiting task to take over (tokio wakes only the last task
 /// that registered).
+#[inline(always)]
 fn hand_off(core: &mut super::Core, slot: u32, gen: u32) {
     if core.watcher == Some((slot, gen)) {
-        core.watcher = None;
-        if let Some(w) = core.table.any_waiter() {
-            w.wake();
-        }
+        hand_off_watch(core);
+    }
+}
+
+#[cold]
+fn hand_off_watch(core: &mut super::Core) {
+    core.watcher = None;
+    if let Some(w) = core.table.any_waiter() {
+        w.wake();
     }
 }
 
 impl<B: Send + Unpin + 'static> Future for Op<B> {
     type Output = (Result<Completed>, B);
 
+    /// The common case inline (the result is built where the caller keeps
+    /// it: returned through memory, it is copied back in wider moves than
+    /// it was written in, which stalls on store forwarding): collect while
+    /// completions arrive until this operation is among them. Sleeping,
+    /// busy re-polling and early errors are [`poll_slow`](Self::poll_slow).
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if this.buf.is_some() && this.early.is_none() && !this.sleeping {
+            // Field borrows (no clone of the Arc: two atomic operations).
+            let inner = &*this.inner;
+            let mut core = inner.lock();
+            for _ in 0..ROUNDS {
+                if let Some(r) = core.table.take_done(this.slot, this.gen) {
+                    hand_off(&mut core, this.slot, this.gen);
+                    drop(core);
+                    return match this.buf.take() {
+                        Some(b) => Poll::Ready((Completed::from_taken(r), b.into_inner())),
+                        None => Poll::Pending,
+                    };
+                }
+                if inner.progress(&mut core) == 0 {
+                    break;
+                }
+            }
+        }
+        this.poll_slow(cx)
+    }
+}
+
+impl<B: Send + Unpin + 'static> Op<B> {
+    /// An operation not done after a progress pass: registers its waker
+    /// and sleeps on the queue's fd (or asks to be polled again at once,
+    /// busy polling), re-collecting when the fd says something happened.
+    #[inline(never)]
+    fn poll_slow(&mut self, cx: &mut Context<'_>) -> Poll<(Result<Completed>, B)> {
+        let this = self;
         if this.buf.is_none() {
             return Poll::Pending;
         }
@@ -145,21 +186,29 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
         if this.sleeping {
             this.wake_up();
         }
-        // Field borrows (no clone of the Arc: two atomic operations a poll).
         let inner = &*this.inner;
-        for _ in 0..ROUNDS {
+        let mut passes = 0;
+        while passes < ROUNDS {
             let mut core = inner.lock();
-            if let Some(r) = core.table.take_done(this.slot, this.gen) {
-                let r = Completed::from_taken(r);
-                hand_off(&mut core, this.slot, this.gen);
-                drop(core);
-                return match this.buf.take() {
-                    Some(b) => Poll::Ready((r, b.into_inner())),
-                    None => Poll::Pending,
-                };
+            // Collect under one lock while completions arrive and this one
+            // is not among them.
+            loop {
+                if let Some(r) = core.table.take_done(this.slot, this.gen) {
+                    let r = Completed::from_taken(r);
+                    hand_off(&mut core, this.slot, this.gen);
+                    drop(core);
+                    return match this.buf.take() {
+                        Some(b) => Poll::Ready((r, b.into_inner())),
+                        None => Poll::Pending,
+                    };
+                }
+                passes += 1;
+                if passes > ROUNDS || inner.progress(&mut core) == 0 {
+                    break;
+                }
             }
-            if inner.progress(&mut core) > 0 {
-                continue;
+            if passes > ROUNDS {
+                break;
             }
             core.table.set_waker(this.slot, this.gen, cx.waker());
             let Some(fd) = inner.fd() else {
@@ -200,7 +249,20 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
 }
 
 impl<B: Send + 'static> Drop for Op<B> {
+    #[inline(always)]
     fn drop(&mut self) {
+        if self.sleeping || self.buf.is_some() {
+            self.abandon();
+        }
+    }
+}
+
+impl<B: Send + 'static> Op<B> {
+    /// Ends a sleep and hands an unresolved operation's buffer to the
+    /// channel (cancelling a receive).
+    #[cold]
+    #[inline(never)]
+    fn abandon(&mut self) {
         self.wake_up();
         let Some(buf) = self.buf.take() else {
             return;

@@ -3,7 +3,7 @@
 //! the buffer back ([`PostError`], [`OpError`]), each usable with `?`.
 
 use super::buf::Held;
-use super::table::{Failed, Report};
+use super::table::{Failed, Report, Slot, DONE};
 use super::{Addr, Channel};
 use crate::{Error, ErrorKind, IoBuf};
 use std::fmt;
@@ -140,8 +140,12 @@ impl<B> PostError<B> {
 #[must_use = "an operation's buffer comes back through its handle"]
 pub struct Op<'ch, B: Send + 'static> {
     pub(super) ch: &'ch Channel,
-    pub(super) slot: u32,
-    pub(super) gen: u32,
+    /// The operation's slot in the channel's table (slots stay put while
+    /// the channel lives), its id there, and the key the slot holds once
+    /// the operation is done (its generation | DONE: one compare).
+    pub(super) slot: &'ch Slot,
+    pub(super) id: u32,
+    pub(super) done: u32,
     pub(super) buf: Option<Held<B>>,
     pub(super) cancel_on_drop: bool,
 }
@@ -158,12 +162,12 @@ impl<B: Send + 'static> fmt::Debug for Op<'_, B> {
 impl<'ch, B: Send + 'static> Op<'ch, B> {
     /// The operation's id (its context on the endpoint).
     pub fn id(&self) -> OpId {
-        OpId(u64::from(self.slot) + 1)
+        OpId(u64::from(self.id) + 1)
     }
 
     /// True once its completion has been collected by [`Channel::poll`].
     pub fn is_done(&self) -> bool {
-        self.buf.is_some() && self.ch.table.borrow().is_done(self.slot, self.gen)
+        self.buf.is_some() && self.slot.is_done(self.done)
     }
 
     /// The result if the operation has finished (no progress: call
@@ -171,17 +175,16 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
     /// After it returned the result once, an error (`FI_EALREADY`).
     #[inline(always)]
     pub fn check(&mut self) -> Option<Result<Done<B>, OpError<B>>> {
-        if self.buf.is_none() {
-            return Some(Err(taken()));
-        }
-        let r = self.ch.table.borrow_mut().take_done(self.slot, self.gen)?;
-        let Some(buf) = self.buf.take() else {
-            return Some(Err(taken()));
+        // A slot is done only before its handle took the result (taking
+        // frees it): the buffer is still here.
+        let Some(r) = self.ch.table.take(self.slot, self.id, self.done) else {
+            return self.buf.is_none().then(|| Err(taken()));
         };
-        let buf = buf.into_inner();
-        Some(match r {
-            Ok(r) => Ok(Done::new(buf, r)),
-            Err(f) => Err(failed(f, buf)),
+        // The buffer moves once, straight into what is returned.
+        Some(match (r, self.buf.take()) {
+            (Ok(r), Some(buf)) => Ok(Done::new(buf.into_inner(), r)),
+            (Err(f), Some(buf)) => Err(failed(f, buf.into_inner())),
+            (_, None) => Err(taken()),
         })
     }
 
@@ -242,7 +245,7 @@ impl<B: Send + 'static> Op<'_, B> {
         let Some(buf) = self.buf.take() else {
             return;
         };
-        let pending = self.ch.table.borrow_mut().orphan(self.slot, self.gen, buf);
+        let pending = self.ch.table.orphan(self.id, self.done & !DONE, buf);
         if pending && self.cancel_on_drop {
             let _ = self.ch.ep.cancel(self.id().0 as usize);
         }
