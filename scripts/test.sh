@@ -33,6 +33,8 @@
 #              its own, so the hybrid offer runs on its tcp path (the test
 #              stage runs it on the shm path); the other offers run as in
 #              the test stage
+#   conformance:hybrid-udp  the same with FI_HYBRID_NET=udp: the hybrid
+#              offer's network path over ofi's udp provider instead of tcp
 #   loom       the loom models of the shm ring, the cooperative-copy claims
 #              and the sleep/doorbell handshake (cfg loom, own target dir)
 #   fuzz       every cargo-fuzz target in fuzz/ (its own workspace and target
@@ -380,6 +382,8 @@ stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warni
 stage build "$STAGE_TIMEOUT" cargo build --release --workspace
 stage test "$TEST_TIMEOUT" cargo test --workspace --release --no-fail-fast --exclude ofi-capi
 stage conformance:hybrid-tcp "$STAGE_TIMEOUT" env FI_HYBRID_NODE=@endpoint \
+    cargo test --release --no-fail-fast -p ofi-conformance
+stage conformance:hybrid-udp "$STAGE_TIMEOUT" env FI_HYBRID_NODE=@endpoint FI_HYBRID_NET=udp \
     cargo test --release --no-fail-fast -p ofi-conformance
 stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p ofi-shm --test loom_ring --test loom_xfer --test loom_wake --release

@@ -16,7 +16,12 @@ use std::time::{Duration, Instant};
 
 /// `ofi ARGS` inside namespace `ns` as node `node`, output to files (a
 /// server that outlives its client holds no pipe).
-fn spawn(h: &Netns, ns: usize, node: &str, args: &[&str], tag: &str) -> (Child, PathBuf, PathBuf) {
+fn spawn(
+    h: &Netns,
+    (ns, node, net): (usize, &str, &str),
+    args: &[&str],
+    tag: &str,
+) -> (Child, PathBuf, PathBuf) {
     let dir = std::env::temp_dir();
     let f = |k: &str| dir.join(format!("ofi-hyb-hosts-{}-{tag}.{k}", std::process::id()));
     let (out, err) = (f("out"), f("err"));
@@ -25,6 +30,7 @@ fn spawn(h: &Netns, ns: usize, node: &str, args: &[&str], tag: &str) -> (Child, 
         .arg(env!("CARGO_BIN_EXE_ofi"))
         .args(args)
         .env("FI_HYBRID_NODE", node)
+        .env("FI_HYBRID_NET", net)
         .env_remove("FI_PROVIDER")
         .env_remove("FI_TCP_IFACE")
         .stdin(Stdio::null())
@@ -58,7 +64,15 @@ fn finish((mut c, out, err): (Child, PathBuf, PathBuf), what: &str) -> String {
 /// A server on host A and a client on `client_ns` as `client_node`; both
 /// must succeed, and the client's table has one row per size, every
 /// operation acknowledged.
-fn pair(h: &Netns, tool: &str, extra: &[&str], client: (usize, &str), sizes: &[&str], iters: &str) {
+fn pair(
+    h: &Netns,
+    net: &str,
+    tool: &str,
+    extra: &[&str],
+    client: (usize, &str),
+    sizes: &[&str],
+    iters: &str,
+) {
     let port = {
         // A port the kernel finds free in the host namespace; the server's
         // namespace is new, so nothing else listens there.
@@ -71,13 +85,26 @@ fn pair(h: &Netns, tool: &str, extra: &[&str], client: (usize, &str), sizes: &[&
     common.extend_from_slice(&["-S", &size_list]);
     let mut srv_args = common.clone();
     srv_args.extend_from_slice(&["-B", &port]);
-    let what = format!("{tool} {extra:?} client on {}", client.1);
-    let srv = spawn(h, 0, "host-a", &srv_args, &format!("{tool}-srv"));
+    let what = format!(
+        "{tool} {extra:?} client on {}, network path {net}",
+        client.1
+    );
+    let srv = spawn(
+        h,
+        (0, "host-a", net),
+        &srv_args,
+        &format!("{net}-{tool}-srv"),
+    );
     // The client retries its control connection while the server starts.
     std::thread::sleep(Duration::from_millis(300));
     let mut cli_args = common.clone();
     cli_args.extend_from_slice(&["-P", &port, &h.addrs[0]]);
-    let cli = spawn(h, client.0, client.1, &cli_args, &format!("{tool}-cli"));
+    let cli = spawn(
+        h,
+        (client.0, client.1, net),
+        &cli_args,
+        &format!("{net}-{tool}-cli"),
+    );
     let out = finish(cli, &what);
     finish(srv, &format!("server of {what}"));
     let rows: Vec<&str> = out
@@ -96,8 +123,35 @@ fn tools_run_over_hybrid_within_and_across_hosts() {
     let h = Netns::pair("tools", 0);
     // Across the hosts (tcp path) and within host A (shm path).
     for client in [(1, "host-b"), (0, "host-a")] {
-        pair(&h, "pingpong", &[], client, &["8", "100k"], "50");
-        pair(&h, "bw", &["-o", "write"], client, &["4k", "1m"], "100");
-        pair(&h, "bw", &["-o", "atomic"], client, &["8"], "100");
+        pair(&h, "tcp", "pingpong", &[], client, &["8", "100k"], "50");
+        pair(
+            &h,
+            "tcp",
+            "bw",
+            &["-o", "write"],
+            client,
+            &["4k", "1m"],
+            "100",
+        );
+        pair(&h, "tcp", "bw", &["-o", "atomic"], client, &["8"], "100");
     }
+}
+
+/// The same across the hosts with FI_HYBRID_NET=udp: the network path on
+/// ofi's udp provider (its reliability protocol over the veth).
+#[test]
+fn tools_run_over_hybrid_with_a_udp_network_path() {
+    let h = Netns::pair("toolsu", 1);
+    let client = (1, "host-b");
+    pair(&h, "udp", "pingpong", &[], client, &["8", "100k"], "50");
+    pair(
+        &h,
+        "udp",
+        "bw",
+        &["-o", "write"],
+        client,
+        &["4k", "1m"],
+        "100",
+    );
+    pair(&h, "udp", "bw", &["-o", "atomic"], client, &["8"], "100");
 }

@@ -77,12 +77,15 @@ pub const VERSION: u32 = fi_version(0, 1);
 pub const PRIORITY: i32 = 110;
 /// The provider for peers on this node.
 pub const LOCAL: &str = "shm";
-/// The provider for the others.
+/// The provider for the others, unless FI_HYBRID_NET names another.
 pub const REMOTE: &str = "tcp";
+/// The providers FI_HYBRID_NET may name for the others (both RDM over IP).
+pub const NETS: [&str; 2] = ["tcp", "udp"];
 
 fn tunables() -> Vec<Tunable> {
     vec![
         Tunable::text(NAME, node::VAR, "", "Node identity for locality: peers with the same value use shm, others tcp (empty: boot id, IPC and PID namespaces and /dev/shm decide; @endpoint: every endpoint is its own node, so all traffic takes tcp)"),
+        Tunable::text(NAME, "net", REMOTE, "Provider for peers on other nodes: tcp (reliable streams) or udp (ofi's reliability protocol over datagrams); every process of a job must name the same"),
         Tunable::size(NAME, "eager_max", 8192, "Messages up to this size are copied through bounce buffers; larger ones use the inner provider's rendezvous"),
         Tunable::size(NAME, "bounce_bufs", 64, "Bounce receives each inner endpoint keeps posted"),
     ]
@@ -96,6 +99,8 @@ pub(crate) struct Config {
     pub(crate) per_endpoint: bool,
     pub(crate) eager_max: usize,
     pub(crate) bounce_bufs: usize,
+    /// The provider for peers on other nodes (one of [`NETS`]).
+    pub(crate) net: &'static str,
 }
 
 impl Config {
@@ -109,7 +114,19 @@ impl Config {
             )));
         }
         let text = get(node::VAR).get_str();
+        let want = get("net").get_str();
+        let net = NETS
+            .iter()
+            .copied()
+            .find(|n| *n == want.trim())
+            .ok_or_else(|| {
+                Error::inval(format!(
+                    "FI_HYBRID_NET={want}: the network path is one of {}",
+                    NETS.join(", ")
+                ))
+            })?;
         Ok(Config {
+            net,
             per_endpoint: text.trim() == node::PER_ENDPOINT,
             node: node::node_id(&text),
             eager_max,
@@ -126,12 +143,12 @@ struct Inners {
     info: [Info; 2],
 }
 
-fn inners(version: u32) -> Result<Inners> {
+fn inners(version: u32, net: &str) -> Result<Inners> {
     let find = |n: &str| {
         ofi_core::registry::provider(n)
             .ok_or_else(|| Error::nodata(format!("hybrid: provider {n} is not registered")))
     };
-    let prov = [find(LOCAL)?, find(REMOTE)?];
+    let prov = [find(LOCAL)?, find(net)?];
     let mut hints = Info::hints();
     hints.ep_attr.ep_type = ep_type::FI_EP_RDM;
     let pick = |p: &Arc<dyn Provider>| -> Result<Info> {
@@ -310,7 +327,7 @@ impl Provider for HybridProvider {
             }
         }
         let cfg = Config::from_env()?;
-        let inner = inners(req.version)?;
+        let inner = inners(req.version, cfg.net)?;
         let mut info = offer(&inner, req.version);
         // A source address, as every offer carries one: this node with
         // the inner offers' source addresses.
@@ -328,7 +345,7 @@ impl Provider for HybridProvider {
     }
     fn fabric(&self, attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {
         let cfg = Config::from_env()?;
-        let inner = inners(attr.api_version.max(fi_version(1, 5)))?;
+        let inner = inners(attr.api_version.max(fi_version(1, 5)), cfg.net)?;
         let fab = [
             inner.prov[0].fabric(&inner.info[0].fabric_attr)?,
             inner.prov[1].fabric(&inner.info[1].fabric_attr)?,

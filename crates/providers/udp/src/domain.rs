@@ -73,17 +73,22 @@ impl Shared {
     /// Drives every endpoint of the domain.
     pub fn progress(&self) {
         // Another thread driving the domain is as good as us.
-        let Some(mut d) = self.driving.try_lock() else {
-            return;
-        };
-        let Some(g) = self.members.try_lock() else {
-            return;
-        };
+        self.with_members(|ms| {
+            for m in ms {
+                m.drive();
+            }
+        });
+    }
+
+    /// Runs `f` over the live endpoints, in a list kept between calls (the
+    /// hot path allocates nothing); None, without running it, while another
+    /// thread holds the list or the members.
+    fn with_members<R>(&self, f: impl FnOnce(&[Arc<dyn Member>]) -> R) -> Option<R> {
+        let mut d = self.driving.try_lock()?;
+        let g = self.members.try_lock()?;
         d.extend(g.iter().filter_map(Weak::upgrade));
         drop(g);
-        for m in d.iter() {
-            m.drive();
-        }
+        let r = f(&d);
         // Taken out before the references drop: an endpoint's last
         // reference may go here, and its drop must not find the lock held.
         let members = std::mem::take(&mut *d);
@@ -96,6 +101,7 @@ impl Shared {
                 *d = members;
             }
         }
+        Some(r)
     }
 
     /// A waiter is about to sleep on the wait fd: the timer is set to the
@@ -103,16 +109,18 @@ impl Shared {
     /// (nothing ready, nothing restless).
     pub fn arm(&self) -> bool {
         self.timer.drain();
-        let members: Vec<Arc<dyn Member>> = self
-            .members
-            .lock()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        if members.iter().any(|m| m.restless()) {
+        // Another thread in the list (driving, or arming): not now.
+        let Some((restless, next)) = self.with_members(|ms| {
+            (
+                ms.iter().any(|m| m.restless()),
+                ms.iter().filter_map(|m| m.deadline()).min(),
+            )
+        }) else {
+            return false;
+        };
+        if restless {
             return false;
         }
-        let next = members.iter().filter_map(|m| m.deadline()).min();
         let now = Instant::now();
         match next {
             Some(t) if t <= now => return false,

@@ -49,7 +49,7 @@ const REARM_AFTER: u32 = 256;
 const CLOCK_EVERY: u32 = 64;
 /// Calls a path stays busy after it delivered something.
 const RECENT: u32 = 4096;
-const PATH_NAMES: [&str; 2] = ["shm", "tcp"];
+const PATH_NAMES: [&str; 2] = ["shm", "net"];
 /// Peers an inner AV learns from their first message before the
 /// application's AV names them (see [`pending_src`]).
 const LEARN_MAX: usize = 4096;
@@ -361,7 +361,7 @@ impl HybridEp {
         };
         let caps = if info.caps == 0 {
             crate::offer(
-                &crate::inners(info.fabric_attr.api_version.max(fi_version(1, 5)))?,
+                &crate::inners(info.fabric_attr.api_version.max(fi_version(1, 5)), cfg.net)?,
                 0,
             )
             .caps
