@@ -95,7 +95,8 @@
 #   TIMEOUT       seconds allowed per run (default 120)
 #   BASE_PORT     first control port to try (default derived from the pid)
 #   SERVER_CPU / CLIENT_CPU   cpus to pin to (default 0 / 1)
-#   OFI_BIN       ofi binary to use (default target/release/ofi, built here)
+#   OFI_BIN       ofi binary to use (default target/release/ofi, built here;
+#                 CARGO_TARGET_DIR moves it and the C ABI's library too)
 #   FI_PINGPONG   libfabric binary to use (default fi_pingpong)
 #   QUIET_WAIT    seconds to wait before each round for the cpus to be idle
 #                 (under 10 % busy over one second; default 120); rounds that
@@ -219,7 +220,7 @@ for t in taskset timeout cc awk; do
 done
 
 if [ -z "${OFI_BIN:-}" ]; then
-    OFI_BIN="$ROOT/target/release/ofi"
+    OFI_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/ofi"
     if command -v cargo >/dev/null 2>&1; then
         log "== building ofi (cargo build --release -p ofi-tools; a no-op when up to date)"
         (cd "$ROOT" && cargo build --release -p ofi-tools) >&2 || die "cargo build failed"
@@ -238,7 +239,7 @@ fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ofi-compare.XXXXXX")"
 if [ "$CAPI" = 1 ]; then
-    CAPI_SO="$ROOT/target/release/libfabric.so"
+    CAPI_SO="${CARGO_TARGET_DIR:-$ROOT/target}/release/libfabric.so"
     if command -v cargo >/dev/null 2>&1; then
         log "== building ofi's C ABI (cargo build --release -p ofi-capi)"
         (cd "$ROOT" && cargo build --release -p ofi-capi) >&2 || die "cargo build -p ofi-capi failed"

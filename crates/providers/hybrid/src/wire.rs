@@ -13,8 +13,18 @@
 //! 32..40  cookie   rendezvous id, unique per sender (u64 LE); 0 when eager
 //! ```
 //!
-//! An untagged eager message without CQ data may instead go bare: no
-//! header, marked by the inner message's remote CQ data [`BARE`].
+//! A small eager message that shm takes as an inject goes short instead:
+//! marked by the inner message's remote CQ data, with no header (untagged
+//! without CQ data: [`BARE`]) or a prefix of its tag and/or CQ data
+//! ([`SHORT`]):
+//!
+//! ```text
+//! inner CQ data    prefix                    then
+//! BARE             none                      payload
+//! SHORT | 1        tag (u64 LE)              payload
+//! SHORT | 2        data (u64 LE)             payload
+//! SHORT | 3        tag, data (u64 LE each)   payload
+//! ```
 
 use ofi_core::error::{Error, Result};
 
@@ -26,6 +36,72 @@ pub const LEN: usize = 40;
 /// the size (and the ring slots' cache lines) they have on the inner
 /// provider alone.
 pub const BARE: u64 = 0x6879_6272_6964_0001;
+/// Inner remote CQ data of a short message with a prefix: `SHORT | 1`
+/// tagged (the tag first), `| 2` with CQ data (after the tag, if any).
+pub const SHORT: u64 = 0x6879_6272_6964_0010;
+const SHORT_TAGGED: u64 = 1;
+const SHORT_DATA: u64 = 2;
+
+/// The inner CQ data that marks a short message of this kind, and the
+/// length of its prefix.
+pub fn short_marker(tagged: bool, has_data: bool) -> (u64, usize) {
+    match (tagged, has_data) {
+        (false, false) => (BARE, 0),
+        (t, d) => (
+            SHORT | if t { SHORT_TAGGED } else { 0 } | if d { SHORT_DATA } else { 0 },
+            8 * (usize::from(t) + usize::from(d)),
+        ),
+    }
+}
+
+/// Writes the prefix of a short message into `out` (at least 16 bytes);
+/// returns its inner CQ data and the prefix length.
+pub fn short_prefix(tagged: bool, tag: u64, data: Option<u64>, out: &mut [u8; 16]) -> (u64, usize) {
+    let (marker, n) = short_marker(tagged, data.is_some());
+    let mut at = 0;
+    if tagged {
+        out[..8].copy_from_slice(&tag.to_le_bytes());
+        at = 8;
+    }
+    if let Some(d) = data {
+        out[at..at + 8].copy_from_slice(&d.to_le_bytes());
+    }
+    (marker, n)
+}
+
+/// A short message from its inner CQ data and bytes: its header (eager,
+/// `len` the payload's) and payload. None when `marker` marks no short
+/// message or the bytes are shorter than its prefix.
+pub fn parse_short(marker: u64, bytes: &[u8]) -> Option<(Header, &[u8])> {
+    if marker == BARE {
+        return Some((Header::bare(bytes.len()), bytes));
+    }
+    let kind = marker ^ SHORT;
+    if kind == 0 || kind > (SHORT_TAGGED | SHORT_DATA) {
+        return None;
+    }
+    let word = |i: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(i..i + 8)?.try_into().ok()?))
+    };
+    let tagged = kind & SHORT_TAGGED != 0;
+    let has_data = kind & SHORT_DATA != 0;
+    let tag = if tagged { word(0)? } else { 0 };
+    let at = 8 * usize::from(tagged);
+    let data = if has_data { word(at)? } else { 0 };
+    let body = &bytes[at + 8 * usize::from(has_data)..];
+    Some((
+        Header {
+            rts: false,
+            tagged,
+            has_data,
+            tag,
+            data,
+            len: body.len() as u64,
+            cookie: 0,
+        },
+        body,
+    ))
+}
 const KIND_EAGER: u8 = 0;
 const KIND_RTS: u8 = 1;
 const F_TAGGED: u8 = 1;
@@ -144,6 +220,43 @@ mod tests {
             (h.rts, h.tagged, h.has_data, h.len),
             (false, false, false, 8)
         );
+    }
+
+    #[test]
+    fn short_markers_and_prefixes() {
+        // Part of the wire format: they must not drift.
+        assert_eq!(
+            SHORT.to_le_bytes(),
+            [0x10, 0, 0x64, 0x69, 0x72, 0x62, 0x79, 0x68]
+        );
+        let mut b = [0u8; 16];
+        let (m, n) = short_prefix(true, 0x0102, Some(0x0304), &mut b);
+        assert_eq!((m, n), (SHORT | 3, 16));
+        assert_eq!(b, [2, 1, 0, 0, 0, 0, 0, 0, 4, 3, 0, 0, 0, 0, 0, 0]);
+        let mut msg = b.to_vec();
+        msg.extend_from_slice(b"payload!");
+        let (h, body) = parse_short(m, &msg).unwrap();
+        assert_eq!(
+            (h.tagged, h.has_data, h.tag, h.data, h.len),
+            (true, true, 0x0102, 0x0304, 8)
+        );
+        assert_eq!(body, b"payload!");
+        // Tag only, data only, neither.
+        let (m, n) = short_prefix(true, 9, None, &mut b);
+        assert_eq!((m, n, &b[..8]), (SHORT | 1, 8, &9u64.to_le_bytes()[..]));
+        let (m, n) = short_prefix(false, 0, Some(5), &mut b);
+        assert_eq!((m, n, &b[..8]), (SHORT | 2, 8, &5u64.to_le_bytes()[..]));
+        let (h, body) = parse_short(m, &b[..8]).unwrap();
+        assert_eq!(
+            (h.tagged, h.has_data, h.data, h.len, body.len()),
+            (false, true, 5, 0, 0)
+        );
+        assert_eq!(short_marker(false, false), (BARE, 0));
+        // Too short for its prefix, or no marker: refused.
+        assert!(parse_short(SHORT | 3, &[0u8; 15]).is_none());
+        assert!(parse_short(SHORT, &[0u8; 16]).is_none());
+        assert!(parse_short(SHORT | 4, &[0u8; 16]).is_none());
+        assert!(parse_short(0, &[]).is_none());
     }
 
     #[test]

@@ -646,25 +646,26 @@ impl HybridEp {
     }
 
     /// True when `op` (of `len` bytes) goes as a shm inject: eager, not
-    /// delivery-complete, and what goes (header, unless bare, and payload)
+    /// delivery-complete, and what goes (its short prefix and payload)
     /// within shm's inject size.
     fn injectable(&self, op: &SendOp<'_>, len: usize) -> bool {
-        let header = if Self::bare(op) { 0 } else { wire::LEN };
-        len <= self.eager_max
-            && header + len <= self.shm_inject
+        Self::prefix_len(op) + len <= self.shm_inject
+            && len <= self.eager_max
             && op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) != FI_DELIVERY_COMPLETE
     }
 
-    /// True when `op` goes bare (see [`wire::BARE`]).
-    fn bare(op: &SendOp<'_>) -> bool {
-        !op.tagged && op.flags & FI_REMOTE_CQ_DATA == 0
+    /// The length of `op`'s prefix as a short message (see [`wire::SHORT`]):
+    /// 0 when it goes bare.
+    fn prefix_len(op: &SendOp<'_>) -> usize {
+        wire::short_marker(op.tagged, op.flags & FI_REMOTE_CQ_DATA != 0).1
     }
 
     /// Sends `op` (`len` bytes, [`injectable`](Self::injectable)) to inner
     /// shm address `dest` as an inject (shm copies it before it returns;
-    /// no inner completion) and completes it now. `spill` takes header and
-    /// payload when the iov list leaves no entry for the header (None: the
-    /// caller made sure it does, or the send is bare).
+    /// no inner completion) and completes it now, as a short message (see
+    /// [`wire::SHORT`]). `spill` takes prefix and payload when the iov list
+    /// leaves no entry for the prefix (None: the caller made sure it does,
+    /// or the send is bare).
     fn send_injected(
         &self,
         b: &EpBindings,
@@ -676,42 +677,31 @@ impl HybridEp {
         let completion = tx_completion(op.flags, b.tx_selective);
         let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
         let fence = op.flags & FI_FENCE;
-        if Self::bare(op) {
-            // Bare: the payload alone, marked by the inner CQ data.
-            let inner = SendOp {
-                iov: op.iov,
-                desc: &[],
-                dest,
-                tag: 0,
-                data: wire::BARE,
-                context: 0,
-                flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | fence,
-                tagged: false,
-            };
-            // SAFETY: an inject reads the ranges during the call only.
-            unsafe { self.paths[SHM].ep.post_send(&inner) }?;
-            b.tx_done(op.context, uflags, completion, None);
-            return Ok(());
-        }
-        let h = send_header(op, len, false);
-        let mut hb = [0u8; wire::LEN];
-        h.emit(&mut hb);
-        let mut iov = [IoVec::default(); MAX_IOV];
-        iov[0] = IoVec::from_slice(&hb);
-        let cnt = match spill {
-            Some(buf) if op.iov.len() >= MAX_IOV => {
-                // No entry left for the header: copy the payload behind it.
-                buf.clear();
-                buf.extend_from_slice(&hb);
-                buf.resize(wire::LEN + len, 0);
-                // SAFETY: the caller keeps the iov valid for this call.
-                unsafe { copy_from_iov(op.iov, 0, &mut buf[wire::LEN..]) };
-                iov[0] = IoVec::from_slice(&buf[..]);
-                1
-            }
-            _ => {
-                iov[1..=op.iov.len()].copy_from_slice(op.iov);
-                op.iov.len() + 1
+        let mut pb = [0u8; 16];
+        let data = (op.flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
+        let (marker, n) = wire::short_prefix(op.tagged, op.tag, data, &mut pb);
+        let mut iov = [IoVec::default(); MAX_IOV + 1];
+        let cnt = if n == 0 {
+            // Bare: the payload alone.
+            iov[..op.iov.len()].copy_from_slice(op.iov);
+            op.iov.len()
+        } else {
+            match spill {
+                Some(buf) if op.iov.len() >= MAX_IOV => {
+                    // No entry left for the prefix: copy the payload behind it.
+                    buf.clear();
+                    buf.extend_from_slice(&pb[..n]);
+                    buf.resize(n + len, 0);
+                    // SAFETY: the caller keeps the iov valid for this call.
+                    unsafe { copy_from_iov(op.iov, 0, &mut buf[n..]) };
+                    iov[0] = IoVec::from_slice(&buf[..]);
+                    1
+                }
+                _ => {
+                    iov[0] = IoVec::from_slice(&pb[..n]);
+                    iov[1..=op.iov.len()].copy_from_slice(op.iov);
+                    op.iov.len() + 1
+                }
             }
         };
         let inner = SendOp {
@@ -719,13 +709,13 @@ impl HybridEp {
             desc: &[],
             dest,
             tag: 0,
-            data: 0,
+            data: marker,
             context: 0,
-            flags: FI_INJECT | OFI_INJECT_CALL | fence,
+            flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | fence,
             tagged: false,
         };
         // SAFETY: an inject reads the ranges during the call only: the
-        // header and spill buffer live through it, and the caller keeps its
+        // prefix and spill buffer live through it, and the caller keeps its
         // iov valid for it.
         unsafe { self.paths[SHM].ep.post_send(&inner) }?;
         b.tx_done(op.context, uflags, completion, None);
@@ -784,8 +774,8 @@ impl HybridEp {
         match kind {
             K_BOUNCE => {
                 let outer = self.outer_src(st, path, src);
-                let bare = e.flags & FI_REMOTE_CQ_DATA != 0 && e.data == wire::BARE;
-                self.arrived(st, path, idx, e.len, src, outer, bare);
+                let short = (e.flags & FI_REMOTE_CQ_DATA != 0).then_some(e.data);
+                self.arrived(st, path, idx, e.len, src, outer, short);
                 self.post_bounce(st, path, idx);
             }
             K_TX => {
@@ -885,8 +875,8 @@ impl HybridEp {
         }
     }
 
-    /// A message (`bare`: see [`wire::BARE`]) arrived in bounce buffer
-    /// `idx` of `path`.
+    /// A message arrived in bounce buffer `idx` of `path`; `short`: the
+    /// inner CQ data that came with it (see [`wire::SHORT`]).
     #[allow(clippy::too_many_arguments)]
     fn arrived(
         &self,
@@ -896,16 +886,22 @@ impl HybridEp {
         len: usize,
         inner_src: u64,
         src: u64,
-        bare: bool,
+        short: Option<u64>,
     ) {
         // Out of the state while it is read, so matching may borrow both.
         let buf = std::mem::take(&mut st.bounce[path][idx]);
         let bytes = &buf[..len.min(buf.len())];
-        if bare {
-            let h = Header::bare(bytes.len());
-            self.incoming(st, h, src, bytes, Payload::Eager(Vec::new()));
-        } else {
-            self.message(st, path, inner_src, src, bytes);
+        match short {
+            Some(m) => match wire::parse_short(m, bytes) {
+                Some((h, body)) => self.incoming(st, h, src, body, Payload::Eager(Vec::new())),
+                None => tracing::warn!(
+                    path = PATH_NAMES[path],
+                    marker = m,
+                    len = bytes.len(),
+                    "hybrid: malformed short message dropped"
+                ),
+            },
+            None => self.message(st, path, inner_src, src, bytes),
         }
         st.bounce[path][idx] = buf;
     }
@@ -969,8 +965,10 @@ impl RxHook for Hook {
             return false;
         }
         let (h, body) = match data {
-            Some(wire::BARE) => (Header::bare(bytes.len()), bytes),
-            Some(_) => return false,
+            Some(m) => match wire::parse_short(m, bytes) {
+                Some(x) => x,
+                None => return false,
+            },
             None => match Header::parse(bytes) {
                 Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
                     (h, &bytes[wire::LEN..])
@@ -1227,7 +1225,7 @@ impl EndpointOps for HybridEp {
         // then: injected, it completes here with no inner completion to
         // read. To a peer whose shm route is known, with no hybrid lock.
         let inject = self.injectable(op, len);
-        if inject && (op.iov.len() < MAX_IOV || Self::bare(op)) {
+        if inject && (op.iov.len() < MAX_IOV || Self::prefix_len(op) == 0) {
             if let Some(b) = self.bound.get() {
                 let gen = b.av.as_ref().map(|av| av.generation());
                 if let Some(dest) = gen.and_then(|g| self.shm_routes.get(op.dest, g)) {
