@@ -202,6 +202,18 @@ impl DeadPeers {
     /// peer's pending operations and directed receives with
     /// `down.cause.errno()` either way.
     pub fn declare(&mut self, b: &EpBindings, down: &PeerDown, name: &str) -> bool {
+        self.declare_as(b, down, name, false)
+    }
+
+    /// [`declare`](Self::declare) for a peer that closed its endpoint in an
+    /// orderly way (it said so before its connection ended): the same
+    /// report, logged at info level, since a clean exit (an MPI rank's
+    /// finalize) is no fault.
+    pub fn declare_closed(&mut self, b: &EpBindings, down: &PeerDown, name: &str) -> bool {
+        self.declare_as(b, down, name, true)
+    }
+
+    fn declare_as(&mut self, b: &EpBindings, down: &PeerDown, name: &str, closed: bool) -> bool {
         let known = |d: &Dead| {
             (!down.addr.is_empty() && d.addr == down.addr)
                 || (down.fi_addr != FI_ADDR_NOTAVAIL && d.fi_addr == down.fi_addr)
@@ -209,13 +221,22 @@ impl DeadPeers {
         if self.list.iter().any(known) {
             return false;
         }
-        tracing::warn!(
-            peer = name,
-            fi_addr = down.fi_addr,
-            err = down.cause.errno(),
-            "peer declared dead: {}",
-            down.cause.describe()
-        );
+        if closed {
+            tracing::info!(
+                peer = name,
+                fi_addr = down.fi_addr,
+                err = down.cause.errno(),
+                "peer closed its endpoint"
+            );
+        } else {
+            tracing::warn!(
+                peer = name,
+                fi_addr = down.fi_addr,
+                err = down.cause.errno(),
+                "peer declared dead: {}",
+                down.cause.describe()
+            );
+        }
         self.list.push(Dead {
             fi_addr: down.fi_addr,
             addr: down.addr.clone(),

@@ -574,6 +574,13 @@ impl TcpRdmEp {
     /// the cause's number. (The connection's own operations and the
     /// receives it was filling failed in the protocol core already.)
     fn peer_lost(&self, g: &mut Inner, id: ConnId, err: i32) {
+        self.peer_gone(g, id, err, false);
+    }
+
+    /// A peer's connection ended (`closed`: with its SHUTDOWN, the peer
+    /// closed its endpoint): unless another connection to it is up, it is
+    /// declared dead and what waits on it fails with `err`'s cause.
+    fn peer_gone(&self, g: &mut Inner, id: ConnId, err: i32, closed: bool) {
         let Some(cause) = Cause::of_errno(err) else {
             return;
         };
@@ -599,7 +606,11 @@ impl TcpRdmEp {
             cause,
         };
         let label = crate::addr::decode(&down.addr).map_or_else(|_| "?".into(), |a| a.to_string());
-        g.dead.declare(&g.b, &down, &label);
+        if closed {
+            g.dead.declare_closed(&g.b, &down, &label);
+        } else {
+            g.dead.declare(&g.b, &down, &label);
+        }
         if fi_addr != FI_ADDR_NOTAVAIL {
             g.rx.fail_directed(fi_addr, err);
         }
@@ -653,7 +664,9 @@ impl TcpRdmEp {
                         }
                     }
                 }
-                Event::PeerShutdown => {}
+                // The peer closed its endpoint: gone as surely as a dead
+                // one, but no fault (reported quietly).
+                Event::PeerShutdown => self.peer_gone(g, id, errno::FI_ECONNRESET, true),
                 Event::ConnectionLost { err } => self.peer_lost(g, id, err),
                 Event::AuthFailed { why } => {
                     let p = g.peers.get(&id);
@@ -1052,6 +1065,11 @@ impl EndpointOps for TcpRdmEp {
         let mut g = self.inner.lock();
         let Inner { peers, rx, .. } = &mut *g;
         for p in peers.values_mut() {
+            // An orderly end: each peer reads SHUTDOWN (the endpoint was
+            // closed), not a reset it would report as this process's
+            // death; written as far as the socket takes it now.
+            p.link.conn.shutdown(rx);
+            p.link.drive_with(rx, false);
             p.link.conn.on_error(errno::FI_ECANCELED, rx);
         }
         rx.close(errno::FI_ECANCELED);

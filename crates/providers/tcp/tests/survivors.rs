@@ -464,3 +464,60 @@ fn msg_survivor_of_a_killed_peer() {
     drop(rbuf);
     drop(bufs);
 }
+
+/// A peer that closes its endpoint (as an MPI rank does in MPI_Finalize)
+/// ends its connections with SHUTDOWN: the survivor reports it on its EQ
+/// once, as gone (FI_ECONNRESET, naming it), and a receive directed at it
+/// fails, as for a death; only the log differs (info, not a warning).
+#[test]
+fn a_peer_that_closes_its_endpoint_is_reported_once() {
+    let a = Rdm::open_ctx(&offer(ep_type::FI_EP_RDM, "127.0.0.1"), EP_CTX);
+    let b = loopback();
+    let to_b = a.av.insert_one(&b.ep.getname().unwrap()).unwrap();
+    let to_a = b.av.insert_one(&a.ep.getname().unwrap()).unwrap();
+    let mut stash = Vec::new();
+    // One message each way: connections in both directions are up.
+    let (mut ra, mut rb, mut rd) = ([0u8; 8], [0u8; 8], [0u8; 8]);
+    let (sa, sb) = (*b"from a!!", *b"from b!!");
+    // SAFETY: the buffers outlive the operations, which complete below.
+    unsafe {
+        a.ep.trecv(ra.as_mut_ptr(), 8, FI_ADDR_UNSPEC, PING, 0, 1)
+            .unwrap();
+        b.ep.trecv(rb.as_mut_ptr(), 8, FI_ADDR_UNSPEC, PING, 0, 2)
+            .unwrap();
+        a.ep.tsend(sa.as_ptr(), 8, to_b, PING, 3).unwrap();
+        b.ep.tsend(sb.as_ptr(), 8, to_a, PING, 4).unwrap();
+    }
+    let t0 = Instant::now();
+    let (mut da, mut db) = (Vec::new(), Vec::new());
+    while da.len() < 2 || db.len() < 2 {
+        assert!(t0.elapsed() < STEP, "exchange: {da:?} {db:?}");
+        poll(&a.cq, &mut da);
+        poll(&b.cq, &mut db);
+    }
+    assert_eq!((&ra, &rb), (&sb, &sa));
+    // SAFETY: rd outlives the receive, which fails below.
+    unsafe { a.ep.trecv(rd.as_mut_ptr(), 8, to_b, NEVER_DIRECTED, 0, 5) }.unwrap();
+    drop(b);
+    let (e, _) = eq_error(&a, DEATH_BOUND, &mut stash).expect("the closed peer is reported");
+    let down = PeerDown::from_eq_error(&e).expect("a peer report");
+    assert_eq!(
+        (e.fid, down.fi_addr, down.cause),
+        (EP_CTX, to_b, Cause::Reset)
+    );
+    assert!(
+        eq_error(&a, Duration::from_millis(300), &mut stash).is_none(),
+        "reported twice"
+    );
+    let t0 = Instant::now();
+    while !stash
+        .iter()
+        .any(|d| matches!(d, Done::Err(e) if e.op_context == 5))
+    {
+        assert!(
+            t0.elapsed() < DEATH_BOUND,
+            "the directed receive still waits: {stash:?}"
+        );
+        poll(&a.cq, &mut stash);
+    }
+}
