@@ -419,7 +419,7 @@ fn stream(
                     finished += 1;
                 }
                 Err(e) if e.is_again() => break,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(c.post_error("posting an operation", &e)),
             }
         }
         if finished == n {
@@ -730,7 +730,7 @@ fn serve_sends(
             };
             match r {
                 Err(e) if e.is_again() => c.ep.progress(),
-                r => return r.map_err(|e| format!("fi_recv: {e}")),
+                r => return r.map_err(|e| c.post_error("fi_recv", &e)),
             }
         }
     };

@@ -83,7 +83,7 @@ impl Pp {
             };
             match r {
                 Err(e) if e.is_again() => self.again()?,
-                r => return r.map_err(|e| format!("fi_recv: {e}")),
+                r => return r.map_err(|e| self.c.post_error("fi_recv", &e)),
             }
         }
     }
@@ -113,7 +113,7 @@ impl Pp {
             };
             match r {
                 Err(e) if e.is_again() => self.again()?,
-                r => return r.map_err(|e| format!("fi_send: {e}")),
+                r => return r.map_err(|e| self.c.post_error("fi_send", &e)),
             }
         }
     }

@@ -67,6 +67,20 @@ impl Ctx {
         }
     }
 
+    /// A call that failed at once (`what`: its name), as a message naming
+    /// the peer when the error says it is gone: a send to a dead peer may
+    /// fail when posted, before its death reaches the event queue.
+    pub fn post_error(&self, what: &str, e: &ofi::error::Error) -> String {
+        match ofi::Cause::of_errno(e.code()) {
+            Some(c) => format!(
+                "peer {} is gone ({}): {what}: {e}",
+                self.peer_name,
+                c.describe()
+            ),
+            None => format!("{what}: {e}"),
+        }
+    }
+
     /// Reads what the event queue holds about the peer: an error naming it
     /// when the provider reported its death (or, on MSG, the connection's
     /// end); other events are ignored.
