@@ -271,6 +271,14 @@ impl Rdm {
         !self.events.is_empty()
     }
 
+    /// True when something completed for the application: events wait
+    /// here or receive completions at [`Rdm::rx`]. A driver reading a
+    /// burst of datagrams may stop at the first that does this, so that
+    /// the completion is reported without a further read.
+    pub fn completes(&self) -> bool {
+        !self.events.is_empty() || self.rx.has_events()
+    }
+
     fn new_conn(&mut self, peer: PeerId, fi_addr: u64) -> Conn {
         let id = self.next_conn;
         self.next_conn += 1;

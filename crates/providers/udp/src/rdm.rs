@@ -19,6 +19,7 @@ use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::auth::AuthKey;
+use ofi_core::util::av::AvCore;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::iov::{copy_to_iov, IoVec};
 use ofi_core::util::lock::SpinLock;
@@ -222,20 +223,32 @@ impl RdmEp {
     /// One progress pass: receive, timers, transmit, events.
     fn pass(&self, g: &mut Inner) {
         let now = Instant::now();
+        self.receive(g, now);
+        let Inner { b, rdm, .. } = g;
+        if rdm.poll_timeout().is_some_and(|t| t <= now) {
+            rdm.handle_timeout(now, &mut |a: &[u8]| resolve(&b.av, a));
+        }
+        rdm.wakeups(&mut Direct);
+        self.transmit(g, now);
+        self.events(g);
+    }
+
+    /// Reads the datagrams waiting, at most [`BATCH`], and stops early at
+    /// the first that completes something: the caller is about to report
+    /// it, and a read that would only find the socket empty costs a system
+    /// call before the application sees its completion (the rest wait for
+    /// the next pass; the socket stays readable for a waiter).
+    fn receive(&self, g: &mut Inner, now: Instant) {
         let Inner {
             b,
             rdm,
-            raw,
             last_src,
             buf,
             av_gen,
             ..
         } = g;
-        let av = b.av.clone();
-        let mut resolve = |a: &[u8]| match &av {
-            Some(av) => av.reverse(a).unwrap_or(FI_ADDR_NOTAVAIL),
-            None => FI_ADDR_NOTAVAIL,
-        };
+        let av = &b.av;
+        let mut resolve = |a: &[u8]| resolve(av, a);
         if let Some(av) = &b.av {
             let gen = av.generation();
             if gen != *av_gen {
@@ -273,11 +286,15 @@ impl RdmEp {
                 _ => &mut last_src.insert((r.from, crate::addr::encode(&r.from))).1,
             };
             rdm.on_datagram(now, from, &buf[..r.len], &mut Direct, &mut resolve);
+            if rdm.completes() {
+                break;
+            }
         }
-        if rdm.poll_timeout().is_some_and(|t| t <= now) {
-            rdm.handle_timeout(now, &mut resolve);
-        }
-        rdm.wakeups(&mut Direct);
+    }
+
+    /// Sends what every peer has to send.
+    fn transmit(&self, g: &mut Inner, now: Instant) {
+        let Inner { rdm, raw, .. } = g;
         let sock = &self.sock;
         rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
             let a = match raw.get(to) {
@@ -305,7 +322,6 @@ impl RdmEp {
                 tracing::trace!(error = %e, "udp: a datagram was not sent");
             }
         });
-        self.events(g);
     }
 
     /// Turns the core's events into completions, deaths and log lines.
@@ -374,8 +390,13 @@ impl RdmEp {
             ..
         } = g;
         let to = Self::dest(b, dests, dest_gen, dest).map_err(|e| e.code())?;
-        rdm.queue(Instant::now(), dest, to, req)?;
-        self.pass(g);
+        let now = Instant::now();
+        rdm.queue(now, dest, to, req)?;
+        // What was queued goes now; receiving waits for the next progress
+        // call (a read here would mostly find the socket empty, a system
+        // call in front of every send).
+        self.transmit(g, now);
+        self.events(g);
         Ok(())
     }
 }
@@ -409,6 +430,14 @@ impl Progress for RdmEp {
     }
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.shared.fd())
+    }
+}
+
+/// The fi_addr of a peer address in `av` (`FI_ADDR_NOTAVAIL` when not in it).
+fn resolve(av: &Option<Arc<AvCore>>, a: &[u8]) -> u64 {
+    match av {
+        Some(av) => av.reverse(a).unwrap_or(FI_ADDR_NOTAVAIL),
+        None => FI_ADDR_NOTAVAIL,
     }
 }
 
@@ -505,7 +534,16 @@ impl EndpointOps for RdmEp {
             .rx()
             .post_recv(&req)
             .map_err(|e| Error::new(e, "udp: receive refused"))?;
-        self.pass(&mut g);
+        // The receive may free a blocked connection or answer a waiting
+        // rendezvous: that goes now. Reading the socket waits for the next
+        // progress call.
+        let rx = g.rdm.rx();
+        if rx.has_wakeups() || rx.owes_frames() {
+            let now = Instant::now();
+            g.rdm.wakeups(&mut Direct);
+            self.transmit(&mut g, now);
+        }
+        self.events(&mut g);
         Ok(())
     }
     fn cancel(&self, context: usize) -> Result<()> {
