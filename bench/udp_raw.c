@@ -283,6 +283,9 @@ int main(int argc, char **argv)
 	 * reports about twice what it counts, and a datagram costs its size
 	 * and some overhead. Credits come at least four times per window. */
 	long window = (long)(rcvbuf / 2) / (long)(size + size / 8 + 1024);
+	if (getenv("UDP_RAW_WINDOW") && atol(getenv("UDP_RAW_WINDOW")) > 0 &&
+	    atol(getenv("UDP_RAW_WINDOW")) < window)
+		window = atol(getenv("UDP_RAW_WINDOW"));
 	if (window < 2)
 		window = 2;
 	long credit_every = window / 4 < CREDIT_EVERY ? window / 4 : CREDIT_EVERY;

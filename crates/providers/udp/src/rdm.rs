@@ -76,6 +76,8 @@ struct Inner {
     av_gen: u64,
     buf: Vec<u8>,
     src_ok: bool,
+    /// The last transmit stopped at a bound with more to send.
+    tx_more: bool,
 }
 
 /// A udp RDM endpoint.
@@ -167,8 +169,7 @@ impl RdmEp {
             }
         });
         shared
-            .poller
-            .add(sock.fd(), shared.key())
+            .watch(sock.fd(), shared.key())
             .map_err(|e| Error::os(e, "udp: epoll add"))?;
         Ok(Arc::new(RdmEp {
             shared,
@@ -188,6 +189,7 @@ impl RdmEp {
                 av_gen: 0,
                 buf: vec![0u8; max_datagram.max(ofi_wire::udp::HDR_LEN + 1)],
                 src_ok: info.caps & FI_SOURCE != 0,
+                tx_more: false,
             }),
         }))
     }
@@ -220,16 +222,26 @@ impl RdmEp {
         Ok(dests.get(&fi_addr).map(Vec::as_slice).unwrap_or_default())
     }
 
-    /// One progress pass: receive, timers, transmit, events.
+    /// One progress pass: receive, timers, transmit, events. Transmitting
+    /// is skipped when nothing since the last time can have given it work
+    /// (no datagram, no timer due, nothing from the receive side, no bound
+    /// hit): the pass of a busy-polling waiter is then one read and a look
+    /// at the clock.
     fn pass(&self, g: &mut Inner) {
         let now = Instant::now();
-        self.receive(g, now);
+        let mut work = self.receive(g, now) | g.tx_more;
         let Inner { b, rdm, .. } = g;
         if rdm.poll_timeout().is_some_and(|t| t <= now) {
             rdm.handle_timeout(now, &mut |a: &[u8]| resolve(&b.av, a));
+            work = true;
         }
-        rdm.wakeups(&mut Direct);
-        self.transmit(g, now);
+        if rdm.rx().has_wakeups() {
+            rdm.wakeups(&mut Direct);
+            work = true;
+        }
+        if work || rdm.rx().owes_frames() {
+            self.transmit(g, now);
+        }
         self.events(g);
     }
 
@@ -238,7 +250,8 @@ impl RdmEp {
     /// it, and a read that would only find the socket empty costs a system
     /// call before the application sees its completion (the rest wait for
     /// the next pass; the socket stays readable for a waiter).
-    fn receive(&self, g: &mut Inner, now: Instant) {
+    /// True when something came in (a datagram or an error report).
+    fn receive(&self, g: &mut Inner, now: Instant) -> bool {
         let Inner {
             b,
             rdm,
@@ -256,11 +269,13 @@ impl RdmEp {
                 rdm.refresh(&mut resolve);
             }
         }
+        let mut got = false;
         for _ in 0..BATCH {
             let r = match self.sock.recv_from(buf) {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    got = true;
                     // Nothing listens where an earlier datagram went: the
                     // error queue says where; that peer's operations fail
                     // now instead of at the dead bound.
@@ -277,6 +292,7 @@ impl RdmEp {
                     break;
                 }
             };
+            got = true;
             if r.truncated {
                 tracing::debug!(from = %r.from, "udp: dropping a datagram larger than any this endpoint takes");
                 continue;
@@ -290,13 +306,16 @@ impl RdmEp {
                 break;
             }
         }
+        got
     }
 
     /// Sends what every peer has to send.
     fn transmit(&self, g: &mut Inner, now: Instant) {
-        let Inner { rdm, raw, .. } = g;
+        let Inner {
+            rdm, raw, tx_more, ..
+        } = g;
         let sock = &self.sock;
-        rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
+        *tx_more = rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
             let a = match raw.get(to) {
                 Some(a) => *a,
                 None => match crate::addr::decode(to) {
@@ -578,7 +597,7 @@ impl EndpointOps for RdmEp {
     }
     fn close(&self) {
         self.enabled.store(false, Ordering::Release);
-        self.shared.poller.remove(self.sock.fd());
+        self.shared.unwatch(self.sock.fd());
         let mut g = self.inner.lock();
         let peers: Vec<u64> = g.rdm.sessions().up_peers().collect();
         for p in peers {

@@ -337,9 +337,11 @@ impl UdpSocket {
         // SAFETY: buf and ss are writable for the lengths given.
         let r = unsafe { libc::recvmsg(self.fd(), &mut msg, libc::MSG_DONTWAIT) };
         if r < 0 {
+            // The number itself: a busy-polling caller gets EAGAIN at
+            // almost every call.
             let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EINTR) => Ok(None),
                 _ => Err(e),
             };
         }
