@@ -22,7 +22,8 @@
  *   else SO_RCVBUF within net.core.rmem_max: the window is printed).
  *   A credit that stays away (a datagram lost all the same) does not stop
  *   the stream: after a short stall the client goes on, and what was lost
- *   is simply not counted. At the end the client asks for the server's
+ *   is simply not counted. UDP_RAW_WINDOW caps the window (datagrams).
+ *   At the end the client asks for the server's
  *   count until it answers; the client prints the bandwidth of the bytes
  *   the server received, from its first send to that answer, and how many
  *   datagrams were lost.
@@ -54,8 +55,10 @@ enum { HELLO = 1, CREDIT = 2, END = 3, REPORT = 4 };
 #define CTRL_MAX 32
 #define CREDIT_EVERY 8
 /* How long the client waits for a credit with a full window before it
- * counts the window as lost and goes on. */
-#define STALL_SEC 0.002
+ * counts the window as lost and goes on (long enough for a receiver that
+ * lost the cpu for a few time slices: giving up early overflows its
+ * buffer). */
+#define STALL_SEC 0.05
 
 struct ctrl {
 	uint32_t tag;
@@ -278,11 +281,12 @@ int main(int argc, char **argv)
 		die("malloc");
 	memset(buf, 0x5a, size);
 
-	/* The stream's window: what the server's receive buffer holds, taken
-	 * to be what this side was granted (same privileges). The kernel
-	 * reports about twice what it counts, and a datagram costs its size
-	 * and some overhead. Credits come at least four times per window. */
-	long window = (long)(rcvbuf / 2) / (long)(size + size / 8 + 1024);
+	/* The stream's window: half of what the server's receive buffer
+	 * holds, taken to be what this side was granted (same privileges).
+	 * The kernel reports about twice what it counts, and counts a
+	 * datagram's buffer, which may be up to twice its size. Credits come
+	 * at least four times per window. UDP_RAW_WINDOW caps it. */
+	long window = (long)(rcvbuf / 2) / (long)(2 * size + 4096) / 2;
 	if (getenv("UDP_RAW_WINDOW") && atol(getenv("UDP_RAW_WINDOW")) > 0 &&
 	    atol(getenv("UDP_RAW_WINDOW")) < window)
 		window = atol(getenv("UDP_RAW_WINDOW"));
