@@ -31,12 +31,18 @@
 #        tcp: raw TCP over 127.0.0.1 (bench/tcp_raw.c): a busy-polled 8 B
 #             socket ping-pong (one-way usec) and a 1 MiB-write stream
 #             (MB/sec), server on cpu 0 and client on cpu 1 as above
-#      (both compiled with cc -O2 into a temporary directory),
+#        udp: raw UDP over 127.0.0.1 (bench/udp_raw.c): a busy-polled 8 B
+#             datagram ping-pong (one-way usec) and a stream of 64000 B
+#             datagrams (MB/sec of the bytes the receiver got: it returns
+#             credits, the sender keeps a window its receive buffer holds),
+#             pinned the same way
+#      (all compiled with cc -O2 into a temporary directory),
 #   5. with OPS containing write / atomic, in the same rounds (pinned the
 #      same way, alternating tools the same way):
 #        write:  `ofi bw -o write -S BW_SIZE -W BW_WINDOW` on each provider,
 #                against the physical reference of the same run (shm: the
-#                memcpy bandwidth; tcp: the raw TCP stream), and Debian's
+#                memcpy bandwidth; tcp: the raw TCP stream; udp: the raw
+#                UDP stream of 64000 B datagrams), and Debian's
 #                `fi_rma_bw -o write` side by side when it is installed
 #                (fabtests; Debian's libfabric-bin does not ship it), run
 #                with its out-of-band address exchange on the control port
@@ -92,6 +98,8 @@
 #   MEMCPY_SIZE   bytes per memcpy in the reference (default 1048576)
 #   RAW_PP_ITERS / RAW_STREAM_ITERS   raw TCP ping-pong round trips (default
 #                 200000) and 1 MiB stream writes (default 5000)
+#   RAW_UDP_PP_ITERS / RAW_UDP_STREAM_ITERS   raw UDP ping-pong round trips
+#                 (default 200000) and 64000 B stream datagrams (default 50000)
 #   TIMEOUT       seconds allowed per run (default 120)
 #   BASE_PORT     first control port to try (default derived from the pid)
 #   SERVER_CPU / CLIENT_CPU   cpus to pin to (default 0 / 1)
@@ -114,6 +122,10 @@
 # Targets (tcp, msg mode): RDM 8 B latency ofi/libfabric (tcp;ofi_rxm)
 # <= 0.75; MSG 8 B latency ofi/libfabric <= 1.00; RDM 1 MiB bandwidth
 # >= 1.20x libfabric and >= 0.70x the raw TCP stream.
+# Targets (udp, msg mode): DGRAM 8 B latency ofi/libfabric udp <= 1.00;
+# RDM 8 B latency ofi/libfabric (udp;ofi_rxd) <= 0.50; RDM 1 MiB bandwidth
+# >= 5.00x libfabric; RMA write 1 MiB (ofi bw -p udp -o write) >= 0.50x the
+# raw UDP stream of 64000 B datagrams.
 # Target (shm, atomics): 8 B fetch-and-add latency <= 1.0 usec one-way.
 # Targets (C ABI, the same fi_pingpong binary on ofi's libfabric.so.1 and on
 # Debian's): shm rdm 8 B latency <= 0.80; tcp rdm 8 B <= 0.80 (against
@@ -145,6 +157,8 @@ ITERS="${ITERS:-}"
 MEMCPY_SIZE="${MEMCPY_SIZE:-1048576}"
 RAW_PP_ITERS="${RAW_PP_ITERS:-200000}"
 RAW_STREAM_ITERS="${RAW_STREAM_ITERS:-5000}"
+RAW_UDP_PP_ITERS="${RAW_UDP_PP_ITERS:-200000}"
+RAW_UDP_STREAM_ITERS="${RAW_UDP_STREAM_ITERS:-50000}"
 TIMEOUT="${TIMEOUT:-120}"
 SERVER_CPU="${SERVER_CPU:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
@@ -163,7 +177,7 @@ die() { log "compare.sh: $*"; exit 1; }
 
 case "$RUNS" in '' | *[!0-9]* | 0) die "RUNS must be a positive integer (got '$RUNS')" ;; esac
 for s in $SIZES $TAGGED_SIZES $TCP_SIZES $UDP_SIZES $MEMCPY_SIZE $RAW_PP_ITERS $RAW_STREAM_ITERS \
-    $BW_SIZE $BW_WINDOW $BW_ITERS $ATOMIC_ITERS; do
+    $RAW_UDP_PP_ITERS $RAW_UDP_STREAM_ITERS $BW_SIZE $BW_WINDOW $BW_ITERS $ATOMIC_ITERS; do
     case "$s" in *[!0-9]*) die "sizes and counts must be numbers (got '$s')" ;; esac
 done
 HAS_SHM=0
@@ -261,6 +275,9 @@ fi
 if [ "$HAS_TCP" = 1 ]; then
     cc -O2 -o "$WORK/tcp_raw" "$ROOT/bench/tcp_raw.c" || die "cannot compile bench/tcp_raw.c"
 fi
+if [ "$HAS_UDP" = 1 ]; then
+    cc -O2 -o "$WORK/udp_raw" "$ROOT/bench/udp_raw.c" || die "cannot compile bench/udp_raw.c"
+fi
 if [ -z "$MPI" ]; then
     MPI=0
     if [ "$HAS_TCP" = 1 ] && [ "$CAPI" = 1 ] && command -v mpicc >/dev/null 2>&1 &&
@@ -273,12 +290,13 @@ fi
 
 # --- helpers ------------------------------------------------------------------
 
-# Is a TCP port in use in any state (listening, connected, TIME_WAIT)?
+# Is a TCP port in use in any state (listening, connected, TIME_WAIT), or
+# a UDP port bound?
 port_in_use() {
     local hex
     hex="$(printf '%04X' "$1")"
     awk -v p=":$hex" 'NR > 1 && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
-        /proc/net/tcp /proc/net/tcp6 2>/dev/null
+        /proc/net/tcp /proc/net/tcp6 /proc/net/udp /proc/net/udp6 2>/dev/null
 }
 
 # Is something listening on the port?
@@ -287,6 +305,14 @@ port_listening() {
     hex="$(printf '%04X' "$1")"
     awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
         /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# Is a UDP socket bound to the port?
+port_bound_udp() {
+    local hex
+    hex="$(printf '%04X' "$1")"
+    awk -v p=":$hex" 'NR > 1 && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
+        /proc/net/udp /proc/net/udp6 2>/dev/null
 }
 
 # Prints a control port nobody has used recently; never hands out one twice.
@@ -330,15 +356,17 @@ ratio() { # a / b with 2 decimals, "-" if either is missing
 FAILURES=0
 
 # start_server LOG CMD...: starts CMD in the background (SERVER_PID) under
-# the timeout and waits for $PORT to listen; returns 1 (server gone, its
-# output shown) if it does not within 10 s.
+# the timeout and waits for $PORT to listen (with LISTEN=udp: for a UDP
+# socket bound to it); returns 1 (server gone, its output shown) if it does
+# not within 10 s.
 start_server() {
-    local log="$1" tag="$2"
+    local log="$1" tag="$2" ready=port_listening
     shift 2
+    [ "${LISTEN:-tcp}" != udp ] || ready=port_bound_udp
     timeout "$TIMEOUT" "$@" >"$log" 2>&1 &
     SERVER_PID=$!
     local waited=0
-    while ! port_listening "$PORT"; do
+    while ! "$ready" "$PORT"; do
         if ! kill -0 "$SERVER_PID" 2>/dev/null || [ "$waited" -ge 200 ]; then
             log "   $tag: server did not start listening on port $PORT"
             sed 's/^/     server: /' "$log" >&2 || true
@@ -415,21 +443,29 @@ run_one() {
     log "   $(printf '%-30s run %d: %10s usec/xfer %12s MB/sec' "$tag" "$round" "$usec" "$mbs")"
 }
 
-# run_raw KIND ROUND: bench/tcp_raw KIND (pingpong | stream) over 127.0.0.1,
-# pinned like the pingpongs; appends "usec mbs round" to $WORK/raw-KIND.dat.
+# run_raw KIND ROUND [udp]: bench/tcp_raw (or bench/udp_raw) KIND (pingpong
+# | stream) over 127.0.0.1, pinned like the pingpongs; appends
+# "usec mbs round" to $WORK/raw-KIND.dat (udp: $WORK/rawudp-KIND.dat).
 run_raw() {
-    local kind="$1" round="$2" iters tag out
-    if [ "$kind" = pingpong ]; then iters="$RAW_PP_ITERS"; else iters="$RAW_STREAM_ITERS"; fi
-    tag="raw-$kind"
+    local kind="$1" round="$2" proto="${3:-tcp}" iters tag out
+    if [ "$proto" = udp ]; then
+        if [ "$kind" = pingpong ]; then iters="$RAW_UDP_PP_ITERS"; else iters="$RAW_UDP_STREAM_ITERS"; fi
+        tag="rawudp-$kind"
+    else
+        if [ "$kind" = pingpong ]; then iters="$RAW_PP_ITERS"; else iters="$RAW_STREAM_ITERS"; fi
+        tag="raw-$kind"
+    fi
+    local bin="$WORK/${proto}_raw" cpuvar
+    cpuvar="$(echo "$proto" | tr a-z A-Z)_RAW_CPU"
     out="$WORK/$tag.r$round"
     fresh_port
-    # tcp_raw pins itself too; taskset is what the other runs use.
-    if ! start_server "$out.server" "$tag run $round" \
-        env TCP_RAW_CPU="$SERVER_CPU" taskset -c "$SERVER_CPU" "$WORK/tcp_raw" "$kind" server "$PORT" "$iters"; then
+    # The raw programs pin themselves too; taskset is what the other runs use.
+    if ! LISTEN="$proto" start_server "$out.server" "$tag run $round" \
+        env "$cpuvar=$SERVER_CPU" taskset -c "$SERVER_CPU" "$bin" "$kind" server "$PORT" "$iters"; then
         echo "$round server did not listen" >>"$WORK/$tag.fail"
         return 0
     fi
-    finish_pair "$out" env TCP_RAW_CPU="$CLIENT_CPU" taskset -c "$CLIENT_CPU" "$WORK/tcp_raw" "$kind" client "$PORT" "$iters"
+    finish_pair "$out" env "$cpuvar=$CLIENT_CPU" taskset -c "$CLIENT_CPU" "$bin" "$kind" client "$PORT" "$iters"
     local usec mbs
     usec="$(awk '{ for (i = 1; i < NF; i++) if ($i == "usec/xfer") u = $(i + 1) } END { print u }' "$out.client")"
     mbs="$(awk '{ for (i = 1; i < NF; i++) if ($i == "MB/sec") m = $(i + 1) } END { print m }' "$out.client")"
@@ -635,6 +671,7 @@ BUSY_ROUNDS=0
 REFS=""
 [ "$HAS_SHM" = 0 ] || REFS="memcpy $MEMCPY_SIZE B"
 [ "$HAS_TCP" = 0 ] || REFS="${REFS:+$REFS; }raw TCP ping-pong 8 B and stream 1 MiB"
+[ "$HAS_UDP" = 0 ] || REFS="${REFS:+$REFS; }raw UDP ping-pong 8 B and stream of 64000 B datagrams"
 ALL_CONFIGS=("${CONFIGS[@]}" "${BW_CONFIGS[@]}")
 log "== $RUNS rounds of: ${ALL_CONFIGS[*]}; references: $REFS"
 for round in $(seq 1 "$RUNS"); do
@@ -672,6 +709,10 @@ for round in $(seq 1 "$RUNS"); do
         run_raw pingpong "$round"
         run_raw stream "$round"
     fi
+    if [ "$HAS_UDP" = 1 ]; then
+        run_raw pingpong "$round" udp
+        run_raw stream "$round" udp
+    fi
     if [ "$HAS_SHM" = 1 ]; then
         if m="$(taskset -c "$CLIENT_CPU" "$WORK/memcpy" "$MEMCPY_SIZE" | awk '{ print $4 }')" && [ -n "$m" ]; then
             echo "$m" >>"$WORK/memcpy.dat"
@@ -706,6 +747,8 @@ col() { # FILE COLUMN -> median of that column (latency: 4 decimals, MB/sec: 2)
 MEMCPY_MED="$(if [ -s "$WORK/memcpy.dat" ]; then median "%.2f" <"$WORK/memcpy.dat"; else echo -; fi)"
 RAW_PP_MED="$(col "$WORK/raw-pingpong.dat" 1)"
 RAW_ST_MED="$(col "$WORK/raw-stream.dat" 2)"
+RAWU_PP_MED="$(col "$WORK/rawudp-pingpong.dat" 1)"
+RAWU_ST_MED="$(col "$WORK/rawudp-stream.dat" 2)"
 GIT_REV="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # Only changes that reach the ofi binary count (tests and scripts do not).
 if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no -- crates Cargo.toml Cargo.lock 2>/dev/null || true)" ]; then
@@ -847,10 +890,14 @@ if [ "${#BW_CONFIGS[@]}" -gt 0 ] || [ -n "$NO_CAP" ]; then
         if [ "$prov" = shm ]; then
             ref="single-thread memcpy $(human "$MEMCPY_SIZE")"
             refv="$MEMCPY_MED"
+        elif [ "$prov" = udp ]; then
+            ref="raw UDP stream, 64000 B datagrams"
+            refv="$RAWU_ST_MED"
         else
             ref="raw TCP stream, 1 MiB writes"
             refv="$RAW_ST_MED"
         fi
+        BWO[$c]="$ob"
         echo "| $prov | fi_write | $(human "$size") | $BW_WINDOW | ${BW_ITERS:-$(iters_for "$size")} | $ob | $lb | $(ratio "$ob" "$lb") | $ref | $refv | $(ratio "$ob" "$refv") |"
     done
     for c in "${BW_CONFIGS[@]}"; do
@@ -886,12 +933,13 @@ for c in "${BW_CONFIGS[@]}"; do
         echo "- $tool bw $prov $op $(human "$size"): $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
     done
 done
-for k in pingpong stream; do
-    ff="$WORK/raw-$k.fail"
+for k in raw-pingpong raw-stream rawudp-pingpong rawudp-stream; do
+    ff="$WORK/$k.fail"
     [ -s "$ff" ] || continue
     if [ "$NOT_MEASURED" = 0 ]; then echo "failed runs (medians use the successful runs only; '-' = nothing measured):"; fi
     NOT_MEASURED=1
-    echo "- raw TCP $k: $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
+    case "$k" in rawudp-*) what="raw UDP ${k#rawudp-}" ;; *) what="raw TCP ${k#raw-}" ;; esac
+    echo "- $what: $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
 done
 [ "$NOT_MEASURED" = 0 ] || echo
 echo "physical references (medians of $RUNS, client on cpu $CLIENT_CPU):"
@@ -901,6 +949,11 @@ fi
 if [ "$HAS_TCP" = 1 ]; then
     echo "- raw TCP over 127.0.0.1, busy-polled 8 B ping-pong ($RAW_PP_ITERS round trips): $RAW_PP_MED usec one-way; range $(range "$WORK/raw-pingpong.dat")"
     echo "- raw TCP over 127.0.0.1, stream of 1 MiB writes ($RAW_STREAM_ITERS writes): $RAW_ST_MED MB/sec"
+fi
+if [ "$HAS_UDP" = 1 ]; then
+    echo "- raw UDP over 127.0.0.1, busy-polled 8 B datagram ping-pong ($RAW_UDP_PP_ITERS round trips): $RAWU_PP_MED usec one-way; range $(range "$WORK/rawudp-pingpong.dat")"
+    echo "- raw UDP over 127.0.0.1, stream of 64000 B datagrams ($RAW_UDP_STREAM_ITERS sent, bytes received counted): $RAWU_ST_MED MB/sec;" \
+        "lost per run: $(if ls "$WORK"/rawudp-stream.r*.client >/dev/null 2>&1; then awk '/delivered/ { for (i = 1; i <= NF; i++) if ($i ~ /^\(/) { sub(/^\(/, "", $i); printf "%s%s", sep, $i; sep = " " } } END { print "" }' "$WORK"/rawudp-stream.r*.client; else echo -; fi)"
 fi
 echo
 
@@ -918,6 +971,7 @@ target() { # NAME VALUE OP GOAL
     echo "| $name | $v | $op $goal | $res |"
 }
 
+REF_NOTES=()
 echo "| target | measured | goal | result |"
 echo "|---|---:|---:|---|"
 if [ "$HAS_SHM" = 1 ] && [ "$OP_SEND" = 1 ]; then
@@ -938,15 +992,24 @@ if [ "$HAS_TCP" = 1 ] && [ "$OP_SEND" = 1 ]; then
     target "tcp MSG 8 B latency, ofi/libfabric tcp" "${LAT[tcp:msg:msg:8]:--}" "<=" 1.00
     target "tcp RDM 1 MiB bandwidth, ofi/libfabric $(provider_label tcp rdm)" "${BW[tcp:rdm:msg:1048576]:--}" ">=" 1.20
     target "tcp RDM 1 MiB bandwidth, ofi/raw TCP stream" "$(ratio "${BWO[tcp:rdm:msg:1048576]:--}" "$RAW_ST_MED")" ">=" 0.70
-    echo
-    echo "for reference (no target): tcp 8 B one-way latency over the raw busy-polled socket ping-pong:" \
-        "ofi RDM $(ratio "${LATO[tcp:rdm:msg:8]:--}" "$RAW_PP_MED")x, ofi MSG $(ratio "${LATO[tcp:msg:msg:8]:--}" "$RAW_PP_MED")x"
+    # After the table (a line inside it would end it).
+    REF_NOTES+=("for reference (no target): tcp 8 B one-way latency over the raw busy-polled socket ping-pong: ofi RDM $(ratio "${LATO[tcp:rdm:msg:8]:--}" "$RAW_PP_MED")x, ofi MSG $(ratio "${LATO[tcp:msg:msg:8]:--}" "$RAW_PP_MED")x")
 fi
 if [ "$HAS_UDP" = 1 ] && [ "$OP_SEND" = 1 ]; then
     target "udp DGRAM 8 B latency, ofi/libfabric udp" "${LAT[udp:dgram:msg:8]:--}" "<=" 1.00
     target "udp RDM 8 B latency, ofi/libfabric $(provider_label udp rdm)" "${LAT[udp:rdm:msg:8]:--}" "<=" 0.50
     target "udp RDM 1 MiB bandwidth, ofi/libfabric $(provider_label udp rdm)" "${BW[udp:rdm:msg:1048576]:--}" ">=" 5.00
 fi
+if [ "$HAS_UDP" = 1 ] && [ "$OP_WRITE" = 1 ]; then
+    target "udp RMA write $(human "$BW_SIZE") bandwidth, ofi/raw UDP stream" "$(ratio "${BWO[udp:write:$BW_SIZE]:--}" "$RAWU_ST_MED")" ">=" 0.50
+fi
+if [ "$HAS_UDP" = 1 ] && [ "$OP_SEND" = 1 ]; then
+    REF_NOTES+=("for reference (no target): udp 8 B one-way latency over the raw busy-polled datagram ping-pong: ofi DGRAM $(ratio "${LATO[udp:dgram:msg:8]:--}" "$RAWU_PP_MED")x, ofi RDM $(ratio "${LATO[udp:rdm:msg:8]:--}" "$RAWU_PP_MED")x")
+fi
+for n in "${REF_NOTES[@]}"; do
+    echo
+    echo "$n"
+done
 if [ -n "$HYBRID_SIZES" ]; then
     echo
     echo "the default RDM offer (no provider named: ofi's hybrid, shm to this node's peers) against -p shm, both ofi pingpong -e rdm, same rounds:"

@@ -411,6 +411,11 @@ impl Rx {
         self.events.pop_front()
     }
 
+    /// True when a receive completion waits for [`poll_event`](Self::poll_event).
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// A connection that has work since it was last driven: a rendezvous
     /// to answer with CTS, or a message it parked that may now be placed.
     /// Drive it (`poll_transmit`, `recv_target`) when this names it.

@@ -271,6 +271,14 @@ impl Rdm {
         !self.events.is_empty()
     }
 
+    /// True when something completed for the application: events wait
+    /// here or receive completions at [`Rdm::rx`]. A driver reading a
+    /// burst of datagrams may stop at the first that does this, so that
+    /// the completion is reported without a further read.
+    pub fn completes(&self) -> bool {
+        !self.events.is_empty() || self.rx.has_events()
+    }
+
     fn new_conn(&mut self, peer: PeerId, fi_addr: u64) -> Conn {
         let id = self.next_conn;
         self.next_conn += 1;
@@ -508,35 +516,46 @@ impl Rdm {
     /// Sends what every peer has to send (handshakes, frames, acknowledgements,
     /// retransmissions): `send(destination, parts)` puts one datagram on
     /// the wire at once.
+    ///
+    /// Returns true when a bound on the work of one call left something
+    /// that could be sent now: call again. Otherwise nothing more goes out
+    /// until a datagram arrives ([`on_datagram`](Self::on_datagram)), a
+    /// timer is due ([`poll_timeout`](Self::poll_timeout)), an operation is
+    /// queued or the receive side has something to say
+    /// (`rx().has_wakeups()`, `rx().owes_frames()`): a driver may skip the
+    /// call until then.
     pub fn poll_transmit(
         &mut self,
         now: Instant,
         mem: &mut dyn UserMem,
         send: &mut dyn FnMut(&[u8], &[Part<'_>]),
-    ) {
+    ) -> bool {
         while let Some((to, bytes)) = self.sessions.poll_ctrl() {
             send(&to, &[Part::Bytes(&bytes)]);
         }
         let mut peers = std::mem::take(&mut self.peers);
         peers.clear();
         peers.extend(self.sessions.up_peers());
+        let mut more = false;
         for &peer in &peers {
-            self.pump(peer, now, mem, send);
+            more |= self.pump(peer, now, mem, send);
         }
         self.peers = peers;
         // A reset queued while pumping.
         while let Some((to, bytes)) = self.sessions.poll_ctrl() {
             send(&to, &[Part::Bytes(&bytes)]);
         }
+        more
     }
 
+    /// Sends what `peer` has to send; true when a bound stopped it early.
     fn pump(
         &mut self,
         peer: PeerId,
         now: Instant,
         mem: &mut dyn UserMem,
         send: &mut dyn FnMut(&[u8], &[Part<'_>]),
-    ) {
+    ) -> bool {
         let copy_max = self.cfg.copy_max;
         let Some(link) = self.links.get_mut(&peer) else {
             // Up with nothing to say yet: acknowledgements still go.
@@ -546,8 +565,9 @@ impl Rdm {
             return self.pump(peer, now, mem, send);
         };
         let Some(ch) = self.sessions.channel(peer) else {
-            return;
+            return false;
         };
+        let mut capped = false;
         // 1. What the peer acknowledged: forget copies, report the rest.
         let acked = ch.acked();
         if acked > link.acked {
@@ -563,6 +583,7 @@ impl Rdm {
         }
         // 2. Stage frames; copy and report small pieces at the front.
         if let Some(conn) = link.conn.as_mut() {
+            capped = true;
             for _ in 0..64 {
                 let t = conn.poll_transmit(&mut self.rx);
                 let mut n = 0;
@@ -579,6 +600,7 @@ impl Rdm {
                     n += s.len();
                 }
                 if n == 0 {
+                    capped = false;
                     break;
                 }
                 conn.on_written(n);
@@ -598,8 +620,10 @@ impl Rdm {
         let addr = &self.addr;
         let ch = self.sessions.channel(peer).expect("checked above");
         // 3. Datagrams.
+        let mut sent_all = false;
         for _ in 0..256 {
             let Some(r) = ch.poll_transmit(now, &mut self.hdr) else {
+                sent_all = true;
                 break;
             };
             let mut parts: [Part<'_>; MAX_PARTS] = [Part::Bytes(&[]); MAX_PARTS];
@@ -670,6 +694,7 @@ impl Rdm {
         }
 
         self.conn_events(peer);
+        capped || !sent_all
     }
 
     /// Nothing listens at `addr` any more (the driver saw an ICMP port

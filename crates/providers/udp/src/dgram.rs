@@ -116,8 +116,7 @@ impl DgramEp {
             .min(crate::dgram_max(&ifname, local.is_ipv6()));
         let key_poll = shared.key();
         shared
-            .poller
-            .add(sock.fd(), key_poll)
+            .watch(sock.fd(), key_poll)
             .map_err(|e| Error::os(e, "udp: epoll add"))?;
         let scratch = vec![0u8; ofi_wire::udp::MAX_DATAGRAM + 1];
         Ok(Arc::new_cyclic(|this| DgramEp {
@@ -428,7 +427,7 @@ impl DgramEp {
                 .join(group.ip(), iface, self.ifindex)
                 .map_err(|e| Error::os(e, &format!("udp: join: {group} on {iface}")))?;
             if let Some(s) = &s {
-                let _ = self.shared.poller.add(s.fd(), self.key_poll);
+                let _ = self.shared.watch(s.fd(), self.key_poll);
             }
             sock = s;
         }
@@ -437,7 +436,7 @@ impl DgramEp {
         let fi_addr = out[0];
         if inserted.is_err() || fi_addr == FI_ADDR_NOTAVAIL {
             if let Some(s) = &sock {
-                self.shared.poller.remove(s.fd());
+                self.shared.unwatch(s.fd());
                 let _ = s.leave(group.ip(), self.local.ip(), self.ifindex);
             } else if recv {
                 let _ = self.sock.leave(group.ip(), self.local.ip(), self.ifindex);
@@ -473,7 +472,7 @@ impl DgramEp {
             let _ = target.leave(grp.group.ip(), self.local.ip(), self.ifindex);
         }
         if let Some(s) = &grp.sock {
-            self.shared.poller.remove(s.fd());
+            self.shared.unwatch(s.fd());
         }
         if let Some(av) = &g.b.av {
             let _ = av.remove(&[grp.fi_addr]);
@@ -733,11 +732,11 @@ impl EndpointOps for DgramEp {
     }
     fn close(&self) {
         self.enabled.store(false, Ordering::Release);
-        self.shared.poller.remove(self.sock.fd());
+        self.shared.unwatch(self.sock.fd());
         let mut g = self.inner.lock();
         for grp in std::mem::take(&mut g.groups) {
             if let Some(s) = &grp.sock {
-                self.shared.poller.remove(s.fd());
+                self.shared.unwatch(s.fd());
             }
         }
         let (posted, _) = g.mq.drain_all();

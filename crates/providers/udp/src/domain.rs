@@ -3,10 +3,18 @@
 //! progress is per domain, as tcp's: a CQ, counter or EQ call on any
 //! endpoint drives every endpoint of its domain, so a sender that only
 //! waits on its peer's queue still retransmits and acknowledges.
+//!
+//! The sockets join the epoll set only when a waiter first arms the domain
+//! (a blocking read, `fi_trywait`, the auto-progress thread): a socket in an
+//! epoll set makes the kernel run the set's wake-up callback under a lock
+//! for every datagram that arrives and every one sent, which an application
+//! that only busy-polls never needs. Readiness is level-triggered, so
+//! datagrams that arrived before the sockets joined still wake the waiter.
 
 use crate::sys::{Poller, Timer};
 use ofi_core::error::{Error, Result};
 use ofi_core::util::lock::SpinLock;
+use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -26,8 +34,11 @@ pub trait Member: Send + Sync {
 
 /// The shared part of a udp domain.
 pub struct Shared {
-    /// Readiness of every socket of the domain, and of the timer.
-    pub poller: Poller,
+    /// Readiness of the timer, and of every socket of the domain once a
+    /// waiter armed it.
+    poller: Poller,
+    /// The sockets to watch (fd, key) and whether they are in the poller.
+    watched: SpinLock<Watched>,
     timer: Timer,
     members: SpinLock<Vec<Weak<dyn Member>>>,
     /// The members one progress call drives (kept: the hot path does not
@@ -40,6 +51,12 @@ pub struct Shared {
 /// The poller key of the domain's timer.
 const TIMER_KEY: u64 = 0;
 
+#[derive(Default)]
+struct Watched {
+    fds: Vec<(RawFd, u64)>,
+    in_poller: bool,
+}
+
 impl Shared {
     /// A new domain's shared state.
     pub fn new() -> Result<Arc<Shared>> {
@@ -50,6 +67,7 @@ impl Shared {
             .map_err(|e| Error::os(e, "udp: epoll add"))?;
         Ok(Arc::new(Shared {
             poller,
+            watched: SpinLock::new(Watched::default()),
             timer,
             members: SpinLock::new(Vec::new()),
             driving: SpinLock::new(Vec::new()),
@@ -61,6 +79,42 @@ impl Shared {
     /// A key unique in this domain (poller keys).
     pub fn key(&self) -> u64 {
         self.next_key.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Watches a socket of the domain for readability, tagged `key` (in
+    /// the epoll set once a waiter arms the domain).
+    pub fn watch(&self, fd: RawFd, key: u64) -> io::Result<()> {
+        let mut w = self.watched.lock();
+        if w.in_poller {
+            self.poller.add(fd, key)?;
+        }
+        w.fds.push((fd, key));
+        Ok(())
+    }
+
+    /// Stops watching a socket (before it closes).
+    pub fn unwatch(&self, fd: RawFd) {
+        let mut w = self.watched.lock();
+        if let Some(i) = w.fds.iter().position(|&(f, _)| f == fd) {
+            w.fds.swap_remove(i);
+            if w.in_poller {
+                self.poller.remove(fd);
+            }
+        }
+    }
+
+    /// Puts the watched sockets in the epoll set, once.
+    fn enter_poller(&self) {
+        let mut w = self.watched.lock();
+        if w.in_poller {
+            return;
+        }
+        for &(fd, key) in &w.fds {
+            if let Err(e) = self.poller.add(fd, key) {
+                tracing::warn!(error = %e, "udp: a socket could not join the domain's epoll set; waiters may sleep through its datagrams");
+            }
+        }
+        w.in_poller = true;
     }
 
     /// Adds an endpoint.
@@ -108,6 +162,7 @@ impl Shared {
     /// earliest deadline of the domain's endpoints. True if it may sleep
     /// (nothing ready, nothing restless).
     pub fn arm(&self) -> bool {
+        self.enter_poller();
         self.timer.drain();
         // Another thread in the list (driving, or arming): not now.
         let Some((restless, next)) = self.with_members(|ms| {

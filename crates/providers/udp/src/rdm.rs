@@ -19,6 +19,7 @@ use ofi_core::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::auth::AuthKey;
+use ofi_core::util::av::AvCore;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::iov::{copy_to_iov, IoVec};
 use ofi_core::util::lock::SpinLock;
@@ -75,6 +76,8 @@ struct Inner {
     av_gen: u64,
     buf: Vec<u8>,
     src_ok: bool,
+    /// The last transmit stopped at a bound with more to send.
+    tx_more: bool,
 }
 
 /// A udp RDM endpoint.
@@ -166,8 +169,7 @@ impl RdmEp {
             }
         });
         shared
-            .poller
-            .add(sock.fd(), shared.key())
+            .watch(sock.fd(), shared.key())
             .map_err(|e| Error::os(e, "udp: epoll add"))?;
         Ok(Arc::new(RdmEp {
             shared,
@@ -187,6 +189,7 @@ impl RdmEp {
                 av_gen: 0,
                 buf: vec![0u8; max_datagram.max(ofi_wire::udp::HDR_LEN + 1)],
                 src_ok: info.caps & FI_SOURCE != 0,
+                tx_more: false,
             }),
         }))
     }
@@ -219,23 +222,46 @@ impl RdmEp {
         Ok(dests.get(&fi_addr).map(Vec::as_slice).unwrap_or_default())
     }
 
-    /// One progress pass: receive, timers, transmit, events.
+    /// One progress pass: receive, timers, transmit, events. Transmitting
+    /// is skipped when nothing since the last time can have given it work
+    /// (no datagram, no timer due, nothing from the receive side, no bound
+    /// hit): the pass of a busy-polling waiter is then one read and a look
+    /// at the clock.
     fn pass(&self, g: &mut Inner) {
         let now = Instant::now();
+        let mut work = self.receive(g, now) | g.tx_more;
+        let Inner { b, rdm, .. } = g;
+        if rdm.poll_timeout().is_some_and(|t| t <= now) {
+            rdm.handle_timeout(now, &mut |a: &[u8]| resolve(&b.av, a));
+            work = true;
+        }
+        if rdm.rx().has_wakeups() {
+            rdm.wakeups(&mut Direct);
+            work = true;
+        }
+        if work || rdm.rx().owes_frames() {
+            self.transmit(g, now);
+        }
+        self.events(g);
+    }
+
+    /// Reads the datagrams waiting, at most [`BATCH`], and stops early at
+    /// the first that completes something: the caller is about to report
+    /// it, and a read that would only find the socket empty costs a system
+    /// call before the application sees its completion (the rest wait for
+    /// the next pass; the socket stays readable for a waiter).
+    /// True when something came in (a datagram or an error report).
+    fn receive(&self, g: &mut Inner, now: Instant) -> bool {
         let Inner {
             b,
             rdm,
-            raw,
             last_src,
             buf,
             av_gen,
             ..
         } = g;
-        let av = b.av.clone();
-        let mut resolve = |a: &[u8]| match &av {
-            Some(av) => av.reverse(a).unwrap_or(FI_ADDR_NOTAVAIL),
-            None => FI_ADDR_NOTAVAIL,
-        };
+        let av = &b.av;
+        let mut resolve = |a: &[u8]| resolve(av, a);
         if let Some(av) = &b.av {
             let gen = av.generation();
             if gen != *av_gen {
@@ -243,11 +269,13 @@ impl RdmEp {
                 rdm.refresh(&mut resolve);
             }
         }
+        let mut got = false;
         for _ in 0..BATCH {
             let r = match self.sock.recv_from(buf) {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    got = true;
                     // Nothing listens where an earlier datagram went: the
                     // error queue says where; that peer's operations fail
                     // now instead of at the dead bound.
@@ -264,6 +292,7 @@ impl RdmEp {
                     break;
                 }
             };
+            got = true;
             if r.truncated {
                 tracing::debug!(from = %r.from, "udp: dropping a datagram larger than any this endpoint takes");
                 continue;
@@ -273,13 +302,20 @@ impl RdmEp {
                 _ => &mut last_src.insert((r.from, crate::addr::encode(&r.from))).1,
             };
             rdm.on_datagram(now, from, &buf[..r.len], &mut Direct, &mut resolve);
+            if rdm.completes() {
+                break;
+            }
         }
-        if rdm.poll_timeout().is_some_and(|t| t <= now) {
-            rdm.handle_timeout(now, &mut resolve);
-        }
-        rdm.wakeups(&mut Direct);
+        got
+    }
+
+    /// Sends what every peer has to send.
+    fn transmit(&self, g: &mut Inner, now: Instant) {
+        let Inner {
+            rdm, raw, tx_more, ..
+        } = g;
         let sock = &self.sock;
-        rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
+        *tx_more = rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
             let a = match raw.get(to) {
                 Some(a) => *a,
                 None => match crate::addr::decode(to) {
@@ -305,7 +341,6 @@ impl RdmEp {
                 tracing::trace!(error = %e, "udp: a datagram was not sent");
             }
         });
-        self.events(g);
     }
 
     /// Turns the core's events into completions, deaths and log lines.
@@ -374,8 +409,13 @@ impl RdmEp {
             ..
         } = g;
         let to = Self::dest(b, dests, dest_gen, dest).map_err(|e| e.code())?;
-        rdm.queue(Instant::now(), dest, to, req)?;
-        self.pass(g);
+        let now = Instant::now();
+        rdm.queue(now, dest, to, req)?;
+        // What was queued goes now; receiving waits for the next progress
+        // call (a read here would mostly find the socket empty, a system
+        // call in front of every send).
+        self.transmit(g, now);
+        self.events(g);
         Ok(())
     }
 }
@@ -409,6 +449,14 @@ impl Progress for RdmEp {
     }
     fn wait_fd(&self) -> Option<RawFd> {
         Some(self.shared.fd())
+    }
+}
+
+/// The fi_addr of a peer address in `av` (`FI_ADDR_NOTAVAIL` when not in it).
+fn resolve(av: &Option<Arc<AvCore>>, a: &[u8]) -> u64 {
+    match av {
+        Some(av) => av.reverse(a).unwrap_or(FI_ADDR_NOTAVAIL),
+        None => FI_ADDR_NOTAVAIL,
     }
 }
 
@@ -505,7 +553,16 @@ impl EndpointOps for RdmEp {
             .rx()
             .post_recv(&req)
             .map_err(|e| Error::new(e, "udp: receive refused"))?;
-        self.pass(&mut g);
+        // The receive may free a blocked connection or answer a waiting
+        // rendezvous: that goes now. Reading the socket waits for the next
+        // progress call.
+        let rx = g.rdm.rx();
+        if rx.has_wakeups() || rx.owes_frames() {
+            let now = Instant::now();
+            g.rdm.wakeups(&mut Direct);
+            self.transmit(&mut g, now);
+        }
+        self.events(&mut g);
         Ok(())
     }
     fn cancel(&self, context: usize) -> Result<()> {
@@ -540,7 +597,7 @@ impl EndpointOps for RdmEp {
     }
     fn close(&self) {
         self.enabled.store(false, Ordering::Release);
-        self.shared.poller.remove(self.sock.fd());
+        self.shared.unwatch(self.sock.fd());
         let mut g = self.inner.lock();
         let peers: Vec<u64> = g.rdm.sessions().up_peers().collect();
         for p in peers {
