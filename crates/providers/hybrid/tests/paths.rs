@@ -84,6 +84,15 @@ fn connect(from: &Node, to: &Node) -> u64 {
 }
 
 /// Sockets this process holds (tcp traffic opens some, shm none).
+/// The tests of this binary run one at a time: `sockets` counts the
+/// process's sockets, which another test opening or closing endpoints
+/// meanwhile would change.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn sockets() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .map(|d| {
@@ -158,6 +167,7 @@ fn arrived(nodes: &[&Node], who: &Node, src: u64, tag: u64) {
 
 #[test]
 fn unspec_receives_take_both_paths_in_arrival_order() {
+    let _s = serial();
     let a = open("test-host-a");
     let b = open("test-host-a");
     let c = open("test-host-b");
@@ -229,6 +239,7 @@ fn unspec_receives_take_both_paths_in_arrival_order() {
 
 #[test]
 fn rma_and_atomics_follow_locality() {
+    let _s = serial();
     let a = open("rma-host-a");
     let b = open("rma-host-a");
     let c = open("rma-host-b");
@@ -295,6 +306,7 @@ fn rma_and_atomics_follow_locality() {
 
 #[test]
 fn a_wrong_shape_address_is_refused_with_a_log_line() {
+    let _s = serial();
     let a = open("shape-host");
     let log = std::sync::Arc::new(Mutex::new(Vec::<u8>::new()));
     let w = log.clone();
