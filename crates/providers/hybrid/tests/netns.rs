@@ -1,12 +1,12 @@
 //! Three processes on two "hosts": network namespaces joined by a veth
-//! pair (10.99.N.1 and 10.99.N.2), made distinct nodes with FI_HYBRID_NODE
+//! pair (10.98.N.1 and 10.98.N.2, the shared fixture's), made distinct nodes with FI_HYBRID_NODE
 //! (namespaces share /dev/shm, the boot id and the IPC namespace, so by
 //! default they would be one node). Processes 0 and 1 share host A, 2 is on
 //! host B. Every process exchanges an 8 B and a 100 kB tagged message with
 //! every other, data checked; in one run the pair on host A talks through
 //! shm (no TCP connection inside namespace A) and the pairs across hosts
-//! through tcp (a connection across the veth). Needs root and `ip`; skipped
-//! (with a message) without them. The namespaces are removed at the end.
+//! through tcp (a connection across the veth). Needs root and `ip` (the
+//! shared fixture fails without them). The namespaces are removed at the end.
 #![allow(unsafe_code)]
 
 use ofi::consts::*;
@@ -194,61 +194,16 @@ fn child() {
     std::thread::sleep(Duration::from_millis(200));
 }
 
-fn run(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-struct Netns(Vec<String>);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            run("ip", &["netns", "del", n]);
-        }
-    }
-}
-
 #[test]
 fn three_processes_on_two_hosts() {
     if std::env::var("HYB_CHILD").is_ok() {
         return;
     }
-    if !run("ip", &["netns", "list"]) || !run("id", &["-u"]) || rustix_uid() != 0 {
-        eprintln!("SKIP three_processes_on_two_hosts: needs root and iproute2");
-        return;
-    }
+    // The shared fixture: fails without root and iproute2 (never passes
+    // without running), removes the namespaces on drop.
+    let h = ofi_prov_test_support::netns::Netns::pair("hyb", 0);
+    let (na, nb) = (h.names[0].clone(), h.names[1].clone());
     let pid = std::process::id();
-    let (na, nb) = (format!("ofihyb{pid}a"), format!("ofihyb{pid}b"));
-    let (va, vb) = (
-        format!("hv{}a", pid % 10_000_000),
-        format!("hv{}b", pid % 10_000_000),
-    );
-    let net = pid % 200 + 20;
-    let (ipa, ipb) = (format!("10.99.{net}.1/24"), format!("10.99.{net}.2/24"));
-    let _g = Netns(vec![na.clone(), nb.clone()]);
-    for (cmd, args) in [
-        ("ip", vec!["netns", "add", &na]),
-        ("ip", vec!["netns", "add", &nb]),
-        (
-            "ip",
-            vec![
-                "link", "add", &va, "netns", &na, "type", "veth", "peer", "name", &vb, "netns", &nb,
-            ],
-        ),
-        ("ip", vec!["-n", &na, "addr", "add", &ipa, "dev", &va]),
-        ("ip", vec!["-n", &nb, "addr", "add", &ipb, "dev", &vb]),
-        ("ip", vec!["-n", &na, "link", "set", &va, "up"]),
-        ("ip", vec!["-n", &nb, "link", "set", &vb, "up"]),
-        ("ip", vec!["-n", &na, "link", "set", "lo", "up"]),
-        ("ip", vec!["-n", &nb, "link", "set", "lo", "up"]),
-    ] {
-        assert!(run(cmd, &args), "{cmd} {args:?} failed");
-    }
     let dir = std::env::temp_dir().join(format!("ofi-hybrid-netns-{pid}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -298,15 +253,4 @@ fn three_processes_on_two_hosts() {
         };
         assert!(out.contains(want), "child {i}: {out}\n{err}");
     }
-}
-
-fn rustix_uid() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(u32::MAX)
 }
