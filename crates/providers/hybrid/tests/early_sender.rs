@@ -3,7 +3,7 @@
 //! start-up first). The messages arrive from a sender `b`'s AV does not
 //! name; once `b` inserts `a`, receives directed at `a` must take them, in
 //! the order they were sent, eager and rendezvous alike, on the shm path
-//! and on the tcp path. (Before the inner AVs learned such senders, the
+//! and on the network path (tcp, and udp with FI_HYBRID_NET=udp). (Before the inner AVs learned such senders, the
 //! messages were held with an unknown source and a directed receive never
 //! matched them: Open MPI with 4 ranks on 2 hosts hung in its first
 //! collective about one run in two.)
@@ -72,9 +72,10 @@ fn read(sides: [&Side; 2], cq: &CompletionQueue, n: usize, what: &str) -> Vec<Cq
 
 /// `a` sends to `b` before `b` knows `a`; `b` then inserts `a` and posts
 /// receives directed at it.
-fn early_sender(node: &str, what: &str) {
-    // Read when the fabric opens; nothing else in this binary reads it.
+fn early_sender(node: &str, net: &str, what: &str) {
+    // Read when the fabric opens; nothing else in this binary reads them.
     std::env::set_var("FI_HYBRID_NODE", node);
+    std::env::set_var("FI_HYBRID_NET", net);
     let mut h = Info::hints();
     h.caps = FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM;
     h.ep_attr.ep_type = ep_type::FI_EP_RDM;
@@ -84,6 +85,7 @@ fn early_sender(node: &str, what: &str) {
     // A fresh pair per queue: b has not inserted a when a sends.
     let pairs = [(open(&info), open(&info)), (open(&info), open(&info))];
     std::env::remove_var("FI_HYBRID_NODE");
+    std::env::remove_var("FI_HYBRID_NET");
     assert_ne!(
         info.caps & FI_DIRECTED_RECV,
         0,
@@ -150,7 +152,8 @@ fn early_sender(node: &str, what: &str) {
 
 #[test]
 fn receives_directed_at_a_sender_inserted_late_take_its_early_messages() {
-    // One test: FI_HYBRID_NODE is process-wide.
-    early_sender("early-host", "shm path");
-    early_sender("@endpoint", "tcp path");
+    // One test: FI_HYBRID_NODE and FI_HYBRID_NET are process-wide.
+    early_sender("early-host", "tcp", "shm path");
+    early_sender("@endpoint", "tcp", "tcp path");
+    early_sender("@endpoint", "udp", "udp path");
 }

@@ -452,10 +452,11 @@ impl Progress for RdmEp {
     }
 }
 
-/// The fi_addr of a peer address in `av` (`FI_ADDR_NOTAVAIL` when not in it).
+/// The fi_addr of a peer address in `av` (`FI_ADDR_NOTAVAIL` when not in
+/// it, unless the AV learns senders: see `AvCore::set_learning`).
 fn resolve(av: &Option<Arc<AvCore>>, a: &[u8]) -> u64 {
     match av {
-        Some(av) => av.reverse(a).unwrap_or(FI_ADDR_NOTAVAIL),
+        Some(av) => av.reverse_or_learn(a).unwrap_or(FI_ADDR_NOTAVAIL),
         None => FI_ADDR_NOTAVAIL,
     }
 }
