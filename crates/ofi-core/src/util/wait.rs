@@ -211,13 +211,15 @@ impl AsFd for WaitFd {
 }
 
 /// A readiness doorbell: a thread sleeps until `fd` is readable, then
-/// raises a flag that a busy-polling owner reads with one load instead of a
-/// system call. The watch is one-shot: after it fires it stays quiet until
-/// [`rearm`](Self::rearm). A composing provider uses it for an inner path
-/// that is idle (no traffic lately): it polls that path only once the flag
-/// says something arrived, so an idle path costs its busy siblings nothing,
-/// and the first arrival is noticed within a thread wake-up. The thread
-/// ends when the watch is dropped.
+/// advances a counter (the watch's epoch) that busy-polling owners read
+/// with one load instead of a system call. The watch is one-shot: after it
+/// fires it stays quiet until [`rearm`](Self::rearm). A composing provider
+/// uses it for an inner path that is idle (no traffic lately): it polls
+/// that path only once the epoch moved past the one it last saw, so an
+/// idle path costs its busy siblings nothing, and the first arrival is
+/// noticed within a thread wake-up. Several owners may share one watch
+/// (each keeps the epoch it saw; any of them re-arms). The thread ends
+/// when the watch is dropped.
 #[derive(Debug)]
 pub struct ReadyWatch {
     shared: std::sync::Arc<WatchShared>,
@@ -231,7 +233,8 @@ struct WatchShared {
     /// The watched fd's number (the caller keeps it open while the watch
     /// lives; see [`ReadyWatch::new`]).
     fd: RawFd,
-    fired: std::sync::atomic::AtomicBool,
+    /// Firings so far.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 /// The watched fd's key in the watch's epoll set (the stop fd has 0).
@@ -242,7 +245,6 @@ impl ReadyWatch {
     /// is armed at once). `name` names the thread. The caller keeps `fd`
     /// open for as long as the watch lives, or drops the watch first.
     pub fn new(fd: RawFd, name: &str) -> Result<Self> {
-        use std::sync::atomic::AtomicBool;
         let epoll =
             epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| os(e, "epoll_create1"))?;
         let stop = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
@@ -268,7 +270,7 @@ impl ReadyWatch {
             epoll,
             stop,
             fd,
-            fired: AtomicBool::new(false),
+            epoch: std::sync::atomic::AtomicU64::new(0),
         });
         let s = shared.clone();
         std::thread::Builder::new()
@@ -278,19 +280,16 @@ impl ReadyWatch {
         Ok(ReadyWatch { shared })
     }
 
-    /// True once the fd was readable since the last [`rearm`](Self::rearm)
-    /// (one atomic load).
+    /// How many times the watch fired (one atomic load): an owner that
+    /// saw a smaller number has something to look at.
     #[inline]
-    pub fn fired(&self) -> bool {
-        self.shared.fired.load(std::sync::atomic::Ordering::Acquire)
+    pub fn epoch(&self) -> u64 {
+        self.shared.epoch.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Clears the flag and watches again. If the fd is readable already,
-    /// the watch fires at once (level-triggered).
+    /// Watches again (after a firing the watch is quiet until this). If
+    /// the fd is readable already, it fires at once (level-triggered).
     pub fn rearm(&self) -> Result<()> {
-        self.shared
-            .fired
-            .store(false, std::sync::atomic::Ordering::Release);
         // SAFETY: as in `new`: the fd is open while the watch lives.
         let borrowed = unsafe { BorrowedFd::borrow_raw(self.shared.fd) };
         epoll::modify(
@@ -314,7 +313,7 @@ impl WatchShared {
                 Ok(n) => {
                     for e in &evs[..n] {
                         if e.data.u64() == WATCHED {
-                            self.fired.store(true, std::sync::atomic::Ordering::Release);
+                            self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                         } else {
                             return;
                         }
@@ -366,9 +365,9 @@ mod tests {
         use std::time::Instant;
         let src = WaitFd::new().expect("source");
         let w = ReadyWatch::new(src.as_raw_fd(), "test-watch").expect("watch");
-        let wait_fired = |w: &ReadyWatch| {
+        let wait_epoch = |w: &ReadyWatch, e: u64| {
             let t = Instant::now();
-            while !w.fired() {
+            while w.epoch() < e {
                 assert!(
                     t.elapsed() < Duration::from_secs(10),
                     "the watch never fired"
@@ -376,19 +375,22 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         };
-        assert!(!w.fired());
+        assert_eq!(w.epoch(), 0);
         src.signal();
-        wait_fired(&w);
+        wait_epoch(&w, 1);
+        // One-shot: still readable, but quiet until rearmed.
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(w.epoch(), 1, "fired again without a rearm");
         // Still readable: rearming fires again (level-triggered).
         w.rearm().expect("rearm");
-        wait_fired(&w);
+        wait_epoch(&w, 2);
         // Drained, rearmed: quiet until the next signal.
         src.drain();
         w.rearm().expect("rearm");
         std::thread::sleep(Duration::from_millis(20));
-        assert!(!w.fired(), "fired with nothing readable");
+        assert_eq!(w.epoch(), 2, "fired with nothing readable");
         src.signal();
-        wait_fired(&w);
+        wait_epoch(&w, 3);
         drop(w);
     }
 

@@ -255,6 +255,10 @@ pub(crate) struct Siblings {
     /// `inserts` as of the last time every endpoint mirrored its AV.
     mirrored: AtomicU64,
     eps: Mutex<Vec<Weak<HybridEp>>>,
+    /// Readiness watches of the inner endpoints' wait fds, one per fd (the
+    /// inner endpoints of a domain share theirs), alive while an endpoint
+    /// holds one.
+    watches: Mutex<Vec<(RawFd, Weak<ReadyWatch>)>>,
 }
 
 impl Siblings {
@@ -264,7 +268,21 @@ impl Siblings {
             inserts,
             mirrored: AtomicU64::new(0),
             eps: Mutex::new(Vec::new()),
+            watches: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The watch of wait fd `fd`: the one an endpoint of the domain holds,
+    /// or a new one.
+    fn watch(&self, fd: RawFd) -> Result<Arc<ReadyWatch>> {
+        let mut v = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        v.retain(|(_, w)| w.strong_count() > 0);
+        if let Some(w) = v.iter().find(|(f, _)| *f == fd).and_then(|(_, w)| w.upgrade()) {
+            return Ok(w);
+        }
+        let w = Arc::new(ReadyWatch::new(fd, "ofi-hybrid-watch")?);
+        v.push((fd, Arc::downgrade(&w)));
+        Ok(w)
     }
 
     fn join(&self, ep: &Arc<HybridEp>) {
@@ -299,7 +317,11 @@ impl Siblings {
 pub(crate) struct HybridEp {
     /// Readiness of the tcp path's wait fd, watched by a thread while the
     /// path is idle (declared before `paths`: dropped while its fd is open).
-    watch: OnceLock<ReadyWatch>,
+    /// (Shared by the domain's endpoints whose inner endpoints have the
+    /// same wait fd: one thread per domain, not per endpoint.)
+    watch: OnceLock<Arc<ReadyWatch>>,
+    /// The watch's epoch this endpoint last acted on.
+    seen: AtomicU64,
     paths: [Path; 2],
     node: u64,
     eager_max: usize,
@@ -381,6 +403,7 @@ impl HybridEp {
             .saturating_sub(wire::LEN);
         let ep = Arc::new(HybridEp {
             watch: OnceLock::new(),
+            seen: AtomicU64::new(0),
             paths,
             node: if cfg.per_endpoint {
                 crate::node::endpoint_node()
@@ -1005,7 +1028,12 @@ impl HybridEp {
             now.is_some_and(|t| t.duration_since(st.polled[TCP]).as_micros() >= us)
         };
         if st.watching {
-            let woken = self.watch.get().is_some_and(ReadyWatch::fired);
+            let epoch = self.watch.get().map_or(0, |w| w.epoch());
+            let woken = epoch != self.seen.load(Ordering::Relaxed);
+            if woken {
+                // Firings from now on are new to this endpoint.
+                self.seen.store(epoch, Ordering::Relaxed);
+            }
             if !woken && st.outstanding[TCP] == 0 && !elapsed(st, WATCHED_POLL_US) {
                 return false;
             }
@@ -1067,7 +1095,10 @@ impl Progress for HybridEp {
         // Inner EQs are looked at on the next due pass.
         if !due
             && self.tcp_idle.load(Ordering::Relaxed)
-            && !self.watch.get().is_some_and(ReadyWatch::fired)
+            && !self
+                .watch
+                .get()
+                .is_some_and(|w| w.epoch() != self.seen.load(Ordering::Relaxed))
             && !self.paths[SHM].cq.has_events()
             && !self.paths[TCP].cq.has_events()
         {
@@ -1172,8 +1203,9 @@ impl EndpointOps for HybridEp {
         // never pays its system calls; without a watch it is polled every
         // IDLE_POLL_US instead.
         if let Some(fd) = self.paths[TCP].ep.wait_fd() {
-            match ReadyWatch::new(fd, "ofi-hybrid-watch") {
+            match self.siblings.watch(fd) {
                 Ok(w) => {
+                    self.seen.store(w.epoch(), Ordering::Relaxed);
                     let _ = self.watch.set(w);
                 }
                 Err(e) => tracing::warn!(
