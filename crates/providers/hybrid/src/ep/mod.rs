@@ -277,7 +277,11 @@ impl Siblings {
     fn watch(&self, fd: RawFd) -> Result<Arc<ReadyWatch>> {
         let mut v = self.watches.lock().unwrap_or_else(|e| e.into_inner());
         v.retain(|(_, w)| w.strong_count() > 0);
-        if let Some(w) = v.iter().find(|(f, _)| *f == fd).and_then(|(_, w)| w.upgrade()) {
+        if let Some(w) = v
+            .iter()
+            .find(|(f, _)| *f == fd)
+            .and_then(|(_, w)| w.upgrade())
+        {
             return Ok(w);
         }
         let w = Arc::new(ReadyWatch::new(fd, "ofi-hybrid-watch")?);
