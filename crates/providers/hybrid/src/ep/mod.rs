@@ -1099,10 +1099,10 @@ impl Progress for HybridEp {
         // Inner EQs are looked at on the next due pass.
         if !due
             && self.tcp_idle.load(Ordering::Relaxed)
-            && !self
+            && self
                 .watch
                 .get()
-                .is_some_and(|w| w.epoch() != self.seen.load(Ordering::Relaxed))
+                .is_none_or(|w| w.epoch() == self.seen.load(Ordering::Relaxed))
             && !self.paths[SHM].cq.has_events()
             && !self.paths[TCP].cq.has_events()
         {
