@@ -7,61 +7,12 @@
 #![allow(unsafe_code)]
 
 use ofi::consts::*;
-use ofi::{AvAttr, CompletionQueue, CqAttr, CqTaggedEntry, Endpoint, Fabric, Info};
+use ofi::Info;
 use std::time::{Duration, Instant};
 
-const TIMEOUT: Duration = Duration::from_secs(20);
+mod common;
 
-struct Side {
-    ep: Endpoint,
-    cq: CompletionQueue,
-    av: ofi::AddressVector,
-    _keep: (ofi::Domain, Fabric),
-}
-
-fn open(info: &Info) -> Side {
-    let fab = Fabric::open(&info.fabric_attr).expect("fabric");
-    let dom = fab.domain(info).expect("domain");
-    let cq = dom
-        .cq(&CqAttr {
-            format: cq_format::FI_CQ_FORMAT_TAGGED,
-            wait_obj: wait_obj::FI_WAIT_NONE,
-            ..Default::default()
-        })
-        .expect("cq");
-    let av = dom.av(&AvAttr::default()).expect("av");
-    let ep = dom.endpoint(info).expect("endpoint");
-    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("enable");
-    Side {
-        ep,
-        cq,
-        av,
-        _keep: (dom, fab),
-    }
-}
-
-/// Reads `cq` (driving both sides) until `n` entries came.
-fn read(sides: [&Side; 2], cq: &CompletionQueue, n: usize) -> Vec<CqTaggedEntry> {
-    let mut got = Vec::new();
-    let end = Instant::now() + TIMEOUT;
-    while got.len() < n {
-        assert!(Instant::now() < end, "{} of {n} completions", got.len());
-        for s in sides {
-            s.ep.progress();
-        }
-        let mut e = [CqTaggedEntry::default(); 8];
-        match cq.read(&mut e) {
-            Ok(k) => got.extend_from_slice(&e[..k]),
-            Err(err) if err.code() == ofi::errno::FI_EAVAIL => {
-                panic!("error completion: {:?}", cq.readerr())
-            }
-            Err(_) => {}
-        }
-    }
-    got
-}
+use common::{open, read};
 
 #[test]
 fn small_messages_do_not_overtake_larger_ones_waiting_in_shm() {
@@ -120,7 +71,7 @@ fn small_messages_do_not_overtake_larger_ones_waiting_in_shm() {
             };
             r.unwrap();
         }
-        let got = read([&a, &b], &b.cq, sizes.len());
+        let got = read([&a, &b], &b.cq, sizes.len(), "receives");
         for (i, e) in got.iter().enumerate() {
             assert_eq!(e.op_context, 0x200 + i, "tagged {tagged}: completion order");
             assert_eq!(
@@ -132,7 +83,7 @@ fn small_messages_do_not_overtake_larger_ones_waiting_in_shm() {
                 "tagged {tagged}: receive {i} holds another message's bytes"
             );
         }
-        let sent = read([&a, &b], &a.cq, sizes.len());
+        let sent = read([&a, &b], &a.cq, sizes.len(), "sends");
         assert_eq!(sent.len(), sizes.len());
     }
 }
