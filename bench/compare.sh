@@ -832,6 +832,26 @@ if [ "$CAPI" = 1 ] && [ "${#CONFIGS[@]}" -gt 0 ]; then
         echo "- $prov $ep $mode $(human "$size"): on ofi $(range "$WORK/capi-$f.dat"); per round: $(paired "$WORK/capi-$f.dat" "$WORK/libfabric-$f.dat")"
     done
 fi
+# mpi_rows A B RATIOS: one table row per MPI size, tool A's median one-way
+# usec against tool B's (from $WORK/mpi-TOOL-SIZE.dat), their ratio (also
+# stored in the associative array named RATIOS, by size) and the per-round
+# ratios.
+mpi_rows() {
+    local a="$1" b="$2" size mo ml per
+    local -n ratios="$3"
+    for size in $MPI_SIZES; do
+        mo="$(if [ -s "$WORK/mpi-$a-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-$a-$size.dat" | median "%.4f"; else echo -; fi)"
+        ml="$(if [ -s "$WORK/mpi-$b-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-$b-$size.dat" | median "%.4f"; else echo -; fi)"
+        ratios[$size]="$(ratio "$mo" "$ml")"
+        per="-"
+        if [ -s "$WORK/mpi-$a-$size.dat" ] && [ -s "$WORK/mpi-$b-$size.dat" ]; then
+            per="$(awk 'NR == FNR { o[$2] = $1; next } ($2 in o) && $1 > 0 { printf "%s%.2f", sep, o[$2] / $1; sep = " " } END { print "" }' \
+                "$WORK/mpi-$a-$size.dat" "$WORK/mpi-$b-$size.dat")"
+        fi
+        echo "| $(human "$size") | $mo | $ml | ${ratios[$size]} | $per |"
+    done
+}
+
 declare -A MPI_LAT MPI_VADER
 if [ "$MPI" = 1 ]; then
     echo
@@ -839,33 +859,13 @@ if [ "$MPI" = 1 ]; then
     echo
     echo "| size | on ofi usec | on libfabric usec | latency ofi/lf | per round |"
     echo "|---:|---:|---:|---:|---|"
-    for size in $MPI_SIZES; do
-        mo="$(if [ -s "$WORK/mpi-capi-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-capi-$size.dat" | median "%.4f"; else echo -; fi)"
-        ml="$(if [ -s "$WORK/mpi-libfabric-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-libfabric-$size.dat" | median "%.4f"; else echo -; fi)"
-        MPI_LAT[$size]="$(ratio "$mo" "$ml")"
-        per="-"
-        if [ -s "$WORK/mpi-capi-$size.dat" ] && [ -s "$WORK/mpi-libfabric-$size.dat" ]; then
-            per="$(awk 'NR == FNR { o[$2] = $1; next } ($2 in o) && $1 > 0 { printf "%s%.2f", sep, o[$2] / $1; sep = " " } END { print "" }' \
-                "$WORK/mpi-capi-$size.dat" "$WORK/mpi-libfabric-$size.dat")"
-        fi
-        echo "| $(human "$size") | $mo | $ml | ${MPI_LAT[$size]} | $per |"
-    done
+    mpi_rows capi libfabric MPI_LAT
     echo
     echo "Open MPI, both ranks on this node: pml cm + mtl ofi with no provider named, on ofi's libfabric.so.1 (its default RDM offer), against Open MPI's own pml ob1 + btl vader,self; same binary, same rounds"
     echo
     echo "| size | cm + ofi (default offer) usec | ob1 + vader usec | latency ofi/vader | per round |"
     echo "|---:|---:|---:|---:|---|"
-    for size in $MPI_SIZES; do
-        mo="$(if [ -s "$WORK/mpi-default-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-default-$size.dat" | median "%.4f"; else echo -; fi)"
-        ml="$(if [ -s "$WORK/mpi-vader-$size.dat" ]; then awk '{ print $1 }' "$WORK/mpi-vader-$size.dat" | median "%.4f"; else echo -; fi)"
-        MPI_VADER[$size]="$(ratio "$mo" "$ml")"
-        per="-"
-        if [ -s "$WORK/mpi-default-$size.dat" ] && [ -s "$WORK/mpi-vader-$size.dat" ]; then
-            per="$(awk 'NR == FNR { o[$2] = $1; next } ($2 in o) && $1 > 0 { printf "%s%.2f", sep, o[$2] / $1; sep = " " } END { print "" }' \
-                "$WORK/mpi-default-$size.dat" "$WORK/mpi-vader-$size.dat")"
-        fi
-        echo "| $(human "$size") | $mo | $ml | ${MPI_VADER[$size]} | $per |"
-    done
+    mpi_rows default vader MPI_VADER
 fi
 ATOMIC_ONEWAY="-"
 if [ "${#BW_CONFIGS[@]}" -gt 0 ] || [ -n "$NO_CAP" ]; then
