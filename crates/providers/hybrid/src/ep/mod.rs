@@ -469,14 +469,16 @@ impl HybridEp {
     /// Mirrors new outer AV entries into the inner AVs (when the AV
     /// changed since last time).
     pub(super) fn sync_av(&self, st: &mut State) {
-        let Some(av) = st.b.av.clone() else { return };
-        let now = (
-            self.siblings.inserts.load(Ordering::Acquire),
-            av.generation(),
-        );
+        // Two loads when nothing changed (every posted receive asks): the
+        // AV is cloned only for a sync.
+        let Some(gen) = st.b.av.as_ref().map(|av| av.generation()) else {
+            return;
+        };
+        let now = (self.siblings.inserts.load(Ordering::Acquire), gen);
         if now == st.seen {
             return;
         }
+        let Some(av) = st.b.av.clone() else { return };
         if now.1 != st.seen.1 {
             // Something was removed: routes are rebuilt from what remains.
             st.routes.clear();
