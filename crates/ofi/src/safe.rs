@@ -36,6 +36,7 @@
 #![allow(unsafe_code)]
 
 pub mod buf;
+mod conn;
 mod op;
 pub mod region;
 mod sets;
@@ -43,6 +44,7 @@ pub(crate) mod table;
 
 use buf::Held;
 pub use buf::{BufPool, PoolBuf};
+pub use conn::{CmEvent, ConnRequest};
 pub use op::{Done, Op, OpError, OpId, PostError};
 pub use region::Region;
 pub use sets::{PollSet, WaitSet};
@@ -52,9 +54,10 @@ use crate::consts::*;
 use crate::spi::HasCore;
 use crate::{
     errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint,
-    Error, Fabric, Info, IoBuf, IoBufMut, Ioc, MrAccess, RecvOp, Result, RmaIoc, RmaIov, RmaOp,
-    SendOp,
+    EqAttr, Error, Fabric, Info, IoBuf, IoBufMut, Ioc, MrAccess, RecvOp, Result, RmaIoc, RmaIov,
+    RmaOp, SendOp,
 };
+use conn::Conns;
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
 use region::Parked;
@@ -103,14 +106,23 @@ pub type Posted<'ch, B> = std::result::Result<Op<'ch, B>, PostError<B>>;
 ///
 /// One-sided calls need an offer with FI_RMA (reads and writes) or
 /// FI_ATOMIC; on other channels they fail with `FI_EOPNOTSUPP`.
+///
+/// On an MSG offer the channel holds connections instead of one endpoint:
+/// it [`connect`](Self::connect)s to listening peers or
+/// [`listen`](Self::listen)s and [`accept`](Self::accept)s them, every
+/// connection sharing the channel's completion queue and domain. Each
+/// connection is an [`Addr`] that sends and one-sided calls take as their
+/// peer; receives are posted per connection ([`recv_on`](Self::recv_on)),
+/// and [`cm_event`](Self::cm_event) reports requests, established
+/// connections and shutdowns.
 pub struct Channel {
-    // Field order is drop order: the endpoint shuts down (and stops touching
-    // posted buffers and registered regions) before the buffers it may
+    // Field order is drop order: the endpoints shut down (and stop touching
+    // posted buffers and registered regions) before the buffers they may
     // reference are freed.
-    ep: Endpoint,
+    ep: Eps,
     cq: CompletionQueue,
     fd: OwnedFd,
-    av: AddressVector,
+    av: Option<AddressVector>,
     /// The operations in flight.
     table: Table,
     parked: Arc<Parked>,
@@ -125,9 +137,23 @@ const _: fn() = || {
     send::<Channel>();
 };
 
+/// The endpoints a channel posts on.
+enum Eps {
+    /// RDM and DGRAM: one endpoint reaching every peer of the AV.
+    One(Endpoint),
+    /// MSG: one endpoint per connection.
+    Conns(Conns),
+}
+
 impl std::fmt::Debug for Channel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Channel").field("ep", &self.ep).finish()
+        match &self.ep {
+            Eps::One(ep) => f.debug_struct("Channel").field("ep", ep).finish(),
+            Eps::Conns(c) => f
+                .debug_struct("Channel")
+                .field("connections", &c.count())
+                .finish(),
+        }
     }
 }
 
@@ -183,11 +209,20 @@ impl Channel {
             .as_fd()
             .try_clone_to_owned()
             .map_err(|e| Error::os(e, "channel: dup of the wait fd"))?;
-        let av = domain.av(&AvAttr::default())?;
-        let ep = domain.endpoint(info)?;
-        ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)?;
-        ep.bind_av(&av)?;
-        ep.enable()?;
+        let (ep, av) = if info.ep_attr.ep_type == ep_type::FI_EP_MSG {
+            let eq = fabric.eq(&EqAttr {
+                size: 0,
+                wait_obj: wait_obj::FI_WAIT_FD,
+            })?;
+            (Eps::Conns(Conns::new(info.clone(), eq)), None)
+        } else {
+            let av = domain.av(&AvAttr::default())?;
+            let ep = domain.endpoint(info)?;
+            ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)?;
+            ep.bind_av(&av)?;
+            ep.enable()?;
+            (Eps::One(ep), Some(av))
+        };
         Ok(Channel {
             ep,
             cq,
@@ -200,19 +235,172 @@ impl Channel {
         })
     }
 
-    /// This channel's address, to give to peers.
+    /// This channel's address, to give to peers (an MSG channel's is its
+    /// passive endpoint's, once it [`listen`](Self::listen)s).
     pub fn address(&self) -> Result<Vec<u8>> {
-        self.ep.getname()
+        match &self.ep {
+            Eps::One(ep) => ep.getname(),
+            Eps::Conns(c) => c.with_pep(|p| p.getname()),
+        }
     }
 
-    /// Adds a peer's address.
+    /// Adds a peer's address (RDM and DGRAM channels; an MSG channel
+    /// connects instead).
     pub fn insert(&self, addr: &[u8]) -> Result<Addr> {
-        self.av.insert_one(addr).map(Addr)
+        match &self.av {
+            Some(av) => av.insert_one(addr).map(Addr),
+            None => Err(Error::inval(
+                "an MSG channel has no address vector: connect to the peer instead",
+            )),
+        }
     }
 
     /// The offer this channel's endpoint was opened with.
     pub fn info(&self) -> &Info {
-        self.ep.info()
+        match &self.ep {
+            Eps::One(ep) => ep.info(),
+            Eps::Conns(c) => &c.info,
+        }
+    }
+
+    /// Runs `f` on the endpoint that reaches `peer`.
+    #[inline(always)]
+    fn with_ep<R>(&self, peer: Addr, f: impl FnOnce(&Endpoint) -> Result<R>) -> Result<R> {
+        match &self.ep {
+            Eps::One(ep) => f(ep),
+            Eps::Conns(c) => c.with(peer, f),
+        }
+    }
+
+    /// Cancels the operation with context `ctx` (`fi_cancel`).
+    pub(crate) fn cancel_ctx(&self, ctx: usize) -> Result<()> {
+        match &self.ep {
+            Eps::One(ep) => ep.cancel(ctx),
+            Eps::Conns(c) => c.cancel(ctx),
+        }
+    }
+
+    fn conns(&self, what: &str) -> Result<&Conns> {
+        match &self.ep {
+            Eps::Conns(c) => Ok(c),
+            Eps::One(_) => Err(Error::inval(format!(
+                "{what}: only an MSG channel makes connections"
+            ))),
+        }
+    }
+
+    /// Opens an endpoint for a new connection on the channel's queues and
+    /// starts it with `start`; its address names it from then on.
+    fn open_conn(
+        &self,
+        c: &Conns,
+        info: &Info,
+        start: impl FnOnce(&Endpoint) -> Result<()>,
+    ) -> Result<Addr> {
+        let a = c.reserve();
+        let ep = self.domain.endpoint_with_context(info, a.0 as usize)?;
+        ep.bind_cq(&self.cq, FI_TRANSMIT | FI_RECV)?;
+        ep.bind_eq(&c.eq)?;
+        ep.enable()?;
+        start(&ep)?;
+        c.install(a, ep);
+        Ok(a)
+    }
+
+    /// MSG: starts a connection to the listening peer at `addr`, sending
+    /// `param` as private data. The connection is usable once
+    /// [`cm_event`](Self::cm_event) reports it
+    /// [`Connected`](CmEvent::Connected) (or failed).
+    pub fn connect(&self, addr: &[u8], param: &[u8]) -> Result<Addr> {
+        let c = self.conns("connect")?;
+        let info = c.info.clone();
+        self.open_conn(c, &info, |ep| ep.connect(addr, param))
+    }
+
+    /// MSG: listens for connection requests on the offer's source address
+    /// (ask getinfo with a node and service and FI_SOURCE); they arrive as
+    /// [`CmEvent::Request`].
+    pub fn listen(&self) -> Result<()> {
+        let c = self.conns("listen")?;
+        let pep = self._fabric.passive_ep(&c.info, 0)?;
+        pep.bind_eq(&c.eq)?;
+        pep.listen()?;
+        c.set_pep(pep)
+    }
+
+    /// MSG: accepts a connection request with `param` as private data; the
+    /// connection's receives may be posted at once, and it is up when
+    /// [`CmEvent::Connected`] names it.
+    pub fn accept(&self, req: ConnRequest, param: &[u8]) -> Result<Addr> {
+        let c = self.conns("accept")?;
+        self.open_conn(c, &req.info, |ep| ep.accept(param))
+    }
+
+    /// MSG: refuses a connection request; the peer's connect fails with
+    /// `FI_ECONNREFUSED` and `param` as the rejection's data.
+    pub fn reject(&self, req: ConnRequest, param: &[u8]) -> Result<()> {
+        let c = self.conns("reject")?;
+        let handle = req
+            .info
+            .handle
+            .as_ref()
+            .ok_or_else(|| Error::inval("reject: the request has no handle"))?;
+        c.with_pep(|p| p.reject(handle, param))
+    }
+
+    /// MSG: shuts connection `conn` down and closes its endpoint; the
+    /// peer sees FI_SHUTDOWN. Operations still posted on it are abandoned:
+    /// their buffers stay with the channel until it closes.
+    pub fn disconnect(&self, conn: Addr) -> Result<()> {
+        let ep = self.conns("disconnect")?.remove(conn)?;
+        let _ = ep.shutdown(0);
+        drop(ep);
+        Ok(())
+    }
+
+    /// MSG: the next connection event, without blocking (None when there is
+    /// none; events that concern no connection are skipped).
+    pub fn cm_event(&self) -> Result<Option<CmEvent>> {
+        let c = self.conns("cm_event")?;
+        loop {
+            let r = c.eq.read();
+            let again = matches!(&r, Err(e) if e.is_again());
+            match c.event(r)? {
+                Some(ev) => return Ok(Some(ev)),
+                None if again => return Ok(None),
+                None => {}
+            }
+        }
+    }
+
+    /// MSG: waits up to `timeout` for the next connection event.
+    pub fn cm_wait(&self, timeout: Duration) -> Result<Option<CmEvent>> {
+        let c = self.conns("cm_wait")?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(ev) = self.cm_event()? {
+                return Ok(Some(ev));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            if let Some(ev) = c.event(c.eq.sread(Some(left)))? {
+                return Ok(Some(ev));
+            }
+        }
+    }
+
+    /// MSG: `fi_trywait` on the event queue: Ok when it is safe to sleep on
+    /// [`cm_fd`](Self::cm_fd), `FI_EAGAIN` when there are events to read.
+    pub fn cm_trywait(&self) -> Result<()> {
+        self.conns("cm_trywait")?.eq.trywait()
+    }
+
+    /// MSG: the event queue's wait fd, readable while connection events
+    /// wait (call [`cm_trywait`](Self::cm_trywait) before sleeping on it).
+    pub fn cm_fd(&self) -> Result<BorrowedFd<'_>> {
+        self.conns("cm_fd")?.eq.fd()
     }
 
     /// Takes a slot, posts with its context, and returns the handle (or
@@ -269,11 +457,13 @@ impl Channel {
                 flags: FI_COMPLETION | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
                 tagged,
             };
-            // SAFETY: the buffer's bytes (which do not move with it: IoBuf's
-            // contract) are owned by the returned handle, or by the table
-            // once the handle is dropped, until this operation's completion
-            // is reaped or the endpoint has shut down (field order).
-            unsafe { self.ep.post_send(&op) }
+            self.with_ep(dest, |ep| {
+                // SAFETY: the buffer's bytes (which do not move with it: IoBuf's
+                // contract) are owned by the returned handle, or by the table
+                // once the handle is dropped, until this operation's completion
+                // is reaped or the endpoint has shut down (field order).
+                unsafe { ep.post_send(&op) }
+            })
         })
     }
 
@@ -301,16 +491,23 @@ impl Channel {
 
     /// Sends a small message by copy; no completion, nothing to hand back.
     pub fn inject(&self, buf: &[u8], dest: Addr) -> Result<()> {
-        self.ep.inject(buf, dest.0)
+        self.with_ep(dest, |ep| ep.inject(buf, dest.0))
     }
 
     /// Sends a small tagged message by copy.
     pub fn tinject(&self, buf: &[u8], dest: Addr, tag: u64) -> Result<()> {
-        self.ep.tinject(buf, dest.0, tag)
+        self.with_ep(dest, |ep| ep.tinject(buf, dest.0, tag))
     }
 
     #[inline(always)]
-    fn recv_op<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64, tagged: bool) -> Posted<'_, B> {
+    fn recv_op<B: IoBufMut>(
+        &self,
+        buf: B,
+        on: Addr,
+        tag: u64,
+        ignore: u64,
+        tagged: bool,
+    ) -> Posted<'_, B> {
         let mut buf = Held::new(buf);
         let m = buf.as_mut();
         let iov = [IoVec {
@@ -330,9 +527,11 @@ impl Channel {
                 flags: FI_COMPLETION,
                 tagged,
             };
-            // SAFETY: as in `send_op`; the range came from `as_mut`, and
-            // nothing reads or writes the buffer until the handle returns it.
-            unsafe { self.ep.post_recv(&op) }
+            self.with_ep(on, |ep| {
+                // SAFETY: as in `send_op`; the range came from `as_mut`, and
+                // nothing reads or writes the buffer until the handle returns it.
+                unsafe { ep.post_recv(&op) }
+            })
         })
     }
 
@@ -340,13 +539,24 @@ impl Channel {
     /// message in its first `len` bytes, from the handle.
     #[inline(always)]
     pub fn recv<B: IoBufMut>(&self, buf: B) -> Posted<'_, B> {
-        self.recv_op(buf, 0, 0, false)
+        self.recv_op(buf, Addr(FI_ADDR_UNSPEC), 0, 0, false)
+    }
+
+    /// MSG: posts a receive buffer on connection `conn` (an MSG channel's
+    /// receives belong to one connection); on other channels the same as
+    /// [`recv`](Self::recv).
+    pub fn recv_on<B: IoBufMut>(&self, buf: B, conn: Addr) -> Posted<'_, B> {
+        let on = match self.ep {
+            Eps::One(_) => Addr(FI_ADDR_UNSPEC),
+            Eps::Conns(_) => conn,
+        };
+        self.recv_op(buf, on, 0, 0, false)
     }
 
     /// Posts a tagged receive for tags equal to `tag` outside the `ignore` bits.
     #[inline(always)]
     pub fn trecv<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64) -> Posted<'_, B> {
-        self.recv_op(buf, tag, ignore, true)
+        self.recv_op(buf, Addr(FI_ADDR_UNSPEC), tag, ignore, true)
     }
 
     /// Registers `buf` as a region peers may access with `access`
@@ -362,7 +572,7 @@ impl Channel {
         buf: Vec<u8>,
         access: MrAccess,
     ) -> std::result::Result<Region, PostError<Vec<u8>>> {
-        if self.ep.info().caps & (FI_RMA | FI_ATOMIC) == 0 {
+        if self.info().caps & (FI_RMA | FI_ATOMIC) == 0 {
             return Err(PostError {
                 buf,
                 error: Error::new(
@@ -394,7 +604,7 @@ impl Channel {
         key: u64,
         data: Option<u64>,
     ) -> Posted<'_, B> {
-        if self.ep.info().caps & FI_RMA == 0 {
+        if self.info().caps & FI_RMA == 0 {
             return Err(PostError {
                 buf: buf.into_inner(),
                 error: Error::new(
@@ -421,10 +631,12 @@ impl Channel {
                 flags: FI_COMPLETION | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
                 read,
             };
-            // SAFETY: as in `send_op`: the handle (or the table) owns the
-            // buffer (read into or written from) until the completion is
-            // reaped or the endpoint has shut down.
-            unsafe { self.ep.post_rma(&op) }
+            self.with_ep(peer, |ep| {
+                // SAFETY: as in `send_op`: the handle (or the table) owns the
+                // buffer (read into or written from) until the completion is
+                // reaped or the endpoint has shut down.
+                unsafe { ep.post_rma(&op) }
+            })
         })
     }
 
@@ -478,7 +690,7 @@ impl Channel {
         remote_addr: u64,
         key: u64,
     ) -> Posted<'_, Atomic> {
-        if self.ep.info().caps & FI_ATOMIC == 0 {
+        if self.info().caps & FI_ATOMIC == 0 {
             let e = Error::new(
                 errno::FI_EOPNOTSUPP,
                 "atomic: the channel's offer has no FI_ATOMIC",
@@ -550,12 +762,14 @@ impl Channel {
                 context: ctx,
                 flags: FI_COMPLETION,
             };
-            // SAFETY: operands, compare values and results live in the
-            // Atomic's vectors (heap memory that does not move with it),
-            // owned by the handle or the table until the completion is
-            // reaped or the endpoint has shut down; each list covers its
-            // whole vector.
-            unsafe { self.ep.post_atomic(&op) }
+            self.with_ep(dest, |ep| {
+                // SAFETY: operands, compare values and results live in the
+                // Atomic's vectors (heap memory that does not move with it),
+                // owned by the handle or the table until the completion is
+                // reaped or the endpoint has shut down; each list covers its
+                // whole vector.
+                unsafe { ep.post_atomic(&op) }
+            })
         })
     }
 

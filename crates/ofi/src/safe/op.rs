@@ -233,7 +233,7 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
     /// `FI_ECANCELED`; a send or one-sided operation already under way
     /// completes as it would have.
     pub fn cancel(&self) -> crate::Result<()> {
-        self.ch.ep.cancel(self.id().0 as usize)
+        self.ch.cancel_ctx(self.id().0 as usize)
     }
 }
 
@@ -247,7 +247,7 @@ impl<B: Send + 'static> Op<'_, B> {
         };
         let pending = self.ch.table.orphan(self.id, self.done & !DONE, buf);
         if pending && self.cancel_on_drop {
-            let _ = self.ch.ep.cancel(self.id().0 as usize);
+            let _ = self.ch.cancel_ctx(self.id().0 as usize);
         }
     }
 }
