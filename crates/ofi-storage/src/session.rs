@@ -10,14 +10,21 @@
 //! target's death (its control connection closes) fails every pending
 //! request at once.
 //!
+//! Over RDM a TCP control connection carries the address exchange and
+//! tells of either side's death; over MSG the fabric connection itself
+//! does both: the target's token comes with the accept, and FI_SHUTDOWN
+//! (or an error) ends the session.
+//!
 //! [`Volume`]: crate::Volume
 
 use crate::control;
 use crate::core::initiator::{Event, InitiatorCore, Request, SubmitError};
 use crate::initiator::{Completion, VolumeOptions};
+use crate::net::EpKind;
 use crate::wait::{self, Woken};
 use crate::wire::{capsules, Accept, Batch, Op, Status, BATCH_BYTES, CAPSULE_LEN};
-use ofi::safe::{Addr, Channel, Op as ChOp, Region};
+use ofi::consts::ep_type;
+use ofi::safe::{Addr, Channel, CmEvent, Op as ChOp, Region};
 use ofi::MrAccess;
 use rustix::event::PollFlags;
 use std::collections::{HashMap, VecDeque};
@@ -47,16 +54,20 @@ impl std::fmt::Debug for Submit {
     }
 }
 
+/// How long an MSG connection to the target may take to come up.
+const CONNECT_WITHIN: Duration = Duration::from_secs(5);
+
 /// The control connection and fabric channel of a session about to open:
-/// the target has welcomed this initiator and knows its fabric address.
+/// the target has welcomed this initiator and knows its fabric address
+/// (RDM), or has accepted its connection (MSG).
 #[derive(Debug)]
 pub(crate) struct Link {
     /// The fabric channel.
     pub ch: Channel,
-    /// The target's fabric address.
+    /// The target's fabric address, or the connection to it (MSG).
     pub peer: Addr,
-    /// The control connection (nonblocking).
-    pub ctl: TcpStream,
+    /// The control connection (nonblocking; RDM only).
+    pub ctl: Option<TcpStream>,
     /// The token naming this initiator in its CONNECT.
     pub token: u64,
 }
@@ -65,6 +76,9 @@ impl Link {
     /// Connects to the target whose control listener is at `target`
     /// (`host:port`), opens the channel and exchanges HELLO and WELCOME.
     pub fn connect(target: &str, opts: &VolumeOptions) -> Result<Link, String> {
+        if opts.net.ep == EpKind::Msg {
+            return Link::connect_msg(target, opts);
+        }
         let to = target
             .to_socket_addrs()
             .map_err(|e| format!("target address {target}: {e}"))?
@@ -114,9 +128,65 @@ impl Link {
         Ok(Link {
             ch,
             peer,
-            ctl,
+            ctl: Some(ctl),
             token: welcome.token,
         })
+    }
+
+    /// Connects an MSG channel to the target's passive endpoint at
+    /// `target` (`host:port`); the accept carries the session's token.
+    fn connect_msg(target: &str, opts: &VolumeOptions) -> Result<Link, String> {
+        let (host, port) = target
+            .rsplit_once(':')
+            .ok_or_else(|| format!("target address {target}: host:port expected"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let info = opts
+            .net
+            .msg_offer(Some(host), Some(port), false)
+            .map_err(|e| format!("fabric offer for {target}: {e}"))?;
+        let dest = info
+            .dest_addr
+            .clone()
+            .ok_or_else(|| format!("fabric offer for {target}: no destination address"))?;
+        let ch = Channel::open(&info).map_err(|e| format!("fabric channel: {e}"))?;
+        let conn = ch
+            .connect(&dest, &[])
+            .map_err(|e| format!("connecting to {target}: {e}"))?;
+        let deadline = Instant::now() + CONNECT_WITHIN;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ev = ch
+                .cm_wait(left.min(Duration::from_millis(100)))
+                .map_err(|e| format!("connecting to {target}: {e}"))?;
+            let _ = ch.poll();
+            match ev {
+                Some(CmEvent::Connected { conn: c, data }) if c == conn => {
+                    let token = <[u8; 8]>::try_from(data.as_slice()).map_err(|_| {
+                        format!("the target at {target} accepted without a session token (not an ofi storage target?)")
+                    })?;
+                    return Ok(Link {
+                        ch,
+                        peer: conn,
+                        ctl: None,
+                        token: u64::from_be_bytes(token),
+                    });
+                }
+                Some(CmEvent::Failed { error, .. }) => {
+                    return Err(format!(
+                        "the target at {target} refused the connection: {error}"
+                    ))
+                }
+                Some(CmEvent::Shutdown { .. }) => {
+                    return Err(format!("the target at {target} closed the connection"))
+                }
+                _ => {}
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "no answer from the target at {target} within {CONNECT_WITHIN:?}"
+                ));
+            }
+        }
     }
 }
 
@@ -130,6 +200,8 @@ struct Inflight {
 pub(crate) struct Session<'c> {
     ch: &'c Channel,
     peer: Addr,
+    /// The session runs over an MSG connection (`peer`).
+    msg: bool,
     ctl: Option<TcpStream>,
     core: InitiatorCore,
     recvs: Vec<ChOp<'c, Vec<u8>>>,
@@ -152,7 +224,7 @@ impl<'c> Session<'c> {
     pub fn new(
         ch: &'c Channel,
         peer: Addr,
-        ctl: TcpStream,
+        ctl: Option<TcpStream>,
         token: u64,
         opts: &VolumeOptions,
     ) -> Result<Session<'c>, String> {
@@ -162,7 +234,7 @@ impl<'c> Session<'c> {
         outbox.push_back(core.connect(token, qd, opts.max_io, Instant::now()));
         let mut recvs = Vec::with_capacity(qd as usize + 8);
         for _ in 0..(qd as usize + 8) {
-            match ch.recv(vec![0u8; BATCH_BYTES]) {
+            match ch.recv_on(vec![0u8; BATCH_BYTES], peer) {
                 Ok(op) => recvs.push(op),
                 Err(e) => return Err(format!("posting receives: {}", e.error)),
             }
@@ -170,7 +242,8 @@ impl<'c> Session<'c> {
         Ok(Session {
             ch,
             peer,
-            ctl: Some(ctl),
+            msg: ch.info().ep_attr.ep_type == ep_type::FI_EP_MSG,
+            ctl,
             core,
             recvs,
             outbox,
@@ -278,7 +351,7 @@ impl<'c> Session<'c> {
                 }
                 Err(e) => e.buf.unwrap_or_else(|| vec![0u8; BATCH_BYTES]),
             };
-            match self.ch.recv(buf) {
+            match self.ch.recv_on(buf, self.peer) {
                 Ok(op) => *r = op,
                 Err(e) => self.core.fail(
                     format!("reposting a receive: {}", e.error),
@@ -317,6 +390,25 @@ impl<'c> Session<'c> {
                     self.ctl_gone = Some((now, format!("control connection: {e}")));
                     work = true;
                 }
+            }
+        }
+        if self.msg && look && self.ctl_gone.is_none() && self.open {
+            self.ctl_due = false;
+            self.ctl_at = now;
+            while let Ok(Some(ev)) = self.ch.cm_event() {
+                let why = match ev {
+                    CmEvent::Shutdown { conn } if conn == self.peer => {
+                        "the target closed the connection".to_string()
+                    }
+                    CmEvent::Failed {
+                        conn: Some(c),
+                        error,
+                        ..
+                    } if c == self.peer => format!("the connection to the target failed: {error}"),
+                    _ => continue,
+                };
+                self.ctl_gone = Some((now, why));
+                work = true;
             }
         }
         if let Some((at, why)) = &self.ctl_gone {

@@ -4,13 +4,18 @@
 //! token; capsules arrive as fabric messages; data moves by RMA between
 //! the initiators' registered buffers and staging buffers here; completions
 //! go back as capsules. One thread does everything; file I/O runs inline.
+//!
+//! Over MSG endpoints ([`EpKind::Msg`]) there is no control listener: the
+//! channel listens on the control address itself, accepts one connection
+//! per initiator (the accept carries its token), posts that connection's
+//! receives, and treats its shutdown or failure as the initiator's death.
 
 use crate::backend::Backend;
 use crate::control;
 use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
-use crate::net::NetOptions;
+use crate::net::{EpKind, NetOptions};
 use crate::wire::{capsules, feature, Batch, Repr, Status, BATCH_BYTES, CAPSULE_LEN};
-use ofi::safe::{Addr, Channel, Op};
+use ofi::safe::{Addr, Channel, CmEvent, Op};
 use rustix::event::PollFlags;
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
@@ -27,7 +32,7 @@ use tracing::{info, warn};
 pub struct TargetOptions {
     /// The fabric.
     pub net: NetOptions,
-    /// Where the control listener binds.
+    /// Where the control listener binds (over MSG: the passive endpoint).
     pub listen: SocketAddr,
     /// Create or extend the backing file to this size.
     pub size: Option<u64>,
@@ -52,7 +57,8 @@ impl Default for TargetOptions {
 /// A bound target, ready to [`run`](Target::run).
 #[derive(Debug)]
 pub struct Target {
-    listener: TcpListener,
+    /// The control listener (RDM; an MSG channel listens itself).
+    listener: Option<TcpListener>,
     ch: Channel,
     backend: Backend,
     core: TargetCore,
@@ -68,8 +74,11 @@ struct Peer {
     session: Option<u32>,
 }
 
-/// Capsule receives kept posted.
+/// Capsule receives kept posted (RDM: shared by every initiator).
 const RECVS: usize = 256;
+
+/// Capsule receives kept posted on each MSG connection.
+const RECVS_PER_CONN: usize = 64;
 
 /// Longest time between two looks at the control sockets while busy.
 const CONTROL_EVERY: Duration = Duration::from_millis(5);
@@ -90,13 +99,29 @@ impl Target {
     pub fn bind(path: &Path, opts: &TargetOptions) -> Result<Target, String> {
         let backend = Backend::open(path, opts.size, opts.read_only)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        let info = opts.net.offer().map_err(|e| format!("fabric offer: {e}"))?;
-        let ch = Channel::open(&info).map_err(|e| format!("fabric channel: {e}"))?;
-        let listener = TcpListener::bind(opts.listen)
-            .map_err(|e| format!("control listener on {}: {e}", opts.listen))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("control listener: {e}"))?;
+        let (ch, listener) = match opts.net.ep {
+            EpKind::Rdm => {
+                let info = opts.net.offer().map_err(|e| format!("fabric offer: {e}"))?;
+                let ch = Channel::open(&info).map_err(|e| format!("fabric channel: {e}"))?;
+                let listener = TcpListener::bind(opts.listen)
+                    .map_err(|e| format!("control listener on {}: {e}", opts.listen))?;
+                listener
+                    .set_nonblocking(true)
+                    .map_err(|e| format!("control listener: {e}"))?;
+                (ch, Some(listener))
+            }
+            EpKind::Msg => {
+                let (ip, port) = (opts.listen.ip().to_string(), opts.listen.port().to_string());
+                let info = opts
+                    .net
+                    .msg_offer(Some(&ip), Some(&port), true)
+                    .map_err(|e| format!("fabric offer: {e}"))?;
+                let ch = Channel::open(&info).map_err(|e| format!("fabric channel: {e}"))?;
+                ch.listen()
+                    .map_err(|e| format!("listening on {}: {e}", opts.listen))?;
+                (ch, None)
+            }
+        };
         let mut cfg = opts.config;
         // The fabric places a write's data before a later send's message.
         cfg.ordered_reads |= ch.info().tx_attr.msg_order & ofi::consts::order::FI_ORDER_SAW != 0;
@@ -114,11 +139,19 @@ impl Target {
         })
     }
 
-    /// The control address initiators connect to.
+    /// The control address initiators connect to (over MSG: the passive
+    /// endpoint's).
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+        let any = SocketAddr::from(([0, 0, 0, 0], 0));
+        match &self.listener {
+            Some(l) => l.local_addr().unwrap_or(any),
+            None => self
+                .ch
+                .address()
+                .ok()
+                .and_then(|a| crate::net::sockaddr(&a))
+                .unwrap_or(any),
+        }
     }
 
     /// The volume's size.
@@ -153,7 +186,7 @@ impl Target {
         } = &mut self;
         Driver {
             ch,
-            listener,
+            listener: listener.as_ref(),
             backend,
             core,
             stop,
@@ -164,6 +197,8 @@ impl Target {
             next_peer: 1,
             outbox: VecDeque::new(),
             collected: false,
+            recvs: Vec::new(),
+            closing: Vec::new(),
         }
         .run()
     }
@@ -171,7 +206,8 @@ impl Target {
 
 struct Driver<'a> {
     ch: &'a Channel,
-    listener: &'a TcpListener,
+    /// The control listener (RDM), or None: the channel listens (MSG).
+    listener: Option<&'a TcpListener>,
     backend: &'a Backend,
     core: &'a mut TargetCore,
     stop: &'a AtomicBool,
@@ -183,6 +219,11 @@ struct Driver<'a> {
     outbox: VecDeque<(Addr, [u8; CAPSULE_LEN])>,
     /// A poll outside the main pass collected completions.
     collected: bool,
+    /// Posted capsule receives, with the MSG connection each belongs to
+    /// (None: RDM, any initiator).
+    recvs: Vec<(Option<Addr>, Op<'a, Vec<u8>>)>,
+    /// MSG connections to close once no RMA of theirs runs any more.
+    closing: Vec<Addr>,
 }
 
 impl<'a> Driver<'a> {
@@ -192,14 +233,16 @@ impl<'a> Driver<'a> {
         let mut slots: Vec<Option<Vec<u8>>> = (0..cfg.slots)
             .map(|_| Some(Vec::with_capacity(cfg.max_io as usize)))
             .collect();
-        let mut recvs: Vec<Op<'a, Vec<u8>>> = Vec::with_capacity(RECVS);
-        for _ in 0..RECVS {
-            recvs.push(
-                ch.recv(vec![0u8; BATCH_BYTES])
-                    .map_err(|e| format!("posting receives: {}", e.error))?,
-            );
+        if self.listener.is_some() {
+            for _ in 0..RECVS {
+                self.recvs.push((
+                    None,
+                    ch.recv(vec![0u8; BATCH_BYTES])
+                        .map_err(|e| format!("posting receives: {}", e.error))?,
+                ));
+            }
         }
-        let mut rmas: Vec<(OpId, u32, Op<'a, Vec<u8>>)> = Vec::new();
+        let mut rmas: Vec<(OpId, u32, Addr, Op<'a, Vec<u8>>)> = Vec::new();
         let mut stopping_since: Option<Instant> = None;
         // The control sockets are read when a sleep saw them readable, and
         // at least every CONTROL_EVERY while busy: an accept or read that
@@ -222,32 +265,39 @@ impl<'a> Driver<'a> {
             // Operations finish only when a poll collects their
             // completions: without any, nothing is worth looking at.
             let collected = ch.poll().unwrap_or(0) > 0 || std::mem::take(&mut self.collected);
-            for r in recvs.iter_mut().filter(|_| collected) {
+            let mut recvs = std::mem::take(&mut self.recvs);
+            let mut lost = Vec::new();
+            for (conn, r) in recvs.iter_mut().filter(|_| collected) {
                 let Some(res) = r.check() else { continue };
                 work = true;
                 let buf = match res {
                     Ok(d) => {
                         let len = d.len.min(d.buf.len());
                         for c in capsules(&d.buf[..len]) {
-                            self.capsule(c, d.src);
+                            // An MSG connection names its initiator.
+                            self.capsule(c, conn.or(d.src));
                         }
                         d.buf
                     }
                     Err(e) => e.buf.unwrap_or_else(|| vec![0u8; BATCH_BYTES]),
                 };
-                match ch.recv(buf) {
-                    Ok(op) => *r = op,
-                    Err(e) => return Err(format!("reposting a receive: {}", e.error)),
+                match (ch.recv_on(buf, conn.unwrap_or(Addr(0))), conn) {
+                    (Ok(op), _) => *r = op,
+                    // The connection is gone (its shutdown event follows).
+                    (Err(_), Some(c)) => lost.push(*c),
+                    (Err(e), None) => return Err(format!("reposting a receive: {}", e.error)),
                 }
             }
+            recvs.retain(|(c, _)| c.is_none_or(|c| !lost.contains(&c)));
+            self.recvs.append(&mut recvs);
             let mut i = 0;
             while collected && i < rmas.len() {
-                let Some(res) = rmas[i].2.check() else {
+                let Some(res) = rmas[i].3.check() else {
                     i += 1;
                     continue;
                 };
                 work = true;
-                let (op, slot, _) = rmas.swap_remove(i);
+                let (op, slot, _, _) = rmas.swap_remove(i);
                 let r = match res {
                     Ok(d) => {
                         slots[slot as usize] = Some(d.buf);
@@ -305,7 +355,7 @@ impl<'a> Driver<'a> {
                             ch.write(buf, dest, addr, key)
                         };
                         match posted {
-                            Ok(h) => rmas.push((op, slot, h)),
+                            Ok(h) => rmas.push((op, slot, dest, h)),
                             Err(e) => {
                                 warn!("target: posting RMA: {}", e.error);
                                 let code = e.error.code();
@@ -329,6 +379,17 @@ impl<'a> Driver<'a> {
                 }
             }
             work |= self.flush();
+            // A connection closes once its last RMA has ended.
+            if !self.closing.is_empty() {
+                let ch = self.ch;
+                self.closing.retain(|c| {
+                    let busy = rmas.iter().any(|r| r.2 == *c);
+                    if !busy {
+                        let _ = ch.disconnect(*c);
+                    }
+                    busy
+                });
+            }
             if let Some(t) = stopping_since {
                 let quiet = self.core.running() == 0 && self.outbox.is_empty() && rmas.is_empty();
                 if quiet || t.elapsed() > Duration::from_secs(10) {
@@ -343,7 +404,10 @@ impl<'a> Driver<'a> {
             if work {
                 continue;
             }
-            let fds: Vec<(BorrowedFd<'_>, PollFlags)> = std::iter::once(self.listener.as_fd())
+            let fds: Vec<(BorrowedFd<'_>, PollFlags)> = self
+                .listener
+                .map(|l| l.as_fd())
+                .into_iter()
                 .chain(
                     self.peers
                         .values()
@@ -368,7 +432,7 @@ impl<'a> Driver<'a> {
         self.flush();
         // Pending RMAs and receives are cancelled by dropping their handles.
         drop(rmas);
-        drop(recvs);
+        self.recvs.clear();
         let _ = ch.wait_any(Duration::from_millis(100));
         Ok(())
     }
@@ -411,9 +475,12 @@ impl<'a> Driver<'a> {
     /// Accepts control connections and reads the open ones. True if
     /// anything happened.
     fn control(&mut self) -> bool {
+        let Some(listener) = self.listener else {
+            return self.connections();
+        };
         let mut work = false;
         loop {
-            match self.listener.accept() {
+            match listener.accept() {
                 Ok((s, from)) => {
                     work = true;
                     let _ = s.set_nodelay(true);
@@ -480,6 +547,95 @@ impl<'a> Driver<'a> {
             }
         }
         work
+    }
+
+    /// MSG: accepts connection requests and learns of connections that
+    /// ended. True if anything happened.
+    fn connections(&mut self) -> bool {
+        let mut work = false;
+        loop {
+            let ev = match self.ch.cm_event() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => break,
+                Err(e) => {
+                    warn!("target: connection events: {e}");
+                    break;
+                }
+            };
+            work = true;
+            match ev {
+                CmEvent::Request(req) => self.accept(req),
+                CmEvent::Connected { conn, .. } => {
+                    if let Some(id) = self.by_addr.get(&conn.0) {
+                        info!("target: initiator {} connected", id.0);
+                    }
+                }
+                CmEvent::Shutdown { conn }
+                | CmEvent::Failed {
+                    conn: Some(conn), ..
+                } => {
+                    if let Some(id) = self.by_addr.get(&conn.0).copied() {
+                        info!("target: initiator {}: connection closed", id.0);
+                        self.core.close(id);
+                        self.forget(id, true);
+                    } else if !self.closing.contains(&conn) {
+                        let _ = self.ch.disconnect(conn);
+                    }
+                }
+                CmEvent::Failed {
+                    conn: None, error, ..
+                } => {
+                    warn!("target: listening: {error}");
+                }
+            }
+        }
+        work
+    }
+
+    /// MSG: accepts an initiator's connection (refused while shutting
+    /// down), handing it its token; its receives are posted at once.
+    fn accept(&mut self, req: ofi::safe::ConnRequest) {
+        if self.stop.load(Ordering::Relaxed) {
+            let _ = self.ch.reject(req, &[]);
+            return;
+        }
+        let t = token();
+        let conn = match self.ch.accept(req, &t.to_be_bytes()) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!("target: accepting a connection: {e}");
+                return;
+            }
+        };
+        let mut recvs = Vec::with_capacity(RECVS_PER_CONN);
+        for _ in 0..RECVS_PER_CONN {
+            match self.ch.recv_on(vec![0u8; BATCH_BYTES], conn) {
+                Ok(op) => recvs.push((Some(conn), op)),
+                Err(e) => {
+                    warn!("target: posting receives on a connection: {}", e.error);
+                    drop(recvs);
+                    let _ = self.ch.disconnect(conn);
+                    return;
+                }
+            }
+        }
+        self.recvs.append(&mut recvs);
+        let id = PeerId(self.next_peer);
+        self.next_peer += 1;
+        info!("target: initiator {} connects", id.0);
+        self.peers.insert(
+            id,
+            Peer {
+                ctl: None,
+                inbuf: Vec::new(),
+                addr: Some(conn),
+                token: t,
+                session: None,
+            },
+        );
+        self.by_addr.insert(conn.0, id);
+        self.tokens.insert(t, id);
+        self.core.expect(id, t);
     }
 
     fn welcome(&mut self, id: PeerId, addr: &[u8]) -> Result<(), String> {
@@ -582,6 +738,14 @@ impl<'a> Driver<'a> {
         if let Some(p) = self.peers.get_mut(&peer) {
             if let Some(s) = p.ctl.take() {
                 let _ = s.shutdown(Shutdown::Both);
+            }
+            // MSG: the connection's receives go now, the connection once
+            // its RMAs have ended (the initiator then sees it shut down).
+            if let Some(c) = p.addr.filter(|_| self.listener.is_none()) {
+                if !self.closing.contains(&c) {
+                    self.recvs.retain(|(on, _)| *on != Some(c));
+                    self.closing.push(c);
+                }
             }
             self.tokens.remove(&p.token);
             if let Some(s) = p.session.take() {

@@ -1,5 +1,6 @@
 //! Sleeping until a channel, sockets or a deadline need attention.
 
+use ofi::consts::ep_type;
 use ofi::safe::Channel;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -17,14 +18,22 @@ pub enum Woken {
 }
 
 /// Sleeps up to `timeout` until the channel has completions to collect or
-/// one of `fds` is ready for its events. Returns at once when the channel
-/// says there is something to collect already.
+/// one of `fds` is ready for its events (an MSG channel's connection
+/// events count as one of those). Returns at once when the channel says
+/// there is something to collect already.
 pub fn sleep(ch: &Channel, fds: &[(BorrowedFd<'_>, PollFlags)], timeout: Duration) -> Woken {
     if ch.trywait().is_err() {
         return Woken::Channel;
     }
-    let mut p: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 1);
+    let msg = ch.info().ep_attr.ep_type == ep_type::FI_EP_MSG;
+    if msg && ch.cm_trywait().is_err() {
+        return Woken::Fds;
+    }
+    let mut p: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 2);
     p.push(PollFd::from_borrowed_fd(ch.as_fd(), PollFlags::IN));
+    if let Some(fd) = ch.cm_fd().ok().filter(|_| msg) {
+        p.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+    }
     for (fd, ev) in fds {
         p.push(PollFd::from_borrowed_fd(*fd, *ev));
     }

@@ -4,7 +4,7 @@
 //! what is in flight.
 
 use ofi_storage::target::{Target, TargetOptions};
-use ofi_storage::{NetOptions, Status, Volume, VolumeOptions};
+use ofi_storage::{EpKind, NetOptions, Status, Volume, VolumeOptions};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -23,6 +23,11 @@ fn net(p: &str) -> NetOptions {
     }
 }
 
+/// Provider `p` and endpoint type `ep` ("tcp/msg" style names below).
+fn net_ep(p: &str, ep: EpKind) -> NetOptions {
+    NetOptions { ep, ..net(p) }
+}
+
 fn start(
     path: &std::path::Path,
     p: &str,
@@ -32,10 +37,22 @@ fn start(
     std::sync::Arc<std::sync::atomic::AtomicBool>,
     std::thread::JoinHandle<()>,
 ) {
+    start_ep(path, net(p), read_only)
+}
+
+fn start_ep(
+    path: &std::path::Path,
+    net: NetOptions,
+    read_only: bool,
+) -> (
+    String,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
     let t = Target::bind(
         path,
         &TargetOptions {
-            net: net(p),
+            net,
             read_only,
             ..TargetOptions::default()
         },
@@ -54,10 +71,14 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
 }
 
 fn round_trip(p: &str) {
-    let path = tmpfile(&format!("rt-{p}"), 8 << 20);
-    let (addr, stop, h) = start(&path, p, false);
+    round_trip_on(p, EpKind::Rdm)
+}
+
+fn round_trip_on(p: &str, ep: EpKind) {
+    let path = tmpfile(&format!("rt-{p}-{ep:?}"), 8 << 20);
+    let (addr, stop, h) = start_ep(&path, net_ep(p, ep), false);
     let opts = VolumeOptions {
-        net: net(p),
+        net: net_ep(p, ep),
         queue_depth: 8,
         ..VolumeOptions::default()
     };
@@ -115,6 +136,162 @@ fn round_trip_over_shm() {
 #[test]
 fn round_trip_over_tcp() {
     round_trip("tcp");
+}
+
+#[test]
+fn round_trip_over_tcp_msg_connections() {
+    round_trip_on("tcp", EpKind::Msg);
+}
+
+#[test]
+fn several_msg_initiators_share_a_target_each_on_its_own_connection() {
+    let path = tmpfile("msg-many", 4 << 20);
+    let (addr, stop, h) = start_ep(&path, net_ep("tcp", EpKind::Msg), false);
+    let opts = VolumeOptions {
+        net: net_ep("tcp", EpKind::Msg),
+        queue_depth: 4,
+        ..VolumeOptions::default()
+    };
+    // Four initiators at once, each writing and checking its own quarter.
+    let workers: Vec<_> = (0..4u8)
+        .map(|k| {
+            let (addr, opts) = (addr.clone(), opts.clone());
+            std::thread::spawn(move || {
+                let v = Volume::open(&addr, &opts).unwrap();
+                let base = u64::from(k) << 20;
+                for i in 0..16u64 {
+                    v.submit_write(base + i * 65536, pattern(k * 16 + i as u8, 65536), false, i);
+                }
+                for _ in 0..16 {
+                    let c = v.next(Duration::from_secs(10)).expect("a write completes");
+                    assert_eq!(c.result.map(|b| b.len()), Ok(65536), "write {}", c.user);
+                }
+                v.flush().unwrap();
+                for i in 0..16u64 {
+                    let got = v.read(base + i * 65536, 65536).unwrap();
+                    assert!(
+                        got == pattern(k * 16 + i as u8, 65536),
+                        "initiator {k} chunk {i}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let file = std::fs::read(&path).unwrap();
+    for j in 0..64usize {
+        assert!(
+            file[j * 65536..(j + 1) * 65536] == pattern(j as u8, 65536)[..],
+            "chunk {j} in the file"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn msg_without_an_msg_offer_or_a_listener_fails_clearly() {
+    let path = tmpfile("msg-errors", 1 << 20);
+    // shm has no MSG endpoints: the error names the provider and the way out.
+    let e = Target::bind(
+        &path,
+        &TargetOptions {
+            net: net_ep("shm", EpKind::Msg),
+            ..TargetOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("shm") && e.contains("MSG") && e.contains("-e rdm"),
+        "{e}"
+    );
+    // Nobody listens on this port: the connect is refused, quickly.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let opts = VolumeOptions {
+        net: net_ep("tcp", EpKind::Msg),
+        ..VolumeOptions::default()
+    };
+    let t0 = std::time::Instant::now();
+    let e = Volume::open(&format!("127.0.0.1:{port}"), &opts).unwrap_err();
+    assert!(e.contains("refused"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_dead_msg_initiator_gives_its_credits_and_connection_back() {
+    use ofi::safe::{Channel, CmEvent};
+    use ofi_storage::core::target::TargetConfig;
+    use ofi_storage::wire::Repr;
+    let path = tmpfile("dead-msg", 1 << 20);
+    let t = Target::bind(
+        &path,
+        &TargetOptions {
+            net: net_ep("tcp", EpKind::Msg),
+            config: TargetConfig {
+                credits: 4,
+                max_queue_depth: 4,
+                ..TargetConfig::default()
+            },
+            ..TargetOptions::default()
+        },
+    )
+    .unwrap();
+    let addr = t.local_addr();
+    let stop = t.stop_flag();
+    let h = std::thread::spawn(move || t.run().unwrap());
+    // A raw initiator connects, takes every credit, and dies without
+    // DISCONNECT (its connection closes).
+    let n = net_ep("tcp", EpKind::Msg);
+    let info = n
+        .msg_offer(Some("127.0.0.1"), Some(&addr.port().to_string()), false)
+        .unwrap();
+    let ch = Channel::open(&info).unwrap();
+    let conn = ch.connect(info.dest_addr.as_ref().unwrap(), &[]).unwrap();
+    let token = match ch.cm_wait(Duration::from_secs(10)).unwrap() {
+        Some(CmEvent::Connected { data, .. }) => u64::from_be_bytes(data.try_into().unwrap()),
+        e => panic!("expected the connection, got {e:?}"),
+    };
+    let mut rx = ch.recv_on(vec![0u8; 64], conn).unwrap();
+    let connect = Repr::Connect {
+        token,
+        queue_depth: 4,
+        max_io: 4096,
+    };
+    ch.inject(&connect.to_bytes(), conn).unwrap();
+    let d = rx.wait(Duration::from_secs(10)).unwrap();
+    assert!(matches!(Repr::from_bytes(d.bytes()), Ok(Repr::Accept(a)) if a.queue_depth == 4));
+    let opts = VolumeOptions {
+        net: net_ep("tcp", EpKind::Msg),
+        queue_depth: 4,
+        ..VolumeOptions::default()
+    };
+    let target = addr.to_string();
+    let busy = Volume::open(&target, &opts).unwrap_err();
+    assert!(busy.contains("busy"), "{busy}");
+    drop(rx);
+    drop(ch);
+    // Its credits come back: a new initiator gets all four.
+    let mut got = None;
+    for _ in 0..100 {
+        if let Ok(v) = Volume::open(&target, &opts) {
+            got = Some(v);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let v = got.expect("the dead initiator's credits never came back");
+    assert_eq!(v.queue_depth(), 4);
+    assert_eq!(v.write(0, vec![5u8; 4096], true).map(|b| b.len()), Ok(4096));
+    drop(v);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
