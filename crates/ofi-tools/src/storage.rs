@@ -15,12 +15,17 @@ const USAGE: &str = "Usage:
       serve PATH (a file or block device) as one volume; PORT is the control
       port initiators connect to (default 9230, 0 picks one), ADDR the address
       to bind (default 0.0.0.0); --size creates or extends a file (K, M, G, T
-      suffixes). Prints 'listening on ADDR:PORT'.
+      suffixes). Prints 'listening on ADDR:PORT'. With -e msg (connected
+      endpoints, e.g. -p tcp) the fabric's passive endpoint listens on
+      ADDR:PORT itself and accepts one connection per initiator; a provider
+      without MSG endpoints (shm) is an error.
   ofi storage nbd [-p PROVIDER] [-e rdm|msg] [-P PORT] [-s ADDR] [-q DEPTH]
                   (--unix SOCKET | --port N) TARGET_ADDR
       an NBD server on SOCKET or port N (bound to ADDR, default 127.0.0.1)
       forwarding every request to the target at TARGET_ADDR, control port PORT
-      (default 9230); DEPTH commands in flight per client (default 64).
+      (default 9230); DEPTH commands in flight per client (default 64). -p and
+      -e must match the target's; with -e msg each client's session connects
+      to the target (refused or unanswered within 5 s: the client is told).
 Both stop cleanly on SIGINT or SIGTERM.";
 
 /// Entry point of `ofi storage`.

@@ -1,6 +1,6 @@
 //! `ofi storage target` and `ofi storage nbd` driven by the NBD clients
 //! people run (Debian's qemu-img, qemu-io, nbdinfo, nbdcopy, fio, and nbdkit
-//! as the reference server), over shm and tcp: data written through the
+//! as the reference server), over shm, tcp and tcp MSG: data written through the
 //! gateway is checked against the target's backing file; a raw client's
 //! bad requests get NBD errors on a connection that stays usable; writes
 //! acknowledged with FUA survive `kill -9` of the target; the target's
@@ -152,13 +152,29 @@ struct Stack {
     uri: String,
 }
 
+/// The fabric flags for `prov`: a provider name, or `provider/ep` (as
+/// `tcp/msg`) for another endpoint type than RDM.
+fn fabric(prov: &str) -> Vec<&str> {
+    match prov.split_once('/') {
+        Some((p, ep)) => vec!["-p", p, "-e", ep],
+        None => vec!["-p", prov],
+    }
+}
+
+/// `prov` as a piece of a file name.
+fn tag(prov: &str) -> String {
+    prov.replace('/', "-")
+}
+
 fn start_target(dir: &Path, prov: &str, file: &Path, port: u16, extra: &[&str]) -> (Proc, u16) {
     let p = port.to_string();
-    let mut args = vec!["storage", "target", "-p", prov, "-s", "127.0.0.1", "-B", &p];
+    let mut args = vec!["storage", "target"];
+    args.extend(fabric(prov));
+    args.extend(["-s", "127.0.0.1", "-B", &p]);
     args.extend_from_slice(extra);
     let f = file.to_str().expect("utf-8 path");
     args.push(f);
-    let mut t = Proc::spawn(dir, &format!("target-{prov}-{port}"), &args);
+    let mut t = Proc::spawn(dir, &format!("target-{}-{port}", tag(prov)), &args);
     let deadline = Instant::now() + STEP;
     loop {
         let out = t.stdout();
@@ -176,25 +192,14 @@ fn start_target(dir: &Path, prov: &str, file: &Path, port: u16, extra: &[&str]) 
 }
 
 fn start_gateway(dir: &Path, prov: &str, port: u16) -> (Proc, PathBuf, String) {
-    let sock = dir.join(format!("nbd-{prov}.sock"));
+    let sock = dir.join(format!("nbd-{}.sock", tag(prov)));
     let _ = std::fs::remove_file(&sock);
     let p = port.to_string();
     let s = sock.to_str().expect("utf-8 path");
-    let g = Proc::spawn(
-        dir,
-        &format!("gateway-{prov}"),
-        &[
-            "storage",
-            "nbd",
-            "-p",
-            prov,
-            "-P",
-            &p,
-            "--unix",
-            s,
-            "127.0.0.1",
-        ],
-    );
+    let mut args = vec!["storage", "nbd"];
+    args.extend(fabric(prov));
+    args.extend(["-P", &p, "--unix", s, "127.0.0.1"]);
+    let g = Proc::spawn(dir, &format!("gateway-{}", tag(prov)), &args);
     let deadline = Instant::now() + STEP;
     while !sock.exists() {
         assert!(
@@ -244,7 +249,7 @@ fn nbdinfo_shows_size_and_flags() {
 
 fn qemu_img_round_trip(prov: &str) {
     need("qemu-img", "qemu-utils");
-    let d = Dir::new(&format!("qemu-{prov}"));
+    let d = Dir::new(&format!("qemu-{}", tag(prov)));
     let s = stack(&d, prov, "64M", &[]);
     let src = d.path("src.img");
     let data = random(64 << 20, 0x5eed + prov.len() as u64);
@@ -273,6 +278,29 @@ fn qemu_img_convert_and_compare_over_shm() {
 #[test]
 fn qemu_img_convert_and_compare_over_tcp() {
     qemu_img_round_trip("tcp");
+}
+
+#[test]
+fn qemu_img_convert_and_compare_over_tcp_msg_connections() {
+    qemu_img_round_trip("tcp/msg");
+}
+
+#[test]
+fn msg_endpoints_on_a_provider_without_them_fail_with_a_clear_error() {
+    let d = Dir::new("msg-shm");
+    let f = d.path("v.img");
+    let out = Command::new(env!("CARGO_BIN_EXE_ofi"))
+        .args(["storage", "target", "-p", "shm", "-e", "msg", "-B", "0"])
+        .args(["--size", "1M", f.to_str().expect("utf-8 path")])
+        .env_remove("FI_PROVIDER")
+        .output()
+        .expect("running ofi");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("provider shm has no MSG") && err.contains("-e rdm"),
+        "{err}"
+    );
 }
 
 #[test]
