@@ -1028,6 +1028,13 @@ fn mpi_test(test: &str, program: &str, mca: &[(&str, &str)], phases: &[&str]) {
         r.assert_stdout_has(&format!("{program}: {phase} ok\n"));
     }
     r.assert_stdout_has(&format!("{program}: all checks passed"));
+    // A clean finalize closes endpoints in order: every provider tells a
+    // peer's orderly close from its death (logged at info level only).
+    assert!(
+        !r.stderr.contains("peer declared dead"),
+        "a clean run reported a dead peer: {}",
+        r.report()
+    );
 }
 
 /// The phases tests/mpi/p2p.c reports, in order.

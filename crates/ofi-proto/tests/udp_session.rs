@@ -279,12 +279,18 @@ impl World {
             .count()
     }
 
-    fn downs(&self, i: usize) -> Vec<(Duration, Cause, bool)> {
+    /// Node `i`'s session ends: (when, cause, renewed, closed).
+    fn downs(&self, i: usize) -> Vec<(Duration, Cause, bool, bool)> {
         self.nodes[i]
             .events
             .iter()
             .filter_map(|(t, e)| match e {
-                SessionEvent::Down { cause, renewed, .. } => Some((*t, *cause, *renewed)),
+                SessionEvent::Down {
+                    cause,
+                    renewed,
+                    closed,
+                    ..
+                } => Some((*t, *cause, *renewed, *closed)),
                 _ => None,
             })
             .collect()
@@ -378,6 +384,7 @@ fn a_restarted_peer_is_a_new_peer() {
     let d = w.downs(0);
     assert_eq!(d.len(), 1, "one end of the old session: {d:?}");
     assert_eq!((d[0].1, d[0].2), (Cause::Reset, false));
+    assert!(!d[0].3, "a restarted peer's RESET is no orderly close");
     w.connect(0, 1);
     w.run_until(Duration::from_secs(60), |w| w.got(1, 0) > 5000);
     let epochs: Vec<u64> = w.nodes[0]
@@ -431,6 +438,35 @@ fn a_restarted_peer_is_a_new_peer() {
     assert_eq!(d.len(), 1, "the old session ends: {d:?}");
     assert_eq!((d[0].1, d[0].2), (Cause::Reset, false));
     w.run_until(Duration::from_secs(60), |w| w.got(0, 1) > 1000);
+}
+
+#[test]
+fn a_peer_that_closes_says_so() {
+    // b closes its endpoint while a streams to it: its shutdown datagrams
+    // (a final ACK, a RESET flagged CLOSED) end a's session at once, as an
+    // orderly close, not at the dead bound.
+    let mut w = World::new(
+        8,
+        Faults::default(),
+        vec![node("a", 1, None, 1_000_000), node("b", 2, None, 0)],
+    );
+    w.connect(0, 1);
+    w.run_until(Duration::from_secs(60), |w| w.got(1, 0) > 5000);
+    let t = w.elapsed();
+    let b = w.nodes[1].addr.clone();
+    for (to, bytes) in w.nodes[1].s.shutdown() {
+        w.net.send(&b, &to, &bytes);
+    }
+    // Nothing answers at b's address any more.
+    w.nodes[1] = node("gone", 3, None, 0);
+    w.run_until(Duration::from_secs(10), |w| !w.downs(0).is_empty());
+    let d = w.downs(0);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!((d[0].1, d[0].2, d[0].3), (Cause::Reset, false, true));
+    assert!(
+        d[0].0 - t < Duration::from_secs(1),
+        "ended by the RESET, not the dead bound: {d:?}"
+    );
 }
 
 #[test]

@@ -48,8 +48,9 @@
 //! other's echoed, its MAC). A session is named by [`session_id`] of the two
 //! nonces; every later packet carries that name, so packets of an earlier
 //! session or of a restarted peer are told apart. RESET answers an in-session
-//! packet of a session the receiver does not know (it restarted); REFUSE
-//! answers a handshake whose auth key does not match.
+//! packet of a session the receiver does not know (it restarted), and a
+//! closing endpoint sends it, flagged [`flag::CLOSED`], to every peer with a
+//! live session; REFUSE answers a handshake whose auth key does not match.
 
 use crate::WireError;
 
@@ -101,7 +102,8 @@ pub mod flag {
     /// CONFIRM then end with a MAC).
     pub const AUTH: u8 = 2;
     /// REFUSE: the endpoint the HELLO reached is closing (nothing listens
-    /// there any more), not a key mismatch.
+    /// there any more), not a key mismatch. RESET: the sender closes its
+    /// endpoint (an orderly end), rather than not knowing the session.
     pub const CLOSED: u8 = 4;
     /// Every packet flag.
     pub const ALL: u8 = ACK_NOW | AUTH | CLOSED;

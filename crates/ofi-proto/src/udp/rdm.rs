@@ -113,6 +113,9 @@ pub enum RdmEvent {
         addr: Vec<u8>,
         /// Why.
         cause: Cause,
+        /// The peer closed its endpoint in an orderly way (log it as
+        /// such, not as a fault).
+        closed: bool,
     },
     /// A handshake failed on the auth key: the peer's operations failed
     /// with `FI_EKEYREJECTED` (a refused peer, not a dead one).
@@ -427,6 +430,7 @@ impl Rdm {
                 fi_addr,
                 addr,
                 cause: Cause::Broken,
+                closed: false,
             });
         }
     }
@@ -463,6 +467,7 @@ impl Rdm {
                     peer,
                     cause,
                     renewed,
+                    closed,
                 } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
                     let Some(link) = self.links.get_mut(&peer) else {
@@ -486,6 +491,7 @@ impl Rdm {
                             fi_addr,
                             addr,
                             cause,
+                            closed,
                         });
                     }
                 }

@@ -14,7 +14,8 @@
 //! - [`SessionEvent::Down`]: the session ended (or never came up) for a
 //!   [`Cause`]: `TimedOut` when the peer did not answer within the peer
 //!   timeout (handshake, unacknowledged data, awaited answers), `Reset`
-//!   when it answered with RESET (it restarted, or closed its endpoint) or
+//!   when it answered with RESET (it restarted, or closed its endpoint:
+//!   then `closed`, from the RESET's [`flag::CLOSED`]) or
 //!   when it made a new session in place of the old one. `renewed` says the
 //!   new session comes from the same peer endpoint (same epoch) and the old
 //!   one carried nothing, so nothing was lost; a new epoch is a new peer.
@@ -78,6 +79,9 @@ pub enum SessionEvent {
         /// The same peer endpoint made a new session in place of an idle
         /// one: nothing was lost.
         renewed: bool,
+        /// The peer closed its endpoint in an orderly way (its RESET said
+        /// so): no fault, though what waited on it fails all the same.
+        closed: bool,
     },
     /// A handshake failed on the auth key (the keys differ, or one side
     /// has none).
@@ -315,12 +319,13 @@ impl Sessions {
             return;
         };
         if p.up.is_some() {
-            self.down(id, Cause::Reset, false);
+            self.down(id, Cause::Reset, false, false);
         } else if p.hello.take().is_some() {
             self.events.push_back(SessionEvent::Down {
                 peer: id,
                 cause: Cause::Refused,
                 renewed: false,
+                closed: false,
             });
         }
     }
@@ -333,7 +338,7 @@ impl Sessions {
         };
         p.hello = None;
         if let Some(u) = p.up.take() {
-            let r = reset_packet(u.chan.session()).to_vec();
+            let r = reset_packet(u.chan.session(), false).to_vec();
             self.ctrl.push_back((p.addr.clone(), r));
         }
     }
@@ -349,7 +354,10 @@ impl Sessions {
                 let mut h = [0u8; HDR_LEN];
                 u.chan.final_ack(&mut h);
                 out.push((p.addr.clone(), h.to_vec()));
-                out.push((p.addr.clone(), reset_packet(u.chan.session()).to_vec()));
+                out.push((
+                    p.addr.clone(),
+                    reset_packet(u.chan.session(), true).to_vec(),
+                ));
             }
             p.hello = None;
             p.answered = None;
@@ -409,7 +417,8 @@ impl Sessions {
                 if !live {
                     return self.stale("a RESET of no live session");
                 }
-                self.down(id, Cause::Reset, false);
+                let closed = r.flags & flag::CLOSED != 0;
+                self.down(id, Cause::Reset, false, closed);
                 Incoming::Control
             }
             kind::REFUSE => {
@@ -434,6 +443,7 @@ impl Sessions {
                         peer: id,
                         cause: Cause::Refused,
                         renewed: false,
+                        closed: false,
                     });
                     return Incoming::Control;
                 }
@@ -487,7 +497,7 @@ impl Sessions {
         }
         self.drops.unknown_session += 1;
         self.ctrl
-            .push_back((addr.to_vec(), reset_packet(r.session).to_vec()));
+            .push_back((addr.to_vec(), reset_packet(r.session, false).to_vec()));
         Incoming::Dropped("a packet of an unknown session (answered with RESET)")
     }
 
@@ -693,6 +703,7 @@ impl Sessions {
                 peer: id,
                 cause: Cause::Reset,
                 renewed,
+                closed: false,
             });
         }
         self.events.push_back(SessionEvent::Up {
@@ -701,7 +712,7 @@ impl Sessions {
         });
     }
 
-    fn down(&mut self, id: PeerId, cause: Cause, renewed: bool) {
+    fn down(&mut self, id: PeerId, cause: Cause, renewed: bool, closed: bool) {
         if let Some(p) = self.peers.get_mut(&id) {
             p.up = None;
             p.hello = None;
@@ -710,6 +721,7 @@ impl Sessions {
             peer: id,
             cause,
             renewed,
+            closed,
         });
     }
 
@@ -867,12 +879,13 @@ impl Sessions {
                     peer: id,
                     cause: Cause::TimedOut,
                     renewed: false,
+                    closed: false,
                 });
             } else if let Some(mine) = resend_hello {
                 self.send_hs(id, kind::HELLO, &mine, &[0; NONCE_LEN], 0);
             }
             if chan_dead {
-                self.down(id, Cause::TimedOut, false);
+                self.down(id, Cause::TimedOut, false, false);
             } else if let Some((mine, theirs, epoch)) = resend_confirm {
                 self.send_hs(id, kind::CONFIRM, &mine, &theirs, epoch);
             }
@@ -906,10 +919,12 @@ fn transcript(
     ]
 }
 
-/// A RESET of `session`.
-pub fn reset_packet(session: u64) -> [u8; HDR_LEN] {
+/// A RESET of `session`; `closed`: the sender closes its endpoint (flag
+/// [`flag::CLOSED`]), rather than not knowing the session.
+pub fn reset_packet(session: u64, closed: bool) -> [u8; HDR_LEN] {
     Repr {
         kind: kind::RESET,
+        flags: if closed { flag::CLOSED } else { 0 },
         session,
         ..Default::default()
     }

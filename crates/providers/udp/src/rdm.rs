@@ -367,6 +367,7 @@ impl RdmEp {
                     fi_addr,
                     addr,
                     cause,
+                    closed,
                 } => {
                     let name =
                         crate::addr::decode(&addr).map_or_else(|_| "?".into(), |a| a.to_string());
@@ -375,7 +376,11 @@ impl RdmEp {
                         addr,
                         cause,
                     };
-                    g.dead.declare(&g.b, &down, &name);
+                    if closed {
+                        g.dead.declare_closed(&g.b, &down, &name);
+                    } else {
+                        g.dead.declare(&g.b, &down, &name);
+                    }
                     if fi_addr != FI_ADDR_NOTAVAIL {
                         g.rdm.rx().fail_directed(fi_addr, cause.errno());
                     }
