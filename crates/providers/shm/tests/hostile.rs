@@ -8,6 +8,7 @@ use common::ofi;
 
 use ofi::consts::*;
 use ofi::*;
+use ofi_core::util::cq::CqErrEntry;
 use ofi_shm::segment::{segment_path, Segment};
 use ofi_wire::shm::{op, Entry, Repr};
 use std::time::{Duration, Instant};
@@ -22,35 +23,109 @@ fn parse_addr(a: &[u8]) -> (u32, u32) {
     (p.parse().unwrap(), i.parse().unwrap())
 }
 
+/// Two enabled endpoints of one domain on one CQ, and `b`'s ring mapped
+/// as a hostile peer maps it.
+struct Pair {
+    cq: CompletionQueue,
+    a: Endpoint,
+    b: Endpoint,
+    /// `b` in the AV.
+    fb: u64,
+    /// `a`'s id as entries carry it.
+    a_id: u64,
+    /// `b`'s segment, mapped.
+    seg: Segment,
+    cached: std::sync::atomic::AtomicU64,
+    _keep: (Fabric, Domain, AddressVector),
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let mut h = Info::hints();
+        h.caps = FI_MSG | FI_TAGGED | FI_RMA;
+        h.fabric_attr.prov_name = Some("shm".into());
+        let info = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
+            .unwrap()
+            .remove(0);
+        let f = Fabric::open(&info.fabric_attr).unwrap();
+        let d = f.domain(&info).unwrap();
+        let cq = d
+            .cq(&CqAttr {
+                format: cq_format::FI_CQ_FORMAT_TAGGED,
+                ..Default::default()
+            })
+            .unwrap();
+        let av = d.av(&AvAttr::default()).unwrap();
+        let a = d.endpoint(&info).unwrap();
+        let b = d.endpoint(&info).unwrap();
+        for e in [&a, &b] {
+            e.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
+            e.bind_av(&av).unwrap();
+            e.enable().unwrap();
+        }
+        let baddr = b.getname().unwrap();
+        let fb = av.insert_one(&baddr).unwrap();
+        let (pid, idx) = parse_addr(&baddr);
+        let (apid, aidx) = parse_addr(&a.getname().unwrap());
+        // The hostile side maps b's segment like any peer would.
+        let seg = Segment::open(&segment_path(ofi_shm::proc::uid(), pid, idx), pid).unwrap();
+        Pair {
+            cq,
+            a,
+            b,
+            fb,
+            a_id: (u64::from(apid) << 32) | u64::from(aidx),
+            seg,
+            cached: std::sync::atomic::AtomicU64::new(0),
+            _keep: (f, d, av),
+        }
+    }
+
+    /// Writes an entry (header and payload) into `b`'s ring.
+    fn inject(&self, r: &Repr, payload: &[u8]) {
+        self.seg
+            .msg_ring()
+            .push_with(&self.cached, |buf| {
+                let mut e = Entry::new_unchecked(buf);
+                e.payload_mut()[..payload.len()].copy_from_slice(payload);
+                r.emit(&mut e);
+            })
+            .unwrap();
+    }
+
+    /// The completion of `context`: its entry, or its error entry.
+    fn wait(&self, context: usize) -> Result<CqTaggedEntry, CqErrEntry> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            self.a.progress();
+            let mut e = [CqTaggedEntry::default(); 1];
+            match self.cq.read(&mut e) {
+                Ok(1) if e[0].op_context == context => return Ok(e[0]),
+                Ok(_) => {}
+                Err(err) if err.is_again() => {}
+                Err(_) => {
+                    let e = self.cq.readerr().unwrap();
+                    if e.op_context == context {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        panic!("no completion for context {context}");
+    }
+}
+
 #[test]
 fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
-    let mut h = Info::hints();
-    h.caps = FI_MSG | FI_TAGGED;
-    h.fabric_attr.prov_name = Some("shm".into());
-    let info = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
-        .unwrap()
-        .remove(0);
-    let f = Fabric::open(&info.fabric_attr).unwrap();
-    let d = f.domain(&info).unwrap();
-    let cq = d
-        .cq(&CqAttr {
-            format: cq_format::FI_CQ_FORMAT_TAGGED,
-            ..Default::default()
-        })
-        .unwrap();
-    let av = d.av(&AvAttr::default()).unwrap();
-    let a = d.endpoint(&info).unwrap();
-    let b = d.endpoint(&info).unwrap();
-    for e in [&a, &b] {
-        e.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
-        e.bind_av(&av).unwrap();
-        e.enable().unwrap();
-    }
-    let baddr = b.getname().unwrap();
-    let fb = av.insert_one(&baddr).unwrap();
-    let (pid, idx) = parse_addr(&baddr);
-    // The hostile side maps b's segment like any peer would.
-    let seg = Segment::open(&segment_path(ofi_shm::proc::uid(), pid, idx), pid).unwrap();
+    let Pair {
+        cq,
+        a,
+        b,
+        fb,
+        seg,
+        cached,
+        ..
+    } = Pair::new();
     let hostile = [
         Repr {
             op: 99,
@@ -124,7 +199,6 @@ fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
             ..Default::default()
         },
     ];
-    let cached = std::sync::atomic::AtomicU64::new(0);
     for r in hostile {
         seg.msg_ring()
             .push_with(&cached, |buf| r.emit(&mut Entry::new_unchecked(buf)))
@@ -158,4 +232,42 @@ fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
         .expect("the good message arrives");
     assert_eq!(r.len, msg.len());
     assert_eq!(&rx[..msg.len()], msg);
+}
+
+/// A sender whose RTS announces more bytes than its ranges hold: the
+/// receiver's cooperative copy comes up short in every chunk past the
+/// ranges' end, and the receive fails (FI_EIO) instead of completing with
+/// bytes that never arrived.
+#[test]
+fn a_rendezvous_copied_short_fails_the_receive() {
+    let p = Pair::new();
+    let total = 1usize << 20;
+    // The sender's memory: 200 KiB, a part of the 1 MiB the RTS announces
+    // (the first 128 KiB chunk is whole, the second short, the rest empty).
+    let src: Vec<u8> = (0..200 << 10).map(|i| (i % 251) as u8).collect();
+    let mut payload = [0u8; 16];
+    payload[..8].copy_from_slice(&(src.as_ptr() as u64).to_le_bytes());
+    payload[8..].copy_from_slice(&(src.len() as u64).to_le_bytes());
+    let mut rx = vec![0u8; total];
+    // SAFETY: rx outlives the receive; we wait for its completion.
+    unsafe { p.b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 7) }.unwrap();
+    p.inject(
+        &Repr {
+            op: op::RTS,
+            iov_cnt: 1,
+            src: p.a_id,
+            total: total as u64,
+            cookie: 0x55,
+            ..Default::default()
+        },
+        &payload,
+    );
+    for _ in 0..10 {
+        p.b.progress();
+    }
+    match p.wait(7) {
+        Ok(e) => panic!("a receive completed with {} bytes never sent", e.len),
+        Err(e) => assert_eq!(e.err, errno::FI_EIO),
+    }
+    assert_eq!(&rx[..64 << 10], &src[..64 << 10], "the whole chunk landed");
 }

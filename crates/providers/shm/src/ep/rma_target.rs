@@ -19,7 +19,7 @@ use ofi_core::util::cq::CqTaggedEntry;
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov, IoVec};
 use ofi_core::util::mr::MrMap;
 use ofi_core::util::rma::{self as core_rma, Resolved, RmaIov};
-use ofi_proto::shm::path::{copy_error, read_answer, rts_copy, CopyError, ReadAnswer, RtsCopy};
+use ofi_proto::shm::path::{copy_result, read_answer, rts_copy, CopyError, ReadAnswer, RtsCopy};
 use ofi_proto::shm::rma_answer as answer;
 use ofi_shm::cma::{self, Range};
 use ofi_wire::shm::{flag, op, Ranges, Repr, MAX_RANGES};
@@ -86,10 +86,6 @@ fn cma_ranges(res: &[Resolved], rg: &Ranges) -> (Vec<Range>, Vec<Range>) {
     (local, remote)
 }
 
-fn cma_refused(e: &std::io::Error) -> bool {
-    copy_error(e.raw_os_error()) == CopyError::Refused
-}
-
 impl ShmEndpoint {
     /// Target side: checks and executes a one-sided request, then answers.
     pub(super) fn rma_target(&self, g: &mut Inner, r: &Repr, rg: &Ranges, payload: &[u8]) {
@@ -141,24 +137,21 @@ impl ShmEndpoint {
                     let (local, remote) = cma_ranges(&res, &rg);
                     let pid = ShmAddr::from_id(r.src).pid;
                     // SAFETY: the local ranges are resolved, registered memory.
-                    match unsafe { cma::write_to(pid, &local, &remote) } {
-                        Ok(n) if n == len => {
+                    let moved = unsafe { cma::write_to(pid, &local, &remote) };
+                    match copy_result(len, moved.map_err(|e| e.raw_os_error())) {
+                        Ok(()) => {
                             self.count_target(g, &res, FI_REMOTE_READ);
                             self.send_ctrl(g, r.src, answer(me, r.cookie, 0));
                             return;
                         }
-                        Ok(_) => {
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
-                            return;
-                        }
-                        Err(err) if cma_refused(&err) => {
+                        Err(CopyError::Refused) => {
                             if let Ok(p) = self.peer_by_id(g, r.src) {
                                 p.cma_ok.store(false, Ordering::Relaxed);
                             }
                         }
-                        Err(err) => {
-                            tracing::debug!(error = %err, "shm: read answer copy failed");
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EFAULT));
+                        Err(CopyError::Failed(code)) => {
+                            tracing::debug!(code, "shm: read answer copy failed");
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, code));
                             return;
                         }
                     }
@@ -220,24 +213,18 @@ impl ShmEndpoint {
                         // Large: the initiator copies half, chunk by chunk,
                         // into the ranges resolved here (each byte once).
                         match self.coop_read(g, r.src, r.cookie, &local, &remote, len) {
-                            None => Err(std::io::Error::from_raw_os_error(1)),
-                            Some(Ok(n)) => Ok(n),
-                            Some(Err(code)) => {
-                                self.send_ctrl(g, r.src, answer(me, r.cookie, code));
-                                return;
-                            }
+                            None => Err(CopyError::Refused),
+                            Some(Ok(n)) => copy_result(len, Ok(n)),
+                            Some(Err(code)) => Err(CopyError::Failed(code)),
                         }
                     } else {
                         // SAFETY: the local ranges are resolved, registered memory.
-                        unsafe { cma::read_from(pid, &local, &remote) }
+                        let moved = unsafe { cma::read_from(pid, &local, &remote) };
+                        copy_result(len, moved.map_err(|e| e.raw_os_error()))
                     };
                     match copied {
-                        Ok(got) if got == len => {}
-                        Ok(_) => {
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
-                            return;
-                        }
-                        Err(err) if cma_refused(&err) => {
+                        Ok(()) => {}
+                        Err(CopyError::Refused) => {
                             if let Some(p) = peer_ok {
                                 p.cma_ok.store(false, Ordering::Relaxed);
                             }
@@ -246,9 +233,9 @@ impl ShmEndpoint {
                             self.send_ctrl(g, r.src, a);
                             return;
                         }
-                        Err(err) => {
-                            tracing::debug!(error = %err, "shm: pulling a write failed");
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EFAULT));
+                        Err(CopyError::Failed(code)) => {
+                            tracing::debug!(code, "shm: pulling a write failed");
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, code));
                             return;
                         }
                     }
