@@ -12,7 +12,8 @@
 //!   one-sided write travels, and what a failed copy becomes.
 //! - [`OpTable`]: operations waiting for a peer's answer, named by
 //!   generation cookies so a stale or forged answer finds nothing; a
-//!   peer's death fails exactly its operations ([`OpTable::take_where`]).
+//!   peer's death fails exactly its operations ([`OpTable::take_where`]);
+//!   an answer counts only from the operation's peer ([`OpTable::answered`]).
 //! - [`rndv`]: the sender's side of a rendezvous ([`rndv::Sends`]):
 //!   waiting for the receiver's ACK, pushing DATA chunks after its NACK as
 //!   ring room allows, failing a dead peer's sends.
@@ -49,7 +50,7 @@ pub use ctrl::{ack, cts, nack, rma_answer, CtrlQueue, Push};
 pub use entry::{
     decode, is_auth, is_request, owed, sender, Body, Dropped, Incoming, Limits, MsgMeta, Owed,
 };
-pub use ops::OpTable;
+pub use ops::{OpTable, Stray};
 pub use rx::{consume_multi, Claimed, RxState};
 
 /// A peer endpoint's id as entries carry it (`pid << 32 | index`).

@@ -10,7 +10,7 @@ use ofi::consts::*;
 use ofi::*;
 use ofi_core::util::cq::CqErrEntry;
 use ofi_shm::segment::{segment_path, Segment};
-use ofi_wire::shm::{op, Entry, Repr};
+use ofi_wire::shm::{flag, op, Entry, Repr};
 use std::time::{Duration, Instant};
 
 fn parse_addr(a: &[u8]) -> (u32, u32) {
@@ -33,9 +33,14 @@ struct Pair {
     fb: u64,
     /// `a`'s id as entries carry it.
     a_id: u64,
+    /// `b`'s pid (a forger on the node knows it).
+    b_pid: u32,
     /// `b`'s segment, mapped.
     seg: Segment,
     cached: std::sync::atomic::AtomicU64,
+    /// `a`'s segment, mapped.
+    a_seg: Segment,
+    a_cached: std::sync::atomic::AtomicU64,
     _keep: (Fabric, Domain, AddressVector),
 }
 
@@ -69,23 +74,35 @@ impl Pair {
         let (apid, aidx) = parse_addr(&a.getname().unwrap());
         // The hostile side maps b's segment like any peer would.
         let seg = Segment::open(&segment_path(ofi_shm::proc::uid(), pid, idx), pid).unwrap();
+        let a_seg = Segment::open(&segment_path(ofi_shm::proc::uid(), apid, aidx), apid).unwrap();
         Pair {
             cq,
             a,
             b,
             fb,
             a_id: (u64::from(apid) << 32) | u64::from(aidx),
+            b_pid: pid,
             seg,
             cached: std::sync::atomic::AtomicU64::new(0),
+            a_seg,
+            a_cached: std::sync::atomic::AtomicU64::new(0),
             _keep: (f, d, av),
         }
     }
 
     /// Writes an entry (header and payload) into `b`'s ring.
     fn inject(&self, r: &Repr, payload: &[u8]) {
-        self.seg
-            .msg_ring()
-            .push_with(&self.cached, |buf| {
+        Self::push(&self.seg, &self.cached, r, payload);
+    }
+
+    /// Writes an entry into `a`'s ring.
+    fn inject_a(&self, r: &Repr, payload: &[u8]) {
+        Self::push(&self.a_seg, &self.a_cached, r, payload);
+    }
+
+    fn push(seg: &Segment, cached: &std::sync::atomic::AtomicU64, r: &Repr, payload: &[u8]) {
+        seg.msg_ring()
+            .push_with(cached, |buf| {
                 let mut e = Entry::new_unchecked(buf);
                 e.payload_mut()[..payload.len()].copy_from_slice(payload);
                 r.emit(&mut e);
@@ -98,6 +115,7 @@ impl Pair {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             self.a.progress();
+            self.b.progress();
             let mut e = [CqTaggedEntry::default(); 1];
             match self.cq.read(&mut e) {
                 Ok(1) if e[0].op_context == context => return Ok(e[0]),
@@ -270,4 +288,42 @@ fn a_rendezvous_copied_short_fails_the_receive() {
         Err(e) => assert_eq!(e.err, errno::FI_EIO),
     }
     assert_eq!(&rx[..64 << 10], &src[..64 << 10], "the whole chunk landed");
+}
+
+/// Another endpoint of the node guesses the cookie of `a`'s pending read
+/// (cookies are sequential) and answers it with bytes of its own: the
+/// answer is dropped, and the read ends with its target's real answer.
+#[test]
+fn a_forged_answer_does_not_complete_a_read() {
+    let p = Pair::new();
+    let mut buf = [0u8; 4];
+    // SAFETY: buf outlives the read; we wait for its completion.
+    unsafe { p.a.read(buf.as_mut_ptr(), buf.len(), p.fb, 0, 1234, 3) }.unwrap();
+    // The first cookie of a's one-sided table: generation 1 (with the
+    // table's mark), slot 0.
+    let cookie = 0x8000_0001u64 << 32;
+    p.inject_a(
+        &Repr {
+            op: op::RMA_RESP,
+            flags: flag::LAST,
+            len: 4,
+            src: (u64::from(p.b_pid) << 32) | 0xdead,
+            cookie,
+            ..Default::default()
+        },
+        b"evil",
+    );
+    for _ in 0..10 {
+        p.a.progress();
+    }
+    let mut e = [CqTaggedEntry::default(); 1];
+    let early = p.cq.read(&mut e);
+    assert!(
+        early.as_ref().is_err_and(|e| e.is_again()),
+        "the forged answer completed the read: {early:?}"
+    );
+    // b never registered key 1234: its answer fails the read.
+    let err = p.wait(3).expect_err("b refuses the key");
+    assert_eq!(err.err, errno::FI_EKEYREJECTED);
+    assert_ne!(&buf, b"evil");
 }
