@@ -16,7 +16,9 @@
 //!   an answer counts only from the operation's peer ([`OpTable::answered`]).
 //! - [`rndv`]: the sender's side of a rendezvous ([`rndv::Sends`]):
 //!   waiting for the receiver's ACK, pushing DATA chunks after its NACK as
-//!   ring room allows, failing a dead peer's sends.
+//!   ring room allows, failing a dead peer's sends; and the receiver's
+//!   ([`rndv::Reassembly`]): DATA chunks taken by offset, each byte once,
+//!   complete when every byte arrived.
 //! - [`CtrlQueue`]: control entries (ACK, NACK, CTS, one-sided answers)
 //!   sent at once or queued in order while the peer's ring is full.
 //! - [`RxState`]: receive matching and the unexpected-message budget (the

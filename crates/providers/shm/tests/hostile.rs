@@ -4,134 +4,13 @@
 #![allow(unsafe_code)]
 
 mod common;
+use common::forge::Pair;
 use common::ofi;
 
 use ofi::consts::*;
 use ofi::*;
-use ofi_core::util::cq::CqErrEntry;
-use ofi_shm::segment::{segment_path, Segment};
 use ofi_wire::shm::{flag, op, Entry, Repr};
 use std::time::{Duration, Instant};
-
-fn parse_addr(a: &[u8]) -> (u32, u32) {
-    let s = std::str::from_utf8(a).unwrap().trim_end_matches('\0');
-    let (p, i) = s
-        .strip_prefix("fi_shm://")
-        .unwrap()
-        .split_once('.')
-        .unwrap();
-    (p.parse().unwrap(), i.parse().unwrap())
-}
-
-/// Two enabled endpoints of one domain on one CQ, and `b`'s ring mapped
-/// as a hostile peer maps it.
-struct Pair {
-    cq: CompletionQueue,
-    a: Endpoint,
-    b: Endpoint,
-    /// `b` in the AV.
-    fb: u64,
-    /// `a`'s id as entries carry it.
-    a_id: u64,
-    /// `b`'s pid (a forger on the node knows it).
-    b_pid: u32,
-    /// `b`'s segment, mapped.
-    seg: Segment,
-    cached: std::sync::atomic::AtomicU64,
-    /// `a`'s segment, mapped.
-    a_seg: Segment,
-    a_cached: std::sync::atomic::AtomicU64,
-    _keep: (Fabric, Domain, AddressVector),
-}
-
-impl Pair {
-    fn new() -> Pair {
-        let mut h = Info::hints();
-        h.caps = FI_MSG | FI_TAGGED | FI_RMA;
-        h.fabric_attr.prov_name = Some("shm".into());
-        let info = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
-            .unwrap()
-            .remove(0);
-        let f = Fabric::open(&info.fabric_attr).unwrap();
-        let d = f.domain(&info).unwrap();
-        let cq = d
-            .cq(&CqAttr {
-                format: cq_format::FI_CQ_FORMAT_TAGGED,
-                ..Default::default()
-            })
-            .unwrap();
-        let av = d.av(&AvAttr::default()).unwrap();
-        let a = d.endpoint(&info).unwrap();
-        let b = d.endpoint(&info).unwrap();
-        for e in [&a, &b] {
-            e.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
-            e.bind_av(&av).unwrap();
-            e.enable().unwrap();
-        }
-        let baddr = b.getname().unwrap();
-        let fb = av.insert_one(&baddr).unwrap();
-        let (pid, idx) = parse_addr(&baddr);
-        let (apid, aidx) = parse_addr(&a.getname().unwrap());
-        // The hostile side maps b's segment like any peer would.
-        let seg = Segment::open(&segment_path(ofi_shm::proc::uid(), pid, idx), pid).unwrap();
-        let a_seg = Segment::open(&segment_path(ofi_shm::proc::uid(), apid, aidx), apid).unwrap();
-        Pair {
-            cq,
-            a,
-            b,
-            fb,
-            a_id: (u64::from(apid) << 32) | u64::from(aidx),
-            b_pid: pid,
-            seg,
-            cached: std::sync::atomic::AtomicU64::new(0),
-            a_seg,
-            a_cached: std::sync::atomic::AtomicU64::new(0),
-            _keep: (f, d, av),
-        }
-    }
-
-    /// Writes an entry (header and payload) into `b`'s ring.
-    fn inject(&self, r: &Repr, payload: &[u8]) {
-        Self::push(&self.seg, &self.cached, r, payload);
-    }
-
-    /// Writes an entry into `a`'s ring.
-    fn inject_a(&self, r: &Repr, payload: &[u8]) {
-        Self::push(&self.a_seg, &self.a_cached, r, payload);
-    }
-
-    fn push(seg: &Segment, cached: &std::sync::atomic::AtomicU64, r: &Repr, payload: &[u8]) {
-        seg.msg_ring()
-            .push_with(cached, |buf| {
-                let mut e = Entry::new_unchecked(buf);
-                e.payload_mut()[..payload.len()].copy_from_slice(payload);
-                r.emit(&mut e);
-            })
-            .unwrap();
-    }
-
-    /// The completion of `context`: its entry, or its error entry.
-    fn wait(&self, context: usize) -> Result<CqTaggedEntry, CqErrEntry> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            self.a.progress();
-            self.b.progress();
-            let mut e = [CqTaggedEntry::default(); 1];
-            match self.cq.read(&mut e) {
-                Ok(1) if e[0].op_context == context => return Ok(e[0]),
-                Ok(_) => {}
-                Err(err) if err.is_again() => {}
-                Err(_) => {
-                    let e = self.cq.readerr().unwrap();
-                    if e.op_context == context {
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        panic!("no completion for context {context}");
-    }
-}
 
 #[test]
 fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {

@@ -10,12 +10,14 @@ use super::recv::Dest;
 use super::{Inner, Meta, Reasm, ShmEndpoint};
 use crate::addr::ShmAddr;
 use crate::peer::Peer;
+use ofi_core::error::errno;
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::matching::MAX_IOV;
 use ofi_proto::shm::liveness::CopyWait;
 use ofi_proto::shm::path::{
     coop_chunks, coop_outcome, coop_span, copy_result, rts_copy, CopyError, RtsCopy,
 };
+use ofi_proto::shm::rndv::Started;
 use ofi_proto::shm::{ack, cts, nack};
 use ofi_shm::cma::{self, Range};
 use ofi_shm::segment::XferLayout;
@@ -94,22 +96,35 @@ impl ShmEndpoint {
                 let n = d.iov.len().min(MAX_IOV);
                 let mut v = [IoVec::default(); MAX_IOV];
                 v[..n].copy_from_slice(&d.iov[..n]);
-                self.busy.store(true, Ordering::Relaxed);
-                g.reasm.push(Reasm {
-                    sender,
-                    cookie,
+                let x = Reasm {
                     iov: v,
                     cnt: n,
                     offset: d.off,
                     cap: d.cap,
-                    received: 0,
                     meta: m,
                     context: d.context,
                     cq_flags,
                     completion: d.completion,
                     buf,
-                });
-                self.send_ctrl(g, sender, nack(me, cookie));
+                };
+                match g.reasm.start(sender, cookie, m.total, x) {
+                    Started::Waiting => {
+                        self.busy.store(true, Ordering::Relaxed);
+                        self.send_ctrl(g, sender, nack(me, cookie));
+                    }
+                    Started::Complete(_) => {
+                        self.rx_complete(g, d.context, cq_flags, &m, 0, buf, d.completion);
+                        self.send_ctrl(g, sender, ack(me, cookie, 0));
+                    }
+                    Started::Duplicate(_) => {
+                        tracing::warn!(
+                            sender,
+                            cookie,
+                            "shm: RTS reuses the cookie of a message being pushed"
+                        );
+                        self.rx_error(g, d.context, cq_flags, errno::FI_EIO, m.tag);
+                    }
+                }
             }
             Err(CopyError::Failed(code)) => {
                 let code = self.copy_failed(g, sender, code);

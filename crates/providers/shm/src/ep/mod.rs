@@ -36,7 +36,7 @@ use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::peer::DeadPeers;
 use ofi_proto::shm::liveness::Liveness;
 use ofi_proto::shm::path::{CopyConfig, SendLimits};
-use ofi_proto::shm::rndv::Sends;
+use ofi_proto::shm::rndv::{Reassembly, Sends};
 use ofi_proto::shm::{CtrlQueue, Limits, OpTable, RxState};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc;
@@ -114,15 +114,13 @@ struct PendingSend {
     completion: bool,
 }
 
-/// A receive being filled by DATA entries (the no-CMA fallback).
+/// A receive being filled by DATA entries (the no-CMA fallback); the
+/// core's [`Reassembly`] holds it and counts its bytes.
 struct Reasm {
-    sender: u64,
-    cookie: u64,
     iov: [IoVec; MAX_IOV],
     cnt: usize,
     offset: usize,
     cap: usize,
-    received: usize,
     meta: Meta,
     context: usize,
     cq_flags: u64,
@@ -146,7 +144,8 @@ struct Inner {
     rx: RxState<Payload>,
     /// Rendezvous sends waiting for an ACK or being pushed (core).
     sends: Sends<PendingSend>,
-    reasm: Vec<Reasm>,
+    /// Receives filled by DATA pushes (core).
+    reasm: Reassembly<Reasm>,
     /// Control answers waiting for room (core).
     ctrl: CtrlQueue,
     /// One-sided operations waiting for their target's answer (core).
@@ -351,7 +350,7 @@ impl ShmEndpoint {
                 src_gen: u64::MAX,
                 rx: RxState::new(depth, cfg.max_unexpected),
                 sends: Sends::default(),
-                reasm: Vec::new(),
+                reasm: Reassembly::default(),
                 ctrl: CtrlQueue::new(),
                 rmas: OpTable::new(1),
                 rma_pushes: VecDeque::new(),
