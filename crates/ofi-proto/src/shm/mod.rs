@@ -10,6 +10,8 @@
 //!   rendezvous), how a rendezvous is copied (single copy, cooperative
 //!   copy, pushed through the ring when the kernel refuses), how a
 //!   one-sided write travels, and what a failed copy becomes.
+//! - [`request`]: one-sided requests checked before any byte moves
+//!   ([`AtomicReq`]: an ATOMIC's operation, datatype, count and operands).
 //! - [`OpTable`]: operations waiting for a peer's answer, named by
 //!   generation cookies so a stale or forged answer finds nothing; a
 //!   peer's death fails exactly its operations ([`OpTable::take_where`]);
@@ -45,6 +47,7 @@ pub mod entry;
 pub mod liveness;
 mod ops;
 pub mod path;
+pub mod request;
 pub mod rndv;
 mod rx;
 
@@ -53,6 +56,7 @@ pub use entry::{
     decode, is_auth, is_request, owed, sender, Body, Dropped, Incoming, Limits, MsgMeta, Owed,
 };
 pub use ops::{OpTable, Stray};
+pub use request::AtomicReq;
 pub use rx::{consume_multi, Claimed, RxState};
 
 /// A peer endpoint's id as entries carry it (`pid << 32 | index`).

@@ -147,6 +147,15 @@ pub fn coop_span(c: u64, chunk: usize, total: usize) -> (usize, usize) {
     (off, chunk.min(total.saturating_sub(off)))
 }
 
+/// Whether the transfer a receiver published for a shared copy is one the
+/// sender may help with: `nchunks` chunks of `chunk` bytes that tile
+/// `total` bytes, no more than the `len` bytes of the operation the CTS
+/// names. The descriptor lies in the receiver's segment, where a hostile
+/// receiver writes anything.
+pub fn coop_layout_ok(nchunks: u64, chunk: usize, total: usize, len: usize) -> bool {
+    chunk > 0 && total <= len && u64::try_from(total.div_ceil(chunk)) == Ok(nchunks)
+}
+
 /// The outcome of a shared copy from the first error number a copier met
 /// (0: none).
 pub fn coop_outcome(failed: u64) -> Result<(), i32> {
@@ -288,6 +297,19 @@ mod tests {
         );
         assert_eq!(CopyError::Refused.code(), errno::FI_EIO);
         assert_eq!(CopyError::Failed(errno::FI_EFAULT).code(), errno::FI_EFAULT);
+    }
+
+    #[test]
+    fn a_cts_layout_must_tile_at_most_the_operation() {
+        assert!(coop_layout_ok(8, 131072, 1 << 20, 1 << 20));
+        assert!(coop_layout_ok(3, 4096, 9000, 10_000));
+        assert!(!coop_layout_ok(0, 0, 0, 10), "no chunk size");
+        assert!(
+            !coop_layout_ok(1, 4096, 10_001, 10_000),
+            "more than the send"
+        );
+        assert!(!coop_layout_ok(2, 4096, 9000, 10_000), "too few chunks");
+        assert!(!coop_layout_ok(4, 4096, 9000, 10_000), "too many chunks");
     }
 
     #[test]

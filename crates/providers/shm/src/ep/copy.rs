@@ -15,7 +15,7 @@ use ofi_core::util::iov::IoVec;
 use ofi_core::util::matching::MAX_IOV;
 use ofi_proto::shm::liveness::CopyWait;
 use ofi_proto::shm::path::{
-    coop_chunks, coop_outcome, coop_span, copy_result, rts_copy, CopyError, RtsCopy,
+    coop_chunks, coop_layout_ok, coop_outcome, coop_span, copy_result, rts_copy, CopyError, RtsCopy,
 };
 use ofi_proto::shm::rndv::Started;
 use ofi_proto::shm::{ack, cts, nack};
@@ -252,7 +252,7 @@ impl ShmEndpoint {
         };
         let layout = d.layout();
         let (n, chunk, total) = (layout.nchunks, layout.chunk, layout.total);
-        if chunk == 0 || total > len || n != total.div_ceil(chunk) as u64 {
+        if !coop_layout_ok(n, chunk, total, len) {
             tracing::warn!("shm: CTS describes an impossible transfer");
             return;
         }

@@ -32,7 +32,7 @@ use ofi_core::util::iov::{copy_from_iov, copy_to_iov, iov_len, IoVec};
 use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::rma::{Ioc, Resolved, RmaIov};
 use ofi_proto::shm::path::{write_path, WritePath};
-use ofi_proto::shm::{status_code, Stray};
+use ofi_proto::shm::{status_code, AtomicReq, Stray};
 use ofi_wire::shm::{
     flag, op, put_ranges, Entry, Repr, WireRange, LOCAL_LEN, MAX_RANGES, RANGE_LEN,
 };
@@ -314,11 +314,6 @@ impl ShmEndpoint {
                 completion,
             },
         );
-        let kind_code: u64 = match o.kind {
-            AtomicKind::Basic => 0,
-            AtomicKind::Fetch => 1,
-            AtomicKind::Compare => 2,
-        };
         let r = Repr {
             op: op::ATOMIC,
             flags: flag::LAST
@@ -330,7 +325,7 @@ impl ShmEndpoint {
             iov_cnt: nr as u8,
             len: inline as u32,
             src: self.me.id(),
-            tag: u64::from(o.op) | u64::from(o.datatype) << 8 | kind_code << 16,
+            tag: AtomicReq::tag(o.kind, o.op, o.datatype),
             total: count as u64,
             cookie,
             ..Default::default()
