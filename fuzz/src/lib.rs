@@ -101,12 +101,20 @@ pub fn shm_entry(data: &[u8]) {
 /// decoded (`ofi_proto::shm::decode`) and dispatched against the core's
 /// state: four pending rendezvous sends (the sender machine,
 /// `ofi_proto::shm::rndv`: ACKs end them, NACKs start DATA pushes into a
-/// ring full every third chunk) and two pending one-sided operations
-/// (CTS and answers look them up by cookie), posted receives and the
-/// unexpected budget, and the control queue (a push that finds the ring
-/// full every third time). Whatever the bytes: no panic; what the decoder
-/// names lies inside the entry and the limits; an operation completes at
-/// most once; the unexpected budget holds.
+/// ring full every third chunk) and two pending one-sided operations to
+/// peers 9 and 10 (answers count only from the operation's peer:
+/// `OpTable::answered`), the receiver's reassembly of DATA chunks for each
+/// RTS of at most 64 KiB (`rndv::Reassembly`, held to a model of which
+/// bytes arrived), ATOMIC requests decoded and checked
+/// (`AtomicReq::decode`), the layout a CTS's descriptor could hold
+/// (`path::coop_layout_ok`, from the CTS's fields), posted receives and
+/// the unexpected budget, and the control queue (a push that finds the
+/// ring full every third time). Whatever the bytes: no panic; what the
+/// decoder names lies inside the entry and the limits; an operation
+/// completes at most once, a one-sided one only on its peer's answer; a
+/// reassembly takes each byte once and completes exactly when all came; an
+/// accepted atomic's operands are exactly its bytes; an accepted layout
+/// tiles at most the operation; the unexpected budget holds.
 pub fn shm_handler(data: &[u8]) {
     use ofi_core::util::matching::{PostedRecv, Unexpected};
     use ofi_proto::shm::{self as core, Body, Incoming, Limits};
@@ -126,6 +134,11 @@ pub fn shm_handler(data: &[u8]) {
     let mut pushed_to = std::collections::HashMap::<u64, usize>::new();
     let mut rmas = core::OpTable::new(1);
     let rma_cookies: Vec<u64> = (0..2u32).map(|i| rmas.insert(i)).collect();
+    let rma_peer = |i: &u32| 9 + u64::from(i % 2);
+    // The receiver's reassemblies, and which bytes of each arrived.
+    let mut reasm = core::rndv::Reassembly::<()>::default();
+    let mut have = std::collections::HashMap::<(u64, u64), Vec<bool>>::new();
+    let mut reassembled = std::collections::HashSet::new();
     let mut rx = core::RxState::<usize>::new(8, 3);
     rx.mq.post(
         true,
@@ -170,8 +183,19 @@ pub fn shm_handler(data: &[u8]) {
                     Body::Bounce(i) => {
                         assert!(i < lim.bounce_bufs && meta.total <= lim.bounce_size)
                     }
-                    Body::Rts { cnt, .. } => {
-                        assert!((1..=shm::MAX_RTS_IOV as u8).contains(&cnt))
+                    Body::Rts { cnt, cookie, .. } => {
+                        assert!((1..=shm::MAX_RTS_IOV as u8).contains(&cnt));
+                        if meta.total <= 1 << 16 {
+                            use core::rndv::Started;
+                            let key = (meta.from, cookie);
+                            match reasm.start(meta.from, cookie, meta.total, ()) {
+                                Started::Waiting => {
+                                    assert!(have.insert(key, vec![false; meta.total]).is_none())
+                                }
+                                Started::Complete(()) => assert_eq!(meta.total, 0),
+                                Started::Duplicate(()) => assert!(have.contains_key(&key)),
+                            }
+                        }
                     }
                 }
                 if let Some(i) = rx.mq.find_posted(meta.tagged, 0, meta.tag) {
@@ -234,9 +258,80 @@ pub fn shm_handler(data: &[u8]) {
                     true
                 });
             }
-            Incoming::Data { bytes, .. } => assert!(bytes.len() <= room),
-            Incoming::Cts { cookie, .. } => {
-                let _ = sends.get(cookie).is_some() || rmas.get(cookie).is_some();
+            Incoming::Data {
+                from,
+                cookie,
+                offset,
+                bytes,
+            } => {
+                use core::rndv::{BadChunk, MAX_RUNS};
+                assert!(bytes.len() <= room);
+                let len = bytes.len();
+                let key = (from, cookie);
+                // What the model says of this chunk.
+                let want = match have.get(&key) {
+                    None => Err(BadChunk::Unknown),
+                    Some(h) if len == 0 || offset.checked_add(len).is_none_or(|e| e > h.len()) => {
+                        Err(BadChunk::OutOfRange)
+                    }
+                    Some(h) if h[offset..offset + len].contains(&true) => Err(BadChunk::Overlap),
+                    Some(h) => {
+                        let mut next = h.clone();
+                        next[offset..offset + len].fill(true);
+                        let runs = next
+                            .iter()
+                            .enumerate()
+                            .filter(|&(i, &b)| b && (i == 0 || !next[i - 1]))
+                            .count();
+                        if runs > MAX_RUNS {
+                            Err(BadChunk::Fragmented)
+                        } else {
+                            Ok(next)
+                        }
+                    }
+                };
+                let mut placed = false;
+                let got = reasm.on_data(from, cookie, offset, len, |_| placed = true);
+                match (got, want) {
+                    (Ok(done), Ok(next)) => {
+                        assert!(placed, "an accepted chunk was not placed");
+                        let all = next.iter().all(|&b| b);
+                        assert_eq!(done.is_some(), all, "completion without every byte");
+                        if all {
+                            have.remove(&key);
+                            assert!(reassembled.insert(key), "a receive completed twice");
+                        } else {
+                            have.insert(key, next);
+                        }
+                    }
+                    (Err(why), Err(model)) => {
+                        assert!(!placed, "a refused chunk was placed");
+                        assert_eq!(why, model);
+                    }
+                    (got, want) => {
+                        panic!("DATA ({offset}, {len}): {got:?}, the model says {want:?}")
+                    }
+                }
+            }
+            Incoming::Cts { cookie, desc, gen } => {
+                let len = if sends.get(cookie).is_some() || rmas.get(cookie).is_some() {
+                    10_000
+                } else {
+                    4096
+                };
+                // A descriptor holding anything: here, what the CTS says.
+                let (chunk, total) = ((desc & 0xffff_ffff) as usize, (desc >> 32) as usize);
+                if core::path::coop_layout_ok(gen, chunk, total, len) {
+                    assert!(chunk > 0 && total <= len);
+                    let mut at = 0;
+                    for c in 0..gen {
+                        let (off, n) = core::path::coop_span(c, chunk, total);
+                        assert_eq!(off, at, "chunks leave a gap");
+                        assert!(n > 0, "an empty chunk");
+                        at += n;
+                    }
+                    assert_eq!(at, total, "chunks do not tile the transfer");
+                }
             }
             Incoming::Request {
                 repr,
@@ -245,6 +340,17 @@ pub fn shm_handler(data: &[u8]) {
             } => {
                 assert!(core::is_request(repr.op));
                 assert!(ranges.data_at <= payload.len(), "ranges past the entry");
+                if repr.op == shm::op::ATOMIC {
+                    if let Ok(q) = core::AtomicReq::decode(&repr, &ranges, payload, 1024) {
+                        assert!(ofi_core::util::atomic::valid(q.kind, q.op, q.datatype));
+                        assert!(q.bytes <= 1024 && q.bytes == q.count * q.size);
+                        assert_eq!(ranges.remote_len(), q.count as u64);
+                        for v in [q.operand, q.compare].into_iter().flatten() {
+                            assert_eq!(v.len(), q.bytes, "operands of another length");
+                        }
+                        assert!(q.operand.is_some() || q.read_only());
+                    }
+                }
                 ctrl.send(
                     repr.src,
                     core::rma_answer(1, repr.cookie, 0),
@@ -253,15 +359,20 @@ pub fn shm_handler(data: &[u8]) {
                 );
             }
             Incoming::Answer {
+                from,
                 cookie,
                 last,
                 bytes,
                 ..
             } => {
                 assert!(bytes.len() <= room);
-                if last && rmas.take(cookie).is_some() {
-                    assert!(done.insert(cookie), "an operation completed twice");
-                    assert!(rma_cookies.contains(&cookie));
+                if let Ok(i) = rmas.answered(cookie, from, rma_peer) {
+                    assert_eq!(rma_peer(i), from, "an answer from another peer");
+                    if last {
+                        assert!(rmas.take(cookie).is_some());
+                        assert!(done.insert(cookie), "an operation completed twice");
+                        assert!(rma_cookies.contains(&cookie));
+                    }
                 }
             }
             Incoming::Hello { from, nonce } => {

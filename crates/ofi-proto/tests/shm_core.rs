@@ -12,7 +12,7 @@ use ofi_proto::shm::path::{
     SendPath, WritePath,
 };
 use ofi_proto::shm::{
-    ack, decode, nack, rma_answer, Body, CtrlQueue, Incoming, Limits, OpTable, PeerId, Push,
+    ack, decode, nack, rma_answer, Body, CtrlQueue, Incoming, Limits, OpTable, PeerId, Push, Stray,
 };
 use ofi_wire::shm::{flag, op, Entry, Repr, HDR_LEN, MAX_RTS_IOV};
 use proptest::prelude::*;
@@ -266,6 +266,55 @@ fn refused_copies_pick_the_ring_paths() {
         panic!("an answer")
     };
     assert!(push && last);
+}
+
+/// A one-sided operation as a driver keeps it: the target it went to.
+#[derive(Debug, PartialEq)]
+struct Rma {
+    to: PeerId,
+    context: usize,
+}
+
+#[test]
+fn only_the_target_may_answer_a_one_sided_operation() {
+    // A's read went to B; C, a third endpoint on the node, guesses the
+    // cookie (they are sequential) and answers first.
+    const C: PeerId = (300 << 32) | 1;
+    let mut rmas = OpTable::new(1);
+    let cookie = rmas.insert(Rma { to: B, context: 9 });
+    let mut to_a = Ring::new(4);
+    let mut forged = rma_answer(C, cookie, 0);
+    forged.len = 4;
+    to_a.push(&forged, b"evil");
+    to_a.push(&rma_answer(B, cookie, 0), &[]);
+    let mut done = Vec::new();
+    let mut dropped = Vec::new();
+    while let Some(slot) = to_a.pop() {
+        let Ok(Incoming::Answer {
+            from,
+            cookie,
+            last,
+            bytes,
+            ..
+        }) = decode(&slot, &LIM)
+        else {
+            panic!("an answer")
+        };
+        match rmas.answered(cookie, from, |r: &Rma| r.to) {
+            Ok(r) => {
+                assert!(bytes.is_empty(), "the forged bytes were taken");
+                let context = r.context;
+                if last {
+                    rmas.take(cookie);
+                    done.push((from, context));
+                }
+            }
+            Err(why) => dropped.push((from, why)),
+        }
+    }
+    assert_eq!(dropped, [(C, Stray::WrongPeer { to: B })]);
+    assert_eq!(done, [(B, 9)], "completed once, by its target");
+    assert!(rmas.is_empty());
 }
 
 #[test]

@@ -6,8 +6,12 @@
 //! answers ACK. A random schedule of drains, duplicate and forged answers
 //! and a peer death must end with every send completed exactly once, with
 //! the bytes intact, or failed exactly once (the dead peer's).
+//!
+//! The receiver's reassembly (`ofi_proto::shm::rndv::Reassembly`) alone:
+//! honest chunks in any order among duplicates, overlaps and chunks out of
+//! range, held to a model of which bytes arrived.
 
-use ofi_proto::shm::rndv::Sends;
+use ofi_proto::shm::rndv::{BadChunk, Reassembly, Sends, Started, MAX_RUNS};
 use ofi_proto::shm::{ack, decode, nack, Incoming, Limits, PeerId, Push};
 use ofi_wire::shm::{op, Entry, Repr, HDR_LEN};
 use proptest::prelude::*;
@@ -214,5 +218,75 @@ proptest! {
         }
         prop_assert_eq!(a.len(), if c_alive { c_sends.len() } else { 0 });
         prop_assert!(!a.pushing());
+    }
+}
+
+/// A message's length and chunks to feed: one tiling of the message (in
+/// pieces cut anywhere) and arbitrary chunks (duplicates, overlaps, out of
+/// range, empty), shuffled together.
+fn chunk_schedule() -> impl Strategy<Value = (usize, Vec<(usize, usize)>)> {
+    (
+        1usize..3000,
+        proptest::collection::vec(1usize..3000, 0..12),
+        proptest::collection::vec((0usize..3200, 0usize..900), 0..40),
+    )
+        .prop_flat_map(|(total, cuts, junk)| {
+            let mut at: Vec<usize> = cuts.into_iter().map(|c| c % total).collect();
+            at.extend([0, total]);
+            at.sort_unstable();
+            at.dedup();
+            let mut chunks: Vec<(usize, usize)> =
+                at.windows(2).map(|w| (w[0], w[1] - w[0])).collect();
+            chunks.extend(junk);
+            (Just(total), Just(chunks).prop_shuffle())
+        })
+}
+
+proptest! {
+    #[test]
+    fn reassembly_takes_each_byte_once((total, chunks) in chunk_schedule()) {
+        let msg: Vec<u8> = (0..total).map(|i| (i * 13 + 7) as u8).collect();
+        let mut r: Reassembly<Vec<u8>> = Reassembly::default();
+        prop_assert_eq!(r.start(A, 9, total, vec![0u8; total]), Started::Waiting);
+        let mut have = vec![false; total];
+        let mut done: Option<Vec<u8>> = None;
+        for (off, len) in chunks {
+            let want = if done.is_some() {
+                Err(BadChunk::Unknown)
+            } else if len == 0 || off + len > total {
+                Err(BadChunk::OutOfRange)
+            } else if have[off..off + len].iter().any(|&h| h) {
+                Err(BadChunk::Overlap)
+            } else {
+                let mut next = have.clone();
+                next[off..off + len].iter_mut().for_each(|h| *h = true);
+                let runs = next.iter().enumerate().filter(|&(i, &h)| h && (i == 0 || !next[i - 1])).count();
+                if runs > MAX_RUNS {
+                    Err(BadChunk::Fragmented)
+                } else {
+                    have = next;
+                    Ok(have.iter().all(|&h| h))
+                }
+            };
+            let got = r.on_data(A, 9, off, len, |b| b[off..off + len].copy_from_slice(&msg[off..off + len]));
+            match got {
+                Ok(Some(buf)) => {
+                    prop_assert_eq!(want, Ok(true), "completed at ({}, {})", off, len);
+                    done = Some(buf);
+                }
+                Ok(None) => prop_assert_eq!(want, Ok(false), "accepted ({}, {})", off, len),
+                Err(why) => prop_assert_eq!(want, Err(why), "refused ({}, {})", off, len),
+            }
+        }
+        match done {
+            Some(buf) => {
+                prop_assert!(buf == msg, "the bytes differ");
+                prop_assert!(r.is_empty());
+            }
+            None => {
+                prop_assert!(!have.iter().all(|&h| h), "every byte came and nothing completed");
+                prop_assert_eq!(r.received(A, 9), Some(have.iter().filter(|&&h| h).count()));
+            }
+        }
     }
 }

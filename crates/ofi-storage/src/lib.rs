@@ -14,7 +14,7 @@
 //! and thin drivers over ofi (feature `fabric`, on by default): the
 //! [`target`], the initiator's [`Volume`] and the NBD [`gateway`].
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod core;
 pub mod nbd;

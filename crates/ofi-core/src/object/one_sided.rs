@@ -97,6 +97,14 @@ impl Endpoint {
         unsafe { self.ops.post_rma(op) }
     }
 
+    /// One read or write of `len` bytes between local `buf` and the peer's
+    /// `(addr, key)`: the single-range form behind `read`, `write` and
+    /// their variants.
+    ///
+    /// # Safety
+    /// `buf..buf+len` must stay valid until the operation completes (for a
+    /// read, writable and unaliased; with FI_INJECT, until this call
+    /// returns), as for [`Self::post_rma`].
     #[allow(clippy::too_many_arguments)]
     unsafe fn rma1(
         &self,
@@ -413,6 +421,15 @@ impl Endpoint {
         unsafe { self.ops.post_atomic(op) }
     }
 
+    /// One atomic of `count` elements at the peer's `(addr, key)`, with
+    /// single-range operand, compare and result buffers (0: none): the
+    /// form behind `atomic`, `fetch_atomic` and `compare_atomic`.
+    ///
+    /// # Safety
+    /// The operand and compare buffers must hold `count` elements of
+    /// `datatype` and stay readable, and the result buffer writable and
+    /// unaliased, until the operation completes (with FI_INJECT, the
+    /// operands until this call returns), as for [`Self::post_atomic`].
     #[allow(clippy::too_many_arguments)]
     unsafe fn atomic1(
         &self,

@@ -143,6 +143,8 @@ pub enum Incoming<'a> {
     },
     /// A target's answer to our one-sided request.
     Answer {
+        /// Sender (only the operation's target may answer it).
+        from: PeerId,
         /// Our operation id.
         cookie: u64,
         /// FI_E* number, 0 on success.
@@ -260,6 +262,7 @@ pub fn decode<'a>(b: &'a [u8], lim: &Limits) -> Result<Incoming<'a>, Dropped> {
             gen: r.data,
         },
         op::RMA_RESP => Incoming::Answer {
+            from: r.src,
             cookie: r.cookie,
             status: r.data,
             push: r.flags & flag::PUSH != 0,

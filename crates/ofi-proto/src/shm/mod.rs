@@ -10,12 +10,17 @@
 //!   rendezvous), how a rendezvous is copied (single copy, cooperative
 //!   copy, pushed through the ring when the kernel refuses), how a
 //!   one-sided write travels, and what a failed copy becomes.
+//! - [`request`]: one-sided requests checked before any byte moves
+//!   ([`AtomicReq`]: an ATOMIC's operation, datatype, count and operands).
 //! - [`OpTable`]: operations waiting for a peer's answer, named by
 //!   generation cookies so a stale or forged answer finds nothing; a
-//!   peer's death fails exactly its operations ([`OpTable::take_where`]).
+//!   peer's death fails exactly its operations ([`OpTable::take_where`]);
+//!   an answer counts only from the operation's peer ([`OpTable::answered`]).
 //! - [`rndv`]: the sender's side of a rendezvous ([`rndv::Sends`]):
 //!   waiting for the receiver's ACK, pushing DATA chunks after its NACK as
-//!   ring room allows, failing a dead peer's sends.
+//!   ring room allows, failing a dead peer's sends; and the receiver's
+//!   ([`rndv::Reassembly`]): DATA chunks taken by offset, each byte once,
+//!   complete when every byte arrived.
 //! - [`CtrlQueue`]: control entries (ACK, NACK, CTS, one-sided answers)
 //!   sent at once or queued in order while the peer's ring is full.
 //! - [`RxState`]: receive matching and the unexpected-message budget (the
@@ -42,6 +47,7 @@ pub mod entry;
 pub mod liveness;
 mod ops;
 pub mod path;
+pub mod request;
 pub mod rndv;
 mod rx;
 
@@ -49,7 +55,8 @@ pub use ctrl::{ack, cts, nack, rma_answer, CtrlQueue, Push};
 pub use entry::{
     decode, is_auth, is_request, owed, sender, Body, Dropped, Incoming, Limits, MsgMeta, Owed,
 };
-pub use ops::OpTable;
+pub use ops::{OpTable, Stray};
+pub use request::AtomicReq;
 pub use rx::{consume_multi, Claimed, RxState};
 
 /// A peer endpoint's id as entries carry it (`pid << 32 | index`).

@@ -6,6 +6,32 @@
 //! Each table stamps its own bit into the generation, so the cookies of two
 //! tables (sends and one-sided operations) never coincide.
 
+use super::PeerId;
+
+/// Why an answer names no operation: it is dropped, and no operation
+/// changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stray {
+    /// No live operation has this cookie (a late answer, or a forged one).
+    Unknown,
+    /// The operation went to peer `to`, not to the answer's sender.
+    WrongPeer {
+        /// The peer the operation went to.
+        to: PeerId,
+    },
+}
+
+impl std::fmt::Display for Stray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stray::Unknown => write!(f, "answer for no pending operation"),
+            Stray::WrongPeer { to } => {
+                write!(f, "answer from another peer than the operation's ({to:#x})")
+            }
+        }
+    }
+}
+
 /// A table of in-flight operations of type `T`.
 #[derive(Debug)]
 pub struct OpTable<T> {
@@ -69,6 +95,24 @@ impl<T> OpTable<T> {
         match self.slots.get_mut(i)? {
             Some((g, v)) if *g == gen => Some(v),
             _ => None,
+        }
+    }
+
+    /// The live operation `cookie` names, to act on an answer from peer
+    /// `from`; `peer` says which peer an operation went to. Cookies are
+    /// sequential, so another endpoint can guess one: an answer from any
+    /// other peer than the operation's names nothing and leaves it as it
+    /// was.
+    pub fn answered(
+        &mut self,
+        cookie: u64,
+        from: PeerId,
+        peer: impl FnOnce(&T) -> PeerId,
+    ) -> Result<&mut T, Stray> {
+        let v = self.get_mut(cookie).ok_or(Stray::Unknown)?;
+        match peer(v) {
+            to if to == from => Ok(v),
+            to => Err(Stray::WrongPeer { to }),
         }
     }
 
@@ -144,6 +188,21 @@ mod tests {
         assert_eq!(t.get(a), None, "the old cookie names nothing");
         assert_eq!(t.take(a), None);
         assert_eq!(t.get(b), Some(&"b"));
+    }
+
+    #[test]
+    fn an_answer_from_another_peer_names_nothing() {
+        let mut t = OpTable::new(1);
+        let c = t.insert((7u64, 0u32));
+        let to = |v: &(u64, u32)| v.0;
+        assert_eq!(
+            t.answered(c, 8, to).map(|v| *v),
+            Err(Stray::WrongPeer { to: 7 })
+        );
+        assert_eq!(t.get(c), Some(&(7, 0)), "untouched");
+        assert_eq!(t.answered(c ^ 1, 7, to).map(|v| *v), Err(Stray::Unknown));
+        t.answered(c, 7, to).expect("its own peer").1 = 1;
+        assert_eq!(t.take(c), Some((7, 1)));
     }
 
     #[test]

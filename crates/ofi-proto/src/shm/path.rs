@@ -113,6 +113,49 @@ pub fn copy_error(os: Option<i32>) -> CopyError {
     }
 }
 
+impl CopyError {
+    /// The FI_E* number an operation fails with when no fallback remains
+    /// (a refusal met in the middle of a shared copy is FI_EIO).
+    pub fn code(self) -> i32 {
+        match self {
+            CopyError::Refused => errno::FI_EIO,
+            CopyError::Failed(c) => c,
+        }
+    }
+}
+
+/// What a cross-process copy meant to move `expected` bytes came to:
+/// `copied` is the bytes it moved, or the OS error number of its failure
+/// (`None`: no number). A copy that moved any other count than `expected`
+/// (a range ended early: the peer named less memory than it announced)
+/// failed with FI_EIO; it never counts as done.
+pub fn copy_result(expected: usize, copied: Result<usize, Option<i32>>) -> Result<(), CopyError> {
+    match copied {
+        Ok(n) if n == expected => Ok(()),
+        Ok(_) => Err(CopyError::Failed(errno::FI_EIO)),
+        Err(os) => Err(copy_error(os)),
+    }
+}
+
+/// Offset and length of chunk `c` of a shared copy of `total` bytes in
+/// chunks of `chunk` (length 0 past the end).
+pub fn coop_span(c: u64, chunk: usize, total: usize) -> (usize, usize) {
+    let off = usize::try_from(c)
+        .ok()
+        .and_then(|c| c.checked_mul(chunk))
+        .unwrap_or(usize::MAX);
+    (off, chunk.min(total.saturating_sub(off)))
+}
+
+/// Whether the transfer a receiver published for a shared copy is one the
+/// sender may help with: `nchunks` chunks of `chunk` bytes that tile
+/// `total` bytes, no more than the `len` bytes of the operation the CTS
+/// names. The descriptor lies in the receiver's segment, where a hostile
+/// receiver writes anything.
+pub fn coop_layout_ok(nchunks: u64, chunk: usize, total: usize, len: usize) -> bool {
+    chunk > 0 && total <= len && u64::try_from(total.div_ceil(chunk)) == Ok(nchunks)
+}
+
 /// The outcome of a shared copy from the first error number a copier met
 /// (0: none).
 pub fn coop_outcome(failed: u64) -> Result<(), i32> {
@@ -228,6 +271,53 @@ mod tests {
         assert_eq!(coop_outcome(0), Ok(()));
         assert_eq!(coop_outcome(14), Err(errno::FI_EFAULT));
         assert_eq!(coop_outcome(5), Err(errno::FI_EIO));
+    }
+
+    #[test]
+    fn a_short_copy_is_a_failure_not_a_success() {
+        assert_eq!(copy_result(4096, Ok(4096)), Ok(()));
+        assert_eq!(copy_result(0, Ok(0)), Ok(()));
+        assert_eq!(
+            copy_result(4096, Ok(100)),
+            Err(CopyError::Failed(errno::FI_EIO)),
+            "a partial copy"
+        );
+        assert_eq!(
+            copy_result(4096, Ok(0)),
+            Err(CopyError::Failed(errno::FI_EIO))
+        );
+        assert_eq!(
+            copy_result(10, Ok(11)),
+            Err(CopyError::Failed(errno::FI_EIO))
+        );
+        assert_eq!(copy_result(10, Err(Some(1))), Err(CopyError::Refused));
+        assert_eq!(
+            copy_result(10, Err(Some(14))),
+            Err(CopyError::Failed(errno::FI_EFAULT))
+        );
+        assert_eq!(CopyError::Refused.code(), errno::FI_EIO);
+        assert_eq!(CopyError::Failed(errno::FI_EFAULT).code(), errno::FI_EFAULT);
+    }
+
+    #[test]
+    fn a_cts_layout_must_tile_at_most_the_operation() {
+        assert!(coop_layout_ok(8, 131072, 1 << 20, 1 << 20));
+        assert!(coop_layout_ok(3, 4096, 9000, 10_000));
+        assert!(!coop_layout_ok(0, 0, 0, 10), "no chunk size");
+        assert!(
+            !coop_layout_ok(1, 4096, 10_001, 10_000),
+            "more than the send"
+        );
+        assert!(!coop_layout_ok(2, 4096, 9000, 10_000), "too few chunks");
+        assert!(!coop_layout_ok(4, 4096, 9000, 10_000), "too many chunks");
+    }
+
+    #[test]
+    fn coop_spans_tile_the_copy() {
+        assert_eq!(coop_span(0, 4096, 10_000), (0, 4096));
+        assert_eq!(coop_span(2, 4096, 10_000), (8192, 1808));
+        assert_eq!(coop_span(3, 4096, 10_000), (12288, 0));
+        assert_eq!(coop_span(u64::MAX, 4096, 10_000).1, 0);
     }
 
     #[test]

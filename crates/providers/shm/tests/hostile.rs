@@ -4,53 +4,25 @@
 #![allow(unsafe_code)]
 
 mod common;
+use common::forge::Pair;
 use common::ofi;
 
 use ofi::consts::*;
 use ofi::*;
-use ofi_shm::segment::{segment_path, Segment};
-use ofi_wire::shm::{op, Entry, Repr};
+use ofi_wire::shm::{flag, op, Entry, Repr};
 use std::time::{Duration, Instant};
-
-fn parse_addr(a: &[u8]) -> (u32, u32) {
-    let s = std::str::from_utf8(a).unwrap().trim_end_matches('\0');
-    let (p, i) = s
-        .strip_prefix("fi_shm://")
-        .unwrap()
-        .split_once('.')
-        .unwrap();
-    (p.parse().unwrap(), i.parse().unwrap())
-}
 
 #[test]
 fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
-    let mut h = Info::hints();
-    h.caps = FI_MSG | FI_TAGGED;
-    h.fabric_attr.prov_name = Some("shm".into());
-    let info = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
-        .unwrap()
-        .remove(0);
-    let f = Fabric::open(&info.fabric_attr).unwrap();
-    let d = f.domain(&info).unwrap();
-    let cq = d
-        .cq(&CqAttr {
-            format: cq_format::FI_CQ_FORMAT_TAGGED,
-            ..Default::default()
-        })
-        .unwrap();
-    let av = d.av(&AvAttr::default()).unwrap();
-    let a = d.endpoint(&info).unwrap();
-    let b = d.endpoint(&info).unwrap();
-    for e in [&a, &b] {
-        e.bind_cq(&cq, FI_TRANSMIT | FI_RECV).unwrap();
-        e.bind_av(&av).unwrap();
-        e.enable().unwrap();
-    }
-    let baddr = b.getname().unwrap();
-    let fb = av.insert_one(&baddr).unwrap();
-    let (pid, idx) = parse_addr(&baddr);
-    // The hostile side maps b's segment like any peer would.
-    let seg = Segment::open(&segment_path(ofi_shm::proc::uid(), pid, idx), pid).unwrap();
+    let Pair {
+        cq,
+        a,
+        b,
+        fb,
+        seg,
+        cached,
+        ..
+    } = Pair::new();
     let hostile = [
         Repr {
             op: 99,
@@ -124,7 +96,6 @@ fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
             ..Default::default()
         },
     ];
-    let cached = std::sync::atomic::AtomicU64::new(0);
     for r in hostile {
         seg.msg_ring()
             .push_with(&cached, |buf| r.emit(&mut Entry::new_unchecked(buf)))
@@ -158,4 +129,80 @@ fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
         .expect("the good message arrives");
     assert_eq!(r.len, msg.len());
     assert_eq!(&rx[..msg.len()], msg);
+}
+
+/// A sender whose RTS announces more bytes than its ranges hold: the
+/// receiver's cooperative copy comes up short in every chunk past the
+/// ranges' end, and the receive fails (FI_EIO) instead of completing with
+/// bytes that never arrived.
+#[test]
+fn a_rendezvous_copied_short_fails_the_receive() {
+    let p = Pair::new();
+    let total = 1usize << 20;
+    // The sender's memory: 200 KiB, a part of the 1 MiB the RTS announces
+    // (the first 128 KiB chunk is whole, the second short, the rest empty).
+    let src: Vec<u8> = (0..200 << 10).map(|i| (i % 251) as u8).collect();
+    let mut payload = [0u8; 16];
+    payload[..8].copy_from_slice(&(src.as_ptr() as u64).to_le_bytes());
+    payload[8..].copy_from_slice(&(src.len() as u64).to_le_bytes());
+    let mut rx = vec![0u8; total];
+    // SAFETY: rx outlives the receive; we wait for its completion.
+    unsafe { p.b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 7) }.unwrap();
+    p.inject(
+        &Repr {
+            op: op::RTS,
+            iov_cnt: 1,
+            src: p.a_id,
+            total: total as u64,
+            cookie: 0x55,
+            ..Default::default()
+        },
+        &payload,
+    );
+    for _ in 0..10 {
+        p.b.progress();
+    }
+    match p.wait(7) {
+        Ok(e) => panic!("a receive completed with {} bytes never sent", e.len),
+        Err(e) => assert_eq!(e.err, errno::FI_EIO),
+    }
+    assert_eq!(&rx[..64 << 10], &src[..64 << 10], "the whole chunk landed");
+}
+
+/// Another endpoint of the node guesses the cookie of `a`'s pending read
+/// (cookies are sequential) and answers it with bytes of its own: the
+/// answer is dropped, and the read ends with its target's real answer.
+#[test]
+fn a_forged_answer_does_not_complete_a_read() {
+    let p = Pair::new();
+    let mut buf = [0u8; 4];
+    // SAFETY: buf outlives the read; we wait for its completion.
+    unsafe { p.a.read(buf.as_mut_ptr(), buf.len(), p.fb, 0, 1234, 3) }.unwrap();
+    // The first cookie of a's one-sided table: generation 1 (with the
+    // table's mark), slot 0.
+    let cookie = 0x8000_0001u64 << 32;
+    p.inject_a(
+        &Repr {
+            op: op::RMA_RESP,
+            flags: flag::LAST,
+            len: 4,
+            src: (u64::from(p.b_pid) << 32) | 0xdead,
+            cookie,
+            ..Default::default()
+        },
+        b"evil",
+    );
+    for _ in 0..10 {
+        p.a.progress();
+    }
+    let mut e = [CqTaggedEntry::default(); 1];
+    let early = p.cq.read(&mut e);
+    assert!(
+        early.as_ref().is_err_and(|e| e.is_again()),
+        "the forged answer completed the read: {early:?}"
+    );
+    // b never registered key 1234: its answer fails the read.
+    let err = p.wait(3).expect_err("b refuses the key");
+    assert_eq!(err.err, errno::FI_EKEYREJECTED);
+    assert_ne!(&buf, b"evil");
 }

@@ -8,6 +8,8 @@
 //! Everything is re-exported at the root, so a suite's `common` module
 //! re-exports this crate next to its provider's own openers.
 
+#![forbid(unsafe_code)]
+
 pub mod child;
 pub mod cq;
 pub mod data;

@@ -112,13 +112,14 @@ impl ShmEndpoint {
                 payload,
             } => self.rma_target(g, &repr, &ranges, payload),
             Incoming::Answer {
+                from,
                 cookie,
                 status,
                 push,
                 last,
                 offset,
                 bytes,
-            } => self.rma_answer(g, cookie, status, push, last, offset, bytes),
+            } => self.rma_answer(g, from, cookie, status, push, last, offset, bytes),
             Incoming::Hello { .. }
             | Incoming::Challenge { .. }
             | Incoming::Proof { .. }

@@ -2,8 +2,9 @@
 //! sender's memory with process_vm_readv, alone or (large copies) together
 //! with the sender, which writes chunks it claims in the receiver's
 //! transfer descriptor after a CTS. The core picks the copy
-//! ([`rts_copy`]) and says what a failure means ([`copy_error`]); a
-//! refusal by the kernel falls back to a NACK and DATA pushes.
+//! ([`rts_copy`]) and says what a copy came to ([`copy_result`]: a short
+//! copy is a failure); a refusal by the kernel falls back to a NACK and
+//! DATA pushes.
 
 use super::recv::Dest;
 use super::{Inner, Meta, Reasm, ShmEndpoint};
@@ -13,7 +14,10 @@ use ofi_core::error::errno;
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::matching::MAX_IOV;
 use ofi_proto::shm::liveness::CopyWait;
-use ofi_proto::shm::path::{coop_chunks, coop_outcome, copy_error, rts_copy, CopyError, RtsCopy};
+use ofi_proto::shm::path::{
+    coop_chunks, coop_layout_ok, coop_outcome, coop_span, copy_result, rts_copy, CopyError, RtsCopy,
+};
+use ofi_proto::shm::rndv::Started;
 use ofi_proto::shm::{ack, cts, nack};
 use ofi_shm::cma::{self, Range};
 use ofi_shm::segment::XferLayout;
@@ -74,14 +78,15 @@ impl ShmEndpoint {
             Err(CopyError::Refused)
         } else {
             // SAFETY: post_recv's caller keeps the receive iov writable until completion.
-            unsafe { cma::read_from(ShmAddr::from_id(sender).pid, &local, &remote) }.map_err(|e| {
+            let moved = unsafe { cma::read_from(ShmAddr::from_id(sender).pid, &local, &remote) };
+            if let Err(e) = &moved {
                 tracing::debug!(error = %e, "shm: cross-process copy failed");
-                copy_error(e.raw_os_error())
-            })
+            }
+            copy_result(want, moved.map_err(|e| e.raw_os_error()))
         };
         match res {
-            Ok(n) => {
-                self.rx_complete(g, d.context, cq_flags, &m, n.min(want), buf, d.completion);
+            Ok(()) => {
+                self.rx_complete(g, d.context, cq_flags, &m, want, buf, d.completion);
                 self.send_ctrl(g, sender, ack(me, cookie, 0));
             }
             Err(CopyError::Refused) => {
@@ -91,22 +96,35 @@ impl ShmEndpoint {
                 let n = d.iov.len().min(MAX_IOV);
                 let mut v = [IoVec::default(); MAX_IOV];
                 v[..n].copy_from_slice(&d.iov[..n]);
-                self.busy.store(true, Ordering::Relaxed);
-                g.reasm.push(Reasm {
-                    sender,
-                    cookie,
+                let x = Reasm {
                     iov: v,
                     cnt: n,
                     offset: d.off,
                     cap: d.cap,
-                    received: 0,
                     meta: m,
                     context: d.context,
                     cq_flags,
                     completion: d.completion,
                     buf,
-                });
-                self.send_ctrl(g, sender, nack(me, cookie));
+                };
+                match g.reasm.start(sender, cookie, m.total, x) {
+                    Started::Waiting => {
+                        self.busy.store(true, Ordering::Relaxed);
+                        self.send_ctrl(g, sender, nack(me, cookie));
+                    }
+                    Started::Complete(_) => {
+                        self.rx_complete(g, d.context, cq_flags, &m, 0, buf, d.completion);
+                        self.send_ctrl(g, sender, ack(me, cookie, 0));
+                    }
+                    Started::Duplicate(_) => {
+                        tracing::warn!(
+                            sender,
+                            cookie,
+                            "shm: RTS reuses the cookie of a message being pushed"
+                        );
+                        self.rx_error(g, d.context, cq_flags, errno::FI_EIO, m.tag);
+                    }
+                }
             }
             Err(CopyError::Failed(code)) => {
                 let code = self.copy_failed(g, sender, code);
@@ -148,9 +166,9 @@ impl ShmEndpoint {
             0
         } else {
             if let Err(e) = copy_chunk(pid, local, remote, 0, chunk, want, false) {
-                return match copy_error(e.raw_os_error()) {
+                return match e {
                     CopyError::Refused => None,
-                    CopyError::Failed(_) => Some(Err(errno::FI_EIO)),
+                    CopyError::Failed(code) => Some(Err(code)),
                 };
             }
             peer.cma_proven.store(true, Ordering::Relaxed);
@@ -179,8 +197,8 @@ impl ShmEndpoint {
         d.publish(g.xfer_gen, &layout, first);
         self.send_ctrl(g, sender, cts(self.me.id(), cookie, u64::from(di), gen));
         while let Some(c) = d.claim(gen, n) {
-            let r = copy_chunk(pid, local, remote, c as usize, chunk, want, false);
-            d.chunk_done(r.err().map(|e| e.raw_os_error().unwrap_or(5)));
+            let r = copy_chunk(pid, local, remote, c, chunk, want, false);
+            d.chunk_done(r.err().map(CopyError::code));
         }
         // Wait for the chunks the sender claimed; it is copying them now.
         let start = Instant::now();
@@ -234,7 +252,7 @@ impl ShmEndpoint {
         };
         let layout = d.layout();
         let (n, chunk, total) = (layout.nchunks, layout.chunk, layout.total);
-        if chunk == 0 || total > len || n != total.div_ceil(chunk) as u64 {
+        if !coop_layout_ok(n, chunk, total, len) {
             tracing::warn!("shm: CTS describes an impossible transfer");
             return;
         }
@@ -252,8 +270,8 @@ impl ShmEndpoint {
             .collect();
         let pid = peer.addr.pid;
         while let Some(c) = d.claim(gen, n) {
-            let r = copy_chunk(pid, &local, &remote, c as usize, chunk, total, true);
-            d.chunk_done(r.err().map(|e| e.raw_os_error().unwrap_or(5)));
+            let r = copy_chunk(pid, &local, &remote, c, chunk, total, true);
+            d.chunk_done(r.err().map(CopyError::code));
         }
     }
 }
@@ -290,25 +308,33 @@ fn clip(iov: &[IoVec], off: usize, want: usize) -> Vec<Range> {
 }
 
 /// Copies chunk `c` of a transfer between `local` (this process) and
-/// `remote` (process `pid`): a write when `write`, else a read.
+/// `remote` (process `pid`): a write when `write`, else a read. A chunk
+/// the ranges cover only in part (a short copy) is a failure.
 fn copy_chunk(
     pid: u32,
     local: &[Range],
     remote: &[Range],
-    c: usize,
+    c: u64,
     chunk: usize,
     total: usize,
     write: bool,
-) -> std::io::Result<usize> {
-    let off = c * chunk;
-    let len = chunk.min(total.saturating_sub(off));
+) -> Result<(), CopyError> {
+    let (off, len) = coop_span(c, chunk, total);
     let l = clip_ranges(local.iter().map(|x| (x.base, x.len)), off, len);
     let r = clip_ranges(remote.iter().map(|x| (x.base, x.len)), off, len);
-    if write {
+    let moved = if write {
         // SAFETY: `local` is a pending send's iov, readable until it completes.
         unsafe { cma::write_to(pid, &l, &r) }
     } else {
         // SAFETY: `local` is a matched receive's iov, writable until it completes.
         unsafe { cma::read_from(pid, &l, &r) }
+    };
+    if let Err(e) = &moved {
+        tracing::debug!(error = %e, chunk = c, "shm: cooperative copy of a chunk failed");
     }
+    let res = copy_result(len, moved.map_err(|e| e.raw_os_error()));
+    if res.is_err() {
+        tracing::debug!(chunk = c, len, "shm: chunk not copied whole");
+    }
+    res
 }

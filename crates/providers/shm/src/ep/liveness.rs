@@ -156,14 +156,10 @@ impl ShmEndpoint {
             g.rma_pushes.retain(|c| *c != cookie);
             self.rma_done(g, &p, err);
         }
-        let mut i = 0;
-        while i < g.reasm.len() {
-            if g.reasm[i].sender == id {
-                let x = g.reasm.swap_remove(i);
-                self.rx_error(g, x.context, x.cq_flags, err, x.meta.tag);
-            } else {
-                i += 1;
-            }
+        let mut recvs = Vec::new();
+        g.reasm.peer_dead(id, &mut recvs);
+        for x in recvs {
+            self.rx_error(g, x.context, x.cq_flags, err, x.meta.tag);
         }
         g.ctrl.forget(id);
         g.read_pushes.retain(|r| r.to != id);

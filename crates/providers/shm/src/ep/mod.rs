@@ -4,11 +4,12 @@
 //! entries, picks each operation's path and keeps the tables of pending
 //! operations, control answers and unexpected messages.
 //!
-//! One file per concern: this one (the endpoint, its state, completions,
-//! progress and the `EndpointOps` calls), [`peers`](self::peers) (finding
-//! and caching peers), [`send`](self::send) (the send paths),
-//! [`recv`](self::recv) (receives, matching and delivery),
-//! [`copy`](self::copy) (rendezvous copies across processes),
+//! One file per concern: this one (the endpoint, completions, progress and
+//! the `EndpointOps` calls), [`state`](self::state) (its state under the
+//! lock and the records of messages and operations in flight),
+//! [`peers`](self::peers) (finding and caching peers), [`send`](self::send)
+//! (the send paths), [`recv`](self::recv) (receives, matching and
+//! delivery), [`copy`](self::copy) (rendezvous copies across processes),
 //! [`control`](self::control) (reading the ring, dispatching entries,
 //! control answers), [`liveness`](self::liveness) (dead peers, closing),
 //! [`rma`](self::rma) and [`rma_target`](self::rma_target) (one-sided
@@ -20,7 +21,6 @@
 #![allow(unsafe_code)]
 
 use crate::addr::ShmAddr;
-use crate::peer::Peer;
 use crate::{Config, INJECT_SIZE, IOV_LIMIT};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
@@ -30,23 +30,21 @@ use ofi_core::provider::{EndpointOps, Progress};
 use ofi_core::util::atomic::{self, AtomicKind};
 use ofi_core::util::auth::AuthKey;
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
-use ofi_core::util::iov::IoVec;
 use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::peer::DeadPeers;
-use ofi_proto::shm::liveness::Liveness;
 use ofi_proto::shm::path::{CopyConfig, SendLimits};
-use ofi_proto::shm::rndv::Sends;
+use ofi_proto::shm::rndv::{Reassembly, Sends};
 use ofi_proto::shm::{CtrlQueue, Limits, OpTable, RxState};
 use ofi_shm::doorbell::Bell;
 use ofi_shm::proc;
 use ofi_shm::segment::XFER_DESCS;
-use ofi_shm::segment::{bell_path, reclaim_stale, segment_path, Geometry, MsgConsumer, Segment};
+use ofi_shm::segment::{bell_path, reclaim_stale, segment_path, Geometry, Segment};
 use ofi_wire::shm::{HDR_LEN, MAX_RTS_IOV};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::Once;
 use std::time::{Duration, Instant};
 
 mod auth;
@@ -58,6 +56,9 @@ mod recv;
 mod rma;
 mod rma_target;
 mod send;
+mod state;
+
+use state::{Inner, Meta, Payload, PendingSend, Reasm};
 
 /// Bytes per ring slot: an 8-byte sequence, the 48-byte header, 4104 inline bytes.
 const SLOT_SIZE: usize = 4160;
@@ -78,117 +79,6 @@ const _: () = assert!(MAX_RTS_IOV >= IOV_LIMIT && MAX_IOV >= IOV_LIMIT);
 
 static NEXT_IDX: AtomicU32 = AtomicU32::new(0);
 static RECLAIM: Once = Once::new();
-
-/// An unexpected message's bytes, held until a receive matches it.
-#[derive(Debug)]
-enum Payload {
-    Inline(Vec<u8>),
-    Bounce(u64),
-    Rts {
-        sender: u64,
-        cookie: u64,
-        iov: [(u64, u64); MAX_RTS_IOV],
-        cnt: u8,
-    },
-}
-
-/// What the receiver needs to know about a message.
-#[derive(Clone, Copy, Debug)]
-struct Meta {
-    tagged: bool,
-    tag: u64,
-    data: u64,
-    cq_data: bool,
-    total: usize,
-    src_addr: u64,
-}
-
-/// A send waiting for the receiver's ACK (large messages).
-struct PendingSend {
-    peer: Arc<Peer>,
-    iov: [IoVec; MAX_IOV],
-    cnt: usize,
-    len: usize,
-    context: usize,
-    flags: u64,
-    completion: bool,
-}
-
-/// A receive being filled by DATA entries (the no-CMA fallback).
-struct Reasm {
-    sender: u64,
-    cookie: u64,
-    iov: [IoVec; MAX_IOV],
-    cnt: usize,
-    offset: usize,
-    cap: usize,
-    received: usize,
-    meta: Meta,
-    context: usize,
-    cq_flags: u64,
-    completion: bool,
-    buf: usize,
-}
-
-/// The endpoint's state, under its lock.
-struct Inner {
-    b: EpBindings,
-    need_src: bool,
-    av_gen: u64,
-    peers: Vec<Option<Arc<Peer>>>,
-    by_id: HashMap<u64, Arc<Peer>>,
-    src_cache: HashMap<u64, u64>,
-    /// The last sender `src_addr` resolved and its fi_addr (0: none): a run
-    /// of messages from one sender skips the map.
-    src_last: (u64, u64),
-    src_gen: u64,
-    /// Posted receives, unexpected messages and their budget (core).
-    rx: RxState<Payload>,
-    /// Rendezvous sends waiting for an ACK or being pushed (core).
-    sends: Sends<PendingSend>,
-    reasm: Vec<Reasm>,
-    /// Control answers waiting for room (core).
-    ctrl: CtrlQueue,
-    /// One-sided operations waiting for their target's answer (core).
-    rmas: OpTable<rma::PendingRma>,
-    /// Writes pushed through the target's ring in chunks (cookies).
-    rma_pushes: VecDeque<u64>,
-    /// Reads answered through the initiator's ring in chunks (no CMA).
-    read_pushes: VecDeque<rma::ReadPush>,
-    pool: Vec<Vec<u8>>,
-    /// Peers declared dead (`ofi_core::util::peer`): reported once, their
-    /// directed receives refused.
-    dead: DeadPeers,
-    /// The ids of those peers with their error numbers (a held rendezvous
-    /// from one fails with it).
-    dead_ids: Vec<(u64, i32)>,
-    /// What the liveness check remembers of each mapped peer (core).
-    live: HashMap<u64, Liveness>,
-    /// The sender of the last message read (0: none): a sender seen anew
-    /// is noted, so the liveness check watches it too.
-    last_from: u64,
-    /// Senders noted and not yet mapped.
-    senders: Vec<u64>,
-    /// The endpoint's auth key and what each peer proved (core); `None`
-    /// without a key.
-    auth: Option<ofi_proto::shm::auth::Auth>,
-    /// The last sender found trusted (0: none): its next entries skip the
-    /// lookup.
-    last_trusted: u64,
-    /// PROOFs owed to peers whose rings were full.
-    proofs: Vec<ofi_proto::shm::auth::Out>,
-    /// Senders refused (logged and answered REJECT once each; bounded).
-    refused: Vec<u64>,
-    /// When the liveness check runs next.
-    next_check: Instant,
-    /// Locked passes since the last look at the clock.
-    passes: u32,
-    xfer_free: Vec<u32>,
-    xfer_gen: u32,
-    /// The one consumer of the endpoint's ring (taken out while a pass
-    /// reads entries).
-    ring: Option<MsgConsumer>,
-}
 
 /// An shm RDM endpoint.
 pub struct ShmEndpoint {
@@ -351,7 +241,7 @@ impl ShmEndpoint {
                 src_gen: u64::MAX,
                 rx: RxState::new(depth, cfg.max_unexpected),
                 sends: Sends::default(),
-                reasm: Vec::new(),
+                reasm: Reassembly::default(),
                 ctrl: CtrlQueue::new(),
                 rmas: OpTable::new(1),
                 rma_pushes: VecDeque::new(),

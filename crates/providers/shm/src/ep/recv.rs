@@ -148,33 +148,32 @@ impl ShmEndpoint {
         at: usize,
         bytes: &[u8],
     ) {
-        let Some(i) = g
-            .reasm
-            .iter()
-            .position(|x| x.sender == from && x.cookie == cookie)
-        else {
-            tracing::warn!("shm: DATA entry for no pending receive");
-            return;
-        };
-        let x = &mut g.reasm[i];
-        if at < x.cap {
-            let n = bytes.len().min(x.cap - at);
-            // SAFETY: post_recv's caller keeps the receive iov valid until completion.
-            unsafe { copy_to_iov(&x.iov[..x.cnt], x.offset + at, &bytes[..n]) };
-        }
-        x.received += bytes.len();
-        if x.received >= x.meta.total {
-            let x = g.reasm.swap_remove(i);
-            self.rx_complete(
-                g,
-                x.context,
-                x.cq_flags,
-                &x.meta,
-                x.meta.total.min(x.cap),
-                x.buf,
-                x.completion,
-            );
-            self.send_ctrl(g, x.sender, ack(self.me.id(), x.cookie, 0));
+        // The core accepts each byte of the message once, in range; the
+        // part past the receive's room is dropped here.
+        let placed = g.reasm.on_data(from, cookie, at, bytes.len(), |x| {
+            if at < x.cap {
+                let n = bytes.len().min(x.cap - at);
+                // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+                unsafe { copy_to_iov(&x.iov[..x.cnt], x.offset + at, &bytes[..n]) };
+            }
+        });
+        match placed {
+            Ok(None) => {}
+            Ok(Some(x)) => {
+                self.rx_complete(
+                    g,
+                    x.context,
+                    x.cq_flags,
+                    &x.meta,
+                    x.meta.total.min(x.cap),
+                    x.buf,
+                    x.completion,
+                );
+                self.send_ctrl(g, from, ack(self.me.id(), cookie, 0));
+            }
+            Err(why) => {
+                tracing::warn!(from, cookie, offset = at, reason = %why, "shm: dropping a DATA entry");
+            }
         }
     }
 

@@ -32,7 +32,7 @@ use ofi_core::util::iov::{copy_from_iov, copy_to_iov, iov_len, IoVec};
 use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::rma::{Ioc, Resolved, RmaIov};
 use ofi_proto::shm::path::{write_path, WritePath};
-use ofi_proto::shm::status_code;
+use ofi_proto::shm::{status_code, AtomicReq, Stray};
 use ofi_wire::shm::{
     flag, op, put_ranges, Entry, Repr, WireRange, LOCAL_LEN, MAX_RANGES, RANGE_LEN,
 };
@@ -314,11 +314,6 @@ impl ShmEndpoint {
                 completion,
             },
         );
-        let kind_code: u64 = match o.kind {
-            AtomicKind::Basic => 0,
-            AtomicKind::Fetch => 1,
-            AtomicKind::Compare => 2,
-        };
         let r = Repr {
             op: op::ATOMIC,
             flags: flag::LAST
@@ -330,7 +325,7 @@ impl ShmEndpoint {
             iov_cnt: nr as u8,
             len: inline as u32,
             src: self.me.id(),
-            tag: u64::from(o.op) | u64::from(o.datatype) << 8 | kind_code << 16,
+            tag: AtomicReq::tag(o.kind, o.op, o.datatype),
             total: count as u64,
             cookie,
             ..Default::default()
@@ -475,11 +470,13 @@ impl ShmEndpoint {
         }
     }
 
-    /// Initiator side: an answer from a target.
+    /// Initiator side: an answer from a target (`from`: only the
+    /// operation's target may answer it).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rma_answer(
         &self,
         g: &mut Inner,
+        from: u64,
         cookie: u64,
         status: u64,
         push: bool,
@@ -487,9 +484,16 @@ impl ShmEndpoint {
         at: usize,
         bytes: &[u8],
     ) {
-        let Some(p) = g.rmas.get_mut(cookie) else {
-            tracing::debug!(cookie, "shm: answer for no pending one-sided operation");
-            return;
+        let p = match g.rmas.answered(cookie, from, |p| p.peer.addr.id()) {
+            Ok(p) => p,
+            Err(why @ Stray::Unknown) => {
+                tracing::debug!(cookie, from, reason = %why, "shm: dropping a one-sided answer");
+                return;
+            }
+            Err(why) => {
+                tracing::warn!(cookie, from, reason = %why, "shm: dropping a one-sided answer");
+                return;
+            }
         };
         if push {
             if p.kind == Kind::Write && p.pushed == 0 {

@@ -14,13 +14,14 @@ use super::{Inner, ShmEndpoint, INLINE_MAX};
 use crate::addr::ShmAddr;
 use ofi_core::consts::*;
 use ofi_core::error::errno;
-use ofi_core::util::atomic::{self, AtomicKind};
+use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::cq::CqTaggedEntry;
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov, IoVec};
 use ofi_core::util::mr::MrMap;
 use ofi_core::util::rma::{self as core_rma, Resolved, RmaIov};
-use ofi_proto::shm::path::{copy_error, read_answer, rts_copy, CopyError, ReadAnswer, RtsCopy};
+use ofi_proto::shm::path::{copy_result, read_answer, rts_copy, CopyError, ReadAnswer, RtsCopy};
 use ofi_proto::shm::rma_answer as answer;
+use ofi_proto::shm::AtomicReq;
 use ofi_shm::cma::{self, Range};
 use ofi_wire::shm::{flag, op, Ranges, Repr, MAX_RANGES};
 use std::sync::atomic::Ordering;
@@ -86,10 +87,6 @@ fn cma_ranges(res: &[Resolved], rg: &Ranges) -> (Vec<Range>, Vec<Range>) {
     (local, remote)
 }
 
-fn cma_refused(e: &std::io::Error) -> bool {
-    copy_error(e.raw_os_error()) == CopyError::Refused
-}
-
 impl ShmEndpoint {
     /// Target side: checks and executes a one-sided request, then answers.
     pub(super) fn rma_target(&self, g: &mut Inner, r: &Repr, rg: &Ranges, payload: &[u8]) {
@@ -141,24 +138,21 @@ impl ShmEndpoint {
                     let (local, remote) = cma_ranges(&res, &rg);
                     let pid = ShmAddr::from_id(r.src).pid;
                     // SAFETY: the local ranges are resolved, registered memory.
-                    match unsafe { cma::write_to(pid, &local, &remote) } {
-                        Ok(n) if n == len => {
+                    let moved = unsafe { cma::write_to(pid, &local, &remote) };
+                    match copy_result(len, moved.map_err(|e| e.raw_os_error())) {
+                        Ok(()) => {
                             self.count_target(g, &res, FI_REMOTE_READ);
                             self.send_ctrl(g, r.src, answer(me, r.cookie, 0));
                             return;
                         }
-                        Ok(_) => {
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
-                            return;
-                        }
-                        Err(err) if cma_refused(&err) => {
+                        Err(CopyError::Refused) => {
                             if let Ok(p) = self.peer_by_id(g, r.src) {
                                 p.cma_ok.store(false, Ordering::Relaxed);
                             }
                         }
-                        Err(err) => {
-                            tracing::debug!(error = %err, "shm: read answer copy failed");
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EFAULT));
+                        Err(CopyError::Failed(code)) => {
+                            tracing::debug!(code, "shm: read answer copy failed");
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, code));
                             return;
                         }
                     }
@@ -220,24 +214,18 @@ impl ShmEndpoint {
                         // Large: the initiator copies half, chunk by chunk,
                         // into the ranges resolved here (each byte once).
                         match self.coop_read(g, r.src, r.cookie, &local, &remote, len) {
-                            None => Err(std::io::Error::from_raw_os_error(1)),
-                            Some(Ok(n)) => Ok(n),
-                            Some(Err(code)) => {
-                                self.send_ctrl(g, r.src, answer(me, r.cookie, code));
-                                return;
-                            }
+                            None => Err(CopyError::Refused),
+                            Some(Ok(n)) => copy_result(len, Ok(n)),
+                            Some(Err(code)) => Err(CopyError::Failed(code)),
                         }
                     } else {
                         // SAFETY: the local ranges are resolved, registered memory.
-                        unsafe { cma::read_from(pid, &local, &remote) }
+                        let moved = unsafe { cma::read_from(pid, &local, &remote) };
+                        copy_result(len, moved.map_err(|e| e.raw_os_error()))
                     };
                     match copied {
-                        Ok(got) if got == len => {}
-                        Ok(_) => {
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EIO));
-                            return;
-                        }
-                        Err(err) if cma_refused(&err) => {
+                        Ok(()) => {}
+                        Err(CopyError::Refused) => {
                             if let Some(p) = peer_ok {
                                 p.cma_ok.store(false, Ordering::Relaxed);
                             }
@@ -246,9 +234,9 @@ impl ShmEndpoint {
                             self.send_ctrl(g, r.src, a);
                             return;
                         }
-                        Err(err) => {
-                            tracing::debug!(error = %err, "shm: pulling a write failed");
-                            self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EFAULT));
+                        Err(CopyError::Failed(code)) => {
+                            tracing::debug!(code, "shm: pulling a write failed");
+                            self.send_ctrl(g, r.src, answer(me, r.cookie, code));
                             return;
                         }
                     }
@@ -293,52 +281,29 @@ impl ShmEndpoint {
         }
     }
 
-    fn atomic_target(
+    fn atomic_target<'a>(
         &self,
         g: &mut Inner,
         r: &Repr,
         rg: &Ranges,
         map: &Arc<MrMap>,
         virt: bool,
-        payload: &[u8],
+        payload: &'a [u8],
     ) {
         let me = self.me.id();
-        let aop = (r.tag & 0xff) as u32;
-        let dt = ((r.tag >> 8) & 0xff) as u32;
-        let kind = match (r.tag >> 16) & 0xff {
-            0 => AtomicKind::Basic,
-            1 => AtomicKind::Fetch,
-            2 => AtomicKind::Compare,
-            _ => {
-                self.send_ctrl(g, r.src, answer(me, r.cookie, errno::FI_EINVAL));
+        let fail =
+            |s: &Self, g: &mut Inner, code: i32| s.send_ctrl(g, r.src, answer(me, r.cookie, code));
+        // Kind, operation, datatype, count and operands, checked by the core.
+        let req = match AtomicReq::decode(r, rg, payload, ATOMIC_MAX_BYTES) {
+            Ok(q) => q,
+            Err(code) => {
+                tracing::debug!(code, "shm: refusing an atomic request");
+                fail(self, g, code);
                 return;
             }
         };
-        let fail =
-            |s: &Self, g: &mut Inner, code: i32| s.send_ctrl(g, r.src, answer(me, r.cookie, code));
-        let Some(size) = atomic::datatype_size(dt).filter(|_| atomic::valid(kind, aop, dt)) else {
-            fail(self, g, errno::FI_EOPNOTSUPP);
-            return;
-        };
-        let count = r.total as usize;
-        let Some(bytes) = count.checked_mul(size).filter(|b| *b <= ATOMIC_MAX_BYTES) else {
-            fail(self, g, errno::FI_EMSGSIZE);
-            return;
-        };
-        let read_only = kind == AtomicKind::Fetch && aop == atomic_op::FI_ATOMIC_READ;
-        let with_compare = kind == AtomicKind::Compare;
-        let with_operand = r.len as usize != if with_compare { bytes } else { 0 };
-        let expect = bytes * (usize::from(with_operand) + usize::from(with_compare));
-        if r.len as usize != expect || (!with_operand && !read_only) {
-            fail(self, g, errno::FI_EINVAL);
-            return;
-        }
-        let access = if read_only {
-            FI_REMOTE_READ
-        } else {
-            FI_REMOTE_WRITE
-        };
-        let res = match resolve_request(map, rg, size, access, virt) {
+        let access = req.access();
+        let res = match resolve_request(map, rg, req.size, access, virt) {
             Ok(res) => res,
             Err(code) => {
                 fail(self, g, code);
@@ -353,36 +318,26 @@ impl ShmEndpoint {
                 return;
             }
         }
-        let at = rg.data_at;
-        let operand = if with_operand {
-            &payload[at..at + bytes]
-        } else {
-            &[][..]
-        };
-        let compare = if with_compare {
-            let c = at + if with_operand { bytes } else { 0 };
-            &payload[c..c + bytes]
-        } else {
-            &[][..]
-        };
+        let (kind, aop, dt) = (req.kind, req.op, req.datatype);
         let mut out = [0u8; ATOMIC_MAX_BYTES];
         let mut off = 0;
         for x in &res {
             let l = x.len;
-            let o = if with_operand {
-                &operand[off..off + l]
-            } else {
-                &[][..]
-            };
-            let c = if with_compare {
-                &compare[off..off + l]
-            } else {
-                &[][..]
+            // The ranges hold exactly the request's elements (checked by
+            // the core), so each part lies inside the operands.
+            let part = |v: Option<&'a [u8]>| v.map_or(Some(&[][..]), |v| v.get(off..off + l));
+            let (Some(o), Some(c)) = (part(req.operand), part(req.compare)) else {
+                fail(self, g, errno::FI_EINVAL);
+                return;
             };
             let rs = if kind == AtomicKind::Basic {
-                &mut [][..]
+                Some(&mut [][..])
             } else {
-                &mut out[off..off + l]
+                out.get_mut(off..off + l)
+            };
+            let Some(rs) = rs else {
+                fail(self, g, errno::FI_EMSGSIZE);
+                return;
             };
             // SAFETY: `x` was resolved against a region registered in this
             // domain (still held by `res`).
@@ -401,7 +356,7 @@ impl ShmEndpoint {
         }
         self.count_target(g, &res, access);
         let mut a = answer(me, r.cookie, 0);
-        let back = if kind == AtomicKind::Basic { 0 } else { bytes };
+        let back = req.answer_len();
         a.len = back as u32;
         self.send_ctrl_with(g, r.src, a, &out[..back]);
     }

@@ -27,4 +27,5 @@ pub mod ofi {
 }
 
 pub mod child;
+pub mod forge;
 pub mod rdm;
