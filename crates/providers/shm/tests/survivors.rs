@@ -9,7 +9,8 @@
 //!   directed at it fails with the same number, a receive from any source
 //!   stays posted, a directed receive posted afterwards fails at once and a
 //!   send to it is refused, without a second report.
-//! - Its endpoint closed while its process lives on: the same report.
+//! - Its endpoint closed while its process lives on: the same report, but
+//!   logged as an orderly close (info), not as a death (warn).
 //! - Stopped (SIGSTOP) while the survivor waits on it (a rendezvous send
 //!   sits unread in its ring): declared dead by silence after
 //!   FI_SHM_PEER_TIMEOUT_MS, FI_ETIMEDOUT for the send, the directed
@@ -115,6 +116,9 @@ enum Death {
 /// Ping-pongs 8 bytes with the echo child until it dies as `how` says,
 /// then checks what the survivor sees.
 fn survive(how: Death) {
+    // This thread drives the survivor's progress: its log is what the
+    // survivor says of the death.
+    let log = ofi_prov_test_support::log::LogCapture::start();
     let me = Rdm::open(&shm_offer(FI_TAGGED | FI_DIRECTED_RECV, None), EP_CTX);
     let mut kid = Kid::spawn("echo", self_cmd("survivors_of_a_dead_peer", "echo"));
     let name = unhex(&kid.expect("ADDR ", STEP));
@@ -202,6 +206,17 @@ fn survive(how: Death) {
     assert_eq!(down.fi_addr, peer, "the report names the peer's fi_addr");
     assert_eq!(down.addr, name, "the report carries the peer's address");
     assert_eq!(down.cause, Cause::Reset, "cause");
+    // A closed endpoint is an orderly end, logged at info level; a killed
+    // process is a fault, logged as a death.
+    let text = log.text();
+    let (said, not) = match how {
+        Death::Close => ("peer closed its endpoint", "peer declared dead"),
+        _ => ("peer declared dead", "peer closed its endpoint"),
+    };
+    assert!(
+        text.contains(said) && !text.contains(not),
+        "{how:?}: the survivor's log should say \"{said}\" only:\n{text}"
+    );
     let err = down.cause.errno();
     match wait_ctx(&me.cq, &mut stash, 0xd1, DEATH_BOUND, "directed receive") {
         Done::Err(e) => assert_eq!(e.err, err, "directed receive's error"),

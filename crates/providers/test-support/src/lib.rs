@@ -2,8 +2,9 @@
 //! socket-addressed endpoints ([`open`]), polling completion queues against
 //! deadlines ([`cq`]), data patterns that reveal
 //! misplaced or stale bytes ([`data`]), child processes of the test binary
-//! spoken to by lines over stdin/stdout ([`child`]), and `ip` for the tests
-//! that make network namespaces ([`netns`]).
+//! spoken to by lines over stdin/stdout ([`child`]), `ip` for the tests
+//! that make network namespaces ([`netns`]), and the log lines a test
+//! provokes ([`log`]).
 //!
 //! Everything is re-exported at the root, so a suite's `common` module
 //! re-exports this crate next to its provider's own openers.
@@ -13,6 +14,7 @@
 pub mod child;
 pub mod cq;
 pub mod data;
+pub mod log;
 pub mod netns;
 pub mod open;
 

@@ -224,7 +224,7 @@ impl ShmEndpoint {
         let failed = d.retire();
         g.xfer_free.push(di);
         if let Some(cause) = gave_up {
-            self.peer_down(g, sender, cause);
+            self.peer_down(g, sender, cause, false);
             return Some(Err(cause.errno()));
         }
         Some(coop_outcome(failed).map(|()| want))

@@ -68,7 +68,7 @@ impl ShmEndpoint {
                 .peer_by_id(g, id)
                 .is_err_and(|e| e.code() == errno::FI_ECONNREFUSED);
             if gone && self.dead_id(g, id).is_none() {
-                self.peer_down(g, id, Cause::Reset);
+                self.peer_down(g, id, Cause::Reset, false);
             }
         }
         if g.by_id.is_empty() {
@@ -94,12 +94,13 @@ impl ShmEndpoint {
                 let seen = p.seen();
                 let l = live.entry(id).or_insert_with(|| Liveness::new(now));
                 if let Some(cause) = l.observe(&seen, waiting, now, bound) {
-                    gone.push((id, cause));
+                    // Its endpoint said it closed: an orderly end.
+                    gone.push((id, cause, seen.closed));
                 }
             }
         }
-        for (id, cause) in gone {
-            self.peer_down(g, id, cause);
+        for (id, cause, closed) in gone {
+            self.peer_down(g, id, cause, closed);
         }
     }
 
@@ -114,8 +115,9 @@ impl ShmEndpoint {
     /// Declares peer `id` dead for `cause`: reported once (the EQ entry
     /// naming it), forgotten (a later operation maps it afresh, which
     /// fails while nothing lives at its address), and everything waiting
-    /// on it fails with the cause's number.
-    pub(super) fn peer_down(&self, g: &mut Inner, id: u64, cause: Cause) {
+    /// on it fails with the cause's number. `closed`: the peer closed its
+    /// endpoint in an orderly way (logged as such, at info level).
+    pub(super) fn peer_down(&self, g: &mut Inner, id: u64, cause: Cause, closed: bool) {
         let addr = ShmAddr::from_id(id);
         let fi_addr = self.fi_addr_of(g, id);
         let err = cause.errno();
@@ -124,7 +126,11 @@ impl ShmEndpoint {
             addr: addr.to_bytes(),
             cause,
         };
-        g.dead.declare(&g.b, &down, &addr.to_string());
+        if closed {
+            g.dead.declare_closed(&g.b, &down, &addr.to_string());
+        } else {
+            g.dead.declare(&g.b, &down, &addr.to_string());
+        }
         g.dead_ids.retain(|(i, _)| *i != id);
         g.dead_ids.push((id, err));
         g.by_id.remove(&id);

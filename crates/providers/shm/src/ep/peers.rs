@@ -75,7 +75,7 @@ impl ShmEndpoint {
     /// fails with.
     pub(super) fn gone(&self, g: &mut Inner, peer: &Peer) -> Error {
         let cause = Cause::Reset;
-        self.peer_down(g, peer.addr.id(), cause);
+        self.peer_down(g, peer.addr.id(), cause, peer.closed());
         Error::new(
             cause.errno(),
             format!("shm: peer {} is gone: {}", peer.addr, cause.describe()),
