@@ -333,11 +333,10 @@ pub fn shm_handler(data: &[u8]) {
                     assert_eq!(at, total, "chunks do not tile the transfer");
                 }
             }
-            Incoming::Request {
-                repr,
-                ranges,
-                payload,
-            } => {
+            Incoming::Request(req) => {
+                let repr = req.repr;
+                let payload = req.payload();
+                let ranges = req.ranges().expect("decode checked the request's ranges");
                 assert!(core::is_request(repr.op));
                 assert!(ranges.data_at <= payload.len(), "ranges past the entry");
                 if repr.op == shm::op::ATOMIC {

@@ -210,41 +210,46 @@ impl EpBindings {
     /// in the transmit CQ (when `completion`) and a count; on failure
     /// (`err`, a positive FI_E* number) an error completion, always, and an
     /// error count.
+    #[inline]
     pub fn tx_done(&self, context: usize, flags: u64, completion: bool, err: Option<i32>) {
-        let cntr = self.tx_cntr(flags);
-        match err {
-            None => {
-                if let Some(cq) = self.tx_cq.as_ref().filter(|_| completion) {
-                    cq.push(
-                        CqTaggedEntry {
-                            op_context: context,
-                            flags,
-                            ..Default::default()
-                        },
-                        FI_ADDR_NOTAVAIL,
-                    );
-                }
-                if let Some(c) = cntr {
-                    c.add(1);
-                }
+        if let Some(e) = err {
+            return self.tx_failed(context, flags, e);
+        }
+        if completion {
+            if let Some(cq) = &self.tx_cq {
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: context,
+                        flags,
+                        ..Default::default()
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
             }
-            Some(e) => {
-                if let Some(cq) = &self.tx_cq {
-                    cq.push_err(
-                        CqErrEntry {
-                            op_context: context,
-                            flags,
-                            err: e,
-                            prov_errno: e,
-                            ..Default::default()
-                        },
-                        FI_ADDR_NOTAVAIL,
-                    );
-                }
-                if let Some(c) = cntr {
-                    c.add_err(1);
-                }
-            }
+        }
+        if let Some(c) = self.tx_cntr(flags) {
+            c.add(1);
+        }
+    }
+
+    /// [`tx_done`](Self::tx_done)'s failure: an error completion, always,
+    /// and an error count.
+    #[cold]
+    fn tx_failed(&self, context: usize, flags: u64, e: i32) {
+        if let Some(cq) = &self.tx_cq {
+            cq.push_err(
+                CqErrEntry {
+                    op_context: context,
+                    flags,
+                    err: e,
+                    prov_errno: e,
+                    ..Default::default()
+                },
+                FI_ADDR_NOTAVAIL,
+            );
+        }
+        if let Some(c) = self.tx_cntr(flags) {
+            c.add_err(1);
         }
     }
 

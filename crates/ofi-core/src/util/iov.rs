@@ -32,8 +32,12 @@ impl IoVec {
 }
 
 /// Total length of an iov list.
+#[inline]
 pub fn iov_len(iov: &[IoVec]) -> usize {
-    iov.iter().fold(0usize, |a, v| a.saturating_add(v.len))
+    match iov {
+        [v] => v.len,
+        _ => iov.iter().fold(0usize, |a, v| a.saturating_add(v.len)),
+    }
 }
 
 /// Copies `src` into the iov list starting at byte `offset`; returns the
@@ -41,7 +45,16 @@ pub fn iov_len(iov: &[IoVec]) -> usize {
 ///
 /// # Safety
 /// Every range in `iov` must be valid for writes and not alias `src`.
+#[inline]
 pub unsafe fn copy_to_iov(iov: &[IoVec], mut offset: usize, src: &[u8]) -> usize {
+    // One entry from its start (a message into one buffer): one copy.
+    if let ([v], 0) = (iov, offset) {
+        let n = v.len.min(src.len());
+        // SAFETY: the caller guarantees the range is writable; n stays
+        // inside both the entry and src.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), v.base as *mut u8, n) };
+        return n;
+    }
     let mut done = 0;
     for v in iov {
         if done == src.len() {
@@ -72,7 +85,16 @@ pub unsafe fn copy_to_iov(iov: &[IoVec], mut offset: usize, src: &[u8]) -> usize
 ///
 /// # Safety
 /// Every range in `iov` must be valid for reads and not alias `dst`.
+#[inline]
 pub unsafe fn copy_from_iov(iov: &[IoVec], mut offset: usize, dst: &mut [u8]) -> usize {
+    // One entry from its start: one copy.
+    if let ([v], 0) = (iov, offset) {
+        let n = v.len.min(dst.len());
+        // SAFETY: the caller guarantees the range is readable; n stays
+        // inside both the entry and dst.
+        unsafe { std::ptr::copy_nonoverlapping(v.base as *const u8, dst.as_mut_ptr(), n) };
+        return n;
+    }
     let mut done = 0;
     for v in iov {
         if done == dst.len() {

@@ -101,14 +101,7 @@ pub enum Incoming<'a> {
     },
     /// A one-sided request for this endpoint to execute (RMA_WRITE,
     /// RMA_PULL, RMA_READ, ATOMIC), its ranges checked against the entry.
-    Request {
-        /// The header.
-        repr: Repr,
-        /// Its ranges and where its inline data starts.
-        ranges: Ranges,
-        /// The entry's payload (ranges, then inline data).
-        payload: &'a [u8],
-    },
+    Request(OneSided<'a>),
     /// Auth: a peer starts proving keys with us (its nonce).
     Hello {
         /// Sender.
@@ -209,6 +202,7 @@ pub fn sender(b: &[u8]) -> Option<PeerId> {
 }
 
 /// Decodes one ring entry (header and payload, as the slot holds it).
+#[inline]
 pub fn decode<'a>(b: &'a [u8], lim: &Limits) -> Result<Incoming<'a>, Dropped> {
     let e = Entry::new_checked(b).map_err(Dropped::Malformed)?;
     let r = Repr::parse(&e).map_err(Dropped::Malformed)?;
@@ -286,13 +280,34 @@ pub fn decode<'a>(b: &'a [u8], lim: &Limits) -> Result<Incoming<'a>, Dropped> {
             tag: take(payload, NONCE_LEN),
         },
         op::REJECT => Incoming::Reject { from: r.src },
-        o if is_request(o) => Incoming::Request {
-            repr: r,
-            ranges: r.ranges(&e).map_err(Dropped::Malformed)?,
-            payload,
-        },
+        // `parse` checked the ranges of every request kind.
+        o if is_request(o) => Incoming::Request(OneSided { repr: r, entry: b }),
         o => return Err(Dropped::Malformed(WireError::UnknownOp(o))),
     })
+}
+
+/// A decoded one-sided request: its header and the entry it came in. Its
+/// ranges were checked by [`decode`]; [`ranges`](Self::ranges) reads them
+/// out when the request is executed, so that a decoded entry stays small
+/// (it is moved on every message's path) while requests carry up to
+/// [`MAX_RANGES`](ofi_wire::shm::MAX_RANGES) ranges of each side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneSided<'a> {
+    /// The header.
+    pub repr: Repr,
+    entry: &'a [u8],
+}
+
+impl<'a> OneSided<'a> {
+    /// Its ranges and where its inline data starts in the payload.
+    pub fn ranges(&self) -> Result<Ranges, Dropped> {
+        let e = Entry::new_checked(self.entry).map_err(Dropped::Malformed)?;
+        self.repr.ranges(&e).map_err(Dropped::Malformed)
+    }
+    /// The entry's payload (ranges, then inline data).
+    pub fn payload(&self) -> &'a [u8] {
+        &self.entry[ofi_wire::shm::HDR_LEN..]
+    }
 }
 
 /// What an endpoint that closes owes the sender of an entry still in its

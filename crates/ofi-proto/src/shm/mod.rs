@@ -53,7 +53,8 @@ mod rx;
 
 pub use ctrl::{ack, cts, nack, rma_answer, CtrlQueue, Push};
 pub use entry::{
-    decode, is_auth, is_request, owed, sender, Body, Dropped, Incoming, Limits, MsgMeta, Owed,
+    decode, is_auth, is_request, owed, sender, Body, Dropped, Incoming, Limits, MsgMeta, OneSided,
+    Owed,
 };
 pub use ops::{OpTable, Stray};
 pub use request::AtomicReq;

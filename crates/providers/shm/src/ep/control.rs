@@ -106,11 +106,10 @@ impl ShmEndpoint {
                 self.data_chunk(g, from, cookie, offset, bytes)
             }
             Incoming::Cts { cookie, desc, gen } => self.coop_write(g, cookie, desc, gen),
-            Incoming::Request {
-                repr,
-                ranges,
-                payload,
-            } => self.rma_target(g, &repr, &ranges, payload),
+            Incoming::Request(req) => match req.ranges() {
+                Ok(ranges) => self.rma_target(g, &req.repr, &ranges, req.payload()),
+                Err(why) => tracing::warn!(reason = %why, "shm: dropping a request entry"),
+            },
             Incoming::Answer {
                 from,
                 cookie,
