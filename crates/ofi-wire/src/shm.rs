@@ -215,6 +215,16 @@ impl<T: AsRef<[u8]>> Entry<T> {
         }
         Ok(())
     }
+    /// The header bytes as one array: the fields below read it at fixed
+    /// offsets with no check each (panics on a buffer shorter than the
+    /// header, as every accessor would; `new_checked` refuses those).
+    #[inline]
+    fn header(&self) -> &[u8; HDR_LEN] {
+        match self.buf.as_ref().first_chunk::<HDR_LEN>() {
+            Some(h) => h,
+            None => panic!("shm entry shorter than its header"),
+        }
+    }
     fn u64_at(&self, at: usize) -> u64 {
         let b = self.buf.as_ref();
         let mut a = [0u8; 8];
@@ -282,6 +292,14 @@ impl<T: AsRef<[u8]>> Entry<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Entry<T> {
+    /// The header bytes as one mutable array (see `header`).
+    #[inline]
+    fn header_mut(&mut self) -> &mut [u8; HDR_LEN] {
+        match self.buf.as_mut().first_chunk_mut::<HDR_LEN>() {
+            Some(h) => h,
+            None => panic!("shm entry shorter than its header"),
+        }
+    }
     fn set_u64(&mut self, at: usize, v: u64) {
         self.buf.as_mut()[at..at + 8].copy_from_slice(&v.to_le_bytes());
     }
@@ -353,18 +371,30 @@ pub struct Repr {
 
 impl Repr {
     /// Parses and validates a header against the entry's capacity.
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(e: &Entry<T>) -> Result<Repr, WireError> {
         e.check_len()?;
+        let h = e.header();
+        let u64_at = |at: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&h[at..at + 8]);
+            u64::from_le_bytes(a)
+        };
         let r = Repr {
-            op: e.op(),
-            flags: e.flags(),
-            iov_cnt: e.iov_cnt(),
-            len: e.len(),
-            src: e.src(),
-            tag: e.tag(),
-            data: e.data(),
-            total: e.total(),
-            cookie: e.cookie(),
+            op: h[field::OP],
+            flags: h[field::FLAGS],
+            iov_cnt: h[field::IOV_CNT],
+            len: u32::from_le_bytes([
+                h[field::LEN],
+                h[field::LEN + 1],
+                h[field::LEN + 2],
+                h[field::LEN + 3],
+            ]),
+            src: u64_at(field::SRC),
+            tag: u64_at(field::TAG),
+            data: u64_at(field::DATA),
+            total: u64_at(field::TOTAL),
+            cookie: u64_at(field::COOKIE),
         };
         if r.op == 0 || r.op > op::MAX {
             return Err(WireError::UnknownOp(r.op));
@@ -472,16 +502,23 @@ impl Repr {
         Ok(out)
     }
     /// Writes the header.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, e: &mut Entry<T>) {
-        e.set_op(self.op);
-        e.set_flags(self.flags);
-        e.set_iov_cnt(self.iov_cnt);
-        e.set_len(self.len);
-        e.set_src(self.src);
-        e.set_tag(self.tag);
-        e.set_data(self.data);
-        e.set_total(self.total);
-        e.set_cookie(self.cookie);
+        let h = e.header_mut();
+        h[field::OP] = self.op;
+        h[field::FLAGS] = self.flags;
+        h[field::IOV_CNT] = self.iov_cnt;
+        h[3] = 0;
+        h[field::LEN..field::LEN + 4].copy_from_slice(&self.len.to_le_bytes());
+        for (at, v) in [
+            (field::SRC, self.src),
+            (field::TAG, self.tag),
+            (field::DATA, self.data),
+            (field::TOTAL, self.total),
+            (field::COOKIE, self.cookie),
+        ] {
+            h[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        }
     }
     /// The RTS iov list as (address, length) pairs.
     pub fn rts_iov<T: AsRef<[u8]>>(&self, e: &Entry<T>) -> [(u64, u64); MAX_RTS_IOV] {
