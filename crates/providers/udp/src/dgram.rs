@@ -158,7 +158,7 @@ impl DgramEp {
             g.dest_gen = gen;
         }
         if let Some(a) = g.dests.get(&fi_addr) {
-            return Ok(*a);
+            return Ok(a.clone());
         }
         let bytes = av.lookup(fi_addr).map_err(|_| {
             Error::inval(format!(
@@ -172,7 +172,7 @@ impl DgramEp {
             )));
         }
         let a = RawAddr::new(&sa);
-        g.dests.insert(fi_addr, a);
+        g.dests.insert(fi_addr, a.clone());
         Ok(a)
     }
 

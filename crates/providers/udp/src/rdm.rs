@@ -317,9 +317,9 @@ impl RdmEp {
         let sock = &self.sock;
         *tx_more = rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
             let a = match raw.get(to) {
-                Some(a) => *a,
+                Some(a) => a,
                 None => match crate::addr::decode(to) {
-                    Ok(sa) => *raw.entry(to.to_vec()).or_insert_with(|| RawAddr::new(&sa)),
+                    Ok(sa) => raw.entry(to.to_vec()).or_insert_with(|| RawAddr::new(&sa)),
                     Err(_) => return,
                 },
             };
@@ -336,7 +336,7 @@ impl RdmEp {
             }
             // SAFETY: core bytes live for this call; user ranges belong to
             // pending sends or requests (readable until they complete).
-            if let Err(e) = unsafe { sock.send_to(&a, &v[..n]) } {
+            if let Err(e) = unsafe { sock.send_to(a, &v[..n]) } {
                 // Lost like any datagram: the session sends it again.
                 tracing::trace!(error = %e, "udp: a datagram was not sent");
             }
@@ -631,7 +631,7 @@ impl EndpointOps for RdmEp {
             let Ok(sa) = crate::addr::decode(to) else {
                 return;
             };
-            let a = *raw.entry(to.to_vec()).or_insert_with(|| RawAddr::new(&sa));
+            let a = raw.entry(to.to_vec()).or_insert_with(|| RawAddr::new(&sa));
             let v: Vec<SysPart> = parts
                 .iter()
                 .filter_map(|p| match p {
@@ -640,7 +640,7 @@ impl EndpointOps for RdmEp {
                 })
                 .collect();
             // SAFETY: the parts are core bytes that live for this call.
-            let _ = unsafe { sock.send_to(&a, &v) };
+            let _ = unsafe { sock.send_to(a, &v) };
         });
         g.dead.clear();
         g.b = EpBindings::default();

@@ -1,65 +1,52 @@
 //! The udp provider's system calls: nonblocking datagram sockets, gathered
 //! sends to an address and receives with the source address, multicast
-//! membership, the interface MTU, an epoll set and a timer fd. The raw
-//! layer's memory contract (iov ranges stay valid until their operation
-//! completes) is what the unsafe blocks that touch user memory rely on.
+//! membership, the interface MTU, an epoll set and a timer fd.
+//!
+//! Socket set-up (creation, options, bind, multicast, addresses) goes
+//! through socket2 and rustix's socket options; the data path (`sendto`,
+//! `sendmsg`, `recvfrom`), epoll and the timer fd through rustix, whose raw
+//! system calls skip libc and its `errno`. Three calls stay on libc, none
+//! on the data path, because neither crate has them: setting IP_RECVERR,
+//! reading the error queue (its `sock_extended_err` control messages:
+//! rustix's ancillary buffer skips message types it does not know), and
+//! SIOCGIFMTU. The other `unsafe` turns the raw layer's send ranges (iov
+//! addresses the caller vouches for: they stay valid until their operation
+//! completes) into slices, and borrows the raw fds a domain watches.
 #![allow(unsafe_code)]
 
-use std::io;
+use rustix::event::epoll;
+use rustix::io::Errno;
+use rustix::net::sockopt;
+use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags, SocketAddrAny};
+use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
+use socket2::{Domain, Type};
+use std::io::{self, IoSlice};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
+/// Flags of every send: never block, never raise SIGPIPE.
+const SEND: SendFlags = SendFlags::DONTWAIT.union(SendFlags::NOSIGNAL);
 
-fn cvt_size(r: libc::ssize_t) -> io::Result<usize> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
-}
+/// Flags of every receive: never block, and report a datagram's whole
+/// length (so truncation shows).
+const RECV: RecvFlags = RecvFlags::DONTWAIT.union(RecvFlags::TRUNC);
 
-/// A socket address in the kernel's form, ready for `sendmsg`.
-#[derive(Clone, Copy)]
-pub struct RawAddr {
-    ss: libc::sockaddr_storage,
-    len: libc::socklen_t,
-}
+/// A socket address in the kernel's form, made once per destination and
+/// handed to every send as it is.
+#[derive(Clone)]
+pub struct RawAddr(SocketAddrAny);
 
 impl std::fmt::Debug for RawAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RawAddr({} bytes)", self.len)
+        write!(f, "RawAddr({} bytes)", self.0.addr_len())
     }
 }
 
 impl RawAddr {
     /// The kernel form of `sa`.
     pub fn new(sa: &SocketAddr) -> RawAddr {
-        // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let b = crate::addr::encode(sa);
-        // SAFETY: `b` (16 or 28 bytes) fits in sockaddr_storage (128 bytes).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                b.as_ptr(),
-                (&mut ss as *mut libc::sockaddr_storage).cast::<u8>(),
-                b.len(),
-            )
-        };
-        RawAddr {
-            ss,
-            len: b.len() as libc::socklen_t,
-        }
-    }
-    fn ptr(&self) -> *const libc::sockaddr {
-        (&self.ss as *const libc::sockaddr_storage).cast()
+        RawAddr(SocketAddrAny::from(*sa))
     }
 }
 
@@ -80,6 +67,19 @@ impl Part {
             len: b.len(),
         }
     }
+
+    /// The range as a slice (none for an empty range, whatever its
+    /// address).
+    ///
+    /// # Safety
+    /// `base..base + len` must be readable and unchanged for `'a`.
+    unsafe fn slice<'a>(&self) -> &'a [u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(self.base as *const u8, self.len) }
+    }
 }
 
 /// What a receive got.
@@ -93,128 +93,106 @@ pub struct Received {
     pub from: SocketAddr,
 }
 
+/// An address the kernel filled in, as a std address.
+fn std_addr(a: Option<SocketAddrAny>) -> io::Result<SocketAddr> {
+    a.and_then(|a| SocketAddr::try_from(a).ok()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "udp: the kernel gave an address that is not IPv4 or IPv6",
+        )
+    })
+}
+
 /// A nonblocking UDP socket.
 #[derive(Debug)]
-pub struct UdpSocket(OwnedFd);
+pub struct UdpSocket(socket2::Socket);
+
+impl AsFd for UdpSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
 
 impl UdpSocket {
     /// A socket bound to `sa` (port 0: any). `reuse` lets other sockets
     /// bind the same address (multicast groups).
     pub fn bind(sa: &SocketAddr, reuse: bool) -> io::Result<UdpSocket> {
-        let fam = if sa.is_ipv4() {
-            libc::AF_INET
-        } else {
-            libc::AF_INET6
-        };
-        // SAFETY: plain syscall; the result is checked and owned.
-        let fd = cvt(unsafe {
-            libc::socket(
-                fam,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        })?;
-        // SAFETY: fd is a fresh descriptor.
-        let s = UdpSocket(unsafe { OwnedFd::from_raw_fd(fd) });
+        let ty = Type::DGRAM.nonblocking().cloexec();
+        let s = socket2::Socket::new(Domain::for_address(*sa), ty, None)?;
         if reuse {
-            s.setopt(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+            s.set_reuse_address(true)?;
         }
         if sa.is_ipv6() {
-            s.setopt(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+            s.set_only_v6(true)?;
         }
-        let a = RawAddr::new(sa);
-        // SAFETY: a describes a valid sockaddr.
-        cvt(unsafe { libc::bind(s.fd(), a.ptr(), a.len) })?;
-        Ok(s)
-    }
-
-    fn setopt(&self, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
-        self.setopt_bytes(level, name, &v.to_ne_bytes())
-    }
-
-    fn setopt_bytes(&self, level: libc::c_int, name: libc::c_int, v: &[u8]) -> io::Result<()> {
-        // SAFETY: `v` is readable for its length, which is what the kernel reads.
-        cvt(unsafe {
-            libc::setsockopt(
-                self.fd(),
-                level,
-                name,
-                v.as_ptr().cast(),
-                v.len() as libc::socklen_t,
-            )
-        })
-        .map(|_| ())
-    }
-
-    fn getopt(&self, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-        let mut v: libc::c_int = 0;
-        let mut len: libc::socklen_t = 4;
-        // SAFETY: v/len are valid for an int option.
-        cvt(unsafe {
-            libc::getsockopt(
-                self.fd(),
-                level,
-                name,
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        })?;
-        Ok(v)
+        s.bind(&(*sa).into())?;
+        Ok(UdpSocket(s))
     }
 
     /// Asks for `bytes` of receive and send buffer (past the system's
     /// limit when the process may: SO_RCVBUFFORCE); returns the receive
     /// buffer the kernel granted.
     pub fn set_buffers(&self, bytes: usize) -> usize {
-        let v = bytes.min(i32::MAX as usize / 2) as libc::c_int;
-        for (force, plain) in [
-            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-        ] {
-            if self.setopt(libc::SOL_SOCKET, force, v).is_err() {
-                let _ = self.setopt(libc::SOL_SOCKET, plain, v);
-            }
+        let v = bytes.min(i32::MAX as usize / 2);
+        if sockopt::set_socket_recv_buffer_size_force(self, v).is_err() {
+            let _ = self.0.set_recv_buffer_size(v);
         }
-        self.getopt(libc::SOL_SOCKET, libc::SO_RCVBUF)
-            .map_or(0, |n| n.max(0) as usize)
+        if sockopt::set_socket_send_buffer_size_force(self, v).is_err() {
+            let _ = self.0.set_send_buffer_size(v);
+        }
+        self.0.recv_buffer_size().unwrap_or(0)
     }
 
     /// Makes sends refuse datagrams above the path MTU instead of
     /// fragmenting them.
     pub fn no_fragments(&self, v6: bool) -> io::Result<()> {
         if v6 {
-            self.setopt(
-                libc::IPPROTO_IPV6,
-                libc::IPV6_MTU_DISCOVER,
-                libc::IP_PMTUDISC_DO,
-            )
+            sockopt::set_ipv6_mtu_discover(self, sockopt::Ipv6PathMtuDiscovery::DO)?;
         } else {
-            self.setopt(
-                libc::IPPROTO_IP,
-                libc::IP_MTU_DISCOVER,
-                libc::IP_PMTUDISC_DO,
-            )
+            sockopt::set_ip_mtu_discover(self, sockopt::Ipv4PathMtuDiscovery::DO)?;
         }
+        Ok(())
     }
 
     /// Queues the ICMP errors of this socket's sends (IP_RECVERR /
     /// IPV6_RECVERR), with the destination each was for, for
     /// [`recv_err`](Self::recv_err).
     pub fn report_errors(&self, v6: bool) -> io::Result<()> {
-        if v6 {
-            self.setopt(libc::IPPROTO_IPV6, libc::IPV6_RECVERR, 1)
+        let (level, name) = if v6 {
+            (libc::IPPROTO_IPV6, libc::IPV6_RECVERR)
         } else {
-            self.setopt(libc::IPPROTO_IP, libc::IP_RECVERR, 1)
+            (libc::IPPROTO_IP, libc::IP_RECVERR)
+        };
+        let on: libc::c_int = 1;
+        // Neither socket2 nor rustix sets IP_RECVERR: libc's setsockopt.
+        // SAFETY: `on` is a readable int, the length given; the descriptor
+        // is owned by `self` and open.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd(),
+                level,
+                name,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
         }
+        Ok(())
     }
 
     /// Takes the next error of the error queue: the destination of the
     /// datagram it reports and whether it says that nothing listens there
     /// (an ICMP or ICMPv6 port unreachable: `ECONNREFUSED`). `None` when
     /// the queue is empty.
+    ///
+    /// libc's `recvmsg`, not rustix's: rustix hands out only the control
+    /// messages it knows, and IP_RECVERR's `sock_extended_err` is not one.
+    /// Called only after a receive reported `ECONNREFUSED`, never per
+    /// datagram.
     pub fn recv_err(&self) -> io::Result<Option<(SocketAddr, bool)>> {
-        // SAFETY: sockaddr_storage is plain data.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut name = NameBuf([0; NAME_LEN]);
         let mut quoted = [0u8; 64];
         let mut iov = libc::iovec {
             iov_base: quoted.as_mut_ptr().cast(),
@@ -223,8 +201,8 @@ impl UdpSocket {
         // Room for one sock_extended_err and its offender address, aligned.
         let mut ctrl = [0u64; 32];
         let mut msg = libc::msghdr {
-            msg_name: (&mut ss as *mut libc::sockaddr_storage).cast(),
-            msg_namelen: std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t,
+            msg_name: name.0.as_mut_ptr().cast(),
+            msg_namelen: NAME_LEN as libc::socklen_t,
             msg_iov: &mut iov,
             msg_iovlen: 1,
             msg_control: ctrl.as_mut_ptr().cast(),
@@ -232,7 +210,7 @@ impl UdpSocket {
             msg_flags: 0,
         };
         // SAFETY: name, iov and control buffers are writable for the
-        // lengths given.
+        // lengths given; the descriptor is owned by `self` and open.
         let r =
             unsafe { libc::recvmsg(self.fd(), &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
         if r < 0 {
@@ -244,7 +222,9 @@ impl UdpSocket {
         }
         let mut refused = false;
         // SAFETY: the kernel filled `msg_controllen` bytes of `ctrl`; the
-        // CMSG macros walk them within that length.
+        // CMSG macros walk them within that length, and a payload is read
+        // (unaligned) only when its header says it holds a whole
+        // sock_extended_err.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
@@ -266,23 +246,21 @@ impl UdpSocket {
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
-        Ok(Some((decode_ss(&ss, msg.msg_namelen)?, refused)))
+        let len = (msg.msg_namelen as usize).min(NAME_LEN);
+        let to = crate::addr::decode(&name.0[..len])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        Ok(Some((to, refused)))
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        // SAFETY: sockaddr_storage is plain data.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: ss/len describe writable storage.
-        cvt(unsafe {
-            libc::getsockname(
-                self.fd(),
-                (&mut ss as *mut libc::sockaddr_storage).cast(),
-                &mut len,
+        let a = self.0.local_addr()?;
+        a.as_socket().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("udp: address family {} is not IPv4 or IPv6", a.family()),
             )
-        })?;
-        decode_ss(&ss, len)
+        })
     }
 
     /// Sends one datagram made of `parts` to `to`.
@@ -297,52 +275,30 @@ impl UdpSocket {
         if parts.len() > 1 && total <= SMALL_SEND {
             let mut flat = [0u8; SMALL_SEND];
             let mut at = 0;
-            for p in parts.iter().filter(|p| p.len > 0) {
+            for p in parts {
                 // SAFETY: the part is readable for its length (the caller's
-                // promise); `flat` has room for the total.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        p.base as *const u8,
-                        flat.as_mut_ptr().add(at),
-                        p.len,
-                    )
-                };
-                at += p.len;
+                // promise) for this call.
+                let b = unsafe { p.slice() };
+                flat[at..at + b.len()].copy_from_slice(b);
+                at += b.len();
             }
-            // SAFETY: `flat` holds `at` bytes; the name is valid.
-            return cvt_size(unsafe {
-                libc::sendto(
-                    self.fd(),
-                    flat.as_ptr().cast(),
-                    at,
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                    to.ptr(),
-                    to.len,
-                )
-            });
+            return Ok(rustix::net::sendto(self, &flat[..at], SEND, &to.0)?);
         }
-        let mut v = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; MAX_PARTS];
+        let mut v = [IoSlice::new(&[]); MAX_PARTS];
         let n = parts.len().min(MAX_PARTS);
         for (o, p) in v.iter_mut().zip(&parts[..n]) {
-            *o = libc::iovec {
-                iov_base: p.base as *mut _,
-                iov_len: p.len,
-            };
+            // SAFETY: the part is readable for its length (the caller's
+            // promise) for this call.
+            *o = IoSlice::new(unsafe { p.slice() });
         }
-        let msg = libc::msghdr {
-            msg_name: to.ptr() as *mut _,
-            msg_namelen: to.len,
-            msg_iov: v.as_mut_ptr(),
-            msg_iovlen: n,
-            msg_control: std::ptr::null_mut(),
-            msg_controllen: 0,
-            msg_flags: 0,
-        };
-        // SAFETY: the iovecs are readable (the caller's promise), the name valid.
-        cvt_size(unsafe { libc::sendmsg(self.fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) })
+        let mut control = SendAncillaryBuffer::default();
+        Ok(rustix::net::sendmsg_addr(
+            self,
+            &to.0,
+            &v[..n],
+            &mut control,
+            SEND,
+        )?)
     }
 
     /// Receives one datagram into `buf`; `None` when none is waiting.
@@ -350,79 +306,36 @@ impl UdpSocket {
     /// failure of this call (with `report_errors`, `recv_err` says whose):
     /// the caller may call again.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
-        // SAFETY: sockaddr_storage is plain data.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         // recvfrom, not recvmsg: no msghdr and iovec to take from user
         // memory at every busy-poll call. MSG_TRUNC makes it return the
         // datagram's whole length, so truncation still shows.
-        // SAFETY: buf and ss are writable for the lengths given.
-        let r = unsafe {
-            libc::recvfrom(
-                self.fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                (&mut ss as *mut libc::sockaddr_storage).cast(),
-                &mut namelen,
-            )
+        let (len, whole, from) = match rustix::net::recvfrom(self, &mut *buf, RECV) {
+            Ok(r) => r,
+            // A busy-polling caller gets EAGAIN at almost every call.
+            Err(Errno::AGAIN | Errno::INTR) => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
-        if r < 0 {
-            // The number itself: a busy-polling caller gets EAGAIN at
-            // almost every call.
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::EINTR) => Ok(None),
-                _ => Err(e),
-            };
-        }
-        let whole = r as usize;
         Ok(Some(Received {
-            len: whole.min(buf.len()),
-            truncated: whole > buf.len(),
-            from: decode_ss(&ss, namelen)?,
+            len,
+            truncated: whole > len,
+            from: std_addr(from)?,
         }))
     }
 
     /// Joins multicast group `group` on the interface with address `iface`
     /// (IPv4) or index `ifindex` (IPv6).
     pub fn join(&self, group: IpAddr, iface: IpAddr, ifindex: u32) -> io::Result<()> {
-        self.membership(group, iface, ifindex, true)
+        match group {
+            IpAddr::V4(g) => self.0.join_multicast_v4(&g, &v4_iface(iface)),
+            IpAddr::V6(g) => self.0.join_multicast_v6(&g, ifindex),
+        }
     }
 
     /// Leaves a group joined with [`join`](Self::join).
     pub fn leave(&self, group: IpAddr, iface: IpAddr, ifindex: u32) -> io::Result<()> {
-        self.membership(group, iface, ifindex, false)
-    }
-
-    fn membership(&self, group: IpAddr, iface: IpAddr, ifindex: u32, add: bool) -> io::Result<()> {
         match group {
-            IpAddr::V4(g) => {
-                let i = match iface {
-                    IpAddr::V4(i) => i,
-                    IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
-                };
-                let mut b = [0u8; 8];
-                b[..4].copy_from_slice(&g.octets());
-                b[4..].copy_from_slice(&i.octets());
-                let name = if add {
-                    libc::IP_ADD_MEMBERSHIP
-                } else {
-                    libc::IP_DROP_MEMBERSHIP
-                };
-                self.setopt_bytes(libc::IPPROTO_IP, name, &b)
-            }
-            IpAddr::V6(g) => {
-                let mut b = [0u8; 20];
-                b[..16].copy_from_slice(&g.octets());
-                b[16..].copy_from_slice(&ifindex.to_ne_bytes());
-                let name = if add {
-                    libc::IPV6_ADD_MEMBERSHIP
-                } else {
-                    libc::IPV6_DROP_MEMBERSHIP
-                };
-                self.setopt_bytes(libc::IPPROTO_IPV6, name, &b)
-            }
+            IpAddr::V4(g) => self.0.leave_multicast_v4(&g, &v4_iface(iface)),
+            IpAddr::V6(g) => self.0.leave_multicast_v6(&g, ifindex),
         }
     }
 
@@ -431,16 +344,12 @@ impl UdpSocket {
     pub fn multicast_from(&self, iface: IpAddr, ifindex: u32) -> io::Result<()> {
         match iface {
             IpAddr::V4(i) => {
-                self.setopt_bytes(libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &i.octets())?;
-                self.setopt(libc::IPPROTO_IP, libc::IP_MULTICAST_LOOP, 1)
+                self.0.set_multicast_if_v4(&i)?;
+                self.0.set_multicast_loop_v4(true)
             }
             IpAddr::V6(_) => {
-                self.setopt(
-                    libc::IPPROTO_IPV6,
-                    libc::IPV6_MULTICAST_IF,
-                    ifindex as libc::c_int,
-                )?;
-                self.setopt(libc::IPPROTO_IPV6, libc::IPV6_MULTICAST_LOOP, 1)
+                self.0.set_multicast_if_v6(ifindex)?;
+                self.0.set_multicast_loop_v6(true)
             }
         }
     }
@@ -451,6 +360,14 @@ impl UdpSocket {
     }
 }
 
+/// The IPv4 interface address of a membership (any, for an IPv6 one).
+fn v4_iface(iface: IpAddr) -> Ipv4Addr {
+    match iface {
+        IpAddr::V4(i) => i,
+        IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
 /// Most parts one datagram is gathered from.
 pub const MAX_PARTS: usize = 16;
 
@@ -458,17 +375,22 @@ pub const MAX_PARTS: usize = 16;
 /// buffer and sent with `sendto`.
 const SMALL_SEND: usize = 256;
 
-fn decode_ss(ss: &libc::sockaddr_storage, len: libc::socklen_t) -> io::Result<SocketAddr> {
-    let len = (len as usize).min(std::mem::size_of::<libc::sockaddr_storage>());
-    // SAFETY: ss is a live sockaddr_storage; `len` is clamped to its size.
-    let bytes = unsafe {
-        std::slice::from_raw_parts((ss as *const libc::sockaddr_storage).cast::<u8>(), len)
-    };
-    crate::addr::decode(bytes)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
-}
+/// The size of `sockaddr_storage`: room for any socket address.
+const NAME_LEN: usize = std::mem::size_of::<libc::sockaddr_storage>();
+
+/// Room for a socket address the kernel writes, with `sockaddr_storage`'s
+/// alignment, readable as bytes.
+#[repr(C, align(8))]
+struct NameBuf([u8; NAME_LEN]);
+
+const _: () =
+    assert!(std::mem::align_of::<NameBuf>() >= std::mem::align_of::<libc::sockaddr_storage>());
 
 /// The MTU of interface `name`.
+///
+/// libc's `ioctl(SIOCGIFMTU)`: neither socket2 nor rustix asks for an
+/// interface's MTU (rustix's `ioctl` module would need its own `unsafe`).
+/// Called when offers are built and endpoints opened, never per datagram.
 pub fn if_mtu(name: &str) -> io::Result<usize> {
     let n = name.as_bytes();
     if n.len() >= libc::IFNAMSIZ {
@@ -477,29 +399,29 @@ pub fn if_mtu(name: &str) -> io::Result<usize> {
             "interface name too long",
         ));
     }
-    // SAFETY: ifreq is plain data; all-zero is valid.
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in req.ifr_name.iter_mut().zip(n) {
         *d = *s as libc::c_char;
     }
-    // SAFETY: plain syscall; the result is checked and owned.
-    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: fd is fresh.
-    let s = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: req is a valid ifreq for SIOCGIFMTU, which fills ifru_mtu.
-    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut req) })?;
-    // SAFETY: SIOCGIFMTU wrote the mtu arm of the union.
-    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    let s = socket2::Socket::new(Domain::IPV4, Type::DGRAM.cloexec(), None)?;
+    // SAFETY: `req` is a valid ifreq naming the interface (NUL-terminated:
+    // the name is shorter than IFNAMSIZ); SIOCGIFMTU writes only its mtu
+    // arm, which is read after a success. The descriptor is open.
+    let mtu = unsafe {
+        if libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut req) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        req.ifr_ifru.ifru_mtu
+    };
     Ok(mtu.max(0) as usize)
 }
 
 /// The index of interface `name` (0 when unknown).
 pub fn if_index(name: &str) -> u32 {
-    let Ok(c) = std::ffi::CString::new(name) else {
-        return 0;
-    };
-    // SAFETY: c is a valid NUL-terminated string.
-    unsafe { libc::if_nametoindex(c.as_ptr()) }
+    socket2::Socket::new(Domain::IPV4, Type::DGRAM.cloexec(), None)
+        .and_then(|s| Ok(rustix::net::netdevice::name_to_index(&s, name)?))
+        .unwrap_or(0)
 }
 
 /// The largest UDP payload that leaves interface `mtu` unfragmented.
@@ -512,51 +434,56 @@ pub fn udp_payload_max(mtu: usize, v6: bool) -> usize {
 #[derive(Debug)]
 pub struct Poller(OwnedFd);
 
+/// An empty event (a buffer slot for `epoll_wait`).
+const NO_EVENT: epoll::Event = epoll::Event {
+    flags: epoll::EventFlags::empty(),
+    data: epoll::EventData::new_u64(0),
+};
+
+/// A timeout of `ms` milliseconds (0: return at once).
+fn millis(ms: i32) -> Timespec {
+    let ms = i64::from(ms.max(0));
+    Timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: (ms % 1000) * 1_000_000,
+    }
+}
+
 impl Poller {
     /// A new epoll set.
     pub fn new() -> io::Result<Poller> {
-        // SAFETY: plain syscall; the result is checked and owned.
-        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
-        // SAFETY: fd is fresh.
-        Ok(Poller(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(Poller(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
 
     /// Watches `fd` for readability, tagged `key`.
     pub fn add(&self, fd: RawFd, key: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: key,
-        };
-        // SAFETY: valid epoll fd, fd and event.
-        cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })
-            .map(|_| ())
+        // SAFETY: the domain watches only descriptors of its own sockets
+        // and timer, and unwatches a socket before it closes; the borrow
+        // lasts for this call only.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let data = epoll::EventData::new_u64(key);
+        Ok(epoll::add(&self.0, fd, data, epoll::EventFlags::IN)?)
     }
 
-    /// Stops watching `fd`.
+    /// Stops watching `fd` (one not watched is no error).
     pub fn remove(&self, fd: RawFd) {
-        // SAFETY: removing an fd that may not be there only fails.
-        unsafe {
-            libc::epoll_ctl(
-                self.0.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                fd,
-                std::ptr::null_mut(),
-            )
-        };
+        // SAFETY: as in `add`.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = epoll::delete(&self.0, fd);
     }
 
-    /// True when a watched descriptor is ready now.
+    /// True when a watched descriptor is ready now (an error counts as
+    /// ready: the caller polls and finds out).
     pub fn any_ready(&self) -> bool {
-        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
-        // SAFETY: ev is a valid buffer of one event.
-        unsafe { libc::epoll_wait(self.0.as_raw_fd(), ev.as_mut_ptr(), 1, 0) != 0 }
+        let mut ev = [NO_EVENT; 1];
+        epoll::wait(&self.0, &mut ev[..], Some(&millis(0))) != Ok(0)
     }
 
     /// Waits up to `ms` milliseconds for a watched descriptor.
     pub fn wait(&self, ms: i32) {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 1];
-        // SAFETY: evs is a valid buffer of one event; the result only says whether to poll.
-        unsafe { libc::epoll_wait(self.0.as_raw_fd(), evs.as_mut_ptr(), 1, ms) };
+        let mut ev = [NO_EVENT; 1];
+        // The result only says whether to poll: the caller polls anyway.
+        let _ = epoll::wait(&self.0, &mut ev[..], Some(&millis(ms)));
     }
 
     /// The epoll descriptor.
@@ -572,39 +499,37 @@ pub struct Timer(OwnedFd);
 impl Timer {
     /// A disarmed timer.
     pub fn new() -> io::Result<Timer> {
-        // SAFETY: plain syscall; the result is checked and owned.
-        let fd = cvt(unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        })?;
-        // SAFETY: fd is fresh.
-        Ok(Timer(unsafe { OwnedFd::from_raw_fd(fd) }))
+        let flags = TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC;
+        Ok(Timer(rustix::time::timerfd_create(
+            TimerfdClockId::Monotonic,
+            flags,
+        )?))
     }
 
     /// Fires `after` from now (`None`: disarms).
     pub fn set(&self, after: Option<Duration>) {
         let d = after.map(|d| d.max(Duration::from_nanos(1)));
-        let ts = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: d.map_or(0, |d| d.as_secs().min(i32::MAX as u64) as libc::time_t),
-                tv_nsec: d.map_or(0, |d| d.subsec_nanos() as libc::c_long),
-            },
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
         };
-        // SAFETY: valid timer fd and itimerspec; the old value is not asked for.
-        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &ts, std::ptr::null_mut()) };
+        let ts = Itimerspec {
+            it_interval: zero,
+            it_value: d.map_or(zero, |d| Timespec {
+                tv_sec: d.as_secs().min(i32::MAX as u64) as i64,
+                tv_nsec: i64::from(d.subsec_nanos()),
+            }),
+        };
+        // Fails only for a bad descriptor or value, neither of which this
+        // can pass.
+        let _ = rustix::time::timerfd_settime(&self.0, TimerfdTimerFlags::empty(), &ts);
     }
 
     /// Reads expirations away (the fd stops being readable).
     pub fn drain(&self) {
         let mut b = [0u8; 8];
-        // SAFETY: b is writable for 8 bytes; nonblocking.
-        unsafe { libc::read(self.0.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+        // Nonblocking: nothing to read (EAGAIN) leaves it as wanted.
+        let _ = rustix::io::read(&self.0, &mut b);
     }
 
     /// The descriptor.
@@ -666,5 +591,90 @@ mod tests {
         assert!(r.truncated);
         assert_eq!(r.len, 10);
         assert_eq!(buf, [7u8; 10]);
+    }
+
+    #[test]
+    fn a_send_to_a_closed_port_is_refused_and_the_error_queue_names_it() {
+        let (a, b, to) = pair();
+        drop(b);
+        a.report_errors(false).expect("IP_RECVERR");
+        let payload = [1u8; 8];
+        // SAFETY: the part is a live slice.
+        unsafe { a.send_to(&RawAddr::new(&to), &[Part::bytes(&payload)]) }.expect("send_to");
+        let mut buf = [0u8; 16];
+        let mut refused = false;
+        for _ in 0..1_000_000 {
+            match a.recv_from(&mut buf) {
+                Ok(None) => std::thread::yield_now(),
+                Ok(Some(r)) => panic!("a datagram from {} on a socket nobody sends to", r.from),
+                Err(e) => {
+                    assert_eq!(Errno::from_io_error(&e), Some(Errno::CONNREFUSED));
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        assert!(refused, "no ICMP port unreachable came back over loopback");
+        assert_eq!(a.recv_err().expect("recv_err"), Some((to, true)));
+        assert_eq!(a.recv_err().expect("recv_err"), None);
+    }
+
+    #[test]
+    fn the_poller_sees_a_waiting_datagram_and_a_fired_timer() {
+        let (a, b, to) = pair();
+        let p = Poller::new().expect("epoll");
+        let t = Timer::new().expect("timerfd");
+        p.add(b.fd(), 1).expect("add socket");
+        p.add(t.fd(), 2).expect("add timer");
+        assert!(!p.any_ready());
+        // SAFETY: the part is a live slice.
+        unsafe { a.send_to(&RawAddr::new(&to), &[Part::bytes(b"x")]) }.expect("send_to");
+        p.wait(10_000);
+        assert!(p.any_ready());
+        recv(&b, &mut [0u8; 4]);
+        assert!(!p.any_ready());
+        t.set(Some(Duration::from_millis(1)));
+        p.wait(10_000);
+        assert!(p.any_ready());
+        t.drain();
+        assert!(!p.any_ready());
+        t.set(Some(Duration::from_millis(1)));
+        t.set(None);
+        p.remove(b.fd());
+        // SAFETY: the part is a live slice.
+        unsafe { a.send_to(&RawAddr::new(&to), &[Part::bytes(b"y")]) }.expect("send_to");
+        assert!(!p.any_ready(), "a disarmed timer and an unwatched socket");
+        // Removing a descriptor twice is no error, and the datagram was there.
+        p.remove(b.fd());
+        recv(&b, &mut [0u8; 4]);
+    }
+
+    #[test]
+    fn loopback_has_an_index_and_an_mtu_and_unknown_names_have_neither() {
+        assert!(if_index("lo") > 0);
+        assert!(if_mtu("lo").expect("lo's MTU") >= 1280);
+        assert_eq!(if_index("no-such-if0"), 0);
+        assert!(if_mtu("no-such-if0").is_err());
+        assert!(if_mtu("a-name-longer-than-ifnamsiz").is_err());
+    }
+
+    #[test]
+    fn ipv6_sockets_send_and_receive_over_loopback() {
+        let any: SocketAddr = "[::1]:0".parse().expect("literal address");
+        // A host without IPv6 on loopback has nothing to test here.
+        let Ok(a) = UdpSocket::bind(&any, false) else {
+            return;
+        };
+        let b = UdpSocket::bind(&any, false).expect("bind b");
+        b.no_fragments(true).expect("IPV6_MTU_DISCOVER");
+        b.report_errors(true).expect("IPV6_RECVERR");
+        let to = b.local_addr().expect("b's address");
+        let parts = [Part::bytes(b"v6 "), Part::bytes(b"datagram")];
+        // SAFETY: the parts are live slices.
+        unsafe { a.send_to(&RawAddr::new(&to), &parts) }.expect("send_to");
+        let mut buf = [0u8; 32];
+        let r = recv(&b, &mut buf);
+        assert_eq!(&buf[..r.len], b"v6 datagram");
+        assert_eq!(r.from, a.local_addr().expect("a's address"));
     }
 }
