@@ -9,11 +9,33 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-fn tmpfile(name: &str, size: u64) -> PathBuf {
+/// A backing file in the temporary directory, removed when dropped.
+struct TmpFile(PathBuf);
+
+impl std::ops::Deref for TmpFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TmpFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TmpFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn tmpfile(name: &str, size: u64) -> TmpFile {
     let p = std::env::temp_dir().join(format!("ofi-storage-{}-{name}", std::process::id()));
     let f = std::fs::File::create(&p).unwrap();
     f.set_len(size).unwrap();
-    p
+    TmpFile(p)
 }
 
 fn net(p: &str) -> NetOptions {
@@ -28,40 +50,66 @@ fn net_ep(p: &str, ep: EpKind) -> NetOptions {
     NetOptions { ep, ..net(p) }
 }
 
-fn start(
-    path: &std::path::Path,
-    p: &str,
-    read_only: bool,
-) -> (
-    String,
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    std::thread::JoinHandle<()>,
-) {
-    start_ep(path, net(p), read_only)
+/// A target running on its own thread: stopped and joined when dropped
+/// (declare it before the volumes that use it, so they close first).
+struct Served {
+    addr: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    h: Option<std::thread::JoinHandle<()>>,
 }
 
-fn start_ep(
-    path: &std::path::Path,
-    net: NetOptions,
-    read_only: bool,
-) -> (
-    String,
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    std::thread::JoinHandle<()>,
-) {
-    let t = Target::bind(
-        path,
-        &TargetOptions {
-            net,
-            read_only,
-            ..TargetOptions::default()
-        },
-    )
-    .unwrap();
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.h.take() {
+            let r = h.join();
+            if !std::thread::panicking() {
+                r.expect("the target thread failed");
+            }
+        }
+    }
+}
+
+/// Runs `t` until the returned guard drops.
+fn serve(t: Target) -> Served {
     let addr = t.local_addr().to_string();
     let stop = t.stop_flag();
     let h = std::thread::spawn(move || t.run().unwrap());
-    (addr, stop, h)
+    Served {
+        addr,
+        stop,
+        h: Some(h),
+    }
+}
+
+fn start(path: &std::path::Path, p: &str, read_only: bool) -> Served {
+    start_ep(path, net(p), read_only)
+}
+
+fn start_ep(path: &std::path::Path, net: NetOptions, read_only: bool) -> Served {
+    serve(
+        Target::bind(
+            path,
+            &TargetOptions {
+                net,
+                read_only,
+                ..TargetOptions::default()
+            },
+        )
+        .unwrap(),
+    )
+}
+
+/// Opens a volume once the target has every credit back (a dead
+/// initiator's are returned when its death is noticed).
+fn open_with_credits_back(target: &str, opts: &VolumeOptions) -> Volume {
+    for _ in 0..100 {
+        if let Ok(v) = Volume::open(target, opts) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the dead initiator's credits never came back");
 }
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
@@ -76,7 +124,8 @@ fn round_trip(p: &str) {
 
 fn round_trip_on(p: &str, ep: EpKind) {
     let path = tmpfile(&format!("rt-{p}-{ep:?}"), 8 << 20);
-    let (addr, stop, h) = start_ep(&path, net_ep(p, ep), false);
+    let served = start_ep(&path, net_ep(p, ep), false);
+    let addr = served.addr.clone();
     let opts = VolumeOptions {
         net: net_ep(p, ep),
         queue_depth: 8,
@@ -123,9 +172,6 @@ fn round_trip_on(p: &str, ep: EpKind) {
     assert_eq!(v.read((8 << 20) - 10, 20), Err(Status::OutOfRange));
     assert!(v.trim(65536, 65536).is_ok());
     drop((v, w));
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
@@ -146,7 +192,8 @@ fn round_trip_over_tcp_msg_connections() {
 #[test]
 fn several_msg_initiators_share_a_target_each_on_its_own_connection() {
     let path = tmpfile("msg-many", 4 << 20);
-    let (addr, stop, h) = start_ep(&path, net_ep("tcp", EpKind::Msg), false);
+    let served = start_ep(&path, net_ep("tcp", EpKind::Msg), false);
+    let addr = served.addr.clone();
     let opts = VolumeOptions {
         net: net_ep("tcp", EpKind::Msg),
         queue_depth: 4,
@@ -187,9 +234,6 @@ fn several_msg_initiators_share_a_target_each_on_its_own_connection() {
             "chunk {j} in the file"
         );
     }
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
@@ -220,7 +264,6 @@ fn msg_without_an_msg_offer_or_a_listener_fails_clearly() {
     let e = Volume::open(&format!("127.0.0.1:{port}"), &opts).unwrap_err();
     assert!(e.contains("refused"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
-    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
@@ -243,8 +286,7 @@ fn a_dead_msg_initiator_gives_its_credits_and_connection_back() {
     )
     .unwrap();
     let addr = t.local_addr();
-    let stop = t.stop_flag();
-    let h = std::thread::spawn(move || t.run().unwrap());
+    let _served = serve(t);
     // A raw initiator connects, takes every credit, and dies without
     // DISCONNECT (its connection closes).
     let n = net_ep("tcp", EpKind::Msg);
@@ -277,27 +319,17 @@ fn a_dead_msg_initiator_gives_its_credits_and_connection_back() {
     drop(rx);
     drop(ch);
     // Its credits come back: a new initiator gets all four.
-    let mut got = None;
-    for _ in 0..100 {
-        if let Ok(v) = Volume::open(&target, &opts) {
-            got = Some(v);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let v = got.expect("the dead initiator's credits never came back");
+    let v = open_with_credits_back(&target, &opts);
     assert_eq!(v.queue_depth(), 4);
     assert_eq!(v.write(0, vec![5u8; 4096], true).map(|b| b.len()), Ok(4096));
     drop(v);
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
 fn read_only_target_refuses_writes() {
     let path = tmpfile("ro", 1 << 20);
-    let (addr, stop, h) = start(&path, "shm", true);
+    let served = start(&path, "shm", true);
+    let addr = served.addr.clone();
     let v = Volume::open(
         &addr,
         &VolumeOptions {
@@ -310,9 +342,6 @@ fn read_only_target_refuses_writes() {
     assert_eq!(v.write(0, vec![1; 512], false), Err(Status::ReadOnly));
     assert_eq!(v.read(0, 512).unwrap(), vec![0; 512]);
     drop(v);
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    let _ = std::fs::remove_file(&path);
 }
 
 /// A hand-driven initiator: control connection and a raw channel.
@@ -372,7 +401,8 @@ fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
     let size = 1u64 << 20;
     let path = tmpfile("hostile", size);
     std::fs::write(&path, vec![0x11u8; size as usize]).unwrap();
-    let (addr, stop, h) = start(&path, "shm", false);
+    let served = start(&path, "shm", false);
+    let addr = served.addr.clone();
     // A CONNECT with another token: dropped.
     let mut a = Hostile::connect(&addr);
     a.send(
@@ -450,9 +480,6 @@ fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
     .unwrap();
     assert_eq!(v.read(0, 16).unwrap(), vec![0x11; 16]);
     drop((v, region, a, b));
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
@@ -473,9 +500,8 @@ fn a_dead_initiator_gives_its_credits_back() {
         },
     )
     .unwrap();
-    let addr = t.local_addr().to_string();
-    let stop = t.stop_flag();
-    let h = std::thread::spawn(move || t.run().unwrap());
+    let served = serve(t);
+    let addr = served.addr.clone();
     // A raw initiator takes every credit, then dies without DISCONNECT
     // (its control connection closes).
     let a = Hostile::connect(&addr);
@@ -497,18 +523,7 @@ fn a_dead_initiator_gives_its_credits_back() {
     assert!(busy.contains("busy"), "{busy}");
     drop(a);
     // Its credits come back: a new initiator gets all four.
-    let mut got = None;
-    for _ in 0..100 {
-        if let Ok(v) = Volume::open(&addr, &opts) {
-            got = Some(v);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let v = got.expect("the dead initiator's credits never came back");
+    let v = open_with_credits_back(&addr, &opts);
     assert_eq!(v.queue_depth(), 4);
     drop(v);
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    let _ = std::fs::remove_file(&path);
 }
