@@ -67,47 +67,42 @@ impl NetOptions {
         service: Option<&str>,
         source: bool,
     ) -> Result<Info> {
-        let mut hints = Info::hints();
-        hints.caps = FI_MSG | FI_RMA;
-        hints.mode = FI_CONTEXT | FI_CONTEXT2;
-        hints.ep_attr.ep_type = ep_type::FI_EP_MSG;
-        hints.fabric_attr.prov_name = self.provider.clone();
         let flags = if source { FI_SOURCE } else { 0 };
         let which = match &self.provider {
             Some(p) => format!("provider {p}"),
             None => "any provider".to_string(),
         };
-        let none = || {
-            ofi::Error::nodata(format!(
-                "storage: {which} has no MSG (connected) offer with FI_MSG and FI_RMA \
-                 (use -e rdm, or a provider with MSG endpoints such as tcp)"
-            ))
-        };
-        let infos =
-            ofi::getinfo(FI_VERSION_CURRENT, node, service, flags, Some(&hints)).map_err(|e| {
-                match e.code() {
-                    ofi::errno::FI_ENODATA => none(),
-                    _ => e,
-                }
-            })?;
-        infos.into_iter().next().ok_or_else(none)
+        self.first(ep_type::FI_EP_MSG, FI_MSG | FI_RMA, node, service, flags)
+            .map_err(|e| match e.code() {
+                ofi::errno::FI_ENODATA => ofi::Error::nodata(format!(
+                    "storage: {which} has no MSG (connected) offer with FI_MSG and FI_RMA \
+                     (use -e rdm, or a provider with MSG endpoints such as tcp)"
+                )),
+                _ => e,
+            })
     }
 
     fn offer_with(&self, caps: u64) -> Result<Info> {
+        let flags = if self.node.is_some() { FI_SOURCE } else { 0 };
+        self.first(ep_type::FI_EP_RDM, caps, self.node.as_deref(), None, flags)
+    }
+
+    /// getinfo's first offer of `ep` endpoints with `caps` from the
+    /// provider asked for (FI_ENODATA when there is none).
+    fn first(
+        &self,
+        ep: u32,
+        caps: u64,
+        node: Option<&str>,
+        service: Option<&str>,
+        flags: u64,
+    ) -> Result<Info> {
         let mut hints = Info::hints();
         hints.caps = caps;
         hints.mode = FI_CONTEXT | FI_CONTEXT2;
-        hints.ep_attr.ep_type = ep_type::FI_EP_RDM;
+        hints.ep_attr.ep_type = ep;
         hints.fabric_attr.prov_name = self.provider.clone();
-        let flags = if self.node.is_some() { FI_SOURCE } else { 0 };
-        let infos = ofi::getinfo(
-            FI_VERSION_CURRENT,
-            self.node.as_deref(),
-            None,
-            flags,
-            Some(&hints),
-        )?;
-        infos
+        ofi::getinfo(FI_VERSION_CURRENT, node, service, flags, Some(&hints))?
             .into_iter()
             .next()
             .ok_or_else(|| ofi::Error::nodata("storage: no offer with FI_MSG and FI_RMA"))

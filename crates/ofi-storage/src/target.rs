@@ -281,15 +281,24 @@ impl<'a> Driver<'a> {
                     }
                     Err(e) => e.buf.unwrap_or_else(|| vec![0u8; BATCH_BYTES]),
                 };
-                match (ch.recv_on(buf, conn.unwrap_or(Addr(0))), conn) {
+                let again = match conn {
+                    Some(c) => ch.recv_on(buf, *c),
+                    None => ch.recv(buf),
+                };
+                match (again, conn) {
                     (Ok(op), _) => *r = op,
                     // The connection is gone (its shutdown event follows).
                     (Err(_), Some(c)) => lost.push(*c),
                     (Err(e), None) => return Err(format!("reposting a receive: {}", e.error)),
                 }
             }
-            recvs.retain(|(c, _)| c.is_none_or(|c| !lost.contains(&c)));
-            self.recvs.append(&mut recvs);
+            if !lost.is_empty() {
+                recvs.retain(|(c, _)| c.is_none_or(|c| !lost.contains(&c)));
+            }
+            // Nothing posts receives while a capsule is taken in: put the
+            // list back as it is (no copy, no allocation per pass).
+            debug_assert!(self.recvs.is_empty());
+            self.recvs = recvs;
             let mut i = 0;
             while collected && i < rmas.len() {
                 let Some(res) = rmas[i].3.check() else {

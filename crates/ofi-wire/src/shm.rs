@@ -225,35 +225,44 @@ impl<T: AsRef<[u8]>> Entry<T> {
             None => panic!("shm entry shorter than its header"),
         }
     }
+    #[inline]
     fn u64_at(&self, at: usize) -> u64 {
-        let b = self.buf.as_ref();
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[at..at + 8]);
-        u64::from_le_bytes(a)
+        let h = self.header();
+        u64::from_le_bytes([
+            h[at],
+            h[at + 1],
+            h[at + 2],
+            h[at + 3],
+            h[at + 4],
+            h[at + 5],
+            h[at + 6],
+            h[at + 7],
+        ])
     }
     /// Opcode.
     #[inline]
     pub fn op(&self) -> u8 {
-        self.buf.as_ref()[field::OP]
+        self.header()[field::OP]
     }
     /// Flags.
     #[inline]
     pub fn flags(&self) -> u8 {
-        self.buf.as_ref()[field::FLAGS]
+        self.header()[field::FLAGS]
     }
     /// RTS iov count.
+    #[inline]
     pub fn iov_cnt(&self) -> u8 {
-        self.buf.as_ref()[field::IOV_CNT]
+        self.header()[field::IOV_CNT]
     }
     /// Inline length.
     #[inline]
     pub fn len(&self) -> u32 {
-        let b = self.buf.as_ref();
+        let h = self.header();
         u32::from_le_bytes([
-            b[field::LEN],
-            b[field::LEN + 1],
-            b[field::LEN + 2],
-            b[field::LEN + 3],
+            h[field::LEN],
+            h[field::LEN + 1],
+            h[field::LEN + 2],
+            h[field::LEN + 3],
         ])
     }
     /// True when the inline length is zero.
@@ -300,46 +309,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Entry<T> {
             None => panic!("shm entry shorter than its header"),
         }
     }
-    fn set_u64(&mut self, at: usize, v: u64) {
-        self.buf.as_mut()[at..at + 8].copy_from_slice(&v.to_le_bytes());
-    }
-    /// Sets the opcode.
-    pub fn set_op(&mut self, v: u8) {
-        self.buf.as_mut()[field::OP] = v;
-    }
-    /// Sets the flags.
-    pub fn set_flags(&mut self, v: u8) {
-        self.buf.as_mut()[field::FLAGS] = v;
-    }
-    /// Sets the iov count.
-    pub fn set_iov_cnt(&mut self, v: u8) {
-        self.buf.as_mut()[field::IOV_CNT] = v;
-        self.buf.as_mut()[3] = 0;
-    }
-    /// Sets the inline length.
-    pub fn set_len(&mut self, v: u32) {
-        self.buf.as_mut()[field::LEN..field::LEN + 4].copy_from_slice(&v.to_le_bytes());
-    }
-    /// Sets the sender id.
-    pub fn set_src(&mut self, v: u64) {
-        self.set_u64(field::SRC, v)
-    }
-    /// Sets the tag.
-    pub fn set_tag(&mut self, v: u64) {
-        self.set_u64(field::TAG, v)
-    }
-    /// Sets the data.
-    pub fn set_data(&mut self, v: u64) {
-        self.set_u64(field::DATA, v)
-    }
-    /// Sets total / offset.
-    pub fn set_total(&mut self, v: u64) {
-        self.set_u64(field::TOTAL, v)
-    }
-    /// Sets the cookie.
-    pub fn set_cookie(&mut self, v: u64) {
-        self.set_u64(field::COOKIE, v)
-    }
     /// Mutable bytes after the header.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         &mut self.buf.as_mut()[HDR_LEN..]
@@ -374,27 +343,16 @@ impl Repr {
     #[inline]
     pub fn parse<T: AsRef<[u8]>>(e: &Entry<T>) -> Result<Repr, WireError> {
         e.check_len()?;
-        let h = e.header();
-        let u64_at = |at: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&h[at..at + 8]);
-            u64::from_le_bytes(a)
-        };
         let r = Repr {
-            op: h[field::OP],
-            flags: h[field::FLAGS],
-            iov_cnt: h[field::IOV_CNT],
-            len: u32::from_le_bytes([
-                h[field::LEN],
-                h[field::LEN + 1],
-                h[field::LEN + 2],
-                h[field::LEN + 3],
-            ]),
-            src: u64_at(field::SRC),
-            tag: u64_at(field::TAG),
-            data: u64_at(field::DATA),
-            total: u64_at(field::TOTAL),
-            cookie: u64_at(field::COOKIE),
+            op: e.op(),
+            flags: e.flags(),
+            iov_cnt: e.iov_cnt(),
+            len: e.len(),
+            src: e.src(),
+            tag: e.tag(),
+            data: e.data(),
+            total: e.total(),
+            cookie: e.cookie(),
         };
         if r.op == 0 || r.op > op::MAX {
             return Err(WireError::UnknownOp(r.op));

@@ -196,24 +196,15 @@ pub struct DeadPeers {
 
 impl DeadPeers {
     /// Declares `down` dead: the first time (the peer was not marked), logs
-    /// one warning naming it, pushes the error entry to the endpoint's
-    /// event queue (if one is bound) and returns true; false when it is
-    /// marked already (report once per death). The caller fails the
-    /// peer's pending operations and directed receives with
-    /// `down.cause.errno()` either way.
-    pub fn declare(&mut self, b: &EpBindings, down: &PeerDown, name: &str) -> bool {
-        self.declare_as(b, down, name, false)
-    }
-
-    /// [`declare`](Self::declare) for a peer that closed its endpoint in an
-    /// orderly way (it said so before its connection ended): the same
-    /// report, logged at info level, since a clean exit (an MPI rank's
-    /// finalize) is no fault.
-    pub fn declare_closed(&mut self, b: &EpBindings, down: &PeerDown, name: &str) -> bool {
-        self.declare_as(b, down, name, true)
-    }
-
-    fn declare_as(&mut self, b: &EpBindings, down: &PeerDown, name: &str, closed: bool) -> bool {
+    /// one line naming it, pushes the error entry to the endpoint's event
+    /// queue (if one is bound) and returns true; false when it is marked
+    /// already (report once per death). The caller fails the peer's
+    /// pending operations and directed receives with `down.cause.errno()`
+    /// either way. `closed`: the peer closed its endpoint in an orderly way
+    /// (it said so before it went): the same report, logged at info level,
+    /// since a clean exit (an MPI rank's finalize) is no fault; otherwise a
+    /// warning.
+    pub fn declare(&mut self, b: &EpBindings, down: &PeerDown, name: &str, closed: bool) -> bool {
         let known = |d: &Dead| {
             (!down.addr.is_empty() && d.addr == down.addr)
                 || (down.fi_addr != FI_ADDR_NOTAVAIL && d.fi_addr == down.fi_addr)
@@ -309,8 +300,11 @@ mod tests {
             addr: vec![1, 2, 3],
             cause: Cause::Reset,
         };
-        assert!(d.declare(&b, &down, "p"));
-        assert!(!d.declare(&b, &down, "p"), "a second report of one death");
+        assert!(d.declare(&b, &down, "p", false));
+        assert!(
+            !d.declare(&b, &down, "p", false),
+            "a second report of one death"
+        );
         let e = eq.readerr().unwrap();
         assert_eq!(
             (e.fid, e.data, e.err, e.err_data.as_slice()),
@@ -322,7 +316,10 @@ mod tests {
         assert_eq!(d.dead(4), None);
         d.revive(FI_ADDR_NOTAVAIL, &[1, 2, 3]);
         assert_eq!(d.dead(3), None);
-        assert!(d.declare(&b, &down, "p"), "a new death after a revival");
+        assert!(
+            d.declare(&b, &down, "p", false),
+            "a new death after a revival"
+        );
     }
 
     #[test]

@@ -606,11 +606,7 @@ impl TcpRdmEp {
             cause,
         };
         let label = crate::addr::decode(&down.addr).map_or_else(|_| "?".into(), |a| a.to_string());
-        if closed {
-            g.dead.declare_closed(&g.b, &down, &label);
-        } else {
-            g.dead.declare(&g.b, &down, &label);
-        }
+        g.dead.declare(&g.b, &down, &label, closed);
         if fi_addr != FI_ADDR_NOTAVAIL {
             g.rx.fail_directed(fi_addr, err);
         }

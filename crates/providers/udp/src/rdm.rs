@@ -376,11 +376,7 @@ impl RdmEp {
                         addr,
                         cause,
                     };
-                    if closed {
-                        g.dead.declare_closed(&g.b, &down, &name);
-                    } else {
-                        g.dead.declare(&g.b, &down, &name);
-                    }
+                    g.dead.declare(&g.b, &down, &name, closed);
                     if fi_addr != FI_ADDR_NOTAVAIL {
                         g.rdm.rx().fail_directed(fi_addr, cause.errno());
                     }

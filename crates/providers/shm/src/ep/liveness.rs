@@ -126,11 +126,7 @@ impl ShmEndpoint {
             addr: addr.to_bytes(),
             cause,
         };
-        if closed {
-            g.dead.declare_closed(&g.b, &down, &addr.to_string());
-        } else {
-            g.dead.declare(&g.b, &down, &addr.to_string());
-        }
+        g.dead.declare(&g.b, &down, &addr.to_string(), closed);
         g.dead_ids.retain(|(i, _)| *i != id);
         g.dead_ids.push((id, err));
         g.by_id.remove(&id);
