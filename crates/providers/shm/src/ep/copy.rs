@@ -329,12 +329,18 @@ fn copy_chunk(
         // SAFETY: `local` is a matched receive's iov, writable until it completes.
         unsafe { cma::read_from(pid, &l, &r) }
     };
-    if let Err(e) = &moved {
-        tracing::debug!(error = %e, chunk = c, "shm: cooperative copy of a chunk failed");
-    }
+    // One line for a chunk that did not move whole: the system's error, or
+    // a short copy.
+    let os = moved.as_ref().err().map(ToString::to_string);
     let res = copy_result(len, moved.map_err(|e| e.raw_os_error()));
     if res.is_err() {
-        tracing::debug!(chunk = c, len, "shm: chunk not copied whole");
+        let why = os.as_deref().unwrap_or("short copy");
+        tracing::debug!(
+            chunk = c,
+            len,
+            error = why,
+            "shm: chunk of a cooperative copy failed"
+        );
     }
     res
 }
