@@ -323,6 +323,9 @@ impl<'a> Driver<'a> {
                 };
                 self.core.rma_done(op, r);
             }
+            // The pass's RMA leaves in one system call with the completion
+            // capsules that `flush` sends behind it (FI_MORE until then).
+            let batch = ch.batch();
             while let Some(a) = self.core.poll_action() {
                 work = true;
                 match a {
@@ -387,6 +390,7 @@ impl<'a> Driver<'a> {
                     Action::Released { peer } => self.forget(peer, true),
                 }
             }
+            drop(batch);
             work |= self.flush();
             // A connection closes once its last RMA has ended.
             if !self.closing.is_empty() {

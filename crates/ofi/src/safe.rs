@@ -125,6 +125,8 @@ pub struct Channel {
     av: Option<AddressVector>,
     /// The operations in flight.
     table: Table,
+    /// FI_MORE while a [`Batch`] is open, else 0: added to every post's flags.
+    more: std::cell::Cell<u64>,
     parked: Arc<Parked>,
     domain: Domain,
     _fabric: Fabric,
@@ -176,6 +178,18 @@ impl Channel {
             attr.wait_obj = wait_obj::FI_WAIT_FD;
             d.cq(&attr)
         })
+    }
+
+    /// Opens a batch: sends, RMA and atomics posted while the returned
+    /// guard lives carry FI_MORE, which tells the provider that more
+    /// operations follow at once. A provider may hold them back to leave
+    /// together (tcp gathers them into one `sendmsg`) until the next post
+    /// made without the flag, after the guard is dropped, or until the
+    /// next poll or wait of this channel; others send them as usual.
+    /// Batches do not nest: the first guard dropped ends the batch.
+    pub fn batch(&self) -> Batch<'_> {
+        self.more.set(FI_MORE);
+        Batch { ch: self }
     }
 
     /// Opens a channel whose completions wake `set` (its completion queue
@@ -232,6 +246,7 @@ impl Channel {
             fd,
             av,
             table: Table::default(),
+            more: std::cell::Cell::new(0),
             parked: Arc::default(),
             domain,
             _fabric: fabric,
@@ -457,7 +472,9 @@ impl Channel {
                 tag,
                 data: data.unwrap_or(0),
                 context: ctx,
-                flags: FI_COMPLETION | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
+                flags: FI_COMPLETION
+                    | self.more.get()
+                    | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
                 tagged,
             };
             self.with_ep(dest, |ep| {
@@ -631,7 +648,9 @@ impl Channel {
                 rma_iov: &rma,
                 data: data.unwrap_or(0),
                 context: ctx,
-                flags: FI_COMPLETION | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
+                flags: FI_COMPLETION
+                    | self.more.get()
+                    | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
                 read,
             };
             self.with_ep(peer, |ep| {
@@ -763,7 +782,7 @@ impl Channel {
                 rma_ioc: &rma,
                 data: 0,
                 context: ctx,
-                flags: FI_COMPLETION,
+                flags: FI_COMPLETION | self.more.get(),
             };
             self.with_ep(dest, |ep| {
                 // SAFETY: operands, compare values and results live in the
@@ -910,6 +929,19 @@ impl Channel {
     /// handles were dropped and whose buffers wait for the provider.
     pub fn in_flight(&self) -> usize {
         self.table.in_flight()
+    }
+}
+
+/// An open batch of posts on a [`Channel`] ([`Channel::batch`]).
+#[derive(Debug)]
+#[must_use = "the batch ends when the guard is dropped"]
+pub struct Batch<'a> {
+    ch: &'a Channel,
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.ch.more.set(0);
     }
 }
 

@@ -392,3 +392,69 @@ fn dropping_channels_with_one_sided_operations_in_flight_frees_their_buffers() {
         );
     }
 }
+
+#[test]
+fn writes_and_sends_in_a_batch_arrive_in_order_once_it_ends() {
+    for info in offers() {
+        let prov = info.provider().to_string();
+        let p = pair(&info);
+        let r = p
+            .target
+            .register(vec![0; 8 * 4096], MrAccess::REMOTE_WRITE)
+            .unwrap();
+        let mut first = p.target.recv(vec![0u8; 16]).unwrap();
+        let mut second = p.target.recv(vec![0u8; 16]).unwrap();
+        let batch = p.init.batch();
+        let mut writes: Vec<_> = (0..8u8)
+            .map(|i| {
+                p.init
+                    .write(
+                        vec![i + 1; 4096],
+                        p.to_target,
+                        r.remote_addr(usize::from(i) * 4096),
+                        r.key(),
+                    )
+                    .unwrap()
+            })
+            .collect();
+        let mut held = p.init.send(b"held".to_vec(), p.to_target).unwrap();
+        if prov == "tcp" {
+            // tcp keeps a batch until it ends (or the initiator polls).
+            let end = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < end {
+                p.target.poll().unwrap();
+                assert!(first.check().is_none(), "tcp sent a batch early");
+            }
+        }
+        drop(batch);
+        let mut plain = p.init.send(b"plain".to_vec(), p.to_target).unwrap();
+        for w in &mut writes {
+            p.done(w).unwrap();
+        }
+        p.done(&mut held).unwrap();
+        p.done(&mut plain).unwrap();
+        let a = p.done_at_target(&mut first);
+        let b = p.done_at_target(&mut second);
+        assert_eq!(&a.buf[..a.len], b"held", "{prov}");
+        assert_eq!(&b.buf[..b.len], b"plain", "{prov}");
+        let bytes = p.bytes(r);
+        for (i, chunk) in bytes.chunks(4096).enumerate() {
+            assert!(chunk.iter().all(|&x| x == i as u8 + 1), "{prov}: write {i}");
+        }
+    }
+}
+
+impl Pair {
+    /// Drives both channels until the target's operation finishes.
+    fn done_at_target<B: Send + 'static>(&self, op: &mut Op<'_, B>) -> Done<B> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            self.init.poll().unwrap();
+            self.target.poll().unwrap();
+            if let Some(r) = op.check() {
+                return r.unwrap_or_else(|e| panic!("target operation failed: {}", e.error));
+            }
+            assert!(Instant::now() < deadline, "target operation did not finish");
+        }
+    }
+}

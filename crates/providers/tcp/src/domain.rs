@@ -7,7 +7,7 @@ use crate::sys::Poller;
 use ofi_core::error::{Error, Result};
 use ofi_core::util::lock::SpinLock;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 /// An endpoint the domain drives.
@@ -45,7 +45,16 @@ pub struct Shared {
     /// Set by each progress pass: the lone member polls its one socket
     /// with `recv` (and may keep it out of the poller unless `armed`).
     quiet: AtomicBool,
+    /// Progress passes since a waiter last armed (up to [`QUIET_AFTER`]).
+    since_arm: AtomicU32,
 }
+
+/// Passes without a waiter after which the domain counts as busy-polled
+/// (`quiet`): a caller that sleeps every few passes (a storage server
+/// between batches) keeps its sockets in the poller instead of paying an
+/// `epoll_ctl` to take each out after every wakeup and another to put it
+/// back before the next sleep.
+const QUIET_AFTER: u32 = 64;
 
 impl Shared {
     /// A new domain's shared state.
@@ -60,6 +69,7 @@ impl Shared {
             armed: AtomicUsize::new(0),
             auto: AtomicBool::new(false),
             quiet: AtomicBool::new(false),
+            since_arm: AtomicU32::new(0),
         }))
     }
 
@@ -85,8 +95,12 @@ impl Shared {
             return;
         };
         let alone = self.poll_recv && g.len() == 1;
+        let calm = self.since_arm.load(Ordering::Relaxed);
+        if calm < QUIET_AFTER {
+            self.since_arm.store(calm + 1, Ordering::Relaxed);
+        }
         self.quiet.store(
-            alone && !self.auto.load(Ordering::Relaxed),
+            alone && !self.auto.load(Ordering::Relaxed) && calm >= QUIET_AFTER,
             Ordering::Relaxed,
         );
         // Asked of the poller at most once per pass, and only when needed.
@@ -122,6 +136,7 @@ impl Shared {
     /// until the matching [`disarm`](Self::disarm). True if it may sleep.
     pub fn arm(&self) -> bool {
         self.armed.fetch_add(1, Ordering::SeqCst);
+        self.since_arm.store(0, Ordering::Relaxed);
         // Under the members lock, in the order progress takes the locks
         // (members, then an endpoint's), with nothing allocated: a composing
         // provider arms an idle inner endpoint on its hot path.

@@ -246,8 +246,9 @@ impl TcpMsgEp {
         Ok(g)
     }
 
-    /// Queues a one-sided request on the connection and drives it.
-    fn queue_one_sided(&self, g: &mut Inner, req: RmaReq) -> Result<()> {
+    /// Queues a one-sided request on the connection and drives it (or,
+    /// with `more`, holds it back: see [`hold_back`](Self::hold_back)).
+    fn queue_one_sided(&self, g: &mut Inner, req: RmaReq, more: bool) -> Result<()> {
         let Inner { link, ops, .. } = &mut *g;
         let Some(link) = link.as_mut() else {
             ops.abandon(&req);
@@ -257,8 +258,22 @@ impl TcpMsgEp {
             ops.abandon(&req);
             return Err(refused(crate::NAME, e));
         }
-        self.drive(g);
+        if more {
+            self.hold_back(g);
+        } else {
+            self.drive(g);
+        }
         Ok(())
+    }
+
+    /// A request posted with FI_MORE stays queued, to leave with the next
+    /// post made without the flag or at the next progress call (as on RDM
+    /// endpoints); only the poller learns that there are bytes to write.
+    fn hold_back(&self, g: &mut Inner) {
+        let key = self.key.load(Ordering::Relaxed);
+        if let Some(l) = &mut g.link {
+            l.sync_interest(&self.shared.poller, key);
+        }
     }
 }
 
@@ -371,10 +386,16 @@ impl EndpointOps for TcpMsgEp {
             ));
         }
         let ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        let more = op.flags & FI_MORE != 0;
         let Inner { link, sends, b, .. } = &mut *g;
         let link = link.as_mut().expect("checked above");
-        // SAFETY: forwarded from post_send's contract.
-        match unsafe { link.send_fast(sends, b, op, ack) } {
+        let fast = if more {
+            Fast::Queue
+        } else {
+            // SAFETY: forwarded from post_send's contract.
+            unsafe { link.send_fast(sends, b, op, ack) }
+        };
+        match fast {
             Fast::Sent => return Ok(()),
             Fast::Staged => {
                 self.drive_with(&mut g, false);
@@ -393,7 +414,11 @@ impl EndpointOps for TcpMsgEp {
             sends.abandon(&req);
             return Err(Error::new(e, "tcp: the connection refused the send"));
         }
-        self.drive_with(&mut g, false);
+        if more {
+            self.hold_back(&mut g);
+        } else {
+            self.drive_with(&mut g, false);
+        }
         Ok(())
     }
     unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
@@ -401,14 +426,14 @@ impl EndpointOps for TcpMsgEp {
         let selective = g.b.tx_selective;
         // SAFETY: forwarded from post_rma's contract.
         let req = unsafe { g.ops.start_rma(op, selective)? };
-        self.queue_one_sided(&mut g, req)
+        self.queue_one_sided(&mut g, req, op.flags & FI_MORE != 0)
     }
     unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
         let mut g = self.connected_for("atomic")?;
         let selective = g.b.tx_selective;
         // SAFETY: forwarded from post_atomic's contract.
         let req = unsafe { g.ops.start_atomic(op, selective)? };
-        self.queue_one_sided(&mut g, req)
+        self.queue_one_sided(&mut g, req, op.flags & FI_MORE != 0)
     }
     fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
         query_atomic(kind, op, datatype)

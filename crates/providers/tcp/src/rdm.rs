@@ -801,12 +801,14 @@ impl TcpRdmEp {
 }
 
 impl TcpRdmEp {
-    /// Queues a one-sided request on connection `id` and drives it.
+    /// Queues a one-sided request on connection `id` and drives it (or,
+    /// with `more`, holds it back: see [`hold_back`](Self::hold_back)).
     fn queue_one_sided(
         &self,
         g: &mut Inner,
         id: ConnId,
         req: ofi_proto::tcp::RmaReq,
+        more: bool,
     ) -> Result<()> {
         let Inner { peers, ops, .. } = &mut *g;
         let Some(p) = peers.get_mut(&id) else {
@@ -817,9 +819,25 @@ impl TcpRdmEp {
             ops.abandon(&req);
             return Err(refused(crate::NAME, e));
         }
-        self.drive_link(g, id);
-        self.finish(g);
+        if more {
+            self.hold_back(g, id);
+        } else {
+            self.drive_link(g, id);
+            self.finish(g);
+        }
         Ok(())
+    }
+
+    /// A request posted with FI_MORE stays queued in its connection, to
+    /// leave with the next post made without the flag (or at the next
+    /// progress call, which drives every link with bytes to write): a
+    /// batch of operations costs one `sendmsg` instead of one each, and no
+    /// read is tried per post. Only the poller learns that the link has
+    /// bytes to write, so a waiter does not sleep on them.
+    fn hold_back(&self, g: &mut Inner, id: ConnId) {
+        if let Some(p) = g.peers.get_mut(&id) {
+            p.link.sync_interest(&self.shared.poller, id);
+        }
     }
 }
 
@@ -927,10 +945,11 @@ impl EndpointOps for TcpRdmEp {
         let mut g = self.inner.lock();
         let id = self.link_for(&mut g, op.dest)?;
         let ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        let more = op.flags & FI_MORE != 0;
         let Inner {
             peers, sends, b, ..
         } = &mut *g;
-        if let Some(p) = peers.get_mut(&id) {
+        if let Some(p) = peers.get_mut(&id).filter(|_| !more) {
             // SAFETY: forwarded from post_send's contract.
             match unsafe { p.link.send_fast(sends, b, op, ack) } {
                 Fast::Sent => return Ok(()),
@@ -954,8 +973,12 @@ impl EndpointOps for TcpRdmEp {
             sends.abandon(&req);
             return Err(Error::new(e, "tcp: the connection refused the send"));
         }
-        self.drive_link_with(&mut g, id, false);
-        self.finish(&mut g);
+        if more {
+            self.hold_back(&mut g, id);
+        } else {
+            self.drive_link_with(&mut g, id, false);
+            self.finish(&mut g);
+        }
         Ok(())
     }
     unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
@@ -970,7 +993,7 @@ impl EndpointOps for TcpRdmEp {
         let selective = g.b.tx_selective;
         // SAFETY: forwarded from post_rma's contract.
         let req = unsafe { g.ops.start_rma(op, selective)? };
-        self.queue_one_sided(&mut g, id, req)
+        self.queue_one_sided(&mut g, id, req, op.flags & FI_MORE != 0)
     }
     unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
         if !self.enabled.load(Ordering::Relaxed) {
@@ -984,7 +1007,7 @@ impl EndpointOps for TcpRdmEp {
         let selective = g.b.tx_selective;
         // SAFETY: forwarded from post_atomic's contract.
         let req = unsafe { g.ops.start_atomic(op, selective)? };
-        self.queue_one_sided(&mut g, id, req)
+        self.queue_one_sided(&mut g, id, req, op.flags & FI_MORE != 0)
     }
     fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
         query_atomic(kind, op, datatype)
