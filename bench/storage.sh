@@ -11,6 +11,7 @@
 #   RUNS=3 RUNTIME=10 PROVIDER=shm SIZE=1G bench/storage.sh
 #   OFI=/path/to/other/ofi bench/storage.sh     # another build (no cargo build)
 #   PIN=0 bench/storage.sh                      # no CPU pinning
+#   EP=msg bench/storage.sh                     # fabric MSG connections (default rdm)
 #
 # Workloads (each at iodepth 16, direct file I/O off, time-based):
 #   seqwrite  128 KiB sequential write
@@ -29,6 +30,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RUNS="${RUNS:-3}"
 RUNTIME="${RUNTIME:-5}"
 PROVIDER="${PROVIDER:-tcp}"
+EP="${EP:-rdm}"
 SIZE="${SIZE:-512M}"
 PIN="${PIN:-$([ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null && echo 1 || echo 0)}"
 
@@ -57,12 +59,12 @@ cleanup() {
 trap cleanup EXIT
 
 truncate -s "$SIZE" "$DIR/ofi.img" "$DIR/kit.img"
-"${SRV[@]}" "$OFI" storage target -p "$PROVIDER" -s 127.0.0.1 -B 0 "$DIR/ofi.img" >"$DIR/target.out" 2>"$DIR/target.err" &
+"${SRV[@]}" "$OFI" storage target -p "$PROVIDER" -e "$EP" -s 127.0.0.1 -B 0 "$DIR/ofi.img" >"$DIR/target.out" 2>"$DIR/target.err" &
 PIDS+=($!)
 for _ in $(seq 100); do grep -q "listening on" "$DIR/target.out" && break; sleep 0.05; done
 PORT="$(sed -n 's/^listening on [^ ]*:\([0-9]*\) .*/\1/p' "$DIR/target.out")"
 [ -n "$PORT" ] || { cat "$DIR/target.err" >&2; exit 1; }
-"${SRV[@]}" "$OFI" storage nbd -p "$PROVIDER" -P "$PORT" -q 64 --unix "$DIR/ofi.sock" 127.0.0.1 >/dev/null 2>"$DIR/nbd.err" &
+"${SRV[@]}" "$OFI" storage nbd -p "$PROVIDER" -e "$EP" -P "$PORT" -q 64 --unix "$DIR/ofi.sock" 127.0.0.1 >/dev/null 2>"$DIR/nbd.err" &
 PIDS+=($!)
 "${SRV[@]}" nbdkit -f -U "$DIR/kit.sock" file "$DIR/kit.img" &
 PIDS+=($!)
@@ -121,5 +123,5 @@ for wl in seqwrite seqread randread; do
     printf '%-10s %-6s %12.0f %12.0f %12.0f %10s %10s\n' "$wl" "$metric" "${M[ofi]}" "${M[nbdkit-unix]}" \
         "${M[nbdkit-tcp]}" "$(ratio "${M[ofi]}" "${M[nbdkit-unix]}")" "$(ratio "${M[ofi]}" "${M[nbdkit-tcp]}")"
 done
-echo "(target: ofi/unix >= 0.80; provider $PROVIDER, iodepth 16, ${RUNTIME}s per run, median of $RUNS," \
+echo "(target: ofi/unix >= 0.80; provider $PROVIDER $EP, iodepth 16, ${RUNTIME}s per run, median of $RUNS," \
     "pin $PIN, $(nproc) cpus, load $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at end)"

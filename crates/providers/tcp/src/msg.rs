@@ -246,8 +246,8 @@ impl TcpMsgEp {
         Ok(g)
     }
 
-    /// Queues a one-sided request on the connection and drives it (or,
-    /// with `more`, holds it back: see [`hold_back`](Self::hold_back)).
+    /// Queues a one-sided request on the connection and drives it, unless
+    /// `more` (FI_MORE) holds it back (as on RDM endpoints).
     fn queue_one_sided(&self, g: &mut Inner, req: RmaReq, more: bool) -> Result<()> {
         let Inner { link, ops, .. } = &mut *g;
         let Some(link) = link.as_mut() else {
@@ -258,22 +258,10 @@ impl TcpMsgEp {
             ops.abandon(&req);
             return Err(refused(crate::NAME, e));
         }
-        if more {
-            self.hold_back(g);
-        } else {
+        if !more {
             self.drive(g);
         }
         Ok(())
-    }
-
-    /// A request posted with FI_MORE stays queued, to leave with the next
-    /// post made without the flag or at the next progress call (as on RDM
-    /// endpoints); only the poller learns that there are bytes to write.
-    fn hold_back(&self, g: &mut Inner) {
-        let key = self.key.load(Ordering::Relaxed);
-        if let Some(l) = &mut g.link {
-            l.sync_interest(&self.shared.poller, key);
-        }
     }
 }
 
@@ -414,9 +402,7 @@ impl EndpointOps for TcpMsgEp {
             sends.abandon(&req);
             return Err(Error::new(e, "tcp: the connection refused the send"));
         }
-        if more {
-            self.hold_back(&mut g);
-        } else {
+        if !more {
             self.drive_with(&mut g, false);
         }
         Ok(())

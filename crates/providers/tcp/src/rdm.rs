@@ -801,8 +801,8 @@ impl TcpRdmEp {
 }
 
 impl TcpRdmEp {
-    /// Queues a one-sided request on connection `id` and drives it (or,
-    /// with `more`, holds it back: see [`hold_back`](Self::hold_back)).
+    /// Queues a one-sided request on connection `id` and drives it, unless
+    /// `more` (FI_MORE) holds it back.
     fn queue_one_sided(
         &self,
         g: &mut Inner,
@@ -819,25 +819,11 @@ impl TcpRdmEp {
             ops.abandon(&req);
             return Err(refused(crate::NAME, e));
         }
-        if more {
-            self.hold_back(g, id);
-        } else {
+        if !more {
             self.drive_link(g, id);
             self.finish(g);
         }
         Ok(())
-    }
-
-    /// A request posted with FI_MORE stays queued in its connection, to
-    /// leave with the next post made without the flag (or at the next
-    /// progress call, which drives every link with bytes to write): a
-    /// batch of operations costs one `sendmsg` instead of one each, and no
-    /// read is tried per post. Only the poller learns that the link has
-    /// bytes to write, so a waiter does not sleep on them.
-    fn hold_back(&self, g: &mut Inner, id: ConnId) {
-        if let Some(p) = g.peers.get_mut(&id) {
-            p.link.sync_interest(&self.shared.poller, id);
-        }
     }
 }
 
@@ -945,6 +931,12 @@ impl EndpointOps for TcpRdmEp {
         let mut g = self.inner.lock();
         let id = self.link_for(&mut g, op.dest)?;
         let ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        // FI_MORE: the request stays queued in its connection, to leave
+        // with the next post made without the flag, or at the next progress
+        // call (which drives every link with bytes to write): a batch costs
+        // one `sendmsg` instead of one each, and no read is tried per post.
+        // No system call here: a waiter's trywait progresses before it
+        // arms, which drives the held bytes out.
         let more = op.flags & FI_MORE != 0;
         let Inner {
             peers, sends, b, ..
@@ -973,9 +965,7 @@ impl EndpointOps for TcpRdmEp {
             sends.abandon(&req);
             return Err(Error::new(e, "tcp: the connection refused the send"));
         }
-        if more {
-            self.hold_back(&mut g, id);
-        } else {
+        if !more {
             self.drive_link_with(&mut g, id, false);
             self.finish(&mut g);
         }

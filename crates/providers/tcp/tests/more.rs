@@ -186,3 +186,41 @@ fn a_held_write_lands_before_the_message_that_follows_it() {
     assert_eq!(done, [30, 32], "the write and the send complete");
     drop(mr);
 }
+
+/// True when `fd` becomes readable within `ms` milliseconds.
+fn readable(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+#[test]
+fn a_waiter_does_not_sleep_on_held_bytes() {
+    let (a, b, fb) = pair();
+    let fd = a.cq.wait_fd().expect("a wait fd");
+    for round in 0..4usize {
+        // A sleep on the wait fd first: the socket goes back in the poller,
+        // watched for reading only.
+        a.cq.trywait().expect("nothing pending: a may sleep");
+        assert!(!readable(fd, 20), "nothing to wake a yet");
+        let mut buf = [0u8; 8];
+        // SAFETY: buf outlives the receive, which completes below.
+        unsafe { b.ep.recv(buf.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 40 + round) }.unwrap();
+        send(&a, b"sleeper.", fb, 50 + round, FI_MORE);
+        // About to sleep with a send held back: trywait must refuse (so the
+        // waiter drives it out), or the fd must wake it.
+        match a.cq.trywait() {
+            Err(e) => assert!(e.is_again(), "trywait: {e}"),
+            Ok(()) => assert!(readable(fd, 2000), "a waiter slept on held bytes"),
+        }
+        let got = completions(&b, Some(&a), Duration::from_secs(10), 1);
+        assert_eq!(got, [40 + round]);
+        assert_eq!(&buf, b"sleeper.");
+        let sent = completions(&a, None, Duration::from_secs(10), 1);
+        assert_eq!(sent, [50 + round]);
+    }
+}
