@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::Rdm;
+use common::{loopback_offer, readable, Rdm};
 use ofi_core::consts::*;
 use ofi_core::object::{RmaOp, SendOp};
 use ofi_core::util::cq::CqEntry;
@@ -19,7 +19,6 @@ use ofi_core::Info;
 use std::time::{Duration, Instant};
 
 fn offer() -> Info {
-    ofi_prov_tcp::register().expect("registering tcp");
     let mut h = Info::hints();
     h.caps = FI_MSG | FI_RMA;
     h.ep_attr.ep_type = ep_type::FI_EP_RDM;
@@ -27,17 +26,7 @@ fn offer() -> Info {
     h.addr_format = addr_format::FI_SOCKADDR_IN;
     h.domain_attr.mr_mode =
         mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED;
-    ofi_core::getinfo(
-        FI_VERSION_CURRENT,
-        Some("127.0.0.1"),
-        Some("0"),
-        FI_SOURCE,
-        Some(&h),
-    )
-    .expect("getinfo")
-    .into_iter()
-    .find(|i| i.provider() == "tcp")
-    .expect("a tcp offer")
+    loopback_offer(&h)
 }
 
 /// Posts an 8-byte send of `msg` to `dest` with `flags`.
@@ -185,17 +174,6 @@ fn a_held_write_lands_before_the_message_that_follows_it() {
     done.sort_unstable();
     assert_eq!(done, [30, 32], "the write and the send complete");
     drop(mr);
-}
-
-/// True when `fd` becomes readable within `ms` milliseconds.
-fn readable(fd: i32, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut p, 1, ms) == 1 }
 }
 
 #[test]

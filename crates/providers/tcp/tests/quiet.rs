@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{offer, Rdm};
+use common::{offer, readable, Rdm};
 use ofi_core::consts::*;
 use ofi_core::util::cq::{CqAttr, CqEntry};
 use std::time::{Duration, Instant};
@@ -55,16 +55,6 @@ fn spin_for(s: &Rdm, other: Option<&Rdm>, ctx: usize) {
             o.ep.progress();
         }
     }
-}
-
-fn readable(fd: i32, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut p, 1, ms) == 1 }
 }
 
 #[test]

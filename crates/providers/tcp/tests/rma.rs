@@ -38,7 +38,6 @@ enum Mode {
 }
 
 fn offer(ep_type: u32, mode: Mode) -> Info {
-    ofi_prov_tcp::register().expect("registering tcp");
     let mut h = Info::hints();
     h.caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_RMA_EVENT | FI_FENCE;
     h.ep_attr.ep_type = ep_type;
@@ -48,17 +47,7 @@ fn offer(ep_type: u32, mode: Mode) -> Info {
         Mode::Virt => mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED,
         Mode::Offset => mr_mode::FI_MR_ALLOCATED,
     };
-    let o = ofi_core::getinfo(
-        FI_VERSION_CURRENT,
-        Some("127.0.0.1"),
-        Some("0"),
-        FI_SOURCE,
-        Some(&h),
-    )
-    .expect("getinfo")
-    .into_iter()
-    .find(|i| i.provider() == "tcp")
-    .expect("a tcp offer");
+    let o = common::loopback_offer(&h);
     let virt = o.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0;
     let prov = o.domain_attr.mr_mode & mr_mode::FI_MR_PROV_KEY != 0;
     assert_eq!((virt, prov), (mode == Mode::Virt, mode == Mode::Virt));

@@ -21,3 +21,31 @@ pub fn offer(ep_type: u32, node: &str) -> ofi_core::Info {
     ofi_prov_tcp::register().expect("registering tcp");
     offer_of("tcp", ep_type, node)
 }
+
+/// True when `fd` (a wait fd) becomes readable within `ms` milliseconds.
+#[allow(unsafe_code)]
+pub fn readable(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the call's duration.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+/// The first tcp offer for `hints` on 127.0.0.1 (FI_SOURCE, any port).
+pub fn loopback_offer(hints: &ofi_core::Info) -> ofi_core::Info {
+    ofi_prov_tcp::register().expect("registering tcp");
+    ofi_core::getinfo(
+        ofi_core::consts::FI_VERSION_CURRENT,
+        Some("127.0.0.1"),
+        Some("0"),
+        ofi_core::consts::FI_SOURCE,
+        Some(hints),
+    )
+    .expect("getinfo")
+    .into_iter()
+    .find(|i| i.provider() == "tcp")
+    .expect("a tcp offer")
+}
