@@ -23,19 +23,7 @@ fn a_duplicated_data_chunk_does_not_complete_a_receive_early() {
     unsafe { p.b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 5) }.unwrap();
     // An RTS from a (its ranges never read: b cannot copy, it answers NACK).
     let cookie = 0x42;
-    let mut ranges = [0u8; 16];
-    ranges[8..].copy_from_slice(&(total as u64).to_le_bytes());
-    p.inject(
-        &Repr {
-            op: op::RTS,
-            iov_cnt: 1,
-            src: p.a_id,
-            total: total as u64,
-            cookie,
-            ..Default::default()
-        },
-        &ranges,
-    );
+    p.inject_rts(total as u64, cookie, (0, total as u64));
     let data = |off: usize, len: usize| {
         p.inject(
             &Repr {

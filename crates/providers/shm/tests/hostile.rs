@@ -142,23 +142,10 @@ fn a_rendezvous_copied_short_fails_the_receive() {
     // The sender's memory: 200 KiB, a part of the 1 MiB the RTS announces
     // (the first 128 KiB chunk is whole, the second short, the rest empty).
     let src: Vec<u8> = (0..200 << 10).map(|i| (i % 251) as u8).collect();
-    let mut payload = [0u8; 16];
-    payload[..8].copy_from_slice(&(src.as_ptr() as u64).to_le_bytes());
-    payload[8..].copy_from_slice(&(src.len() as u64).to_le_bytes());
     let mut rx = vec![0u8; total];
     // SAFETY: rx outlives the receive; we wait for its completion.
     unsafe { p.b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 7) }.unwrap();
-    p.inject(
-        &Repr {
-            op: op::RTS,
-            iov_cnt: 1,
-            src: p.a_id,
-            total: total as u64,
-            cookie: 0x55,
-            ..Default::default()
-        },
-        &payload,
-    );
+    p.inject_rts(total as u64, 0x55, (src.as_ptr() as u64, src.len() as u64));
     for _ in 0..10 {
         p.b.progress();
     }

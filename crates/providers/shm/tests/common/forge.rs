@@ -93,6 +93,25 @@ impl Pair {
         Self::push(&self.seg, &self.cached, r, payload);
     }
 
+    /// Writes into `b`'s ring an RTS from `a` announcing `total` bytes in
+    /// one range of `a`'s memory, `(addr, len)`.
+    pub fn inject_rts(&self, total: u64, cookie: u64, (addr, len): (u64, u64)) {
+        let mut range = [0u8; 16];
+        range[..8].copy_from_slice(&addr.to_le_bytes());
+        range[8..].copy_from_slice(&len.to_le_bytes());
+        self.inject(
+            &Repr {
+                op: ofi_wire::shm::op::RTS,
+                iov_cnt: 1,
+                src: self.a_id,
+                total,
+                cookie,
+                ..Default::default()
+            },
+            &range,
+        );
+    }
+
     /// Writes an entry into `a`'s ring.
     pub fn inject_a(&self, r: &Repr, payload: &[u8]) {
         Self::push(&self.a_seg, &self.a_cached, r, payload);
