@@ -112,6 +112,25 @@ fn open_with_credits_back(target: &str, opts: &VolumeOptions) -> Volume {
     panic!("the dead initiator's credits never came back");
 }
 
+/// A target on `path` with four credits in all, at most four per
+/// initiator: one raw initiator can hold every one of them.
+fn four_credits(path: &std::path::Path, net: NetOptions) -> Target {
+    use ofi_storage::core::target::TargetConfig;
+    Target::bind(
+        path,
+        &TargetOptions {
+            net,
+            config: TargetConfig {
+                credits: 4,
+                max_queue_depth: 4,
+                ..TargetConfig::default()
+            },
+            ..TargetOptions::default()
+        },
+    )
+    .unwrap()
+}
+
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
@@ -269,22 +288,9 @@ fn msg_without_an_msg_offer_or_a_listener_fails_clearly() {
 #[test]
 fn a_dead_msg_initiator_gives_its_credits_and_connection_back() {
     use ofi::safe::{Channel, CmEvent};
-    use ofi_storage::core::target::TargetConfig;
     use ofi_storage::wire::Repr;
     let path = tmpfile("dead-msg", 1 << 20);
-    let t = Target::bind(
-        &path,
-        &TargetOptions {
-            net: net_ep("tcp", EpKind::Msg),
-            config: TargetConfig {
-                credits: 4,
-                max_queue_depth: 4,
-                ..TargetConfig::default()
-            },
-            ..TargetOptions::default()
-        },
-    )
-    .unwrap();
+    let t = four_credits(&path, net_ep("tcp", EpKind::Msg));
     let addr = t.local_addr();
     let _served = serve(t);
     // A raw initiator connects, takes every credit, and dies without
@@ -484,22 +490,9 @@ fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
 
 #[test]
 fn a_dead_initiator_gives_its_credits_back() {
-    use ofi_storage::core::target::TargetConfig;
     use ofi_storage::wire::Repr;
     let path = tmpfile("dead-init", 1 << 20);
-    let t = Target::bind(
-        &path,
-        &TargetOptions {
-            net: net("shm"),
-            config: TargetConfig {
-                credits: 4,
-                max_queue_depth: 4,
-                ..TargetConfig::default()
-            },
-            ..TargetOptions::default()
-        },
-    )
-    .unwrap();
+    let t = four_credits(&path, net("shm"));
     let served = serve(t);
     let addr = served.addr.clone();
     // A raw initiator takes every credit, then dies without DISCONNECT
