@@ -8,10 +8,12 @@
 //! together: one endpoint's progress accepts the other's connections.
 #![allow(unsafe_code)]
 
+mod common;
+
 use ofi::consts::*;
 use ofi::{
-    AddressVector, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry, Domain, Endpoint, Fabric, Info,
-    IoVec, SendOp,
+    AddressVector, AvAttr, CompletionQueue, CqTaggedEntry, Domain, Endpoint, Fabric, Info, IoVec,
+    SendOp,
 };
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -42,21 +44,6 @@ fn info() -> Info {
     v[0].clone()
 }
 
-fn endpoint(dom: &Domain, info: &Info, av: &AddressVector) -> (Endpoint, CompletionQueue) {
-    let cq = dom
-        .cq(&CqAttr {
-            format: cq_format::FI_CQ_FORMAT_TAGGED,
-            wait_obj: wait_obj::FI_WAIT_NONE,
-            ..Default::default()
-        })
-        .expect("cq");
-    let ep = dom.endpoint(info).expect("endpoint");
-    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
-    ep.bind_av(av).expect("bind av");
-    ep.enable().expect("enable");
-    (ep, cq)
-}
-
 /// `a` and `b` in domains of their own, on nodes `na` and `nb`.
 fn two_domains(na: &str, nb: &str) -> Two {
     let _g = ENV.lock().unwrap_or_else(|e| e.into_inner());
@@ -67,7 +54,7 @@ fn two_domains(na: &str, nb: &str) -> Two {
         std::env::remove_var("FI_HYBRID_NODE");
         let dom = fab.domain(&info).expect("domain");
         let av = dom.av(&AvAttr::default()).expect("av");
-        let (ep, cq) = endpoint(&dom, &info, &av);
+        let (ep, cq) = common::endpoint_on(&dom, &info, &av);
         (ep, cq, av, dom, fab)
     };
     let (a, cq_a, av_a, dom_a, fab_a) = side(na);
@@ -94,8 +81,8 @@ fn one_domain_two_nodes() -> Two {
     std::env::remove_var("FI_HYBRID_NODE");
     let dom = fab.domain(&info).expect("domain");
     let av = dom.av(&AvAttr::default()).expect("av");
-    let (a, cq_a) = endpoint(&dom, &info, &av);
-    let (b, cq_b) = endpoint(&dom, &info, &av);
+    let (a, cq_a) = common::endpoint_on(&dom, &info, &av);
+    let (b, cq_b) = common::endpoint_on(&dom, &info, &av);
     let fa = av.insert_one(&a.getname().unwrap()).expect("insert a");
     let fb = av.insert_one(&b.getname().unwrap()).expect("insert b");
     Two {

@@ -4,10 +4,12 @@
 //! endpoint's receives, CQ and counters serve both.
 #![allow(unsafe_code)]
 
+mod common;
+
 use ofi::consts::*;
 use ofi::{
-    AddressVector, AvAttr, CntrAttr, CompletionQueue, Counter, CqAttr, CqTaggedEntry, Domain,
-    Endpoint, Fabric, Info, MrAttr,
+    AddressVector, AvAttr, CntrAttr, CompletionQueue, Counter, CqTaggedEntry, Domain, Endpoint,
+    Fabric, Info, MrAttr,
 };
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -50,13 +52,7 @@ fn open(node: &str) -> Node {
     let fab = Fabric::open(&info.fabric_attr).expect("fabric");
     std::env::remove_var("FI_HYBRID_NODE");
     let dom = fab.domain(&info).expect("domain");
-    let cq = dom
-        .cq(&CqAttr {
-            format: cq_format::FI_CQ_FORMAT_TAGGED,
-            wait_obj: wait_obj::FI_WAIT_NONE,
-            ..Default::default()
-        })
-        .expect("cq");
+    let cq = common::cq(&dom);
     let av = dom.av(&AvAttr::default()).expect("av");
     let wcntr = dom.cntr(&CntrAttr::default()).expect("cntr");
     let rcntr = dom.cntr(&CntrAttr::default()).expect("cntr");
@@ -108,28 +104,8 @@ fn sockets() -> usize {
 
 /// Drives every node's progress until `n` entries came out of `who`'s CQ.
 fn wait(nodes: &[&Node], who: &Node, n: usize) -> Vec<(CqTaggedEntry, u64)> {
-    let mut got = Vec::new();
-    let end = Instant::now() + TIMEOUT;
-    while got.len() < n {
-        assert!(
-            Instant::now() < end,
-            "timed out: {} of {n} completions",
-            got.len()
-        );
-        for x in nodes {
-            x.ep.progress();
-        }
-        let mut e = [CqTaggedEntry::default(); 4];
-        let mut s = [0u64; 4];
-        match who.cq.readfrom(&mut e, &mut s) {
-            Ok(k) => got.extend(e[..k].iter().copied().zip(s[..k].iter().copied())),
-            Err(err) if err.code() == ofi::errno::FI_EAVAIL => {
-                panic!("error completion: {:?}", who.cq.readerr())
-            }
-            Err(_) => {}
-        }
-    }
-    got
+    let eps: Vec<&Endpoint> = nodes.iter().map(|x| &x.ep).collect();
+    common::read_from(&eps, &who.cq, n, "timed out")
 }
 
 /// Waits until a tagged message from `src` with `tag` is held by `who`

@@ -1,7 +1,10 @@
-//! Set-up shared by the hybrid tests that pair two in-process endpoints.
+//! Set-up shared by the hybrid tests that pair in-process endpoints.
+#![allow(dead_code)]
 
 use ofi::consts::*;
-use ofi::{AvAttr, CompletionQueue, CqAttr, CqTaggedEntry, Endpoint, Fabric, Info};
+use ofi::{
+    AddressVector, AvAttr, CompletionQueue, CqAttr, CqTaggedEntry, Domain, Endpoint, Fabric, Info,
+};
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -17,22 +20,32 @@ pub struct Side {
     _keep: (ofi::Domain, Fabric),
 }
 
+/// A CQ of tagged entries without a wait object (the tests poll).
+pub fn cq(dom: &Domain) -> CompletionQueue {
+    dom.cq(&CqAttr {
+        format: cq_format::FI_CQ_FORMAT_TAGGED,
+        wait_obj: wait_obj::FI_WAIT_NONE,
+        ..Default::default()
+    })
+    .expect("cq")
+}
+
+/// An enabled endpoint of `info` in `dom` on `av`, with a CQ of its own.
+pub fn endpoint_on(dom: &Domain, info: &Info, av: &AddressVector) -> (Endpoint, CompletionQueue) {
+    let cq = cq(dom);
+    let ep = dom.endpoint(info).expect("endpoint");
+    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
+    ep.bind_av(av).expect("bind av");
+    ep.enable().expect("enable");
+    (ep, cq)
+}
+
 /// One endpoint of `info` with its own fabric, domain, CQ and AV.
 pub fn open(info: &Info) -> Side {
     let fab = Fabric::open(&info.fabric_attr).expect("fabric");
     let dom = fab.domain(info).expect("domain");
-    let cq = dom
-        .cq(&CqAttr {
-            format: cq_format::FI_CQ_FORMAT_TAGGED,
-            wait_obj: wait_obj::FI_WAIT_NONE,
-            ..Default::default()
-        })
-        .expect("cq");
     let av = dom.av(&AvAttr::default()).expect("av");
-    let ep = dom.endpoint(info).expect("endpoint");
-    ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
-    ep.bind_av(&av).expect("bind av");
-    ep.enable().expect("enable");
+    let (ep, cq) = endpoint_on(&dom, info, &av);
     Side {
         ep,
         cq,
@@ -44,6 +57,21 @@ pub fn open(info: &Info) -> Side {
 /// Reads `cq` (driving both sides) until `n` entries came; `what` names
 /// the step in failure messages.
 pub fn read(sides: [&Side; 2], cq: &CompletionQueue, n: usize, what: &str) -> Vec<CqTaggedEntry> {
+    read_from(&[&sides[0].ep, &sides[1].ep], cq, n, what)
+        .into_iter()
+        .map(|(e, _)| e)
+        .collect()
+}
+
+/// Reads `cq` with each entry's source address (driving every endpoint
+/// of `drive`) until `n` entries came; `what` names the step in failure
+/// messages. An error entry fails the test.
+pub fn read_from(
+    drive: &[&Endpoint],
+    cq: &CompletionQueue,
+    n: usize,
+    what: &str,
+) -> Vec<(CqTaggedEntry, u64)> {
     let mut got = Vec::new();
     let end = Instant::now() + TIMEOUT;
     while got.len() < n {
@@ -52,12 +80,13 @@ pub fn read(sides: [&Side; 2], cq: &CompletionQueue, n: usize, what: &str) -> Ve
             "{what}: {} of {n} completions",
             got.len()
         );
-        for s in sides {
-            s.ep.progress();
+        for ep in drive {
+            ep.progress();
         }
         let mut e = [CqTaggedEntry::default(); 8];
-        match cq.read(&mut e) {
-            Ok(k) => got.extend_from_slice(&e[..k]),
+        let mut s = [0u64; 8];
+        match cq.readfrom(&mut e, &mut s) {
+            Ok(k) => got.extend(e[..k].iter().copied().zip(s[..k].iter().copied())),
             Err(err) if err.code() == ofi::errno::FI_EAVAIL => {
                 panic!("{what}: error completion: {:?}", cq.readerr())
             }
