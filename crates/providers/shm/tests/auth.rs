@@ -31,17 +31,6 @@ fn ep(key: Option<&[u8]>, ctx: usize) -> Rdm {
     Rdm::open(&info, ctx)
 }
 
-/// `(pid, idx)` of an shm address.
-fn pid_idx(a: &[u8]) -> (u32, u32) {
-    let s = std::str::from_utf8(a).unwrap().trim_end_matches('\0');
-    let (p, i) = s
-        .strip_prefix("fi_shm://")
-        .unwrap()
-        .split_once('.')
-        .unwrap();
-    (p.parse().unwrap(), i.parse().unwrap())
-}
-
 /// Retries `post` while it says FI_EAGAIN, progressing both endpoints;
 /// its final outcome.
 fn retry(
@@ -218,7 +207,7 @@ impl Forger {
             pool_buf_size: 4096,
         };
         let (own, inbox) = Segment::create(&segment_path(uid, pid, idx), geo, true).unwrap();
-        let (bp, bi) = pid_idx(&b.ep.getname().unwrap());
+        let (bp, bi) = common::forge::parse_addr(&b.ep.getname().unwrap());
         let target = Segment::open(&segment_path(uid, bp, bi), bp).unwrap();
         Forger {
             id: (u64::from(pid) << 32) | u64::from(idx),
@@ -377,7 +366,7 @@ fn segments_are_private_and_never_hold_the_key() {
     send_and_check(&b, &a, 64 << 10, 2);
     let uid = ofi_shm::proc::uid();
     for r in [&a, &b] {
-        let (pid, idx) = pid_idx(&r.ep.getname().unwrap());
+        let (pid, idx) = common::forge::parse_addr(&r.ep.getname().unwrap());
         for path in [segment_path(uid, pid, idx), bell_path(uid, pid, idx)] {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "{} is mode {:o}", path.display(), mode);
