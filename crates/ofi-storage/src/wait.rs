@@ -3,7 +3,7 @@
 use ofi::consts::ep_type;
 use ofi::safe::Channel;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 /// What woke a [`sleep`].
@@ -30,7 +30,7 @@ pub fn sleep(ch: &Channel, fds: &[(BorrowedFd<'_>, PollFlags)], timeout: Duratio
         return Woken::Fds;
     }
     let mut p: Vec<PollFd<'_>> = Vec::with_capacity(fds.len() + 2);
-    p.push(PollFd::from_borrowed_fd(ch.as_fd(), PollFlags::IN));
+    p.push(PollFd::from_borrowed_fd(ch.sleep_fd(), PollFlags::IN));
     if let Some(fd) = ch.cm_fd().ok().filter(|_| msg) {
         p.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
     }

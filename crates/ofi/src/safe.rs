@@ -915,6 +915,28 @@ impl Channel {
         self.cq.trywait()
     }
 
+    /// The fd to sleep on after a successful [`trywait`](Self::trywait),
+    /// beside fds of the caller's own (`poll`, `epoll`): it becomes
+    /// readable when the channel's providers have something for the next
+    /// poll. Unlike [`as_fd`](AsFd::as_fd) it does not expose the queue's
+    /// fd, which from then on is kept readable while completions wait and
+    /// costs a system call each time the queue fills or empties. With
+    /// manual progress that level is not needed by a caller that calls
+    /// `trywait` before every sleep (`trywait` fails while completions wait,
+    /// and only the caller's own calls produce them); under automatic
+    /// progress a provider thread may queue completions during the sleep,
+    /// so this is the exposed fd.
+    pub fn sleep_fd(&self) -> BorrowedFd<'_> {
+        let info = self.info();
+        let manual = info.domain_attr.data_progress != progress::FI_PROGRESS_AUTO
+            && info.domain_attr.control_progress != progress::FI_PROGRESS_AUTO;
+        if manual {
+            self.fd.as_fd()
+        } else {
+            self.as_fd()
+        }
+    }
+
     /// The channel's completion queue (for poll sets).
     pub(crate) fn cq(&self) -> &CompletionQueue {
         &self.cq

@@ -458,3 +458,68 @@ impl Pair {
         }
     }
 }
+
+/// True when `fd` becomes readable within `ms` milliseconds.
+fn readable(fd: std::os::fd::BorrowedFd<'_>, ms: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the call's duration.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+#[test]
+fn a_sleep_on_sleep_fd_after_trywait_wakes_when_a_message_arrives() {
+    for info in offers() {
+        let prov = info.provider().to_string();
+        let mut init = Channel::open(&info).expect("initiator");
+        let target = Channel::open(&info).expect("target");
+        let to_target = init.insert(&target.address().unwrap()).unwrap();
+        for round in 0..3u8 {
+            let mut rx = target.recv(vec![0u8; 16]).unwrap();
+            // The sender starts once the target is likely asleep (the first
+            // round also makes the connection).
+            let sender = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                let mut op = init.send(vec![round; 8], to_target).unwrap();
+                let deadline = Instant::now() + Duration::from_secs(20);
+                loop {
+                    init.poll().unwrap();
+                    if let Some(r) = op.check() {
+                        r.unwrap();
+                        break;
+                    }
+                    assert!(Instant::now() < deadline, "the send did not finish");
+                }
+                drop(op);
+                init
+            });
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let got = loop {
+                target.poll().unwrap();
+                if let Some(r) = rx.check() {
+                    break r.unwrap();
+                }
+                assert!(Instant::now() < deadline, "{prov}: nothing arrived");
+                if target.trywait().is_ok() {
+                    assert!(
+                        readable(target.sleep_fd(), 10_000),
+                        "{prov} round {round}: slept through an arrival"
+                    );
+                }
+            };
+            assert_eq!(&got.buf[..got.len], &[round; 8], "{prov}");
+            init = sender.join().unwrap();
+        }
+        // Nothing exposed the queue's fd: with nothing to collect, it stays
+        // quiet after a successful trywait.
+        target.trywait().unwrap();
+        assert!(
+            !readable(target.sleep_fd(), 50),
+            "{prov}: a quiet channel woke"
+        );
+    }
+}
