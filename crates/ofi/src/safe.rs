@@ -290,12 +290,10 @@ impl Channel {
         }
     }
 
-    /// Cancels the operation with context `ctx` (`fi_cancel`).
-    pub(crate) fn cancel_ctx(&self, ctx: usize) -> Result<()> {
-        match &self.ep {
-            Eps::One(ep) => ep.cancel(ctx),
-            Eps::Conns(c) => c.cancel(ctx),
-        }
+    /// Cancels the operation with context `ctx` (`fi_cancel`), posted on
+    /// the endpoint that reaches `on`.
+    pub(crate) fn cancel_ctx(&self, ctx: usize, on: Addr) -> Result<()> {
+        self.with_ep(on, |ep| ep.cancel(ctx))
     }
 
     fn conns(&self, what: &str) -> Result<&Conns> {
@@ -428,6 +426,7 @@ impl Channel {
         &self,
         buf: Held<B>,
         cancel_on_drop: bool,
+        on: Addr,
         f: impl FnOnce(usize) -> Result<()>,
     ) -> Posted<'_, B> {
         let (slot, id, gen) = self.table.open();
@@ -440,6 +439,7 @@ impl Channel {
                 done: gen | table::DONE,
                 buf: Some(buf),
                 cancel_on_drop,
+                on,
             }),
             Err(error) => {
                 self.table.close(id);
@@ -463,7 +463,7 @@ impl Channel {
         let buf = Held::new(buf);
         let iov = [iov_of(buf.as_ref())];
         let desc = buf.desc();
-        self.post(buf, false, |ctx| {
+        self.post(buf, false, dest, |ctx| {
             let d = desc.map(|d| [d]);
             let op = SendOp {
                 iov: &iov,
@@ -535,7 +535,7 @@ impl Channel {
             len: m.len(),
         }];
         let desc = buf.desc();
-        self.post(buf, true, |ctx| {
+        self.post(buf, true, on, |ctx| {
             let d = desc.map(|d| [d]);
             let op = RecvOp {
                 iov: &iov,
@@ -633,7 +633,7 @@ impl Channel {
                 ),
             });
         }
-        self.post(buf, false, |ctx| {
+        self.post(buf, false, peer, |ctx| {
             let v = [range];
             let d = desc.map(|d| [d]);
             let rma = [RmaIov {
@@ -759,7 +759,7 @@ impl Channel {
         let compare = a.compare.as_mut().map(elems);
         let result = elems(&mut a.result);
         let (op, datatype) = (a.op, a.datatype);
-        self.post(Held::new(a), false, |ctx| {
+        self.post(Held::new(a), false, dest, |ctx| {
             let no_operand = kind == AtomicKind::Fetch && op == atomic_op::FI_ATOMIC_READ;
             let rma = [RmaIoc {
                 addr: remote_addr,

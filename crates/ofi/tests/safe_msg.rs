@@ -5,7 +5,7 @@
 //! closed connection's address is refused afterwards.
 
 use ofi::safe::{Addr, Channel, CmEvent};
-use ofi::{Caps, EpType, Hints, Info, MrAccess};
+use ofi::{Caps, EpType, ErrorKind, Hints, Info, MrAccess};
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(10);
@@ -165,4 +165,34 @@ fn connection_calls_belong_to_msg_channels() {
     assert!(msg.inject(b"x", Addr(1)).is_err());
     assert!(msg.recv(vec![0u8; 8]).is_err());
     assert!(msg.address().is_err());
+}
+
+#[test]
+fn a_cancel_reaches_the_receive_on_its_own_connection() {
+    let server = Channel::open(&offer("0", true)).unwrap();
+    server.listen().unwrap();
+    let addr = server.address().unwrap();
+    let (a, a_conn, sa) = connect(&server, &addr, 1);
+    let (_b, _b_conn, sb) = connect(&server, &addr, 2);
+    // Receives on both connections; the one on b's is cancelled, and
+    // dropping one on a's cancels it too: a's next message lands in the
+    // receive posted after them.
+    let mut rb = server.recv_on(vec![3u8; 16], sb).unwrap();
+    let dropped = server.recv_on(vec![0u8; 16], sa).unwrap();
+    drop(dropped);
+    rb.cancel().unwrap();
+    let e = rb.wait(T).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Canceled);
+    assert_eq!(e.buf, Some(vec![3u8; 16]));
+    let mut ra = server.recv_on(vec![0u8; 16], sa).unwrap();
+    a.inject(b"after", a_conn).unwrap();
+    assert_eq!(ra.wait(T).unwrap().bytes(), b"after");
+    let deadline = Instant::now() + T;
+    while server.in_flight() > 0 {
+        let _ = server.poll();
+        assert!(
+            Instant::now() < deadline,
+            "the dropped receive stays in flight"
+        );
+    }
 }

@@ -160,20 +160,6 @@ impl Conns {
             .count()
     }
 
-    /// Cancels the operation with this context on whichever connection
-    /// holds it.
-    pub(super) fn cancel(&self, ctx: usize) -> Result<()> {
-        let slots = self.slots.borrow();
-        let mut last = Err(Error::new(errno::FI_ENOENT, "cancel: no such operation"));
-        for ep in slots.iter().filter_map(|s| s.ep.as_ref()) {
-            last = ep.cancel(ctx);
-            if last.is_ok() {
-                break;
-            }
-        }
-        last
-    }
-
     pub(super) fn set_pep(&self, pep: PassiveEndpoint) -> Result<()> {
         let mut p = self.pep.borrow_mut();
         if p.is_some() {

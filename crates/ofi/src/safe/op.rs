@@ -148,6 +148,8 @@ pub struct Op<'ch, B: Send + 'static> {
     pub(super) done: u32,
     pub(super) buf: Option<Held<B>>,
     pub(super) cancel_on_drop: bool,
+    /// Whom it was posted to (on an MSG channel, its connection).
+    pub(super) on: Addr,
 }
 
 impl<B: Send + 'static> fmt::Debug for Op<'_, B> {
@@ -233,7 +235,7 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
     /// `FI_ECANCELED`; a send or one-sided operation already under way
     /// completes as it would have.
     pub fn cancel(&self) -> crate::Result<()> {
-        self.ch.cancel_ctx(self.id().0 as usize)
+        self.ch.cancel_ctx(self.id().0 as usize, self.on)
     }
 }
 
@@ -247,7 +249,7 @@ impl<B: Send + 'static> Op<'_, B> {
         };
         let pending = self.ch.table.orphan(self.id, self.done & !DONE, buf);
         if pending && self.cancel_on_drop {
-            let _ = self.ch.cancel_ctx(self.id().0 as usize);
+            let _ = self.ch.cancel_ctx(self.id().0 as usize, self.on);
         }
     }
 }
