@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bench/storage.sh: fio's nbd engine through `ofi storage nbd` and one
 # fabric hop to `ofi storage target` (tcp by default), against nbdkit's file
-# plugin serving a file of the same size on a Unix socket and, as a second
-# reference, nbdkit over TCP; alternating the servers in each round.
+# plugin serving a file of the same size on a Unix socket and, as second
+# references, nbdkit over TCP and nbdkit over TCP behind a plain byte relay
+# on a Unix socket (bench/nbd_relay.c: the ofi layout's kernel paths,
+# processes and copies with no protocol at all, so the most any gateway
+# plus TCP hop can do here); alternating the servers in each round.
 #
 # A benchmark, not a test: it prints a table and fails only when a run fails.
 #
@@ -18,12 +21,12 @@
 #   seqread   128 KiB sequential read
 #   randread  4 KiB random read
 # Each cell is the median over RUNS of fio's bandwidth (MB/s) or IOPS; the
-# ratio columns are ofi's median over each nbdkit's (the target: ofi >=
-# 0.80 x nbdkit on the Unix socket).
+# ratio columns are medians over nbdkit-unix's (the target: ofi >= 0.80 x
+# nbdkit on the Unix socket) and ofi's over the relay's.
 #
 # Pinning (PIN=1, the default on 2 or more CPUs): fio on CPU 0, every server
-# process (ofi's target and gateway, both nbdkits) on CPU 1, so each server
-# side gets one core and the client another, whatever the server's shape.
+# process (ofi's target and gateway, the nbdkits, the relay) on CPU 1, so
+# each server side gets one core and the client another, whatever its shape.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -34,8 +37,8 @@ EP="${EP:-rdm}"
 SIZE="${SIZE:-512M}"
 PIN="${PIN:-$([ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null && echo 1 || echo 0)}"
 
-for c in fio nbdkit; do
-    command -v "$c" >/dev/null || { echo "bench/storage.sh: $c missing (apt-get install fio nbdkit)" >&2; exit 1; }
+for c in fio nbdkit cc; do
+    command -v "$c" >/dev/null || { echo "bench/storage.sh: $c missing (apt-get install fio nbdkit gcc)" >&2; exit 1; }
 done
 if [ -z "${OFI:-}" ]; then
     OFI="${CARGO_TARGET_DIR:-$ROOT/target}/release/ofi"
@@ -74,13 +77,18 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -S "$DIR/ofi.sock" ] && [ -S "$DIR/kit.sock" ] && break; sleep 0.05; done
 sleep 0.2
 KIT_TCP="nbd://127.0.0.1:$KIT_PORT"
+cc -O2 -o "$DIR/nbd_relay" "$ROOT/bench/nbd_relay.c"
+"${SRV[@]}" "$DIR/nbd_relay" "$DIR/relay.sock" "$KIT_PORT" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -S "$DIR/relay.sock" ] && break; sleep 0.05; done
 
 declare -A URI=(
     [ofi]="nbd+unix:///?socket=$DIR/ofi.sock"
     [nbdkit-unix]="nbd+unix:///?socket=$DIR/kit.sock"
     [nbdkit-tcp]="$KIT_TCP"
+    [relay]="nbd+unix:///?socket=$DIR/relay.sock"
 )
-SERVERS=(ofi nbdkit-unix nbdkit-tcp)
+SERVERS=(ofi nbdkit-unix nbdkit-tcp relay)
 declare -A WL=(
     [seqwrite]="--rw=write --bs=128k"
     [seqread]="--rw=read --bs=128k"
@@ -102,7 +110,7 @@ for wl in seqwrite seqread randread; do
     for r in $(seq "$RUNS"); do
         # Alternate the order of the servers from round to round.
         order=("${SERVERS[@]}")
-        if (( r % 2 == 0 )); then order=(nbdkit-tcp nbdkit-unix ofi); fi
+        if (( r % 2 == 0 )); then order=(relay nbdkit-tcp nbdkit-unix ofi); fi
         for s in "${order[@]}"; do
             RES[$wl,$s]+="$(one "$s" "$wl") "
         done
@@ -111,7 +119,8 @@ done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-printf '%-10s %-6s %12s %12s %12s %10s %10s\n' workload metric ofi nbdkit-unix nbdkit-tcp ofi/unix ofi/tcp
+printf '%-10s %-6s %11s %11s %11s %11s %9s %9s %9s\n' workload metric ofi nbdkit-unix nbdkit-tcp relay \
+    ofi/unix relay/unix ofi/relay
 for wl in seqwrite seqread randread; do
     col=1; metric="MB/s"
     [ "$wl" = randread ] && { col=2; metric=IOPS; }
@@ -120,8 +129,9 @@ for wl in seqwrite seqread randread; do
         M[$s]="$(echo "${RES[$wl,$s]}" | xargs -n2 | awk -v c="$col" '{print $c}' | tr '\n' ' ' | median)"
     done
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
-    printf '%-10s %-6s %12.0f %12.0f %12.0f %10s %10s\n' "$wl" "$metric" "${M[ofi]}" "${M[nbdkit-unix]}" \
-        "${M[nbdkit-tcp]}" "$(ratio "${M[ofi]}" "${M[nbdkit-unix]}")" "$(ratio "${M[ofi]}" "${M[nbdkit-tcp]}")"
+    printf '%-10s %-6s %11.0f %11.0f %11.0f %11.0f %9s %9s %9s\n' "$wl" "$metric" "${M[ofi]}" "${M[nbdkit-unix]}" \
+        "${M[nbdkit-tcp]}" "${M[relay]}" "$(ratio "${M[ofi]}" "${M[nbdkit-unix]}")" \
+        "$(ratio "${M[relay]}" "${M[nbdkit-unix]}")" "$(ratio "${M[ofi]}" "${M[relay]}")"
 done
 echo "(target: ofi/unix >= 0.80; provider $PROVIDER $EP, iodepth 16, ${RUNTIME}s per run, median of $RUNS," \
     "pin $PIN, $(nproc) cpus, load $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at end)"
