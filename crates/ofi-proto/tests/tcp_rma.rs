@@ -354,9 +354,11 @@ fn deliver_requests(w: &mut World) {
 
 #[test]
 fn a_read_sees_memory_as_it_was_when_executed() {
-    for big in [false, true] {
+    // 64 bytes: one frame, copied into the stage with its header; 2000: a
+    // few frames, still copied; 8000: the captured bytes are sent from
+    // their own buffer, a frame at a time.
+    for n in [64, 2000, 8000] {
         let (mut w, t, regions) = setup(5, true);
-        let n = if big { 2000 } else { 64 };
         let old = region_bytes(&t, &regions[0])[..n].to_vec();
         let rv = [remote(&t, &regions[0], 0, n)];
         let back = local(&mut w, 0, &[n], None);
@@ -382,6 +384,50 @@ fn a_read_sees_memory_as_it_was_when_executed() {
             "read after write reordered"
         );
         assert_eq!(w.sides[0].mem.get(back2[0]), &newer[..]);
+    }
+}
+
+/// Several READ answers captured at once, each sent from its own held
+/// buffer: every READ gets the bytes of its own range as they were, round
+/// after round (the buffers are released in order and reused).
+#[test]
+fn captured_answers_keep_their_own_bytes() {
+    let (mut w, t, regions) = setup(6, true);
+    let n = 2500;
+    for round in 0..3u8 {
+        let olds: Vec<Vec<u8>> = (0..3)
+            .map(|i| region_bytes(&t, &regions[0])[i * n..(i + 1) * n].to_vec())
+            .collect();
+        let mut backs = Vec::new();
+        for i in 0..3 {
+            let rv = [remote(&t, &regions[0], i * n, n)];
+            let back = local(&mut w, 0, &[n], None);
+            let ctx = 10 * u64::from(round) + i as u64 + 1;
+            w.conn(0, 0)
+                .queue_rma(RmaReq::read(&back, &rv, ctx as usize))
+                .unwrap();
+            backs.push((ctx, back));
+        }
+        // One WRITE over all three ranges, executed while the answers wait.
+        let newer = pattern(50 + u64::from(round), 3 * n);
+        let l = local(&mut w, 0, &[3 * n], Some(&newer));
+        let rv = [remote(&t, &regions[0], 0, 3 * n)];
+        let wctx = 10 * u64::from(round) + 9;
+        w.conn(0, 0)
+            .queue_rma(RmaReq::write(&l, &rv, wctx as usize))
+            .unwrap();
+        deliver_requests(&mut w);
+        assert_eq!(&region_bytes(&t, &regions[0])[..3 * n], &newer[..]);
+        w.run();
+        assert_eq!(w.sides[0].rma_result(wctx as usize), Some(Ok(())));
+        for (i, (ctx, back)) in backs.iter().enumerate() {
+            assert_eq!(w.sides[0].rma_result(*ctx as usize), Some(Ok(())));
+            assert_eq!(
+                w.sides[0].mem.get(back[0]),
+                &olds[i][..],
+                "round {round}: READ {i} got other bytes"
+            );
+        }
     }
 }
 

@@ -222,6 +222,7 @@ pub struct Transmit<'a> {
     stage: &'a [u8],
     segs: &'a VecDeque<Seg>,
     off: usize,
+    held: &'a rma::Held,
 }
 
 impl<'a> Transmit<'a> {
@@ -240,11 +241,15 @@ impl<'a> Transmit<'a> {
     /// The ranges, in order.
     pub fn iter(&self) -> impl Iterator<Item = TxSlice<'a>> + 'a {
         let stage = self.stage;
+        let held = self.held;
         let first = self.off;
         self.segs.iter().enumerate().map(move |(i, s)| {
             let o = if i == 0 { first } else { 0 };
             match s.kind {
                 SegKind::Staged(start) => TxSlice::Bytes(&stage[start + o..start + s.len]),
+                SegKind::Held { seq, start } => {
+                    TxSlice::Bytes(&held.get(seq)[start + o..start + s.len])
+                }
                 SegKind::User(base) | SegKind::Mem(base) => TxSlice::Iov(IoVec {
                     base: base.wrapping_add(o),
                     len: s.len - o,
@@ -272,6 +277,10 @@ enum SegKind {
     /// Registered memory answering a peer's READ: copied into the stage
     /// before a later frame of this connection may change it.
     Mem(usize),
+    /// Bytes of an answer the core holds (captured READ data, an atomic's
+    /// result): `seq` names the buffer in `held`, `start` the offset in it.
+    /// Sent from there, not copied into the stage.
+    Held { seq: u64, start: usize },
 }
 
 /// A range committed to the stream: once its frame started, it is written
@@ -395,6 +404,8 @@ pub struct Conn {
     spare: Vec<Vec<u8>>,
     /// Answer bytes still referring to registered memory.
     mem_refs: usize,
+    /// Answer buffers that segments send from (`SegKind::Held`).
+    held: rma::Held,
     /// READ grants whose answers still refer to their memory, in answer
     /// order, with the bytes each has left to write.
     read_grants: VecDeque<(Grant, usize)>,
@@ -436,6 +447,7 @@ impl Conn {
             resps: VecDeque::new(),
             spare: Vec::new(),
             mem_refs: 0,
+            held: rma::Held::default(),
             read_grants: VecDeque::new(),
             reads_done: Vec::new(),
             hdr: [0; HDR_LEN],
@@ -829,6 +841,7 @@ impl Conn {
             stage: &self.stage,
             segs: &self.segs,
             off: self.seg_off,
+            held: &self.held,
         }
     }
 
@@ -841,6 +854,7 @@ impl Conn {
             stage: &self.stage,
             segs: &self.segs,
             off: self.seg_off,
+            held: &self.held,
         }
     }
 
@@ -860,9 +874,13 @@ impl Conn {
             n -= left;
             self.seg_off = 0;
             self.segs.pop_front();
-            if let SegKind::Mem(_) = s.kind {
-                self.mem_refs = self.mem_refs.saturating_sub(s.len);
-                self.reads_written(s.len);
+            match s.kind {
+                SegKind::Mem(_) => {
+                    self.mem_refs = self.mem_refs.saturating_sub(s.len);
+                    self.reads_written(s.len);
+                }
+                SegKind::Held { seq, start } => self.held_written(seq, start + s.len),
+                SegKind::Staged(_) | SegKind::User(_) => {}
             }
             self.fire(s.done);
         }
@@ -936,7 +954,7 @@ impl Conn {
     fn compact_stage(&mut self) {
         let first = self.segs.iter().find_map(|s| match s.kind {
             SegKind::Staged(start) => Some(start),
-            SegKind::User(_) | SegKind::Mem(_) => None,
+            SegKind::User(_) | SegKind::Mem(_) | SegKind::Held { .. } => None,
         });
         let cut = first.unwrap_or(self.stage.len());
         if cut == 0 {
@@ -1814,6 +1832,7 @@ impl Conn {
         self.ctrl.clear();
         self.resps.clear();
         self.mem_refs = 0;
+        self.held.clear();
         self.wstream = None;
         self.state = State::Closed;
         self.rstate = RxState::Closed;

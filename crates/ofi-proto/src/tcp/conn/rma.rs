@@ -18,10 +18,56 @@ use ofi_core::util::matching::MAX_IOV;
 use ofi_core::util::rma::RmaIov;
 use ofi_wire::tcp::{desc_len, flag, kind, op, DescRepr, Range, Repr, RmaDesc};
 
+use std::collections::VecDeque;
+
 const _: () = assert!(MAX_RANGES <= MAX_IOV);
 
 /// Answer buffers a connection keeps for reuse.
 const SPARE_MAX: usize = 8;
+
+/// Answers with fewer core-held bytes than this are copied into the stage
+/// with their header (one slice); larger ones are sent from their buffer.
+const HELD_MIN: usize = 2048;
+
+/// Answer buffers that segments send from, oldest first. Answers are
+/// staged one after another and written in order, so buffers are
+/// released from the front.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    bufs: VecDeque<Vec<u8>>,
+    /// Sequence number of `bufs[0]`.
+    first: u64,
+}
+
+impl Held {
+    /// Keeps `b`; its sequence number.
+    fn push(&mut self, b: Vec<u8>) -> u64 {
+        self.bufs.push_back(b);
+        self.first + self.bufs.len() as u64 - 1
+    }
+
+    /// The buffer `seq` (a segment's, so still held).
+    pub(super) fn get(&self, seq: u64) -> &[u8] {
+        &self.bufs[(seq - self.first) as usize]
+    }
+
+    /// Drops every buffer up to and including `seq`, handing each to `f`.
+    fn release_through(&mut self, seq: u64, mut f: impl FnMut(Vec<u8>)) {
+        while self.first <= seq {
+            let Some(b) = self.bufs.pop_front() else {
+                break;
+            };
+            self.first += 1;
+            f(b);
+        }
+    }
+
+    /// Drops every buffer (the connection is closed).
+    pub(super) fn clear(&mut self) {
+        self.first += self.bufs.len() as u64;
+        self.bufs.clear();
+    }
+}
 
 /// One of our requests (or an acknowledged send) waiting for its answer.
 #[derive(Debug)]
@@ -74,6 +120,12 @@ pub(super) enum RespSrc {
     /// Core-owned bytes; `base` is the answer offset of `bytes[0]`.
     Bytes {
         bytes: Vec<u8>,
+        base: usize,
+    },
+    /// Core-owned bytes moved to `Conn::held` when the answer's first
+    /// frame was staged; `base` as for `Bytes`.
+    Held {
+        seq: u64,
         base: usize,
     },
     /// Registered memory (READ data).
@@ -463,11 +515,30 @@ impl Conn {
         a.started = true;
         let at = a.sent;
         a.sent += chunk;
+        if matches!(&a.src, RespSrc::Bytes { bytes, .. } if bytes.len() >= HELD_MIN) {
+            if let RespSrc::Bytes { bytes, base } = std::mem::replace(&mut a.src, RespSrc::None) {
+                let seq = self.held.push(bytes);
+                a.src = RespSrc::Held { seq, base };
+            }
+        }
         match &a.src {
             RespSrc::None => self.stage_frame(&r, &[], Done::Nothing),
             RespSrc::Bytes { bytes, base } => {
                 let from = at - base;
                 self.stage_frame(&r, &bytes[from..from + chunk], Done::Nothing);
+            }
+            RespSrc::Held { seq, base } => {
+                self.stage_frame(&r, &[], Done::Nothing);
+                if chunk > 0 {
+                    self.segs.push_back(super::Seg {
+                        kind: SegKind::Held {
+                            seq: *seq,
+                            start: at - base,
+                        },
+                        len: chunk,
+                        done: Done::Nothing,
+                    });
+                }
             }
             RespSrc::Mem { iov, cnt } => {
                 self.stage_frame(&r, &[], Done::Nothing);
@@ -489,6 +560,20 @@ impl Conn {
                 self.spare.push(bytes);
             }
         }
+    }
+
+    /// A held answer buffer's bytes up to `end` are written: once that is
+    /// all of it, the buffer (and any before it) goes back to the spares.
+    pub(super) fn held_written(&mut self, seq: u64, end: usize) {
+        if end < self.held.get(seq).len() {
+            return;
+        }
+        let spare = &mut self.spare;
+        self.held.release_through(seq, |b| {
+            if spare.len() < SPARE_MAX {
+                spare.push(b);
+            }
+        });
     }
 
     /// Before a frame that may change memory: copies the READ data still
