@@ -78,6 +78,9 @@ struct Inner {
     src_ok: bool,
     /// The last transmit stopped at a bound with more to send.
     tx_more: bool,
+    /// Peers the kernel reported unreachable (ICMP port unreachable), acted
+    /// on once the datagrams queued ahead of the report are read.
+    unreachable: Vec<Vec<u8>>,
 }
 
 /// A udp RDM endpoint.
@@ -190,6 +193,7 @@ impl RdmEp {
                 buf: vec![0u8; max_datagram.max(ofi_wire::udp::HDR_LEN + 1)],
                 src_ok: info.caps & FI_SOURCE != 0,
                 tx_more: false,
+                unreachable: Vec::new(),
             }),
         }))
     }
@@ -258,6 +262,7 @@ impl RdmEp {
             last_src,
             buf,
             av_gen,
+            unreachable,
             ..
         } = g;
         let av = &b.av;
@@ -270,19 +275,30 @@ impl RdmEp {
             }
         }
         let mut got = false;
+        let mut drained = false;
         for _ in 0..BATCH {
             let r = match self.sock.recv_from(buf) {
                 Ok(Some(r)) => r,
-                Ok(None) => break,
+                Ok(None) => {
+                    drained = true;
+                    break;
+                }
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
                     got = true;
                     // Nothing listens where an earlier datagram went: the
                     // error queue says where; that peer's operations fail
-                    // now instead of at the dead bound.
+                    // instead of at the dead bound. Not yet: the kernel
+                    // reports the error ahead of the datagrams already
+                    // queued, and those may be the peer's last words (the
+                    // acknowledgement and RESET of an orderly close).
                     while let Ok(Some((to, refused))) = self.sock.recv_err() {
-                        if refused {
-                            tracing::debug!(peer = %to, "udp: port unreachable");
-                            rdm.on_port_unreachable(&crate::addr::encode(&to), &mut resolve);
+                        if !refused {
+                            continue;
+                        }
+                        tracing::debug!(peer = %to, "udp: port unreachable");
+                        let to = crate::addr::encode(&to);
+                        if !unreachable.contains(&to) {
+                            unreachable.push(to);
                         }
                     }
                     continue;
@@ -304,6 +320,11 @@ impl RdmEp {
             rdm.on_datagram(now, from, &buf[..r.len], &mut Direct, &mut resolve);
             if rdm.completes() {
                 break;
+            }
+        }
+        if drained {
+            for to in unreachable.drain(..) {
+                rdm.on_port_unreachable(&to, &mut resolve);
             }
         }
         got

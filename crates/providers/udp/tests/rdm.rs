@@ -116,3 +116,63 @@ fn sends_to_a_closed_port_fail_refused_before_the_peer_timeout() {
         Done::Ok(e) => panic!("a send to a closed port completed: {e:?}"),
     }
 }
+
+#[test]
+fn a_closing_peers_last_acknowledgement_counts_before_its_port_unreachable() {
+    // b takes a's message and closes its endpoint before acknowledging it
+    // on its own: its shutdown datagrams (a final ACK, a RESET flagged
+    // CLOSED) wait in a's socket. a then sends to b's closed port, and
+    // the kernel's port unreachable is reported by a's next receive ahead
+    // of the datagrams already queued. The message b took must still
+    // complete successfully at a (as fi_pingpong's last "fin" must), and
+    // b's close must read as orderly.
+    let info = rdm();
+    let a = Ep::open(&info);
+    let b = Ep::open(&info);
+    let to_b = a.insert(&b);
+    let to_a = b.insert(&a);
+    exchange(&a, &b, to_b, 64, 1, 0x10);
+    exchange(&b, &a, to_a, 64, 2, 0x11);
+    let m1 = pattern(3, 64);
+    let mut dst = vec![0u8; 128];
+    let iov = [ofi_core::util::iov::IoVec {
+        base: m1.as_ptr() as usize,
+        len: m1.len(),
+    }];
+    // FI_TRANSMIT_COMPLETE: a's completion waits for b's acknowledgement.
+    let op = ofi_core::object::SendOp {
+        iov: &iov,
+        desc: &[],
+        dest: to_b,
+        tag: 0,
+        data: 0,
+        context: 0x21,
+        flags: FI_COMPLETION | FI_TRANSMIT_COMPLETE,
+        tagged: false,
+    };
+    // SAFETY: dst and m1 outlive the operations (waited for below; b's
+    // receive completes before b is closed).
+    unsafe {
+        b.ep.recv(dst.as_mut_ptr(), dst.len(), FI_ADDR_UNSPEC, 0x20)
+            .expect("recv");
+        a.ep.post_send(&op).expect("send");
+    }
+    let mut sb = Vec::new();
+    ok(wait_ctx(&b.cq, &mut sb, 0x20, T, &[], "b's receive"), "b's receive");
+    assert!(dst[..64] == m1[..]);
+    drop(b);
+    // A datagram to the closed port (a's send leaves as it is posted): the
+    // kernel answers with ICMP.
+    let m2 = pattern(4, 64);
+    // SAFETY: m2 outlives the send (its completion is waited for below).
+    unsafe { a.ep.send(m2.as_ptr(), m2.len(), to_b, 0x22) }.expect("send");
+    std::thread::sleep(Duration::from_millis(50));
+    let mut sa = Vec::new();
+    ok(
+        wait_ctx(&a.cq, &mut sa, 0x21, T, &[], "a's send that b took"),
+        "a's send that b took before closing",
+    );
+    // The second send (completed when buffered, or failed because b
+    // closed) is accounted for either way.
+    wait_ctx(&a.cq, &mut sa, 0x22, T, &[], "a's send after b closed");
+}
