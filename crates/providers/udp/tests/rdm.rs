@@ -158,7 +158,10 @@ fn a_closing_peers_last_acknowledgement_counts_before_its_port_unreachable() {
         a.ep.post_send(&op).expect("send");
     }
     let mut sb = Vec::new();
-    ok(wait_ctx(&b.cq, &mut sb, 0x20, T, &[], "b's receive"), "b's receive");
+    ok(
+        wait_ctx(&b.cq, &mut sb, 0x20, T, &[], "b's receive"),
+        "b's receive",
+    );
     assert!(dst[..64] == m1[..]);
     drop(b);
     // A datagram to the closed port (a's send leaves as it is posted): the
