@@ -2,7 +2,8 @@
 //! with their data checked, a stream of large messages, and sends to an
 //! endpoint that does not exist failing: within the peer timeout when
 //! nothing answers, at once (refused) when the kernel says the port is
-//! closed.
+//! closed; and a closing peer's last acknowledgement honoured even when
+//! the kernel reports its closed port first.
 #![allow(unsafe_code)]
 
 mod common;
