@@ -950,12 +950,20 @@ impl Conn {
     }
 
     /// Drops staged bytes already written, so a connection that never
-    /// drains its window completely keeps staging new frames.
+    /// drains its window completely keeps staging new frames. The lowest
+    /// start of a staged segment is where the bytes still needed begin: not
+    /// the first staged segment's, because a READ answer captured out of
+    /// memory is copied to the end of the stage while segments behind it
+    /// point lower.
     fn compact_stage(&mut self) {
-        let first = self.segs.iter().find_map(|s| match s.kind {
-            SegKind::Staged(start) => Some(start),
-            SegKind::User(_) | SegKind::Mem(_) | SegKind::Held { .. } => None,
-        });
+        let first = self
+            .segs
+            .iter()
+            .filter_map(|s| match s.kind {
+                SegKind::Staged(start) => Some(start),
+                SegKind::User(_) | SegKind::Mem(_) | SegKind::Held { .. } => None,
+            })
+            .min();
         let cut = first.unwrap_or(self.stage.len());
         if cut == 0 {
             return;
