@@ -178,7 +178,13 @@ fn rma_frames(mut p: &[u8], addr_base: u64, out: &mut Vec<u8>) {
         for r in d.ranges.iter_mut().take(n) {
             let key = u64::from(byte(&mut p) % 5);
             let off = u64::from(u16::from_le_bytes([byte(&mut p), byte(&mut p)]) % 4200);
-            let len = u64::from(byte(&mut p) % 64);
+            // Short ranges mostly; some long enough that captured READ
+            // answers fill the send stage past its compaction point.
+            let len = if byte(&mut p) & 3 == 0 {
+                u64::from(u16::from_le_bytes([byte(&mut p), byte(&mut p)]) % 2048)
+            } else {
+                u64::from(byte(&mut p) % 64)
+            };
             let base = if kind & 0x40 != 0 { addr_base } else { 0 };
             *r = tcp::Range {
                 addr: base + off,
