@@ -204,6 +204,11 @@ fn round_trip_over_tcp() {
 }
 
 #[test]
+fn round_trip_over_udp() {
+    round_trip("udp");
+}
+
+#[test]
 fn round_trip_over_tcp_msg_connections() {
     round_trip_on("tcp", EpKind::Msg);
 }
