@@ -1,7 +1,8 @@
 //! Target and initiator over real providers: data written through a
-//! volume lands in the backing file and reads back, several initiators
-//! share a target, bad requests get errors, and the target's death fails
-//! what is in flight.
+//! volume lands in the backing file and reads back (also as a stream of
+//! 128 KiB requests at queue depth 16), several initiators share a target,
+//! bad requests get errors, and the target's death fails what is in
+//! flight.
 
 use ofi_storage::target::{Target, TargetOptions};
 use ofi_storage::{EpKind, NetOptions, Status, Volume, VolumeOptions};
@@ -206,6 +207,77 @@ fn round_trip_over_tcp() {
 #[test]
 fn round_trip_over_udp() {
     round_trip("udp");
+}
+
+/// 128 KiB writes and reads at queue depth 16 (the NBD gateway's
+/// sequential load): the target pulls each write's data while completions
+/// stream back, so the initiator's fabric connection captures READ answers
+/// behind a full send window; every byte must land and read back.
+fn streaming_large_io(p: &str) {
+    const IO: usize = 128 << 10;
+    const N: u64 = 96;
+    let path = tmpfile(&format!("stream-{p}"), N * IO as u64);
+    let served = start(&path, p, false);
+    let opts = VolumeOptions {
+        net: net(p),
+        queue_depth: 16,
+        ..VolumeOptions::default()
+    };
+    let v = Volume::open(&served.addr, &opts).unwrap();
+    let mut next = 0u64;
+    let mut done = 0u64;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while done < 2 * N {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{p}: {done} of {} requests done in 60 s",
+            2 * N
+        );
+        // Every write, then (once all are done) a read of every chunk,
+        // 16 in flight.
+        while next < 2 * N && next - done < 16 {
+            if next < N {
+                v.submit_write(next * IO as u64, pattern(next as u8, IO), false, next);
+            } else if done >= N {
+                let i = next - N;
+                v.submit_read(i * IO as u64, IO as u32, next);
+            } else {
+                break;
+            }
+            next += 1;
+        }
+        if let Some(c) = v.next(Duration::from_millis(10)) {
+            let got = c
+                .result
+                .unwrap_or_else(|e| panic!("{p}: request {}: {e:?}", c.user));
+            if c.user >= N {
+                let i = c.user - N;
+                assert!(
+                    got == pattern(i as u8, IO),
+                    "{p}: chunk {i} read back wrong"
+                );
+            }
+            done += 1;
+        }
+    }
+    v.flush().unwrap();
+    let file = std::fs::read(&path).unwrap();
+    for i in 0..N as usize {
+        assert!(
+            file[i * IO..(i + 1) * IO] == pattern(i as u8, IO)[..],
+            "{p}: chunk {i} in the file"
+        );
+    }
+}
+
+#[test]
+fn streaming_large_io_over_tcp() {
+    streaming_large_io("tcp");
+}
+
+#[test]
+fn streaming_large_io_over_udp() {
+    streaming_large_io("udp");
 }
 
 #[test]
