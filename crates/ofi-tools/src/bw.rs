@@ -266,6 +266,23 @@ fn reply(oob: &mut Oob, r: &Result<Vec<u64>, String>) -> Result<(), String> {
 }
 
 /// Waits for the server's answer; its error becomes this side's.
+/// [`answer`], driving the endpoint while it waits: injected sends
+/// complete at once, and under manual progress their bytes (and, over a
+/// connection-on-first-use RDM endpoint, the connection itself) move only
+/// when the application calls in, so the server's verdict on them can
+/// come only if the client keeps progressing.
+fn answer_progressing(c: &Ctx, oob: &mut Oob) -> Result<Vec<u8>, String> {
+    let mut watch = Watch::new();
+    loop {
+        c.ep.progress();
+        if oob.readable()? {
+            return answer(oob);
+        }
+        watch.idle(c, oob)?;
+        std::thread::yield_now();
+    }
+}
+
 fn answer(oob: &mut Oob) -> Result<Vec<u8>, String> {
     let m = oob.recv()?;
     match m.first() {
@@ -581,7 +598,7 @@ fn client_session(
         stream(c, oob, p.iters, slots, post, &mut done)?;
         let mut secs = start.elapsed().as_secs_f64();
         oob.send(&[M_DONE])?;
-        let verdict = answer(oob);
+        let verdict = answer_progressing(c, oob);
         if !op.one_sided() {
             // Sends count when the receiver has them all.
             secs = start.elapsed().as_secs_f64();

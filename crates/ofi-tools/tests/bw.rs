@@ -1,5 +1,6 @@
 //! End-to-end runs of `ofi bw --local`: every operation on shm with data
-//! checks, and `-o write` on tcp (which advertises FI_RMA).
+//! checks, `-o write` on tcp (which advertises FI_RMA), and injected sends
+//! over tcp and udp.
 
 use ofi::consts::*;
 use std::path::PathBuf;
@@ -191,6 +192,22 @@ fn bw_write_on_tcp_checks_the_target_region() {
     ];
     let out = run_ok("tcp-write", &args);
     assert_table(&out, &["8", "64k"], "20");
+}
+
+/// Sends small enough to inject complete at once; over tcp and udp (RDM,
+/// connections made on first use, manual progress) their bytes leave only
+/// while the client keeps progressing, so it must while it waits for the
+/// server's count. It waited on the control channel alone and hung.
+#[test]
+fn bw_injected_sends_reach_the_server_over_tcp_and_udp() {
+    for p in ["tcp", "udp"] {
+        let name = format!("{p}-inject");
+        let args = [
+            "bw", "--local", "-p", p, "-o", "send", "-c", "-S", "64,4k", "-I", "50",
+        ];
+        let out = run_ok(&name, &args);
+        assert_table(&out, &["64", "4k"], "50");
+    }
 }
 
 #[test]
