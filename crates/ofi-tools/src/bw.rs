@@ -265,7 +265,6 @@ fn reply(oob: &mut Oob, r: &Result<Vec<u64>, String>) -> Result<(), String> {
     oob.send(&m)
 }
 
-/// Waits for the server's answer; its error becomes this side's.
 /// [`answer`], driving the endpoint while it waits: injected sends
 /// complete at once, and under manual progress their bytes (and, over a
 /// connection-on-first-use RDM endpoint, the connection itself) move only
@@ -283,6 +282,7 @@ fn answer_progressing(c: &Ctx, oob: &mut Oob) -> Result<Vec<u8>, String> {
     }
 }
 
+/// Waits for the server's answer; its error becomes this side's.
 fn answer(oob: &mut Oob) -> Result<Vec<u8>, String> {
     let m = oob.recv()?;
     match m.first() {
