@@ -190,7 +190,10 @@ pub fn shm_handler(data: &[u8]) {
                             let key = (meta.from, cookie);
                             match reasm.start(meta.from, cookie, meta.total, ()) {
                                 Started::Waiting => {
-                                    assert!(have.insert(key, vec![false; meta.total]).is_none())
+                                    assert!(have.insert(key, vec![false; meta.total]).is_none());
+                                    // A sender may use a cookie again once
+                                    // its transfer ended: a new one starts.
+                                    reassembled.remove(&key);
                                 }
                                 Started::Complete(()) => assert_eq!(meta.total, 0),
                                 Started::Duplicate(()) => assert!(have.contains_key(&key)),
