@@ -125,8 +125,7 @@ fn a_closing_peers_last_acknowledgement_counts_before_its_port_unreachable() {
     // CLOSED) wait in a's socket. a then sends to b's closed port, and
     // the kernel's port unreachable is reported by a's next receive ahead
     // of the datagrams already queued. The message b took must still
-    // complete successfully at a (as fi_pingpong's last "fin" must), and
-    // b's close must read as orderly.
+    // complete successfully at a (as fi_pingpong's last "fin" must).
     let info = rdm();
     let a = Ep::open(&info);
     let b = Ep::open(&info);
