@@ -5,12 +5,14 @@
 //! A peer is dead ([`Cause::Reset`]) once its owner process has exited
 //! (or its pid names another process) or it closed its endpoint. It is
 //! dead by silence ([`Cause::TimedOut`]) when this endpoint waits on it
-//! (operations that need its answer or room in its ring) while entries sit
-//! unread in its ring and neither its ring position nor its heartbeat has
-//! moved for the bound (`FI_SHM_PEER_TIMEOUT_MS`): its process lives but
-//! its endpoint is not progressing (stopped, hung, or never polling). A
-//! peer that reads nothing because its unexpected budget is spent still
-//! beats, and one whose ring is empty is merely idle: neither is dead.
+//! ([`Wait`]) and neither its ring position nor its heartbeat has moved
+//! for the bound (`FI_SHM_PEER_TIMEOUT_MS`): its process lives but its
+//! endpoint is not progressing (stopped, hung, or never polling). What the
+//! peer does when it reads its ring (an answer, room in it) counts as owed
+//! only while entries sit unread there: a peer whose ring is empty is
+//! merely idle. Data the peer pushes on its own (the rest of a message in
+//! reassembly) is owed whatever its ring holds. A peer that reads nothing
+//! because its unexpected budget is spent still beats: it is not dead.
 
 use ofi_core::util::peer::Cause;
 use std::time::{Duration, Instant};
@@ -28,6 +30,20 @@ pub struct Seen {
     pub consumed: u64,
     /// Its heartbeat.
     pub beat: u64,
+}
+
+/// What this endpoint waits on a peer for, at one look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Nothing: the peer may stay silent for ever.
+    Nothing,
+    /// What the peer does when it reads its ring (an ACK or answer, room
+    /// for an answer or pushed data): silence counts only while entries
+    /// sit unread there.
+    Reading,
+    /// Data the peer pushes on its own (a receive in reassembly waits for
+    /// its DATA): silence counts with its ring empty too.
+    Pushing,
 }
 
 /// What an endpoint remembers of one peer between looks.
@@ -48,12 +64,12 @@ impl Liveness {
         }
     }
 
-    /// Takes a look: `Some(cause)` when the peer is dead. `waiting`: this
-    /// endpoint holds operations that need the peer to act.
+    /// Takes a look: `Some(cause)` when the peer is dead. `wait`: what
+    /// this endpoint's operations need the peer to do.
     pub fn observe(
         &mut self,
         s: &Seen,
-        waiting: bool,
+        wait: Wait,
         now: Instant,
         bound: Duration,
     ) -> Option<Cause> {
@@ -61,7 +77,12 @@ impl Liveness {
             return Some(Cause::Reset);
         }
         let moved = s.consumed != self.consumed || s.beat != self.beat;
-        if moved || s.backlog == 0 || !waiting {
+        let owed = match wait {
+            Wait::Nothing => false,
+            Wait::Reading => s.backlog != 0,
+            Wait::Pushing => true,
+        };
+        if moved || !owed {
             self.consumed = s.consumed;
             self.beat = s.beat;
             self.since = now;
@@ -124,12 +145,18 @@ mod tests {
             exited: true,
             ..Default::default()
         };
-        assert_eq!(l.observe(&gone, false, t0, BOUND), Some(Cause::Reset));
+        assert_eq!(
+            l.observe(&gone, Wait::Nothing, t0, BOUND),
+            Some(Cause::Reset)
+        );
         let closed = Seen {
             closed: true,
             ..Default::default()
         };
-        assert_eq!(l.observe(&closed, false, t0, BOUND), Some(Cause::Reset));
+        assert_eq!(
+            l.observe(&closed, Wait::Nothing, t0, BOUND),
+            Some(Cause::Reset)
+        );
     }
 
     #[test]
@@ -143,14 +170,14 @@ mod tests {
         };
         // Not waited on: never dead, however long.
         let mut l = Liveness::new(t0);
-        assert_eq!(l.observe(&stuck, false, at(t0, 0), BOUND), None);
-        assert_eq!(l.observe(&stuck, false, at(t0, 500), BOUND), None);
+        assert_eq!(l.observe(&stuck, Wait::Nothing, at(t0, 0), BOUND), None);
+        assert_eq!(l.observe(&stuck, Wait::Nothing, at(t0, 500), BOUND), None);
         // Waited on, nothing moves: dead once the bound has passed since
         // the last look that found nothing to wait for.
-        assert_eq!(l.observe(&stuck, true, at(t0, 510), BOUND), None);
-        assert_eq!(l.observe(&stuck, true, at(t0, 599), BOUND), None);
+        assert_eq!(l.observe(&stuck, Wait::Reading, at(t0, 510), BOUND), None);
+        assert_eq!(l.observe(&stuck, Wait::Reading, at(t0, 599), BOUND), None);
         assert_eq!(
-            l.observe(&stuck, true, at(t0, 600), BOUND),
+            l.observe(&stuck, Wait::Reading, at(t0, 600), BOUND),
             Some(Cause::TimedOut)
         );
     }
@@ -166,17 +193,50 @@ mod tests {
         for i in 1..20u64 {
             // Budget spent: the ring does not move, the heartbeat does.
             s.beat = i;
-            assert_eq!(l.observe(&s, true, at(t0, i * 60), BOUND), None);
+            assert_eq!(l.observe(&s, Wait::Reading, at(t0, i * 60), BOUND), None);
         }
         for i in 20..40u64 {
             // Reading: the position moves.
             s.consumed = i;
-            assert_eq!(l.observe(&s, true, at(t0, i * 60), BOUND), None);
+            assert_eq!(l.observe(&s, Wait::Reading, at(t0, i * 60), BOUND), None);
         }
         // Idle (empty ring): alive however still.
         let idle = Seen { backlog: 0, ..s };
         for i in 40..60u64 {
-            assert_eq!(l.observe(&idle, true, at(t0, i * 60), BOUND), None);
+            assert_eq!(l.observe(&idle, Wait::Reading, at(t0, i * 60), BOUND), None);
+        }
+    }
+
+    #[test]
+    fn a_silent_pusher_times_out_with_its_ring_empty() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0);
+        let quiet = Seen {
+            backlog: 0,
+            consumed: 4,
+            beat: 9,
+            ..Default::default()
+        };
+        // Read (its ring empty) but owes data: silence counts.
+        assert_eq!(l.observe(&quiet, Wait::Pushing, at(t0, 0), BOUND), None);
+        assert_eq!(l.observe(&quiet, Wait::Pushing, at(t0, 99), BOUND), None);
+        assert_eq!(
+            l.observe(&quiet, Wait::Pushing, at(t0, 100), BOUND),
+            Some(Cause::TimedOut)
+        );
+        // A pusher that beats lives, however slow its data.
+        let mut l = Liveness::new(t0);
+        let mut s = quiet;
+        for i in 1..20u64 {
+            s.beat = i;
+            assert_eq!(l.observe(&s, Wait::Pushing, at(t0, i * 60), BOUND), None);
+        }
+        // The same silence with nothing owed, or only an answer to an
+        // empty ring, is idleness.
+        let mut l = Liveness::new(t0);
+        for w in [Wait::Nothing, Wait::Reading] {
+            assert_eq!(l.observe(&quiet, w, at(t0, 0), BOUND), None);
+            assert_eq!(l.observe(&quiet, w, at(t0, 500), BOUND), None);
         }
     }
 

@@ -4,7 +4,8 @@
 //! endpoint beats and looks at each mapped peer; the core's
 //! [`Liveness`] says when one is dead: its process exited or its endpoint
 //! closed (`FI_ECONNRESET`), or it stayed silent for the peer timeout
-//! while this endpoint waited on it (`FI_ETIMEDOUT`). A dead peer is
+//! while this endpoint waited on it, for an answer or for the rest of a
+//! message it pushes (`FI_ETIMEDOUT`). A dead peer is
 //! declared once through `ofi_core::util::peer` (the EQ report naming it)
 //! and everything that waits on it fails with the cause's number: sends,
 //! one-sided operations, receives being pushed by it, directed receives.
@@ -17,7 +18,7 @@ use ofi_core::consts::*;
 use ofi_core::error::errno;
 use ofi_core::object::EpBindings;
 use ofi_core::util::peer::{Cause, PeerDown};
-use ofi_proto::shm::liveness::Liveness;
+use ofi_proto::shm::liveness::{Liveness, Wait};
 use ofi_proto::shm::{ack, entry, rma_answer, Owed};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -84,16 +85,24 @@ impl ShmEndpoint {
                 rmas,
                 ctrl,
                 read_pushes,
+                reasm,
                 ..
             } = &mut *g;
             for (&id, p) in by_id.iter() {
-                let waiting = sends.waits_on(id)
+                let wait = if reasm.waits_on(id) {
+                    Wait::Pushing
+                } else if sends.waits_on(id)
                     || rmas.any(|r| r.peer.addr.id() == id)
                     || ctrl.holds_for(id)
-                    || read_pushes.iter().any(|r| r.to == id);
+                    || read_pushes.iter().any(|r| r.to == id)
+                {
+                    Wait::Reading
+                } else {
+                    Wait::Nothing
+                };
                 let seen = p.seen();
                 let l = live.entry(id).or_insert_with(|| Liveness::new(now));
-                if let Some(cause) = l.observe(&seen, waiting, now, bound) {
+                if let Some(cause) = l.observe(&seen, wait, now, bound) {
                     // Its endpoint said it closed: an orderly end.
                     gone.push((id, cause, seen.closed));
                 }
