@@ -493,6 +493,31 @@ fn fi_info_provider_tcp_and_endpoint_types() {
     assert_offer_fields(&lib, &r, "shm");
 }
 
+/// libfabric's layered names for RDM over a core provider (`tcp;ofi_rxm`,
+/// `udp;ofi_rxd`), in the hints and in FI_PROVIDER, as MPI stacks and
+/// their configurations spell them: ofi's tcp and udp make RDM endpoints
+/// themselves, so the names give their RDM offers, and only those.
+#[test]
+fn fi_info_layered_provider_names() {
+    let _s = serial();
+    let lib = Lib::get("layered");
+    for (name, core) in [("tcp;ofi_rxm", "tcp"), ("udp;ofi_rxd", "udp")] {
+        let by_hint = fi_info(&lib, &["-p", name]);
+        let mut c = lib.command(&need("fi_info", "libfabric-bin"));
+        c.env("FI_PROVIDER", name);
+        let by_env = run(c, Duration::from_secs(30));
+        for r in [by_hint, by_env] {
+            r.assert_success();
+            let b = assert_offer_fields(&lib, &r, core);
+            assert!(
+                b.iter().all(|x| field(x, "type") == Some("FI_EP_RDM")),
+                "{name} lists other types than FI_EP_RDM: {}",
+                r.report()
+            );
+        }
+    }
+}
+
 #[test]
 fn fi_info_verbose_prints_every_attribute() {
     let _s = serial();

@@ -214,14 +214,59 @@ impl ProviderFilter {
         }
         Ok(ProviderFilter { exclude, names })
     }
-    /// True when a provider (possibly layered, `a;b`) passes the filter.
+    /// True when a provider (possibly layered, `a;b`) passes the filter,
+    /// for some of its offers: a layered name over an RDM utility
+    /// (`tcp;ofi_rxm`) lets the core provider in (for its RDM offers,
+    /// [`allows_offer`](Self::allows_offer)) and excludes none of it.
     pub fn allows(&self, prov_name: &str) -> bool {
         let lower = prov_name.to_ascii_lowercase();
-        let hit = self
-            .names
-            .iter()
-            .any(|n| *n == lower || lower.split(';').any(|c| c == n));
-        hit != self.exclude
+        if self.exclude {
+            !self.names.iter().any(|n| hit(n, &lower) == Hit::Any)
+        } else {
+            self.names.iter().any(|n| hit(n, &lower) != Hit::No)
+        }
+    }
+
+    /// True when an offer of `prov_name` with endpoint type `ep_type`
+    /// passes the filter: as [`allows`](Self::allows), but a layered name
+    /// over an RDM utility names only the core provider's RDM offers.
+    pub fn allows_offer(&self, prov_name: &str, ep_type: u32) -> bool {
+        let lower = prov_name.to_ascii_lowercase();
+        let rdm = ep_type == crate::consts::ep_type::FI_EP_RDM;
+        let named = self.names.iter().any(|n| match hit(n, &lower) {
+            Hit::No => false,
+            Hit::Any => true,
+            Hit::RdmOnly => rdm,
+        });
+        named != self.exclude
+    }
+}
+
+/// Utility providers libfabric layers over a core provider to make RDM
+/// endpoints (`tcp;ofi_rxm`, `udp;ofi_rxd`). ofi's providers offer RDM
+/// endpoints themselves, so such a layered name asks for the core
+/// provider's RDM offers.
+const RDM_UTILS: [&str; 2] = ["ofi_rxm", "ofi_rxd"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hit {
+    No,
+    /// Every offer of the provider.
+    Any,
+    /// Its RDM offers.
+    RdmOnly,
+}
+
+/// How filter name `n` (lower case) names provider `prov` (lower case,
+/// possibly layered).
+fn hit(n: &str, prov: &str) -> Hit {
+    let is = |name: &str| name == prov || prov.split(';').any(|c| c == name);
+    if is(n) {
+        return Hit::Any;
+    }
+    match n.split_once(';') {
+        Some((core, util)) if RDM_UTILS.contains(&util) && is(core) => Hit::RdmOnly,
+        _ => Hit::No,
     }
 }
 
@@ -358,7 +403,7 @@ pub fn match_offer_for(offer: &Info, h: &Info, version: u32) -> Result<Info, &'s
     }
     if let Some(p) = &h.fabric_attr.prov_name {
         let filt = ProviderFilter::parse(p).map_err(|_| "fabric_attr.prov_name")?;
-        if !filt.allows(offer.provider()) {
+        if !filt.allows_offer(offer.provider(), offer.ep_attr.ep_type) {
             return Err("fabric_attr.prov_name");
         }
     }

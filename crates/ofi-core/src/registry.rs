@@ -252,6 +252,17 @@ pub fn getinfo(
         };
         let before = out.len();
         for mut offer in offers {
+            // FI_PROVIDER=tcp;ofi_rxm names tcp's RDM offers only.
+            if env_filter
+                .as_ref()
+                .is_some_and(|f| !f.allows_offer(offer.provider(), offer.ep_attr.ep_type))
+            {
+                reasons.push(format!(
+                    "{name}: {} excluded by FI_PROVIDER",
+                    offer.provider()
+                ));
+                continue;
+            }
             match hints {
                 None => {
                     // An old API's offer speaks the old mr_mode enum.

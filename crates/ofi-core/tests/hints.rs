@@ -250,6 +250,30 @@ fn provider_lists() {
     let exc = ProviderFilter::parse("^tcp,udp").unwrap();
     assert!(exc.allows("shm") && !exc.allows("tcp") && !exc.allows("udp"));
     assert!(ProviderFilter::parse("").is_err());
+    // libfabric's layered names for RDM over a core provider: ofi's core
+    // providers make RDM themselves, so the name asks for their RDM offers.
+    let layered = ProviderFilter::parse("tcp;ofi_rxm, udp;OFI_RXD").unwrap();
+    assert!(layered.allows("tcp") && layered.allows("udp") && !layered.allows("shm"));
+    assert!(
+        layered.allows_offer("tcp", ep_type::FI_EP_RDM)
+            && !layered.allows_offer("tcp", ep_type::FI_EP_MSG)
+    );
+    assert!(
+        layered.allows_offer("udp", ep_type::FI_EP_RDM)
+            && !layered.allows_offer("udp", ep_type::FI_EP_DGRAM)
+    );
+    assert!(!layered.allows_offer("shm", ep_type::FI_EP_RDM));
+    // Only RDM utilities: another layered name names nothing.
+    assert!(!ProviderFilter::parse("tcp;ofi_mrail")
+        .unwrap()
+        .allows("tcp"));
+    // Excluding a layered name excludes the RDM offers, not the provider.
+    let no_rxm = ProviderFilter::parse("^tcp;ofi_rxm").unwrap();
+    assert!(no_rxm.allows("tcp") && no_rxm.allows_offer("tcp", ep_type::FI_EP_MSG));
+    assert!(
+        !no_rxm.allows_offer("tcp", ep_type::FI_EP_RDM)
+            && no_rxm.allows_offer("shm", ep_type::FI_EP_RDM)
+    );
     assert!(ProviderFilter::parse("^").is_err());
 }
 

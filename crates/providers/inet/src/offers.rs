@@ -98,6 +98,12 @@ impl Walk<'_> {
             }
         }
         ifs.sort_by_key(|i| i.loopback);
+        // A destination outside every local subnet is reached through a
+        // router: the kernel's route to it names the interface (the source
+        // address it would pick), as for any socket that connects there.
+        let routed = dest
+            .filter(|d| !d.ip().is_multicast() && !ifs.iter().any(|i| i.contains(&d.ip())))
+            .and_then(route_source);
         let auto = hints.is_some_and(|h| {
             h.domain_attr.data_progress == progress::FI_PROGRESS_AUTO
                 || h.domain_attr.control_progress == progress::FI_PROGRESS_AUTO
@@ -120,7 +126,8 @@ impl Walk<'_> {
                 let same_family = d.is_ipv4() == ifa.addr.is_ipv4();
                 let reaches = ifa.contains(&d.ip())
                     || (d.ip().is_loopback() && ifa.loopback)
-                    || (self.multicast && d.ip().is_multicast());
+                    || (self.multicast && d.ip().is_multicast())
+                    || routed == Some(ifa.addr);
                 if !same_family || !reaches {
                     continue;
                 }
@@ -190,9 +197,28 @@ impl Walk<'_> {
         } else {
             format!(
                 "{prov}: no interface that is up fits the request ({}): a source must be one of \
-                 its addresses, a destination in its subnet",
+                 its addresses, a destination in its subnet or reached by a route through it",
                 asked.join(", ")
             )
         }
     }
+}
+
+/// The local address the kernel's routing table picks for sending to
+/// `dest` (None when no route reaches it). A UDP socket connected to the
+/// destination learns it; connecting a datagram socket sends nothing.
+fn route_source(dest: SocketAddr) -> Option<IpAddr> {
+    let any: SocketAddr = match dest {
+        SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let s = std::net::UdpSocket::bind(any).ok()?;
+    // Port 0 is no destination for connect(); the route does not depend
+    // on the port.
+    let mut to = dest;
+    if to.port() == 0 {
+        to.set_port(9);
+    }
+    s.connect(to).ok()?;
+    s.local_addr().ok().map(|a| a.ip())
 }
