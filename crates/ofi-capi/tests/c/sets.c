@@ -136,6 +136,17 @@ static void wait_sets(const char *prov)
 		r = fi_wait(ws, 5000);
 		CHECK("fi_wait returns once the CQ has completions", r == 0);
 		CHECK("two completions", loop_complete(&l, 2) == 2 && !strcmp(in, "wait"));
+		/* fi_cq_signal on a member wakes fi_wait on the set, once (it
+		 * used to leave the member's fd readable: fi_wait spun until its
+		 * timeout and gave -FI_ETIMEDOUT). */
+		fi_trywait(fab, fids, 1);
+		CHECK("cq signal on a member", fi_cq_signal(l.cq) == 0);
+		double t0 = now_s();
+		r = fi_wait(ws, 3000);
+		/* libfabric 1.17 fails this check. */
+		CHECK_OFI("fi_wait returns on a member's signal", r == 0 && now_s() - t0 < 1.5);
+		CHECK_OFI("the signal is taken: fi_wait times out after it",
+			  fi_wait(ws, 50) == -FI_ETIMEDOUT);
 		/* libfabric 1.17 closes a wait set that CQs, counters and EQs use
 		 * (man page: -FI_EBUSY) and crashes later. */
 		if (on_ofi)

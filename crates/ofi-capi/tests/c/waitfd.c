@@ -80,6 +80,19 @@ int main(int argc, char **argv)
 		int t = fi_trywait(l.fab, cq_fids, 1);
 		CHECK("cq trywait when drained", t == 0);
 		CHECK("cq fd not readable after a successful trywait", !readable(fd));
+		/* fi_cq_signal wakes a waiter on the fd; the next fi_trywait
+		 * takes the signal (the CQ is empty), and the fd is quiet again
+		 * (it stayed readable, so an epoll loop spun). */
+		CHECK("cq signal", fi_cq_signal(l.cq) == 0);
+		CHECK("cq fd readable after fi_cq_signal", readable(fd));
+		CHECK("cq trywait after a signal, nothing queued", fi_trywait(l.fab, cq_fids, 1) == 0);
+		CHECK("cq fd not readable once trywait took the signal", !readable(fd));
+		/* A blocked sread takes it too: the fd is quiet afterwards. */
+		CHECK("cq signal again", fi_cq_signal(l.cq) == 0);
+		CHECK("cq sread returns -FI_EAGAIN on the signal",
+		      fi_cq_sread(l.cq, e, 1, NULL, 5000) == -FI_EAGAIN);
+		CHECK("cq trywait after the sread", fi_trywait(l.fab, cq_fids, 1) == 0);
+		CHECK("cq fd not readable after sread took the signal", !readable(fd));
 		loop_close(&l);
 	} else {
 		printf("skip on libfabric: shm CQs with FI_WAIT_FD\n");

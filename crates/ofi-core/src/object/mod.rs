@@ -549,7 +549,10 @@ impl CompletionQueue {
     ) -> Result<usize> {
         self.core.sreadfrom(out, src, timeout)
     }
-    /// Wakes a blocked reader (`fi_cq_signal`).
+    /// Wakes a blocked reader (`fi_cq_signal`): an `sread` returns
+    /// `FI_EAGAIN`, a wait set holding the queue wakes, and the wait fd is
+    /// readable until a reader takes the signal (the next `trywait` or
+    /// blocking read does).
     pub fn signal(&self) {
         self.core.signal()
     }

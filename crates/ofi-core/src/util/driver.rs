@@ -114,6 +114,9 @@ impl Driver {
     /// fd readable, and returns false (disarmed again) if events are already
     /// pending. A progress call disarms once the wait fd is readable.
     pub fn trywait(&self) -> bool {
+        // A signal is for a waiter already asleep: one about to sleep
+        // consumes it (libfabric's trywait resets the wait object).
+        self.take_signal();
         let s = self.sources.lock();
         if self.armed.swap(true, Ordering::AcqRel) {
             return true;
@@ -167,6 +170,20 @@ impl Driver {
         if let Some(w) = &self.waits {
             w.signal();
         }
+    }
+
+    /// Takes a pending [`signal`](Self::signal): true when there was one.
+    /// Its mark on the wait fd goes with it, so an application watching
+    /// the fd does not find it readable for ever (nor does a wait set
+    /// holding it wake again and again).
+    pub fn take_signal(&self) -> bool {
+        let was = self.signaled.swap(false, Ordering::AcqRel);
+        if was {
+            if let Some(w) = &self.waits {
+                w.drain();
+            }
+        }
+        was
     }
 
     /// The wait object, if waitable.
@@ -226,7 +243,7 @@ impl Driver {
             if ready() {
                 return Ok(());
             }
-            if self.signaled.swap(false, Ordering::AcqRel) {
+            if self.take_signal() {
                 return Err(Error::new(errno::FI_EAGAIN, "wait interrupted by a signal"));
             }
             let now = Instant::now();

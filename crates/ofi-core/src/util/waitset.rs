@@ -194,10 +194,26 @@ impl WaitSetCore {
         members.iter().any(|m| m.has_events())
     }
 
+    /// Takes the members' pending signals (`fi_cq_signal` on a member):
+    /// true when one was signalled.
+    fn take_member_signals(&self) -> bool {
+        let members: Vec<Arc<dyn Waitable>> = self
+            .members
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        members
+            .iter()
+            .fold(false, |any, m| m.driver().take_signal() | any)
+    }
+
     /// `fi_wait`: drives the members' progress until one has something to
-    /// read (Ok) or `timeout` passes (`FI_ETIMEDOUT`); None waits forever.
+    /// read or is signalled (Ok) or `timeout` passes (`FI_ETIMEDOUT`);
+    /// None waits forever.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
-        match self.driver.block(timeout, || self.has_events()) {
+        let ready = || self.has_events() | self.take_member_signals();
+        match self.driver.block(timeout, ready) {
             Err(e) if e.is_again() => Err(Error::new(
                 errno::FI_ETIMEDOUT,
                 "fi_wait: no member had an event in time",
@@ -210,6 +226,7 @@ impl WaitSetCore {
     /// `FI_EAGAIN` when a member has something to read or work pending.
     pub fn trywait(&self) -> Result<()> {
         self.driver.progress();
+        self.take_member_signals();
         if self.has_events() || !self.driver.trywait() || self.has_events() {
             return Err(Error::again());
         }
