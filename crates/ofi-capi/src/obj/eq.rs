@@ -9,6 +9,7 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{eq_event, wait_obj, FI_PEEK};
 use ofi_core::error::errno::*;
+use ofi_core::info::{ConnHandle, Info};
 use ofi_core::spi::HasCore;
 use ofi_core::util::eq::{EqAttr, EqEvent};
 use ofi_core::EventQueue;
@@ -26,6 +27,10 @@ pub struct EqObj {
     /// Error data of the last error entry read, kept until the next read
     /// (what `err_data` points to when the application gave no buffer).
     err_data: Mutex<Vec<u8>>,
+    /// The `fi_info` a peek (FI_PEEK) gave for the FI_CONNREQ at the head,
+    /// with that request's handle: the read that takes the event gives
+    /// the same pointer, and further peeks make no new one.
+    peeked: Mutex<Option<(ConnHandle, usize)>>,
 }
 
 // SAFETY: repr(C), first field fid_eq whose first field is fid.
@@ -35,7 +40,14 @@ unsafe impl CObj for EqObj {
         &EQ_FI_OPS
     }
     fn shut(&mut self) -> Result<(), c_int> {
-        shut_core(&mut self.core, EventQueue::close)
+        shut_core(&mut self.core, EventQueue::close)?;
+        // A peeked request nobody read goes with its queue.
+        let peeked = self.peeked.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, info)) = peeked.take() {
+            // SAFETY: made by connreq_info and never handed over by a read.
+            unsafe { crate::info::free_info(info as *mut fi_info) };
+        }
+        Ok(())
     }
 }
 
@@ -136,6 +148,7 @@ pub(crate) unsafe fn open(
             super::cq::wait_kind(a.wait_obj)
         },
         err_data: Mutex::new(Vec::new()),
+        peeked: Mutex::new(None),
     });
     // SAFETY: out is non-null and writable.
     unsafe { *out = p.cast::<fid_eq>() };
@@ -152,14 +165,54 @@ fn is_cm(event: u32) -> bool {
 const CM_HDR: usize = std::mem::size_of::<fi_eq_cm_entry>();
 const ENTRY: usize = std::mem::size_of::<fi_eq_entry>();
 
+/// The bytes event `ev` needs in the application's buffer at least: its
+/// entry's header (a written event shorter than that, all of it). What
+/// follows (private data, the rest of a written event) is cut to the
+/// buffer, as libfabric does.
+fn needs(ev: &EqEvent) -> usize {
+    let header = if is_cm(ev.event) { CM_HDR } else { ENTRY };
+    ev.written.as_ref().map_or(header, |w| w.len().min(header))
+}
+
+impl EqObj {
+    /// The `fi_info` of an FI_CONNREQ's request, made once per event: a
+    /// peek keeps it for the read that takes the event, which hands it
+    /// over to the application.
+    fn connreq_info(&self, info: &Info, peek: bool) -> *mut fi_info {
+        let mut kept = self.peeked.lock().unwrap_or_else(|e| e.into_inner());
+        let same = matches!((&*kept, &info.handle), (Some((h, _)), Some(i)) if h == i);
+        let ci = if same {
+            kept.as_ref().map_or(0, |k| k.1) as *mut fi_info
+        } else {
+            if let Some((_, stale)) = kept.take() {
+                // SAFETY: made by connreq_info for an event this queue no
+                // longer holds; never handed over.
+                unsafe { crate::info::free_info(stale as *mut fi_info) };
+            }
+            super::pep::connreq_info(info)
+        };
+        *kept = match (&info.handle, peek && !ci.is_null()) {
+            (Some(h), true) => Some((h.clone(), ci as usize)),
+            _ => None,
+        };
+        ci
+    }
+}
+
 /// Writes one event into the application's buffer; returns bytes written.
 ///
 /// # Safety
-/// `buf` is writable for `len` bytes, `len` at least the entry's header.
-unsafe fn give_event(ev: &EqEvent, buf: *mut c_void, len: usize) -> ssize_t {
+/// `buf` is writable for `len` bytes, `len` at least [`needs`]`(ev)`.
+unsafe fn give_event(q: &EqObj, ev: &EqEvent, buf: *mut c_void, len: usize, peek: bool) -> ssize_t {
+    if let Some(w) = &ev.written {
+        let n = w.len().min(len);
+        // SAFETY: buf has len >= n writable bytes.
+        unsafe { std::ptr::copy_nonoverlapping(w.as_ptr(), buf.cast::<u8>(), n) };
+        return n as ssize_t;
+    }
     if is_cm(ev.event) {
         let info = match (&ev.info, ev.event) {
-            (Some(i), eq_event::FI_CONNREQ) => super::pep::connreq_info(i),
+            (Some(i), eq_event::FI_CONNREQ) => q.connreq_info(i, peek),
             _ => std::ptr::null_mut(),
         };
         let n = ev.cm_data.len().min(len - CM_HDR);
@@ -214,11 +267,11 @@ unsafe fn read_any(
         Ok(ev) => ev,
         Err(e) => return guard::err_isize(&e),
     };
-    let need = if is_cm(ev.event) { CM_HDR } else { ENTRY };
-    if len < need {
+    if len < needs(&ev) {
         return guard::neg_isize(FI_ETOOSMALL);
     }
-    let ev = if flags & FI_PEEK != 0 {
+    let peek = flags & FI_PEEK != 0;
+    let ev = if peek {
         ev
     } else {
         match q.read() {
@@ -229,7 +282,7 @@ unsafe fn read_any(
     // SAFETY: event is non-null and writable; buf has len bytes.
     unsafe {
         *event = ev.event;
-        give_event(&ev, buf, len)
+        give_event(obj, &ev, buf, len, peek)
     }
 }
 
@@ -324,18 +377,26 @@ unsafe extern "C" fn eq_write(
         let Some(q) = (unsafe { eq(p) }).and_then(|o| o.core.as_ref()) else {
             return EINVAL_S;
         };
-        if buf.is_null() || len < ENTRY {
+        if buf.is_null() && len != 0 {
             return EINVAL_S;
         }
-        // SAFETY: buf holds at least an fi_eq_entry.
-        let e = unsafe { buf.cast::<fi_eq_entry>().read_unaligned() };
-        q.write(EqEvent {
+        // The bytes are read back as written (fi_eq(3)); a generic entry's
+        // fields are decoded too, for the library's own readers.
+        // SAFETY: buf is readable for len bytes (the caller's contract).
+        let bytes = unsafe { crate::info::c_bytes(buf, len) }.unwrap_or_default();
+        let mut ev = EqEvent {
             event,
-            fid: e.fid as usize,
-            context: e.context as usize,
-            data: e.data,
             ..Default::default()
-        });
+        };
+        if bytes.len() >= ENTRY {
+            // SAFETY: bytes holds at least an fi_eq_entry.
+            let e = unsafe { bytes.as_ptr().cast::<fi_eq_entry>().read_unaligned() };
+            ev.fid = e.fid as usize;
+            ev.context = e.context as usize;
+            ev.data = e.data;
+        }
+        ev.written = Some(bytes);
+        q.write(ev);
         len as ssize_t
     })
 }

@@ -124,8 +124,17 @@ static void passive(void)
 	size_t room = sizeof(struct fi_eq_cm_entry) + size;
 	struct fi_eq_cm_entry *cm = calloc(1, room);
 	uint32_t event = 0;
-	ssize_t n = fi_eq_sread(eq, &event, cm, room, 5000, 0);
+	/* A peek, then the read that takes the event: one fi_info, the same
+	 * pointer both times (ofi made a new one per look, leaking the
+	 * peeked one). */
+	struct fi_eq_cm_entry *peeked = calloc(1, room);
+	ssize_t n = fi_eq_sread(eq, &event, peeked, room, 5000, FI_PEEK);
+	SAME("peeked connection request event %d, %zd bytes", event, n);
+	SAME("peeked again %zd", fi_eq_read(eq, &event, peeked, room, FI_PEEK));
+	n = fi_eq_read(eq, &event, cm, room, 0);
 	SAME("connection request event %d, %zd bytes", event, n);
+	CHECK("the read gives the peeked request's fi_info", n > 0 && cm->info == peeked->info);
+	free(peeked);
 	CHECK("the request carries the private data",
 	      event == FI_CONNREQ && n == (ssize_t)room && (unsigned char)cm->data[size - 1] == 0x3c);
 	if (on_ofi && event == FI_CONNREQ && cm->info && cm->info->dest_addr)

@@ -43,6 +43,25 @@ int main(int argc, char **argv)
 	struct fid *eq_fids[] = { &eq->fid };
 	SAME("eq trywait when drained %d", fi_trywait(fab, eq_fids, 1));
 	CHECK("eq fd not readable after a successful trywait", !readable(fd));
+	/* fi_eq_write keeps what the application wrote, whatever its length
+	 * (fi_eq(3)): a 16-byte CM entry and a 64-byte entry come back whole
+	 * (ofi refused the first and cut the second to 24 bytes). */
+	struct fi_eq_cm_entry cm_in = { .fid = &eq->fid }, cm_out = { 0 };
+	SAME("eq write of a CM entry %zd", fi_eq_write(eq, FI_SHUTDOWN, &cm_in, sizeof cm_in, 0));
+	struct { struct fi_eq_entry h; char tag[40]; } big = { .h.context = (void *)0x7 }, big_out = { 0 };
+	strcpy(big.tag, "hello");
+	SAME("eq write of 64 bytes %zd", fi_eq_write(eq, FI_NOTIFY, &big, sizeof big, 0));
+	ssize_t got_n = fi_eq_read(eq, &event, &cm_out, sizeof cm_out, 0);
+	SAME("eq read of the CM entry %zd, event %u", got_n, event);
+	CHECK("the CM entry comes back", got_n == (ssize_t)sizeof cm_out && cm_out.fid == &eq->fid);
+	/* Into a generic entry's 24 bytes: truncated, as libfabric does. */
+	SAME("eq read of 64 bytes into 24 %zd", fi_eq_read(eq, &event, &got, sizeof got, 0));
+	CHECK("the truncated entry's header", got.context == (void *)0x7);
+	SAME("eq write of 64 bytes %zd", fi_eq_write(eq, FI_NOTIFY, &big, sizeof big, 0));
+	got_n = fi_eq_read(eq, &event, &big_out, sizeof big_out, 0);
+	SAME("eq read of the 64 bytes %zd, event %u", got_n, event);
+	CHECK("the 64 bytes come back whole", got_n == (ssize_t)sizeof big &&
+	      big_out.h.context == (void *)0x7 && !strcmp(big_out.tag, "hello"));
 	CHECK("eq close", fi_close(&eq->fid) == 0);
 
 	/* Completion queue: libfabric 1.17's shm has no FI_WAIT_FD CQs

@@ -49,6 +49,9 @@ pub struct EqEvent {
     pub info: Option<Box<Info>>,
     /// Connection private data.
     pub cm_data: Vec<u8>,
+    /// An event the application wrote (`fi_eq_write`): its bytes, read
+    /// back as written, whatever their length (None for the library's).
+    pub written: Option<Vec<u8>>,
 }
 
 /// An error entry (`struct fi_eq_err_entry`).
