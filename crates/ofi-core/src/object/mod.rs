@@ -943,8 +943,22 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Enables the endpoint if it is not yet (`fi_connect` and `fi_accept`
+    /// do, fi_endpoint(3)); an endpoint another thread enabled meanwhile
+    /// is fine.
+    fn enable_implicitly(&self) -> Result<()> {
+        if self.state().enabled {
+            return Ok(());
+        }
+        match self.enable() {
+            Err(_) if self.state().enabled => Ok(()),
+            r => r,
+        }
+    }
+
     /// Connects to a listening peer with private data (`fi_connect`); the
     /// outcome arrives on the bound EQ as FI_CONNECTED or an error entry.
+    /// An endpoint not yet enabled is enabled first.
     pub fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
         if self.state().b.eq.is_none() {
             return Err(Error::new(
@@ -952,11 +966,12 @@ impl Endpoint {
                 "connect: no event queue is bound",
             ));
         }
-        self.enabled_for("connect")?;
+        self.enable_implicitly()?;
         self.ops.connect(addr, param)
     }
 
-    /// Accepts the connection request this endpoint was opened for (`fi_accept`).
+    /// Accepts the connection request this endpoint was opened for
+    /// (`fi_accept`), enabling the endpoint first if it is not yet.
     pub fn accept(&self, param: &[u8]) -> Result<()> {
         if self.state().b.eq.is_none() {
             return Err(Error::new(
@@ -964,7 +979,7 @@ impl Endpoint {
                 "accept: no event queue is bound",
             ));
         }
-        self.enabled_for("accept")?;
+        self.enable_implicitly()?;
         self.ops.accept(param)
     }
 

@@ -535,24 +535,25 @@ impl EndpointOps for TcpMsgEp {
                 "tcp: accept on an endpoint that already connected",
             ));
         }
-        let h = g.handle.take().ok_or_else(|| {
+        let h = g.handle.as_ref().ok_or_else(|| {
             Error::inval("tcp: accept needs an endpoint opened with a connection request's info")
         })?;
-        let req = h
-            .0
-            .downcast::<Request>()
-            .map_err(|_| Error::inval("tcp: accept: the handle is not a tcp connection request"))?;
-        let mut link = req
-            .link
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .ok_or_else(|| {
-                Error::inval("tcp: accept: the request was already accepted or rejected")
+        let req =
+            h.0.clone().downcast::<Request>().map_err(|_| {
+                Error::inval("tcp: accept: the handle is not a tcp connection request")
             })?;
-        link.conn
-            .accept(param)
-            .map_err(|e| Error::new(e, "tcp: accept"))?;
+        let mut slot = req.link.lock().unwrap_or_else(|e| e.into_inner());
+        let mut link = slot.take().ok_or_else(|| {
+            Error::inval("tcp: accept: the request was already accepted or rejected")
+        })?;
+        // A refused accept (private data over the limit) keeps the request
+        // for another try.
+        if let Err(e) = link.conn.accept(param) {
+            *slot = Some(link);
+            return Err(Error::new(e, "tcp: accept"));
+        }
+        drop(slot);
+        g.handle = None;
         self.shared
             .poller
             .add(&link.sock, self.key.load(Ordering::Relaxed), true)

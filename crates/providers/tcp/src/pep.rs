@@ -290,17 +290,17 @@ impl PassiveEndpointOps for TcpPep {
             handle.0.clone().downcast::<Request>().map_err(|_| {
                 Error::inval("tcp: reject: the handle is not a tcp connection request")
             })?;
-        let mut link = req
-            .link
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .ok_or_else(|| {
-                Error::inval("tcp: reject: the request was already accepted or rejected")
-            })?;
-        link.conn
-            .reject(param)
-            .map_err(|e| Error::new(e, "tcp: reject"))?;
+        let mut slot = req.link.lock().unwrap_or_else(|e| e.into_inner());
+        let mut link = slot.take().ok_or_else(|| {
+            Error::inval("tcp: reject: the request was already accepted or rejected")
+        })?;
+        // A refused reject (private data over the limit) keeps the
+        // request for another answer.
+        if let Err(e) = link.conn.reject(param) {
+            *slot = Some(link);
+            return Err(Error::new(e, "tcp: reject"));
+        }
+        drop(slot);
         let mut g = self.inner.lock();
         let key = link.conn.id();
         let _ = self.poller.add(&link.sock, key, true);

@@ -558,7 +558,8 @@ unsafe extern "C" fn cm_accept(p: *mut fid_ep, param: *const c_void, paramlen: s
     })
 }
 
-/// `fi_reject`: refuses the request and frees its handle.
+/// `fi_reject`: refuses the request and frees its handle (a refused
+/// reject keeps both).
 unsafe extern "C" fn cm_reject(
     p: *mut fid_pep,
     handle: fid_t,
@@ -576,7 +577,8 @@ unsafe extern "C" fn cm_reject(
             return EINVAL;
         };
         let rc = super::ret(l.reject(&r.handle, prm));
-        if !r.taken() {
+        // A refused reject leaves the request (and its handle) as it was.
+        if rc == 0 && !r.taken() {
             // SAFETY: the request is answered and no endpoint owns it; the
             // application gives up the handle.
             unsafe { free_connreq(r as *const ConnReqObj as *mut ConnReqObj) };
