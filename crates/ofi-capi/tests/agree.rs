@@ -211,6 +211,14 @@ fn atomics_work_as_queried() {
     agree("atomics", &["shm"]);
 }
 
+/// Address vectors as fi_av(3) states: FI_AV_UNSPEC written back, the
+/// lowest unused index, FI_EVENT inserts reported on the bound EQ,
+/// FI_SYNC_ERR on insertsvc / insertsym; a short fi_getname buffer.
+#[test]
+fn address_vector_modes() {
+    agree("av_modes", &[]);
+}
+
 /// FI_OPT_CM_DATA_SIZE on tcp passive endpoints, and fi_setname on
 /// passive, MSG and RDM endpoints before listen / enable.
 #[test]

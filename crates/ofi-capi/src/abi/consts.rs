@@ -11,6 +11,9 @@ pub const FI_VERSION_MAX: usize = 64;
 /// `fi_av_insert` flag: `context` is an `int` array that receives each
 /// address's status (0 or an `FI_E*` number).
 pub const FI_SYNC_ERR: u64 = 1 << 58;
+/// `fi_av_open` flag: inserts are reported on the AV's event queue
+/// (libfabric spells it as FI_COMPLETION's bit).
+pub const FI_EVENT: u64 = ofi_core::consts::FI_COMPLETION;
 
 /// Object classes (`fid.fclass`).
 pub mod class {

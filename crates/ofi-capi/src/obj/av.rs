@@ -4,7 +4,8 @@
 use super::{cstr, ffi, get, publish, shut_core, CObj, EINVAL, ENOSYS, PANIC};
 use crate::abi::*;
 use crate::guard;
-use ofi_core::consts::{addr_format, FI_ADDR_NOTAVAIL};
+use ofi_core::consts::{addr_format, av_type, FI_ADDR_NOTAVAIL};
+use ofi_core::error::errno::{FI_EINVAL, FI_ENOEQ};
 use ofi_core::util::av::AvAttr;
 use ofi_core::AddressVector;
 
@@ -15,6 +16,8 @@ pub struct AvObj {
     pub(crate) core: Option<AddressVector>,
     /// The domain's address format: how inserted addresses are laid out.
     addr_format: u32,
+    /// Opened with FI_EVENT: inserts are reported on the bound EQ.
+    events: bool,
 }
 
 // SAFETY: repr(C), first field fid_av whose first field is fid.
@@ -31,7 +34,7 @@ unsafe impl CObj for AvObj {
 static AV_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(super::close::<AvObj>),
-    bind: Some(super::bind_nosys),
+    bind: Some(av_bind),
     control: Some(super::control_nosys),
     ops_open: Some(super::ops_open_nosys),
     tostr: Some(super::tostr),
@@ -90,6 +93,12 @@ pub(crate) unsafe fn open(
         Ok(v) => v,
         Err(e) => return guard::err(&e),
     };
+    let events = a.flags & FI_EVENT != 0;
+    if a.r#type == av_type::FI_AV_UNSPEC {
+        // The type chosen goes back through the attributes (fi_av(3)).
+        // SAFETY: attr is non-null and writable (the caller's contract).
+        unsafe { (*attr).r#type = core.kind() };
+    }
     let p = publish(AvObj {
         c: fid_av {
             fid: fid {
@@ -101,6 +110,7 @@ pub(crate) unsafe fn open(
         },
         core: Some(core),
         addr_format: dcore.info().addr_format,
+        events,
     });
     // SAFETY: out is non-null and writable.
     unsafe { *out = p.cast::<fid_av>() };
@@ -151,6 +161,66 @@ unsafe fn split<'a>(
     (out, None)
 }
 
+/// `fi_av_bind`: the event queue of an AV opened with FI_EVENT.
+unsafe extern "C" fn av_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
+    ffi(PANIC, || {
+        // SAFETY: f and bfid are NULL or fids of the application.
+        let (Some((_, v)), Some(q)) = (unsafe { av(f.cast::<fid_av>()) }, unsafe {
+            get::<super::eq::EqObj>(bfid)
+        }) else {
+            return EINVAL;
+        };
+        let Some(q) = q.core.as_ref() else {
+            return EINVAL;
+        };
+        if flags != 0 {
+            return EINVAL;
+        }
+        super::ret(v.bind_eq(q))
+    })
+}
+
+/// Before an insert: an AV opened with FI_EVENT needs its event queue.
+fn ready_to_insert(o: &AvObj, v: &AddressVector) -> Result<(), c_int> {
+    if o.events && !v.has_eq() {
+        return Err(-FI_ENOEQ);
+    }
+    Ok(())
+}
+
+/// After an insert whose results are in `out`: with FI_SYNC_ERR (and a
+/// context) each address's status goes to the `int` array at `context`;
+/// with FI_EVENT the outcome goes to the EQ (an error entry per failed
+/// address, then FI_AV_COMPLETE) and the call returns 0, else the number
+/// inserted.
+///
+/// # Safety
+/// `context` is what the application passed with `flags`: with
+/// FI_SYNC_ERR, NULL or an array of `out.len()` ints.
+unsafe fn finish_insert(
+    o: &AvObj,
+    v: &AddressVector,
+    flags: u64,
+    context: *mut c_void,
+    out: &[u64],
+) -> c_int {
+    if flags & FI_SYNC_ERR != 0 && !context.is_null() {
+        // SAFETY: with FI_SYNC_ERR, context is an array of out.len() ints.
+        let st = unsafe { std::slice::from_raw_parts_mut(context.cast::<c_int>(), out.len()) };
+        for (s, a) in st.iter_mut().zip(out) {
+            *s = if *a == FI_ADDR_NOTAVAIL { FI_EINVAL } else { 0 };
+        }
+    }
+    if o.events {
+        let fid = o as *const AvObj as usize;
+        return match v.report_insert(fid, context as usize, out) {
+            Ok(()) => 0,
+            Err(e) => guard::err(&e),
+        };
+    }
+    out.iter().filter(|a| **a != FI_ADDR_NOTAVAIL).count() as c_int
+}
+
 unsafe extern "C" fn av_insert(
     p: *mut fid_av,
     addr: *const c_void,
@@ -170,7 +240,9 @@ unsafe extern "C" fn av_insert(
         if addr.is_null() || c_int::try_from(count).is_err() {
             return EINVAL;
         }
-        let sync_err = flags & FI_SYNC_ERR != 0 && !context.is_null();
+        if let Err(rc) = ready_to_insert(o, v) {
+            return rc;
+        }
         // SAFETY: addr holds count addresses of the domain's format.
         let (list, stopped) = unsafe { split(o.addr_format, addr, count) };
         if let Some(why) = &stopped {
@@ -182,33 +254,21 @@ unsafe extern "C" fn av_insert(
         }
         let mut tmp;
         let out: &mut [u64] = if fi_addr.is_null() {
-            tmp = vec![FI_ADDR_NOTAVAIL; list.len()];
+            tmp = vec![FI_ADDR_NOTAVAIL; count];
             &mut tmp
         } else {
             // SAFETY: fi_addr has room for count results.
             unsafe { std::slice::from_raw_parts_mut(fi_addr, count) }
         };
-        let n = match v.insert(&list, out) {
-            Ok(n) => n,
-            Err(e) => return guard::err(&e),
-        };
+        if let Err(e) = v.insert(&list, out) {
+            return guard::err(&e);
+        }
         // The addresses that could not be parsed are not available either.
         for a in out.iter_mut().skip(list.len()) {
             *a = FI_ADDR_NOTAVAIL;
         }
-        if sync_err {
-            // SAFETY: with FI_SYNC_ERR, context is an array of count ints.
-            let st = unsafe { std::slice::from_raw_parts_mut(context.cast::<c_int>(), count) };
-            for (i, s) in st.iter_mut().enumerate() {
-                let ok = i < list.len() && out.get(i).is_some_and(|a| *a != FI_ADDR_NOTAVAIL);
-                *s = if ok {
-                    0
-                } else {
-                    ofi_core::error::errno::FI_EINVAL
-                };
-            }
-        }
-        n as c_int
+        // SAFETY: context is as the application passed it with flags.
+        unsafe { finish_insert(o, v, flags, context, out) }
     })
 }
 
@@ -217,33 +277,71 @@ unsafe extern "C" fn av_insertsvc(
     node: *const c_char,
     service: *const c_char,
     fi_addr: *mut fi_addr_t,
-    _flags: u64,
-    _context: *mut c_void,
+    flags: u64,
+    context: *mut c_void,
 ) -> c_int {
     ffi(PANIC, || {
         // SAFETY: p is NULL or a fid of the application.
-        let Some((_, v)) = (unsafe { av(p) }) else {
+        let Some((o, v)) = (unsafe { av(p) }) else {
             return EINVAL;
         };
         // SAFETY: node and service are NULL or C strings.
         let (Some(n), s) = (unsafe { cstr(node) }, unsafe { cstr(service) }) else {
             return EINVAL;
         };
-        match v.insertsvc(n, s.unwrap_or("")) {
-            Ok(a) => {
-                if !fi_addr.is_null() {
-                    // SAFETY: fi_addr is writable.
-                    unsafe { *fi_addr = a };
-                }
-                1
-            }
-            Err(e) => guard::err(&e),
+        if let Err(rc) = ready_to_insert(o, v) {
+            return rc;
+        }
+        let r = v.insertsvc(n, s.unwrap_or(""));
+        let out = [*r.as_ref().unwrap_or(&FI_ADDR_NOTAVAIL)];
+        if !fi_addr.is_null() {
+            // SAFETY: fi_addr is writable.
+            unsafe { *fi_addr = out[0] };
+        }
+        // SAFETY: context is as the application passed it with flags.
+        let rc = unsafe { finish_insert(o, v, flags, context, &out) };
+        match r {
+            // Synchronous: the reason, rather than a count of 0.
+            Err(e) if !o.events => guard::err(&e),
+            _ => rc,
         }
     })
 }
 
-/// `fi_av_insertsym`: `nodecnt` consecutive IP addresses from `node`, each
-/// with `svccnt` consecutive ports from `service`.
+/// The hosts of `fi_av_insertsym`: `nodecnt` consecutive IP addresses
+/// from an address, or host names counting up the numeric suffix of a
+/// name ("node07" gives node07, node08, ..., keeping the width); a name
+/// without a suffix names one host only. None when the range cannot be
+/// made.
+fn sym_hosts(node: &str, nodecnt: usize) -> Option<Vec<String>> {
+    if let Ok(ip) = node.parse::<std::net::IpAddr>() {
+        return Some(
+            (0..nodecnt)
+                .map(|i| match ip {
+                    std::net::IpAddr::V4(a) => {
+                        std::net::Ipv4Addr::from(u32::from(a).wrapping_add(i as u32)).to_string()
+                    }
+                    std::net::IpAddr::V6(a) => {
+                        std::net::Ipv6Addr::from(u128::from(a).wrapping_add(i as u128)).to_string()
+                    }
+                })
+                .collect(),
+        );
+    }
+    let prefix = node.trim_end_matches(|c: char| c.is_ascii_digit());
+    let digits = &node[prefix.len()..];
+    if digits.is_empty() {
+        return (nodecnt == 1).then(|| vec![node.to_string()]);
+    }
+    let first: u64 = digits.parse().ok()?;
+    let width = digits.len();
+    (0..nodecnt as u64)
+        .map(|i| Some(format!("{prefix}{:0width$}", first.checked_add(i)?)))
+        .collect()
+}
+
+/// `fi_av_insertsym`: `nodecnt` hosts from `node` (see [`sym_hosts`]),
+/// each with `svccnt` consecutive ports from `service`.
 unsafe extern "C" fn av_insertsym(
     p: *mut fid_av,
     node: *const c_char,
@@ -251,53 +349,49 @@ unsafe extern "C" fn av_insertsym(
     service: *const c_char,
     svccnt: size_t,
     fi_addr: *mut fi_addr_t,
-    _flags: u64,
-    _context: *mut c_void,
+    flags: u64,
+    context: *mut c_void,
 ) -> c_int {
     ffi(PANIC, || {
         // SAFETY: p is NULL or a fid of the application.
-        let Some((_, v)) = (unsafe { av(p) }) else {
+        let Some((o, v)) = (unsafe { av(p) }) else {
             return EINVAL;
         };
         // SAFETY: node and service are NULL or C strings.
         let (Some(n), Some(s)) = (unsafe { cstr(node) }, unsafe { cstr(service) }) else {
             return EINVAL;
         };
-        let (Ok(ip), Ok(port)) = (n.parse::<std::net::IpAddr>(), s.parse::<u16>()) else {
+        let Ok(port) = s.parse::<u16>() else {
             return EINVAL;
         };
-        // The count of inserted addresses must fit the int return value.
+        // The count of inserted addresses must fit the int return value,
+        // and the ports the port range.
         let Some(total) = nodecnt
             .checked_mul(svccnt)
             .filter(|t| c_int::try_from(*t).is_ok())
+            .filter(|_| usize::from(port) + svccnt <= usize::from(u16::MAX) + 1)
         else {
             return EINVAL;
         };
-        let mut k = 0usize;
-        let mut done = 0;
-        for i in 0..nodecnt {
-            let host = match ip {
-                std::net::IpAddr::V4(a) => {
-                    std::net::IpAddr::V4(u32::from(a).wrapping_add(i as u32).into())
-                }
-                std::net::IpAddr::V6(a) => {
-                    std::net::IpAddr::V6(u128::from(a).wrapping_add(i as u128).into())
-                }
-            };
+        let Some(hosts) = sym_hosts(n, nodecnt) else {
+            return EINVAL;
+        };
+        if let Err(rc) = ready_to_insert(o, v) {
+            return rc;
+        }
+        let mut out = Vec::with_capacity(total);
+        for host in &hosts {
             for j in 0..svccnt {
-                let svc = (u32::from(port) + j as u32).to_string();
-                let r = v.insertsvc(&host.to_string(), &svc);
-                if k < total && !fi_addr.is_null() {
-                    // SAFETY: fi_addr has room for nodecnt * svccnt results.
-                    unsafe { *fi_addr.add(k) = *r.as_ref().unwrap_or(&FI_ADDR_NOTAVAIL) };
-                }
-                if r.is_ok() {
-                    done += 1;
-                }
-                k += 1;
+                let svc = (usize::from(port) + j).to_string();
+                out.push(v.insertsvc(host, &svc).unwrap_or(FI_ADDR_NOTAVAIL));
             }
         }
-        done
+        if !fi_addr.is_null() {
+            // SAFETY: fi_addr has room for nodecnt * svccnt results.
+            unsafe { std::slice::from_raw_parts_mut(fi_addr, total) }.copy_from_slice(&out);
+        }
+        // SAFETY: context is as the application passed it with flags.
+        unsafe { finish_insert(o, v, flags, context, &out) }
     })
 }
 

@@ -373,10 +373,11 @@ pub(crate) unsafe fn addr_len(format: u32, p: *const c_void) -> Option<usize> {
 }
 
 /// Copies an address into a C buffer of `*addrlen` bytes: sets `*addrlen`
-/// to the full length and returns `-FI_ETOOSMALL` when it does not fit.
+/// to the full length; when it does not fit, copies what fits (the
+/// address truncated, fi_cm(3)) and returns `-FI_ETOOSMALL`.
 ///
 /// # Safety
-/// `addr` is writable for `*addrlen` bytes; `addrlen` is valid.
+/// `addr` is NULL or writable for `*addrlen` bytes; `addrlen` is valid.
 pub(crate) unsafe fn give_addr(a: &[u8], addr: *mut c_void, addrlen: *mut size_t) -> c_int {
     if addrlen.is_null() {
         return EINVAL;
@@ -385,11 +386,15 @@ pub(crate) unsafe fn give_addr(a: &[u8], addr: *mut c_void, addrlen: *mut size_t
     let room = unsafe { *addrlen };
     // SAFETY: as above.
     unsafe { *addrlen = a.len() };
-    if room < a.len() || addr.is_null() {
+    if addr.is_null() {
         return guard::neg(FI_ETOOSMALL);
     }
-    // SAFETY: addr has room >= a.len() writable bytes.
-    unsafe { std::ptr::copy_nonoverlapping(a.as_ptr(), addr.cast::<u8>(), a.len()) };
+    let n = room.min(a.len());
+    // SAFETY: addr has room >= n writable bytes.
+    unsafe { std::ptr::copy_nonoverlapping(a.as_ptr(), addr.cast::<u8>(), n) };
+    if n < a.len() {
+        return guard::neg(FI_ETOOSMALL);
+    }
     0
 }
 

@@ -463,6 +463,7 @@ impl Domain {
         }
         Ok(AddressVector {
             core: AvCore::new(attr, self.ops.addr_ops())?,
+            eq: Mutex::new(None),
             _parent: DepGuard::new(&self.deps),
         })
     }
@@ -651,13 +652,87 @@ impl Counter {
 }
 
 /// An address vector.
-#[derive(Debug)]
 pub struct AddressVector {
     core: Arc<AvCore>,
+    /// The event queue bound for asynchronous inserts (`fi_av_bind`).
+    eq: Mutex<Option<Arc<EqCore>>>,
     _parent: DepGuard,
 }
 
+impl std::fmt::Debug for AddressVector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AddressVector")
+            .field("kind", &self.core.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for AddressVector {
+    fn drop(&mut self) {
+        let eq = self.eq.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(q) = eq.take() {
+            q.bound.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
 impl AddressVector {
+    /// The AV type in force (an FI_AV_UNSPEC request gets the domain's).
+    pub fn kind(&self) -> u32 {
+        self.core.kind()
+    }
+    /// Binds the event queue that reports asynchronous inserts
+    /// (`fi_av_bind`, for an AV opened with FI_EVENT); the queue cannot
+    /// close while bound.
+    pub fn bind_eq(&self, eq: &EventQueue) -> Result<()> {
+        let mut g = self.eq.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_some() {
+            return Err(Error::inval("av bind: an event queue is already bound"));
+        }
+        eq.core.bound.fetch_add(1, Ordering::AcqRel);
+        *g = Some(eq.core.clone());
+        Ok(())
+    }
+    /// Whether an event queue is bound.
+    pub fn has_eq(&self) -> bool {
+        self.eq.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+    /// Reports an insert as an AV opened with FI_EVENT does (fi_av(3)):
+    /// an error entry (`FI_EINVAL`, `data` the address's index) for each
+    /// address `out` holds as `FI_ADDR_NOTAVAIL`, then FI_AV_COMPLETE
+    /// with the number inserted. `fid` names the AV and `context` is the
+    /// insert's, in every entry. `FI_ENOEQ` when no queue is bound.
+    pub fn report_insert(&self, fid: usize, context: usize, out: &[u64]) -> Result<()> {
+        let g = self.eq.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(q) = g.as_ref() else {
+            return Err(Error::new(
+                errno::FI_ENOEQ,
+                "av insert: an AV opened with FI_EVENT needs a bound event queue",
+            ));
+        };
+        let mut inserted = 0u64;
+        for (i, a) in out.iter().enumerate() {
+            if *a == FI_ADDR_NOTAVAIL {
+                q.push_err(EqError {
+                    fid,
+                    context,
+                    data: i as u64,
+                    err: errno::FI_EINVAL,
+                    ..Default::default()
+                });
+            } else {
+                inserted += 1;
+            }
+        }
+        q.push(EqEvent {
+            event: eq_event::FI_AV_COMPLETE,
+            fid,
+            context,
+            data: inserted,
+            ..Default::default()
+        });
+        Ok(())
+    }
     /// Inserts raw addresses (`fi_av_insert`); see [`AvCore::insert`].
     pub fn insert(&self, addrs: &[&[u8]], out: &mut [u64]) -> Result<usize> {
         self.core.insert(addrs, out)

@@ -37,7 +37,8 @@ struct Holders {
 #[derive(Default)]
 struct Table {
     slots: Vec<Option<Arc<[u8]>>>,
-    free: Vec<usize>,
+    /// Unused slots, the lowest first.
+    free: std::collections::BinaryHeap<std::cmp::Reverse<usize>>,
     reverse: HashMap<Arc<[u8]>, Holders>,
 }
 
@@ -121,8 +122,9 @@ impl AvCore {
             match self.ops.canonical(a) {
                 Ok(c) => {
                     let c: Arc<[u8]> = c.into();
+                    // The lowest unused index (fi_av(3), FI_AV_TABLE).
                     let idx = match t.free.pop() {
-                        Some(i) => {
+                        Some(std::cmp::Reverse(i)) => {
                             t.slots[i] = Some(c.clone());
                             i
                         }
@@ -175,7 +177,7 @@ impl AvCore {
         }
         for &a in fi_addrs {
             if let Some(old) = t.slots[a as usize].take() {
-                t.free.push(a as usize);
+                t.free.push(std::cmp::Reverse(a as usize));
                 let Some(h) = t.reverse.get(&old).copied() else {
                     continue;
                 };
