@@ -4,6 +4,7 @@
 use super::{ffi, get, publish, CObj, EINVAL, ENOSYS, PANIC};
 use crate::abi::*;
 use crate::guard;
+use ofi_core::consts::FI_HMEM;
 use ofi_core::error::errno::*;
 use ofi_core::util::mr::MrAttr;
 use ofi_core::MemoryRegion;
@@ -145,13 +146,32 @@ pub(crate) unsafe extern "C" fn mr_regattr(
         if attr.is_null() {
             return EINVAL;
         }
-        // SAFETY: attr is non-null and valid.
-        let a = unsafe { &*attr };
-        if a.iface != hmem_iface::FI_HMEM_SYSTEM {
+        // `iface` (and what follows it) is read only when the application
+        // asked for FI_HMEM (fi_mr(3)): otherwise it may be left unset,
+        // and headers before 1.9 end the struct before it.
+        // SAFETY: d is NULL or a fid of the application.
+        let hmem = unsafe { get::<super::domain::DomainObj>(d) }
+            .and_then(|x| x.core())
+            .is_some_and(|dom| dom.info().caps & FI_HMEM != 0);
+        // SAFETY: attr is non-null and holds at least the fields up to
+        // `auth_key` (every header version has them); each is read alone.
+        let (mr_iov, iov_count, access, offset, requested_key, context) = unsafe {
+            (
+                std::ptr::addr_of!((*attr).mr_iov).read(),
+                std::ptr::addr_of!((*attr).iov_count).read(),
+                std::ptr::addr_of!((*attr).access).read(),
+                std::ptr::addr_of!((*attr).offset).read(),
+                std::ptr::addr_of!((*attr).requested_key).read(),
+                std::ptr::addr_of!((*attr).context).read(),
+            )
+        };
+        // SAFETY: with FI_HMEM asked for, the application's header has `iface`.
+        if hmem && unsafe { std::ptr::addr_of!((*attr).iface).read() } != hmem_iface::FI_HMEM_SYSTEM
+        {
             return guard::neg(FI_EOPNOTSUPP);
         }
         // SAFETY: mr_iov holds iov_count entries.
-        let Some(list) = (unsafe { super::array(a.mr_iov, a.iov_count) }) else {
+        let Some(list) = (unsafe { super::array(mr_iov, iov_count) }) else {
             return EINVAL;
         };
         let m = MrAttr {
@@ -159,12 +179,12 @@ pub(crate) unsafe extern "C" fn mr_regattr(
                 .iter()
                 .map(|v| (v.iov_base as usize, v.iov_len))
                 .collect(),
-            access: a.access,
-            requested_key: a.requested_key,
-            offset: a.offset,
+            access,
+            requested_key,
+            offset,
         };
         // SAFETY: forwarded C arguments.
-        unsafe { register(d, m, mr, a.context) }
+        unsafe { register(d, m, mr, context) }
     })
 }
 
