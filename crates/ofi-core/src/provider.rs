@@ -109,6 +109,16 @@ pub trait DomainOps: Send + Sync {
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>>;
     /// The domain's address handling, shared with its address vectors.
     fn addr_ops(&self) -> Arc<dyn AddrOps>;
+    /// `fi_query_atomic` on the domain: the largest element count one
+    /// operation of this kind, op and datatype may carry on the domain's
+    /// endpoints, or `FI_EOPNOTSUPP`. The answer needs no endpoint.
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        let _ = (kind, op, datatype);
+        Err(crate::error::Error::new(
+            crate::error::errno::FI_EOPNOTSUPP,
+            "the provider's domain answers no atomic queries",
+        ))
+    }
 }
 
 /// A composing provider's receive side, bound to an inner endpoint

@@ -5,11 +5,9 @@
 use super::{ffi, get, publish, shut_core, CObj, EINVAL, ENOSYS, PANIC};
 use crate::abi::*;
 use crate::guard;
-use ofi_core::consts::{FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC};
+use ofi_core::consts::{FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_TAGGED};
 use ofi_core::error::errno::*;
-use ofi_core::provider::EndpointOps;
 use ofi_core::util::atomic::{self, AtomicKind};
-use std::sync::{Arc, Mutex};
 
 /// A domain as C sees it: `struct fid_domain`, then the raw-layer domain.
 #[repr(C)]
@@ -18,9 +16,6 @@ pub struct DomainObj {
     pub(crate) core: Option<ofi_core::Domain>,
     /// API version of the application (decides the CQ/EQ error entry layout).
     pub(crate) api_version: u32,
-    /// A provider endpoint of this domain, asked by `fi_query_atomic`
-    /// (atomic limits are the provider's, answered per endpoint).
-    atomic_probe: Mutex<Option<Arc<dyn EndpointOps>>>,
 }
 
 // SAFETY: repr(C), first field fid_domain whose first field is fid.
@@ -38,13 +33,6 @@ impl DomainObj {
     /// The raw-layer domain, while open.
     pub(crate) fn core(&self) -> Option<&ofi_core::Domain> {
         self.core.as_ref()
-    }
-    /// Remembers a provider endpoint for atomic queries.
-    pub(crate) fn note_endpoint(&self, ops: &Arc<dyn EndpointOps>) {
-        let mut g = self.atomic_probe.lock().unwrap_or_else(|e| e.into_inner());
-        if g.is_none() {
-            *g = Some(ops.clone());
-        }
     }
 }
 
@@ -134,7 +122,6 @@ pub(crate) unsafe fn open(
         },
         core: Some(core),
         api_version: api,
-        atomic_probe: Mutex::new(None),
     });
     // SAFETY: dom is non-null and writable.
     unsafe { *dom = p.cast::<fid_domain>() };
@@ -279,19 +266,18 @@ unsafe extern "C" fn domain_query_atomic(
         let Some(size) = atomic::datatype_size(datatype) else {
             return guard::neg(FI_EOPNOTSUPP);
         };
-        let probe = dom
-            .atomic_probe
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        // Without an endpoint to ask, one element is what every provider
-        // that does the operation at all can carry.
-        let count = match probe {
-            Some(p) => match p.query_atomic(kind, op, datatype) {
-                Ok(n) => n,
-                Err(e) => return guard::err(&e),
-            },
-            None => 1,
+        // Atomics into tagged receive buffers are not offered.
+        if flags & FI_TAGGED != 0 {
+            return guard::neg(FI_EOPNOTSUPP);
+        }
+        let Some(core) = dom.core() else {
+            return EINVAL;
+        };
+        // The provider's domain answers, the same before and after any
+        // endpoint is opened.
+        let count = match core.query_atomic(kind, op, datatype) {
+            Ok(n) => n,
+            Err(e) => return guard::err(&e),
         };
         // SAFETY: attr is non-null and writable.
         unsafe {

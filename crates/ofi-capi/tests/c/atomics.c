@@ -113,6 +113,22 @@ int main(int argc, char **argv)
 		CHECK("fi_inject_atomic of datatype 99 is -FI_EOPNOTSUPP",
 		      fi_inject_atomic(l.ep, operand, 1, l.self, addr, key, 99, FI_SUM) == -FI_EOPNOTSUPP);
 	}
+	/* The domain answers the same with no endpoint opened yet (ofi
+	 * answered one element until the first fi_endpoint), and atomics into
+	 * tagged receive buffers are not offered. */
+	struct fid_fabric *fab2;
+	struct fid_domain *dom2;
+	struct fi_atomic_attr before = { 0 }, after = { 0 };
+	CHECK("a second domain", fi_fabric(l.info->fabric_attr, &fab2, NULL) == 0 &&
+	      fi_domain(fab2, l.info, &dom2, NULL) == 0);
+	int qb = fi_query_atomic(dom2, FI_INT64, FI_SUM, &before, 0);
+	int qa = fi_query_atomic(l.dom, FI_INT64, FI_SUM, &after, 0);
+	SAME("query with no endpoint %d, with one %d", qb, qa);
+	CHECK("the same count with and without an endpoint", qb == 0 && qa == 0 && before.count == after.count);
+	CHECK_OFI("atomics into tagged receive buffers are not offered",
+		  fi_query_atomic(l.dom, FI_INT64, FI_SUM, &after, FI_TAGGED) == -FI_EOPNOTSUPP);
+	fi_close(&dom2->fid);
+	fi_close(&fab2->fid);
 	fi_close(&mr->fid);
 	loop_close(&l);
 	return finish();

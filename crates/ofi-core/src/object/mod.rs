@@ -421,6 +421,12 @@ impl Domain {
     pub fn info(&self) -> &Info {
         &self.info
     }
+    /// `fi_query_atomic`: the largest element count one operation of this
+    /// kind, op and datatype may carry on the domain's endpoints, or
+    /// `FI_EOPNOTSUPP` (the provider's answer; no endpoint needed).
+    pub fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        self.ops.query_atomic(kind, op, datatype)
+    }
     /// Opens a completion queue (`fi_cq_open`); one with FI_WAIT_SET
     /// opens through [`cq_in`](Self::cq_in).
     pub fn cq(&self, attr: &CqAttr) -> Result<CompletionQueue> {

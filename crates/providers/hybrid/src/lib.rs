@@ -426,6 +426,17 @@ impl DomainOps for HybridDomain {
     fn addr_ops(&self) -> Arc<dyn AddrOps> {
         self.addr_ops.clone()
     }
+    fn query_atomic(
+        &self,
+        kind: ofi_core::util::atomic::AtomicKind,
+        op: u32,
+        datatype: u32,
+    ) -> Result<usize> {
+        // What both paths carry.
+        let a = self.dom[0].query_atomic(kind, op, datatype)?;
+        let b = self.dom[1].query_atomic(kind, op, datatype)?;
+        Ok(a.min(b))
+    }
 }
 
 /// Registers hybrid with the core (idempotent). Register shm and tcp too:

@@ -7,6 +7,7 @@ use ofi_core::consts::ep_type;
 use ofi_core::error::{Error, Result};
 use ofi_core::info::Info;
 use ofi_core::provider::{AddrOps, DomainOps, EndpointOps};
+use ofi_core::util::atomic::{self, AtomicKind};
 use std::sync::Arc;
 
 /// An open shm domain.
@@ -33,5 +34,8 @@ impl DomainOps for ShmDomain {
     }
     fn addr_ops(&self) -> Arc<dyn AddrOps> {
         Arc::new(ShmAddrOps)
+    }
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        atomic::query(kind, op, datatype, crate::ep::ATOMIC_MAX_BYTES)
     }
 }

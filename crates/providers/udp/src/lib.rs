@@ -193,6 +193,14 @@ impl DomainOps for UdpDomain {
     fn addr_ops(&self) -> Arc<dyn AddrOps> {
         Arc::new(addr::SockAddrOps)
     }
+    fn query_atomic(
+        &self,
+        kind: ofi_core::util::atomic::AtomicKind,
+        op: u32,
+        datatype: u32,
+    ) -> Result<usize> {
+        ofi_prov_inet::tcp_core::one_sided::query_atomic(kind, op, datatype)
+    }
 }
 
 /// Registers udp with the core (idempotent).

@@ -16,7 +16,6 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{FI_ADDR_UNSPEC, FI_DIRECTED_RECV, FI_RECV, FI_TRANSMIT};
 use ofi_core::error::errno::*;
-use ofi_core::spi::HasOps;
 use ofi_core::util::iov::IoVec;
 use ofi_core::Endpoint;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -209,7 +208,6 @@ pub(crate) unsafe fn open(
     // Events about this endpoint name it by its C fid.
     match dcore.endpoint_with_context(&i, p as usize) {
         Ok(core) => {
-            dom.note_endpoint(core.ops());
             // The first endpoint opened for a request owns its fid.
             let owned = req.filter(|r| r.take());
             // SAFETY: p came from publish and is not yet shared.

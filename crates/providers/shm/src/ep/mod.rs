@@ -54,6 +54,7 @@ mod liveness;
 mod peers;
 mod recv;
 mod rma;
+pub(crate) use rma::ATOMIC_MAX_BYTES;
 mod rma_target;
 mod send;
 mod state;

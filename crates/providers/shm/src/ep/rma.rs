@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 /// Largest operand list of one atomic, in bytes (operands and compare
 /// values travel inline in one ring entry, results come back in one).
-pub(super) const ATOMIC_MAX_BYTES: usize = 1024;
+pub(crate) const ATOMIC_MAX_BYTES: usize = 1024;
 
 /// Room for inline write data after `n` remote ranges.
 fn write_room(n: usize) -> usize {
