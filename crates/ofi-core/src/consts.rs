@@ -147,6 +147,10 @@ pub const FI_PRIMARY_CAPS: u64 = FI_MSG
     | FI_SHARED_AV
     | FI_AV_USER_ID
     | FI_PEER;
+/// `fi_domain_bind` flag: registrations are reported on the bound event
+/// queue (FI_MR_COMPLETE).
+pub const FI_REG_MR: u64 = 1 << 59;
+
 /// Secondary capabilities: a provider may offer them unasked.
 pub const FI_SECONDARY_CAPS: u64 =
     FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_TRIGGER | FI_FENCE | FI_SOURCE_ERR | FI_RMA_PMEM;

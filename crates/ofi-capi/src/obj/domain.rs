@@ -128,18 +128,22 @@ pub(crate) unsafe fn open(
     0
 }
 
-/// `fi_domain_bind`: an EQ for asynchronous domain events. This library
-/// completes AV insertions and registrations synchronously, so the EQ is
-/// accepted and never written.
-unsafe extern "C" fn domain_bind(f: *mut fid, bfid: *mut fid, _flags: u64) -> c_int {
+/// `fi_domain_bind`: the domain's event queue, the default of endpoints
+/// bound to none (their connection events and peer deaths), and with
+/// FI_REG_MR the queue of FI_MR_COMPLETE events (registrations complete
+/// at once; the event follows each).
+unsafe extern "C" fn domain_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     ffi(PANIC, || {
         // SAFETY: both are NULL or fids of the application.
-        unsafe {
-            if get::<DomainObj>(f).is_none() || get::<super::eq::EqObj>(bfid).is_none() {
-                return EINVAL;
-            }
-        }
-        0
+        let (Some(d), Some(q)) = (unsafe { get::<DomainObj>(f) }, unsafe {
+            get::<super::eq::EqObj>(bfid)
+        }) else {
+            return EINVAL;
+        };
+        let (Some(d), Some(q)) = (d.core(), q.core.as_ref()) else {
+            return EINVAL;
+        };
+        super::ret(d.bind_eq(q, flags))
     })
 }
 

@@ -77,6 +77,8 @@ unsafe fn register(
     });
     // SAFETY: out is non-null and writable.
     unsafe { *out = p.cast::<fid_mr>() };
+    // A domain bound to an EQ with FI_REG_MR reports the registration.
+    dom.report_reg(p as usize, context as usize);
     0
 }
 

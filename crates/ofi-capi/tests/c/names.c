@@ -292,11 +292,99 @@ static void answers_after_a_refusal(void)
 	fi_freeinfo(info);
 }
 
+/* An EQ bound to the domain (fi_domain(3)): with FI_REG_MR it reports each
+ * registration (FI_MR_COMPLETE, the region's fid and context), and
+ * endpoints bound to no EQ of their own report their connection events
+ * there (ofi accepted the binding and never used it: such an endpoint's
+ * fi_connect was -FI_ENOEQ). */
+static void domain_event_queue(void)
+{
+	struct fi_info *info = offer(FI_EP_MSG);
+	CHECK("MSG offer", info != NULL);
+	if (!info)
+		return;
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_eq *eq;
+	struct fid_pep *pep;
+	struct fid_cq *cq;
+	struct fid_ep *cl = NULL, *sv = NULL;
+	struct fid_mr *mr = NULL;
+	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_cq_attr qa = { .format = FI_CQ_FORMAT_CONTEXT };
+	CHECK("fabric", fi_fabric(info->fabric_attr, &fab, NULL) == 0);
+	CHECK("eq", fi_eq_open(fab, &ea, &eq, NULL) == 0);
+	CHECK("domain", fi_domain(fab, info, &dom, NULL) == 0);
+	int r = fi_domain_bind(dom, &eq->fid, FI_REG_MR);
+	/* libfabric 1.17's tcp refuses FI_REG_MR. */
+	CHECK_OFI("domain bind with FI_REG_MR", r == 0);
+	if (r)
+		r = fi_domain_bind(dom, &eq->fid, 0);
+	SAME("domain bind %d", r);
+	CHECK_OFI("an EQ bound to a domain does not close", fi_close(&eq->fid) == -FI_EBUSY);
+	static char buf[64];
+	int mctx;
+	CHECK("register", fi_mr_reg(dom, buf, sizeof buf, FI_REMOTE_WRITE, 0, 0, 0, &mr, &mctx) == 0);
+	struct {
+		struct fi_eq_cm_entry e;
+		char d[256];
+	} cm;
+	struct fi_eq_entry *plain = (struct fi_eq_entry *)&cm;
+	uint32_t ev = 0;
+	if (on_ofi) {
+		ssize_t n = fi_eq_read(eq, &ev, &cm, sizeof cm, 0);
+		CHECK("FI_MR_COMPLETE names the region and its context",
+		      n == (ssize_t)sizeof(struct fi_eq_entry) && ev == FI_MR_COMPLETE &&
+			      plain->fid == &mr->fid && plain->context == &mctx);
+	}
+	CHECK("cq", fi_cq_open(dom, &qa, &cq, NULL) == 0);
+	CHECK("passive endpoint", fi_passive_ep(fab, info, &pep, NULL) == 0);
+	CHECK("pep bind", fi_pep_bind(pep, &eq->fid, 0) == 0);
+	CHECK("listen", fi_listen(pep) == 0);
+	struct sockaddr_in at;
+	size_t alen = sizeof at;
+	CHECK("pep getname", fi_getname(&pep->fid, &at, &alen) == 0);
+	/* The client and the server bind a CQ and no EQ. */
+	CHECK("client endpoint", fi_endpoint(dom, info, &cl, NULL) == 0);
+	CHECK("client binds its CQ", fi_ep_bind(cl, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	CHECK("client enable", fi_enable(cl) == 0);
+	SAME("connect with the domain's EQ %d", fi_connect(cl, &at, NULL, 0));
+	ssize_t n = fi_eq_sread(eq, &ev, &cm, sizeof cm, 5000, 0);
+	SAME("connection request event %u", ev);
+	if (n > 0 && ev == FI_CONNREQ) {
+		CHECK("server endpoint", fi_endpoint(dom, cm.e.info, &sv, NULL) == 0);
+		fi_freeinfo(cm.e.info);
+		CHECK("server binds its CQ", fi_ep_bind(sv, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+		CHECK("server enable", fi_enable(sv) == 0);
+		SAME("accept with the domain's EQ %d", fi_accept(sv, NULL, 0));
+		int server = 0, client = 0;
+		for (int i = 0; i < 2; i++) {
+			n = fi_eq_sread(eq, &ev, &cm, sizeof cm, 5000, 0);
+			if (n <= 0 || ev != FI_CONNECTED)
+				break;
+			server |= cm.e.fid == &sv->fid;
+			client |= cm.e.fid == &cl->fid;
+		}
+		CHECK("both sides report FI_CONNECTED on the domain's EQ", server && client);
+	}
+	if (sv)
+		fi_close(&sv->fid);
+	fi_close(&cl->fid);
+	fi_close(&pep->fid);
+	fi_close(&mr->fid);
+	fi_close(&cq->fid);
+	CHECK("domain close", fi_close(&dom->fid) == 0);
+	CHECK("eq close once the domain is closed", fi_close(&eq->fid) == 0);
+	fi_close(&fab->fid);
+	fi_freeinfo(info);
+}
+
 int main(void)
 {
 	start();
 	passive();
 	active_rdm();
 	answers_after_a_refusal();
+	domain_event_queue();
 	return finish();
 }

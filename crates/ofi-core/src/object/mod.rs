@@ -360,6 +360,7 @@ impl Fabric {
             info,
             mr_map: MrMap::new(),
             deps: Arc::new(AtomicUsize::new(0)),
+            default_eq: Arc::new(Mutex::new(None)),
             _parent: DepGuard::new(&self.deps),
         })
     }
@@ -405,7 +406,22 @@ pub struct Domain {
     info: Info,
     mr_map: Arc<MrMap>,
     deps: Arc<AtomicUsize>,
+    /// The event queue bound to the domain (`fi_domain_bind`) and its
+    /// flags: the default of its endpoints, shared with them.
+    default_eq: DefaultEq,
     _parent: DepGuard,
+}
+
+/// A domain's bound event queue and the flags it was bound with.
+type DefaultEq = Arc<Mutex<Option<(Arc<EqCore>, u64)>>>;
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        let g = self.default_eq.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((q, _)) = g.as_ref() {
+            q.bound.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 impl std::fmt::Debug for Domain {
@@ -420,6 +436,43 @@ impl Domain {
     /// The offer this domain was opened with.
     pub fn info(&self) -> &Info {
         &self.info
+    }
+    /// Binds the domain's event queue (`fi_domain_bind`): the default
+    /// queue of its endpoints (one bound to none gets it when enabled:
+    /// connection events, peer deaths), and with `FI_REG_MR` the queue of
+    /// registration events (see [`report_reg`](Self::report_reg)). The
+    /// queue cannot close while bound.
+    pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
+        if flags & !FI_REG_MR != 0 {
+            return Err(Error::new(
+                errno::FI_EBADFLAGS,
+                format!("domain bind: flags {flags:#x} (only FI_REG_MR)"),
+            ));
+        }
+        let mut g = self.default_eq.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_some() {
+            return Err(Error::inval("domain bind: an event queue is already bound"));
+        }
+        eq.core.bound.fetch_add(1, Ordering::AcqRel);
+        *g = Some((eq.core.clone(), flags));
+        Ok(())
+    }
+    /// After a registration: with an event queue bound with `FI_REG_MR`,
+    /// reports it (FI_MR_COMPLETE naming the region's `fid` and the
+    /// registration's `context`, fi_domain(3)). Registrations complete at
+    /// once; the event is for applications that wait for it.
+    pub fn report_reg(&self, fid: usize, context: usize) {
+        let g = self.default_eq.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((q, flags)) = g.as_ref() {
+            if flags & FI_REG_MR != 0 {
+                q.push(EqEvent {
+                    event: eq_event::FI_MR_COMPLETE,
+                    fid,
+                    context,
+                    ..Default::default()
+                });
+            }
+        }
     }
     /// `fi_query_atomic`: the largest element count one operation of this
     /// kind, op and datatype may carry on the domain's endpoints, or
@@ -510,6 +563,7 @@ impl Domain {
             info: info.clone(),
             mr_map: self.mr_map.clone(),
             state: Mutex::new(state),
+            default_eq: self.default_eq.clone(),
             _parent: DepGuard::new(&self.deps),
         })
     }
@@ -887,6 +941,8 @@ pub struct Endpoint {
     info: Info,
     mr_map: Arc<MrMap>,
     state: Mutex<EpState>,
+    /// The domain's event queue, taken at enable when none is bound.
+    default_eq: DefaultEq,
     _parent: DepGuard,
 }
 
@@ -1024,6 +1080,19 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Whether connection events have a queue: the endpoint's own, or the
+    /// domain's it takes when enabled.
+    fn has_eq(&self) -> bool {
+        let s = self.state();
+        s.b.eq.is_some()
+            || (!s.enabled
+                && self
+                    .default_eq
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_some())
+    }
+
     /// Enables the endpoint if it is not yet (`fi_connect` and `fi_accept`
     /// do, fi_endpoint(3)); an endpoint another thread enabled meanwhile
     /// is fine.
@@ -1041,7 +1110,7 @@ impl Endpoint {
     /// outcome arrives on the bound EQ as FI_CONNECTED or an error entry.
     /// An endpoint not yet enabled is enabled first.
     pub fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
-        if self.state().b.eq.is_none() {
+        if !self.has_eq() {
             return Err(Error::new(
                 errno::FI_ENOEQ,
                 "connect: no event queue is bound",
@@ -1054,7 +1123,7 @@ impl Endpoint {
     /// Accepts the connection request this endpoint was opened for
     /// (`fi_accept`), enabling the endpoint first if it is not yet.
     pub fn accept(&self, param: &[u8]) -> Result<()> {
-        if self.state().b.eq.is_none() {
+        if !self.has_eq() {
             return Err(Error::new(
                 errno::FI_ENOEQ,
                 "accept: no event queue is bound",
@@ -1100,7 +1169,23 @@ impl Endpoint {
         }
         s.b.mr_map = Some(self.mr_map.clone());
         s.b.info = self.info.clone();
-        self.ops.enable(s.b.clone())?;
+        // No queue of its own: the domain's, if it has one.
+        let defaulted = s.b.eq.is_none();
+        if defaulted {
+            let d = self.default_eq.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((q, _)) = d.as_ref() {
+                q.bound.fetch_add(1, Ordering::AcqRel);
+                s.b.eq = Some(q.clone());
+            }
+        }
+        if let Err(e) = self.ops.enable(s.b.clone()) {
+            if defaulted {
+                if let Some(q) = s.b.eq.take() {
+                    q.bound.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            return Err(e);
+        }
         let prog: Arc<dyn Progress> = self.ops.clone();
         for cq in [&s.b.tx_cq, &s.b.rx_cq].into_iter().flatten() {
             cq.attach(prog.clone())?;
