@@ -109,9 +109,12 @@ unsafe extern "C" fn poll_poll(p: *mut fid_poll, context: *mut *mut c_void, coun
         }
         let mut found = vec![0usize; n];
         let got = ps.poll(&mut found);
-        for (i, c) in found[..got].iter().enumerate() {
-            // SAFETY: context has count >= got writable entries.
-            unsafe { *context.add(i) = *c as *mut c_void };
+        for (i, f) in found[..got].iter().enumerate() {
+            // Each member is kept by its fid, and its context is read now
+            // (the application may set it after fi_poll_add).
+            // SAFETY: a member's fid stays valid while it is in the set
+            // (closing it is -FI_EBUSY); context has count >= got entries.
+            unsafe { *context.add(i) = (*(*f as *const fid)).context };
         }
         got as c_int
     })
@@ -126,14 +129,14 @@ unsafe fn member(ps: &PollSet, f: *mut fid, add: bool) -> Result<(), c_int> {
     unsafe {
         if let Some(q) = get::<super::cq::CqObj>(f).and_then(|o| o.core.as_ref()) {
             if add {
-                ps.add_cq(q, (*f).context as usize);
+                ps.add_cq(q, f as usize);
                 return Ok(());
             }
             return ps.del_cq(q).map_err(|e| guard::err(&e));
         }
         if let Some(c) = get::<super::cntr::CntrObj>(f).and_then(|o| o.core.as_ref()) {
             if add {
-                ps.add_cntr(c, (*f).context as usize);
+                ps.add_cntr(c, f as usize);
                 return Ok(());
             }
             return ps.del_cntr(c).map_err(|e| guard::err(&e));

@@ -129,7 +129,17 @@ int main(int argc, char **argv)
 		  fi_query_atomic(l.dom, FI_INT64, FI_SUM, &after, FI_TAGGED) == -FI_EOPNOTSUPP);
 	fi_close(&dom2->fid);
 	fi_close(&fab2->fid);
+	/* A counter a region counts into cannot close (fi_cntr(3)). */
+	struct fi_cntr_attr ca = { .events = FI_CNTR_EVENTS_COMP };
+	struct fid_cntr *rc;
+	CHECK("counter", fi_cntr_open(l.dom, &ca, &rc, NULL) == 0);
+	/* libfabric 1.17 answers -FI_ENOSYS to the binding. */
+	if (on_ofi) {
+		CHECK("mr bind to a counter", fi_mr_bind(mr, &rc->fid, FI_REMOTE_WRITE) == 0);
+		CHECK("a counter a region counts into does not close", fi_close(&rc->fid) == -FI_EBUSY);
+	}
 	fi_close(&mr->fid);
+	CHECK("the counter closes once the region is closed", fi_close(&rc->fid) == 0);
 	loop_close(&l);
 	return finish();
 }

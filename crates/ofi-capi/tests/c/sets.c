@@ -29,6 +29,13 @@ static void poll_sets(const char *prov)
 	SAME("poll after a counter add %d", r);
 	CHECK("the counter's context", r == 1 && ctx[0] == CNTR_CTX);
 	SAME("poll again, the counter unchanged %d", fi_poll(ps, ctx, 4));
+	/* The context is the fid's at poll time (ofi kept the one of
+	 * fi_poll_add). */
+	cntr->fid.context = (void *)0x77;
+	fi_cntr_add(cntr, 1);
+	r = fi_poll(ps, ctx, 4);
+	CHECK("the counter's context as it is now", r == 1 && ctx[0] == (void *)0x77);
+	cntr->fid.context = CNTR_CTX;
 
 	static char out[16] = "poll", in[16];
 	CHECK("recv", RETRY(&l, fi_recv(l.ep, in, sizeof in, NULL, FI_ADDR_UNSPEC, NULL)) == 0);

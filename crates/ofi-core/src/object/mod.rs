@@ -866,6 +866,7 @@ fn mr_close_wait() -> Duration {
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
         self.core.revoke();
+        self.core.unbind_cntr();
         if !self.wait_on_drop {
             return;
         }

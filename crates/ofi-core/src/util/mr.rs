@@ -102,9 +102,29 @@ impl MrCore {
                 format!("mr bind: flags {flags:#x} are not FI_REMOTE_READ / FI_REMOTE_WRITE"),
             ));
         }
-        *self.events.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(super::rma::MrEvents { cntr, flags });
+        // The counter cannot close while a region counts into it.
+        cntr.bound.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let old = self
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(super::rma::MrEvents { cntr, flags });
+        if let Some(o) = old {
+            o.cntr
+                .bound
+                .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
         Ok(())
+    }
+    /// Unbinds the counter (the region is closing): it counts no more
+    /// accesses and may close.
+    pub fn unbind_cntr(&self) {
+        let old = self.events.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(o) = old {
+            o.cntr
+                .bound
+                .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
     }
     /// Counts one remote access (FI_REMOTE_READ or FI_REMOTE_WRITE) into
     /// the bound counter, if any.
