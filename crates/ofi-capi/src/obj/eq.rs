@@ -256,7 +256,11 @@ unsafe fn read_any(
     let Some(q) = obj.core.as_ref() else {
         return EINVAL_S;
     };
-    if event.is_null() || buf.is_null() {
+    // No room at all (`fi_eq_read(eq, NULL, NULL, 0, ...)`): a probe, as
+    // libfabric answers it: 0 when an event is queued (left there),
+    // -FI_EAGAIN when none, -FI_EAVAIL when an error entry is next.
+    let probe = len == 0 && buf.is_null();
+    if (event.is_null() || buf.is_null()) && !probe {
         return EINVAL_S;
     }
     let first = match wait {
@@ -267,6 +271,9 @@ unsafe fn read_any(
         Ok(ev) => ev,
         Err(e) => return guard::err_isize(&e),
     };
+    if probe {
+        return 0;
+    }
     if len < needs(&ev) {
         return guard::neg_isize(FI_ETOOSMALL);
     }

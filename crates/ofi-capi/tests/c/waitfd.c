@@ -62,6 +62,12 @@ int main(int argc, char **argv)
 	SAME("eq read of the 64 bytes %zd, event %u", got_n, event);
 	CHECK("the 64 bytes come back whole", got_n == (ssize_t)sizeof big &&
 	      big_out.h.context == (void *)0x7 && !strcmp(big_out.tag, "hello"));
+	/* fi_eq_read(eq, NULL, NULL, 0, FI_PEEK): a probe, as libfabric uses
+	 * it (ofi answered -FI_EINVAL). */
+	SAME("probe of an empty EQ %zd", fi_eq_read(eq, NULL, NULL, 0, FI_PEEK));
+	SAME("eq write %zd", fi_eq_write(eq, FI_NOTIFY, &entry, sizeof entry, 0));
+	SAME("probe with an event queued %zd", fi_eq_read(eq, NULL, NULL, 0, FI_PEEK));
+	SAME("the event is still there %zd", fi_eq_read(eq, &event, &got, sizeof got, 0));
 	CHECK("eq close", fi_close(&eq->fid) == 0);
 
 	/* Completion queue: libfabric 1.17's shm has no FI_WAIT_FD CQs
