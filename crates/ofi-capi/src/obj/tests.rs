@@ -789,6 +789,129 @@ fn rma_atomics_counters_and_errors_over_shm() {
     }
 }
 
+/// A triggered FI_ATOMIC_READ whose operand is NULL (fi_atomic(3): it is
+/// ignored and may be NULL) reads the target once the counter fires; the
+/// deferred path handed the NULL operand on and shm copied from address 0.
+#[test]
+fn triggered_atomic_read_with_a_null_operand() {
+    let mut h = ofi_core::Info::hints();
+    h.caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_TRIGGER;
+    h.ep_attr.ep_type = ep_type::FI_EP_RDM;
+    h.fabric_attr.prov_name = Some("shm".into());
+    h.domain_attr.mr_mode = mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY;
+    let offers = ofi::getinfo((1 << 16) | 17, None, None, 0, Some(&h)).expect("shm offers");
+    let info = crate::info::info_to_c(&offers[0]);
+    let (mut fab, mut dom, mut cq, mut av, mut cntr) =
+        (null_mut(), null_mut(), null_mut(), null_mut(), null_mut());
+    let mut eps = [null_mut(); 2];
+    let mut target = [0x5a5a_5a5a_5a5a_5a5au64; 2];
+    let mut mr: *mut fid_mr = null_mut();
+    // SAFETY: every pointer is a live object or out-parameter of this test;
+    // target, the result and the triggered context outlive the operation.
+    unsafe {
+        assert_eq!(
+            super::fabric::fi_fabric((*info).fabric_attr, &mut fab, null_mut()),
+            0
+        );
+        assert_eq!(
+            (*(*fab).ops).domain.unwrap()(fab, info, &mut dom, null_mut()),
+            0
+        );
+        let dops = &*(*dom).ops;
+        let mut cattr: fi_cq_attr = std::mem::zeroed();
+        cattr.format = cq_format::FI_CQ_FORMAT_TAGGED;
+        assert_eq!(
+            dops.cq_open.unwrap()(dom, &mut cattr, &mut cq, null_mut()),
+            0
+        );
+        let mut aattr: fi_av_attr = std::mem::zeroed();
+        assert_eq!(
+            dops.av_open.unwrap()(dom, &mut aattr, &mut av, null_mut()),
+            0
+        );
+        let mut nattr: fi_cntr_attr = std::mem::zeroed();
+        assert_eq!(
+            dops.cntr_open.unwrap()(dom, &mut nattr, &mut cntr, null_mut()),
+            0
+        );
+        for ep in eps.iter_mut() {
+            assert_eq!(dops.endpoint.unwrap()(dom, info, ep, null_mut()), 0);
+            assert_eq!(
+                bind(&mut (**ep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV),
+                0
+            );
+            assert_eq!(bind(&mut (**ep).fid, &mut (*av).fid, 0), 0);
+            assert_eq!(enable(&mut (**ep).fid), 0);
+        }
+        let w = World {
+            info,
+            fab,
+            dom,
+            cq,
+            av,
+            eps,
+        };
+        let _ = w.insert(0);
+        let a1 = w.insert(1);
+        let tp = target.as_mut_ptr();
+        assert_eq!(
+            (*(*dom).mr).reg.unwrap()(
+                &mut (*dom).fid,
+                tp.cast(),
+                16,
+                FI_REMOTE_READ | FI_REMOTE_WRITE,
+                0,
+                0,
+                0,
+                &mut mr,
+                null_mut()
+            ),
+            0
+        );
+        let mut tctx: fi_triggered_context = std::mem::zeroed();
+        tctx.event_type = trigger_event::FI_TRIGGER_THRESHOLD;
+        tctx.trigger.threshold = fi_trigger_threshold { cntr, threshold: 1 };
+        let tctx_p = (&mut tctx as *mut fi_triggered_context).cast::<c_void>();
+        let operand = fi_ioc {
+            addr: null_mut(),
+            count: 1,
+        };
+        let remote = fi_rma_ioc {
+            addr: tp as u64,
+            count: 1,
+            key: (*mr).key,
+        };
+        let m = fi_msg_atomic {
+            msg_iov: &operand,
+            desc: null_mut(),
+            iov_count: 1,
+            addr: a1,
+            rma_iov: &remote,
+            rma_iov_count: 1,
+            datatype: datatype::FI_UINT64,
+            op: atomic_op::FI_ATOMIC_READ,
+            context: tctx_p,
+            data: 0,
+        };
+        let mut old = 0u64;
+        let mut result = fi_ioc {
+            addr: (&mut old as *mut u64).cast(),
+            count: 1,
+        };
+        let at = &*(*eps[0]).atomic;
+        assert_eq!(
+            at.readwritemsg.unwrap()(eps[0], &m, &mut result, null_mut(), 1, FI_TRIGGER),
+            0
+        );
+        assert_eq!((*(*cntr).ops).add.unwrap()(cntr, 1), 0);
+        assert_eq!(w.completion().op_context, tctx_p);
+        assert_eq!(old, 0x5a5a_5a5a_5a5a_5a5a, "the target's value");
+        assert_eq!(close(&mut (*mr).fid), 0);
+        assert_eq!(close(&mut (*cntr).fid), 0);
+        w.close_all();
+    }
+}
+
 #[test]
 fn triggered_send_waits_for_its_counter() {
     let w = open_world(FI_TAGGED | FI_MSG | FI_TRIGGER);

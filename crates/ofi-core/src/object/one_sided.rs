@@ -670,6 +670,18 @@ impl Endpoint {
             return self.require_caps(FI_TRIGGER, "triggered operation");
         }
         self.enabled_for("triggered operation")?;
+        let mut op = op;
+        // FI_ATOMIC_READ has no operand (fi_atomic(3)): one passed anyway
+        // (NULL included) is dropped here as `post_atomic` drops it.
+        if let Deferred::Atomic {
+            kind: AtomicKind::Fetch,
+            op: atomic_op::FI_ATOMIC_READ,
+            operand,
+            ..
+        } = &mut op
+        {
+            operand.clear();
+        }
         match op.view() {
             View::Rma(r) => self.check_rma(&r)?,
             View::Atomic(a) => self.check_atomic(&a)?,
@@ -684,7 +696,6 @@ impl Endpoint {
         } else {
             tx_cq
         };
-        let mut op = op;
         // SAFETY: the caller's ranges are readable for this call.
         let held = unsafe { op.hold_injected() };
         let ops = self.ops.clone();
