@@ -1170,6 +1170,27 @@ impl World {
     }
 }
 
+/// FI_DISCARD without FI_PEEK or FI_CLAIM is refused alike on every
+/// provider (fi_tagged(3)); shm posted it as a receive and filled the
+/// buffer, hybrid dropped a queued message but filled the buffer for a
+/// later one.
+#[test]
+fn discard_alone_is_refused_on_every_provider() {
+    for prov in ["shm", "tcp", "udp", "hybrid"] {
+        let w = open_world_on(prov, FI_TAGGED | FI_MSG);
+        let mut rbuf = [0u8; 8];
+        let r = w.trecvmsg(
+            1,
+            Some(&mut rbuf),
+            5,
+            0x55 as *mut c_void,
+            FI_DISCARD | FI_COMPLETION,
+        );
+        assert_eq!(r, -(FI_EBADFLAGS as ssize_t), "{prov}");
+        w.close_all();
+    }
+}
+
 #[test]
 fn peek_claim_cancel_and_readfrom_over_shm() {
     let w = open_world(FI_TAGGED | FI_MSG | FI_SOURCE);

@@ -412,6 +412,14 @@ pub struct Domain {
     _parent: DepGuard,
 }
 
+#[cold]
+fn discard_alone() -> Error {
+    Error::new(
+        errno::FI_EBADFLAGS,
+        "receive: FI_DISCARD goes with FI_PEEK or FI_CLAIM",
+    )
+}
+
 /// A domain's bound event queue and the flags it was bound with.
 type DefaultEq = Arc<Mutex<Option<(Arc<EqCore>, u64)>>>;
 
@@ -1250,12 +1258,17 @@ impl Endpoint {
         unsafe { self.ops.post_send(op) }
     }
 
-    /// `fi_recvmsg` / `fi_trecvmsg`: the general receive.
+    /// `fi_recvmsg` / `fi_trecvmsg`: the general receive. FI_DISCARD
+    /// goes with FI_PEEK or FI_CLAIM (fi_tagged(3)); alone it is
+    /// `FI_EBADFLAGS`, whatever the provider.
     ///
     /// # Safety
     /// The iov memory must stay valid and unaliased until the receive completes.
     #[inline]
     pub unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
+        if op.flags & FI_DISCARD != 0 && op.flags & (FI_PEEK | FI_CLAIM) == 0 {
+            return Err(discard_alone());
+        }
         // SAFETY: forwarded caller contract.
         unsafe { self.ops.post_recv(op) }
     }

@@ -685,6 +685,12 @@ impl Endpoint {
         match op.view() {
             View::Rma(r) => self.check_rma(&r)?,
             View::Atomic(a) => self.check_atomic(&a)?,
+            View::Recv(r) if r.flags & FI_DISCARD != 0 && r.flags & (FI_PEEK | FI_CLAIM) == 0 => {
+                return Err(Error::new(
+                    errno::FI_EBADFLAGS,
+                    "receive: FI_DISCARD goes with FI_PEEK or FI_CLAIM",
+                ))
+            }
             View::Send(_) | View::Recv(_) => {}
         }
         let (tx_cq, rx_cq) = {
