@@ -7,7 +7,8 @@
 //! That list is run outside every provider lock: at the end of each
 //! progress call and right after an application's counter update. Running
 //! an operation posts it to its endpoint; one refused with `FI_EAGAIN`
-//! stays ready and is retried by the next progress call.
+//! stays ready, and the ones after it wait behind it (threshold order), to
+//! be retried by the next progress call.
 
 use crate::error::Result;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,19 +94,66 @@ fn run_ready_slow() {
         ANY_READY.store(false, Ordering::Release);
         std::mem::take(&mut *r)
     };
+    // Threshold order (fi_trigger(3)): once one operation must wait
+    // (FI_EAGAIN), it and every one after it wait, in order.
     let mut again = Vec::new();
-    for mut f in batch {
+    let mut ops = batch.into_iter();
+    for mut f in ops.by_ref() {
         if let Err(e) = f() {
             if e.is_again() {
                 again.push(f);
+                break;
             }
         }
     }
+    again.extend(ops);
     if !again.is_empty() {
         let mut r = READY.lock().unwrap_or_else(|e| e.into_inner());
         // Retried ones go first: they were reached earlier.
         again.append(&mut r);
         *r = again;
         ANY_READY.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use std::sync::Arc;
+
+    #[test]
+    fn an_operation_that_must_wait_keeps_the_later_ones_behind_it() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let d = Deferrals::default();
+        let mut refusals = 2;
+        for t in 1..=3u64 {
+            let log = log.clone();
+            let fire: Fire = if t == 2 {
+                Box::new(move || {
+                    if refusals > 0 {
+                        refusals -= 1;
+                        return Err(Error::again());
+                    }
+                    log.lock().unwrap().push(t);
+                    Ok(())
+                })
+            } else {
+                Box::new(move || {
+                    log.lock().unwrap().push(t);
+                    Ok(())
+                })
+            };
+            d.add(t, fire);
+        }
+        d.reached(3);
+        run_ready();
+        assert_eq!(*log.lock().unwrap(), vec![1], "3 waits behind 2");
+        run_ready();
+        assert_eq!(*log.lock().unwrap(), vec![1]);
+        run_ready();
+        assert_eq!(*log.lock().unwrap(), vec![1, 2, 3]);
+        run_ready();
+        assert_eq!(*log.lock().unwrap(), vec![1, 2, 3]);
     }
 }
