@@ -680,7 +680,8 @@ impl HybridEp {
     fn injectable(&self, op: &SendOp<'_>, len: usize) -> bool {
         Self::prefix_len(op) + len <= self.shm_inject
             && len <= self.eager_max
-            && op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) != FI_DELIVERY_COMPLETE
+            && (op.flags & FI_INJECT != 0
+                || op.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) == 0)
     }
 
     /// The length of `op`'s prefix as a short message (see [`wire::SHORT`]):
@@ -1279,13 +1280,20 @@ impl EndpointOps for HybridEp {
         }
         let completion = tx_completion(op.flags, st.b.tx_selective);
         let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
-        // Delivery complete means placed in the matched receive: only the
-        // rendezvous payload, received straight into it, can tell.
-        let dc = op.flags & (FI_DELIVERY_COMPLETE | FI_INJECT) == FI_DELIVERY_COMPLETE;
+        // Match complete (and, for now, delivery complete) means placed in
+        // the matched receive: only the rendezvous payload, received
+        // straight into it, can tell.
+        let dc =
+            op.flags & FI_INJECT == 0 && op.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0;
         let rts = len > self.eager_max || dc;
-        let keep =
-            FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE;
-        let iflags = (op.flags & keep) | FI_COMPLETION;
+        let keep = FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_INJECT_COMPLETE;
+        // The inner send of such a message waits for its match too.
+        let level = if dc {
+            FI_MATCH_COMPLETE
+        } else {
+            op.flags & FI_DELIVERY_COMPLETE
+        };
+        let iflags = (op.flags & keep) | level | FI_COMPLETION;
         let h = send_header(op, len, rts);
         let rec = TxRec {
             context: op.context,

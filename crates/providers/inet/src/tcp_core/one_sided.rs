@@ -27,18 +27,23 @@ use std::sync::Arc;
 pub const ATOMIC_MAX_BYTES: usize = 64 << 10;
 
 /// The completion level an operation asks for: its own flags, else the
-/// endpoint's default (`tx_attr.op_flags`).
+/// endpoint's default (`tx_attr.op_flags`). FI_MATCH_COMPLETE waits for
+/// the receive the message lands in (`Ack::Placed`); FI_DELIVERY_COMPLETE
+/// and FI_TRANSMIT_COMPLETE for the peer to have the whole message, in
+/// its buffer or buffered as unexpected (`Ack::Received`, fi_cq(3): the
+/// application may still have to post a receive to retrieve it).
 #[inline]
 pub fn ack_level(op_flags: u64, default_flags: u64) -> Ack {
-    const LEVELS: u64 = FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE;
+    const LEVELS: u64 =
+        FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE;
     let f = if op_flags & LEVELS != 0 {
         op_flags
     } else {
         default_flags
     };
-    if f & FI_DELIVERY_COMPLETE != 0 {
+    if f & FI_MATCH_COMPLETE != 0 {
         Ack::Placed
-    } else if f & FI_TRANSMIT_COMPLETE != 0 {
+    } else if f & (FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE) != 0 {
         Ack::Received
     } else {
         Ack::None

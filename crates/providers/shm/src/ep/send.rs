@@ -98,7 +98,11 @@ impl ShmEndpoint {
         let mut g = self.lock();
         self.admit(&g, op.flags)?;
         let completion = g.b.tx_completion(op.flags);
-        let delivery = (op.flags | g.b.info.tx_attr.op_flags) & FI_DELIVERY_COMPLETE != 0;
+        // FI_MATCH_COMPLETE, and FI_DELIVERY_COMPLETE for now: completed
+        // by the receiver's ACK once the data is in the matched buffer.
+        let delivery = (op.flags | g.b.info.tx_attr.op_flags)
+            & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)
+            != 0;
         let path = send_path(len, inject, delivery, &self.send_limits);
         if path == SendPath::Inline {
             // Fast path: a cached peer, borrowed without touching its refcount.
