@@ -113,6 +113,27 @@ int main(int argc, char **argv)
 		CHECK("fi_inject_atomic of datatype 99 is -FI_EOPNOTSUPP",
 		      fi_inject_atomic(l.ep, operand, 1, l.self, addr, key, 99, FI_SUM) == -FI_EOPNOTSUPP);
 	}
+	/* FI_INJECT on a compare atomic (fi_atomic(3): the input buffers may
+	 * be reused at return; ofi refused it with -FI_EINVAL). The inputs
+	 * are overwritten at once: the operation uses the values given. */
+	if (on_ofi) {
+		uint64_t *t64 = (uint64_t *)target;
+		t64[0] = 10;
+		uint64_t swap = 20, cmp = 10, old = 0;
+		struct fi_ioc opv = { &swap, 1 }, cmpv = { &cmp, 1 }, resv = { &old, 1 };
+		struct fi_rma_ioc rv = { addr, 1, key };
+		struct fi_msg_atomic m = { .msg_iov = &opv, .iov_count = 1, .addr = l.self,
+					   .rma_iov = &rv, .rma_iov_count = 1, .datatype = FI_UINT64,
+					   .op = FI_CSWAP, .context = &swap };
+		ssize_t c = RETRY(&l, fi_compare_atomicmsg(l.ep, &m, &cmpv, NULL, 1, &resv, NULL, 1,
+							    FI_INJECT | FI_COMPLETION));
+		swap = 77;
+		cmp = 99;
+		CHECK("compare atomic with FI_INJECT", c == 0);
+		CHECK("it completes with the values given at the call",
+		      c == 0 && loop_complete(&l, 1) == 1 && old == 10 && t64[0] == 20);
+	}
+
 	/* The domain answers the same with no endpoint opened yet (ofi
 	 * answered one element until the first fi_endpoint), and atomics into
 	 * tagged receive buffers are not offered. */

@@ -386,11 +386,6 @@ impl Endpoint {
                 format!("atomic: {n} elements exceed this provider's {max} per operation"),
             ));
         }
-        if op.flags & FI_INJECT != 0 && op.kind != AtomicKind::Basic {
-            return Err(Error::inval(
-                "atomic: FI_INJECT on a fetch or compare atomic",
-            ));
-        }
         Ok(())
     }
 
@@ -845,24 +840,37 @@ impl Deferred {
         match self {
             Deferred::Atomic {
                 operand,
+                compare,
                 datatype,
                 flags,
                 ..
             } if *flags & FI_INJECT != 0 => {
+                // The inputs (operands, then compare values) in one copy.
                 let size = atomic::datatype_size(*datatype)?;
                 let ranges: Vec<IoVec> = operand
                     .iter()
+                    .chain(compare.iter())
                     .map(|o| IoVec {
                         base: o.addr,
                         len: o.count.saturating_mul(size),
                     })
                     .collect();
                 let copy = copy_of(&ranges);
-                let count = operand.iter().map(|o| o.count).sum();
-                *operand = vec![Ioc {
-                    addr: copy.as_ptr() as usize,
-                    count,
-                }];
+                let base = copy.as_ptr() as usize;
+                let n_op: usize = operand.iter().map(|o| o.count).sum();
+                let n_cmp: usize = compare.iter().map(|o| o.count).sum();
+                if !operand.is_empty() {
+                    *operand = vec![Ioc {
+                        addr: base,
+                        count: n_op,
+                    }];
+                }
+                if !compare.is_empty() {
+                    *compare = vec![Ioc {
+                        addr: base + n_op * size,
+                        count: n_cmp,
+                    }];
+                }
                 Some(copy)
             }
             Deferred::Send { iov, flags, .. }

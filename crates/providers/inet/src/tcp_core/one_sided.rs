@@ -368,15 +368,31 @@ impl Ops {
         let no = ioc_bytes(self.prov, op.operand, size, &mut operand)?;
         let nc = ioc_bytes(self.prov, op.compare, size, &mut compare)?;
         let nr = ioc_bytes(self.prov, op.result, size, &mut result)?;
-        let inject = op.flags & FI_INJECT != 0 && op.kind == AtomicKind::Basic;
-        let copy = inject.then(|| self.copy(&operand[..no]));
-        let mut no = no;
+        // FI_INJECT covers the input buffers of every kind (fi_atomic(3)):
+        // the operands and the compare values are copied here, one after
+        // the other; results still land in the caller's buffers.
+        let inject = op.flags & FI_INJECT != 0;
+        let (mut no, mut nc) = (no, nc);
+        let copy = inject.then(|| {
+            let mut inputs = [IoVec::default(); 2 * MAX_IOV];
+            inputs[..no].copy_from_slice(&operand[..no]);
+            inputs[no..no + nc].copy_from_slice(&compare[..nc]);
+            self.copy(&inputs[..no + nc])
+        });
         if let Some(v) = &copy {
-            operand[0] = IoVec {
-                base: v.as_ptr() as usize,
-                len: v.len(),
-            };
-            no = 1;
+            let op_len = iov_len(&operand[..no]);
+            let base = v.as_ptr() as usize;
+            if no > 0 {
+                operand[0] = IoVec { base, len: op_len };
+                no = 1;
+            }
+            if nc > 0 {
+                compare[0] = IoVec {
+                    base: base + op_len,
+                    len: v.len() - op_len,
+                };
+                nc = 1;
+            }
         }
         let args = AtomicArgs {
             kind: op.kind,
