@@ -22,6 +22,7 @@
 //! chunks hold the ring until they finish).
 
 use super::{Inner, ShmEndpoint, INLINE_MAX};
+use crate::addr::ShmAddr;
 use crate::peer::Peer;
 use crate::IOV_LIMIT;
 use ofi_core::consts::*;
@@ -123,12 +124,29 @@ impl ShmEndpoint {
         !g.sends.is_empty() || !g.rmas.is_empty()
     }
 
-    /// Whether a transmit operation may start now: a fenced one waits for
-    /// everything before it, and nothing overtakes a write still being
-    /// pushed in chunks (FI_ORDER_WAW and co). `FI_EAGAIN` otherwise.
-    pub(super) fn admit(&self, g: &Inner, flags: u64) -> Result<()> {
-        if (flags & FI_FENCE != 0 && self.outstanding(g)) || !g.rma_pushes.is_empty() {
+    /// Whether a transmit operation to fi_addr `dest` may start now: a
+    /// fenced one waits for everything before it to the same peer
+    /// (fi_msg(3), fi_rma(3): operations to other peers do not hold it),
+    /// and nothing overtakes a write still being pushed in chunks
+    /// (FI_ORDER_WAW and co). `FI_EAGAIN` otherwise.
+    pub(super) fn admit(&self, g: &Inner, flags: u64, dest: u64) -> Result<()> {
+        if !g.rma_pushes.is_empty() {
             return Err(Error::again());
+        }
+        if flags & FI_FENCE != 0 && self.outstanding(g) {
+            // The peer behind dest (all of them when it does not resolve:
+            // the operation then fails on its own).
+            let id = g.b.av.as_ref().and_then(|av| {
+                let bytes = av.lookup(dest).ok()?;
+                ShmAddr::parse(&bytes).ok().map(|a| a.id())
+            });
+            let held = match id {
+                Some(id) => g.sends.waits_on(id) || g.rmas.any(|r| r.peer.addr.id() == id),
+                None => true,
+            };
+            if held {
+                return Err(Error::again());
+            }
         }
         Ok(())
     }
@@ -165,7 +183,7 @@ impl ShmEndpoint {
         let len = iov_len(o.iov);
         let inject = o.flags & FI_INJECT != 0;
         let mut g = self.lock();
-        self.admit(&g, o.flags)?;
+        self.admit(&g, o.flags, o.addr)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
         self.gate(&mut g, &peer)?;
         let completion = g.b.tx_completion(o.flags);
@@ -273,7 +291,7 @@ impl ShmEndpoint {
             ));
         }
         let mut g = self.lock();
-        self.admit(&g, o.flags)?;
+        self.admit(&g, o.flags, o.addr)?;
         let peer = self.usable_peer(&mut g, o.addr)?;
         self.gate(&mut g, &peer)?;
         let completion = g.b.tx_completion(o.flags);

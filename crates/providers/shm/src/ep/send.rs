@@ -96,7 +96,7 @@ impl ShmEndpoint {
             ));
         }
         let mut g = self.lock();
-        self.admit(&g, op.flags)?;
+        self.admit(&g, op.flags, op.dest)?;
         let completion = g.b.tx_completion(op.flags);
         // FI_MATCH_COMPLETE, and FI_DELIVERY_COMPLETE for now: completed
         // by the receiver's ACK once the data is in the matched buffer.
