@@ -63,6 +63,10 @@ use state::{Inner, Meta, Payload, PendingSend, Reasm};
 
 /// Bytes per ring slot: an 8-byte sequence, the 48-byte header, 4104 inline bytes.
 const SLOT_SIZE: usize = 4160;
+/// A completion flag private to this provider (no libfabric flag uses
+/// the bit): the message belongs to a multi-receive buffer, whose release
+/// is decided when it completes ([`ShmEndpoint::multi_leave`] removes it).
+const MULTI_MEMBER: u64 = 1 << 61;
 /// Largest message carried inline.
 pub const INLINE_MAX: usize = SLOT_SIZE - 8 - HDR_LEN;
 /// Entries handled per progress call.
@@ -243,6 +247,7 @@ impl ShmEndpoint {
                 rx: RxState::new(depth, cfg.max_unexpected),
                 sends: Sends::default(),
                 reasm: Reassembly::default(),
+                multi: std::sync::Mutex::new(HashMap::new()),
                 ctrl: CtrlQueue::new(),
                 rmas: OpTable::new(1),
                 rma_pushes: VecDeque::new(),
@@ -304,6 +309,43 @@ impl ShmEndpoint {
         g.b.tx_done(context, flags, true, Some(err));
     }
 
+    /// A message claimed a place in multi-receive buffer `context` (`done`:
+    /// the buffer is released with it): counts it as landing, and returns
+    /// the completion flags it carries until it completes (the marker
+    /// [`MULTI_MEMBER`], not yet FI_MULTI_RECV).
+    fn multi_enter(&self, g: &Inner, context: usize, done: bool) -> u64 {
+        let mut t = g.multi.lock().unwrap_or_else(|e| e.into_inner());
+        let e = t.entry(context).or_default();
+        e.landing += 1;
+        e.released |= done;
+        MULTI_MEMBER
+    }
+
+    /// A message of a multi-receive buffer completes (or fails): the flags
+    /// its entry carries. The last one to finish after the buffer's
+    /// release carries FI_MULTI_RECV.
+    fn multi_leave(&self, g: &Inner, context: usize, flags: u64) -> u64 {
+        if flags & MULTI_MEMBER == 0 {
+            return flags;
+        }
+        let flags = flags & !MULTI_MEMBER;
+        let mut t = g.multi.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = t.get_mut(&context) else {
+            return flags;
+        };
+        e.landing = e.landing.saturating_sub(1);
+        if e.landing > 0 {
+            return flags;
+        }
+        let released = e.released;
+        t.remove(&context);
+        if released {
+            flags | FI_MULTI_RECV
+        } else {
+            flags
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn rx_complete(
         &self,
@@ -315,6 +357,7 @@ impl ShmEndpoint {
         buf: usize,
         completion: bool,
     ) {
+        let flags = self.multi_leave(g, context, flags);
         if got < m.total {
             if let Some(cq) = &g.b.rx_cq {
                 cq.push_err(
@@ -359,6 +402,7 @@ impl ShmEndpoint {
     }
 
     fn rx_error(&self, g: &Inner, context: usize, flags: u64, err: i32, tag: u64) {
+        let flags = self.multi_leave(g, context, flags);
         if let Some(cq) = &g.b.rx_cq {
             cq.push_err(
                 CqErrEntry {
@@ -515,8 +559,17 @@ impl EndpointOps for ShmEndpoint {
         let mut g = self.lock();
         match g.rx.mq.cancel(context) {
             Some((tagged, r)) => {
-                let fl =
-                    FI_RECV | if tagged { FI_TAGGED } else { FI_MSG } | (r.flags & FI_MULTI_RECV);
+                // A multi-receive buffer with messages still landing is
+                // released by the last of them, not by this entry.
+                let mut release = r.flags & FI_MULTI_RECV;
+                if release != 0 {
+                    let mut t = g.multi.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(e) = t.get_mut(&context) {
+                        e.released = true;
+                        release = 0;
+                    }
+                }
+                let fl = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG } | release;
                 self.rx_error(&g, context, fl, errno::FI_ECANCELED, r.tag);
                 Ok(())
             }

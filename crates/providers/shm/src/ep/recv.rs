@@ -78,12 +78,17 @@ impl ShmEndpoint {
         };
         let c = g.rx.claim_posted(m.tagged, i, m.total);
         let completion = c.recv.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+        let flags = if c.recv.flags & FI_MULTI_RECV != 0 {
+            self.multi_enter(g, c.recv.context, c.flags & FI_MULTI_RECV != 0)
+        } else {
+            c.flags
+        };
         let dest = Dest {
             iov: &c.recv.iov[..c.recv.iov_cnt],
             off: c.offset,
             cap: c.room,
             context: c.recv.context,
-            flags: c.flags,
+            flags,
             completion,
         };
         self.deliver(g, &dest, m, from, body);
@@ -398,7 +403,7 @@ impl ShmEndpoint {
                 off,
                 cap,
                 context: op.context,
-                flags: if done { FI_MULTI_RECV } else { 0 },
+                flags: self.multi_enter(g, op.context, done),
                 completion,
             };
             self.deliver_payload(g, &d, m, u.payload);

@@ -67,9 +67,21 @@ pub(super) struct Reasm {
     pub(super) buf: usize,
 }
 
+/// A multi-receive buffer's messages still landing.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MultiLanding {
+    pub(super) landing: usize,
+    pub(super) released: bool,
+}
+
 /// The endpoint's state, under its lock.
 pub(super) struct Inner {
     pub(super) b: EpBindings,
+    /// Multi-receive buffers with messages still landing, by context:
+    /// how many, and whether the buffer is released (its last message
+    /// claimed). The release (FI_MULTI_RECV) goes on the last of them to
+    /// complete, whatever order they finish in.
+    pub(super) multi: std::sync::Mutex<HashMap<usize, MultiLanding>>,
     pub(super) need_src: bool,
     pub(super) av_gen: u64,
     pub(super) peers: Vec<Option<Arc<Peer>>>,
