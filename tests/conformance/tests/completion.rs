@@ -1,7 +1,10 @@
-//! Completion semantics: FI_DELIVERY_COMPLETE sends complete only once the
-//! data is in the receiver's buffer, FI_FENCE holds an operation until
-//! everything before it has completed, and the ordering bits an offer
-//! advertises hold (a read issued right after a write sees the write).
+//! Completion semantics: FI_MATCH_COMPLETE sends complete only once the
+//! data is in the receiver's buffer; FI_DELIVERY_COMPLETE sends once the
+//! receiver has the message (tcp and udp: an eager one buffered with no
+//! receive posted; shm and hybrid complete it only once matched, which is
+//! stronger); FI_FENCE holds an operation until everything before it has
+//! completed, and the ordering bits an offer advertises hold (a read
+//! issued right after a write sees the write).
 #![allow(unsafe_code)]
 
 use ofi_conformance::ofi::consts::*;
@@ -12,7 +15,7 @@ use ofi_conformance::*;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-conformance!(fn delivery_complete_send_waits_for_the_receiver(info) {
+conformance!(fn match_complete_send_waits_for_the_receiver(info) {
     require(info, FI_MSG)?;
     let p = Pair::open(info, FI_MSG)?;
     for len in sizes_for(info, &[8, 4096, 70_000]) {
@@ -25,7 +28,7 @@ conformance!(fn delivery_complete_send_waits_for_the_receiver(info) {
             tag: 0,
             data: 0,
             context: 1,
-            flags: FI_COMPLETION | FI_DELIVERY_COMPLETE,
+            flags: FI_COMPLETION | FI_MATCH_COMPLETE,
             tagged: false,
         };
         // SAFETY: src outlives the completion.
@@ -39,6 +42,48 @@ conformance!(fn delivery_complete_send_waits_for_the_receiver(info) {
         let (ca, cb) = p.wait(1, 1, TIMEOUT);
         assert!(ca.ok_ctx(1).is_some(), "{len} B: send: {}", errs(&ca));
         assert_recv(cb.ok_ctx(2).expect("receive completion"), 2, len, false);
+        assert_bytes_eq(&dst, &src, "delivered");
+    }
+    Ok(())
+});
+
+conformance!(fn delivery_complete_send_completes_once_the_peer_has_it(info) {
+    require(info, FI_MSG)?;
+    let p = Pair::open(info, FI_MSG)?;
+    // Where the receiver buffers an unexpected eager message and says so.
+    let buffered = matches!(info.provider(), "tcp" | "udp");
+    for len in sizes_for(info, &[8, 4096]) {
+        let src = pattern(len as u64 + 3, len);
+        let iov = [IoVec::from_slice(&src)];
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest: p.fb,
+            tag: 0,
+            data: 0,
+            context: 3,
+            flags: FI_COMPLETION | FI_DELIVERY_COMPLETE,
+            tagged: false,
+        };
+        // SAFETY: src outlives the completion.
+        retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_send(&op) }).unwrap();
+        let early = if buffered {
+            // The peer progresses and buffers it: the send completes with
+            // no receive posted (a peer that posts its receive only after
+            // hearing back must not deadlock).
+            let (ca, _) = p.wait(1, 0, TIMEOUT);
+            assert!(ca.ok_ctx(3).is_some(), "{len} B: not complete once buffered: {}", errs(&ca));
+            true
+        } else {
+            let (ca, _) = p.settle(Duration::from_millis(100));
+            ca.ok_ctx(3).is_some()
+        };
+        let mut dst = vec![0u8; len];
+        // SAFETY: dst outlives the completion.
+        unsafe { p.b.recv(dst.as_mut_ptr(), len, p.fa, 4) }.unwrap();
+        let (ca, cb) = p.wait(usize::from(!early), 1, TIMEOUT);
+        assert!(early || ca.ok_ctx(3).is_some(), "{len} B: send: {}", errs(&ca));
+        assert_recv(cb.ok_ctx(4).expect("receive completion"), 4, len, false);
         assert_bytes_eq(&dst, &src, "delivered");
     }
     Ok(())
