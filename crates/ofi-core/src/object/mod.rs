@@ -531,6 +531,7 @@ impl Domain {
         Ok(AddressVector {
             core: AvCore::new(attr, self.ops.addr_ops())?,
             eq: Mutex::new(None),
+            reported_as: AtomicUsize::new(0),
             _parent: DepGuard::new(&self.deps),
         })
     }
@@ -724,6 +725,8 @@ pub struct AddressVector {
     core: Arc<AvCore>,
     /// The event queue bound for asynchronous inserts (`fi_av_bind`).
     eq: Mutex<Option<Arc<EqCore>>>,
+    /// The `fid` insert reports named it by (0: none yet).
+    reported_as: AtomicUsize,
     _parent: DepGuard,
 }
 
@@ -739,6 +742,11 @@ impl Drop for AddressVector {
     fn drop(&mut self) {
         let eq = self.eq.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(q) = eq.take() {
+            // Insert reports still queued name the closed AV: they go too.
+            let fid = self.reported_as.load(Ordering::Acquire);
+            if fid != 0 {
+                q.forget(fid);
+            }
             q.bound.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -778,6 +786,7 @@ impl AddressVector {
                 "av insert: an AV opened with FI_EVENT needs a bound event queue",
             ));
         };
+        self.reported_as.store(fid, Ordering::Release);
         let mut inserted = 0u64;
         for (i, a) in out.iter().enumerate() {
             if *a == FI_ADDR_NOTAVAIL {
@@ -1543,6 +1552,8 @@ impl Drop for Endpoint {
         }
         self.ops.close();
         if let Some(eq) = &s.b.eq {
+            // Events naming the closed endpoint go with it.
+            eq.forget(s.b.fid);
             eq.bound.fetch_sub(1, Ordering::AcqRel);
         }
         // Release the bound counts taken at bind time (a CQ bound for both
@@ -1708,11 +1719,15 @@ impl PassiveEndpoint {
 impl Drop for PassiveEndpoint {
     fn drop(&mut self) {
         let eq = self.eq.get_mut().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(eq) = eq {
+        if let Some(eq) = &eq {
             let p: Arc<dyn Progress> = self.ops.clone();
             eq.detach(&p);
-            eq.bound.fetch_sub(1, Ordering::AcqRel);
         }
         self.ops.close();
+        if let Some(eq) = eq {
+            // Its unread connection requests go with it.
+            eq.forget(self.context);
+            eq.bound.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }

@@ -127,6 +127,20 @@ impl EqCore {
         self.in_set.get().map(Membership::set)
     }
 
+    /// Drops the events and error entries still queued about the object
+    /// named `fid` (it is closing: nothing may name it afterwards, as
+    /// libfabric's queues forget a closed endpoint's events).
+    pub fn forget(&self, fid: usize) {
+        {
+            let mut q = self.queue.lock();
+            q.retain(|e| match e {
+                Ok(ev) => ev.fid != fid,
+                Err(er) => er.fid != fid,
+            });
+        }
+        self.changed();
+    }
+
     /// Provider side: queues an event.
     pub fn push(&self, e: EqEvent) {
         self.queue.lock().push_back(Ok(e));
