@@ -300,13 +300,11 @@ impl MrMap {
             }
             attr.requested_key
         };
+        // The access asked for, and no more: a region registered with none
+        // (local use) takes no remote access (fi_mr(3)).
         let mr = Arc::new(MrCore {
             key,
-            access: if attr.access == 0 {
-                ACCESS_ALL
-            } else {
-                attr.access
-            },
+            access: attr.access,
             iov: attr.iov.clone(),
             offset: attr.offset,
             map: Arc::downgrade(self),

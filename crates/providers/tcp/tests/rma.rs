@@ -450,6 +450,11 @@ fn violations(ep_type: u32, mode: Mode) {
     let mr_rw = p.reg(&mut rw, RW, 0x100, offset);
     let mr_ro = p.reg(&mut ro, FI_REMOTE_READ, 0x200, offset);
     let mr_wo = p.reg(&mut wo, FI_REMOTE_WRITE, 0x300, offset);
+    // Registered with no access at all (local use): no remote access
+    // either (it used to mean every access).
+    let mut none = pattern(4, 512);
+    let mr_none = p.reg(&mut none, 0, 0x400, offset);
+    let none_before = none.clone();
     let before = (rw.clone(), ro.clone(), wo.clone());
     let src = pattern(9, 4097);
     let mut dst = vec![0x5au8; 4097];
@@ -486,6 +491,22 @@ fn violations(ep_type: u32, mode: Mode) {
             p.addr(&wo, offset, 0),
             8,
             mr_wo.key(),
+            errno::FI_EACCES,
+        ),
+        (
+            "write to a region registered with no access",
+            false,
+            p.addr(&none, offset, 0),
+            8,
+            mr_none.key(),
+            errno::FI_EACCES,
+        ),
+        (
+            "read of a region registered with no access",
+            true,
+            p.addr(&none, offset, 0),
+            8,
+            mr_none.key(),
             errno::FI_EACCES,
         ),
         (
@@ -556,7 +577,7 @@ fn violations(ep_type: u32, mode: Mode) {
             );
         }
         assert!(
-            rw == before.0 && ro == before.1 && wo == before.2,
+            rw == before.0 && ro == before.1 && wo == before.2 && none == none_before,
             "{what}: target memory changed"
         );
     }
