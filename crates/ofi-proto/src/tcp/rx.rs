@@ -593,11 +593,10 @@ impl Rx {
         Ok(())
     }
 
-    /// Endpoint close: every posted receive and every receive matched to a
-    /// rendezvous not yet picked up fails with `err`; unexpected messages
-    /// are dropped. (Receives a connection is filling fail when the driver
-    /// closes that connection.)
-    pub fn close(&mut self, err: i32) {
+    /// Every posted receive fails with `err` (nothing more will arrive:
+    /// the only peer of an MSG endpoint is gone); unexpected messages
+    /// already whole stay, for receives posted later.
+    pub fn fail_posted(&mut self, err: i32) {
         for tagged in [false, true] {
             while let Some(r) = self.mq.take_posted(tagged, 0) {
                 let mut flags = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
@@ -611,6 +610,16 @@ impl Rx {
                     tag: r.tag,
                 });
             }
+        }
+    }
+
+    /// Endpoint close: every posted receive and every receive matched to a
+    /// rendezvous not yet picked up fails with `err`; unexpected messages
+    /// are dropped. (Receives a connection is filling fail when the driver
+    /// closes that connection.)
+    pub fn close(&mut self, err: i32) {
+        self.fail_posted(err);
+        for tagged in [false, true] {
             while let Some(u) = self.mq.take_unexpected(tagged, 0) {
                 if let Pending::Eager { bytes: v, .. } | Pending::EagerAcked { bytes: v, .. } =
                     u.payload

@@ -43,6 +43,10 @@ struct Inner {
     handle: Option<ConnHandle>,
     /// The address to connect from: the offer's source, or `setname`'s.
     src: Option<Vec<u8>>,
+    /// The connection ended (the peer shut down or was lost) with this
+    /// error: a receive posted afterwards takes a message that arrived
+    /// before, or fails with it.
+    gone: Option<i32>,
 }
 
 /// A tcp MSG endpoint.
@@ -89,6 +93,7 @@ impl TcpMsgEp {
                 ops: Ops::new(crate::NAME),
                 handle: info.handle.clone(),
                 src: info.src_addr.clone(),
+                gone: None,
             }),
         };
         Ok(ep)
@@ -189,12 +194,16 @@ impl TcpMsgEp {
                     }
                 }
                 Event::PeerShutdown => {
-                    g.rx.close(errno::FI_ECONNRESET);
+                    // Messages that arrived before stay for later receives
+                    // (a delivery-complete sender was told they arrived).
+                    g.rx.fail_posted(errno::FI_ECONNRESET);
+                    g.gone = Some(errno::FI_ECONNRESET);
                     g.phase = Phase::Done;
                     Self::eq_event(g, eq_event::FI_SHUTDOWN, Vec::new());
                 }
                 Event::ConnectionLost { err } => {
-                    g.rx.close(err);
+                    g.rx.fail_posted(err);
+                    g.gone = Some(err);
                     let before = if g.phase == Phase::Done { was } else { g.phase };
                     g.phase = Phase::Done;
                     if before == Phase::Connected {
@@ -443,6 +452,11 @@ impl EndpointOps for TcpMsgEp {
             .with_flags(op.flags | if completion { FI_COMPLETION } else { 0 });
         g.rx.post_recv(&req)
             .map_err(|e| Error::new(e, "tcp: receive refused"))?;
+        // The connection is gone: the receive took a message that arrived
+        // before, or nothing more will come.
+        if let Some(err) = g.gone {
+            g.rx.fail_posted(err);
+        }
         // No socket read here (the next progress call reads): a post costs
         // no system call. A message the post unblocked shows as a wakeup.
         let Inner { b, rx, .. } = &mut *g;

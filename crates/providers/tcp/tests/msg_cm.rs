@@ -129,9 +129,58 @@ fn connect_accept_transfer_shutdown() {
         assert!(back == tx, "unexpected data of size {size}");
     }
 
+    // A last message, delivery-complete, with no receive posted: the peer
+    // buffers it and the send completes; then the client shuts down.
+    let bye = *b"bye, server";
+    let iov = [ofi_core::util::iov::IoVec::from_slice(&bye)];
+    let op = SendOp {
+        iov: &iov,
+        desc: &[],
+        dest: 0,
+        tag: 0,
+        data: 0,
+        context: 500,
+        flags: FI_COMPLETION | FI_DELIVERY_COMPLETE,
+        tagged: false,
+    };
+    // SAFETY: bye outlives the send, which completes below.
+    unsafe { client.post_send(&op) }.unwrap();
+    wait_cq(&cq_c, &cq_s, 500);
     client.shutdown(0).unwrap();
     let s = wait_eq(&eq_s, &eq_c);
     assert_eq!((s.event, s.fid), (eq_event::FI_SHUTDOWN, 6));
+    // It stays deliverable after the shutdown (it was dropped, and the
+    // receive waited for ever); a receive past it fails at once.
+    let mut last = [0u8; 16];
+    let mut more = [0u8; 16];
+    // SAFETY: last and more outlive the receives, which complete below.
+    unsafe {
+        server
+            .recv(last.as_mut_ptr(), last.len(), FI_ADDR_UNSPEC, 501)
+            .unwrap();
+        server
+            .recv(more.as_mut_ptr(), more.len(), FI_ADDR_UNSPEC, 502)
+            .unwrap();
+    }
+    let r = wait_cq(&cq_s, &cq_c, 501);
+    assert_eq!((r.len, &last[..bye.len()]), (bye.len(), &bye[..]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut e = [CqTaggedEntry::default(); 1];
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the receive past the end waits for ever"
+        );
+        match cq_s.read(&mut e) {
+            Err(er) if er.code() == errno::FI_EAVAIL => {
+                let err = cq_s.readerr().unwrap();
+                assert_eq!((err.op_context, err.err), (502, errno::FI_ECONNRESET));
+                break;
+            }
+            Err(er) if er.is_again() => {}
+            other => panic!("{other:?} {:?}", e[0]),
+        }
+    }
 }
 
 #[test]
