@@ -549,7 +549,9 @@ impl Domain {
         }
         let prov_key = self.info.domain_attr.mr_mode & mr_mode::FI_MR_PROV_KEY != 0;
         Ok(MemoryRegion {
-            core: self.mr_map.register(attr, prov_key)?,
+            // SAFETY: this function's contract (the ranges stay valid while
+            // registered and used) is register's.
+            core: unsafe { self.mr_map.register(attr, prov_key) }?,
             wait_on_drop: true,
             _parent: DepGuard::new(&self.deps),
         })

@@ -262,7 +262,15 @@ impl MrMap {
     /// Registers a region. `prov_key`: the provider picks a random,
     /// non-sequential key; otherwise the requested key must be unused
     /// (`FI_ENOKEY`).
-    pub fn register(self: &Arc<Self>, attr: &MrAttr, prov_key: bool) -> Result<Arc<MrCore>> {
+    ///
+    /// # Safety
+    /// The ranges of `attr.iov` stay valid, for the accesses `attr.access`
+    /// grants (peers write into them with FI_REMOTE_WRITE), until the
+    /// region is revoked and idle (see [`wait_idle`]); nothing else may
+    /// rely on their contents meanwhile in a way a remote write breaks.
+    // The contract is unsafe; the body does no unsafe operation.
+    #[allow(unsafe_code)]
+    pub unsafe fn register(self: &Arc<Self>, attr: &MrAttr, prov_key: bool) -> Result<Arc<MrCore>> {
         if attr.iov.is_empty() {
             return Err(Error::inval("mr: no memory ranges given"));
         }
@@ -333,6 +341,14 @@ impl MrMap {
 mod tests {
     use super::*;
 
+    /// Registers for a test: nothing ever accesses the ranges (no
+    /// endpoint reads or writes through this map).
+    #[allow(unsafe_code)]
+    fn reg(map: &Arc<MrMap>, a: &MrAttr, prov_key: bool) -> Result<Arc<MrCore>> {
+        // SAFETY: no access ever reaches the ranges (see above).
+        unsafe { map.register(a, prov_key) }
+    }
+
     fn attr() -> MrAttr {
         MrAttr {
             iov: vec![(0x1000, 64)],
@@ -350,9 +366,7 @@ mod tests {
             random: broken,
             ..MrMap::default()
         });
-        let e = map
-            .register(&attr(), true)
-            .expect_err("a key without randomness");
+        let e = reg(&map, &attr(), true).expect_err("a key without randomness");
         assert_eq!(e.code(), errno::FI_EOTHER);
         assert!(e.message().contains("random source"), "{e}");
         // A requested key needs no randomness.
@@ -360,7 +374,7 @@ mod tests {
             requested_key: 7,
             ..attr()
         };
-        assert_eq!(map.register(&a, false).expect("requested key").key, 7);
+        assert_eq!(reg(&map, &a, false).expect("requested key").key, 7);
     }
 
     #[test]
@@ -370,7 +384,7 @@ mod tests {
             requested_key: 9,
             ..attr()
         };
-        let mr = map.register(&a, false).expect("register");
+        let mr = reg(&map, &a, false).expect("register");
         let access = crate::util::rma::resolve(&map, 9, 0, 8, FI_REMOTE_WRITE, false)
             .expect("a running access");
         mr.revoke();
@@ -380,7 +394,7 @@ mod tests {
         assert_eq!(e.code(), errno::FI_EKEYREJECTED);
         assert!(!wait_idle(&mr, 1, Some(Duration::from_millis(5))));
         // The key may be registered again; the old region's end leaves it.
-        let again = map.register(&a, false).expect("the key again");
+        let again = reg(&map, &a, false).expect("the key again");
         drop(access);
         assert!(wait_idle(&mr, 1, Some(Duration::ZERO)));
         drop(mr);
@@ -391,7 +405,7 @@ mod tests {
     fn provider_keys_are_distinct_and_not_sequential() {
         let map = MrMap::new();
         let regs: Vec<_> = (0..64)
-            .map(|_| map.register(&attr(), true).expect("register"))
+            .map(|_| reg(&map, &attr(), true).expect("register"))
             .collect();
         let mut keys: Vec<u64> = regs.iter().map(|m| m.key).collect();
         keys.sort_unstable();
