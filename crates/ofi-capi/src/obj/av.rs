@@ -5,7 +5,7 @@ use super::{cstr, ffi, get, publish, shut_core, CObj, EINVAL, ENOSYS, PANIC};
 use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{addr_format, av_type, FI_ADDR_NOTAVAIL};
-use ofi_core::error::errno::{FI_EINVAL, FI_ENOEQ};
+use ofi_core::error::errno::{FI_EBADFLAGS, FI_EINVAL, FI_ENOEQ};
 use ofi_core::util::av::AvAttr;
 use ofi_core::AddressVector;
 
@@ -180,8 +180,14 @@ unsafe extern "C" fn av_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     })
 }
 
-/// Before an insert: an AV opened with FI_EVENT needs its event queue.
-fn ready_to_insert(o: &AvObj, v: &AddressVector) -> Result<(), c_int> {
+/// Before an insert: an AV opened with FI_EVENT needs its event queue,
+/// and takes no FI_SYNC_ERR (synchronous inserts only, fi_av(3); its
+/// context is the event's, not a status array: -FI_EBADFLAGS, as
+/// libfabric answers).
+fn ready_to_insert(o: &AvObj, v: &AddressVector, flags: u64) -> Result<(), c_int> {
+    if o.events && flags & FI_SYNC_ERR != 0 {
+        return Err(-FI_EBADFLAGS);
+    }
     if o.events && !v.has_eq() {
         return Err(-FI_ENOEQ);
     }
@@ -204,7 +210,9 @@ unsafe fn finish_insert(
     context: *mut c_void,
     out: &[u64],
 ) -> c_int {
-    if flags & FI_SYNC_ERR != 0 && !context.is_null() {
+    // FI_SYNC_ERR is for synchronous inserts only (fi_av(3)): with
+    // FI_EVENT, context is the application's event context.
+    if flags & FI_SYNC_ERR != 0 && !context.is_null() && !o.events {
         // SAFETY: with FI_SYNC_ERR, context is an array of out.len() ints.
         let st = unsafe { std::slice::from_raw_parts_mut(context.cast::<c_int>(), out.len()) };
         for (s, a) in st.iter_mut().zip(out) {
@@ -235,12 +243,17 @@ unsafe extern "C" fn av_insert(
             return EINVAL;
         };
         if count == 0 {
-            return 0;
+            if let Err(rc) = ready_to_insert(o, v, flags) {
+                return rc;
+            }
+            // FI_EVENT: every insert is reported, an empty one too.
+            // SAFETY: context is as the application passed it with flags.
+            return unsafe { finish_insert(o, v, flags, context, &[]) };
         }
         if addr.is_null() || c_int::try_from(count).is_err() {
             return EINVAL;
         }
-        if let Err(rc) = ready_to_insert(o, v) {
+        if let Err(rc) = ready_to_insert(o, v, flags) {
             return rc;
         }
         // SAFETY: addr holds count addresses of the domain's format.
@@ -289,7 +302,7 @@ unsafe extern "C" fn av_insertsvc(
         let (Some(n), s) = (unsafe { cstr(node) }, unsafe { cstr(service) }) else {
             return EINVAL;
         };
-        if let Err(rc) = ready_to_insert(o, v) {
+        if let Err(rc) = ready_to_insert(o, v, flags) {
             return rc;
         }
         let r = v.insertsvc(n, s.unwrap_or(""));
@@ -376,7 +389,7 @@ unsafe extern "C" fn av_insertsym(
         let Some(hosts) = sym_hosts(n, nodecnt) else {
             return EINVAL;
         };
-        if let Err(rc) = ready_to_insert(o, v) {
+        if let Err(rc) = ready_to_insert(o, v, flags) {
             return rc;
         }
         let mut out = Vec::with_capacity(total);

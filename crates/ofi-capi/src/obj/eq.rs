@@ -281,8 +281,11 @@ unsafe fn read_any(
     let ev = if peek {
         ev
     } else {
-        match q.read() {
-            Ok(ev) => ev,
+        // Taken only if it fits: another thread may have taken the event
+        // looked at, and the next one may need more room.
+        match q.core().take_fitting(|e| len >= needs(e)) {
+            Ok(Some(ev)) => ev,
+            Ok(None) => return guard::neg_isize(FI_ETOOSMALL),
             Err(e) => return guard::err_isize(&e),
         }
     };

@@ -14,6 +14,9 @@ use ofi_core::MemoryRegion;
 pub struct MrObj {
     c: fid_mr,
     core: Option<MemoryRegion>,
+    /// The EQ its registration was reported on (FI_REG_MR): the report
+    /// goes with the region if unread when it closes.
+    reported: Option<std::sync::Arc<ofi_core::util::eq::EqCore>>,
 }
 
 // SAFETY: repr(C), first field fid_mr whose first field is fid.
@@ -26,7 +29,11 @@ unsafe impl CObj for MrObj {
     /// accesses still running on the memory: `-FI_EBUSY` keeps the object
     /// for a retry, so the application never frees memory under a copy.
     fn shut(&mut self) -> Result<(), c_int> {
-        super::shut_core(&mut self.core, MemoryRegion::close)
+        super::shut_core(&mut self.core, MemoryRegion::close)?;
+        if let Some(q) = self.reported.take() {
+            q.forget(self as *const MrObj as usize);
+        }
+        Ok(())
     }
 }
 
@@ -74,11 +81,16 @@ unsafe fn register(
             key: core.key(),
         },
         core: Some(core),
+        reported: None,
     });
     // SAFETY: out is non-null and writable.
     unsafe { *out = p.cast::<fid_mr>() };
     // A domain bound to an EQ with FI_REG_MR reports the registration.
-    dom.report_reg(p as usize, context as usize);
+    let reported = dom.report_reg(p as usize, context as usize);
+    // SAFETY: p came from publish; the application has not seen it yet
+    // apart from *out, and no other thread can close it before this call
+    // returns.
+    unsafe { (*p).reported = reported };
     0
 }
 
@@ -155,8 +167,8 @@ pub(crate) unsafe extern "C" fn mr_regattr(
         let hmem = unsafe { get::<super::domain::DomainObj>(d) }
             .and_then(|x| x.core())
             .is_some_and(|dom| dom.info().caps & FI_HMEM != 0);
-        // SAFETY: attr is non-null and holds at least the fields up to
-        // `auth_key` (every header version has them); each is read alone.
+        // SAFETY: attr is non-null and holds at least the fields through
+        // `context` (every header version has them); each is read alone.
         let (mr_iov, iov_count, access, offset, requested_key, context) = unsafe {
             (
                 std::ptr::addr_of!((*attr).mr_iov).read(),

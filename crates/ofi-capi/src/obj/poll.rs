@@ -108,13 +108,16 @@ unsafe extern "C" fn poll_poll(p: *mut fid_poll, context: *mut *mut c_void, coun
             return EINVAL;
         }
         let mut found = vec![0usize; n];
-        let got = ps.poll(&mut found);
-        for (i, f) in found[..got].iter().enumerate() {
-            // Each member is kept by its fid, and its context is read now
-            // (the application may set it after fi_poll_add).
-            // SAFETY: a member's fid stays valid while it is in the set
-            // (closing it is -FI_EBUSY); context has count >= got entries.
-            unsafe { *context.add(i) = (*(*f as *const fid)).context };
+        // Each member is kept by its fid, and its context is read now (the
+        // application may set it after fi_poll_add), under the set's lock.
+        // SAFETY: a member's fid stays valid while it is in the set (closing
+        // it is -FI_EBUSY, and fi_poll_del waits for the lock held here).
+        let got = ps.poll_with(&mut found, |f| unsafe {
+            (*(f as *const fid)).context as usize
+        });
+        for (i, c) in found[..got].iter().enumerate() {
+            // SAFETY: context has count >= got writable entries.
+            unsafe { *context.add(i) = *c as *mut c_void };
         }
         got as c_int
     })

@@ -87,6 +87,19 @@ int main(void)
 	      n == (ssize_t)sizeof e && event == FI_AV_COMPLETE && e.data == 2 && e.context == &ctx);
 	/* libfabric 1.17 closes an EQ an AV is bound to. */
 	CHECK_OFI("an EQ bound to an AV does not close", fi_close(&eq->fid) == -FI_EBUSY);
+	/* An empty insert is reported too (one completion per insert), and
+	 * FI_SYNC_ERR does not apply: context is the event's, never written
+	 * as a status array. */
+	int ctxs[4] = { 7, 7, 7, 7 };
+	SAME("empty asynchronous insert %d", fi_av_insert(av, two, 0, ev_fa, 0, &ctxs[0]));
+	{
+		ssize_t m = fi_eq_sread(eq, &event, &e, sizeof e, 2000, 0);
+		CHECK_OFI("FI_AV_COMPLETE for an empty insert",
+			  m == (ssize_t)sizeof e && event == FI_AV_COMPLETE && e.data == 0 && e.context == &ctxs[0]);
+	}
+	SAME("asynchronous insert with FI_SYNC_ERR %d", fi_av_insert(av, two, 2, ev_fa, FI_SYNC_ERR, &ctxs[0]));
+	CHECK("the event context is not written as statuses",
+	      ctxs[0] == 7 && ctxs[1] == 7 && ctxs[2] == 7 && ctxs[3] == 7);
 	/* Reports still queued go with a closed AV (they would name it). */
 	SAME("another asynchronous insert %d", fi_av_insert(av, two, 2, ev_fa, 0, &ctx));
 	CHECK("av close", fi_close(&av->fid) == 0);

@@ -448,8 +448,9 @@ impl Domain {
     /// Binds the domain's event queue (`fi_domain_bind`): the default
     /// queue of its endpoints (one bound to none gets it when enabled:
     /// connection events, peer deaths), and with `FI_REG_MR` the queue of
-    /// registration events (see [`report_reg`](Self::report_reg)). The
-    /// queue cannot close while bound.
+    /// registration events, which whoever registers reports with
+    /// [`report_reg`](Self::report_reg) (the C ABI does). The queue cannot
+    /// close while bound.
     pub fn bind_eq(&self, eq: &EventQueue, flags: u64) -> Result<()> {
         if flags & !FI_REG_MR != 0 {
             return Err(Error::new(
@@ -467,19 +468,24 @@ impl Domain {
     }
     /// After a registration: with an event queue bound with `FI_REG_MR`,
     /// reports it (FI_MR_COMPLETE naming the region's `fid` and the
-    /// registration's `context`, fi_domain(3)). Registrations complete at
-    /// once; the event is for applications that wait for it.
-    pub fn report_reg(&self, fid: usize, context: usize) {
+    /// registration's `context`, fi_domain(3)) and returns the queue, on
+    /// which the region [`forget`](EqCore::forget)s its `fid` when it
+    /// closes. Registrations complete at once; the event is for
+    /// applications that wait for it. (The caller reports: `mr_reg` does
+    /// not know the fid a C caller names the region by.)
+    pub fn report_reg(&self, fid: usize, context: usize) -> Option<Arc<EqCore>> {
         let g = self.default_eq.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((q, flags)) = g.as_ref() {
-            if flags & FI_REG_MR != 0 {
+        match g.as_ref() {
+            Some((q, flags)) if flags & FI_REG_MR != 0 => {
                 q.push(EqEvent {
                     event: eq_event::FI_MR_COMPLETE,
                     fid,
                     context,
                     ..Default::default()
                 });
+                Some(q.clone())
             }
+            _ => None,
         }
     }
     /// `fi_query_atomic`: the largest element count one operation of this
@@ -885,20 +891,20 @@ fn mr_close_wait() -> Duration {
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
         self.core.revoke();
+        if self.wait_on_drop {
+            let limit = mr_close_wait();
+            if !crate::util::mr::wait_idle(&self.core, 1, Some(limit)) {
+                tracing::error!(
+                    key = self.core.key,
+                    "memory region dropped while {} remote access(es) still run on it after {} ms; \
+                     they may still touch its memory (close it to get FI_EBUSY instead)",
+                    Arc::strong_count(&self.core) - 1,
+                    limit.as_millis()
+                );
+            }
+        }
+        // Accesses that ran until now were counted; the counter may close.
         self.core.unbind_cntr();
-        if !self.wait_on_drop {
-            return;
-        }
-        let limit = mr_close_wait();
-        if !crate::util::mr::wait_idle(&self.core, 1, Some(limit)) {
-            tracing::error!(
-                key = self.core.key,
-                "memory region dropped while {} remote access(es) still run on it after {} ms; \
-                 they may still touch its memory (close it to get FI_EBUSY instead)",
-                Arc::strong_count(&self.core) - 1,
-                limit.as_millis()
-            );
-        }
     }
 }
 
@@ -1554,8 +1560,11 @@ impl Drop for Endpoint {
         }
         self.ops.close();
         if let Some(eq) = &s.b.eq {
-            // Events naming the closed endpoint go with it.
-            eq.forget(s.b.fid);
+            // Events naming the closed endpoint go with it (a context of 0
+            // names nothing apart: others may share it).
+            if s.b.fid != 0 {
+                eq.forget(s.b.fid);
+            }
             eq.bound.fetch_sub(1, Ordering::AcqRel);
         }
         // Release the bound counts taken at bind time (a CQ bound for both
@@ -1727,8 +1736,11 @@ impl Drop for PassiveEndpoint {
         }
         self.ops.close();
         if let Some(eq) = eq {
-            // Its unread connection requests go with it.
-            eq.forget(self.context);
+            // Its unread connection requests go with it (unless its
+            // context, 0, names nothing apart).
+            if self.context != 0 {
+                eq.forget(self.context);
+            }
             eq.bound.fetch_sub(1, Ordering::AcqRel);
         }
     }

@@ -84,6 +84,11 @@ impl PollSet {
     pub fn poll(&self, out: &mut [usize]) -> usize {
         self.core.poll(out)
     }
+    /// As [`poll`](Self::poll), each context passed through `map` while the
+    /// members are locked (see [`PollSetCore::poll_with`]).
+    pub fn poll_with(&self, out: &mut [usize], map: impl Fn(usize) -> usize) -> usize {
+        self.core.poll_with(out, map)
+    }
     pub(crate) fn core_arc(&self) -> &Arc<PollSetCore> {
         &self.core
     }

@@ -114,9 +114,7 @@ impl Driver {
     /// fd readable, and returns false (disarmed again) if events are already
     /// pending. A progress call disarms once the wait fd is readable.
     pub fn trywait(&self) -> bool {
-        // A signal is for a waiter already asleep: one about to sleep
-        // consumes it (libfabric's trywait resets the wait object).
-        self.take_signal();
+        self.reset_signal();
         let s = self.sources.lock();
         if self.armed.swap(true, Ordering::AcqRel) {
             return true;
@@ -169,6 +167,15 @@ impl Driver {
         self.signaled.store(true, Ordering::Release);
         if let Some(w) = &self.waits {
             w.signal();
+        }
+    }
+
+    /// A waiter about to sleep (`fi_trywait`) resets a pending signal, as
+    /// libfabric's trywait resets its wait object, unless a reader sleeps
+    /// now: the signal is that reader's.
+    pub fn reset_signal(&self) {
+        if self.sleepers.load(Ordering::SeqCst) == 0 {
+            self.take_signal();
         }
     }
 

@@ -188,6 +188,31 @@ impl EqCore {
         r
     }
 
+    /// Takes the next event if `fits` says the caller has room for it,
+    /// decided under the queue's lock (another reader may have taken the
+    /// one the caller looked at): `Ok(None)` when it does not fit (it
+    /// stays), `FI_EAGAIN` when empty, `FI_EAVAIL` when an error is next.
+    pub fn take_fitting(&self, fits: impl FnOnce(&EqEvent) -> bool) -> Result<Option<EqEvent>> {
+        let mut q = self.queue.lock();
+        let r = match q.front() {
+            None => return Err(Error::again()),
+            Some(Err(_)) => {
+                return Err(Error::new(
+                    errno::FI_EAVAIL,
+                    "an error entry is available: call readerr",
+                ))
+            }
+            Some(Ok(e)) if !fits(e) => return Ok(None),
+            Some(Ok(_)) => match q.pop_front() {
+                Some(Ok(e)) => Some(e),
+                _ => None,
+            },
+        };
+        drop(q);
+        self.changed();
+        Ok(r)
+    }
+
     /// `fi_eq_read`: drives progress, then takes (or with `peek`, copies) the
     /// next event. `FI_EAGAIN` when empty, `FI_EAVAIL` when an error is next.
     pub fn read(&self, peek: bool) -> Result<EqEvent> {
@@ -262,5 +287,42 @@ impl EqCore {
     /// Objects bound to this queue.
     pub fn bound(&self) -> usize {
         self.bound.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_fitting_leaves_an_event_the_caller_has_no_room_for() {
+        let q = EqCore::new(&EqAttr::default()).unwrap();
+        q.push(EqEvent {
+            event: 1,
+            written: Some(vec![0; 64]),
+            ..Default::default()
+        });
+        let room = 24;
+        let fits = |e: &EqEvent| e.written.as_ref().is_none_or(|w| w.len() <= room);
+        assert!(q.take_fitting(fits).unwrap().is_none(), "no room: it stays");
+        assert_eq!(q.take(true).unwrap().event, 1, "still queued");
+        assert!(q.take_fitting(|_| true).unwrap().is_some());
+        assert!(q.take_fitting(|_| true).unwrap_err().is_again());
+        q.push_err(EqError::default());
+        assert_eq!(
+            q.take_fitting(|_| true).unwrap_err().code(),
+            errno::FI_EAVAIL
+        );
+        // Closing an object drops the events naming it, and only those.
+        q.readerr().unwrap();
+        for fid in [5, 6, 5] {
+            q.push(EqEvent {
+                fid,
+                ..Default::default()
+            });
+        }
+        q.forget(5);
+        assert_eq!(q.take(false).unwrap().fid, 6);
+        assert!(q.take(false).unwrap_err().is_again());
     }
 }

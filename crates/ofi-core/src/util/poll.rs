@@ -112,6 +112,13 @@ impl PollSetCore {
     /// those with news to `out` (at most `out.len()`; the others keep
     /// their news for the next call). Returns how many were written.
     pub fn poll(&self, out: &mut [usize]) -> usize {
+        self.poll_with(out, |c| c)
+    }
+
+    /// As [`poll`](Self::poll), each context passed through `map` while
+    /// the members are locked (no member leaves meanwhile: the C ABI reads
+    /// the context from the member's fid at this moment).
+    pub fn poll_with(&self, out: &mut [usize], map: impl Fn(usize) -> usize) -> usize {
         let members: Vec<Polled> = self.members.lock().iter().map(|e| e.what.clone()).collect();
         for w in &members {
             match w {
@@ -135,7 +142,7 @@ impl PollSetCore {
                 }
             };
             if news {
-                out[n] = e.context;
+                out[n] = map(e.context);
                 n += 1;
             }
         }

@@ -34,7 +34,9 @@ impl std::fmt::Debug for Deferrals {
     }
 }
 
-static READY: Mutex<Vec<Fire>> = Mutex::new(Vec::new());
+/// Ready operations, each with its counter's key (the address of its
+/// [`Deferrals`]): threshold order holds per counter.
+static READY: Mutex<Vec<(usize, Fire)>> = Mutex::new(Vec::new());
 static ANY_READY: AtomicBool = AtomicBool::new(false);
 
 impl Deferrals {
@@ -58,7 +60,8 @@ impl Deferrals {
         if n == 0 {
             return;
         }
-        let fired: Vec<Fire> = w.drain(..n).map(|(_, f)| f).collect();
+        let key = self as *const Deferrals as usize;
+        let fired: Vec<(usize, Fire)> = w.drain(..n).map(|(_, f)| (key, f)).collect();
         if w.is_empty() {
             self.any.store(false, Ordering::Release);
         }
@@ -89,31 +92,41 @@ pub fn run_ready() {
 
 #[cold]
 fn run_ready_slow() {
-    let batch: Vec<Fire> = {
+    let batch: Vec<(usize, Fire)> = {
         let mut r = READY.lock().unwrap_or_else(|e| e.into_inner());
         ANY_READY.store(false, Ordering::Release);
         std::mem::take(&mut *r)
     };
-    // Threshold order (fi_trigger(3)): once one operation must wait
-    // (FI_EAGAIN), it and every one after it wait, in order.
-    let mut again = Vec::new();
-    let mut ops = batch.into_iter();
-    for mut f in ops.by_ref() {
-        if let Err(e) = f() {
-            if e.is_again() {
-                again.push(f);
-                break;
-            }
-        }
-    }
-    again.extend(ops);
+    let again = run_batch(batch);
     if !again.is_empty() {
         let mut r = READY.lock().unwrap_or_else(|e| e.into_inner());
         // Retried ones go first: they were reached earlier.
+        let mut again = again;
         again.append(&mut r);
         *r = again;
         ANY_READY.store(true, Ordering::Release);
     }
+}
+
+/// Runs a batch of ready operations in order and returns those to retry,
+/// in order. Threshold order (fi_trigger(3)) holds per counter: once one
+/// of a counter's operations must wait (FI_EAGAIN), the ones after it of
+/// the same counter wait behind it; other counters' operations go on (one
+/// of them may be what lets the waiting one through).
+fn run_batch(batch: Vec<(usize, Fire)>) -> Vec<(usize, Fire)> {
+    let mut again: Vec<(usize, Fire)> = Vec::new();
+    for (key, mut f) in batch {
+        if again.iter().any(|(k, _)| *k == key) {
+            again.push((key, f));
+            continue;
+        }
+        if let Err(e) = f() {
+            if e.is_again() {
+                again.push((key, f));
+            }
+        }
+    }
+    again
 }
 
 #[cfg(test)]
@@ -122,38 +135,48 @@ mod tests {
     use crate::error::Error;
     use std::sync::Arc;
 
+    /// An operation of counter `key` that logs `t` when it runs, refused
+    /// (FI_EAGAIN) its first `refusals` times.
+    fn op(key: usize, t: u64, refusals: u32, log: &Arc<Mutex<Vec<u64>>>) -> (usize, Fire) {
+        let log = log.clone();
+        let mut left = refusals;
+        (
+            key,
+            Box::new(move || {
+                if left > 0 {
+                    left -= 1;
+                    return Err(Error::again());
+                }
+                log.lock().unwrap().push(t);
+                Ok(())
+            }),
+        )
+    }
+
     #[test]
-    fn an_operation_that_must_wait_keeps_the_later_ones_behind_it() {
+    fn an_operation_that_must_wait_keeps_its_counters_later_ones_behind_it() {
         let log = Arc::new(Mutex::new(Vec::new()));
-        let d = Deferrals::default();
-        let mut refusals = 2;
-        for t in 1..=3u64 {
-            let log = log.clone();
-            let fire: Fire = if t == 2 {
-                Box::new(move || {
-                    if refusals > 0 {
-                        refusals -= 1;
-                        return Err(Error::again());
-                    }
-                    log.lock().unwrap().push(t);
-                    Ok(())
-                })
-            } else {
-                Box::new(move || {
-                    log.lock().unwrap().push(t);
-                    Ok(())
-                })
-            };
-            d.add(t, fire);
-        }
-        d.reached(3);
-        run_ready();
-        assert_eq!(*log.lock().unwrap(), vec![1], "3 waits behind 2");
-        run_ready();
-        assert_eq!(*log.lock().unwrap(), vec![1]);
-        run_ready();
-        assert_eq!(*log.lock().unwrap(), vec![1, 2, 3]);
-        run_ready();
-        assert_eq!(*log.lock().unwrap(), vec![1, 2, 3]);
+        // Counter 1: thresholds 1, 2 (refused twice), 3; counter 2: 10.
+        let batch = vec![
+            op(1, 1, 0, &log),
+            op(1, 2, 2, &log),
+            op(1, 3, 0, &log),
+            op(2, 10, 0, &log),
+        ];
+        let again = run_batch(batch);
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![1, 10],
+            "3 waits behind 2; the other counter goes on"
+        );
+        assert_eq!(
+            again.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            vec![1, 1]
+        );
+        let again = run_batch(again);
+        assert_eq!(*log.lock().unwrap(), vec![1, 10]);
+        let again = run_batch(again);
+        assert!(again.is_empty());
+        assert_eq!(*log.lock().unwrap(), vec![1, 10, 2, 3]);
     }
 }

@@ -226,7 +226,16 @@ impl WaitSetCore {
     /// `FI_EAGAIN` when a member has something to read or work pending.
     pub fn trywait(&self) -> Result<()> {
         self.driver.progress();
-        self.take_member_signals();
+        // Upgraded out of the lock: a member's last drop leaves the set.
+        let members: Vec<Arc<dyn Waitable>> = self
+            .members
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for m in &members {
+            m.driver().reset_signal();
+        }
         if self.has_events() || !self.driver.trywait() || self.has_events() {
             return Err(Error::again());
         }

@@ -67,7 +67,7 @@ pub enum Pending {
         conn: ConnId,
     },
     /// An eager message whose sender waits for an acknowledgement once it
-    /// is placed (`FI_DELIVERY_COMPLETE`).
+    /// is placed (`FI_MATCH_COMPLETE`).
     EagerAcked {
         /// The whole payload.
         bytes: Vec<u8>,

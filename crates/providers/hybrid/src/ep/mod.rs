@@ -1291,7 +1291,7 @@ impl EndpointOps for HybridEp {
         let level = if dc {
             FI_MATCH_COMPLETE
         } else {
-            op.flags & FI_DELIVERY_COMPLETE
+            op.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)
         };
         let iflags = (op.flags & keep) | level | FI_COMPLETION;
         let h = send_header(op, len, rts);

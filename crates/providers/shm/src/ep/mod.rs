@@ -59,7 +59,7 @@ mod rma_target;
 mod send;
 mod state;
 
-use state::{Inner, Meta, Payload, PendingSend, Reasm};
+use state::{Inner, Meta, MultiLanding, Payload, PendingSend, Reasm};
 
 /// Bytes per ring slot: an 8-byte sequence, the 48-byte header, 4104 inline bytes.
 const SLOT_SIZE: usize = 4160;
@@ -309,13 +309,22 @@ impl ShmEndpoint {
         g.b.tx_done(context, flags, true, Some(err));
     }
 
-    /// A message claimed a place in multi-receive buffer `context` (`done`:
-    /// the buffer is released with it): counts it as landing, and returns
-    /// the completion flags it carries until it completes (the marker
-    /// [`MULTI_MEMBER`], not yet FI_MULTI_RECV).
-    fn multi_enter(&self, g: &Inner, context: usize, done: bool) -> u64 {
+    /// A message claimed a place in the multi-receive buffer at `base`
+    /// posted with `context` (`done`: the buffer is released with it):
+    /// counts it as landing, and returns the completion flags it carries
+    /// until it completes (the marker [`MULTI_MEMBER`], not yet
+    /// FI_MULTI_RECV). Another buffer of the same context with messages
+    /// landing: this one is not tracked, its release goes on the message
+    /// that claims its last room.
+    fn multi_enter(&self, g: &Inner, context: usize, base: usize, done: bool) -> u64 {
         let mut t = g.multi.lock().unwrap_or_else(|e| e.into_inner());
-        let e = t.entry(context).or_default();
+        let e = t.entry(context).or_insert(MultiLanding {
+            base,
+            ..MultiLanding::default()
+        });
+        if e.base != base {
+            return if done { FI_MULTI_RECV } else { 0 };
+        }
         e.landing += 1;
         e.released |= done;
         MULTI_MEMBER
@@ -564,7 +573,7 @@ impl EndpointOps for ShmEndpoint {
                 let mut release = r.flags & FI_MULTI_RECV;
                 if release != 0 {
                     let mut t = g.multi.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(e) = t.get_mut(&context) {
+                    if let Some(e) = t.get_mut(&context).filter(|e| e.base == r.iov[0].base) {
                         e.released = true;
                         release = 0;
                     }

@@ -79,7 +79,8 @@ impl ShmEndpoint {
         let c = g.rx.claim_posted(m.tagged, i, m.total);
         let completion = c.recv.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
         let flags = if c.recv.flags & FI_MULTI_RECV != 0 {
-            self.multi_enter(g, c.recv.context, c.flags & FI_MULTI_RECV != 0)
+            let base = c.recv.iov[0].base;
+            self.multi_enter(g, c.recv.context, base, c.flags & FI_MULTI_RECV != 0)
         } else {
             c.flags
         };
@@ -403,7 +404,7 @@ impl ShmEndpoint {
                 off,
                 cap,
                 context: op.context,
-                flags: self.multi_enter(g, op.context, done),
+                flags: self.multi_enter(g, op.context, posted.iov[0].base, done),
                 completion,
             };
             self.deliver_payload(g, &d, m, u.payload);

@@ -70,6 +70,8 @@ pub(super) struct Reasm {
 /// A multi-receive buffer's messages still landing.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct MultiLanding {
+    /// The buffer's start (two buffers may share a context).
+    pub(super) base: usize,
     pub(super) landing: usize,
     pub(super) released: bool,
 }
