@@ -71,6 +71,15 @@ pub struct EqError {
     pub err_data: Vec<u8>,
 }
 
+/// An error entry is next: the reader must take it with readerr.
+#[cold]
+fn error_next() -> Error {
+    Error::new(
+        errno::FI_EAVAIL,
+        "an error entry is available: call readerr",
+    )
+}
+
 /// The event queue shared by the core and providers.
 pub struct EqCore {
     /// The wait set this object belongs to (FI_WAIT_SET). Declared first:
@@ -168,24 +177,15 @@ impl EqCore {
     }
 
     fn take(&self, peek: bool) -> Result<EqEvent> {
-        let mut q = self.queue.lock();
-        let r = match q.front() {
-            None => return Err(Error::again()),
-            Some(Err(_)) => {
-                return Err(Error::new(
-                    errno::FI_EAVAIL,
-                    "an error entry is available: call readerr",
-                ))
-            }
-            Some(Ok(e)) if peek => return Ok(e.clone()),
-            Some(Ok(_)) => match q.pop_front() {
-                Some(Ok(e)) => Ok(e),
-                _ => Err(Error::again()),
-            },
-        };
-        drop(q);
-        self.changed();
-        r
+        if peek {
+            let q = self.queue.lock();
+            return match q.front() {
+                None => Err(Error::again()),
+                Some(Err(_)) => Err(error_next()),
+                Some(Ok(e)) => Ok(e.clone()),
+            };
+        }
+        self.take_fitting(|_| true)?.ok_or_else(Error::again)
     }
 
     /// Takes the next event if `fits` says the caller has room for it,
@@ -196,12 +196,7 @@ impl EqCore {
         let mut q = self.queue.lock();
         let r = match q.front() {
             None => return Err(Error::again()),
-            Some(Err(_)) => {
-                return Err(Error::new(
-                    errno::FI_EAVAIL,
-                    "an error entry is available: call readerr",
-                ))
-            }
+            Some(Err(_)) => return Err(error_next()),
             Some(Ok(e)) if !fits(e) => return Ok(None),
             Some(Ok(_)) => match q.pop_front() {
                 Some(Ok(e)) => Some(e),

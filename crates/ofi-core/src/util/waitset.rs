@@ -183,27 +183,25 @@ impl WaitSetCore {
         })
     }
 
-    /// Whether some member has something to read (no progress).
-    pub fn has_events(&self) -> bool {
-        let members: Vec<Arc<dyn Waitable>> = self
-            .members
+    /// The members still alive, taken out of the lock (a member's last
+    /// drop leaves the set, which takes the lock).
+    fn live_members(&self) -> Vec<Arc<dyn Waitable>> {
+        self.members
             .lock()
             .iter()
             .filter_map(Weak::upgrade)
-            .collect();
-        members.iter().any(|m| m.has_events())
+            .collect()
+    }
+
+    /// Whether some member has something to read (no progress).
+    pub fn has_events(&self) -> bool {
+        self.live_members().iter().any(|m| m.has_events())
     }
 
     /// Takes the members' pending signals (`fi_cq_signal` on a member):
     /// true when one was signalled.
     fn take_member_signals(&self) -> bool {
-        let members: Vec<Arc<dyn Waitable>> = self
-            .members
-            .lock()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        members
+        self.live_members()
             .iter()
             .fold(false, |any, m| m.driver().take_signal() | any)
     }
@@ -226,14 +224,7 @@ impl WaitSetCore {
     /// `FI_EAGAIN` when a member has something to read or work pending.
     pub fn trywait(&self) -> Result<()> {
         self.driver.progress();
-        // Upgraded out of the lock: a member's last drop leaves the set.
-        let members: Vec<Arc<dyn Waitable>> = self
-            .members
-            .lock()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for m in &members {
+        for m in &self.live_members() {
             m.driver().reset_signal();
         }
         if self.has_events() || !self.driver.trywait() || self.has_events() {

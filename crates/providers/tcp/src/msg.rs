@@ -197,9 +197,12 @@ impl TcpMsgEp {
                     // Messages that arrived before stay for later receives
                     // (a delivery-complete sender was told they arrived).
                     g.rx.fail_posted(errno::FI_ECONNRESET);
-                    g.gone = Some(errno::FI_ECONNRESET);
-                    g.phase = Phase::Done;
-                    Self::eq_event(g, eq_event::FI_SHUTDOWN, Vec::new());
+                    if g.phase != Phase::Done {
+                        g.gone = Some(errno::FI_ECONNRESET);
+                        g.phase = Phase::Done;
+                        // Once per connection: a local shutdown reported it.
+                        Self::eq_event(g, eq_event::FI_SHUTDOWN, Vec::new());
+                    }
                 }
                 Event::ConnectionLost { err } => {
                     g.rx.fail_posted(err);
@@ -584,7 +587,17 @@ impl EndpointOps for TcpMsgEp {
             .as_mut()
             .ok_or_else(|| Error::new(errno::FI_ENOTCONN, "tcp: shutdown without a connection"))?;
         l.conn.shutdown(rx);
+        let was = g.phase;
         g.phase = Phase::Done;
+        if was != Phase::Done {
+            // This side's end of the connection, reported here as the
+            // peer's is (FI_SHUTDOWN on the endpoint's EQ); receives still
+            // posted are canceled (messages already in stay for later
+            // receives).
+            g.rx.fail_posted(errno::FI_ECANCELED);
+            g.gone = Some(errno::FI_ECANCELED);
+            Self::eq_event(&g, eq_event::FI_SHUTDOWN, Vec::new());
+        }
         self.drive(&mut g);
         Ok(())
     }

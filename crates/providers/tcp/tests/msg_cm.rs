@@ -149,6 +149,11 @@ fn connect_accept_transfer_shutdown() {
     client.shutdown(0).unwrap();
     let s = wait_eq(&eq_s, &eq_c);
     assert_eq!((s.event, s.fid), (eq_event::FI_SHUTDOWN, 6));
+    // The side that shut down reports its end too, once (it reported
+    // nothing, so a waiter for FI_SHUTDOWN after fi_shutdown hung).
+    let own = wait_eq(&eq_c, &eq_s);
+    assert_eq!((own.event, own.fid), (eq_event::FI_SHUTDOWN, 5));
+    assert!(eq_c.read().unwrap_err().is_again(), "one FI_SHUTDOWN");
     // It stays deliverable after the shutdown (it was dropped, and the
     // receive waited for ever); a receive past it fails at once.
     let mut last = [0u8; 16];
