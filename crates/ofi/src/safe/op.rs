@@ -75,8 +75,10 @@ pub struct OpError<B> {
     /// ([`ErrorKind::TimedOut`]: the operation is still in flight), or a
     /// handle already taken.
     pub error: Error,
-    /// The buffer, when the operation ended (none on a timeout: it stays
-    /// with the operation).
+    /// The buffer, when the operation ended (none on a wait's timeout: it
+    /// stays with the operation; none when the operation failed with
+    /// `FI_ETIMEDOUT`: its peer, silent but maybe alive, may still write
+    /// into it, so it is kept for good rather than handed back).
     pub buf: Option<B>,
     /// Bytes that did not fit (truncation).
     pub overflow: usize,
@@ -283,7 +285,20 @@ fn taken<B>() -> OpError<B> {
 fn failed<B>(f: Failed, buf: B) -> OpError<B> {
     OpError {
         error: f.error(),
-        buf: Some(buf),
+        buf: keep_unless_timed_out(f.err, buf),
         overflow: f.olen,
     }
+}
+
+/// The buffer of an operation that failed with `err`, to hand back; none
+/// for `FI_ETIMEDOUT`. A peer declared dead by silence may be alive and
+/// still copy into the buffer later (a cooperative copy or a read answer
+/// written across processes), so the buffer is kept for good (leaked)
+/// rather than handed back or freed.
+pub(crate) fn keep_unless_timed_out<B>(err: i32, buf: B) -> Option<B> {
+    if err == crate::errno::FI_ETIMEDOUT {
+        std::mem::forget(buf);
+        return None;
+    }
+    Some(buf)
 }

@@ -415,7 +415,11 @@ impl Table {
         match s.key.get() & STATE {
             PENDING => Self::fail(s, x, e.err, e.len, e.tag, e.olen),
             ORPHAN => {
-                drop(self.free_slot(s, x, i as u32));
+                let (waker, orphan) = self.free_slot(s, x, i as u32);
+                drop(waker);
+                // Timed out: the silent peer may still write into the
+                // buffers (see op::keep_unless_timed_out).
+                drop(orphan.and_then(|o| super::op::keep_unless_timed_out(e.err, o)));
                 None
             }
             _ => None,
