@@ -206,60 +206,90 @@ static void active_rdm(void)
 	fi_freeinfo(info);
 }
 
+/* A listening MSG side: offer, fabric, EQ (the passive endpoint's),
+ * domain, CQ, passive endpoint and its address. */
+struct msg_side {
+	struct fi_info *info;
+	struct fid_fabric *fab;
+	struct fid_eq *eq;
+	struct fid_domain *dom;
+	struct fid_cq *cq;
+	struct fid_pep *pep;
+	struct sockaddr_in at;
+};
+
+/* Opens a side up to a listening passive endpoint: 0, or -1 (checks say
+ * what failed). `before_pep`, if given, runs once the domain is open. */
+static int msg_open(struct msg_side *m, void (*before_pep)(struct msg_side *))
+{
+	memset(m, 0, sizeof *m);
+	m->info = offer(FI_EP_MSG);
+	CHECK("MSG offer", m->info != NULL);
+	if (!m->info)
+		return -1;
+	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_UNSPEC };
+	struct fi_cq_attr qa = { .format = FI_CQ_FORMAT_CONTEXT };
+	CHECK("fabric", fi_fabric(m->info->fabric_attr, &m->fab, NULL) == 0);
+	CHECK("eq", fi_eq_open(m->fab, &ea, &m->eq, NULL) == 0);
+	CHECK("domain", fi_domain(m->fab, m->info, &m->dom, NULL) == 0);
+	if (before_pep)
+		before_pep(m);
+	CHECK("cq", fi_cq_open(m->dom, &qa, &m->cq, NULL) == 0);
+	CHECK("passive endpoint", fi_passive_ep(m->fab, m->info, &m->pep, NULL) == 0);
+	CHECK("pep bind", fi_pep_bind(m->pep, &m->eq->fid, 0) == 0);
+	CHECK("listen", fi_listen(m->pep) == 0);
+	size_t alen = sizeof m->at;
+	CHECK("pep getname", fi_getname(&m->pep->fid, &m->at, &alen) == 0);
+	return 0;
+}
+
+/* Closes what msg_open opened (endpoints first, by the caller). */
+static void msg_close(struct msg_side *m)
+{
+	fi_close(&m->pep->fid);
+	fi_close(&m->cq->fid);
+	CHECK("domain close", fi_close(&m->dom->fid) == 0);
+	CHECK("eq close", fi_close(&m->eq->fid) == 0);
+	fi_close(&m->fab->fid);
+	fi_freeinfo(m->info);
+}
+
 /* fi_connect and fi_accept enable an endpoint that is not yet enabled
  * (fi_endpoint(3)); fi_reject and fi_accept refused for private data over
  * the limit keep the connection request, which can then be answered
  * (ofi lost the request with the refusal, and wanted fi_enable first). */
 static void answers_after_a_refusal(void)
 {
-	struct fi_info *info = offer(FI_EP_MSG);
-	CHECK("MSG offer", info != NULL);
-	if (!info)
+	struct msg_side m;
+	if (msg_open(&m, NULL))
 		return;
-	struct fid_fabric *fab;
-	struct fid_domain *dom;
-	struct fid_eq *eq;
-	struct fid_pep *pep;
-	struct fid_cq *cq;
 	struct fid_ep *cl, *sv = NULL;
-	struct fi_eq_attr ea = { .size = 8, .wait_obj = FI_WAIT_UNSPEC };
-	struct fi_cq_attr qa = { .format = FI_CQ_FORMAT_CONTEXT };
-	CHECK("fabric", fi_fabric(info->fabric_attr, &fab, NULL) == 0);
-	CHECK("eq", fi_eq_open(fab, &ea, &eq, NULL) == 0);
-	CHECK("domain", fi_domain(fab, info, &dom, NULL) == 0);
-	CHECK("cq", fi_cq_open(dom, &qa, &cq, NULL) == 0);
-	CHECK("passive endpoint", fi_passive_ep(fab, info, &pep, NULL) == 0);
-	CHECK("pep bind", fi_pep_bind(pep, &eq->fid, 0) == 0);
-	CHECK("listen", fi_listen(pep) == 0);
-	struct sockaddr_in at;
-	size_t alen = sizeof at;
-	CHECK("pep getname", fi_getname(&pep->fid, &at, &alen) == 0);
 	size_t size = 0, len = sizeof size;
-	CHECK("cm data size", fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &size, &len) == 0);
+	CHECK("cm data size", fi_getopt(&m.pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &size, &len) == 0);
 	char *big = calloc(1, size + 1);
-	CHECK("client endpoint", fi_endpoint(dom, info, &cl, NULL) == 0);
-	CHECK("client binds", fi_ep_bind(cl, &eq->fid, 0) == 0 &&
-	      fi_ep_bind(cl, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	CHECK("client endpoint", fi_endpoint(m.dom, m.info, &cl, NULL) == 0);
+	CHECK("client binds", fi_ep_bind(cl, &m.eq->fid, 0) == 0 &&
+	      fi_ep_bind(cl, &m.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
 	/* No fi_enable on ofi: fi_connect enables the endpoint. libfabric
 	 * 1.17 returns 0 there but never connects, so it gets fi_enable. */
 	if (!on_ofi)
 		fi_enable(cl);
-	SAME("connect %d", fi_connect(cl, &at, "hi", 2));
+	SAME("connect %d", fi_connect(cl, &m.at, "hi", 2));
 	struct {
 		struct fi_eq_cm_entry e;
 		char d[256];
 	} cm;
 	uint32_t ev = 0;
-	ssize_t n = fi_eq_sread(eq, &ev, &cm, sizeof cm, 5000, 0);
+	ssize_t n = fi_eq_sread(m.eq, &ev, &cm, sizeof cm, 5000, 0);
 	SAME("connection request event %u", ev);
 	if (n > 0 && ev == FI_CONNREQ) {
 		/* libfabric 1.17 aborts here ("buffer overflow detected"). */
 		CHECK_OFI("reject with more private data than the limit fails",
-			  fi_reject(pep, cm.e.info->handle, big, size + 1) < 0);
-		CHECK("server endpoint", fi_endpoint(dom, cm.e.info, &sv, NULL) == 0);
+			  fi_reject(m.pep, cm.e.info->handle, big, size + 1) < 0);
+		CHECK("server endpoint", fi_endpoint(m.dom, cm.e.info, &sv, NULL) == 0);
 		fi_freeinfo(cm.e.info);
-		CHECK("server binds", fi_ep_bind(sv, &eq->fid, 0) == 0 &&
-		      fi_ep_bind(sv, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+		CHECK("server binds", fi_ep_bind(sv, &m.eq->fid, 0) == 0 &&
+		      fi_ep_bind(sv, &m.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
 		CHECK_OFI("accept with more private data than the limit fails",
 			  fi_accept(sv, big, size + 1) < 0);
 		/* Not enabled either on ofi: fi_accept enables the endpoint. */
@@ -269,7 +299,7 @@ static void answers_after_a_refusal(void)
 		/* Both sides' FI_CONNECTED, in either order. */
 		int server = 0, client = 0;
 		for (int i = 0; i < 2; i++) {
-			n = fi_eq_sread(eq, &ev, &cm, sizeof cm, 5000, 0);
+			n = fi_eq_sread(m.eq, &ev, &cm, sizeof cm, 5000, 0);
 			if (n <= 0 || ev != FI_CONNECTED)
 				break;
 			if (cm.e.fid == &sv->fid)
@@ -284,12 +314,38 @@ static void answers_after_a_refusal(void)
 	if (sv)
 		fi_close(&sv->fid);
 	fi_close(&cl->fid);
-	fi_close(&pep->fid);
-	fi_close(&cq->fid);
-	fi_close(&dom->fid);
-	fi_close(&eq->fid);
-	fi_close(&fab->fid);
-	fi_freeinfo(info);
+	msg_close(&m);
+}
+
+static struct fid_mr *dq_mr;
+static int dq_mctx;
+static char dq_buf[64];
+
+/* domain_event_queue's steps on the open domain, before the passive
+ * endpoint: the domain's EQ, a registration and its report. */
+static void bind_domain_eq(struct msg_side *m)
+{
+	int r = fi_domain_bind(m->dom, &m->eq->fid, FI_REG_MR);
+	/* libfabric 1.17's tcp refuses FI_REG_MR. */
+	CHECK_OFI("domain bind with FI_REG_MR", r == 0);
+	if (r)
+		r = fi_domain_bind(m->dom, &m->eq->fid, 0);
+	SAME("domain bind %d", r);
+	CHECK_OFI("an EQ bound to a domain does not close", fi_close(&m->eq->fid) == -FI_EBUSY);
+	CHECK("register", fi_mr_reg(m->dom, dq_buf, sizeof dq_buf, FI_REMOTE_WRITE, 0, 0, 0, &dq_mr, &dq_mctx) == 0);
+	struct fi_eq_entry e;
+	uint32_t ev = 0;
+	if (on_ofi) {
+		ssize_t n = fi_eq_read(m->eq, &ev, &e, sizeof e, 0);
+		CHECK("FI_MR_COMPLETE names the region and its context",
+		      n == (ssize_t)sizeof e && ev == FI_MR_COMPLETE && e.fid == &dq_mr->fid && e.context == &dq_mctx);
+		/* A region closed before its report is read takes the report
+		 * with it (it would name freed memory). */
+		struct fid_mr *gone;
+		CHECK("register another", fi_mr_reg(m->dom, dq_buf, 8, FI_REMOTE_WRITE, 0, 1, 0, &gone, NULL) == 0);
+		CHECK("close it", fi_close(&gone->fid) == 0);
+		CHECK("no report names the closed region", fi_eq_read(m->eq, &ev, &e, sizeof e, 0) == -FI_EAGAIN);
+	}
 }
 
 /* An EQ bound to the domain (fi_domain(3)): with FI_REG_MR it reports each
@@ -299,75 +355,31 @@ static void answers_after_a_refusal(void)
  * fi_connect was -FI_ENOEQ). */
 static void domain_event_queue(void)
 {
-	struct fi_info *info = offer(FI_EP_MSG);
-	CHECK("MSG offer", info != NULL);
-	if (!info)
+	struct msg_side m;
+	if (msg_open(&m, bind_domain_eq))
 		return;
-	struct fid_fabric *fab;
-	struct fid_domain *dom;
-	struct fid_eq *eq;
-	struct fid_pep *pep;
-	struct fid_cq *cq;
 	struct fid_ep *cl = NULL, *sv = NULL;
-	struct fid_mr *mr = NULL;
-	struct fi_eq_attr ea = { .size = 16, .wait_obj = FI_WAIT_UNSPEC };
-	struct fi_cq_attr qa = { .format = FI_CQ_FORMAT_CONTEXT };
-	CHECK("fabric", fi_fabric(info->fabric_attr, &fab, NULL) == 0);
-	CHECK("eq", fi_eq_open(fab, &ea, &eq, NULL) == 0);
-	CHECK("domain", fi_domain(fab, info, &dom, NULL) == 0);
-	int r = fi_domain_bind(dom, &eq->fid, FI_REG_MR);
-	/* libfabric 1.17's tcp refuses FI_REG_MR. */
-	CHECK_OFI("domain bind with FI_REG_MR", r == 0);
-	if (r)
-		r = fi_domain_bind(dom, &eq->fid, 0);
-	SAME("domain bind %d", r);
-	CHECK_OFI("an EQ bound to a domain does not close", fi_close(&eq->fid) == -FI_EBUSY);
-	static char buf[64];
-	int mctx;
-	CHECK("register", fi_mr_reg(dom, buf, sizeof buf, FI_REMOTE_WRITE, 0, 0, 0, &mr, &mctx) == 0);
 	struct {
 		struct fi_eq_cm_entry e;
 		char d[256];
 	} cm;
-	struct fi_eq_entry *plain = (struct fi_eq_entry *)&cm;
 	uint32_t ev = 0;
-	if (on_ofi) {
-		ssize_t n = fi_eq_read(eq, &ev, &cm, sizeof cm, 0);
-		CHECK("FI_MR_COMPLETE names the region and its context",
-		      n == (ssize_t)sizeof(struct fi_eq_entry) && ev == FI_MR_COMPLETE &&
-			      plain->fid == &mr->fid && plain->context == &mctx);
-	}
-	if (on_ofi) {
-		/* A region closed before its report is read takes the report
-		 * with it (it would name freed memory). */
-		struct fid_mr *gone;
-		CHECK("register another", fi_mr_reg(dom, buf, 8, FI_REMOTE_WRITE, 0, 1, 0, &gone, NULL) == 0);
-		CHECK("close it", fi_close(&gone->fid) == 0);
-		CHECK("no report names the closed region", fi_eq_read(eq, &ev, &cm, sizeof cm, 0) == -FI_EAGAIN);
-	}
-	CHECK("cq", fi_cq_open(dom, &qa, &cq, NULL) == 0);
-	CHECK("passive endpoint", fi_passive_ep(fab, info, &pep, NULL) == 0);
-	CHECK("pep bind", fi_pep_bind(pep, &eq->fid, 0) == 0);
-	CHECK("listen", fi_listen(pep) == 0);
-	struct sockaddr_in at;
-	size_t alen = sizeof at;
-	CHECK("pep getname", fi_getname(&pep->fid, &at, &alen) == 0);
 	/* The client and the server bind a CQ and no EQ. */
-	CHECK("client endpoint", fi_endpoint(dom, info, &cl, NULL) == 0);
-	CHECK("client binds its CQ", fi_ep_bind(cl, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	CHECK("client endpoint", fi_endpoint(m.dom, m.info, &cl, NULL) == 0);
+	CHECK("client binds its CQ", fi_ep_bind(cl, &m.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
 	CHECK("client enable", fi_enable(cl) == 0);
-	SAME("connect with the domain's EQ %d", fi_connect(cl, &at, NULL, 0));
-	ssize_t n = fi_eq_sread(eq, &ev, &cm, sizeof cm, 5000, 0);
+	SAME("connect with the domain's EQ %d", fi_connect(cl, &m.at, NULL, 0));
+	ssize_t n = fi_eq_sread(m.eq, &ev, &cm, sizeof cm, 5000, 0);
 	SAME("connection request event %u", ev);
 	if (n > 0 && ev == FI_CONNREQ) {
-		CHECK("server endpoint", fi_endpoint(dom, cm.e.info, &sv, NULL) == 0);
+		CHECK("server endpoint", fi_endpoint(m.dom, cm.e.info, &sv, NULL) == 0);
 		fi_freeinfo(cm.e.info);
-		CHECK("server binds its CQ", fi_ep_bind(sv, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+		CHECK("server binds its CQ", fi_ep_bind(sv, &m.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
 		CHECK("server enable", fi_enable(sv) == 0);
 		SAME("accept with the domain's EQ %d", fi_accept(sv, NULL, 0));
 		int server = 0, client = 0;
 		for (int i = 0; i < 2; i++) {
-			n = fi_eq_sread(eq, &ev, &cm, sizeof cm, 5000, 0);
+			n = fi_eq_sread(m.eq, &ev, &cm, sizeof cm, 5000, 0);
 			if (n <= 0 || ev != FI_CONNECTED)
 				break;
 			server |= cm.e.fid == &sv->fid;
@@ -378,13 +390,8 @@ static void domain_event_queue(void)
 	if (sv)
 		fi_close(&sv->fid);
 	fi_close(&cl->fid);
-	fi_close(&pep->fid);
-	fi_close(&mr->fid);
-	fi_close(&cq->fid);
-	CHECK("domain close", fi_close(&dom->fid) == 0);
-	CHECK("eq close once the domain is closed", fi_close(&eq->fid) == 0);
-	fi_close(&fab->fid);
-	fi_freeinfo(info);
+	fi_close(&dq_mr->fid);
+	msg_close(&m);
 }
 
 /* Closing an endpoint drops the events still queued about it: read
@@ -397,65 +404,45 @@ static void closed_endpoints_leave_no_events(void)
 		printf("skip on libfabric: events of a closed endpoint\n");
 		return;
 	}
-	struct fi_info *info = offer(FI_EP_MSG);
-	CHECK("MSG offer", info != NULL);
-	if (!info)
+	struct msg_side m;
+	if (msg_open(&m, NULL))
 		return;
-	struct fid_fabric *fab;
-	struct fid_domain *dom;
-	struct fid_eq *eq, *ceq;
-	struct fid_pep *pep;
-	struct fid_cq *cq;
+	struct fid_eq *ceq;
 	struct fid_ep *cl, *sv = NULL;
 	struct fi_eq_attr ea = { .size = 8, .wait_obj = FI_WAIT_UNSPEC };
-	struct fi_cq_attr qa = { .format = FI_CQ_FORMAT_CONTEXT };
-	CHECK("fabric", fi_fabric(info->fabric_attr, &fab, NULL) == 0);
-	CHECK("eqs", fi_eq_open(fab, &ea, &eq, NULL) == 0 && fi_eq_open(fab, &ea, &ceq, NULL) == 0);
-	CHECK("domain", fi_domain(fab, info, &dom, NULL) == 0);
-	CHECK("cq", fi_cq_open(dom, &qa, &cq, NULL) == 0);
-	CHECK("passive endpoint", fi_passive_ep(fab, info, &pep, NULL) == 0);
-	CHECK("pep bind", fi_pep_bind(pep, &eq->fid, 0) == 0);
-	CHECK("listen", fi_listen(pep) == 0);
-	struct sockaddr_in at;
-	size_t alen = sizeof at;
-	CHECK("pep getname", fi_getname(&pep->fid, &at, &alen) == 0);
-	CHECK("client endpoint", fi_endpoint(dom, info, &cl, NULL) == 0);
+	CHECK("client eq", fi_eq_open(m.fab, &ea, &ceq, NULL) == 0);
+	CHECK("client endpoint", fi_endpoint(m.dom, m.info, &cl, NULL) == 0);
 	CHECK("client binds", fi_ep_bind(cl, &ceq->fid, 0) == 0 &&
-	      fi_ep_bind(cl, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
-	CHECK("connect", fi_connect(cl, &at, NULL, 0) == 0);
+	      fi_ep_bind(cl, &m.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+	CHECK("connect", fi_connect(cl, &m.at, NULL, 0) == 0);
 	struct {
 		struct fi_eq_cm_entry e;
 		char d[256];
 	} cm;
 	uint32_t ev = 0;
-	ssize_t n = fi_eq_sread(eq, &ev, &cm, sizeof cm, 5000, 0);
+	ssize_t n = fi_eq_sread(m.eq, &ev, &cm, sizeof cm, 5000, 0);
 	CHECK("connection request", n > 0 && ev == FI_CONNREQ);
 	if (n > 0 && ev == FI_CONNREQ) {
-		CHECK("server endpoint", fi_endpoint(dom, cm.e.info, &sv, NULL) == 0);
+		CHECK("server endpoint", fi_endpoint(m.dom, cm.e.info, &sv, NULL) == 0);
 		fi_freeinfo(cm.e.info);
-		CHECK("server binds", fi_ep_bind(sv, &eq->fid, 0) == 0 &&
-		      fi_ep_bind(sv, &cq->fid, FI_TRANSMIT | FI_RECV) == 0);
+		CHECK("server binds", fi_ep_bind(sv, &m.eq->fid, 0) == 0 &&
+		      fi_ep_bind(sv, &m.cq->fid, FI_TRANSMIT | FI_RECV) == 0);
 		CHECK("accept", fi_accept(sv, NULL, 0) == 0);
 		n = fi_eq_sread(ceq, &ev, &cm, sizeof cm, 5000, 0);
 		CHECK("the client is connected", n > 0 && ev == FI_CONNECTED);
 		/* The server's FI_CONNECTED waits in its EQ (peeked, not read). */
 		double end = now_s() + 5;
 		do
-			n = fi_eq_read(eq, &ev, &cm, sizeof cm, FI_PEEK);
+			n = fi_eq_read(m.eq, &ev, &cm, sizeof cm, FI_PEEK);
 		while (n == -FI_EAGAIN && now_s() < end);
 		CHECK("the server's FI_CONNECTED is queued", n > 0 && ev == FI_CONNECTED && cm.e.fid == &sv->fid);
 		CHECK("server close", fi_close(&sv->fid) == 0);
 		CHECK("no event names the closed endpoint",
-		      fi_eq_read(eq, &ev, &cm, sizeof cm, 0) == -FI_EAGAIN);
+		      fi_eq_read(m.eq, &ev, &cm, sizeof cm, 0) == -FI_EAGAIN);
 	}
 	fi_close(&cl->fid);
-	fi_close(&pep->fid);
-	fi_close(&cq->fid);
-	fi_close(&dom->fid);
 	fi_close(&ceq->fid);
-	fi_close(&eq->fid);
-	fi_close(&fab->fid);
-	fi_freeinfo(info);
+	msg_close(&m);
 }
 
 int main(void)
