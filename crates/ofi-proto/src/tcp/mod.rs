@@ -51,7 +51,9 @@ pub use conn::{Config, Conn, SendReq, State, Target, Transmit, TxSlice, FAST_MAX
 pub use crossing::{decide_hello, Existing, HelloDecision};
 pub use event::{CopyOut, Event, ProtoError, RecvDone};
 pub use ofi_wire::tcp::reject;
-pub use one_sided::{Ack, AtomicArgs, Grant, Memory, Remote, Req, RmaKind, RmaReq, MAX_RANGES};
+pub use one_sided::{
+    Ack, AtomicArgs, Grant, Memory, Remote, Req, RmaKind, RmaReq, COUNT_AS_READ, MAX_RANGES,
+};
 pub use rx::{Pending, RecvReq, Rx, RxConfig, RTS_COST};
 
 /// The driver's name for a connection, unique among the connections that

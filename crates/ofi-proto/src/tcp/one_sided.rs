@@ -28,6 +28,12 @@ pub use ofi_wire::tcp::MAX_RANGES;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Grant(pub u64);
 
+/// A bit of the `access` passed to [`Memory::resolve`] (no libfabric flag
+/// uses it): the access is counted on the remote read counter whatever
+/// it needs (a fetching or comparing atomic needs FI_REMOTE_WRITE and
+/// counts as FI_REMOTE_READ, fi_endpoint(3)). The permission is the rest.
+pub const COUNT_AS_READ: u64 = 1 << 62;
+
 /// The registered memory of an endpoint, as the target of its peers'
 /// one-sided requests. Installed with [`Rx::set_memory`](super::Rx::set_memory);
 /// without it every request is answered with `FI_EOPNOTSUPP`.

@@ -16,7 +16,7 @@ use ofi_core::util::iov::IoVec;
 use ofi_core::util::rma::RmaIov;
 use ofi_proto::tcp::{
     AtomicArgs, Config, Conn, ConnId, Event, Grant, Memory, RecvDone, RecvReq, Rx, RxConfig,
-    SendReq, Target, TxSlice,
+    SendReq, Target, TxSlice, COUNT_AS_READ,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -310,12 +310,18 @@ impl Memory for SimMemory {
     fn resolve(&mut self, ranges: &[RmaIov], access: u64, out: &mut [IoVec]) -> Result<Grant, i32> {
         let mut t = self.0.lock().unwrap();
         assert_eq!(out.len(), ranges.len());
+        // The permission, and what the access counts as.
+        let (access, counted) = if access & COUNT_AS_READ != 0 {
+            (access & !COUNT_AS_READ, FI_REMOTE_READ)
+        } else {
+            (access, access)
+        };
         for (o, x) in out.iter_mut().zip(ranges) {
             *o = t.resolve_one(x, access)?;
         }
         let g = t.next;
         t.next += 1;
-        t.grants.insert(g, (access, out.to_vec()));
+        t.grants.insert(g, (counted, out.to_vec()));
         Ok(Grant(g))
     }
     fn release(&mut self, grant: Grant, done: bool) {

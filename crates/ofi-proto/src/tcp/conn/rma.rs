@@ -838,8 +838,11 @@ impl Conn {
         };
         let access = if o == atomic_op::FI_ATOMIC_READ {
             FI_REMOTE_READ
-        } else {
+        } else if k == AtomicKind::Basic {
             FI_REMOTE_WRITE
+        } else {
+            // A fetch or compare writes, and counts as a read.
+            FI_REMOTE_WRITE | crate::tcp::COUNT_AS_READ
         };
         let mut iov = [IoVec::default(); MAX_IOV];
         let status = if !atomic::valid(k, o, dt) {

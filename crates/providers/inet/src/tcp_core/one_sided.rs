@@ -19,7 +19,7 @@ use ofi_core::util::mr::MrMap;
 use ofi_core::util::rma::{
     apply_atomic, check_durable, count_remote, persist_all, resolve_all, Ioc, Resolved, RmaIov,
 };
-use ofi_proto::tcp::{Ack, AtomicArgs, Grant, Memory, Remote, RmaReq, MAX_RANGES};
+use ofi_proto::tcp::{Ack, AtomicArgs, Grant, Memory, Remote, RmaReq, COUNT_AS_READ, MAX_RANGES};
 use std::sync::Arc;
 
 /// Largest atomic, in bytes of target data, one operation may carry
@@ -99,6 +99,12 @@ impl Target {
 
 impl Memory for Target {
     fn resolve(&mut self, ranges: &[RmaIov], access: u64, out: &mut [IoVec]) -> Result<Grant, i32> {
+        // The permission, and what the access counts as.
+        let (access, counted) = if access & COUNT_AS_READ != 0 {
+            (access & !COUNT_AS_READ, FI_REMOTE_READ)
+        } else {
+            (access, access)
+        };
         if self.allow & access != access {
             return Err(errno::FI_EACCES);
         }
@@ -115,11 +121,11 @@ impl Memory for Target {
         }
         let i = match self.free.pop() {
             Some(i) => {
-                self.grants[i] = Some((access, v));
+                self.grants[i] = Some((counted, v));
                 i
             }
             None => {
-                self.grants.push(Some((access, v)));
+                self.grants.push(Some((counted, v)));
                 self.grants.len() - 1
             }
         };

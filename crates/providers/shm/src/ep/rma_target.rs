@@ -354,7 +354,14 @@ impl ShmEndpoint {
                 return;
             }
         }
-        self.count_target(g, &res, access);
+        // Counted as fi_endpoint(3) says: a fetch or compare on the remote
+        // read counter, a base atomic on the remote write counter.
+        let counted = if kind == AtomicKind::Basic {
+            FI_REMOTE_WRITE
+        } else {
+            FI_REMOTE_READ
+        };
+        self.count_target(g, &res, counted);
         let mut a = answer(me, r.cookie, 0);
         let back = req.answer_len();
         a.len = back as u32;
