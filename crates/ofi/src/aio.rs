@@ -294,12 +294,18 @@ impl Parts {
                     Some(async_fd(waits.as_fd())?)
                 }
             };
+        let table = Table::default();
+        // Abandoned operations' buffers on shm / hybrid stay if they time
+        // out (see `table::late_writes`).
+        table.keep_timed_out.set(crate::safe::table::late_writes(
+            self.domain.info().provider(),
+        ));
         Ok(Channel {
             inner: Arc::new(Inner {
                 fd,
                 core: SpinLock::new(Core {
                     ep: Some(self.ep),
-                    table: Table::default(),
+                    table,
                     woken: Vec::new(),
                     watcher: None,
                 }),

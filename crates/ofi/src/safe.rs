@@ -240,12 +240,16 @@ impl Channel {
             ep.enable()?;
             (Eps::One(ep), Some(av))
         };
+        let table = Table::default();
+        table
+            .keep_timed_out
+            .set(table::late_writes(info.provider()));
         Ok(Channel {
             ep,
             cq,
             fd,
             av,
-            table: Table::default(),
+            table,
             more: std::cell::Cell::new(0),
             parked: Arc::default(),
             domain,

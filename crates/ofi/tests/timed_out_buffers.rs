@@ -37,10 +37,23 @@ fn a_timed_out_read_keeps_its_buffer() {
         )
         .expect("read posted");
     // The target never polls: its ring keeps the request unread.
+    let t0 = std::time::Instant::now();
     let Err(e) = op.wait(Duration::from_secs(20)) else {
         panic!("the read must fail once the target is declared dead by silence");
     };
     assert_eq!(e.error.code(), errno::FI_ETIMEDOUT, "{}", e.error);
+    // The provider's failure, not the wait running out (it too reports
+    // FI_ETIMEDOUT, with the operation still in flight).
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "failed after {:?}: the wait ran out",
+        t0.elapsed()
+    );
+    assert!(
+        op.check()
+            .is_some_and(|r| r.is_err_and(|e| e.error.code() == errno::FI_EALREADY)),
+        "the operation ended: its result was taken"
+    );
     assert!(
         e.buf.is_none(),
         "the buffer of a timed-out read was handed back"

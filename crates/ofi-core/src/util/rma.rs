@@ -128,9 +128,13 @@ pub fn persist_all(res: &[Resolved]) -> Result<()> {
 }
 
 /// Counts a completed remote access at the target: the endpoint's
-/// FI_REMOTE_READ / FI_REMOTE_WRITE counters and the region's bound counter
-/// (FI_RMA_EVENT). `access` is FI_REMOTE_READ or FI_REMOTE_WRITE.
-pub fn count_remote(b: &EpBindings, mr: Option<&MrCore>, access: u64) {
+/// FI_REMOTE_READ / FI_REMOTE_WRITE counter by `ep_access` (fi_endpoint(3):
+/// a fetching or comparing atomic counts as a read) and the region's bound
+/// counter by `mr_access` (fi_mr(3): an atomic that modifies the region
+/// counts as a write) (FI_RMA_EVENT). Each is FI_REMOTE_READ or
+/// FI_REMOTE_WRITE.
+pub fn count_remote(b: &EpBindings, mr: Option<&MrCore>, ep_access: u64, mr_access: u64) {
+    let access = ep_access;
     let c = if access & FI_REMOTE_WRITE != 0 {
         &b.rem_write_cntr
     } else {
@@ -140,7 +144,7 @@ pub fn count_remote(b: &EpBindings, mr: Option<&MrCore>, access: u64) {
         c.add(1);
     }
     if let Some(mr) = mr {
-        mr.count_remote(access);
+        mr.count_remote(mr_access);
     }
 }
 

@@ -29,9 +29,10 @@ pub use ofi_wire::tcp::MAX_RANGES;
 pub struct Grant(pub u64);
 
 /// A bit of the `access` passed to [`Memory::resolve`] (no libfabric flag
-/// uses it): the access is counted on the remote read counter whatever
-/// it needs (a fetching or comparing atomic needs FI_REMOTE_WRITE and
-/// counts as FI_REMOTE_READ, fi_endpoint(3)). The permission is the rest.
+/// uses it): the endpoint counts the access on its remote read counter
+/// whatever it needs (a fetching or comparing atomic needs FI_REMOTE_WRITE
+/// and counts as FI_REMOTE_READ, fi_endpoint(3)); regions count it by the
+/// rest, the permission (it modifies them: a write, fi_mr(3)).
 pub const COUNT_AS_READ: u64 = 1 << 62;
 
 /// The registered memory of an endpoint, as the target of its peers'
@@ -39,7 +40,9 @@ pub const COUNT_AS_READ: u64 = 1 << 62;
 /// without it every request is answered with `FI_EOPNOTSUPP`.
 pub trait Memory: Send {
     /// Resolves every range (`len` in bytes) for `access` (`FI_REMOTE_READ`
-    /// or `FI_REMOTE_WRITE`), all or nothing: the local ranges go to `out`
+    /// or `FI_REMOTE_WRITE`, possibly with [`COUNT_AS_READ`], which an
+    /// implementation strips before checking the permission and keeps for
+    /// counting the endpoint's access at release), all or nothing: the local ranges go to `out`
     /// (in order, one per range). An `Err(FI_E*)` (unknown key, access not
     /// granted, out of bounds) is answered to the initiator.
     fn resolve(&mut self, ranges: &[RmaIov], access: u64, out: &mut [IoVec]) -> Result<Grant, i32>;

@@ -76,9 +76,10 @@ pub struct OpError<B> {
     /// handle already taken.
     pub error: Error,
     /// The buffer, when the operation ended (none on a wait's timeout: it
-    /// stays with the operation; none when the operation failed with
-    /// `FI_ETIMEDOUT`: its peer, silent but maybe alive, may still write
-    /// into it, so it is kept for good rather than handed back).
+    /// stays with the operation, and `error` says "still in flight"; none
+    /// when the operation failed with `FI_ETIMEDOUT` on shm or hybrid: its
+    /// peer, silent but maybe alive, may still copy into it across
+    /// processes, so it is kept for good rather than handed back).
     pub buf: Option<B>,
     /// Bytes that did not fit (truncation).
     pub overflow: usize,
@@ -187,6 +188,19 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
         // The buffer moves once, straight into what is returned.
         Some(match (r, self.buf.take()) {
             (Ok(r), Some(buf)) => Ok(Done::new(buf.into_inner(), r)),
+            (Err(f), Some(buf))
+                if f.err == crate::errno::FI_ETIMEDOUT && self.ch.table.keep_timed_out.get() =>
+            {
+                // The silent peer may still write into the buffer: kept for
+                // good, in its wrapper (moving it out would invalidate the
+                // address the peer writes to).
+                std::mem::forget(buf);
+                Err(OpError {
+                    error: f.error(),
+                    buf: None,
+                    overflow: f.olen,
+                })
+            }
             (Err(f), Some(buf)) => Err(failed(f, buf.into_inner())),
             (_, None) => Err(taken()),
         })
@@ -285,20 +299,7 @@ fn taken<B>() -> OpError<B> {
 fn failed<B>(f: Failed, buf: B) -> OpError<B> {
     OpError {
         error: f.error(),
-        buf: keep_unless_timed_out(f.err, buf),
+        buf: Some(buf),
         overflow: f.olen,
     }
-}
-
-/// The buffer of an operation that failed with `err`, to hand back; none
-/// for `FI_ETIMEDOUT`. A peer declared dead by silence may be alive and
-/// still copy into the buffer later (a cooperative copy or a read answer
-/// written across processes), so the buffer is kept for good (leaked)
-/// rather than handed back or freed.
-pub(crate) fn keep_unless_timed_out<B>(err: i32, buf: B) -> Option<B> {
-    if err == crate::errno::FI_ETIMEDOUT {
-        std::mem::forget(buf);
-        return None;
-    }
-    Some(buf)
 }

@@ -188,6 +188,18 @@ pub(crate) struct Table {
     dead: RefCell<Vec<Box<dyn Any + Send>>>,
     /// True while `dead` holds something (a flag read on every poll).
     any_dead: Cell<bool>,
+    /// Buffers of operations that failed with FI_ETIMEDOUT are kept for
+    /// good: the provider lets a peer declared dead by silence (maybe
+    /// alive) write into this process's memory (shm, and hybrid through
+    /// it, copy across processes). See [`late_writes`].
+    pub keep_timed_out: Cell<bool>,
+}
+
+/// Whether a provider lets peers write into this process's memory
+/// themselves (cross-process copies), so that one declared dead by silence
+/// may still write after its operations failed.
+pub(crate) fn late_writes(provider: &str) -> bool {
+    matches!(provider, "shm" | "hybrid")
 }
 
 impl Default for Table {
@@ -204,6 +216,7 @@ impl Default for Table {
             remote: Default::default(),
             dead: Default::default(),
             any_dead: Cell::new(false),
+            keep_timed_out: Cell::new(false),
         }
     }
 }
@@ -417,9 +430,12 @@ impl Table {
             ORPHAN => {
                 let (waker, orphan) = self.free_slot(s, x, i as u32);
                 drop(waker);
-                // Timed out: the silent peer may still write into the
-                // buffers (see op::keep_unless_timed_out).
-                drop(orphan.and_then(|o| super::op::keep_unless_timed_out(e.err, o)));
+                if e.err == crate::errno::FI_ETIMEDOUT && self.keep_timed_out.get() {
+                    // The silent peer may still write into the buffers.
+                    std::mem::forget(orphan);
+                } else {
+                    drop(orphan);
+                }
                 None
             }
             _ => None,

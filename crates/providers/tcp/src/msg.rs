@@ -590,15 +590,18 @@ impl EndpointOps for TcpMsgEp {
         let was = g.phase;
         g.phase = Phase::Done;
         if was != Phase::Done {
-            // This side's end of the connection, reported here as the
-            // peer's is (FI_SHUTDOWN on the endpoint's EQ); receives still
-            // posted are canceled (messages already in stay for later
-            // receives).
+            // Receives still posted are canceled (messages already in stay
+            // for later receives).
             g.rx.fail_posted(errno::FI_ECANCELED);
             g.gone = Some(errno::FI_ECANCELED);
+        }
+        // The cancellations reach the CQ before the EQ says it ended.
+        self.drive(&mut g);
+        if was != Phase::Done {
+            // This side's end of the connection, reported as the peer's
+            // is (FI_SHUTDOWN on the endpoint's EQ).
             Self::eq_event(&g, eq_event::FI_SHUTDOWN, Vec::new());
         }
-        self.drive(&mut g);
         Ok(())
     }
     fn getpeer(&self) -> Result<Vec<u8>> {

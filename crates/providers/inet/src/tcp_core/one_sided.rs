@@ -64,13 +64,17 @@ pub fn remote_access(caps: u64) -> u64 {
     }
 }
 
+/// A grant's accesses as counted (the endpoint's, the regions') and the
+/// regions it resolved.
+type GrantSlot = ((u64, u64), Vec<Resolved>);
+
 /// The endpoint's registered memory as the target of its peers' requests.
 pub struct Target {
     map: Arc<MrMap>,
     virt: bool,
     allow: u64,
     b: EpBindings,
-    grants: Vec<Option<(u64, Vec<Resolved>)>>,
+    grants: Vec<Option<GrantSlot>>,
     free: Vec<usize>,
     pool: Vec<Vec<Resolved>>,
 }
@@ -92,7 +96,7 @@ impl Target {
         })
     }
 
-    fn slot(&self, g: Grant) -> Option<&(u64, Vec<Resolved>)> {
+    fn slot(&self, g: Grant) -> Option<&GrantSlot> {
         self.grants.get(g.0 as usize).and_then(Option::as_ref)
     }
 }
@@ -121,11 +125,11 @@ impl Memory for Target {
         }
         let i = match self.free.pop() {
             Some(i) => {
-                self.grants[i] = Some((counted, v));
+                self.grants[i] = Some(((counted, access), v));
                 i
             }
             None => {
-                self.grants.push(Some((counted, v)));
+                self.grants.push(Some(((counted, access), v)));
                 self.grants.len() - 1
             }
         };
@@ -134,7 +138,8 @@ impl Memory for Target {
 
     fn release(&mut self, grant: Grant, done: bool) {
         let i = grant.0 as usize;
-        let Some((access, mut v)) = self.grants.get_mut(i).and_then(Option::take) else {
+        let Some(((ep_access, mr_access), mut v)) = self.grants.get_mut(i).and_then(Option::take)
+        else {
             return;
         };
         self.free.push(i);
@@ -145,9 +150,9 @@ impl Memory for Target {
                     continue;
                 }
                 if k == 0 {
-                    count_remote(&self.b, Some(&r.mr), access);
+                    count_remote(&self.b, Some(&r.mr), ep_access, mr_access);
                 } else {
-                    r.mr.count_remote(access);
+                    r.mr.count_remote(mr_access);
                 }
             }
         }

@@ -128,7 +128,7 @@ impl ShmEndpoint {
                     // SAFETY: resolved ranges are registered memory of this
                     // process, kept registered by `res` for this call.
                     unsafe { copy_from_iov(&src[..ns], 0, &mut buf[..len]) };
-                    self.count_target(g, &res, FI_REMOTE_READ);
+                    self.count_target(g, &res, FI_REMOTE_READ, FI_REMOTE_READ);
                     let mut a = answer(me, r.cookie, 0);
                     a.len = len as u32;
                     self.send_ctrl_with(g, r.src, a, &buf[..len]);
@@ -141,7 +141,7 @@ impl ShmEndpoint {
                     let moved = unsafe { cma::write_to(pid, &local, &remote) };
                     match copy_result(len, moved.map_err(|e| e.raw_os_error())) {
                         Ok(()) => {
-                            self.count_target(g, &res, FI_REMOTE_READ);
+                            self.count_target(g, &res, FI_REMOTE_READ, FI_REMOTE_READ);
                             self.send_ctrl(g, r.src, answer(me, r.cookie, 0));
                             return;
                         }
@@ -157,7 +157,7 @@ impl ShmEndpoint {
                         }
                     }
                 }
-                self.count_target(g, &res, FI_REMOTE_READ);
+                self.count_target(g, &res, FI_REMOTE_READ, FI_REMOTE_READ);
                 self.busy.store(true, Ordering::Relaxed);
                 g.read_pushes.push_back(ReadPush {
                     to: r.src,
@@ -249,7 +249,7 @@ impl ShmEndpoint {
                             return;
                         }
                     }
-                    self.count_target(g, &res, FI_REMOTE_WRITE);
+                    self.count_target(g, &res, FI_REMOTE_WRITE, FI_REMOTE_WRITE);
                     if r.flags & flag::CQ_DATA != 0 {
                         let src_addr = self.src_addr(g, r.src);
                         if let Some(cq) = &g.b.rx_cq {
@@ -270,13 +270,15 @@ impl ShmEndpoint {
         }
     }
 
-    fn count_target(&self, g: &Inner, res: &[Resolved], access: u64) {
+    /// Counts a remote access: the endpoint by `ep_access`, each region
+    /// touched by `mr_access` (see `core_rma::count_remote`).
+    fn count_target(&self, g: &Inner, res: &[Resolved], ep_access: u64, mr_access: u64) {
         for (i, x) in res.iter().enumerate() {
             // One event per operation for the endpoint, one per region touched.
             if i == 0 {
-                core_rma::count_remote(&g.b, Some(&x.mr), access);
+                core_rma::count_remote(&g.b, Some(&x.mr), ep_access, mr_access);
             } else if !res[..i].iter().any(|y| Arc::ptr_eq(&y.mr, &x.mr)) {
-                x.mr.count_remote(access);
+                x.mr.count_remote(mr_access);
             }
         }
     }
@@ -354,14 +356,16 @@ impl ShmEndpoint {
                 return;
             }
         }
-        // Counted as fi_endpoint(3) says: a fetch or compare on the remote
-        // read counter, a base atomic on the remote write counter.
+        // The endpoint counts as fi_endpoint(3) says (a fetch or compare
+        // on the remote read counter, a base atomic on the write one); the
+        // regions by the access (an atomic that modifies them is a write,
+        // fi_mr(3)).
         let counted = if kind == AtomicKind::Basic {
             FI_REMOTE_WRITE
         } else {
             FI_REMOTE_READ
         };
-        self.count_target(g, &res, counted);
+        self.count_target(g, &res, counted, access);
         let mut a = answer(me, r.cookie, 0);
         let back = req.answer_len();
         a.len = back as u32;
