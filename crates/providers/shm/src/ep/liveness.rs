@@ -12,6 +12,7 @@
 //! A closing endpoint waits (bounded) for reads a live target may still be
 //! writing, then answers every message and request still queued for it.
 
+use super::state::in_flight_to;
 use super::{Inner, ShmEndpoint, BUSY_LOOK, LIVENESS_PERIOD};
 use crate::addr::ShmAddr;
 use ofi_core::consts::*;
@@ -91,8 +92,7 @@ impl ShmEndpoint {
             for (&id, p) in by_id.iter() {
                 let wait = if reasm.waits_on(id) {
                     Wait::Pushing
-                } else if sends.waits_on(id)
-                    || rmas.any(|r| r.peer.addr.id() == id)
+                } else if in_flight_to(sends, rmas, id)
                     || ctrl.holds_for(id)
                     || read_pushes.iter().any(|r| r.to == id)
                 {

@@ -21,6 +21,7 @@
 //! one initiator are processed in the order issued (reads answered in
 //! chunks hold the ring until they finish).
 
+use super::state::in_flight_to;
 use super::{Inner, ShmEndpoint, INLINE_MAX};
 use crate::addr::ShmAddr;
 use crate::peer::Peer;
@@ -141,7 +142,7 @@ impl ShmEndpoint {
                 ShmAddr::parse(&bytes).ok().map(|a| a.id())
             });
             let held = match id {
-                Some(id) => g.sends.waits_on(id) || g.rmas.any(|r| r.peer.addr.id() == id),
+                Some(id) => in_flight_to(&g.sends, &g.rmas, id),
                 None => true,
             };
             if held {

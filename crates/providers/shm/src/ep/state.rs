@@ -67,6 +67,16 @@ pub(super) struct Reasm {
     pub(super) buf: usize,
 }
 
+/// True while sends or one-sided operations to peer `id` are in flight
+/// (what a fence to it waits for, and what makes its silence count).
+pub(super) fn in_flight_to(
+    sends: &Sends<PendingSend>,
+    rmas: &OpTable<rma::PendingRma>,
+    id: u64,
+) -> bool {
+    sends.waits_on(id) || rmas.any(|r| r.peer.addr.id() == id)
+}
+
 /// A multi-receive buffer's messages still landing.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct MultiLanding {
