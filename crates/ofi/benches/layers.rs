@@ -274,19 +274,11 @@ impl Layer for Async {
                 let rb = b.recv(rxb);
                 let ra = a.recv(rxa);
                 let sa = a.send(ping, to_b);
-                let (r, buf) = rb.await;
-                r.unwrap();
-                rxb = buf;
+                rxb = rb.await.unwrap().buf;
                 let sb = b.send(pong, to_a);
-                let (r, buf) = ra.await;
-                r.unwrap();
-                rxa = buf;
-                let (r, buf) = sa.await;
-                r.unwrap();
-                ping = buf;
-                let (r, buf) = sb.await;
-                r.unwrap();
-                pong = buf;
+                rxa = ra.await.unwrap().buf;
+                ping = sa.await.unwrap().buf;
+                pong = sb.await.unwrap().buf;
             }
             [ping, pong, rxa, rxb]
         });

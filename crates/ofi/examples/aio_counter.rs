@@ -67,11 +67,10 @@ fn main() -> Result<()> {
             .progress_until(init.compare_swap_u64(to_target, at, key, total, u64::MAX))
             .await?;
         assert_eq!(before, total);
-        let (r, bytes) = target
+        let read = target
             .progress_until(init.read(vec![0u8; 8], to_target, at, key))
-            .await;
-        r?;
-        assert_eq!(bytes, u64::MAX.to_ne_bytes());
+            .await?;
+        assert_eq!(read.buf, u64::MAX.to_ne_bytes());
         println!("counter reached {total}; claimed with compare-and-swap");
         let back = counter
             .into_vec()

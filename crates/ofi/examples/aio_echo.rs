@@ -18,16 +18,17 @@ async fn echo(conn: Channel) -> usize {
     let mut n = 0;
     let mut buf = vec![0u8; 256];
     loop {
-        let (got, b) = conn.recv(buf).await;
-        let Ok(got) = got else {
+        let Ok(got) = conn.recv(buf).await else {
             // The client hung up: its receive fails (connection reset).
             return n;
         };
-        let (sent, b) = conn.send(b[..got.len].to_vec(), Addr::PEER).await;
-        if sent.is_err() {
+        // The received buffer goes straight back out, cut to the message.
+        let mut reply = got.buf;
+        reply.truncate(got.len);
+        let Ok(sent) = conn.send(reply, Addr::PEER).await else {
             return n;
-        }
-        buf = b;
+        };
+        buf = sent.buf;
         buf.resize(256, 0);
         n += 1;
     }
@@ -38,10 +39,8 @@ async fn client(info: ofi::Info, server: Vec<u8>, me: usize) -> Result<()> {
     for i in 0..MESSAGES {
         let reply = conn.recv(vec![0u8; 256]);
         let msg = format!("client {me} message {i}").into_bytes();
-        let (sent, msg) = conn.send(msg, Addr::PEER).await;
-        sent?;
-        let (got, buf) = reply.await;
-        assert_eq!(&buf[..got?.len], &msg[..]);
+        let sent = conn.send(msg, Addr::PEER).await?;
+        assert_eq!(reply.await?.bytes(), &sent.buf[..]);
     }
     println!("client {me}: {MESSAGES} echoes");
     Ok(())

@@ -19,15 +19,13 @@ const CALLS: u64 = 25;
 async fn serve(server: Channel, requests: u64) -> Result<()> {
     for _ in 0..requests {
         // Any tag with the RESPONSE bit clear: the low bits are ignored.
-        let (got, buf) = server.trecv(vec![0u8; 8], 0, RESPONSE - 1).await;
-        let got = got?;
+        let got = server.trecv(vec![0u8; 8], 0, RESPONSE - 1).await?;
         let src = got
             .src
             .ok_or_else(|| Error::inval("request from an unknown source"))?;
-        let x = u64::from_le_bytes(buf[..8].try_into().map_err(|_| Error::inval("short"))?);
+        let x = u64::from_le_bytes(got.bytes().try_into().map_err(|_| Error::inval("short"))?);
         let answer = x.wrapping_mul(x).to_le_bytes().to_vec();
-        let (sent, _) = server.tsend(answer, src, RESPONSE | got.tag).await;
-        sent?;
+        server.tsend(answer, src, RESPONSE | got.tag).await?;
     }
     Ok(())
 }
@@ -35,12 +33,10 @@ async fn serve(server: Channel, requests: u64) -> Result<()> {
 async fn call(client: &Channel, server: ofi::safe::Addr, id: u64, x: u64) -> Result<u64> {
     // The answer's receive is posted before the request leaves.
     let answer = client.trecv(vec![0u8; 8], RESPONSE | id, 0);
-    let (sent, _) = client.tsend(x.to_le_bytes().to_vec(), server, id).await;
-    sent?;
-    let (got, buf) = answer.await;
-    got?;
+    client.tsend(x.to_le_bytes().to_vec(), server, id).await?;
+    let got = answer.await?;
     Ok(u64::from_le_bytes(
-        buf[..8]
+        got.bytes()
             .try_into()
             .map_err(|_| Error::inval("short answer"))?,
     ))

@@ -1,5 +1,8 @@
 //! The async layer (cargo feature `tokio`): a [`Channel`] whose operations
-//! are futures that own their buffers and resolve to `(result, buffer)`.
+//! are futures that own their buffers and resolve to what the safe layer's
+//! handles return: a [`Done`] with the buffer, or an [`OpError`] (which
+//! converts into [`Error`], so `?` works, and holds the buffer if it can be
+//! handed back).
 //!
 //! ```no_run
 //! # async fn demo() -> ofi::Result<()> {
@@ -9,10 +12,9 @@
 //! let (a, b) = (Channel::open(&info)?, Channel::open(&info)?);
 //! let to_b = a.insert(&b.address()?)?;
 //! let reply = b.trecv(vec![0u8; 64], 1, 0);
-//! let (sent, _buf) = a.tsend(b"hello".to_vec(), to_b, 1).await;
-//! sent?;
-//! let (got, buf) = reply.await;
-//! assert_eq!(&buf[..got?.len], b"hello");
+//! a.tsend(b"hello".to_vec(), to_b, 1).await?;
+//! let got = reply.await?;
+//! assert_eq!(got.bytes(), b"hello");
 //! # Ok(()) }
 //! ```
 //!
@@ -29,7 +31,7 @@
 //!   runs to its end) and hands the buffer to the channel, which frees it
 //!   only once the provider is done with it. Posts are made when the
 //!   operation is created, in program order; a post the provider refuses
-//!   resolves at once to the error and the buffer.
+//!   resolves at once to an [`OpError`] holding the buffer.
 //! - **Connections**: MSG endpoints connect with [`Channel::connect`] and
 //!   accept through a [`Listener`].
 //!
@@ -44,8 +46,9 @@
 mod cm;
 mod op;
 
+pub use crate::safe::{Done, OpError};
 pub use cm::Listener;
-pub use op::{Completed, Op};
+pub use op::Op;
 
 use crate::consts::*;
 use crate::safe::buf::Held;
@@ -469,7 +472,7 @@ impl Channel {
         })
     }
 
-    /// Sends a message; resolves to the result and the buffer.
+    /// Sends a message; resolves to a [`Done`] holding the buffer.
     #[inline(always)]
     pub fn send<B: IoBuf>(&self, buf: B, dest: Addr) -> Op<B> {
         self.send_op(buf, dest, 0, None, false)
@@ -513,8 +516,8 @@ impl Channel {
         })
     }
 
-    /// Receives a message into `buf` (its whole length); resolves to the
-    /// result (`len` bytes arrived) and the buffer.
+    /// Receives a message into `buf` (its whole length); resolves to a
+    /// [`Done`] holding the buffer (`len` bytes arrived: [`Done::bytes`]).
     #[inline(always)]
     pub fn recv<B: IoBufMut>(&self, buf: B) -> Op<B> {
         self.recv_op(buf, 0, 0, false)
@@ -582,8 +585,8 @@ impl Channel {
     }
 
     /// Applies an atomic to the peer's region at `(remote_addr, key)`;
-    /// resolves to the result and the [`Atomic`] (with `result` filled for
-    /// fetch and compare forms).
+    /// resolves to a [`Done`] holding the [`Atomic`] (with `result` filled
+    /// for fetch and compare forms).
     pub fn atomic(&self, mut a: Atomic, dest: Addr, remote_addr: u64, key: u64) -> Op<Atomic> {
         let Some(size) = datatype_size(a.datatype) else {
             let e = Error::inval(format!("atomic: unknown datatype {}", a.datatype));
@@ -676,13 +679,10 @@ impl Channel {
             fetch: true,
             ..Atomic::default()
         };
-        let (r, a) = self.atomic(a, dest, remote_addr, key).await;
-        r?;
-        a.result
-            .as_slice()
-            .try_into()
-            .map(u64::from_ne_bytes)
-            .map_err(|_| Error::inval("atomic: no fetched value"))
+        self.atomic(a, dest, remote_addr, key)
+            .await?
+            .fetched_u64()
+            .ok_or_else(|| Error::inval("atomic: no fetched value"))
     }
 
     /// Stores `swap` in the 64-bit word at `(remote_addr, key)` if it holds
@@ -703,13 +703,10 @@ impl Channel {
             fetch: true,
             ..Atomic::default()
         };
-        let (r, a) = self.atomic(a, dest, remote_addr, key).await;
-        r?;
-        a.result
-            .as_slice()
-            .try_into()
-            .map(u64::from_ne_bytes)
-            .map_err(|_| Error::inval("atomic: no fetched value"))
+        self.atomic(a, dest, remote_addr, key)
+            .await?
+            .fetched_u64()
+            .ok_or_else(|| Error::inval("atomic: no fetched value"))
     }
 
     /// Registers `buf` as a region peers reach with `access` (remote read

@@ -37,7 +37,7 @@
 
 pub mod buf;
 mod conn;
-mod op;
+pub(crate) mod op;
 pub mod region;
 mod sets;
 pub(crate) mod table;

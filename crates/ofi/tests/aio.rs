@@ -32,6 +32,7 @@ fn shm() -> Info {
 }
 
 /// A buffer that counts its drops (and so when its memory is freed).
+#[derive(Debug)]
 struct Tracked {
     v: Vec<u8>,
     drops: Arc<AtomicUsize>,
@@ -91,12 +92,10 @@ fn drive_until(ch: &Channel, mut cond: impl FnMut() -> bool) {
 async fn exchange(a: &Channel, b: &Channel) {
     let to_b = a.insert(&b.address().unwrap()).unwrap();
     let rx = b.trecv(vec![0u8; 64], 9, 0);
-    let (sent, buf) = a.tsend(b"over the fd".to_vec(), to_b, 9).await;
-    sent.expect("sent");
-    assert_eq!(buf, b"over the fd");
-    let (got, buf) = rx.await;
-    let got = got.expect("received");
-    assert_eq!((&buf[..got.len], got.tag), (&b"over the fd"[..], 9));
+    let sent = a.tsend(b"over the fd".to_vec(), to_b, 9).await;
+    assert_eq!(sent.expect("sent").buf, b"over the fd");
+    let got = rx.await.expect("received");
+    assert_eq!((got.bytes(), got.tag), (&b"over the fd"[..], 9));
 }
 
 #[test]
@@ -127,10 +126,9 @@ fn a_sleeping_receiver_is_woken_by_its_fd() {
             async move { b.recv(vec![0u8; 16]).await }
         });
         tokio::task::yield_now().await;
-        let (r, _) = a.send(b"wake up".to_vec(), to_b).await;
-        r.unwrap();
-        let (got, buf) = rx.await.unwrap();
-        assert_eq!(&buf[..got.unwrap().len], b"wake up");
+        a.send(b"wake up".to_vec(), to_b).await.unwrap();
+        let got = rx.await.unwrap().unwrap();
+        assert_eq!(got.bytes(), b"wake up");
     });
 }
 
@@ -153,11 +151,12 @@ fn many_tasks_share_one_channel() {
                 for i in 0..20u64 {
                     let tag = t << 32 | i;
                     let rx = b.trecv(vec![0u8; 8], tag, 0);
-                    let (s, _) = a.tsend(tag.to_ne_bytes().to_vec(), to_b, tag).await;
-                    s.unwrap();
-                    let (r, buf) = rx.await;
-                    assert_eq!(r.unwrap().tag, tag);
-                    assert_eq!(buf, tag.to_ne_bytes());
+                    a.tsend(tag.to_ne_bytes().to_vec(), to_b, tag)
+                        .await
+                        .unwrap();
+                    let got = rx.await.unwrap();
+                    assert_eq!(got.tag, tag);
+                    assert_eq!(got.buf, tag.to_ne_bytes());
                 }
             }));
         }
@@ -194,8 +193,7 @@ fn dropping_a_receive_at_every_point_frees_its_buffer_once_the_provider_is_done(
         // progress) but before the future saw it: freed at once.
         let (buf, drops) = Tracked::new(vec![0; 16]);
         let rx = b.recv(buf);
-        let (s, _) = a.send(b"done".to_vec(), to_b).await;
-        s.unwrap();
+        a.send(b"done".to_vec(), to_b).await.unwrap();
         let mut collected = 0;
         drive_until(&b, || {
             collected += b.progress();
@@ -208,10 +206,9 @@ fn dropping_a_receive_at_every_point_frees_its_buffer_once_the_provider_is_done(
 
         // After it resolved: polled again, it stays pending (no buffer left).
         let mut rx = b.recv(vec![0u8; 4]);
-        let (s, _) = a.send(b"once".to_vec(), to_b).await;
-        s.unwrap();
-        let (r, buf) = (&mut rx).await;
-        assert_eq!((r.unwrap().len, buf.len()), (4, 4));
+        a.send(b"once".to_vec(), to_b).await.unwrap();
+        let got = (&mut rx).await.unwrap();
+        assert_eq!((got.len, got.buf.len()), (4, 4));
         assert!(poll_once(&mut rx).is_pending());
         drop(rx);
         assert_eq!(a.in_flight() + b.in_flight(), 0);
@@ -241,15 +238,15 @@ fn a_dropped_send_keeps_its_buffer_until_the_peer_has_read_it() {
         // completion frees the abandoned buffer.
         let mut rx = pin!(b.recv(vec![0u8; 200_000]));
         let deadline = Instant::now() + Duration::from_secs(10);
-        let (got, data) = loop {
+        let got = loop {
             if let Poll::Ready(v) = poll_once(&mut rx) {
-                break v;
+                break v.unwrap();
             }
             drive_until(&a, || true);
             assert!(Instant::now() < deadline, "receive did not finish");
         };
-        assert_eq!(got.unwrap().len, 200_000);
-        assert!(data.iter().enumerate().all(|(i, &x)| x == i as u8));
+        assert_eq!(got.len, 200_000);
+        assert!(got.buf.iter().enumerate().all(|(i, &x)| x == i as u8));
         drive_until(&a, || drops.load(Ordering::SeqCst) == 1);
         assert_eq!(a.in_flight(), 0);
     });
@@ -264,8 +261,9 @@ fn closing_or_dropping_the_channel_ends_operations_with_their_buffers() {
         let rx = b.recv(buf);
         // The last handle goes: the future still resolves, with its buffer.
         drop(b);
-        let (r, buf) = rx.await;
-        assert_eq!(r.unwrap_err().kind(), ErrorKind::Canceled);
+        let e = rx.await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Canceled);
+        let buf = e.buf.expect("a cancelled receive hands its buffer back");
         assert_eq!(buf.v.len(), 16);
         drop(buf);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -274,9 +272,9 @@ fn closing_or_dropping_the_channel_ends_operations_with_their_buffers() {
         let c = Channel::open(&info).unwrap();
         c.close();
         assert!(c.is_closed());
-        let (r, buf) = c.send(vec![1u8; 3], Addr(0)).await;
-        assert_eq!(r.unwrap_err().kind(), ErrorKind::Disconnected);
-        assert_eq!(buf, vec![1u8; 3]);
+        let e = c.send(vec![1u8; 3], Addr(0)).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Disconnected);
+        assert_eq!(e.buf, Some(vec![1u8; 3]));
         assert!(c.address().is_err());
     });
 }
@@ -286,11 +284,12 @@ fn refused_posts_resolve_at_once_with_the_buffer() {
     let info = shm();
     rt().block_on(async {
         let a = Channel::open(&info).unwrap();
-        let (r, buf) = a.send(vec![5u8; 10], Addr(4242)).await;
-        assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidInput);
-        assert_eq!(buf, vec![5u8; 10]);
-        let (r, _) = a.write(vec![1u8; 8], Addr(0), 0, 1).await;
-        assert_eq!(r.unwrap_err().kind(), ErrorKind::Unsupported);
+        let e = a.send(vec![5u8; 10], Addr(4242)).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        assert_eq!(e.buf, Some(vec![5u8; 10]));
+        let e = a.write(vec![1u8; 8], Addr(0), 0, 1).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(e.buf, Some(vec![1u8; 8]));
         assert_eq!(a.in_flight(), 0);
     });
 }
@@ -328,10 +327,10 @@ fn msg_connections_are_accepted_and_made_asynchronously() {
             let ch = listener.accept().await.unwrap();
             let mut n = 0;
             loop {
-                let (r, buf) = ch.recv(vec![0u8; 64]).await;
-                let Ok(got) = r else { break };
-                let (s, _) = ch.send(buf[..got.len].to_vec(), Addr::PEER).await;
-                s.unwrap();
+                let Ok(got) = ch.recv(vec![0u8; 64]).await else {
+                    break;
+                };
+                ch.send(got.bytes().to_vec(), Addr::PEER).await.unwrap();
                 n += 1;
             }
             n
@@ -339,10 +338,8 @@ fn msg_connections_are_accepted_and_made_asynchronously() {
         let client = Channel::connect(&info, &addr).await.unwrap();
         for i in 0..5u8 {
             let rx = client.recv(vec![0u8; 64]);
-            let (s, _) = client.send(vec![i; 10], Addr::PEER).await;
-            s.unwrap();
-            let (r, buf) = rx.await;
-            assert_eq!(&buf[..r.unwrap().len], &[i; 10]);
+            client.send(vec![i; 10], Addr::PEER).await.unwrap();
+            assert_eq!(rx.await.unwrap().bytes(), &[i; 10]);
         }
         drop(client);
         assert_eq!(server.await.unwrap(), 5);

@@ -1,54 +1,30 @@
 //! An async operation: a future that owns its buffer and resolves to
-//! `(result, buffer)`; dropped early, it hands the buffer to the channel.
+//! what the safe layer's handles return ([`Done`] with the buffer, or
+//! [`OpError`]); dropped early, it hands the buffer to the channel.
 
 use super::Inner;
 use crate::safe::buf::Held;
-use crate::safe::table::Taken;
-use crate::safe::Addr;
+use crate::safe::op::{finish, refused};
+use crate::safe::{Done, OpError};
 use crate::spi::HasCore;
-use crate::{Error, Result};
+use crate::Error;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-
-/// What a finished operation reports (its buffer comes beside it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Completed {
-    /// Bytes received (receives and reads; 0 for sends and writes).
-    pub len: usize,
-    /// The message's tag (tagged receives).
-    pub tag: u64,
-    /// Remote CQ data, if the sender attached some.
-    pub data: Option<u64>,
-    /// The sender, if it is in the address vector (receives).
-    pub src: Option<Addr>,
-}
-
-impl Completed {
-    #[inline(always)]
-    fn from_taken(t: Taken) -> Result<Completed> {
-        match t {
-            Ok(r) => Ok(Completed {
-                len: r.len,
-                tag: r.tag,
-                data: r.data,
-                src: r.src,
-            }),
-            Err(f) => Err(f.error()),
-        }
-    }
-}
 
 /// Bounds the progress / re-arm rounds of one poll before it yields.
 const ROUNDS: usize = 32;
 
 /// An operation in flight on an async [`Channel`](super::Channel).
 ///
-/// Resolves to the result and the buffer. Dropping it before it resolves
-/// cancels it (a receive at the provider) and the channel frees the buffer
-/// once the provider is done with it. Polling it again after it resolved
-/// returns `Pending` forever (it has no buffer left to give).
+/// Resolves to a [`Done`] holding the buffer, or an [`OpError`] that
+/// holds it as the safe layer's does (none after `FI_ETIMEDOUT` on shm or
+/// hybrid: the silent peer may still copy into it, so it is kept for good).
+/// Dropping it before it resolves cancels it (a receive at the provider)
+/// and the channel frees the buffer once the provider is done with it.
+/// Polling it again after it resolved returns `Pending` forever (it has no
+/// buffer left to give).
 #[must_use = "an operation does nothing useful unless awaited; dropping it cancels it"]
 pub struct Op<B: Send + 'static> {
     inner: Arc<Inner>,
@@ -104,9 +80,9 @@ impl<B: Send + 'static> Op<B> {
 
     /// A post that failed: its error and the buffer, at once.
     #[cold]
-    fn resolve_early(&mut self) -> Poll<(Result<Completed>, B)> {
+    fn resolve_early(&mut self) -> Poll<Result<Done<B>, OpError<B>>> {
         match (self.early.take(), self.buf.take()) {
-            (Some(e), Some(b)) => Poll::Ready((Err(e), b.into_inner())),
+            (Some(e), Some(b)) => Poll::Ready(Err(refused(e, b.into_inner()))),
             _ => Poll::Pending,
         }
     }
@@ -138,7 +114,7 @@ fn hand_off_watch(core: &mut super::Core) {
 }
 
 impl<B: Send + Unpin + 'static> Future for Op<B> {
-    type Output = (Result<Completed>, B);
+    type Output = Result<Done<B>, OpError<B>>;
 
     /// The common case inline (the result is built where the caller keeps
     /// it: returned through memory, it is copied back in wider moves than
@@ -155,9 +131,10 @@ impl<B: Send + Unpin + 'static> Future for Op<B> {
             for _ in 0..ROUNDS {
                 if let Some(r) = core.table.take_done(this.slot, this.gen) {
                     hand_off(&mut core, this.slot, this.gen);
+                    let keep = r.is_err() && core.table.keep_timed_out.get();
                     drop(core);
                     return match this.buf.take() {
-                        Some(b) => Poll::Ready((Completed::from_taken(r), b.into_inner())),
+                        Some(b) => Poll::Ready(finish(r, b, || keep)),
                         None => Poll::Pending,
                     };
                 }
@@ -175,7 +152,7 @@ impl<B: Send + Unpin + 'static> Op<B> {
     /// and sleeps on the queue's fd (or asks to be polled again at once,
     /// busy polling), re-collecting when the fd says something happened.
     #[inline(never)]
-    fn poll_slow(&mut self, cx: &mut Context<'_>) -> Poll<(Result<Completed>, B)> {
+    fn poll_slow(&mut self, cx: &mut Context<'_>) -> Poll<Result<Done<B>, OpError<B>>> {
         let this = self;
         if this.buf.is_none() {
             return Poll::Pending;
@@ -194,11 +171,11 @@ impl<B: Send + Unpin + 'static> Op<B> {
             // is not among them.
             loop {
                 if let Some(r) = core.table.take_done(this.slot, this.gen) {
-                    let r = Completed::from_taken(r);
                     hand_off(&mut core, this.slot, this.gen);
+                    let keep = r.is_err() && core.table.keep_timed_out.get();
                     drop(core);
                     return match this.buf.take() {
-                        Some(b) => Poll::Ready((r, b.into_inner())),
+                        Some(b) => Poll::Ready(finish(r, b, || keep)),
                         None => Poll::Pending,
                     };
                 }

@@ -3,7 +3,7 @@
 //! the buffer back ([`PostError`], [`OpError`]), each usable with `?`.
 
 use super::buf::Held;
-use super::table::{Failed, Report, Slot, DONE};
+use super::table::{Failed, Report, Slot, Taken, DONE};
 use super::{Addr, Channel};
 use crate::{Error, ErrorKind, IoBuf};
 use std::fmt;
@@ -186,23 +186,9 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
             return self.buf.is_none().then(|| Err(taken()));
         };
         // The buffer moves once, straight into what is returned.
-        Some(match (r, self.buf.take()) {
-            (Ok(r), Some(buf)) => Ok(Done::new(buf.into_inner(), r)),
-            (Err(f), Some(buf))
-                if f.err == crate::errno::FI_ETIMEDOUT && self.ch.table.keep_timed_out.get() =>
-            {
-                // The silent peer may still write into the buffer: kept for
-                // good, in its wrapper (moving it out would invalidate the
-                // address the peer writes to).
-                std::mem::forget(buf);
-                Err(OpError {
-                    error: f.error(),
-                    buf: None,
-                    overflow: f.olen,
-                })
-            }
-            (Err(f), Some(buf)) => Err(failed(f, buf.into_inner())),
-            (_, None) => Err(taken()),
+        Some(match self.buf.take() {
+            Some(buf) => finish(r, buf, || self.ch.table.keep_timed_out.get()),
+            None => Err(taken()),
         })
     }
 
@@ -293,13 +279,49 @@ fn taken<B>() -> OpError<B> {
     }
 }
 
-/// An operation that ended in error.
+/// What an operation's handle returns once its result `r` is collected:
+/// the buffer comes back with it, except after an `FI_ETIMEDOUT` failure
+/// when `keep_timed_out` (the provider lets peers write into this
+/// process's memory, see `table::late_writes`): the silent peer may still
+/// write into the buffer, which then stays in its wrapper for good (moving
+/// it out would free or reuse the address the peer writes to). The safe
+/// and async layers' one rule.
+#[inline(always)]
+pub(crate) fn finish<B>(
+    r: Taken,
+    buf: Held<B>,
+    keep_timed_out: impl FnOnce() -> bool,
+) -> Result<Done<B>, OpError<B>> {
+    match r {
+        Ok(r) => Ok(Done::new(buf.into_inner(), r)),
+        Err(f) => Err(failed(f, buf, keep_timed_out())),
+    }
+}
+
+/// An operation that ended in error (see [`finish`]).
 #[cold]
 #[inline(never)]
-fn failed<B>(f: Failed, buf: B) -> OpError<B> {
+fn failed<B>(f: Failed, buf: Held<B>, keep_timed_out: bool) -> OpError<B> {
+    let buf = if f.err == crate::errno::FI_ETIMEDOUT && keep_timed_out {
+        std::mem::forget(buf);
+        None
+    } else {
+        Some(buf.into_inner())
+    };
     OpError {
         error: f.error(),
-        buf: Some(buf),
+        buf,
         overflow: f.olen,
+    }
+}
+
+/// A post refused before it reached the provider (async layer): its error
+/// and the untouched buffer.
+#[cold]
+pub(crate) fn refused<B>(error: Error, buf: B) -> OpError<B> {
+    OpError {
+        error,
+        buf: Some(buf),
+        overflow: 0,
     }
 }
