@@ -9,7 +9,11 @@
 //! generation the sender was told in its CTS: once the receiver retires the
 //! generation ([`XferDesc::retire`]), a late or stale claim fails, so a
 //! chunk is copied by exactly one side, and never after the receiver
-//! stopped waiting for it.
+//! stopped waiting for it. The count of finished chunks and the first
+//! failure carry the generation too: a copier that claimed a chunk, then
+//! stalled past the receiver's patience (declared dead by silence) and
+//! finished it after the descriptor was reused, neither counts its chunk
+//! toward the new transfer nor fails it.
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -22,9 +26,9 @@ pub const XFER_RANGES: usize = 4;
 pub struct XferDesc {
     /// `generation << 32 | next chunk`; generation 0 is "no transfer".
     claim: AtomicU64,
-    /// Chunks finished (by either side).
+    /// `generation << 32 | chunks finished` (by either side).
     done: AtomicU64,
-    /// First error number a copier met, 0 when none.
+    /// `generation << 32 | first error number a copier met` (0 when none).
     failed: AtomicU64,
     /// Number of chunks.
     nchunks: AtomicU64,
@@ -72,8 +76,9 @@ impl XferDesc {
         self.total.store(layout.total as u64, Ordering::Relaxed);
         self.chunk.store(layout.chunk as u64, Ordering::Relaxed);
         self.nchunks.store(layout.nchunks, Ordering::Relaxed);
-        self.done.store(first, Ordering::Relaxed);
-        self.failed.store(0, Ordering::Relaxed);
+        let tag = u64::from(gen) << 32;
+        self.done.store(tag | first, Ordering::Relaxed);
+        self.failed.store(tag, Ordering::Relaxed);
         let ranges = layout.ranges();
         self.recv_cnt.store(ranges.len() as u64, Ordering::Relaxed);
         for (slot, &(base, len)) in self.recv_iov.iter().zip(ranges) {
@@ -128,44 +133,113 @@ impl XferDesc {
         }
     }
 
-    /// Either side: a claimed chunk is finished; `err` is the error number
-    /// its copy met (the first one is kept).
-    pub fn chunk_done(&self, err: Option<i32>) {
+    /// Either side: a chunk claimed in generation `gen` is finished; `err`
+    /// is the error number its copy met (the first one is kept). Counts
+    /// only while `gen` is the descriptor's transfer: a chunk finished
+    /// after the receiver retired it (and maybe reused the descriptor)
+    /// counts toward nothing.
+    pub fn chunk_done(&self, gen: u64, err: Option<i32>) {
         if let Some(e) = err {
-            self.fail(e);
+            self.fail(gen, e);
         }
-        // SYNC POINT: releases this chunk's bytes to the receiver's acquire
-        // in `finished`.
-        self.done.fetch_add(1, Ordering::AcqRel);
+        let mut cur = self.done.load(Ordering::Relaxed);
+        while cur >> 32 == gen {
+            // SYNC POINT: releases this chunk's bytes to the receiver's
+            // acquire in `finished`.
+            match self
+                .done
+                .compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(x) => cur = x,
+            }
+        }
     }
 
-    /// Records a failure (the first one wins).
-    pub fn fail(&self, err: i32) {
+    /// Records a failure of generation `gen`'s transfer (the first one
+    /// wins; another generation's is ignored).
+    pub fn fail(&self, gen: u64, err: i32) {
+        let tag = gen << 32;
         let _ = self.failed.compare_exchange(
-            0,
-            u64::from(err.unsigned_abs()).max(1),
+            tag,
+            tag | u64::from(err.unsigned_abs()).clamp(1, 0xffff_ffff),
             Ordering::AcqRel,
             Ordering::Relaxed,
         );
     }
 
-    /// Receiver: true once `n` chunks are finished, and the copies of every
-    /// one of them are visible.
-    pub fn finished(&self, n: u64) -> bool {
+    /// Receiver: true once `n` chunks of generation `gen` are finished,
+    /// and the copies of every one of them are visible.
+    pub fn finished(&self, gen: u64, n: u64) -> bool {
         // SYNC POINT: acquires the copiers' release in `chunk_done`.
-        self.done.load(Ordering::Acquire) >= n
+        let d = self.done.load(Ordering::Acquire);
+        d >> 32 == gen && d & 0xffff_ffff >= n
     }
 
     /// Chunks finished so far (the receiver watches it move while it waits
     /// for the chunks its peer claimed).
     pub fn chunks_done(&self) -> u64 {
-        self.done.load(Ordering::Relaxed)
+        self.done.load(Ordering::Relaxed) & 0xffff_ffff
     }
 
-    /// Receiver: ends the generation (no claim succeeds after this) and
-    /// returns the first error number met, 0 when none.
-    pub fn retire(&self) -> u64 {
+    /// Receiver: ends generation `gen` (no claim succeeds after this) and
+    /// returns the first error number its copiers met, 0 when none.
+    pub fn retire(&self, gen: u64) -> u64 {
         self.claim.store(0, Ordering::Release);
-        self.failed.load(Ordering::Acquire)
+        let f = self.failed.load(Ordering::Acquire);
+        if f >> 32 == gen {
+            f & 0xffff_ffff
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn layout(n: u64) -> XferLayout {
+        XferLayout {
+            nchunks: n,
+            chunk: 4096,
+            total: 4096 * n as usize,
+            ranges_cnt: 1,
+            ranges: [(0x1000, 4096 * n as usize), (0, 0), (0, 0), (0, 0)],
+        }
+    }
+
+    /// A copier claims a chunk of transfer 5, stalls until the receiver
+    /// gave up and reused the descriptor for transfer 6, then finishes:
+    /// neither its chunk nor its failure may count toward transfer 6
+    /// (the receiver would complete a receive whose chunk never landed).
+    #[test]
+    fn a_late_chunk_counts_toward_no_later_transfer() {
+        let d = XferDesc::default();
+        d.publish(5, &layout(2), 0);
+        assert_eq!(d.claim(5, 2), Some(0));
+        assert!(!d.finished(5, 2));
+        assert_eq!(d.retire(5), 0);
+        d.publish(6, &layout(1), 0);
+        d.chunk_done(5, None);
+        d.chunk_done(5, Some(-14));
+        assert_eq!(d.chunks_done(), 0);
+        assert!(!d.finished(6, 1), "a late chunk finished the new transfer");
+        assert_eq!(d.claim(6, 1), Some(0));
+        d.chunk_done(6, None);
+        assert!(d.finished(6, 1));
+        assert_eq!(d.retire(6), 0, "a late failure failed the new transfer");
+    }
+
+    #[test]
+    fn the_first_failure_of_a_transfer_is_kept() {
+        let d = XferDesc::default();
+        d.publish(9, &layout(3), 1);
+        assert_eq!(d.claim(9, 3), Some(1));
+        d.chunk_done(9, Some(-14));
+        assert_eq!(d.claim(9, 3), Some(2));
+        d.chunk_done(9, Some(-1));
+        assert!(d.finished(9, 3));
+        assert_eq!(d.retire(9), 14);
     }
 }

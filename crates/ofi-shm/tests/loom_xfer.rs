@@ -2,7 +2,11 @@
 //! the receiver publishes a transfer, the sender joins with the generation
 //! its CTS named, both claim chunks until none are left; every chunk is
 //! copied exactly once, the receiver sees every copy once `finished`, and
-//! a claim of a retired or stale generation copies nothing.
+//! a claim of a retired or stale generation copies nothing. (That a chunk
+//! finished late counts toward no later transfer is a unit test in
+//! `xfer.rs`: loom mis-orders a plain store against another thread's
+//! read-modify-write of the same atomic, tokio-rs/loom#282, and reports
+//! executions the memory model forbids.)
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p ofi-shm --test loom_xfer --release`.
 #![cfg(loom)]
 #![allow(unsafe_code)]
@@ -39,7 +43,7 @@ fn copier(d: &XferDesc, buf: &Buffer, gen: u64, n: u64, who: u8) -> u32 {
             }
         });
         copied += 1;
-        d.chunk_done(None);
+        d.chunk_done(gen, None);
     }
     copied
 }
@@ -65,7 +69,7 @@ fn both_sides_copy_every_chunk_once() {
             copier(&d2, &b2, 7, l.nchunks, 2)
         });
         let mine = copier(&d, &buf, 7, n, 1);
-        while !d.finished(n) {
+        while !d.finished(7, n) {
             loom::thread::yield_now();
         }
         // Every copy is visible here (loom flags a racy read).
@@ -73,7 +77,7 @@ fn both_sides_copy_every_chunk_once() {
             // SAFETY: loom's cell pointer; loom checks the read is ordered.
             c.with(|p| assert_ne!(unsafe { *p }, 0, "a chunk was not copied"));
         }
-        assert_eq!(d.retire(), 0, "no failure");
+        assert_eq!(d.retire(7), 0, "no failure");
         let theirs = sender.join().unwrap();
         assert_eq!(mine + theirs, (n - 1) as u32, "each chunk claimed once");
     });
@@ -98,9 +102,9 @@ fn a_retired_or_stale_generation_claims_nothing() {
         // timeout) and retires the generation.
         let mine = d.claim(5, n);
         if mine.is_some() {
-            d.chunk_done(None);
+            d.chunk_done(5, None);
         }
-        let _ = d.retire();
+        let _ = d.retire(5);
         assert_eq!(d.claim(5, n), None, "nothing is claimed after retire");
         let (stale, theirs) = late.join().unwrap();
         assert!(stale, "a stale generation never claims");

@@ -198,14 +198,14 @@ impl ShmEndpoint {
         self.send_ctrl(g, sender, cts(self.me.id(), cookie, u64::from(di), gen));
         while let Some(c) = d.claim(gen, n) {
             let r = copy_chunk(pid, local, remote, c, chunk, want, false);
-            d.chunk_done(r.err().map(CopyError::code));
+            d.chunk_done(gen, r.err().map(CopyError::code));
         }
         // Wait for the chunks the sender claimed; it is copying them now.
         let start = Instant::now();
         let mut last = start;
         let mut wait = CopyWait::new(d.chunks_done(), start);
         let mut gave_up = None;
-        while !d.finished(n) {
+        while !d.finished(gen, n) {
             std::hint::spin_loop();
             let now = Instant::now();
             if now.duration_since(last) > COOP_CHECK {
@@ -214,14 +214,14 @@ impl ShmEndpoint {
                 if let Some(cause) =
                     wait.observe(d.chunks_done(), exited, now, self.cfg.peer_timeout)
                 {
-                    d.fail(cause.errno());
+                    d.fail(gen, cause.errno());
                     gave_up = Some(cause);
                     break;
                 }
             }
         }
         // Retire the generation so no stale claim can succeed, then reuse.
-        let failed = d.retire();
+        let failed = d.retire(gen);
         g.xfer_free.push(di);
         if let Some(cause) = gave_up {
             self.peer_down(g, sender, cause, false);
@@ -271,7 +271,7 @@ impl ShmEndpoint {
         let pid = peer.addr.pid;
         while let Some(c) = d.claim(gen, n) {
             let r = copy_chunk(pid, &local, &remote, c, chunk, total, true);
-            d.chunk_done(r.err().map(CopyError::code));
+            d.chunk_done(gen, r.err().map(CopyError::code));
         }
     }
 }
