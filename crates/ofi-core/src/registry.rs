@@ -337,7 +337,12 @@ pub fn load_external_from_env() {
                 vec![p.to_path_buf()]
             };
             for f in files {
-                if let Err(e) = load_external(&f.to_string_lossy()) {
+                // SAFETY: FI_PROVIDER_PATH is the process's own setting,
+                // trusted as the dynamic loader trusts LD_PRELOAD: naming an
+                // object there vouches for it.
+                #[allow(unsafe_code)]
+                let loaded = unsafe { load_external(&f.to_string_lossy()) };
+                if let Err(e) = loaded {
                     tracing::warn!(path = %f.display(), error = %e, "external provider not loaded");
                 }
             }
@@ -347,7 +352,16 @@ pub fn load_external_from_env() {
 
 /// Loads one external provider from a shared object and registers it.
 /// Returns the provider's name.
-pub fn load_external(path: &str) -> Result<String> {
+///
+/// # Safety
+/// Loading runs the object's code (its initialisers, then its entry point,
+/// and later every call into the provider) inside this process, with no
+/// check ofi can make: `path` must name a provider built for this ofi
+/// (same ofi-core and toolchain; a mismatched build identity is refused by
+/// name, but an object that lies about it, or whose initialisers misbehave,
+/// is undefined behaviour), as with any `dlopen`.
+#[allow(unsafe_code)]
+pub unsafe fn load_external(path: &str) -> Result<String> {
     let prov = crate::external::open(path)?;
     let name = prov.name().to_string();
     register_from(prov, 0, Origin::External(path.to_string()))?;

@@ -120,6 +120,13 @@ pub fn tunables() -> Vec<config::Tunable> {
 /// Loads an external provider from a shared object (as FI_PROVIDER_PATH
 /// does); returns its name. A provider built against another ofi is
 /// refused, naming what differs.
-pub fn load_external(path: &str) -> Result<String> {
-    ofi_core::registry::load_external(path)
+///
+/// # Safety
+/// As [`spi::registry::load_external`]: the object's code runs in this
+/// process unchecked, so `path` must name a trusted provider built for
+/// this ofi.
+#[allow(unsafe_code)]
+pub unsafe fn load_external(path: &str) -> Result<String> {
+    // SAFETY: the caller's promise, forwarded.
+    unsafe { ofi_core::registry::load_external(path) }
 }

@@ -50,13 +50,16 @@ fn external_provider_loads_runs_and_refuses_busy_deregistration() {
         .any(|(n, _, o)| n == "shm" && *o == registry::Origin::Builtin));
 
     // A second load of the same object is refused, not duplicated.
-    let again = registry::load_external(so.to_str().unwrap()).unwrap_err();
+    // SAFETY: the test's own provider, already loaded: refused by name.
+    let again = unsafe { registry::load_external(so.to_str().unwrap()) }.unwrap_err();
     assert_eq!(again.code(), errno::FI_EALREADY);
     // A file that is not a provider gives a clear error.
-    let bad = registry::load_external("/nonexistent/libnothing.so").unwrap_err();
+    // SAFETY: no such file: nothing is loaded.
+    let bad = unsafe { registry::load_external("/nonexistent/libnothing.so") }.unwrap_err();
     assert!(bad.message().contains("dlopen"), "{bad}");
     // A shared object without the entry point is refused by name.
-    let plain = registry::load_external("libc.so.6").unwrap_err();
+    // SAFETY: libc, already loaded in this process (its initialisers ran).
+    let plain = unsafe { registry::load_external("libc.so.6") }.unwrap_err();
     assert_eq!(plain.code(), errno::FI_ENOSYS, "{plain}");
     assert!(plain.message().contains("does not export"), "{plain}");
 
@@ -148,7 +151,9 @@ fn a_plugin_built_against_other_provider_traits_is_refused_by_name() {
     std::fs::create_dir_all(&dir).unwrap();
     let stale = dir.join("libofi_stale_provider.so");
     std::fs::write(&stale, &bytes).unwrap();
-    let e = ofi::load_external(stale.to_str().unwrap()).unwrap_err();
+    // SAFETY: the test's own provider with its build identity patched: it is
+    // refused on that identity before its entry point runs.
+    let e = unsafe { ofi::load_external(stale.to_str().unwrap()) }.unwrap_err();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(e.code(), errno::FI_ENOSYS, "{e}");
     assert!(
