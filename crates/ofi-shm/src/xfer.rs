@@ -199,13 +199,11 @@ impl XferDesc {
 mod tests {
     use super::*;
 
+    /// `n` chunks (the claim protocol reads nothing else).
     fn layout(n: u64) -> XferLayout {
         XferLayout {
             nchunks: n,
-            chunk: 4096,
-            total: 4096 * n as usize,
-            ranges_cnt: 1,
-            ranges: [(0x1000, 4096 * n as usize), (0, 0), (0, 0), (0, 0)],
+            ..Default::default()
         }
     }
 
