@@ -83,14 +83,14 @@ const RECVS_PER_CONN: usize = 64;
 /// Longest time between two looks at the control sockets while busy.
 const CONTROL_EVERY: Duration = Duration::from_millis(5);
 
-fn token() -> u64 {
+/// A connection's token (it ties a CONNECT to its control connection,
+/// where a channel without FI_SOURCE has nothing else to go by), from the
+/// system's random source: a guessable one would let another host's
+/// process claim the connection, so a failed source refuses it instead.
+fn token() -> Result<u64, String> {
     let mut b = [0u8; 8];
-    // A token only ties a CONNECT to its control connection; if the system
-    // RNG fails, the time still makes it unpredictable enough to not collide.
-    if getrandom::fill(&mut b).is_err() {
-        return Instant::now().elapsed().as_nanos() as u64 ^ std::process::id() as u64;
-    }
-    u64::from_ne_bytes(b)
+    getrandom::fill(&mut b).map_err(|e| format!("the system's random source failed: {e}"))?;
+    Ok(u64::from_ne_bytes(b))
 }
 
 impl Target {
@@ -197,6 +197,7 @@ impl Target {
             next_peer: 1,
             outbox: VecDeque::new(),
             collected: false,
+            sources: listener.is_none() || ch.info().caps & ofi::consts::FI_SOURCE != 0,
             recvs: Vec::new(),
             closing: Vec::new(),
         }
@@ -219,6 +220,9 @@ struct Driver<'a> {
     outbox: VecDeque<(Addr, [u8; CAPSULE_LEN])>,
     /// A poll outside the main pass collected completions.
     collected: bool,
+    /// The channel reports each capsule's source (FI_SOURCE, or MSG
+    /// connections): capsules are routed by it alone.
+    sources: bool,
     /// Posted capsule receives, with the MSG connection each belongs to
     /// (None: RDM, any initiator).
     recvs: Vec<(Option<Addr>, Op<'a, Vec<u8>>)>,
@@ -612,7 +616,14 @@ impl<'a> Driver<'a> {
             let _ = self.ch.reject(req, &[]);
             return;
         }
-        let t = token();
+        let t = match token() {
+            Ok(t) => t,
+            Err(e) => {
+                warn!("target: refusing a connection: {e}");
+                let _ = self.ch.reject(req, &[]);
+                return;
+            }
+        };
         let conn = match self.ch.accept(req, &t.to_be_bytes()) {
             Ok(c) => c,
             Err(e) => {
@@ -660,7 +671,7 @@ impl<'a> Driver<'a> {
             .ch
             .address()
             .map_err(|e| format!("own fabric address: {e}"))?;
-        let t = token();
+        let t = token()?;
         let p = self.peers.get_mut(&id).ok_or("gone")?;
         p.addr = Some(fabric);
         p.token = t;
@@ -684,9 +695,23 @@ impl<'a> Driver<'a> {
     }
 
     /// Routes a capsule to its peer: by source address when the provider
-    /// reports it, else by the token or session it names.
+    /// reports sources (FI_SOURCE; an MSG connection names its initiator),
+    /// a capsule from an unknown source being dropped; else by the token
+    /// or session it names (a peer that knows another's session id can
+    /// then act on it: what a channel without FI_SOURCE allows).
     fn capsule(&mut self, bytes: &[u8], src: Option<Addr>) {
         let by_src = src.and_then(|a| self.by_addr.get(&a.0).copied());
+        if self.sources && by_src.is_none() {
+            // A DISCONNECT racing its control connection's close is
+            // expected; anything else is a stranger's.
+            if !matches!(Repr::from_bytes(bytes), Ok(Repr::Disconnect { .. })) {
+                warn!(
+                    "target: dropping a capsule from an unknown source ({} bytes)",
+                    bytes.len()
+                );
+            }
+            return;
+        }
         let by_content = match Repr::from_bytes(bytes) {
             Ok(Repr::Connect { token, .. }) => self.tokens.get(&token).copied(),
             Ok(Repr::Command(c)) => self.sessions.get(&c.session).copied(),

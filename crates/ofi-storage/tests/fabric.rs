@@ -432,6 +432,8 @@ struct Hostile {
     ctl: std::net::TcpStream,
     ch: ofi::safe::Channel,
     target: ofi::safe::Addr,
+    /// The target's fabric address, as its WELCOME gave it.
+    target_addr: Vec<u8>,
     token: u64,
 }
 
@@ -458,6 +460,7 @@ impl Hostile {
             ctl,
             ch,
             target,
+            target_addr: w.addr.to_vec(),
             token: w.token,
         }
     }
@@ -563,6 +566,44 @@ fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
     .unwrap();
     assert_eq!(v.read(0, 16).unwrap(), vec![0x11; 16]);
     drop((v, region, a, b));
+}
+
+#[test]
+fn a_fabric_stranger_cannot_act_on_anothers_session() {
+    use ofi_storage::wire::Repr;
+    let path = tmpfile("stranger", 1 << 20);
+    let served = start(&path, "shm", false);
+    let addr = served.addr.clone();
+    let v = Volume::open(
+        &addr,
+        &VolumeOptions {
+            net: net("shm"),
+            ..VolumeOptions::default()
+        },
+    )
+    .unwrap();
+    v.write(0, vec![0x5a; 512], false).unwrap();
+    // A process that learnt the target's fabric address (here from a
+    // WELCOME of its own) sends from a channel the target never met,
+    // naming every likely session id (they are counted from 1).
+    let h = Hostile::connect(&addr);
+    let stranger = ofi::safe::Channel::open(&net("shm").offer().unwrap()).unwrap();
+    let to_target = stranger.insert(&h.target_addr).unwrap();
+    for session in 0..64 {
+        stranger
+            .inject(&Repr::Disconnect { session }.to_bytes(), to_target)
+            .unwrap();
+    }
+    // The target has read them once it answers the next request; the
+    // victim's session is intact.
+    assert_eq!(v.read(0, 512).unwrap(), vec![0x5a; 512]);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        v.read(0, 512).unwrap(),
+        vec![0x5a; 512],
+        "a stranger's DISCONNECT closed the session"
+    );
+    drop((v, h, stranger));
 }
 
 #[test]

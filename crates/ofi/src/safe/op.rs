@@ -317,6 +317,7 @@ fn failed<B>(f: Failed, buf: Held<B>, keep_timed_out: bool) -> OpError<B> {
 
 /// A post refused before it reached the provider (async layer): its error
 /// and the untouched buffer.
+#[cfg(feature = "tokio")]
 #[cold]
 pub(crate) fn refused<B>(error: Error, buf: B) -> OpError<B> {
     OpError {
