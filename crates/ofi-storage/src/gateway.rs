@@ -22,7 +22,7 @@ use std::io::{ErrorKind, IoSlice, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -58,7 +58,22 @@ impl Client {
             Client::Unix(s) => s.set_nonblocking(on),
         }
     }
+    fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+        match self {
+            Client::Tcp(s) => s.set_read_timeout(t),
+            Client::Unix(s) => s.set_read_timeout(t),
+        }
+    }
 }
+
+/// Longest a client may take over each step of the handshake (its session
+/// with the target is open meanwhile): a client that connects and says
+/// nothing is dropped after it.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most client connections served at once (a thread and a target session
+/// each); more are closed at once, with a warning now and then.
+pub const MAX_CLIENTS: usize = 256;
 
 impl Read for Client {
     fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
@@ -97,8 +112,10 @@ impl AsFd for Client {
 }
 
 /// Serves NBD clients until `stop` is set; each connection runs on its
-/// own thread and ends with its client.
+/// own thread and ends with its client (at most [`MAX_CLIENTS`] at once).
 pub fn serve(l: Listener, opts: GatewayOptions, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+    let clients = Arc::new(AtomicUsize::new(0));
+    let mut refused = 0u64;
     match &l {
         Listener::Tcp(t) => t.set_nonblocking(true)?,
         Listener::Unix(u) => u.set_nonblocking(true)?,
@@ -113,11 +130,27 @@ pub fn serve(l: Listener, opts: GatewayOptions, stop: Arc<AtomicBool>) -> std::i
         };
         match accepted {
             Ok(s) => {
+                if clients.load(Ordering::Acquire) >= MAX_CLIENTS {
+                    refused += 1;
+                    if refused.is_power_of_two() {
+                        warn!("nbd: {refused} connections refused so far: {MAX_CLIENTS} clients are connected");
+                    }
+                    continue;
+                }
                 let _ = s.set_nonblocking(false);
                 let o = opts.clone();
-                let _ = std::thread::Builder::new()
+                clients.fetch_add(1, Ordering::AcqRel);
+                let count = clients.clone();
+                let spawned = std::thread::Builder::new()
                     .name("ofi-nbd-conn".into())
-                    .spawn(move || connection(s, &o));
+                    .spawn(move || {
+                        connection(s, &o);
+                        count.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if let Err(e) = spawned {
+                    clients.fetch_sub(1, Ordering::AcqRel);
+                    warn!("nbd: no thread for a connection: {e}");
+                }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 let fd = match &l {
@@ -198,6 +231,7 @@ fn connection(mut s: Client, o: &GatewayOptions) {
 /// structured-replies choice and the bytes read past its end once the
 /// client moves to transmission.
 fn handshake(s: &mut Client, export: Result<Export, String>) -> Option<(bool, Vec<u8>)> {
+    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok()?;
     s.write_all(&Handshake::greeting()).ok()?;
     let mut h = Handshake::new(export);
     let mut buf = Vec::new();
@@ -205,7 +239,13 @@ fn handshake(s: &mut Client, export: Result<Export, String>) -> Option<(bool, Ve
     loop {
         let mut b = [0u8; 4096];
         let n = match s.read(&mut b) {
-            Ok(0) | Err(_) => return None,
+            Ok(0) => return None,
+            Err(e) => {
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+                    info!("nbd: handshake: the client said nothing for {HANDSHAKE_TIMEOUT:?}");
+                }
+                return None;
+            }
             Ok(n) => n,
         };
         buf.extend_from_slice(&b[..n]);
@@ -229,6 +269,8 @@ fn handshake(s: &mut Client, export: Result<Export, String>) -> Option<(bool, Ve
 struct Pending {
     cookie: u64,
     read_at: Option<u64>,
+    /// Bytes of buffer the request holds (its READ data or WRITE payload).
+    len: u32,
 }
 
 /// A reply being written: its header, then its data (a READ's).
@@ -238,6 +280,9 @@ struct Reply {
     data: Vec<u8>,
     /// Bytes of head and data written so far.
     sent: usize,
+    /// Bytes of the connection's budget it holds until written (a READ's
+    /// data).
+    held: usize,
 }
 
 impl Reply {
@@ -249,6 +294,7 @@ impl Reply {
             head_len: head.len(),
             data,
             sent: 0,
+            held: 0,
         }
     }
     fn len(&self) -> usize {
@@ -263,6 +309,7 @@ enum Input {
     /// A WRITE's payload arriving into `buf`.
     Payload {
         tag: u64,
+        cookie: u64,
         offset: u64,
         fua: bool,
         buf: Vec<u8>,
@@ -274,6 +321,15 @@ enum Input {
 
 /// Requests waiting for a credit beyond which the client is not read.
 const BACKLOG: usize = 256;
+/// Bytes of READ data and WRITE payload a connection may hold (in flight
+/// or queued for a client that does not read its replies) beyond which
+/// the client is not read: a client pipelining reads it never collects
+/// would otherwise grow the gateway without bound. One request past it is
+/// always taken, so any request can make progress.
+const MAX_HELD: usize = 64 << 20;
+/// Replies queued for the client beyond which it is not read (error and
+/// data-less replies hold no budget bytes but are not free).
+const MAX_QUEUED: usize = 4096;
 /// Most replies handed to one `writev`.
 const BATCH: usize = 32;
 /// Bytes read from the client at a time between payloads: room for
@@ -299,6 +355,8 @@ struct Transmission<'c> {
     free: Vec<Vec<u8>>,
     /// Buffers kept for reuse.
     keep: usize,
+    /// Bytes of buffers held by requests and unwritten replies.
+    held: usize,
 }
 
 impl<'c> Transmission<'c> {
@@ -320,7 +378,14 @@ impl<'c> Transmission<'c> {
             out: VecDeque::new(),
             free: Vec::new(),
             keep: 64,
+            held: 0,
         }
+    }
+
+    /// Room to take another request: the provider's backlog, the bytes
+    /// held and the replies queued are all under their bounds.
+    fn room(&self) -> bool {
+        self.ses.backlog() < BACKLOG && self.held < MAX_HELD && self.out.len() < MAX_QUEUED
     }
 
     fn run(mut self, s: &mut Client) {
@@ -329,7 +394,7 @@ impl<'c> Transmission<'c> {
         let mut broken = false;
         loop {
             let mut work = false;
-            if readable && self.reading && self.ses.backlog() < BACKLOG {
+            if readable && self.reading && self.room() {
                 match self.read(s) {
                     Ok(n) => {
                         work |= n > 0;
@@ -341,20 +406,31 @@ impl<'c> Transmission<'c> {
                         if e.kind() != ErrorKind::UnexpectedEof {
                             info!("nbd: reading the client: {e}");
                         }
+                        // A WRITE cut short is dropped with its payload.
+                        if let Input::Payload { buf, .. } =
+                            std::mem::replace(&mut self.input, Input::Header)
+                        {
+                            self.held = self.held.saturating_sub(buf.len());
+                        }
                         self.reading = false;
                     }
                 }
             }
-            let (table, out, free, keep, structured) = (
+            let (table, out, free, keep, structured, held) = (
                 &mut self.table,
                 &mut self.out,
                 &mut self.free,
                 self.keep,
                 self.structured,
+                &mut self.held,
             );
             work |= self.ses.step(&mut |c| {
                 if let Some(p) = table.remove(&c.user) {
-                    out.push_back(reply(p, c, structured, free, keep));
+                    let r = reply(p, c, structured, free, keep);
+                    // A READ's data stays held until written; anything
+                    // else gave its buffer back.
+                    *held = held.saturating_sub(p.len as usize - r.held);
+                    out.push_back(r);
                 }
             });
             if !self.out.is_empty() {
@@ -370,7 +446,7 @@ impl<'c> Transmission<'c> {
                 break;
             }
             let mut ev = PollFlags::empty();
-            if self.reading && self.ses.backlog() < BACKLOG {
+            if self.reading && self.room() {
                 ev |= PollFlags::IN;
             }
             if !self.out.is_empty() {
@@ -433,8 +509,10 @@ impl<'c> Transmission<'c> {
         Ok(total + n)
     }
 
-    /// A buffer of `len` bytes (its contents are overwritten).
+    /// A buffer of `len` bytes (its contents are overwritten), counted as
+    /// held until its request's reply gives it back.
     fn buffer(&mut self, len: usize) -> Vec<u8> {
+        self.held += len;
         let mut b = self.free.pop().unwrap_or_default();
         b.resize(len, 0);
         b
@@ -455,6 +533,7 @@ impl<'c> Transmission<'c> {
                     }
                     let Input::Payload {
                         tag,
+                        cookie,
                         offset,
                         fua,
                         buf,
@@ -464,6 +543,16 @@ impl<'c> Transmission<'c> {
                         return;
                     };
                     let len = buf.len() as u32;
+                    // Only a whole WRITE is answered (one cut short by the
+                    // client's end is dropped with its payload).
+                    self.table.insert(
+                        tag,
+                        Pending {
+                            cookie,
+                            read_at: None,
+                            len,
+                        },
+                    );
                     self.ses.submit(Submit {
                         req: Request::new(Op::Write, offset, len, fua, false),
                         user: tag,
@@ -521,11 +610,10 @@ impl<'c> Transmission<'c> {
                 self.answer(skip, r);
             }
             Decoded::Forward { cookie, fwd } => {
-                let read_at = match fwd {
-                    Forward::Read { offset, .. } => Some(offset),
-                    _ => None,
+                let (read_at, len) = match fwd {
+                    Forward::Read { offset, len } => (Some(offset), len),
+                    _ => (None, 0),
                 };
-                self.table.insert(tag, Pending { cookie, read_at });
                 let (r, buf) = match fwd {
                     Forward::Read { offset, len } => (
                         Request::new(Op::Read, offset, len, false, false),
@@ -535,6 +623,7 @@ impl<'c> Transmission<'c> {
                         let buf = self.buffer(len as usize);
                         self.input = Input::Payload {
                             tag,
+                            cookie,
                             offset,
                             fua,
                             buf,
@@ -556,6 +645,14 @@ impl<'c> Transmission<'c> {
                         None,
                     ),
                 };
+                self.table.insert(
+                    tag,
+                    Pending {
+                        cookie,
+                        read_at,
+                        len,
+                    },
+                );
                 self.ses.submit(Submit {
                     req: r,
                     user: tag,
@@ -609,6 +706,7 @@ impl<'c> Transmission<'c> {
                 }
                 n -= left;
                 if let Some(r) = self.out.pop_front() {
+                    self.held = self.held.saturating_sub(r.held);
                     recycle(&mut self.free, r.data, self.keep);
                 }
             }
@@ -655,22 +753,36 @@ fn reply(
 ) -> Reply {
     match (c.result, p.read_at) {
         (Ok(data), Some(offset)) => {
-            if structured {
+            let mut r = if structured {
                 Reply::new(&wire::read_chunk(p.cookie, offset, data.len() as u32), data)
             } else {
                 Reply::new(&wire::simple_reply(0, p.cookie), data)
-            }
+            };
+            r.held = p.len as usize;
+            r
         }
         (Ok(buf), None) => {
             recycle(free, buf, keep);
             done_reply(p.cookie, structured)
         }
         (Err(st), _) => {
-            let e = match st {
-                Status::OutOfRange | Status::Invalid => err::EINVAL,
-                s => s.errno(),
-            };
+            let e = nbd_error(st);
             error_reply(p.cookie, e, structured)
         }
+    }
+}
+
+/// The NBD error for a failed request: NBD defines EPERM, EIO, ENOMEM,
+/// EINVAL, ENOSPC, EOVERFLOW, ENOTSUP and ESHUTDOWN only, so a target
+/// that timed out or is busy is an I/O error to the client (which would
+/// read ETIMEDOUT or EBUSY as "invalid request").
+fn nbd_error(st: Status) -> u32 {
+    match st {
+        Status::OutOfRange | Status::Invalid => err::EINVAL,
+        Status::ReadOnly => err::EPERM,
+        Status::NoSpace => err::ENOSPC,
+        Status::Unsupported => err::ENOTSUP,
+        Status::ShuttingDown | Status::Disconnected => err::ESHUTDOWN,
+        Status::Ok | Status::Io | Status::Transfer | Status::Busy | Status::TimedOut => err::EIO,
     }
 }

@@ -43,6 +43,16 @@ impl Proc {
     fn stdout(&self) -> String {
         std::fs::read_to_string(&self.out).unwrap_or_default()
     }
+    /// Resident memory, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
     fn stderr(&self) -> String {
         std::fs::read_to_string(&self.err).unwrap_or_default()
     }
@@ -192,13 +202,24 @@ fn start_target(dir: &Path, prov: &str, file: &Path, port: u16, extra: &[&str]) 
 }
 
 fn start_gateway(dir: &Path, prov: &str, port: u16) -> (Proc, PathBuf, String) {
+    start_gateway_with(dir, prov, port, &[])
+}
+
+fn start_gateway_with(
+    dir: &Path,
+    prov: &str,
+    port: u16,
+    extra: &[&str],
+) -> (Proc, PathBuf, String) {
     let sock = dir.join(format!("nbd-{}.sock", tag(prov)));
     let _ = std::fs::remove_file(&sock);
     let p = port.to_string();
     let s = sock.to_str().expect("utf-8 path");
     let mut args = vec!["storage", "nbd"];
     args.extend(fabric(prov));
-    args.extend(["-P", &p, "--unix", s, "127.0.0.1"]);
+    args.extend(["-P", &p, "--unix", s]);
+    args.extend_from_slice(extra);
+    args.push("127.0.0.1");
     let g = Proc::spawn(dir, &format!("gateway-{}", tag(prov)), &args);
     let deadline = Instant::now() + STEP;
     while !sock.exists() {
@@ -380,27 +401,34 @@ struct Raw(UnixStream);
 impl Raw {
     /// Fixed newstyle handshake with NBD_OPT_GO (simple replies).
     fn connect(sock: &Path) -> Raw {
-        let mut s = UnixStream::connect(sock).expect("connect");
-        s.set_read_timeout(Some(STEP)).unwrap();
+        Raw::try_connect(sock).unwrap()
+    }
+    /// The handshake; why it failed (GO refused, or the socket's error).
+    fn try_connect(sock: &Path) -> Result<Raw, String> {
+        let e = |e: std::io::Error| e.to_string();
+        let mut s = UnixStream::connect(sock).map_err(e)?;
+        s.set_read_timeout(Some(STEP)).map_err(e)?;
         let mut greet = [0u8; 18];
-        s.read_exact(&mut greet).unwrap();
+        s.read_exact(&mut greet).map_err(e)?;
         assert_eq!(&greet[..16], b"NBDMAGICIHAVEOPT");
-        s.write_all(&3u32.to_be_bytes()).unwrap();
+        s.write_all(&3u32.to_be_bytes()).map_err(e)?;
         let mut go = b"IHAVEOPT".to_vec();
         go.extend_from_slice(&7u32.to_be_bytes());
         go.extend_from_slice(&6u32.to_be_bytes());
         go.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
-        s.write_all(&go).unwrap();
+        s.write_all(&go).map_err(e)?;
         loop {
             let mut h = [0u8; 20];
-            s.read_exact(&mut h).unwrap();
+            s.read_exact(&mut h).map_err(e)?;
             let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
             let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
             let mut data = vec![0u8; len as usize];
-            s.read_exact(&mut data).unwrap();
-            assert!(kind < 0x8000_0000, "GO refused: {kind:#x}");
+            s.read_exact(&mut data).map_err(e)?;
+            if kind >= 0x8000_0000 {
+                return Err(format!("GO refused: {kind:#x}"));
+            }
             if kind == 1 {
-                return Raw(s);
+                return Ok(Raw(s));
             }
         }
     }
@@ -468,6 +496,78 @@ fn bad_requests_get_nbd_errors_and_the_connection_stays_sound() {
         back[..4096].iter().all(|&x| x == 0),
         "nothing else was written"
     );
+}
+
+#[test]
+fn a_client_gone_in_the_middle_of_a_write_gives_its_session_back() {
+    let d = Dir::new("cut");
+    let file = d.path("volume.img");
+    let (_t, port) = start_target(&d.0, "tcp", &file, 0, &["--size", "1M"]);
+    // Eight sessions of 128 credits take all the target's 1024: a ninth
+    // client is served only once one of the first eight is gone.
+    let (_g, sock, _) = start_gateway_with(&d.0, "tcp", port, &["-q", "128"]);
+    for _ in 0..8 {
+        let mut a = Raw::connect(&sock);
+        // A WRITE's header and a tenth of its payload, then the client
+        // dies.
+        a.request(1, 0, 1, 0, 4096, &[5; 400]);
+        drop(a);
+    }
+    let deadline = Instant::now() + STEP;
+    let mut b = loop {
+        match Raw::try_connect(&sock) {
+            Ok(b) => break b,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the cut clients' sessions were never given back: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    b.request(0, 0, 2, 0, 8, &[]);
+    assert_eq!(
+        b.reply(8),
+        (0, 2, vec![0; 8]),
+        "the cut write was not applied"
+    );
+}
+
+#[test]
+fn a_client_that_never_reads_its_replies_is_not_read_either() {
+    let d = Dir::new("flood");
+    let s = stack(&d, "tcp", "4M", &[]);
+    let mut c = Raw::connect(&s.sock);
+    // 600 reads of 1 MiB whose replies are not read for a while: a
+    // gateway that took them all would hold 600 MiB of replies. It stops
+    // reading the client at its bound instead, so the requests are sent
+    // from a thread of their own (its writes block until replies are read).
+    const N: u64 = 600;
+    let mut w = Raw(c.0.try_clone().unwrap());
+    let writer = std::thread::spawn(move || {
+        for cookie in 0..N {
+            w.request(0, 0, cookie, 0, 1 << 20, &[]);
+        }
+    });
+    let until = Instant::now() + Duration::from_secs(3);
+    let mut peak = 0;
+    while Instant::now() < until {
+        peak = peak.max(s.gateway.rss_kib());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        peak < 256 << 10,
+        "the gateway grew to {peak} KiB for a client that reads nothing"
+    );
+    // Every reply comes once the client reads.
+    let mut seen = vec![false; N as usize];
+    for _ in 0..N {
+        let (e, cookie, data) = c.reply(1 << 20);
+        assert_eq!((e, data.len()), (0, 1 << 20));
+        assert!(!std::mem::replace(&mut seen[cookie as usize], true));
+    }
+    writer.join().unwrap();
 }
 
 #[test]
