@@ -40,6 +40,14 @@ const LABEL: &[u8] = b"ofi-udp-v1 dgram";
 const BATCH: usize = 64;
 /// Unexpected datagrams kept at most (bytes), the oldest dropped past it.
 const MAX_UNEXPECTED: usize = 1 << 20;
+
+/// What an unexpected datagram of `len` bytes counts against
+/// [`MAX_UNEXPECTED`]: its payload and its entry (so empty datagrams,
+/// which a peer can send by the million, are bounded too).
+fn charge(len: usize) -> usize {
+    len + std::mem::size_of::<Unexpected<Vec<u8>>>()
+}
+
 /// Most iov entries per operation.
 pub const IOV_LIMIT: usize = 4;
 
@@ -283,7 +291,7 @@ impl DgramEp {
         let Some(i) = idx else {
             // No receive takes it: unexpected, within the bound.
             let payload = g.scratch[DGRAM_HDR_LEN..DGRAM_HDR_LEN + r.len].to_vec();
-            g.unexpected_bytes += payload.len();
+            g.unexpected_bytes += charge(payload.len());
             g.mq.push_unexpected(
                 tagged,
                 Unexpected {
@@ -320,7 +328,7 @@ impl DgramEp {
             let Some(u) = g.mq.take_unexpected(q == 1, 0) else {
                 break;
             };
-            g.unexpected_bytes -= u.len;
+            g.unexpected_bytes -= charge(u.len);
             g.dropped += 1;
         }
     }
@@ -668,7 +676,7 @@ impl EndpointOps for DgramEp {
         let ignore = p.ignore;
         if let Some(i) = g.mq.find_unexpected(op.tagged, op.src, p.tag, ignore) {
             if let Some(u) = g.mq.take_unexpected(op.tagged, i) {
-                g.unexpected_bytes -= u.len;
+                g.unexpected_bytes -= charge(u.len);
                 let meta = Meta {
                     tagged: op.tagged,
                     tag: u.tag,

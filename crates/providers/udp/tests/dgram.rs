@@ -206,3 +206,42 @@ fn endpoints_of_different_keys_exchange_nothing() {
         b.ep.cancel(1).unwrap();
     }
 }
+
+#[test]
+fn empty_unexpected_datagrams_are_bounded_too() {
+    let info = dgram();
+    let (a, b, _to_a, to_b) = pair(&info);
+    // Empty tagged datagrams that no receive takes, paced so that b keeps
+    // up: each costs its entry, so past the bound the oldest are dropped
+    // (they used to count nothing and were all kept).
+    const N: u64 = 40_000;
+    // A receive none of them matches: b reads its socket while one is
+    // posted, keeping what no receive takes as unexpected.
+    let mut other = [0u8; 1];
+    recv(&b, &mut other, Some((u64::MAX, 0)), 3);
+    let mut e = [ofi_core::util::cq::CqTaggedEntry::default(); 64];
+    let mut src = [0u64; 64];
+    for t in 0..N {
+        send(&a, &[], to_b, Some(t), None, 0).expect("send");
+        if t % 32 == 31 {
+            while matches!(a.cq.readfrom(&mut e, &mut src), Ok(n) if n > 0) {}
+            // Drives b, which has nothing to complete.
+            let _ = b.cq.readfrom(&mut e, &mut src);
+        }
+    }
+    let _ = b.cq.readfrom(&mut e, &mut src);
+    let mut last = [0u8; 1];
+    recv(&b, &mut last, Some((N - 1, 0)), 1);
+    let Some((Done::Ok(c), _)) = readfrom(&b, T) else {
+        panic!("the newest unexpected datagram was not kept");
+    };
+    assert_eq!((c.op_context, c.tag, c.len), (1, N - 1, 0));
+    let mut first = [0u8; 1];
+    for t in 0..16 {
+        recv(&b, &mut first, Some((t, 0)), 2);
+    }
+    assert!(
+        readfrom(&b, Duration::from_millis(300)).is_none(),
+        "the oldest empty datagrams were kept past the bound"
+    );
+}
