@@ -733,18 +733,18 @@ impl Rdm {
         self.sessions.channel(p)
     }
 
-    /// Gives peers whose address was not in the AV when their session came
-    /// up their fi_addr now (the AV changed).
+    /// Looks up every peer's fi_addr again (the AV changed: an address was
+    /// removed, and its index may since name another peer): a peer whose
+    /// address went is `FI_ADDR_NOTAVAIL` (its messages no longer carry
+    /// the index, nor does its death fail the index's new owner), and one
+    /// whose address came back has its index.
     pub fn refresh(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
         for (peer, link) in self.links.iter_mut() {
-            if link.fi_addr != FI_ADDR_NOTAVAIL {
-                continue;
-            }
             let Some(addr) = self.sessions.addr(*peer) else {
                 continue;
             };
             let fa = resolve(addr);
-            if fa != FI_ADDR_NOTAVAIL {
+            if fa != link.fi_addr {
                 link.fi_addr = fa;
                 if let Some(c) = link.conn.as_mut() {
                     c.set_peer(fa);

@@ -179,3 +179,48 @@ fn a_closing_peers_last_acknowledgement_counts_before_its_port_unreachable() {
     // closed) is accounted for either way.
     wait_ctx(&a.cq, &mut sa, 0x22, T, &[], "a's send after b closed");
 }
+
+#[test]
+fn an_av_index_reused_after_a_removal_names_the_new_peer_only() {
+    let mut info = rdm();
+    info.caps |= FI_SOURCE;
+    let a = Ep::open(&info);
+    let b = Ep::open(&info);
+    let c = Ep::open(&info);
+    let to_b = a.insert(&b);
+    let to_a = b.insert(&a);
+    // b's session with a is up, a knowing b as `to_b`.
+    exchange(&b, &a, to_a, 8, 1, 0x10);
+    a.av.remove(&[to_b]).expect("remove");
+    let to_c = a.insert(&c);
+    assert_eq!(to_c, to_b, "the AV reuses the freed index");
+    // b speaks again: a must not report it as c.
+    let msg = [7u8; 8];
+    let mut dst = [0u8; 8];
+    // SAFETY: the buffers outlive the operations (waited for below).
+    unsafe {
+        a.ep.recv(dst.as_mut_ptr(), dst.len(), FI_ADDR_UNSPEC, 0x20)
+            .expect("recv");
+        b.ep.send(msg.as_ptr(), msg.len(), to_a, 0x20)
+            .expect("send");
+    }
+    let deadline = std::time::Instant::now() + T;
+    let mut e = [ofi_core::util::cq::CqTaggedEntry::default(); 1];
+    let mut src = [0u64; 1];
+    let mut sb = Vec::new();
+    loop {
+        poll(&b.cq, &mut sb);
+        if a.cq.readfrom(&mut e, &mut src) == Ok(1) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the message never came"
+        );
+    }
+    assert_eq!(e[0].op_context, 0x20);
+    assert_ne!(
+        src[0], to_c,
+        "a removed peer's message carries the index of the peer that took it"
+    );
+}
