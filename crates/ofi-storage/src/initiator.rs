@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -68,9 +68,12 @@ pub struct Volume {
     woken: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// The next blocking call's tag (with [`SYNC_TAG`] set): each call has
+    /// its own, so calls from several threads each get their own result.
+    sync_next: AtomicU64,
 }
 
-/// Tags of the blocking helpers (the caller's tags stay below).
+/// The bit of the blocking helpers' tags (the caller's tags stay below).
 const SYNC_TAG: u64 = 1 << 63;
 
 impl Volume {
@@ -112,6 +115,7 @@ impl Volume {
             done_tx,
             done_rx: Mutex::new(Some(done_rx)),
             stash: Mutex::new(VecDeque::new()),
+            sync_next: AtomicU64::new(0),
             wake,
             woken,
             stop,
@@ -219,8 +223,23 @@ impl Volume {
         g.as_ref()?.recv_timeout(timeout).ok()
     }
 
+    /// A tag for one blocking call.
+    fn sync_tag(&self) -> u64 {
+        SYNC_TAG | (self.sync_next.fetch_add(1, Ordering::Relaxed) & !SYNC_TAG)
+    }
+
+    /// Waits for the completion tagged `tag`, setting others aside (one
+    /// waiter reads the stream at a time; the next looks in what the
+    /// others set aside first).
     fn wait_for(&self, tag: u64) -> Result<Vec<u8>, Status> {
         let g = self.done_rx.lock().map_err(|_| Status::Disconnected)?;
+        if let Ok(mut s) = self.stash.lock() {
+            if let Some(i) = s.iter().position(|c| c.user == tag) {
+                if let Some(c) = s.remove(i) {
+                    return c.result;
+                }
+            }
+        }
         let rx = g.as_ref().ok_or(Status::Invalid)?;
         let deadline = Instant::now() + Duration::from_secs(3600);
         loop {
@@ -239,23 +258,27 @@ impl Volume {
 
     /// Reads `len` bytes at `offset`.
     pub fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, Status> {
-        self.submit_read(offset, len, SYNC_TAG);
-        self.wait_for(SYNC_TAG)
+        let tag = self.sync_tag();
+        self.submit_read(offset, len, tag);
+        self.wait_for(tag)
     }
     /// Writes `buf` at `offset`; hands the buffer back.
     pub fn write(&self, offset: u64, buf: Vec<u8>, fua: bool) -> Result<Vec<u8>, Status> {
-        self.submit_write(offset, buf, fua, SYNC_TAG);
-        self.wait_for(SYNC_TAG)
+        let tag = self.sync_tag();
+        self.submit_write(offset, buf, fua, tag);
+        self.wait_for(tag)
     }
     /// Makes every completed write durable.
     pub fn flush(&self) -> Result<(), Status> {
-        self.submit_flush(SYNC_TAG);
-        self.wait_for(SYNC_TAG).map(drop)
+        let tag = self.sync_tag();
+        self.submit_flush(tag);
+        self.wait_for(tag).map(drop)
     }
     /// Deallocates a range (advisory).
     pub fn trim(&self, offset: u64, len: u32) -> Result<(), Status> {
-        self.submit_trim(offset, len, SYNC_TAG);
-        self.wait_for(SYNC_TAG).map(drop)
+        let tag = self.sync_tag();
+        self.submit_trim(offset, len, tag);
+        self.wait_for(tag).map(drop)
     }
 }
 

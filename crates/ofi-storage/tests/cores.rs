@@ -516,3 +516,41 @@ fn fuzz_schedules_keep_the_invariants() {
         Sim::fuzz(&data);
     }
 }
+
+#[test]
+fn an_accept_granting_more_than_asked_ends_the_session() {
+    use ofi_storage::core::initiator::{Event, InitiatorCore};
+    use ofi_storage::wire::Accept;
+    let now = std::time::Instant::now();
+    for (qd, max_io) in [(8, 4096), (4, 1 << 30), (0, 4096), (4, 0)] {
+        let mut c = InitiatorCore::new(Duration::from_secs(5));
+        let _ = c.connect(7, 4, 4096, now);
+        c.on_capsule(
+            &Repr::Accept(Accept {
+                session: 1,
+                size: 1 << 20,
+                queue_depth: qd,
+                max_io,
+                block_size: 512,
+                features: 0,
+            })
+            .to_bytes(),
+        );
+        assert!(c.accepted().is_none(), "granted ({qd}, {max_io}) was taken");
+        assert!(c.is_closed());
+        assert!(matches!(c.poll_event(), Some(Event::Refused(_))));
+    }
+    // What was asked, or less, is taken.
+    let mut c = InitiatorCore::new(Duration::from_secs(5));
+    let _ = c.connect(7, 4, 4096, now);
+    let a = Accept {
+        session: 1,
+        size: 1 << 20,
+        queue_depth: 2,
+        max_io: 4096,
+        block_size: 512,
+        features: 0,
+    };
+    c.on_capsule(&Repr::Accept(a).to_bytes());
+    assert_eq!(c.accepted(), Some(&a));
+}

@@ -569,6 +569,40 @@ fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
 }
 
 #[test]
+fn threads_sharing_a_volume_each_get_their_own_results() {
+    let path = tmpfile("shared", 1 << 20);
+    let served = start(&path, "shm", false);
+    let v = Volume::open(
+        &served.addr,
+        &VolumeOptions {
+            net: net("shm"),
+            ..VolumeOptions::default()
+        },
+    )
+    .unwrap();
+    for t in 0..4u8 {
+        v.write(u64::from(t) << 16, vec![t + 1; 4096], false)
+            .unwrap();
+    }
+    // Blocking calls from four threads at once: each read returns its own
+    // region (they shared one tag and could take each other's data).
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let v = &v;
+            s.spawn(move || {
+                for i in 0..300 {
+                    let got = v.read(u64::from(t) << 16, 4096).unwrap();
+                    assert!(
+                        got.iter().all(|&x| x == t + 1),
+                        "thread {t}, read {i}: another thread's data"
+                    );
+                }
+            });
+        }
+    });
+}
+
+#[test]
 fn a_fabric_stranger_cannot_act_on_anothers_session() {
     use ofi_storage::wire::Repr;
     let path = tmpfile("stranger", 1 << 20);

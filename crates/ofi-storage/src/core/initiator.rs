@@ -101,6 +101,9 @@ pub struct InitiatorCore {
     timeout: Duration,
     connect_deadline: Option<Instant>,
     events: VecDeque<Event>,
+    /// What CONNECT asked for (queue depth, largest transfer): an ACCEPT
+    /// granting more is refused.
+    asked: (u32, u32),
 }
 
 impl InitiatorCore {
@@ -116,6 +119,7 @@ impl InitiatorCore {
             timeout,
             connect_deadline: None,
             events: VecDeque::new(),
+            asked: (0, 0),
         }
     }
 
@@ -130,10 +134,11 @@ impl InitiatorCore {
     ) -> [u8; CAPSULE_LEN] {
         self.state = State::Connecting;
         self.connect_deadline = Some(now + self.timeout);
+        self.asked = (queue_depth.max(1), max_io.max(1));
         Repr::Connect {
             token,
-            queue_depth: queue_depth.max(1),
-            max_io: max_io.max(1),
+            queue_depth: self.asked.0,
+            max_io: self.asked.1,
         }
         .to_bytes()
     }
@@ -275,6 +280,23 @@ impl InitiatorCore {
         };
         match (&self.state, r) {
             (State::Closed, _) => {}
+            (State::Connecting, Repr::Accept(a))
+                if a.queue_depth == 0
+                    || a.queue_depth > self.asked.0
+                    || a.max_io == 0
+                    || a.max_io > self.asked.1 =>
+            {
+                // Buffers are sized by what the target grants: a grant
+                // past what was asked would let it make this side
+                // allocate without bound.
+                self.fail(
+                    format!(
+                        "the target granted {} credits and {}-byte transfers, asked {} and {}",
+                        a.queue_depth, a.max_io, self.asked.0, self.asked.1
+                    ),
+                    Status::Disconnected,
+                )
+            }
             (State::Connecting, Repr::Accept(a)) => {
                 self.connect_deadline = None;
                 self.state = State::Open(a);
