@@ -750,3 +750,43 @@ fn hostile_datagrams_change_nothing_they_must_not() {
     assert!(known <= 16, "{known} half-open peers held");
     assert!(a.is_up(pb), "the flood displaced a live session");
 }
+
+#[test]
+fn a_strangers_hello_that_leads_nowhere_leaves_no_entry() {
+    let mut n = node("a", 1, None, 0);
+    let now = Instant::now();
+    let strangers: Vec<Vec<u8>> = (0..10)
+        .map(|i| format!("stranger-{i}").into_bytes())
+        .collect();
+    for (i, from) in strangers.iter().enumerate() {
+        let mut p = Repr {
+            kind: kind::HELLO,
+            ..Default::default()
+        }
+        .to_bytes()
+        .to_vec();
+        Handshake {
+            epoch: 7,
+            max_datagram: 1200,
+            window: 1 << 20,
+            nonce: [i as u8 + 1; NONCE_LEN],
+            echo: [0; NONCE_LEN],
+            mac: None,
+        }
+        .emit(&mut p);
+        assert!(matches!(n.s.on_datagram(now, from, &p), Incoming::Control));
+        assert!(n.s.find(from).is_some(), "answered, waiting for a CONFIRM");
+    }
+    while n.s.poll_ctrl().is_some() {}
+    // No CONFIRM comes: once the answers expire, nothing of the strangers
+    // stays (forged sources used to leave an entry each, for good).
+    n.s.handle_timeout(now + TIMEOUT + Duration::from_millis(1));
+    for from in &strangers {
+        assert!(
+            n.s.find(from).is_none(),
+            "{} stayed",
+            String::from_utf8_lossy(from)
+        );
+    }
+    assert_eq!(n.s.poll_timeout(), None, "timers for peers that are gone");
+}

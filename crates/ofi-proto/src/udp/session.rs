@@ -160,6 +160,10 @@ struct Peer {
     hello: Option<Hello>,
     answered: Option<Answered>,
     up: Option<Up>,
+    /// The layer above knows this peer's id (it asked for the peer, or a
+    /// session with it came up): the entry stays. One made by a stranger's
+    /// HELLO alone goes when that HELLO's answer expires.
+    held: bool,
 }
 
 impl Peer {
@@ -219,6 +223,15 @@ impl Sessions {
 
     /// The peer at `addr`, made on first use.
     pub fn peer(&mut self, addr: &[u8]) -> PeerId {
+        let id = self.entry(addr);
+        if let Some(p) = self.peers.get_mut(&id) {
+            p.held = true;
+        }
+        id
+    }
+
+    /// The entry of the peer at `addr`, made (not held) on first use.
+    fn entry(&mut self, addr: &[u8]) -> PeerId {
         if let Some(id) = self.by_addr.get(addr) {
             return *id;
         }
@@ -232,6 +245,7 @@ impl Sessions {
                 hello: None,
                 answered: None,
                 up: None,
+                held: false,
             },
         );
         id
@@ -538,7 +552,7 @@ impl Sessions {
         if !known {
             self.make_room_for_half_open();
         }
-        let id = self.peer(addr);
+        let id = self.entry(addr);
         let Some(p) = self.peers.get_mut(&id) else {
             return Incoming::Control;
         };
@@ -687,6 +701,8 @@ impl Sessions {
         let old = p.up.take();
         p.hello = None;
         p.answered = None;
+        // The layer above hears of the session: it names the peer by id.
+        p.held = true;
         p.up = Some(Up {
             mine,
             theirs,
@@ -848,6 +864,13 @@ impl Sessions {
             };
             if p.answered.as_ref().is_some_and(|a| now >= a.since + t) {
                 p.answered = None;
+                if !p.held && p.hello.is_none() && p.up.is_none() {
+                    // A stranger's HELLO that led nowhere: nothing of it
+                    // stays (each forged source would otherwise leave an
+                    // entry every timer pass walks).
+                    self.forget(id);
+                    continue;
+                }
             }
             let mut resend_hello = None;
             let mut hello_dead = false;
