@@ -69,7 +69,8 @@ struct Inner {
     /// Destination addresses by fi_addr, for the AV generation `dest_gen`.
     dests: IdMap<u64, Vec<u8>>,
     dest_gen: u64,
-    /// Kernel forms of peer addresses.
+    /// Kernel forms of peer addresses (at most [`RAW_CACHE`]; see
+    /// [`raw_addr`]).
     raw: HashMap<Vec<u8>, RawAddr>,
     /// Encoded form of the last source seen.
     last_src: Option<(SocketAddr, Vec<u8>)>,
@@ -337,12 +338,8 @@ impl RdmEp {
         } = g;
         let sock = &self.sock;
         *tx_more = rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
-            let a = match raw.get(to) {
-                Some(a) => a,
-                None => match crate::addr::decode(to) {
-                    Ok(sa) => raw.entry(to.to_vec()).or_insert_with(|| RawAddr::new(&sa)),
-                    Err(_) => return,
-                },
+            let Some(a) = raw_addr(raw, to) else {
+                return;
             };
             let mut v = [SysPart { base: 0, len: 0 }; SYS_PARTS];
             let n = parts.len().min(SYS_PARTS);
@@ -476,6 +473,23 @@ impl Progress for RdmEp {
 
 /// The fi_addr of a peer address in `av` (`FI_ADDR_NOTAVAIL` when not in
 /// it, unless the AV learns senders: see `AvCore::set_learning`).
+/// Most kernel addresses kept: every destination is cached, strangers
+/// answered with a RESET or a HELLO_ACK included, so the cache starts
+/// over when full rather than grow with each forged source.
+const RAW_CACHE: usize = 4096;
+
+/// The kernel form of `to` (None: not an address), cached.
+fn raw_addr<'a>(raw: &'a mut HashMap<Vec<u8>, RawAddr>, to: &[u8]) -> Option<&'a RawAddr> {
+    if !raw.contains_key(to) {
+        let sa = crate::addr::decode(to).ok()?;
+        if raw.len() >= RAW_CACHE {
+            raw.clear();
+        }
+        raw.insert(to.to_vec(), RawAddr::new(&sa));
+    }
+    raw.get(to)
+}
+
 fn resolve(av: &Option<Arc<AvCore>>, a: &[u8]) -> u64 {
     match av {
         Some(av) => av.reverse_or_learn(a).unwrap_or(FI_ADDR_NOTAVAIL),
@@ -645,10 +659,9 @@ impl EndpointOps for RdmEp {
             }
         }
         rdm.close(&mut |to: &[u8], parts: &[Part<'_>]| {
-            let Ok(sa) = crate::addr::decode(to) else {
+            let Some(a) = raw_addr(raw, to) else {
                 return;
             };
-            let a = raw.entry(to.to_vec()).or_insert_with(|| RawAddr::new(&sa));
             let v: Vec<SysPart> = parts
                 .iter()
                 .filter_map(|p| match p {
@@ -661,5 +674,24 @@ impl EndpointOps for RdmEp {
         });
         g.dead.clear();
         g.b = EpBindings::default();
+    }
+}
+
+#[cfg(test)]
+mod raw_cache_tests {
+    use super::*;
+
+    /// Destinations from a flood of forged sources: the cache stays
+    /// bounded and still answers each one.
+    #[test]
+    fn the_address_cache_is_bounded() {
+        let mut raw = HashMap::new();
+        for i in 0..3 * RAW_CACHE as u32 {
+            let sa = SocketAddr::from(([10, (i >> 16) as u8, (i >> 8) as u8, i as u8], 9));
+            let to = crate::addr::encode(&sa);
+            assert!(raw_addr(&mut raw, &to).is_some());
+            assert!(raw.len() <= RAW_CACHE);
+        }
+        assert!(raw_addr(&mut raw, b"not an address").is_none());
     }
 }
