@@ -55,8 +55,9 @@ pub const IOV_LIMIT: usize = 4;
 struct Group {
     id: u64,
     group: SocketAddr,
-    /// A socket of its own, bound to the group's address and port (when
-    /// the port is not the endpoint's), in the domain's poller.
+    /// A socket of its own, bound to the group's address and port (unless
+    /// the endpoint's socket, bound to the wildcard address on that port,
+    /// takes the group's datagrams), in the domain's poller.
     sock: Option<UdpSocket>,
     fi_addr: u64,
     recv: bool,
@@ -421,7 +422,12 @@ impl DgramEp {
                 .ok_or_else(|| Error::new(errno::FI_ENOAV, "udp: join: no address vector bound"))?;
         let mut sock = None;
         if recv {
-            let own = group.port() == self.local.port();
+            // The endpoint's own socket takes the group's datagrams only
+            // when it is bound to the wildcard address: the kernel gives a
+            // socket bound to a unicast address none (an offer binds the
+            // interface's). Otherwise the group gets a socket of its own,
+            // bound to the group's address, which may share the port.
+            let own = group.port() == self.local.port() && self.local.ip().is_unspecified();
             let iface = self.local.ip();
             let s = if own {
                 None

@@ -3,7 +3,8 @@
 //! both get every datagram a sender sends to the group's fi_addr; each join
 //! is reported with FI_JOIN_COMPLETE on the receiver's EQ; after one
 //! receiver closes its group (leaves), nothing more arrives there while
-//! the other still gets everything. Also, outside any namespace, joins that
+//! the other still gets everything; a third receiver whose own port is the
+//! group's gets everything too. Also, outside any namespace, joins that
 //! must fail do (not a group address, an endpoint not enabled).
 #![allow(unsafe_code)]
 
@@ -96,11 +97,22 @@ fn child() {
     let sender = Ep::open(&info);
     let r1 = Ep::open(&info);
     let r2 = Ep::open(&info);
+    // A receiver whose own port is the group's: its join takes a socket of
+    // its own too (the endpoint's, bound to the interface's address, is
+    // not given group datagrams).
+    let mut own = info.clone();
+    own.src_addr = Some(ofi_prov_udp::addr::encode(&std::net::SocketAddr::new(
+        "127.0.0.1".parse().unwrap(),
+        group_addr().port(),
+    )));
+    let r3 = Ep::open(&own);
     let group = ofi_prov_udp::addr::encode(&group_addr());
     let m1 = r1.ep.join(&group, 0, 0x111, 0x1c).expect("join r1");
     join_event(&r1, 0x111, 0x1c);
     let m2 = r2.ep.join(&group, 0, 0x222, 0x2c).expect("join r2");
     join_event(&r2, 0x222, 0x2c);
+    let m3 = r3.ep.join(&group, 0, 0x333, 0x3c).expect("join r3");
+    join_event(&r3, 0x333, 0x3c);
     // The sender sends to the group without joining: its AV holds the group.
     let to_group = sender
         .av
@@ -108,8 +120,10 @@ fn child() {
         .expect("av insert of the group");
     let mut b1: Vec<Vec<u8>> = (0..2 * N).map(|_| vec![0u8; 64]).collect();
     let mut b2: Vec<Vec<u8>> = (0..2 * N).map(|_| vec![0u8; 64]).collect();
+    let mut b3: Vec<Vec<u8>> = (0..N).map(|_| vec![0u8; 64]).collect();
     post(&r1, &mut b1, 0x1000);
     post(&r2, &mut b2, 0x2000);
+    post(&r3, &mut b3, 0x3000);
     // Each join also gave its group an fi_addr on its own AV.
     assert_ne!(m1.fi_addr(), FI_ADDR_NOTAVAIL);
     for i in 0..N {
@@ -119,9 +133,12 @@ fn child() {
     }
     let g1 = drain(&r1, T, Duration::from_millis(300));
     let g2 = drain(&r2, T, Duration::from_millis(300));
+    let g3 = drain(&r3, T, Duration::from_millis(300));
     let want: Vec<(usize, u8)> = (0..N).map(|i| (33, i as u8)).collect();
     assert_eq!(g1, want, "receiver 1: every datagram once, in order");
     assert_eq!(g2, want, "receiver 2: every datagram once, in order");
+    assert_eq!(g3, want, "receiver 3, on the group's port: every datagram");
+    drop(m3);
     // r1 leaves; r2 stays.
     drop(m1);
     for i in 0..N {
