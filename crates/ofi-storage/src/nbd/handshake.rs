@@ -203,10 +203,10 @@ impl Handshake {
                 None
             }
             opt::INFO | opt::GO => {
-                let Some(wants_block) = parse_info_request(data) else {
+                if parse_info_request(data).is_none() {
                     wire::option_reply(out, o, rep::ERR_INVALID, b"malformed INFO/GO request");
                     return None;
-                };
+                }
                 let e = match &self.export {
                     Ok(e) => *e,
                     Err(m) => {
@@ -215,14 +215,16 @@ impl Handshake {
                     }
                 };
                 wire::option_reply(out, o, rep::INFO, &wire::info_export(e.size, e.flags()));
-                if wants_block {
-                    wire::option_reply(
-                        out,
-                        o,
-                        rep::INFO,
-                        &wire::info_block_size(e.min_block, e.preferred_block, e.max_payload),
-                    );
-                }
+                // The block sizes go whether asked for or not (the protocol
+                // allows it): a client that did not ask would otherwise
+                // assume transfers of up to 32 MiB, past the target's
+                // largest, and meet EOVERFLOW.
+                wire::option_reply(
+                    out,
+                    o,
+                    rep::INFO,
+                    &wire::info_block_size(e.min_block, e.preferred_block, e.max_payload),
+                );
                 wire::option_reply(out, o, rep::ACK, &[]);
                 if o == opt::GO {
                     self.done = true;
@@ -241,19 +243,13 @@ impl Handshake {
 }
 
 /// INFO/GO data: name length, name, count of info requests, each a u16.
-/// Returns whether NBD_INFO_BLOCK_SIZE was asked for; None if malformed.
-fn parse_info_request(d: &[u8]) -> Option<bool> {
+/// None if malformed (every info this server has is sent anyway).
+fn parse_info_request(d: &[u8]) -> Option<()> {
     let nlen = u32::from_be_bytes(d.get(..4)?.try_into().ok()?) as usize;
     let rest = d.get(4..)?.get(nlen..)?;
     let n = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?) as usize;
     let reqs = rest.get(2..)?;
-    if reqs.len() != n * 2 {
-        return None;
-    }
-    Some(
-        reqs.chunks_exact(2)
-            .any(|c| u16::from_be_bytes([c[0], c[1]]) == wire::info::BLOCK_SIZE),
-    )
+    (reqs.len() == n * 2).then_some(())
 }
 
 #[cfg(test)]
@@ -321,6 +317,31 @@ mod tests {
         let mut want = Vec::new();
         wire::option_reply(&mut want, opt::STRUCTURED_REPLY, rep::ACK, &[]);
         wire::option_reply(&mut want, 0x55, rep::ERR_UNSUP, &[]);
+        wire::option_reply(
+            &mut want,
+            opt::GO,
+            rep::INFO,
+            &wire::info_export(1 << 20, export().flags()),
+        );
+        wire::option_reply(
+            &mut want,
+            opt::GO,
+            rep::INFO,
+            &wire::info_block_size(1, 4096, 1 << 20),
+        );
+        wire::option_reply(&mut want, opt::GO, rep::ACK, &[]);
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn block_sizes_go_to_a_client_that_did_not_ask() {
+        let mut h = Handshake::new(Ok(export()));
+        let mut input = 3u32.to_be_bytes().to_vec();
+        input.extend(option(opt::GO, &go_data(&[])));
+        let mut out = Vec::new();
+        let (_, o) = h.input(&input, &mut out);
+        assert_eq!(o, Outcome::Transmission(Negotiated { structured: false }));
+        let mut want = Vec::new();
         wire::option_reply(
             &mut want,
             opt::GO,
