@@ -809,36 +809,47 @@ fn pingpong_session(
     limit: Duration,
 ) {
     let prog = need("fi_pingpong", "libfabric-bin");
-    let port = free_port();
-    let port_arg = port.to_string();
     let common: Vec<&str> = args
         .iter()
         .copied()
         .chain(["-c", "-S", size, "-I", iters])
         .collect();
-    // Line-buffered stdout (coreutils' stdbuf, the binary itself unchanged),
-    // so that a killed run still shows the rows it printed.
-    let mut srv = lib.command("stdbuf");
-    srv.arg("-oL")
-        .arg(&prog)
-        .args(&common)
-        .args(["-B", &port_arg]);
-    // Loopback only, for libfabric's tcp (ofi's tcp is given the address).
-    srv.env("FI_TCP_IFACE", "lo");
-    let mut server = spawn(srv);
-    // The client connects once, without retrying: start it only when the
-    // server's control socket listens.
-    let ready = Instant::now() + Duration::from_secs(20);
-    while !listening(port) {
-        if Instant::now() > ready || matches!(server.child.try_wait(), Ok(Some(_))) {
-            let r = server.wait(Duration::from_secs(1));
-            panic!(
-                "fi_pingpong server never listened on {port}: {}",
-                r.report()
-            );
+    // A free port can be taken by another process between the probe and
+    // the server's bind (fi_pingpong then exits "Address already in use"):
+    // a new port then, a few times.
+    let mut attempt = 0;
+    let (server, port_arg) = 'start: loop {
+        attempt += 1;
+        let port = free_port();
+        let port_arg = port.to_string();
+        // Line-buffered stdout (coreutils' stdbuf, the binary itself
+        // unchanged), so that a killed run still shows the rows it printed.
+        let mut srv = lib.command("stdbuf");
+        srv.arg("-oL")
+            .arg(&prog)
+            .args(&common)
+            .args(["-B", &port_arg]);
+        // Loopback only, for libfabric's tcp (ofi's tcp is given the address).
+        srv.env("FI_TCP_IFACE", "lo");
+        let mut server = spawn(srv);
+        // The client connects once, without retrying: start it only when
+        // the server's control socket listens.
+        let ready = Instant::now() + Duration::from_secs(20);
+        while !listening(port) {
+            if Instant::now() > ready || matches!(server.child.try_wait(), Ok(Some(_))) {
+                let r = server.wait(Duration::from_secs(1));
+                if attempt < 3 && r.stderr.contains("Address already in use") {
+                    continue 'start;
+                }
+                panic!(
+                    "fi_pingpong server never listened on {port}: {}",
+                    r.report()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
         }
-        thread::sleep(Duration::from_millis(20));
-    }
+        break (server, port_arg);
+    };
     let mut cli = lib.command("stdbuf");
     cli.arg("-oL")
         .arg(&prog)
