@@ -58,17 +58,18 @@ impl Client {
             Client::Unix(s) => s.set_nonblocking(on),
         }
     }
-    fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+    fn set_timeouts(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
-            Client::Tcp(s) => s.set_read_timeout(t),
-            Client::Unix(s) => s.set_read_timeout(t),
+            Client::Tcp(s) => s.set_read_timeout(t).and(s.set_write_timeout(t)),
+            Client::Unix(s) => s.set_read_timeout(t).and(s.set_write_timeout(t)),
         }
     }
 }
 
-/// Longest a client may take over each step of the handshake (its session
-/// with the target is open meanwhile): a client that connects and says
-/// nothing is dropped after it.
+/// Longest a client may take over each step of the handshake, reading or
+/// taking a reply (its session with the target is open meanwhile): a
+/// client that connects and says nothing, or reads nothing, is dropped
+/// after it.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most client connections served at once (a thread and a target session
@@ -139,16 +140,14 @@ pub fn serve(l: Listener, opts: GatewayOptions, stop: Arc<AtomicBool>) -> std::i
                 }
                 let _ = s.set_nonblocking(false);
                 let o = opts.clone();
-                clients.fetch_add(1, Ordering::AcqRel);
-                let count = clients.clone();
+                let slot = Slot::take(&clients);
                 let spawned = std::thread::Builder::new()
                     .name("ofi-nbd-conn".into())
                     .spawn(move || {
+                        let _slot = slot;
                         connection(s, &o);
-                        count.fetch_sub(1, Ordering::AcqRel);
                     });
                 if let Err(e) = spawned {
-                    clients.fetch_sub(1, Ordering::AcqRel);
                     warn!("nbd: no thread for a connection: {e}");
                 }
             }
@@ -172,6 +171,24 @@ pub fn serve(l: Listener, opts: GatewayOptions, stop: Arc<AtomicBool>) -> std::i
         }
     }
     Ok(())
+}
+
+/// A client's place among the [`MAX_CLIENTS`]: given back when dropped,
+/// however its thread ends (a panic included), or with the closure a
+/// failed spawn drops.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(count: &Arc<AtomicUsize>) -> Slot {
+        count.fetch_add(1, Ordering::AcqRel);
+        Slot(count.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 fn export_of(a: &Accept) -> Export {
@@ -231,7 +248,7 @@ fn connection(mut s: Client, o: &GatewayOptions) {
 /// structured-replies choice and the bytes read past its end once the
 /// client moves to transmission.
 fn handshake(s: &mut Client, export: Result<Export, String>) -> Option<(bool, Vec<u8>)> {
-    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok()?;
+    s.set_timeouts(Some(HANDSHAKE_TIMEOUT)).ok()?;
     s.write_all(&Handshake::greeting()).ok()?;
     let mut h = Handshake::new(export);
     let mut buf = Vec::new();
@@ -323,9 +340,10 @@ enum Input {
 const BACKLOG: usize = 256;
 /// Bytes of READ data and WRITE payload a connection may hold (in flight
 /// or queued for a client that does not read its replies) beyond which
-/// the client is not read: a client pipelining reads it never collects
-/// would otherwise grow the gateway without bound. One request past it is
-/// always taken, so any request can make progress.
+/// no new request is started: a client pipelining reads it never collects
+/// would otherwise grow the gateway without bound. A request starts while
+/// under it (so one may take the connection past it), and a started
+/// WRITE's payload is always read (its buffer is held already).
 const MAX_HELD: usize = 64 << 20;
 /// Replies queued for the client beyond which it is not read (error and
 /// data-less replies hold no budget bytes but are not free).
@@ -388,13 +406,26 @@ impl<'c> Transmission<'c> {
         self.ses.backlog() < BACKLOG && self.held < MAX_HELD && self.out.len() < MAX_QUEUED
     }
 
+    /// Whether to read the client: always in the middle of a request (a
+    /// WRITE's payload already has its buffer; a refused one's is
+    /// dropped), else while there is room for the next request.
+    fn wants_input(&self) -> bool {
+        self.reading && (!matches!(self.input, Input::Header) || self.room())
+    }
+
     fn run(mut self, s: &mut Client) {
         // The bytes read with the handshake's last message count first.
         let mut readable = true;
         let mut broken = false;
         loop {
             let mut work = false;
-            if readable && self.reading && self.room() {
+            // Requests read while there was no room for them start now.
+            if self.reading && self.at < self.end && self.room() {
+                let at = self.at;
+                self.parse();
+                work |= self.at != at;
+            }
+            if readable && self.wants_input() {
                 match self.read(s) {
                     Ok(n) => {
                         work |= n > 0;
@@ -446,7 +477,7 @@ impl<'c> Transmission<'c> {
                 break;
             }
             let mut ev = PollFlags::empty();
-            if self.reading && self.room() {
+            if self.wants_input() {
                 ev |= PollFlags::IN;
             }
             if !self.out.is_empty() {
@@ -477,7 +508,7 @@ impl<'c> Transmission<'c> {
                 Err(e) => return Err(e),
             }
             self.parse();
-            if matches!(self.input, Input::Payload { .. }) {
+            if matches!(self.input, Input::Payload { .. }) || !self.room() {
                 return Ok(total);
             }
         }
@@ -573,7 +604,9 @@ impl<'c> Transmission<'c> {
                     }
                 }
                 Input::Header => {
-                    if !self.reading || avail.len() < REQUEST_LEN {
+                    // Without room, the request waits in `inbuf` (the run
+                    // loop parses it once room comes back).
+                    if !self.reading || avail.len() < REQUEST_LEN || !self.room() {
                         return;
                     }
                     let d = request::decode(&avail[..REQUEST_LEN], &self.export);

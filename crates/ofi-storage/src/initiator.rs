@@ -214,13 +214,29 @@ impl Volume {
         self.done_rx.lock().ok()?.take()
     }
 
-    /// The next completion, waiting up to `timeout`.
+    /// The next completion of a request submitted with a tag of the
+    /// caller's (below `1 << 63`), waiting up to `timeout`; those of
+    /// blocking calls are left to them.
     pub fn next(&self, timeout: Duration) -> Option<Completion> {
-        if let Some(c) = self.stash.lock().ok()?.pop_front() {
-            return Some(c);
+        {
+            let mut s = self.stash.lock().ok()?;
+            if let Some(i) = s.iter().position(|c| c.user & SYNC_TAG == 0) {
+                return s.remove(i);
+            }
         }
         let g = self.done_rx.lock().ok()?;
-        g.as_ref()?.recv_timeout(timeout).ok()
+        let rx = g.as_ref()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let c = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .ok()?;
+            if c.user & SYNC_TAG == 0 {
+                return Some(c);
+            }
+            // A blocking call's: it looks in the stash first.
+            self.stash.lock().ok()?.push_back(c);
+        }
     }
 
     /// A tag for one blocking call.

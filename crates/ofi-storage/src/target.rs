@@ -702,6 +702,18 @@ impl<'a> Driver<'a> {
     fn capsule(&mut self, bytes: &[u8], src: Option<Addr>) {
         let by_src = src.and_then(|a| self.by_addr.get(&a.0).copied());
         if self.sources && by_src.is_none() {
+            // A CONNECT proving its control connection's token is the
+            // initiator's own, whatever source the provider names (the AV
+            // may report an older entry of the same address, one a gone
+            // initiator used): that source is this initiator's from now.
+            if let Ok(Repr::Connect { token, .. }) = Repr::from_bytes(bytes) {
+                if let Some(p) = self.tokens.get(&token).copied() {
+                    if let Some(a) = src {
+                        self.by_addr.insert(a.0, p);
+                    }
+                    return self.core.on_capsule(p, bytes);
+                }
+            }
             // A DISCONNECT racing its control connection's close is
             // expected; anything else is a stranger's.
             if !matches!(Repr::from_bytes(bytes), Ok(Repr::Disconnect { .. })) {
@@ -790,9 +802,8 @@ impl<'a> Driver<'a> {
                 self.sessions.remove(&s);
             }
             if all {
-                if let Some(a) = p.addr {
-                    self.by_addr.remove(&a.0);
-                }
+                // Its address and any other entry the provider named it by.
+                self.by_addr.retain(|_, id| *id != peer);
                 self.peers.remove(&peer);
             }
         }

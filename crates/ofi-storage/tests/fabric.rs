@@ -439,9 +439,13 @@ struct Hostile {
 
 impl Hostile {
     fn connect(addr: &str) -> Hostile {
+        Hostile::connect_with(addr, &net("shm").offer().unwrap())
+    }
+    /// As [`connect`](Self::connect), the fabric channel opened from `info`.
+    fn connect_with(addr: &str, info: &ofi::Info) -> Hostile {
         use std::io::{Read, Write};
         let mut ctl = std::net::TcpStream::connect(addr).unwrap();
-        let ch = ofi::safe::Channel::open(&net("shm").offer().unwrap()).unwrap();
+        let ch = ofi::safe::Channel::open(info).unwrap();
         ctl.write_all(&ofi_storage::control::hello(&ch.address().unwrap()))
             .unwrap();
         ctl.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -600,6 +604,45 @@ fn threads_sharing_a_volume_each_get_their_own_results() {
             });
         }
     });
+}
+
+#[test]
+fn an_initiator_on_an_address_used_before_is_served() {
+    use ofi_storage::wire::Repr;
+    let path = tmpfile("reused", 1 << 20);
+    let served = start(&path, "tcp", false);
+    // One fabric address for two initiators in turn: the target's AV keeps
+    // the first one's entry, which the provider names as the second one's
+    // source.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut info = net("tcp").offer().unwrap();
+    let mut sa = vec![0u8; 16];
+    sa[0..2].copy_from_slice(&2u16.to_ne_bytes());
+    sa[2..4].copy_from_slice(&port.to_be_bytes());
+    sa[4..8].copy_from_slice(&[127, 0, 0, 1]);
+    info.src_addr = Some(sa);
+    for round in 0..2 {
+        let h = Hostile::connect_with(&served.addr, &info);
+        h.send(
+            &Repr::Connect {
+                token: h.token,
+                queue_depth: 4,
+                max_io: 4096,
+            }
+            .to_bytes(),
+        );
+        assert!(
+            matches!(h.recv(), Repr::Accept(_)),
+            "round {round}: no ACCEPT"
+        );
+        // The control connection closes: the target forgets the initiator.
+        drop(h);
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]

@@ -571,6 +571,52 @@ fn a_client_that_never_reads_its_replies_is_not_read_either() {
 }
 
 #[test]
+fn a_write_payload_is_taken_even_past_the_reply_bound() {
+    let d = Dir::new("payload");
+    let s = stack(&d, "tcp", "4M", &[]);
+    let mut c = Raw::connect(&s.sock);
+    // A client that writes each request whole before it reads a reply:
+    // 63 reads of 1 MiB, then a WRITE of 1 MiB whose header the gateway
+    // takes just under its bound of held bytes and whose buffer brings it
+    // to the bound. The payload must still be read (its buffer is already
+    // held), or client and gateway wait for each other for ever. (A
+    // request that starts past the bound waits until the client reads
+    // replies, as with any NBD server: a client must read while it
+    // writes.)
+    for cookie in 0..63 {
+        c.request(0, 0, cookie, 0, 1 << 20, &[]);
+    }
+    c.0.set_write_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let payload = vec![0x3c; 1 << 20];
+    let mut r = 0x2560_9513u32.to_be_bytes().to_vec();
+    r.extend_from_slice(&0u16.to_be_bytes());
+    r.extend_from_slice(&1u16.to_be_bytes());
+    r.extend_from_slice(&63u64.to_be_bytes());
+    r.extend_from_slice(&(2u64 << 20).to_be_bytes());
+    r.extend_from_slice(&(1u32 << 20).to_be_bytes());
+    r.extend_from_slice(&payload);
+    c.0.write_all(&r)
+        .expect("the gateway stopped reading in the middle of a WRITE's payload");
+    let mut seen = 0;
+    for _ in 0..64 {
+        let mut h = [0u8; 16];
+        c.0.read_exact(&mut h).unwrap();
+        let e = u32::from_be_bytes(h[4..8].try_into().unwrap());
+        let cookie = u64::from_be_bytes(h[8..16].try_into().unwrap());
+        assert_eq!(e, 0, "request {cookie} failed");
+        if cookie < 63 {
+            let mut data = vec![0u8; 1 << 20];
+            c.0.read_exact(&mut data).unwrap();
+        }
+        seen += 1;
+    }
+    assert_eq!(seen, 64);
+    let back = std::fs::read(d.path("volume.img")).unwrap();
+    assert!(back[2 << 20..3 << 20].iter().all(|&x| x == 0x3c));
+}
+
+#[test]
 fn read_only_volume_answers_eperm() {
     let d = Dir::new("ro");
     std::fs::write(d.path("volume.img"), vec![3u8; 1 << 20]).unwrap();

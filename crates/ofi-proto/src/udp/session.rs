@@ -746,7 +746,7 @@ impl Sessions {
         let half: Vec<(PeerId, Instant)> = self
             .peers
             .iter()
-            .filter(|(_, p)| p.half_open())
+            .filter(|(_, p)| p.half_open() && !p.held)
             .filter_map(|(id, p)| p.answered.as_ref().map(|a| (*id, a.since)))
             .collect();
         if half.len() < self.cfg.max_half_open {

@@ -471,8 +471,6 @@ impl Progress for RdmEp {
     }
 }
 
-/// The fi_addr of a peer address in `av` (`FI_ADDR_NOTAVAIL` when not in
-/// it, unless the AV learns senders: see `AvCore::set_learning`).
 /// Most kernel addresses kept: every destination is cached, strangers
 /// answered with a RESET or a HELLO_ACK included, so the cache starts
 /// over when full rather than grow with each forged source.
@@ -490,6 +488,8 @@ fn raw_addr<'a>(raw: &'a mut HashMap<Vec<u8>, RawAddr>, to: &[u8]) -> Option<&'a
     raw.get(to)
 }
 
+/// The fi_addr of a peer address in `av` (`FI_ADDR_NOTAVAIL` when not in
+/// it, unless the AV learns senders: see `AvCore::set_learning`).
 fn resolve(av: &Option<Arc<AvCore>>, a: &[u8]) -> u64 {
     match av {
         Some(av) => av.reverse_or_learn(a).unwrap_or(FI_ADDR_NOTAVAIL),
