@@ -10,6 +10,18 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// A volume of the target at `addr` over provider `p`, default options.
+fn open_volume(addr: &str, p: &str) -> Volume {
+    Volume::open(
+        addr,
+        &VolumeOptions {
+            net: net(p),
+            ..VolumeOptions::default()
+        },
+    )
+    .unwrap()
+}
+
 /// A backing file in the temporary directory, removed when dropped.
 struct TmpFile(PathBuf);
 
@@ -413,14 +425,7 @@ fn read_only_target_refuses_writes() {
     let path = tmpfile("ro", 1 << 20);
     let served = start(&path, "shm", true);
     let addr = served.addr.clone();
-    let v = Volume::open(
-        &addr,
-        &VolumeOptions {
-            net: net("shm"),
-            ..VolumeOptions::default()
-        },
-    )
-    .unwrap();
+    let v = open_volume(&addr, "shm");
     assert!(v.read_only());
     assert_eq!(v.write(0, vec![1; 512], false), Err(Status::ReadOnly));
     assert_eq!(v.read(0, 512).unwrap(), vec![0; 512]);
@@ -560,14 +565,7 @@ fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
     assert_eq!(file.len() as u64, size, "the file kept its size");
     assert!(file.iter().all(|&x| x == 0x11), "the volume was written");
     // The target still serves honest initiators.
-    let v = Volume::open(
-        &addr,
-        &VolumeOptions {
-            net: net("shm"),
-            ..VolumeOptions::default()
-        },
-    )
-    .unwrap();
+    let v = open_volume(&addr, "shm");
     assert_eq!(v.read(0, 16).unwrap(), vec![0x11; 16]);
     drop((v, region, a, b));
 }
@@ -576,14 +574,7 @@ fn a_hostile_fabric_peer_is_dropped_and_never_reaches_outside_the_volume() {
 fn threads_sharing_a_volume_each_get_their_own_results() {
     let path = tmpfile("shared", 1 << 20);
     let served = start(&path, "shm", false);
-    let v = Volume::open(
-        &served.addr,
-        &VolumeOptions {
-            net: net("shm"),
-            ..VolumeOptions::default()
-        },
-    )
-    .unwrap();
+    let v = open_volume(&served.addr, "shm");
     for t in 0..4u8 {
         v.write(u64::from(t) << 16, vec![t + 1; 4096], false)
             .unwrap();
@@ -651,14 +642,7 @@ fn a_fabric_stranger_cannot_act_on_anothers_session() {
     let path = tmpfile("stranger", 1 << 20);
     let served = start(&path, "shm", false);
     let addr = served.addr.clone();
-    let v = Volume::open(
-        &addr,
-        &VolumeOptions {
-            net: net("shm"),
-            ..VolumeOptions::default()
-        },
-    )
-    .unwrap();
+    let v = open_volume(&addr, "shm");
     v.write(0, vec![0x5a; 512], false).unwrap();
     // A process that learnt the target's fabric address (here from a
     // WELCOME of its own) sends from a channel the target never met,

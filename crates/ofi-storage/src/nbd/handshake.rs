@@ -290,6 +290,24 @@ mod tests {
         d
     }
 
+    /// What a GO of `export()` is answered with: the export, its block
+    /// sizes, ACK.
+    fn go_reply(want: &mut Vec<u8>) {
+        wire::option_reply(
+            want,
+            opt::GO,
+            rep::INFO,
+            &wire::info_export(1 << 20, export().flags()),
+        );
+        wire::option_reply(
+            want,
+            opt::GO,
+            rep::INFO,
+            &wire::info_block_size(1, 4096, 1 << 20),
+        );
+        wire::option_reply(want, opt::GO, rep::ACK, &[]);
+    }
+
     #[test]
     fn go_with_structured_replies_and_block_sizes() {
         let mut h = Handshake::new(Ok(export()));
@@ -317,19 +335,7 @@ mod tests {
         let mut want = Vec::new();
         wire::option_reply(&mut want, opt::STRUCTURED_REPLY, rep::ACK, &[]);
         wire::option_reply(&mut want, 0x55, rep::ERR_UNSUP, &[]);
-        wire::option_reply(
-            &mut want,
-            opt::GO,
-            rep::INFO,
-            &wire::info_export(1 << 20, export().flags()),
-        );
-        wire::option_reply(
-            &mut want,
-            opt::GO,
-            rep::INFO,
-            &wire::info_block_size(1, 4096, 1 << 20),
-        );
-        wire::option_reply(&mut want, opt::GO, rep::ACK, &[]);
+        go_reply(&mut want);
         assert_eq!(out, want);
     }
 
@@ -342,19 +348,7 @@ mod tests {
         let (_, o) = h.input(&input, &mut out);
         assert_eq!(o, Outcome::Transmission(Negotiated { structured: false }));
         let mut want = Vec::new();
-        wire::option_reply(
-            &mut want,
-            opt::GO,
-            rep::INFO,
-            &wire::info_export(1 << 20, export().flags()),
-        );
-        wire::option_reply(
-            &mut want,
-            opt::GO,
-            rep::INFO,
-            &wire::info_block_size(1, 4096, 1 << 20),
-        );
-        wire::option_reply(&mut want, opt::GO, rep::ACK, &[]);
+        go_reply(&mut want);
         assert_eq!(out, want);
     }
 
