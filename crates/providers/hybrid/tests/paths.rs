@@ -306,3 +306,56 @@ fn a_wrong_shape_address_is_refused_with_a_log_line() {
     assert_eq!(err.code(), ofi::errno::FI_EINVAL);
     drop(e);
 }
+
+/// One tagged message from `from` (to `dest`) into a receive of `who`
+/// directed at `src`; the source the completion names.
+fn one_message(all: &[&Node], from: &Node, dest: u64, who: &Node, src: u64, ctx: usize) -> u64 {
+    let m = *b"hybrid!!";
+    let mut buf = [0u8; 8];
+    // SAFETY: the buffers outlive the operations, which complete below.
+    unsafe {
+        who.ep.trecv(buf.as_mut_ptr(), 8, src, 5, 0, ctx).unwrap();
+        from.ep.tsend(m.as_ptr(), 8, dest, 5, ctx).unwrap();
+    }
+    wait(all, from, 1);
+    let got = wait(all, who, 1);
+    assert_eq!((got[0].0.op_context, buf), (ctx, m));
+    got[0].1
+}
+
+#[test]
+fn a_removed_peers_index_names_only_the_peer_that_took_it() {
+    let _s = serial();
+    let a = open("test-host-a");
+    let b = open("test-host-a");
+    let c = open("test-host-b");
+    let all = [&a, &b, &c];
+    let fb = connect(&a, &b);
+    let ba = connect(&b, &a);
+    assert_eq!(one_message(&all, &b, ba, &a, FI_ADDR_UNSPEC, 0x10), fb);
+    a.av.remove(&[fb]).expect("remove");
+    let fc = connect(&a, &c);
+    assert_eq!(fc, fb, "the AV reuses the freed index");
+    // b speaks again: it is no longer in a's AV, and never c.
+    let src = one_message(&all, &b, ba, &a, FI_ADDR_UNSPEC, 0x11);
+    assert_ne!(
+        src, fc,
+        "a removed peer's message names the index's new owner"
+    );
+}
+
+#[test]
+fn a_receive_directed_at_any_entry_of_an_address_takes_its_messages() {
+    let _s = serial();
+    let a = open("test-host-a");
+    let b = open("test-host-a");
+    let all = [&a, &b];
+    let first = connect(&a, &b);
+    let second = connect(&a, &b);
+    assert_ne!(first, second);
+    let ba = connect(&b, &a);
+    // Messages name the primary entry; a receive directed at either takes
+    // them.
+    assert_eq!(one_message(&all, &b, ba, &a, first, 0x20), first);
+    assert_eq!(one_message(&all, &b, ba, &a, second, 0x21), first);
+}

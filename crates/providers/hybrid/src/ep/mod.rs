@@ -480,9 +480,14 @@ impl HybridEp {
         }
         let Some(av) = st.b.av.clone() else { return };
         if now.1 != st.seen.1 {
-            // Something was removed: routes are rebuilt from what remains.
+            // Something was removed: routes, and the names inner senders
+            // go by, are rebuilt from what remains (a removed peer's index
+            // may name another peer now).
             st.routes.clear();
             self.shm_routes.clear();
+            for rev in st.rev.iter_mut() {
+                rev.fill(FI_ADDR_NOTAVAIL);
+            }
         }
         st.seen = now;
         for (fi, raw) in av.entries() {
@@ -541,7 +546,9 @@ impl HybridEp {
                 if rev.len() <= k {
                     rev.resize(k + 1, FI_ADDR_NOTAVAIL);
                 }
-                rev[k] = fi;
+                // An address inserted more than once goes by its primary
+                // entry, as FI_SOURCE reports it.
+                rev[k] = av.primary(fi).unwrap_or(fi);
             }
         }
         self.shm_routes.publish(now.1);
@@ -1117,13 +1124,15 @@ impl Progress for HybridEp {
             if path == TCP && !self.poll_tcp(&mut st, now) && !self.paths[TCP].cq.has_events() {
                 continue;
             }
-            if self.paths[path].eq.has_events() {
-                self.peers_down(&mut st, path);
-            }
+            // What a peer sent before it died is matched before its death
+            // fails the receives directed at it (as shm does).
             if self.drain(&mut st, path) > 0 {
                 st.recent[path] = RECENT;
             } else {
                 st.recent[path] = st.recent[path].saturating_sub(1);
+            }
+            if self.paths[path].eq.has_events() {
+                self.peers_down(&mut st, path);
             }
         }
         let idle = st.outstanding[TCP] == 0 && st.recent[TCP] == 0;

@@ -354,6 +354,12 @@ impl HybridEp {
         // Senders the application inserted since the last look: their held
         // messages now carry their fi_addr, for a receive directed at one.
         self.sync_av(&mut st);
+        // A receive directed at any entry of an address inserted more than
+        // once takes what its sender sends (messages carry the primary).
+        let src = match (src, &st.b.av) {
+            (FI_ADDR_UNSPEC, _) | (_, None) => src,
+            (s, Some(av)) => av.primary(s).unwrap_or(s),
+        };
         let completion = op.flags & FI_COMPLETION != 0 || !st.b.rx_selective;
         let d = Dest {
             iov: op.iov,
