@@ -164,8 +164,9 @@ fn ping(e: &Ep, who: u64, ctx: usize) {
 /// Kills `kid`, with a pending large send to it and a directed receive
 /// from it: the send fails. When the inner provider declares the peer dead
 /// (tcp and shm both do, with an EQ entry), the directed receive fails too
-/// and the EQ names the peer by its fi_addr; otherwise the receive stays
-/// posted until canceled.
+/// and the EQ names the peer by its fi_addr, and a receive directed at it
+/// afterwards fails at once; otherwise the receive stays posted until
+/// canceled.
 fn kill_and_check(e: &Ep, kid: &mut Child, who: u64, big: &[u8], base: usize, declared: bool) {
     let mut never = [0u8; 8];
     // SAFETY: `big` and `never` outlive the operations, which end below.
@@ -207,6 +208,14 @@ fn kill_and_check(e: &Ep, kid: &mut Child, who: u64, big: &[u8], base: usize, de
         }
         std::thread::yield_now();
     }
+    // A receive directed at the peer after its death fails at once (it
+    // used to stay posted for ever).
+    let mut late = [0u8; 8];
+    // SAFETY: `late` outlives the receive, which ends below.
+    unsafe { e.ep.trecv(late.as_mut_ptr(), 8, who, 0x78, 0, base + 2) }.unwrap();
+    let (c, err) = next(e, Instant::now() + Duration::from_secs(2));
+    assert_eq!(c, base + 2);
+    assert_ne!(err, 0, "a receive directed at a dead peer succeeded");
 }
 
 #[test]

@@ -241,6 +241,10 @@ pub(crate) struct State {
     /// Some unexpected message may hold a pending source (see
     /// [`pending_src`]): the AV sync looks for them.
     held_pending: bool,
+    /// Peers declared dead (fi_addr, address, errno): a receive directed at
+    /// one fails at once. A message from the peer revives it; an AV
+    /// removal keeps only the marks whose entry still names their address.
+    dead: Vec<(u64, Vec<u8>, i32)>,
 }
 
 /// What the endpoints of one hybrid domain share. The inner tcp endpoints
@@ -444,6 +448,7 @@ impl HybridEp {
                 polled: [Instant::now(); 2],
                 watching: false,
                 held_pending: false,
+                dead: Vec::new(),
             })),
             wait: OnceLock::new(),
         });
@@ -488,6 +493,8 @@ impl HybridEp {
             for rev in st.rev.iter_mut() {
                 rev.fill(FI_ADDR_NOTAVAIL);
             }
+            st.dead
+                .retain(|(fi, raw, _)| av.lookup(*fi).is_ok_and(|a| a[..] == raw[..]));
         }
         st.seen = now;
         for (fi, raw) in av.entries() {
@@ -897,6 +904,12 @@ impl HybridEp {
                         Self::rx_error(st, r.context, fl, err, r.tag, 0, 0);
                     }
                 }
+                let raw = st.b.av.as_ref().and_then(|av| av.lookup(outer).ok());
+                if let Some(raw) = raw {
+                    if !st.dead.iter().any(|d| d.0 == outer) {
+                        st.dead.push((outer, raw.to_vec(), err));
+                    }
+                }
             }
             if let Some(eq) = &st.b.eq {
                 // Named as the application knows the peer: its fi_addr and
@@ -925,6 +938,10 @@ impl HybridEp {
         src: u64,
         short: Option<u64>,
     ) {
+        if !st.dead.is_empty() {
+            // The peer speaks again: it is alive.
+            st.dead.retain(|d| d.0 != src);
+        }
         // Out of the state while it is read, so matching may borrow both.
         let buf = std::mem::take(&mut st.bounce[path][idx]);
         let bytes = &buf[..len.min(buf.len())];

@@ -429,6 +429,13 @@ impl HybridEp {
             self.deliver(&mut st, &d, m, u.payload);
             return Ok(());
         }
+        if let Some(&(_, _, err)) = st.dead.iter().find(|x| src != FI_ADDR_UNSPEC && x.0 == src) {
+            // Directed at a peer declared dead: what it sent before it
+            // died was matched above; nothing more will come.
+            let fl = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+            Self::rx_error(&st, op.context, fl, err, op.tag, 0, 0);
+            return Ok(());
+        }
         let mut posted = PostedRecv {
             iov: [IoVec::default(); MAX_IOV],
             iov_cnt: op.iov.len(),
