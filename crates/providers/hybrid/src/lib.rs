@@ -86,7 +86,7 @@ fn tunables() -> Vec<Tunable> {
     vec![
         Tunable::text(NAME, node::VAR, "", "Node identity for locality: peers with the same value use shm, others tcp (empty: boot id, IPC and PID namespaces and /dev/shm decide; @endpoint: every endpoint is its own node, so all traffic takes tcp)"),
         Tunable::text(NAME, "net", REMOTE, "Provider for peers on other nodes: tcp (reliable streams) or udp (ofi's reliability protocol over datagrams); every process of a job must name the same"),
-        Tunable::size(NAME, "eager_max", 8192, "Messages up to this size are copied through bounce buffers; larger ones use the inner provider's rendezvous"),
+        Tunable::size(NAME, "eager_max", 8192, "Messages up to this size are copied through bounce buffers; larger ones use the inner provider's rendezvous; every process of a job must use the same value (a receiver with a smaller one drops the larger eager messages it gets, with a warning)"),
         Tunable::size(NAME, "bounce_bufs", 64, "Bounce receives each inner endpoint keeps posted"),
     ]
 }
