@@ -222,7 +222,9 @@ fn start_gateway_with(
     args.push("127.0.0.1");
     let g = Proc::spawn(dir, &format!("gateway-{}", tag(prov)), &args);
     let deadline = Instant::now() + STEP;
-    while !sock.exists() {
+    // The socket's file appears at its bind, a moment before it listens
+    // (a connect then is refused): the gateway says when it listens.
+    while !sock.exists() || !g.stdout().contains("nbd gateway on ") {
         assert!(
             Instant::now() < deadline,
             "the gateway did not start: {}",
