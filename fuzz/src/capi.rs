@@ -83,7 +83,10 @@ fn c_bytes(s: &[u8]) -> *mut c_void {
 }
 
 /// A host string for `node` that never leaves this machine for name
-/// resolution: NULL, loopback, or digits, dots and colons.
+/// resolution: NULL, loopback, or an address literal made of the input's
+/// digits, dots and colons (a string of them that is no literal, such as
+/// fifteen digits, goes to the system's DNS resolver: such strings become
+/// the dotted quad of the input's first bytes instead).
 fn node(c: &mut Cursor<'_>) -> Option<Vec<u8>> {
     match c.u8() % 4 {
         0 => None,
@@ -91,12 +94,15 @@ fn node(c: &mut Cursor<'_>) -> Option<Vec<u8>> {
         2 => Some(b"::1".to_vec()),
         _ => {
             const CH: &[u8] = b"0123456789.:";
-            Some(
-                c.blob(24)
-                    .iter()
-                    .map(|b| CH[usize::from(*b) % CH.len()])
-                    .collect(),
-            )
+            let raw = c.blob(24);
+            let s: Vec<u8> = raw.iter().map(|b| CH[usize::from(*b) % CH.len()]).collect();
+            let literal =
+                std::str::from_utf8(&s).is_ok_and(|t| t.parse::<std::net::IpAddr>().is_ok());
+            if literal {
+                return Some(s);
+            }
+            let q = |i: usize| raw.get(i).copied().unwrap_or(0);
+            Some(format!("{}.{}.{}.{}", q(0), q(1), q(2), q(3)).into_bytes())
         }
     }
 }
