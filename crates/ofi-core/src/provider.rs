@@ -3,18 +3,26 @@
 //! A provider answers getinfo with offers and opens fabrics; its fabric opens
 //! domains; its domain opens endpoints. Completion queues, counters, address
 //! vectors and memory regions are the core's shared implementations
-//! ([`crate::util`]), which providers fill and drive.
+//! ([`crate::util`]), which providers fill and drive. The operations an
+//! endpoint is handed ([`SendOp`], [`RecvOp`], [`RmaOp`], [`AtomicOp`]) and
+//! what it is bound to ([`EpBindings`]) are defined here too.
 
 // The endpoint trait declares the raw layer's unsafe send/receive entry points.
 #![allow(unsafe_code)]
 
 use crate::config::Tunable;
+use crate::consts::{FI_ADDR_NOTAVAIL, FI_COMPLETION, FI_READ, FI_WRITE, OFI_INJECT_CALL};
 use crate::error::Result;
 use crate::error::{errno, Error};
 use crate::info::{ConnHandle, FabricAttr, Info};
-use crate::object::{AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
 use crate::util::atomic::AtomicKind;
+use crate::util::av::AvCore;
+use crate::util::cntr::CntrCore;
+use crate::util::cq::{CqCore, CqErrEntry, CqTaggedEntry};
 use crate::util::eq::EqCore;
+use crate::util::iov::IoVec;
+use crate::util::mr::MrMap;
+use crate::util::rma::{Ioc, RmaIoc, RmaIov};
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -196,7 +204,8 @@ pub trait EndpointOps: Progress {
     /// element counts of every list.
     ///
     /// # Safety
-    /// Operand, compare and result memory must stay valid until completion.
+    /// Operand, compare and result memory must stay valid until completion
+    /// (operands, with FI_INJECT, until this call returns).
     unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
         let _ = op;
         Err(Error::new(
@@ -269,4 +278,232 @@ pub trait EndpointOps: Progress {
 pub trait McOps: Send + Sync {
     /// The address that sends to the group (`fi_mc_addr`).
     fn fi_addr(&self) -> u64;
+}
+
+/// A send (message or tagged) as the provider sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct SendOp<'a> {
+    /// Source ranges.
+    pub iov: &'a [IoVec],
+    /// Local descriptors (one per iov entry, or empty).
+    pub desc: &'a [u64],
+    /// Destination fi_addr.
+    pub dest: u64,
+    /// Tag (tagged sends).
+    pub tag: u64,
+    /// Remote CQ data (with FI_REMOTE_CQ_DATA).
+    pub data: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// Operation flags (FI_INJECT, FI_REMOTE_CQ_DATA, FI_COMPLETION …).
+    pub flags: u64,
+    /// Tagged or message queue.
+    pub tagged: bool,
+}
+
+/// Whether a transmit-side operation with these flags writes a CQ entry
+/// when it succeeds, on an endpoint bound with or without
+/// FI_SELECTIVE_COMPLETION: not one from an inject call (OFI_INJECT_CALL);
+/// otherwise always, or with selective completion only when it asks for
+/// FI_COMPLETION. FI_INJECT alone, as `fi_sendmsg` may pass it, does not
+/// suppress the completion.
+pub fn tx_completion(flags: u64, selective: bool) -> bool {
+    flags & OFI_INJECT_CALL == 0 && (!selective || flags & FI_COMPLETION != 0)
+}
+
+/// A receive (or peek / claim / discard) as the provider sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvOp<'a> {
+    /// Destination ranges.
+    pub iov: &'a [IoVec],
+    /// Local descriptors.
+    pub desc: &'a [u64],
+    /// Accepted source (`FI_ADDR_UNSPEC`: any).
+    pub src: u64,
+    /// Tag.
+    pub tag: u64,
+    /// Ignore bits.
+    pub ignore: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// Operation flags (FI_MULTI_RECV, FI_PEEK, FI_CLAIM, FI_DISCARD, FI_COMPLETION …).
+    pub flags: u64,
+    /// Tagged or message queue.
+    pub tagged: bool,
+}
+
+/// An RMA read or write as the provider sees it (`fi_readmsg` / `fi_writemsg`).
+#[derive(Clone, Copy, Debug)]
+pub struct RmaOp<'a> {
+    /// Local ranges (source of a write, destination of a read).
+    pub iov: &'a [IoVec],
+    /// Local descriptors.
+    pub desc: &'a [u64],
+    /// Target fi_addr.
+    pub addr: u64,
+    /// Remote ranges; their total length equals the local total.
+    pub rma_iov: &'a [RmaIov],
+    /// Remote CQ data (writes with FI_REMOTE_CQ_DATA).
+    pub data: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// Operation flags (FI_INJECT, FI_REMOTE_CQ_DATA, FI_COMPLETION,
+    /// FI_DELIVERY_COMPLETE, FI_FENCE …).
+    pub flags: u64,
+    /// A read (remote to local) rather than a write.
+    pub read: bool,
+}
+
+/// An atomic as the provider sees it (`fi_atomicmsg`, `fi_fetch_atomicmsg`,
+/// `fi_compare_atomicmsg`). Element counts agree across the lists (checked
+/// by the core before the provider sees the operation).
+#[derive(Clone, Copy, Debug)]
+pub struct AtomicOp<'a> {
+    /// Basic, fetch or compare form.
+    pub kind: AtomicKind,
+    /// `enum fi_op` value.
+    pub op: u32,
+    /// `enum fi_datatype` value.
+    pub datatype: u32,
+    /// Operands (empty for FI_ATOMIC_READ).
+    pub operand: &'a [Ioc],
+    /// Compare values (compare form).
+    pub compare: &'a [Ioc],
+    /// Where original target values go (fetch and compare forms).
+    pub result: &'a [Ioc],
+    /// Local descriptors of the operands.
+    pub desc: &'a [u64],
+    /// Target fi_addr.
+    pub addr: u64,
+    /// Remote ranges.
+    pub rma_ioc: &'a [RmaIoc],
+    /// Remote CQ data.
+    pub data: u64,
+    /// The caller's context.
+    pub context: usize,
+    /// Operation flags.
+    pub flags: u64,
+}
+
+/// What an endpoint is bound to when it is enabled.
+#[derive(Clone, Debug, Default)]
+pub struct EpBindings {
+    /// Transmit completions.
+    pub tx_cq: Option<Arc<CqCore>>,
+    /// Only operations with FI_COMPLETION complete into `tx_cq`.
+    pub tx_selective: bool,
+    /// Receive completions.
+    pub rx_cq: Option<Arc<CqCore>>,
+    /// Only operations with FI_COMPLETION complete into `rx_cq`.
+    pub rx_selective: bool,
+    /// Address vector.
+    pub av: Option<Arc<AvCore>>,
+    /// Counter of completed sends.
+    pub send_cntr: Option<Arc<CntrCore>>,
+    /// Counter of completed receives.
+    pub recv_cntr: Option<Arc<CntrCore>>,
+    /// Counter of completed reads.
+    pub read_cntr: Option<Arc<CntrCore>>,
+    /// Counter of completed writes.
+    pub write_cntr: Option<Arc<CntrCore>>,
+    /// Counter of remote reads of this endpoint's memory (FI_RMA_EVENT).
+    pub rem_read_cntr: Option<Arc<CntrCore>>,
+    /// Counter of remote writes to this endpoint's memory (FI_RMA_EVENT).
+    pub rem_write_cntr: Option<Arc<CntrCore>>,
+    /// The domain's registered regions.
+    pub mr_map: Option<Arc<MrMap>>,
+    /// Event queue for connection management.
+    pub eq: Option<Arc<EqCore>>,
+    /// The endpoint's context, reported as `fid` in its EQ events.
+    pub fid: usize,
+    /// The endpoint's attributes as opened.
+    pub info: Info,
+    /// A composing provider's receive side, offered small untagged
+    /// messages first (see [`RxHook`]); providers
+    /// that do not support it ignore it.
+    pub rx_hook: Option<Arc<dyn RxHook>>,
+}
+
+impl EpBindings {
+    /// The counter a transmit-side operation counts into, by its completion
+    /// flags: FI_READ (RMA reads, fetching atomics) the read counter,
+    /// FI_WRITE (RMA writes, basic atomics) the write counter, else the
+    /// send counter.
+    pub fn tx_cntr(&self, flags: u64) -> &Option<Arc<CntrCore>> {
+        if flags & FI_READ != 0 {
+            &self.read_cntr
+        } else if flags & FI_WRITE != 0 {
+            &self.write_cntr
+        } else {
+            &self.send_cntr
+        }
+    }
+
+    /// Whether a transmit-side operation with these flags writes a CQ entry
+    /// when it succeeds: not one from an inject call (OFI_INJECT_CALL);
+    /// otherwise always, or with selective completion only when it asks
+    /// for FI_COMPLETION. (FI_INJECT alone, as `fi_sendmsg` may pass it,
+    /// does not suppress the completion.)
+    pub fn tx_completion(&self, flags: u64) -> bool {
+        tx_completion(flags, self.tx_selective)
+    }
+
+    /// Reports a finished transmit-side operation: on success a completion
+    /// in the transmit CQ (when `completion`) and a count; on failure
+    /// (`err`, a positive FI_E* number) an error completion, always, and an
+    /// error count.
+    #[inline]
+    pub fn tx_done(&self, context: usize, flags: u64, completion: bool, err: Option<i32>) {
+        if let Some(e) = err {
+            return self.tx_failed(context, flags, e);
+        }
+        if completion {
+            if let Some(cq) = &self.tx_cq {
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: context,
+                        flags,
+                        ..Default::default()
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
+            }
+        }
+        if let Some(c) = self.tx_cntr(flags) {
+            c.add(1);
+        }
+    }
+
+    /// [`tx_done`](Self::tx_done)'s failure: an error completion, always,
+    /// and an error count.
+    #[cold]
+    fn tx_failed(&self, context: usize, flags: u64, e: i32) {
+        if let Some(cq) = &self.tx_cq {
+            cq.push_err(
+                CqErrEntry {
+                    op_context: context,
+                    flags,
+                    err: e,
+                    prov_errno: e,
+                    ..Default::default()
+                },
+                FI_ADDR_NOTAVAIL,
+            );
+        }
+        if let Some(c) = self.tx_cntr(flags) {
+            c.add_err(1);
+        }
+    }
+
+    /// Every counter slot (send, recv, read, write, remote read, remote write).
+    pub fn cntrs(&self) -> [&Option<Arc<CntrCore>>; 6] {
+        [
+            &self.send_cntr,
+            &self.recv_cntr,
+            &self.read_cntr,
+            &self.write_cntr,
+            &self.rem_read_cntr,
+            &self.rem_write_cntr,
+        ]
+    }
 }
