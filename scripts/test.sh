@@ -23,7 +23,13 @@
 #              benchmarks do not run here, so a script that no longer
 #              parses would otherwise go unnoticed
 #   fmt        cargo fmt --all --check
-#   clippy     cargo clippy --workspace --all-targets -- -D warnings
+#   clippy     cargo clippy --workspace --all-targets -- -D warnings (and
+#              clippy::incompatible_msrv: no std item newer than rust-version)
+#   doc        cargo doc --workspace --no-deps with RUSTDOCFLAGS=-D warnings
+#              (broken intra-doc links and the like fail)
+#   msrv       cargo +VERSION check --workspace --all-targets with the
+#              workspace's declared rust-version (rustup installs that
+#              toolchain when missing, bounded; SKIP when it cannot)
 #   build      cargo build --release --workspace
 #   test       cargo test --workspace --release --no-fail-fast (every test
 #              binary runs, so one run lists every failing test), less
@@ -51,8 +57,8 @@
 #              toolchain, own target dir; std itself is not instrumented)
 #   miri:ofi   ofi's lib tests that need no provider (the slot table, the
 #              buffer kinds' contract across moves, typed hints) under Miri
-#              (cargo +nightly miri); skipped, with a note, when no nightly
-#              toolchain with miri is installed. Provider-backed tests cannot
+#              (cargo +nightly miri); SKIP when no nightly toolchain with
+#              miri is installed. Provider-backed tests cannot
 #              run in Miri (shared memory, level-triggered epoll)
 #   example:*  cargo run --release -p ofi --features tokio,bytes --example
 #              NAME, for every example in crates/ofi/examples (the async
@@ -74,7 +80,9 @@
 #              datagram carries a DGRAM message)
 #   e2e:info      target/release/ofi info -p shm prints "provider: shm"
 #
-# Prints a summary and, as its last line, "N passed, M failed" (read by CI).
+# Prints a summary (PASS, FAIL or SKIP per stage: a stage that could not run
+# here says SKIP, never PASS) and, as its last line, "N passed, M failed"
+# (read by CI), after a line counting the skipped stages when there are any.
 # Exits 0 only when every stage passed.
 #
 # Environment: FAIL_FAST=1 stops at the first failed stage; STAGE_TIMEOUT
@@ -98,7 +106,11 @@ SHORT_TIMEOUT=120
 
 PASSED=0
 FAILED=0
+SKIPPED=0
 SUMMARY=()
+# The exit code a stage function returns when it could not run here (a
+# missing toolchain, say): reported as SKIP, never as PASS.
+SKIP_RC=77
 START_ALL=$SECONDS
 
 # stage NAME TIMEOUT CMD...: runs CMD (a command or a shell function) under
@@ -106,6 +118,7 @@ START_ALL=$SECONDS
 # records the result.
 stage() {
     local name="$1" limit="$2"
+    export SKIP_RC
     shift 2
     local t0=$SECONDS rc=0
     printf '\n==> %s: %s\n' "$name" "$*"
@@ -122,7 +135,11 @@ stage() {
         timeout --kill-after=10 "$limit" "${cmd[@]}" || rc=$?
     fi
     local dt=$((SECONDS - t0))
-    if [ "$rc" -eq 0 ]; then
+    if [ "$rc" -eq "$SKIP_RC" ]; then
+        SKIPPED=$((SKIPPED + 1))
+        SUMMARY+=("$(printf 'SKIP  %-24s %5ss' "$name" "$dt")")
+        printf '<== SKIP %s (%ss)\n' "$name" "$dt"
+    elif [ "$rc" -eq 0 ]; then
         PASSED=$((PASSED + 1))
         SUMMARY+=("$(printf 'PASS  %-24s %5ss' "$name" "$dt")")
         printf '<== PASS %s (%ss)\n' "$name" "$dt"
@@ -141,6 +158,7 @@ stage() {
 finish() {
     printf '\n==== summary (%ss)\n' "$((SECONDS - START_ALL))"
     printf '%s\n' "${SUMMARY[@]}"
+    [ "$SKIPPED" -eq 0 ] || printf '%d skipped (did not run here: see their SKIP lines above)\n' "$SKIPPED"
     printf '%d passed, %d failed\n' "$PASSED" "$FAILED"
     if [ "$FAILED" -eq 0 ]; then exit 0; else exit 1; fi
 }
@@ -184,7 +202,7 @@ deps() {
         echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils, qemu-utils, libnbd-bin, fio, nbdkit)"
     fi
 
-    command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.87)" >&2; return 1; }
+    command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.88)" >&2; return 1; }
     local comp=()
     cargo fmt --version >/dev/null 2>&1 || comp+=(rustfmt)
     cargo clippy --version >/dev/null 2>&1 || comp+=(clippy)
@@ -255,11 +273,30 @@ asan_ofi() {
 # ofi's provider-free tests under Miri, when a nightly toolchain has it.
 miri_ofi() {
     if ! cargo +nightly miri --version >/dev/null 2>&1; then
-        echo "miri: no nightly toolchain with the miri component; skipped"
-        return 0
+        echo "miri: no nightly toolchain with the miri component: SKIP"
+        return "$SKIP_RC"
     fi
     cargo +nightly miri --version
     CARGO_TARGET_DIR=target/miri cargo +nightly miri test -p ofi --lib --features bytes
+}
+
+# The declared rust-version (the workspace's `rust-version`) builds the
+# workspace: with that toolchain when rustup has it or can fetch it (bounded),
+# else SKIP. clippy's incompatible_msrv lint (in the clippy stage) checks the
+# standard library items used against the same version either way.
+msrv() {
+    local v
+    v="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
+    [ -n "$v" ] || { echo "no rust-version in Cargo.toml" >&2; return 1; }
+    echo "declared rust-version: $v"
+    if ! cargo "+$v" --version >/dev/null 2>&1; then
+        if ! command -v rustup >/dev/null 2>&1 ||
+            ! RUSTUP_AUTO_INSTALL=1 timeout 300 rustup toolchain install "$v" --profile minimal; then
+            echo "msrv: toolchain $v is not installed and could not be fetched: SKIP"
+            return "$SKIP_RC"
+        fi
+    fi
+    CARGO_TARGET_DIR=target/msrv cargo "+$v" check --workspace --all-targets
 }
 
 capi() {
@@ -378,7 +415,9 @@ echo "ofi test suite in $ROOT ($(nproc) cpus)"
 stage deps 0 deps
 stage sh "$SHORT_TIMEOUT" sh_syntax
 stage fmt "$STAGE_TIMEOUT" cargo fmt --all --check
-stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warnings
+stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warnings -W clippy::incompatible_msrv
+stage doc "$STAGE_TIMEOUT" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+stage msrv "$STAGE_TIMEOUT" msrv
 stage build "$STAGE_TIMEOUT" cargo build --release --workspace
 stage test "$TEST_TIMEOUT" cargo test --workspace --release --no-fail-fast --exclude ofi-capi
 stage conformance:hybrid-tcp "$STAGE_TIMEOUT" env FI_HYBRID_NODE=@endpoint \
