@@ -58,7 +58,7 @@ static AV_OPS: fi_ops_av = fi_ops_av {
 /// `p` is NULL or a readable fid.
 #[inline]
 unsafe fn av<'a>(p: *mut fid_av) -> Option<(&'a AvObj, &'a AddressVector)> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     let o = unsafe { get::<AvObj>(p.cast::<fid>()) }?;
     Some((o, o.core.as_ref()?))
 }

@@ -73,7 +73,7 @@ static DOMAIN_MR_OPS: fi_ops_mr = fi_ops_mr {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn domain<'a>(p: *mut fid_domain) -> Option<&'a DomainObj> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<DomainObj>(p.cast::<fid>()) }
 }
 
@@ -153,7 +153,8 @@ unsafe extern "C" fn domain_av_open(
     av: *mut *mut fid_av,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_av_open(3) arguments, passed on unchanged, as `av::open`
+    // requires.
     ffi(PANIC, || unsafe { super::av::open(d, attr, av, context) })
 }
 
@@ -163,7 +164,8 @@ unsafe extern "C" fn domain_cq_open(
     cq: *mut *mut fid_cq,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_cq_open(3) arguments, passed on unchanged, as `cq::open`
+    // requires.
     ffi(PANIC, || unsafe { super::cq::open(d, attr, cq, context) })
 }
 
@@ -173,7 +175,8 @@ unsafe extern "C" fn domain_cntr_open(
     cntr: *mut *mut fid_cntr,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_cntr_open(3) arguments, passed on unchanged, as `cntr::open`
+    // requires.
     ffi(PANIC, || unsafe {
         super::cntr::open(d, attr, cntr, context)
     })
@@ -185,7 +188,8 @@ unsafe extern "C" fn domain_endpoint(
     ep: *mut *mut fid_ep,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_endpoint(3) arguments, passed on unchanged, as `ep::open`
+    // requires.
     ffi(PANIC, || unsafe { super::ep::open(d, info, ep, context) })
 }
 
@@ -200,7 +204,8 @@ unsafe extern "C" fn domain_endpoint2(
         if flags != 0 {
             return guard::neg(FI_EBADFLAGS);
         }
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_endpoint2(3) arguments but `flags` (zero), passed on
+        // unchanged, as `ep::open` requires.
         unsafe { super::ep::open(d, info, ep, context) }
     })
 }
@@ -219,7 +224,8 @@ unsafe extern "C" fn domain_poll_open(
     attr: *mut fi_poll_attr,
     pollset: *mut *mut fid_poll,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_poll_open(3) arguments, passed on unchanged, as `poll::open`
+    // requires.
     ffi(PANIC, || unsafe { super::poll::open(d, attr, pollset) })
 }
 

@@ -384,7 +384,7 @@ pub(crate) unsafe fn give_addr(a: &[u8], addr: *mut c_void, addrlen: *mut size_t
     }
     // SAFETY: addrlen is non-null (caller's contract: valid).
     let room = unsafe { *addrlen };
-    // SAFETY: as above.
+    // SAFETY: `addrlen` is non-NULL (checked above) and valid (caller's contract).
     unsafe { *addrlen = a.len() };
     if addr.is_null() {
         return guard::neg(FI_ETOOSMALL);

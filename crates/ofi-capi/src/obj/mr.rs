@@ -113,7 +113,8 @@ pub(crate) unsafe extern "C" fn mr_reg(
             requested_key,
             offset,
         };
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_mr_reg(3) arguments: `d` is NULL or its domain fid, `mr`
+        // NULL or writable, and `buf` stays valid while registered, as `register` requires.
         unsafe { register(d, attr, mr, context) }
     })
 }
@@ -144,7 +145,8 @@ pub(crate) unsafe extern "C" fn mr_regv(
             requested_key,
             offset,
         };
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_mr_regv(3) arguments: `d` is NULL or its domain fid, `mr`
+        // NULL or writable, and the ranges stay valid while registered, as `register` requires.
         unsafe { register(d, attr, mr, context) }
     })
 }
@@ -197,7 +199,8 @@ pub(crate) unsafe extern "C" fn mr_regattr(
             requested_key,
             offset,
         };
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_mr_regattr(3) arguments: `d` is NULL or its domain fid, `mr`
+        // NULL or writable, and the ranges stay valid while registered, as `register` requires.
         unsafe { register(d, m, mr, context) }
     })
 }
@@ -214,7 +217,7 @@ unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
         if let Some(c) = cntr.and_then(|o| o.core.as_ref()) {
             return super::ret(m.bind_cntr(c, flags));
         }
-        // SAFETY: as above.
+        // SAFETY: bfid is NULL or a fid of the application; `get` checks its class.
         if unsafe { get::<super::ep::EpObj>(bfid) }.is_some() {
             // FI_MR_ENDPOINT regions are not offered.
             return ENOSYS;

@@ -84,7 +84,7 @@ static CONNREQ_FI_OPS: fi_ops = fi_ops {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn pep<'a>(p: *const fid) -> Option<&'a PassiveEndpoint> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<PepObj>(p) }.and_then(|o| o.core.as_ref())
 }
 
@@ -168,7 +168,7 @@ pub(crate) fn connreq_info(info: &Info) -> *mut fi_info {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn connreq<'a>(p: *const fid) -> Option<&'a ConnReqObj> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<ConnReqObj>(p) }
 }
 
@@ -177,7 +177,8 @@ pub(crate) unsafe fn connreq<'a>(p: *const fid) -> Option<&'a ConnReqObj> {
 /// # Safety
 /// `p` is a live connection request nobody uses afterwards.
 pub(crate) unsafe fn free_connreq(p: *mut ConnReqObj) {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is a live connection request made by `publish` that nobody uses afterwards (this
+    // function's contract), as `unpublish` requires.
     unsafe { unpublish(p) }
 }
 

@@ -46,7 +46,7 @@ static POLL_OPS: fi_ops_poll = fi_ops_poll {
 /// # Safety
 /// `p` is NULL or a readable fid.
 unsafe fn poll_set<'a>(p: *mut fid_poll) -> Option<&'a PollSet> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<PollObj>(p.cast::<fid>()) }.and_then(|o| o.core.as_ref())
 }
 

@@ -56,7 +56,7 @@ static WAIT_OPS: fi_ops_wait = fi_ops_wait {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn wait_set<'a>(p: *mut fid_wait) -> Option<&'a WaitSet> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<WaitObj>(p.cast::<fid>()) }.and_then(|w| w.core.as_ref())
 }
 
@@ -66,7 +66,7 @@ pub(crate) unsafe fn wait_set<'a>(p: *mut fid_wait) -> Option<&'a WaitSet> {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn member_kind(p: *mut fid_wait) -> u32 {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<WaitObj>(p.cast::<fid>()) }
         .map_or(ofi_core::consts::wait_obj::FI_WAIT_SET, |w| w.wait_obj)
 }

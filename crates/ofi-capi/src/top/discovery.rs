@@ -79,7 +79,7 @@ pub unsafe extern "C" fn fi_getinfo(
         }
         match info::list_to_c(&offers) {
             Ok(list) => {
-                // SAFETY: as above.
+                // SAFETY: `info` is non-NULL (checked on entry) and writable (caller's contract).
                 unsafe { *info = list };
                 0
             }

@@ -78,7 +78,7 @@ fn ptr_p<T>(p: *const T) -> String {
 /// # Safety
 /// `p` is NULL or NUL-terminated.
 pub(super) unsafe fn s_or_null(p: *const c_char) -> String {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or NUL-terminated (this function's contract), as `c_str` requires.
     unsafe { info::c_str(p) }.unwrap_or_else(|| "(null)".into())
 }
 
@@ -456,7 +456,8 @@ pub unsafe extern "C" fn fi_tostr(data: *const c_void, datatype: fi_type) -> *mu
                     let end = tmp.iter().position(|&b| b == 0).unwrap_or(tmp.len() - 1);
                     String::from_utf8_lossy(&tmp[..end]).into_owned()
                 }
-                // SAFETY: as above.
+                // SAFETY: `data` points to a value of the type `datatype` names (caller's
+                // contract): here a struct fid without a `tostr` slot.
                 None => unsafe { tostr_text(data, datatype) }.unwrap_or_default(),
             }
         } else {

@@ -67,7 +67,9 @@ unsafe fn post(p: *mut fid_ep, c: Call<'_>) -> ssize_t {
             context: c.context as usize,
             flags,
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+        // (fi_trigger(3)); the operand, compare and result memory stay valid until the deferred
+        // atomic completes (this function's contract).
         return unsafe { super::trigger(e, c.context, d) };
     }
     let op = AtomicOp {
@@ -84,7 +86,8 @@ unsafe fn post(p: *mut fid_ep, c: Call<'_>) -> ssize_t {
         context: c.context as usize,
         flags,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: operand, compare and result memory stay valid until completion (this function's
+    // contract), as `post_atomic` requires.
     sret(unsafe { e.post_atomic(&op) })
 }
 
@@ -593,7 +596,8 @@ unsafe extern "C" fn atomic_writevalid(
     op: fi_op,
     count: *mut size_t,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_atomicvalid(3) arguments, passed on unchanged: `count` is NULL
+    // or writable, as `valid` requires.
     ffi(PANIC, || unsafe { valid(p, datatype, op, count, 0) })
 }
 
@@ -603,7 +607,8 @@ unsafe extern "C" fn atomic_readwritevalid(
     op: fi_op,
     count: *mut size_t,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_fetch_atomicvalid(3) arguments, passed on unchanged: `count` is
+    // NULL or writable, as `valid` requires.
     ffi(PANIC, || unsafe {
         valid(p, datatype, op, count, FI_FETCH_ATOMIC)
     })
@@ -615,7 +620,8 @@ unsafe extern "C" fn atomic_compwritevalid(
     op: fi_op,
     count: *mut size_t,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_compare_atomicvalid(3) arguments, passed on unchanged: `count`
+    // is NULL or writable, as `valid` requires.
     ffi(PANIC, || unsafe {
         valid(p, datatype, op, count, FI_COMPARE_ATOMIC)
     })

@@ -82,7 +82,7 @@ impl EpObj {
 /// `p` is NULL or a readable fid.
 #[inline]
 pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     let o = unsafe { get::<EpObj>(p.cast::<fid>()) }?;
     Some((o, o.core.as_ref()?))
 }
@@ -285,7 +285,7 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                 if command == control::FI_SETOPSFLAG || command == control::FI_SETFIDFLAG {
                     slot.store(v & !(FI_TRANSMIT | FI_RECV), Ordering::Relaxed);
                 } else {
-                    // SAFETY: as above.
+                    // SAFETY: `a` is the non-NULL `uint64_t *` these commands take (checked above).
                     unsafe { *a = slot.load(Ordering::Relaxed) };
                 }
                 0
@@ -333,7 +333,7 @@ unsafe extern "C" fn ep_getopt(
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
         let e = unsafe { ep(f.cast::<fid_ep>()) };
-        // SAFETY: as above.
+        // SAFETY: f is NULL or a fid of the application; `pep` checks its class.
         if e.is_none() && unsafe { pep(f) }.is_none() {
             return EINVAL;
         }
@@ -346,7 +346,7 @@ unsafe extern "C" fn ep_getopt(
         }
         let got = match e {
             Some((_, e)) => e.getopt(optname),
-            // SAFETY: as above (a passive endpoint).
+            // SAFETY: f is NULL or a fid of the application; `pep` checks its class.
             None => match unsafe { pep(f) } {
                 Some(p) => p.getopt(optname),
                 None => return EINVAL,
@@ -390,7 +390,7 @@ unsafe extern "C" fn ep_setopt(
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
         let e = unsafe { ep(f.cast::<fid_ep>()) };
-        // SAFETY: as above.
+        // SAFETY: f is NULL or a fid of the application; `pep` checks its class.
         if e.is_none() && unsafe { pep(f) }.is_none() {
             return EINVAL;
         }
@@ -459,7 +459,7 @@ unsafe extern "C" fn cm_setname(f: fid_t, addr: *mut c_void, addrlen: size_t) ->
         if let Some((_, e)) = unsafe { ep(f.cast::<fid_ep>()) } {
             return super::ret(e.setname(a));
         }
-        // SAFETY: as above.
+        // SAFETY: f is NULL or a fid of the application; `pep` checks its class.
         match unsafe { pep(f) } {
             Some(p) => super::ret(p.setname(a)),
             None => EINVAL,
@@ -608,7 +608,8 @@ unsafe extern "C" fn cm_join(
         let Some((_, e)) = (unsafe { ep(p) }) else {
             return EINVAL;
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: the application's fi_join(3) arguments, passed on unchanged: `addr` is an address
+        // of the endpoint's format and `mc` writable, as `mc::join` requires.
         unsafe { super::mc::join(e, addr, flags, mc, context) }
     })
 }
@@ -766,6 +767,7 @@ pub(crate) unsafe fn trigger(
     else {
         return EINVAL_S;
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the operation's memory stays valid until it completes (this function's contract),
+    // after the counter reaches the threshold, as `Endpoint::trigger` requires.
     super::sret(unsafe { e.trigger(c, th.threshold as u64, op) })
 }

@@ -81,7 +81,9 @@ unsafe fn send(
             flags,
             tagged,
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+        // (fi_trigger(3)); the ranges stay valid until the deferred send completes (this function's
+        // contract).
         return unsafe { super::trigger(e, context, d) };
     }
     let op = SendOp {
@@ -94,7 +96,8 @@ unsafe fn send(
         flags,
         tagged,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the ranges stay valid until the send completes, with FI_INJECT until it returns (this
+    // function's contract), as `post_send` requires.
     sret(unsafe { e.post_send(&op) })
 }
 
@@ -135,7 +138,9 @@ unsafe fn recv(
             flags,
             tagged,
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+        // (fi_trigger(3)); the ranges stay valid and unaliased until the deferred receive completes
+        // (this function's contract).
         return unsafe { super::trigger(e, context, d) };
     }
     let op = RecvOp {
@@ -148,7 +153,8 @@ unsafe fn recv(
         flags,
         tagged,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the ranges stay valid and unaliased until the receive completes (this function's
+    // contract), as `post_recv` requires.
     sret(unsafe { e.post_recv(&op) })
 }
 

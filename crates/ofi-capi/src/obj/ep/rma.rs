@@ -55,7 +55,9 @@ unsafe fn post(
             flags,
             read,
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+        // (fi_trigger(3)); the local ranges stay valid until the deferred operation completes (this
+        // function's contract).
         return unsafe { super::trigger(e, context, d) };
     }
     let op = RmaOp {
@@ -68,7 +70,8 @@ unsafe fn post(
         flags,
         read,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the local ranges stay valid until completion, with FI_INJECT until return (this
+    // function's contract), as `post_rma` requires.
     sret(unsafe { e.post_rma(&op) })
 }
 
@@ -194,12 +197,16 @@ unsafe fn rma_msg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool
 }
 
 unsafe extern "C" fn rma_readmsg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> ssize_t {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_readmsg(3) arguments, passed on unchanged: `msg` is NULL or a
+    // valid message whose lists hold their counts and whose ranges stay valid until completion, as
+    // `rma_msg` requires.
     ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, true) })
 }
 
 unsafe extern "C" fn rma_writemsg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> ssize_t {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_writemsg(3) arguments, passed on unchanged: `msg` is NULL or a
+    // valid message whose lists hold their counts and whose ranges stay valid until completion, as
+    // `rma_msg` requires.
     ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, false) })
 }
 
