@@ -1,7 +1,7 @@
 //! Logging: `fi_log`, `fi_log_enabled` and `fi_log_ready`, filtered by
 //! FI_LOG_LEVEL, FI_LOG_PROV and FI_LOG_SUBSYS.
 
-use super::names::{name, Names, LOG_LEVEL, LOG_SUBSYS};
+use super::names::{name, LOG_LEVEL, LOG_SUBSYS};
 use super::params::provider_name;
 use super::tostr::s_or_null;
 use crate::abi::*;
@@ -159,7 +159,7 @@ pub(crate) unsafe extern "C" fn fi_log_va(regs: *const u64, ap: *mut c_void) {
         let line = r[4] as u32 as c_int;
         let fmt = r[5] as *const c_char;
         // SAFETY: the arguments of fi_log as the provider passed them.
-        let (name, func, msg) =
+        let (prov, func, msg) =
             unsafe { (provider_name(prov), s_or_null(func), format_va(fmt, ap)) };
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -168,11 +168,11 @@ pub(crate) unsafe extern "C" fn fi_log_va(regs: *const u64, ap: *mut c_void) {
             "libfabric:{}:{}::{}:{}:{}():{}<{}> {}",
             std::process::id(),
             now,
-            name,
-            name_or_unknown(LOG_SUBSYS, subsys),
+            prov,
+            name(LOG_SUBSYS, subsys),
             func,
             line,
-            name_or_unknown(LOG_LEVEL, level),
+            name(LOG_LEVEL, level),
             msg.unwrap_or_default()
         );
         let text = if text.ends_with('\n') {
@@ -183,10 +183,6 @@ pub(crate) unsafe extern "C" fn fi_log_va(regs: *const u64, ap: *mut c_void) {
         use std::io::Write as _;
         let _ = std::io::stderr().write_all(text.as_bytes());
     })
-}
-
-fn name_or_unknown(table: Names, v: u32) -> &'static str {
-    name(table, v)
 }
 
 #[cfg(test)]

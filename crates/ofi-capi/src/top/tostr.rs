@@ -115,26 +115,58 @@ unsafe fn addr_str(format: u32, addr: *const c_void, len: usize) -> String {
     ofi_core::info::addr_to_string(fmt, bytes)
 }
 
+/// Opens an attribute's block: `name:` at `level`, or `name: (null)` when
+/// there is no attribute; the attribute and the indent of its fields.
+fn block<'a, T>(
+    out: &mut String,
+    name: &str,
+    a: Option<&'a T>,
+    level: usize,
+) -> Option<(&'a T, &'static str)> {
+    let i0 = ind(level);
+    let Some(a) = a else {
+        let _ = writeln!(out, "{i0}{name}: (null)");
+        return None;
+    };
+    let _ = writeln!(out, "{i0}{name}:");
+    Some((a, ind(level + 1)))
+}
+
+/// Bit-set fields, one a line: `field: [ FI_A, FI_B ]`.
+fn bit_fields(out: &mut String, i1: &str, fields: &[(&str, Bits, u64)]) {
+    for &(field, table, v) in fields {
+        let _ = write!(out, "{i1}{field}: ");
+        bracketed(out, table, v);
+        out.push('\n');
+    }
+}
+
+/// The fields `fi_tx_attr` and `fi_rx_attr` both open with: caps, mode,
+/// op_flags, msg_order and comp_order.
+fn xfer_flags(out: &mut String, i1: &str, a: [u64; 5]) {
+    let [caps, mode, op_flags, msg_order, comp] = a;
+    bit_fields(
+        out,
+        i1,
+        &[
+            ("caps", CAPS, caps),
+            ("mode", MODE, mode),
+            ("op_flags", OP_FLAGS, op_flags),
+            ("msg_order", MSG_ORDER, msg_order),
+        ],
+    );
+    let _ = write!(out, "{i1}comp_order: ");
+    comp_order(out, comp);
+    out.push('\n');
+}
+
 fn tx_attr_text(out: &mut String, a: *const fi_tx_attr, level: usize) {
-    let (i0, i1) = (ind(level), ind(level + 1));
     // SAFETY: NULL or a valid attribute (the fi_tostr contract).
-    let Some(a) = (unsafe { a.as_ref() }) else {
-        let _ = writeln!(out, "{i0}fi_tx_attr: (null)");
+    let Some((a, i1)) = block(out, "fi_tx_attr", unsafe { a.as_ref() }, level) else {
         return;
     };
-    let _ = writeln!(out, "{i0}fi_tx_attr:");
-    out.push_str(i1);
-    out.push_str("caps: ");
-    bracketed(out, CAPS, a.caps);
-    let _ = write!(out, "\n{i1}mode: ");
-    bracketed(out, MODE, a.mode);
-    let _ = write!(out, "\n{i1}op_flags: ");
-    bracketed(out, OP_FLAGS, a.op_flags);
-    let _ = write!(out, "\n{i1}msg_order: ");
-    bracketed(out, MSG_ORDER, a.msg_order);
-    let _ = write!(out, "\n{i1}comp_order: ");
-    comp_order(out, a.comp_order);
-    let _ = writeln!(out);
+    let flags = [a.caps, a.mode, a.op_flags, a.msg_order, a.comp_order];
+    xfer_flags(out, i1, flags);
     let _ = writeln!(out, "{i1}inject_size: {}", a.inject_size);
     let _ = writeln!(out, "{i1}size: {}", a.size);
     let _ = writeln!(out, "{i1}iov_limit: {}", a.iov_limit);
@@ -143,38 +175,22 @@ fn tx_attr_text(out: &mut String, a: *const fi_tx_attr, level: usize) {
 }
 
 fn rx_attr_text(out: &mut String, a: *const fi_rx_attr, level: usize) {
-    let (i0, i1) = (ind(level), ind(level + 1));
     // SAFETY: NULL or a valid attribute (the fi_tostr contract).
-    let Some(a) = (unsafe { a.as_ref() }) else {
-        let _ = writeln!(out, "{i0}fi_rx_attr: (null)");
+    let Some((a, i1)) = block(out, "fi_rx_attr", unsafe { a.as_ref() }, level) else {
         return;
     };
-    let _ = writeln!(out, "{i0}fi_rx_attr:");
-    out.push_str(i1);
-    out.push_str("caps: ");
-    bracketed(out, CAPS, a.caps);
-    let _ = write!(out, "\n{i1}mode: ");
-    bracketed(out, MODE, a.mode);
-    let _ = write!(out, "\n{i1}op_flags: ");
-    bracketed(out, OP_FLAGS, a.op_flags);
-    let _ = write!(out, "\n{i1}msg_order: ");
-    bracketed(out, MSG_ORDER, a.msg_order);
-    let _ = write!(out, "\n{i1}comp_order: ");
-    comp_order(out, a.comp_order);
-    let _ = writeln!(out);
+    let flags = [a.caps, a.mode, a.op_flags, a.msg_order, a.comp_order];
+    xfer_flags(out, i1, flags);
     let _ = writeln!(out, "{i1}total_buffered_recv: {}", a.total_buffered_recv);
     let _ = writeln!(out, "{i1}size: {}", a.size);
     let _ = writeln!(out, "{i1}iov_limit: {}", a.iov_limit);
 }
 
 fn ep_attr_text(out: &mut String, a: *const fi_ep_attr, level: usize) {
-    let (i0, i1) = (ind(level), ind(level + 1));
     // SAFETY: NULL or a valid attribute (the fi_tostr contract).
-    let Some(a) = (unsafe { a.as_ref() }) else {
-        let _ = writeln!(out, "{i0}fi_ep_attr: (null)");
+    let Some((a, i1)) = block(out, "fi_ep_attr", unsafe { a.as_ref() }, level) else {
         return;
     };
-    let _ = writeln!(out, "{i0}fi_ep_attr:");
     let _ = writeln!(out, "{i1}type: {}", name(EP_TYPE, a.r#type));
     let _ = writeln!(out, "{i1}protocol: {}", prov_name(PROTOCOL, a.protocol));
     let _ = writeln!(out, "{i1}protocol_version: {}", a.protocol_version);
@@ -190,13 +206,10 @@ fn ep_attr_text(out: &mut String, a: *const fi_ep_attr, level: usize) {
 }
 
 fn domain_attr_text(out: &mut String, a: *const fi_domain_attr, level: usize) {
-    let (i0, i1) = (ind(level), ind(level + 1));
     // SAFETY: NULL or a valid attribute (the fi_tostr contract).
-    let Some(a) = (unsafe { a.as_ref() }) else {
-        let _ = writeln!(out, "{i0}fi_domain_attr: (null)");
+    let Some((a, i1)) = block(out, "fi_domain_attr", unsafe { a.as_ref() }, level) else {
         return;
     };
-    let _ = writeln!(out, "{i0}fi_domain_attr:");
     let _ = writeln!(out, "{i1}domain: {:#x}", a.domain as usize);
     // SAFETY: the name is NULL or a C string.
     let _ = writeln!(out, "{i1}name: {}", unsafe { s_or_null(a.name) });
@@ -217,9 +230,11 @@ fn domain_attr_text(out: &mut String, a: *const fi_domain_attr, level: usize) {
         name(RESOURCE_MGMT, a.resource_mgmt)
     );
     let _ = writeln!(out, "{i1}av_type: {}", name(AV_TYPE, a.av_type));
-    let _ = write!(out, "{i1}mr_mode: ");
-    bracketed(out, MR_MODE, u64::from(a.mr_mode as u32));
-    let _ = writeln!(out);
+    bit_fields(
+        out,
+        i1,
+        &[("mr_mode", MR_MODE, u64::from(a.mr_mode as u32))],
+    );
     let _ = writeln!(out, "{i1}mr_key_size: {}", a.mr_key_size);
     let _ = writeln!(out, "{i1}cq_data_size: {}", a.cq_data_size);
     let _ = writeln!(out, "{i1}cq_cnt: {}", a.cq_cnt);
@@ -232,11 +247,7 @@ fn domain_attr_text(out: &mut String, a: *const fi_domain_attr, level: usize) {
     let _ = writeln!(out, "{i1}max_ep_srx_ctx: {}", a.max_ep_srx_ctx);
     let _ = writeln!(out, "{i1}cntr_cnt: {}", a.cntr_cnt);
     let _ = writeln!(out, "{i1}mr_iov_limit: {}", a.mr_iov_limit);
-    let _ = write!(out, "{i1}caps: ");
-    bracketed(out, CAPS, a.caps);
-    let _ = write!(out, "\n{i1}mode: ");
-    bracketed(out, MODE, a.mode);
-    let _ = writeln!(out);
+    bit_fields(out, i1, &[("caps", CAPS, a.caps), ("mode", MODE, a.mode)]);
     let _ = writeln!(out, "{i1}auth_key_size: {}", a.auth_key_size);
     let _ = writeln!(out, "{i1}max_err_data: {}", a.max_err_data);
     let _ = writeln!(out, "{i1}mr_cnt: {}", a.mr_cnt);
@@ -244,13 +255,10 @@ fn domain_attr_text(out: &mut String, a: *const fi_domain_attr, level: usize) {
 }
 
 fn fabric_attr_text(out: &mut String, a: *const fi_fabric_attr, level: usize) {
-    let (i0, i1) = (ind(level), ind(level + 1));
     // SAFETY: NULL or a valid attribute (the fi_tostr contract).
-    let Some(a) = (unsafe { a.as_ref() }) else {
-        let _ = writeln!(out, "{i0}fi_fabric_attr: (null)");
+    let Some((a, i1)) = block(out, "fi_fabric_attr", unsafe { a.as_ref() }, level) else {
         return;
     };
-    let _ = writeln!(out, "{i0}fi_fabric_attr:");
     // SAFETY: the strings are NULL or C strings.
     let (n, p) = unsafe { (s_or_null(a.name), s_or_null(a.prov_name)) };
     let _ = writeln!(out, "{i1}name: {n}");
@@ -262,11 +270,7 @@ fn fabric_attr_text(out: &mut String, a: *const fi_fabric_attr, level: usize) {
 fn info_text(out: &mut String, i: &fi_info) {
     let i1 = ind(1);
     out.push_str("fi_info:\n");
-    let _ = write!(out, "{i1}caps: ");
-    bracketed(out, CAPS, i.caps);
-    let _ = write!(out, "\n{i1}mode: ");
-    bracketed(out, MODE, i.mode);
-    let _ = writeln!(out);
+    bit_fields(out, i1, &[("caps", CAPS, i.caps), ("mode", MODE, i.mode)]);
     let _ = writeln!(
         out,
         "{i1}addr_format: {}",
