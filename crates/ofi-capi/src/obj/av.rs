@@ -31,15 +31,7 @@ unsafe impl CObj for AvObj {
     }
 }
 
-static AV_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<AvObj>),
-    bind: Some(av_bind),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static AV_FI_OPS: fi_ops = super::fid_ops::<AvObj>(av_bind, super::control_nosys);
 
 static AV_OPS: fi_ops_av = fi_ops_av {
     size: std::mem::size_of::<fi_ops_av>(),

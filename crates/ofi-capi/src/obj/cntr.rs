@@ -40,15 +40,7 @@ impl CntrObj {
     }
 }
 
-static CNTR_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<CntrObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(cntr_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static CNTR_FI_OPS: fi_ops = super::fid_ops::<CntrObj>(super::bind_nosys, cntr_control);
 
 static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: std::mem::size_of::<fi_ops_cntr>(),

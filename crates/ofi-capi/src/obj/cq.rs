@@ -49,15 +49,7 @@ impl CqObj {
     }
 }
 
-static CQ_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<CqObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(cq_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static CQ_FI_OPS: fi_ops = super::fid_ops::<CqObj>(super::bind_nosys, cq_control);
 
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: std::mem::size_of::<fi_ops_cq>(),

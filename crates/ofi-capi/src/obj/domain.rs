@@ -36,15 +36,7 @@ impl DomainObj {
     }
 }
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<DomainObj>),
-    bind: Some(domain_bind),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static DOMAIN_FI_OPS: fi_ops = super::fid_ops::<DomainObj>(domain_bind, super::control_nosys);
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: std::mem::size_of::<fi_ops_domain>(),

@@ -62,15 +62,7 @@ impl EqObj {
     }
 }
 
-static EQ_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<EqObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(eq_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static EQ_FI_OPS: fi_ops = super::fid_ops::<EqObj>(super::bind_nosys, eq_control);
 
 static EQ_OPS: fi_ops_eq = fi_ops_eq {
     size: std::mem::size_of::<fi_ops_eq>(),

@@ -32,15 +32,7 @@ impl FabricObj {
     }
 }
 
-static FABRIC_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<FabricObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static FABRIC_FI_OPS: fi_ops = super::fid_ops::<FabricObj>(super::bind_nosys, super::control_nosys);
 
 static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: std::mem::size_of::<fi_ops_fabric>(),

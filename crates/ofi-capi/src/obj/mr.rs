@@ -37,15 +37,7 @@ unsafe impl CObj for MrObj {
     }
 }
 
-static MR_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<MrObj>),
-    bind: Some(mr_bind),
-    control: Some(mr_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static MR_FI_OPS: fi_ops = super::fid_ops::<MrObj>(mr_bind, mr_control);
 
 /// Registers ranges of the application's memory with a domain.
 ///

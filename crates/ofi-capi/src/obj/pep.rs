@@ -59,25 +59,10 @@ unsafe impl CObj for ConnReqObj {
     }
 }
 
-static PEP_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<PepObj>),
-    bind: Some(pep_bind),
-    control: Some(pep_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static PEP_FI_OPS: fi_ops = super::fid_ops::<PepObj>(pep_bind, pep_control);
 
-static CONNREQ_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<ConnReqObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static CONNREQ_FI_OPS: fi_ops =
+    super::fid_ops::<ConnReqObj>(super::bind_nosys, super::control_nosys);
 
 /// The passive endpoint behind a fid.
 ///

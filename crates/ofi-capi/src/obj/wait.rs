@@ -36,15 +36,7 @@ impl WaitObj {
     }
 }
 
-static WAIT_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<WaitObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(wait_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static WAIT_FI_OPS: fi_ops = super::fid_ops::<WaitObj>(super::bind_nosys, wait_control);
 
 static WAIT_OPS: fi_ops_wait = fi_ops_wait {
     size: std::mem::size_of::<fi_ops_wait>(),

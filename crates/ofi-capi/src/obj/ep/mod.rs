@@ -109,15 +109,7 @@ pub(crate) unsafe fn descs<'a>(desc: *mut *mut c_void, count: usize) -> &'a [u64
     unsafe { super::array(desc.cast_const().cast::<u64>(), count) }.unwrap_or(&[])
 }
 
-static EP_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<EpObj>),
-    bind: Some(ep_bind),
-    control: Some(ep_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static EP_FI_OPS: fi_ops = super::fid_ops::<EpObj>(ep_bind, ep_control);
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
     size: std::mem::size_of::<fi_ops_ep>(),
