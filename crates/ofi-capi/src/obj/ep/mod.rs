@@ -1,8 +1,10 @@
 //! Endpoints (`fi_endpoint`, `struct fid_ep`): binding, enabling, default
 //! operation flags, options, cancel, and connection management (shared
 //! with passive endpoints). The data-transfer tables live in [`msg`]
-//! (messages and tagged messages), [`rma`] and [`atomic`].
+//! (messages and tagged messages), [`rma`] and [`atomic`]; `args` holds
+//! the argument forms they share.
 
+mod args;
 pub mod atomic;
 pub mod msg;
 pub mod rma;
@@ -16,7 +18,6 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{FI_ADDR_UNSPEC, FI_DIRECTED_RECV, FI_RECV, FI_TRANSMIT};
 use ofi_core::error::errno::*;
-use ofi_core::util::iov::IoVec;
 use ofi_core::Endpoint;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -85,28 +86,6 @@ pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)>
     // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     let o = unsafe { get::<EpObj>(p.cast::<fid>()) }?;
     Some((o, o.core.as_ref()?))
-}
-
-/// An application iovec array as the raw layer's ranges (same layout).
-///
-/// # Safety
-/// `iov` holds `count` entries.
-#[inline]
-pub(crate) unsafe fn iovs<'a>(iov: *const iovec, count: usize) -> Option<&'a [IoVec]> {
-    // SAFETY: IoVec is laid out as struct iovec (asserted by the core);
-    // the caller's contract on iov.
-    unsafe { super::array(iov.cast::<IoVec>(), count) }
-}
-
-/// An application descriptor array (`void **desc`) as the raw layer's
-/// `u64` descriptors; NULL gives none.
-///
-/// # Safety
-/// `desc` is NULL or holds `count` entries.
-#[inline]
-pub(crate) unsafe fn descs<'a>(desc: *mut *mut c_void, count: usize) -> &'a [u64] {
-    // SAFETY: pointers are u64-sized (asserted in obj); caller's contract.
-    unsafe { super::array(desc.cast_const().cast::<u64>(), count) }.unwrap_or(&[])
 }
 
 static EP_FI_OPS: fi_ops = super::fid_ops::<EpObj>(ep_bind, ep_control);

@@ -4,46 +4,13 @@
 //! `*msg` calls use exactly the flags given (FI_PEEK / FI_CLAIM /
 //! FI_DISCARD / FI_MULTI_RECV / FI_COMPLETION …).
 
-use super::{descs, ep, iovs};
+use super::args::{iov_lists, one, one_desc, Flags};
+use super::ep;
 use crate::abi::*;
 use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
-use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER, OFI_INJECT_CALL};
+use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
 use ofi_core::object::{RecvOp, SendOp};
 use ofi_core::util::iov::IoVec;
-
-/// Where a call's flags come from.
-#[derive(Clone, Copy)]
-enum Flags {
-    /// The endpoint's default flags, plus these bits.
-    Default(u64),
-    /// Exactly these (the `*msg` calls); ofi's own OFI_INJECT_CALL bit is
-    /// not the caller's to set.
-    Given(u64),
-    /// An inject call's flags: no completion on success (OFI_INJECT_CALL).
-    Inject(u64),
-}
-
-/// One range, or none for a zero-length buffer.
-#[inline]
-fn one(buf: *const c_void, len: usize) -> Option<[IoVec; 1]> {
-    if buf.is_null() && len > 0 {
-        return None;
-    }
-    Some([IoVec {
-        base: buf as usize,
-        len,
-    }])
-}
-
-/// A single descriptor as a list (empty for NULL).
-#[inline]
-fn one_desc(d: &[u64; 1]) -> &[u64] {
-    if d[0] == 0 {
-        &[]
-    } else {
-        d
-    }
-}
 
 /// Posts a send on the endpoint behind `p`.
 ///
@@ -66,11 +33,7 @@ unsafe fn send(
     let Some((o, e)) = (unsafe { ep(p) }) else {
         return EINVAL_S;
     };
-    let flags = match flags {
-        Flags::Default(add) => o.tx_flags() | add,
-        Flags::Given(f) => f & !OFI_INJECT_CALL,
-        Flags::Inject(f) => f | OFI_INJECT_CALL,
-    };
+    let flags = flags.resolve(|| o.tx_flags());
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Send {
             iov: iov.to_vec(),
@@ -122,11 +85,7 @@ unsafe fn recv(
     let Some((o, e)) = (unsafe { ep(p) }) else {
         return EINVAL_S;
     };
-    let flags = match flags {
-        Flags::Default(add) => o.rx_flags() | add,
-        Flags::Given(f) => f & !OFI_INJECT_CALL,
-        Flags::Inject(f) => f | OFI_INJECT_CALL,
-    };
+    let flags = flags.resolve(|| o.rx_flags());
     let src = o.recv_src(src);
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Recv {
@@ -158,6 +117,146 @@ unsafe fn recv(
     sret(unsafe { e.post_recv(&op) })
 }
 
+/// The one-buffer send forms (`send`, `senddata`, `inject`, `injectdata`
+/// and their tagged twins): `buf` as one range, `desc` as its descriptor.
+///
+/// # Safety
+/// `buf` is NULL or valid for `len` bytes until the send completes (with
+/// FI_INJECT, until this call returns).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn send_buf(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    dest: fi_addr_t,
+    tag: u64,
+    data: u64,
+    context: *mut c_void,
+    flags: Flags,
+    tagged: bool,
+) -> ssize_t {
+    let Some(iov) = one(buf, len) else {
+        return EINVAL_S;
+    };
+    let d = [desc as u64];
+    // SAFETY: the one range is `buf`, valid as long as the send needs it
+    // (this function's contract).
+    unsafe {
+        send(
+            p,
+            &iov,
+            one_desc(&d),
+            dest,
+            tag,
+            data,
+            context,
+            flags,
+            tagged,
+        )
+    }
+}
+
+/// The vector and message send forms (`sendv`, `sendmsg` and their tagged
+/// twins): `count` ranges at `iov` with their descriptors.
+///
+/// # Safety
+/// `iov` holds `count` ranges valid until the send completes (with
+/// FI_INJECT, until this call returns); `desc` is NULL or holds `count`
+/// descriptors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn send_iov(
+    p: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: fi_addr_t,
+    tag: u64,
+    data: u64,
+    context: *mut c_void,
+    flags: Flags,
+    tagged: bool,
+) -> ssize_t {
+    // SAFETY: iov / desc hold count entries (this function's contract).
+    let Some((v, d)) = (unsafe { iov_lists(iov, desc, count) }) else {
+        return EINVAL_S;
+    };
+    // SAFETY: the ranges stay valid as long as the send needs them (this
+    // function's contract).
+    unsafe { send(p, v, d, dest, tag, data, context, flags, tagged) }
+}
+
+/// The one-buffer receive forms (`recv` and `trecv`).
+///
+/// # Safety
+/// `buf` is NULL or valid and unaliased for `len` bytes until the receive
+/// completes.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn recv_buf(
+    p: *mut fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    desc: *mut c_void,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+    flags: Flags,
+    tagged: bool,
+) -> ssize_t {
+    let Some(iov) = one(buf, len) else {
+        return EINVAL_S;
+    };
+    let d = [desc as u64];
+    // SAFETY: the one range is `buf`, valid and unaliased until the receive
+    // completes (this function's contract).
+    unsafe {
+        recv(
+            p,
+            &iov,
+            one_desc(&d),
+            src,
+            tag,
+            ignore,
+            context,
+            flags,
+            tagged,
+        )
+    }
+}
+
+/// The vector and message receive forms (`recvv`, `recvmsg` and their
+/// tagged twins).
+///
+/// # Safety
+/// `iov` holds `count` ranges valid and unaliased until the receive
+/// completes; `desc` is NULL or holds `count` descriptors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn recv_iov(
+    p: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+    flags: Flags,
+    tagged: bool,
+) -> ssize_t {
+    // SAFETY: iov / desc hold count entries (this function's contract).
+    let Some((v, d)) = (unsafe { iov_lists(iov, desc, count) }) else {
+        return EINVAL_S;
+    };
+    // SAFETY: the ranges stay valid and unaliased until the receive
+    // completes (this function's contract).
+    unsafe { recv(p, v, d, src, tag, ignore, context, flags, tagged) }
+}
+
 // ---- fi_ops_msg ----
 
 unsafe extern "C" fn msg_recv(
@@ -168,25 +267,10 @@ unsafe extern "C" fn msg_recv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        // SAFETY: the application keeps buf valid until completion.
-        unsafe {
-            recv(
-                p,
-                &iov,
-                one_desc(&d),
-                src,
-                0,
-                0,
-                context,
-                Flags::Default(0),
-                false,
-            )
-        }
+    let f = Flags::Default(0);
+    // SAFETY: the application keeps buf valid until completion.
+    ffi(PANIC_S, || unsafe {
+        recv_buf(p, buf, len, desc, src, 0, 0, context, f, false)
     })
 }
 
@@ -198,31 +282,24 @@ unsafe extern "C" fn msg_recvv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { recv(p, v, d, src, 0, 0, context, Flags::Default(0), false) }
+    let f = Flags::Default(0);
+    // SAFETY: iov / desc hold count entries; the application keeps the
+    // ranges valid until completion.
+    ffi(PANIC_S, || unsafe {
+        recv_iov(p, iov, desc, count, src, 0, 0, context, f, false)
     })
 }
 
 unsafe extern "C" fn msg_recvmsg(p: *mut fid_ep, msg: *const fi_msg, flags: u64) -> ssize_t {
     ffi(PANIC_S, || {
-        if msg.is_null() {
-            return EINVAL_S;
-        }
-        // SAFETY: msg is non-null and valid.
-        let m = unsafe { &*msg };
-        // SAFETY: msg_iov / desc hold iov_count entries.
-        let (Some(v), d) = (unsafe { iovs(m.msg_iov, m.iov_count) }, unsafe {
-            descs(m.desc, m.iov_count)
-        }) else {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
         };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { recv(p, v, d, m.addr, 0, 0, m.context, Flags::Given(flags), false) }
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries; the application
+        // keeps the ranges valid until completion.
+        unsafe { recv_iov(p, v, d, n, m.addr, 0, 0, m.context, f, false) }
     })
 }
 
@@ -234,25 +311,10 @@ unsafe extern "C" fn msg_send(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        // SAFETY: the application keeps buf valid until completion.
-        unsafe {
-            send(
-                p,
-                &iov,
-                one_desc(&d),
-                dest,
-                0,
-                0,
-                context,
-                Flags::Default(0),
-                false,
-            )
-        }
+    let f = Flags::Default(0);
+    // SAFETY: the application keeps buf valid until completion.
+    ffi(PANIC_S, || unsafe {
+        send_buf(p, buf, len, desc, dest, 0, 0, context, f, false)
     })
 }
 
@@ -264,43 +326,24 @@ unsafe extern "C" fn msg_sendv(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { send(p, v, d, dest, 0, 0, context, Flags::Default(0), false) }
+    let f = Flags::Default(0);
+    // SAFETY: iov / desc hold count entries; the application keeps the
+    // ranges valid until completion.
+    ffi(PANIC_S, || unsafe {
+        send_iov(p, iov, desc, count, dest, 0, 0, context, f, false)
     })
 }
 
 unsafe extern "C" fn msg_sendmsg(p: *mut fid_ep, msg: *const fi_msg, flags: u64) -> ssize_t {
     ffi(PANIC_S, || {
-        if msg.is_null() {
-            return EINVAL_S;
-        }
-        // SAFETY: msg is non-null and valid.
-        let m = unsafe { &*msg };
-        // SAFETY: msg_iov / desc hold iov_count entries.
-        let (Some(v), d) = (unsafe { iovs(m.msg_iov, m.iov_count) }, unsafe {
-            descs(m.desc, m.iov_count)
-        }) else {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
         };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe {
-            send(
-                p,
-                v,
-                d,
-                m.addr,
-                0,
-                m.data,
-                m.context,
-                Flags::Given(flags),
-                false,
-            )
-        }
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries; the application
+        // keeps the ranges valid until completion.
+        unsafe { send_iov(p, v, d, n, m.addr, 0, m.data, m.context, f, false) }
     })
 }
 
@@ -310,24 +353,10 @@ unsafe extern "C" fn msg_inject(
     len: size_t,
     dest: fi_addr_t,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe {
-            send(
-                p,
-                &iov,
-                &[],
-                dest,
-                0,
-                0,
-                std::ptr::null_mut(),
-                Flags::Inject(FI_INJECT),
-                false,
-            )
-        }
+    let (f, none) = (Flags::Inject(FI_INJECT), std::ptr::null_mut());
+    // SAFETY: FI_INJECT: buf is read before the call returns.
+    ffi(PANIC_S, || unsafe {
+        send_buf(p, buf, len, none, dest, 0, 0, none, f, false)
     })
 }
 
@@ -340,14 +369,10 @@ unsafe extern "C" fn msg_senddata(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        let f = Flags::Default(FI_REMOTE_CQ_DATA);
-        // SAFETY: the application keeps buf valid until completion.
-        unsafe { send(p, &iov, one_desc(&d), dest, 0, data, context, f, false) }
+    let f = Flags::Default(FI_REMOTE_CQ_DATA);
+    // SAFETY: the application keeps buf valid until completion.
+    ffi(PANIC_S, || unsafe {
+        send_buf(p, buf, len, desc, dest, 0, data, context, f, false)
     })
 }
 
@@ -358,13 +383,13 @@ unsafe extern "C" fn msg_injectdata(
     data: u64,
     dest: fi_addr_t,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
-        // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { send(p, &iov, &[], dest, 0, data, std::ptr::null_mut(), f, false) }
+    let (f, none) = (
+        Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA),
+        std::ptr::null_mut(),
+    );
+    // SAFETY: FI_INJECT: buf is read before the call returns.
+    ffi(PANIC_S, || unsafe {
+        send_buf(p, buf, len, none, dest, 0, data, none, f, false)
     })
 }
 
@@ -399,14 +424,10 @@ unsafe extern "C" fn tagged_recv(
     ignore: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        let f = Flags::Default(0);
-        // SAFETY: the application keeps buf valid until completion.
-        unsafe { recv(p, &iov, one_desc(&d), src, tag, ignore, context, f, true) }
+    let f = Flags::Default(0);
+    // SAFETY: the application keeps buf valid until completion.
+    ffi(PANIC_S, || unsafe {
+        recv_buf(p, buf, len, desc, src, tag, ignore, context, f, true)
     })
 }
 
@@ -421,13 +442,11 @@ unsafe extern "C" fn tagged_recvv(
     ignore: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { recv(p, v, d, src, tag, ignore, context, Flags::Default(0), true) }
+    let f = Flags::Default(0);
+    // SAFETY: iov / desc hold count entries; the application keeps the
+    // ranges valid until completion.
+    ffi(PANIC_S, || unsafe {
+        recv_iov(p, iov, desc, count, src, tag, ignore, context, f, true)
     })
 }
 
@@ -437,21 +456,15 @@ unsafe extern "C" fn tagged_recvmsg(
     flags: u64,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        if msg.is_null() {
-            return EINVAL_S;
-        }
-        // SAFETY: msg is non-null and valid.
-        let m = unsafe { &*msg };
-        // SAFETY: msg_iov / desc hold iov_count entries (none for a
-        // FI_PEEK / FI_DISCARD without a buffer).
-        let (Some(v), d) = (unsafe { iovs(m.msg_iov, m.iov_count) }, unsafe {
-            descs(m.desc, m.iov_count)
-        }) else {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
         };
-        let f = Flags::Given(flags);
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { recv(p, v, d, m.addr, m.tag, m.ignore, m.context, f, true) }
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries (none for a
+        // FI_PEEK / FI_DISCARD without a buffer); the application keeps
+        // the ranges valid until completion.
+        unsafe { recv_iov(p, v, d, n, m.addr, m.tag, m.ignore, m.context, f, true) }
     })
 }
 
@@ -465,14 +478,10 @@ unsafe extern "C" fn tagged_send(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        let f = Flags::Default(0);
-        // SAFETY: the application keeps buf valid until completion.
-        unsafe { send(p, &iov, one_desc(&d), dest, tag, 0, context, f, true) }
+    let f = Flags::Default(0);
+    // SAFETY: the application keeps buf valid until completion.
+    ffi(PANIC_S, || unsafe {
+        send_buf(p, buf, len, desc, dest, tag, 0, context, f, true)
     })
 }
 
@@ -486,13 +495,11 @@ unsafe extern "C" fn tagged_sendv(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { send(p, v, d, dest, tag, 0, context, Flags::Default(0), true) }
+    let f = Flags::Default(0);
+    // SAFETY: iov / desc hold count entries; the application keeps the
+    // ranges valid until completion.
+    ffi(PANIC_S, || unsafe {
+        send_iov(p, iov, desc, count, dest, tag, 0, context, f, true)
     })
 }
 
@@ -503,20 +510,14 @@ unsafe extern "C" fn tagged_sendmsg(
     flags: u64,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        if msg.is_null() {
-            return EINVAL_S;
-        }
-        // SAFETY: msg is non-null and valid.
-        let m = unsafe { &*msg };
-        // SAFETY: msg_iov / desc hold iov_count entries.
-        let (Some(v), d) = (unsafe { iovs(m.msg_iov, m.iov_count) }, unsafe {
-            descs(m.desc, m.iov_count)
-        }) else {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
         };
-        let f = Flags::Given(flags);
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { send(p, v, d, m.addr, m.tag, m.data, m.context, f, true) }
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries; the application
+        // keeps the ranges valid until completion.
+        unsafe { send_iov(p, v, d, n, m.addr, m.tag, m.data, m.context, f, true) }
     })
 }
 
@@ -527,13 +528,10 @@ unsafe extern "C" fn tagged_inject(
     dest: fi_addr_t,
     tag: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let f = Flags::Inject(FI_INJECT);
-        // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { send(p, &iov, &[], dest, tag, 0, std::ptr::null_mut(), f, true) }
+    let (f, none) = (Flags::Inject(FI_INJECT), std::ptr::null_mut());
+    // SAFETY: FI_INJECT: buf is read before the call returns.
+    ffi(PANIC_S, || unsafe {
+        send_buf(p, buf, len, none, dest, tag, 0, none, f, true)
     })
 }
 
@@ -548,14 +546,10 @@ unsafe extern "C" fn tagged_senddata(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        let f = Flags::Default(FI_REMOTE_CQ_DATA);
-        // SAFETY: the application keeps buf valid until completion.
-        unsafe { send(p, &iov, one_desc(&d), dest, tag, data, context, f, true) }
+    let f = Flags::Default(FI_REMOTE_CQ_DATA);
+    // SAFETY: the application keeps buf valid until completion.
+    ffi(PANIC_S, || unsafe {
+        send_buf(p, buf, len, desc, dest, tag, data, context, f, true)
     })
 }
 
@@ -567,13 +561,13 @@ unsafe extern "C" fn tagged_injectdata(
     dest: fi_addr_t,
     tag: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
-        // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { send(p, &iov, &[], dest, tag, data, std::ptr::null_mut(), f, true) }
+    let (f, none) = (
+        Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA),
+        std::ptr::null_mut(),
+    );
+    // SAFETY: FI_INJECT: buf is read before the call returns.
+    ffi(PANIC_S, || unsafe {
+        send_buf(p, buf, len, none, dest, tag, data, none, f, true)
     })
 }
 
