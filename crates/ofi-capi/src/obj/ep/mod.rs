@@ -585,113 +585,53 @@ unsafe extern "C" fn cm_join(
     })
 }
 
-unsafe extern "C" fn coll_barrier(
-    _ep: *mut fid_ep,
-    _coll_addr: fi_addr_t,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
+/// Defines ops-table slots that answer `-FI_ENOSYS` (inside the panic
+/// boundary, as every slot does), from their C parameter types.
+macro_rules! enosys_slots {
+    ($($(#[$doc:meta])* fn $name:ident($($arg:ty),+ $(,)?);)+) => {$(
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name($(_: $arg),+) -> ssize_t {
+            ffi(PANIC_S, || ENOSYS_S)
+        }
+    )+};
 }
 
-unsafe extern "C" fn coll_barrier2(
-    _ep: *mut fid_ep,
-    _coll_addr: fi_addr_t,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-unsafe extern "C" fn coll_broadcast(
-    _ep: *mut fid_ep,
-    _buf: *mut c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _root_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-/// alltoall, allgather: no collectives over AV sets here.
-unsafe extern "C" fn coll_gatherlike(
-    _ep: *mut fid_ep,
-    _buf: *const c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _result: *mut c_void,
-    _result_desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-/// allreduce, reduce_scatter.
-unsafe extern "C" fn coll_reducelike(
-    _ep: *mut fid_ep,
-    _buf: *const c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _result: *mut c_void,
-    _result_desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _op: fi_op,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-unsafe extern "C" fn coll_reduce(
-    _ep: *mut fid_ep,
-    _buf: *const c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _result: *mut c_void,
-    _result_desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _root_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _op: fi_op,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-/// scatter, gather.
-unsafe extern "C" fn coll_rooted(
-    _ep: *mut fid_ep,
-    _buf: *const c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _result: *mut c_void,
-    _result_desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _root_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-unsafe extern "C" fn coll_msg(
-    _ep: *mut fid_ep,
-    _msg: *const fi_msg_collective,
-    _resultv: *mut fi_ioc,
-    _result_desc: *mut *mut c_void,
-    _result_count: size_t,
-    _flags: u64,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
+// The collective slots, with the parameters of `fi_collective(3)`.
+enosys_slots! {
+    /// barrier: ep, coll_addr, context.
+    fn coll_barrier(*mut fid_ep, fi_addr_t, *mut c_void);
+    /// barrier2: ep, coll_addr, flags, context.
+    fn coll_barrier2(*mut fid_ep, fi_addr_t, u64, *mut c_void);
+    /// broadcast: ep, buf, count, desc, coll_addr, root_addr, datatype,
+    /// flags, context.
+    fn coll_broadcast(
+        *mut fid_ep, *mut c_void, size_t, *mut c_void,
+        fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void,
+    );
+    /// alltoall, allgather: ep, buf, count, desc, result, result_desc,
+    /// coll_addr, datatype, flags, context.
+    fn coll_gatherlike(
+        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
+        fi_addr_t, fi_datatype, u64, *mut c_void,
+    );
+    /// allreduce, reduce_scatter: as alltoall, with the op before flags.
+    fn coll_reducelike(
+        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
+        fi_addr_t, fi_datatype, fi_op, u64, *mut c_void,
+    );
+    /// reduce: as allreduce, with root_addr after coll_addr.
+    fn coll_reduce(
+        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
+        fi_addr_t, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void,
+    );
+    /// scatter, gather: as alltoall, with root_addr after coll_addr.
+    fn coll_rooted(
+        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
+        fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void,
+    );
+    /// msg: ep, msg, resultv, result_desc, result_count, flags.
+    fn coll_msg(*mut fid_ep, *const fi_msg_collective, *mut fi_ioc, *mut *mut c_void, size_t, u64);
 }
 
 /// Collectives are not offered: every slot is -FI_ENOSYS.
