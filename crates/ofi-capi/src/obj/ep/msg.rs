@@ -267,10 +267,10 @@ unsafe extern "C" fn msg_recv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        recv_buf(p, buf, len, desc, src, 0, 0, context, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { recv_buf(p, buf, len, desc, src, 0, 0, context, f, false) }
     })
 }
 
@@ -282,11 +282,11 @@ unsafe extern "C" fn msg_recvv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: iov / desc hold count entries; the application keeps the
-    // ranges valid until completion.
-    ffi(PANIC_S, || unsafe {
-        recv_iov(p, iov, desc, count, src, 0, 0, context, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { recv_iov(p, iov, desc, count, src, 0, 0, context, f, false) }
     })
 }
 
@@ -311,10 +311,10 @@ unsafe extern "C" fn msg_send(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        send_buf(p, buf, len, desc, dest, 0, 0, context, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { send_buf(p, buf, len, desc, dest, 0, 0, context, f, false) }
     })
 }
 
@@ -326,11 +326,11 @@ unsafe extern "C" fn msg_sendv(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: iov / desc hold count entries; the application keeps the
-    // ranges valid until completion.
-    ffi(PANIC_S, || unsafe {
-        send_iov(p, iov, desc, count, dest, 0, 0, context, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { send_iov(p, iov, desc, count, dest, 0, 0, context, f, false) }
     })
 }
 
@@ -353,10 +353,11 @@ unsafe extern "C" fn msg_inject(
     len: size_t,
     dest: fi_addr_t,
 ) -> ssize_t {
-    let (f, none) = (Flags::Inject(FI_INJECT), std::ptr::null_mut());
-    // SAFETY: FI_INJECT: buf is read before the call returns.
-    ffi(PANIC_S, || unsafe {
-        send_buf(p, buf, len, none, dest, 0, 0, none, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Inject(FI_INJECT);
+        let none = std::ptr::null_mut();
+        // SAFETY: FI_INJECT: buf is read before the call returns.
+        unsafe { send_buf(p, buf, len, none, dest, 0, 0, none, f, false) }
     })
 }
 
@@ -369,10 +370,10 @@ unsafe extern "C" fn msg_senddata(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(FI_REMOTE_CQ_DATA);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        send_buf(p, buf, len, desc, dest, 0, data, context, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(FI_REMOTE_CQ_DATA);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { send_buf(p, buf, len, desc, dest, 0, data, context, f, false) }
     })
 }
 
@@ -383,13 +384,11 @@ unsafe extern "C" fn msg_injectdata(
     data: u64,
     dest: fi_addr_t,
 ) -> ssize_t {
-    let (f, none) = (
-        Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA),
-        std::ptr::null_mut(),
-    );
-    // SAFETY: FI_INJECT: buf is read before the call returns.
-    ffi(PANIC_S, || unsafe {
-        send_buf(p, buf, len, none, dest, 0, data, none, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let none = std::ptr::null_mut();
+        // SAFETY: FI_INJECT: buf is read before the call returns.
+        unsafe { send_buf(p, buf, len, none, dest, 0, data, none, f, false) }
     })
 }
 
@@ -424,10 +423,10 @@ unsafe extern "C" fn tagged_recv(
     ignore: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        recv_buf(p, buf, len, desc, src, tag, ignore, context, f, true)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { recv_buf(p, buf, len, desc, src, tag, ignore, context, f, true) }
     })
 }
 
@@ -442,11 +441,11 @@ unsafe extern "C" fn tagged_recvv(
     ignore: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: iov / desc hold count entries; the application keeps the
-    // ranges valid until completion.
-    ffi(PANIC_S, || unsafe {
-        recv_iov(p, iov, desc, count, src, tag, ignore, context, f, true)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { recv_iov(p, iov, desc, count, src, tag, ignore, context, f, true) }
     })
 }
 
@@ -478,10 +477,10 @@ unsafe extern "C" fn tagged_send(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        send_buf(p, buf, len, desc, dest, tag, 0, context, f, true)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { send_buf(p, buf, len, desc, dest, tag, 0, context, f, true) }
     })
 }
 
@@ -495,11 +494,11 @@ unsafe extern "C" fn tagged_sendv(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: iov / desc hold count entries; the application keeps the
-    // ranges valid until completion.
-    ffi(PANIC_S, || unsafe {
-        send_iov(p, iov, desc, count, dest, tag, 0, context, f, true)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { send_iov(p, iov, desc, count, dest, tag, 0, context, f, true) }
     })
 }
 
@@ -528,10 +527,11 @@ unsafe extern "C" fn tagged_inject(
     dest: fi_addr_t,
     tag: u64,
 ) -> ssize_t {
-    let (f, none) = (Flags::Inject(FI_INJECT), std::ptr::null_mut());
-    // SAFETY: FI_INJECT: buf is read before the call returns.
-    ffi(PANIC_S, || unsafe {
-        send_buf(p, buf, len, none, dest, tag, 0, none, f, true)
+    ffi(PANIC_S, || {
+        let f = Flags::Inject(FI_INJECT);
+        let none = std::ptr::null_mut();
+        // SAFETY: FI_INJECT: buf is read before the call returns.
+        unsafe { send_buf(p, buf, len, none, dest, tag, 0, none, f, true) }
     })
 }
 
@@ -546,10 +546,10 @@ unsafe extern "C" fn tagged_senddata(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(FI_REMOTE_CQ_DATA);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        send_buf(p, buf, len, desc, dest, tag, data, context, f, true)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(FI_REMOTE_CQ_DATA);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { send_buf(p, buf, len, desc, dest, tag, data, context, f, true) }
     })
 }
 
@@ -561,13 +561,11 @@ unsafe extern "C" fn tagged_injectdata(
     dest: fi_addr_t,
     tag: u64,
 ) -> ssize_t {
-    let (f, none) = (
-        Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA),
-        std::ptr::null_mut(),
-    );
-    // SAFETY: FI_INJECT: buf is read before the call returns.
-    ffi(PANIC_S, || unsafe {
-        send_buf(p, buf, len, none, dest, tag, data, none, f, true)
+    ffi(PANIC_S, || {
+        let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let none = std::ptr::null_mut();
+        // SAFETY: FI_INJECT: buf is read before the call returns.
+        unsafe { send_buf(p, buf, len, none, dest, tag, data, none, f, true) }
     })
 }
 

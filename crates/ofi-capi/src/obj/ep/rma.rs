@@ -170,10 +170,10 @@ unsafe extern "C" fn rma_read(
     key: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        post_buf(p, buf, len, desc, src, addr, key, 0, context, f, true)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { post_buf(p, buf, len, desc, src, addr, key, 0, context, f, true) }
     })
 }
 
@@ -220,10 +220,10 @@ unsafe extern "C" fn rma_write(
     key: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(0);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        post_buf(p, buf, len, desc, dest, addr, key, 0, context, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { post_buf(p, buf, len, desc, dest, addr, key, 0, context, f, false) }
     })
 }
 
@@ -253,10 +253,11 @@ unsafe extern "C" fn rma_inject(
     addr: u64,
     key: u64,
 ) -> ssize_t {
-    let (f, none) = (Flags::Inject(FI_INJECT), std::ptr::null_mut());
-    // SAFETY: FI_INJECT: buf is read before the call returns.
-    ffi(PANIC_S, || unsafe {
-        post_buf(p, buf, len, none, dest, addr, key, 0, none, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Inject(FI_INJECT);
+        let none = std::ptr::null_mut();
+        // SAFETY: FI_INJECT: buf is read before the call returns.
+        unsafe { post_buf(p, buf, len, none, dest, addr, key, 0, none, f, false) }
     })
 }
 
@@ -272,10 +273,10 @@ unsafe extern "C" fn rma_writedata(
     key: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    let f = Flags::Default(FI_REMOTE_CQ_DATA);
-    // SAFETY: the application keeps buf valid until completion.
-    ffi(PANIC_S, || unsafe {
-        post_buf(p, buf, len, desc, dest, addr, key, data, context, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Default(FI_REMOTE_CQ_DATA);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { post_buf(p, buf, len, desc, dest, addr, key, data, context, f, false) }
     })
 }
 
@@ -289,13 +290,11 @@ unsafe extern "C" fn rma_injectdata(
     addr: u64,
     key: u64,
 ) -> ssize_t {
-    let (f, none) = (
-        Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA),
-        std::ptr::null_mut(),
-    );
-    // SAFETY: FI_INJECT: buf is read before the call returns.
-    ffi(PANIC_S, || unsafe {
-        post_buf(p, buf, len, none, dest, addr, key, data, none, f, false)
+    ffi(PANIC_S, || {
+        let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let none = std::ptr::null_mut();
+        // SAFETY: FI_INJECT: buf is read before the call returns.
+        unsafe { post_buf(p, buf, len, none, dest, addr, key, data, none, f, false) }
     })
 }
 
