@@ -480,7 +480,8 @@ pub unsafe extern "C" fn fi_getinfo_1_0(
     hints: *const fi_info_1_0,
     info: *mut *mut fi_info_1_0,
 ) -> c_int {
-    // SAFETY: forwarded.
+    // SAFETY: this function's contract is `getinfo_old`'s with 1.0 hints, the layout `up_1_0`
+    // reads.
     unsafe { getinfo_old(up_1_0, version, node, service, flags, hints, info) }
 }
 
@@ -496,7 +497,8 @@ pub unsafe extern "C" fn fi_getinfo_1_1(
     hints: *const fi_info_1_1,
     info: *mut *mut fi_info_1_1,
 ) -> c_int {
-    // SAFETY: forwarded.
+    // SAFETY: this function's contract is `getinfo_old`'s with 1.1 hints, the layout `up_1_1`
+    // reads.
     unsafe { getinfo_old(up_1_1, version, node, service, flags, hints, info) }
 }
 
@@ -512,7 +514,8 @@ pub unsafe extern "C" fn fi_getinfo_1_2(
     hints: *const fi_info_1_2,
     info: *mut *mut fi_info_1_2,
 ) -> c_int {
-    // SAFETY: forwarded.
+    // SAFETY: this function's contract is `getinfo_old`'s with 1.2 hints, the layout `up_1_2`
+    // reads.
     unsafe { getinfo_old(up_1_2, version, node, service, flags, hints, info) }
 }
 
@@ -521,7 +524,8 @@ pub unsafe extern "C" fn fi_getinfo_1_2(
 /// # Safety
 /// `info` is NULL or a valid 1.0 info.
 pub unsafe extern "C" fn fi_dupinfo_1_0(info: *const fi_info_1_0) -> *mut fi_info_1_0 {
-    // SAFETY: forwarded.
+    // SAFETY: `info` is NULL or a valid 1.0 info (this function's contract), the layout `up_1_0`
+    // reads.
     unsafe { dupinfo_old(up_1_0, info) }
 }
 
@@ -530,7 +534,8 @@ pub unsafe extern "C" fn fi_dupinfo_1_0(info: *const fi_info_1_0) -> *mut fi_inf
 /// # Safety
 /// `info` is NULL or a valid 1.1 info.
 pub unsafe extern "C" fn fi_dupinfo_1_1(info: *const fi_info_1_1) -> *mut fi_info_1_1 {
-    // SAFETY: forwarded.
+    // SAFETY: `info` is NULL or a valid 1.1 info (this function's contract), the layout `up_1_1`
+    // reads.
     unsafe { dupinfo_old(up_1_1, info) }
 }
 
@@ -539,7 +544,8 @@ pub unsafe extern "C" fn fi_dupinfo_1_1(info: *const fi_info_1_1) -> *mut fi_inf
 /// # Safety
 /// `info` is NULL or a valid 1.2 info.
 pub unsafe extern "C" fn fi_dupinfo_1_2(info: *const fi_info_1_2) -> *mut fi_info_1_2 {
-    // SAFETY: forwarded.
+    // SAFETY: `info` is NULL or a valid 1.2 info (this function's contract), the layout `up_1_2`
+    // reads.
     unsafe { dupinfo_old(up_1_2, info) }
 }
 
@@ -549,7 +555,8 @@ pub unsafe extern "C" fn fi_dupinfo_1_2(info: *const fi_info_1_2) -> *mut fi_inf
 /// # Safety
 /// As `fi_freeinfo`.
 pub unsafe extern "C" fn fi_freeinfo_old(info: *mut fi_info) {
-    // SAFETY: forwarded.
+    // SAFETY: the lists old callers get are in today's layout, so `info` is NULL or a list
+    // `fi_freeinfo` accepts, not used afterwards (caller's contract).
     unsafe { top::fi_freeinfo(info) }
 }
 

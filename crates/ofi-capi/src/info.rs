@@ -79,7 +79,8 @@ fn dup_bytes(b: Option<&[u8]>) -> Result<(*mut c_void, usize), c_int> {
 /// # Safety
 /// `p` is NULL or valid for reading `len` bytes.
 unsafe fn dup_c_bytes(p: *const c_void, len: usize) -> Result<*mut c_void, c_int> {
-    // SAFETY: forwarded contract.
+    // SAFETY: `p` is NULL or valid for reading `len` bytes (this function's contract), as `c_bytes`
+    // requires.
     let b = unsafe { c_bytes(p, len) };
     dup_bytes(b.as_deref()).map(|(p, _)| p)
 }

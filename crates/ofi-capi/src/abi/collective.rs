@@ -88,6 +88,50 @@ pub struct fi_msg_collective {
     pub context: *mut c_void,
 }
 
+/// The slot type of `fi_alltoall` and `fi_allgather`, which share it.
+pub type coll_gatherlike_fn = unsafe extern "C" fn(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    count: size_t,
+    desc: *mut c_void,
+    result: *mut c_void,
+    result_desc: *mut c_void,
+    coll_addr: fi_addr_t,
+    datatype: fi_datatype,
+    flags: u64,
+    context: *mut c_void,
+) -> ssize_t;
+
+/// The slot type of `fi_allreduce` and `fi_reduce_scatter`, which share it.
+pub type coll_reducelike_fn = unsafe extern "C" fn(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    count: size_t,
+    desc: *mut c_void,
+    result: *mut c_void,
+    result_desc: *mut c_void,
+    coll_addr: fi_addr_t,
+    datatype: fi_datatype,
+    op: fi_op,
+    flags: u64,
+    context: *mut c_void,
+) -> ssize_t;
+
+/// The slot type of `fi_scatter` and `fi_gather`, which share it.
+pub type coll_rooted_fn = unsafe extern "C" fn(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    count: size_t,
+    desc: *mut c_void,
+    result: *mut c_void,
+    result_desc: *mut c_void,
+    coll_addr: fi_addr_t,
+    root_addr: fi_addr_t,
+    datatype: fi_datatype,
+    flags: u64,
+    context: *mut c_void,
+) -> ssize_t;
+
 /// Collective operations (`struct fi_ops_collective`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -117,67 +161,13 @@ pub struct fi_ops_collective {
         ) -> ssize_t,
     >,
     /// `fi_alltoall`.
-    pub alltoall: Option<
-        unsafe extern "C" fn(
-            ep: *mut fid_ep,
-            buf: *const c_void,
-            count: size_t,
-            desc: *mut c_void,
-            result: *mut c_void,
-            result_desc: *mut c_void,
-            coll_addr: fi_addr_t,
-            datatype: fi_datatype,
-            flags: u64,
-            context: *mut c_void,
-        ) -> ssize_t,
-    >,
+    pub alltoall: Option<coll_gatherlike_fn>,
     /// `fi_allreduce`.
-    pub allreduce: Option<
-        unsafe extern "C" fn(
-            ep: *mut fid_ep,
-            buf: *const c_void,
-            count: size_t,
-            desc: *mut c_void,
-            result: *mut c_void,
-            result_desc: *mut c_void,
-            coll_addr: fi_addr_t,
-            datatype: fi_datatype,
-            op: fi_op,
-            flags: u64,
-            context: *mut c_void,
-        ) -> ssize_t,
-    >,
+    pub allreduce: Option<coll_reducelike_fn>,
     /// `fi_allgather`.
-    pub allgather: Option<
-        unsafe extern "C" fn(
-            ep: *mut fid_ep,
-            buf: *const c_void,
-            count: size_t,
-            desc: *mut c_void,
-            result: *mut c_void,
-            result_desc: *mut c_void,
-            coll_addr: fi_addr_t,
-            datatype: fi_datatype,
-            flags: u64,
-            context: *mut c_void,
-        ) -> ssize_t,
-    >,
+    pub allgather: Option<coll_gatherlike_fn>,
     /// `fi_reduce_scatter`.
-    pub reduce_scatter: Option<
-        unsafe extern "C" fn(
-            ep: *mut fid_ep,
-            buf: *const c_void,
-            count: size_t,
-            desc: *mut c_void,
-            result: *mut c_void,
-            result_desc: *mut c_void,
-            coll_addr: fi_addr_t,
-            datatype: fi_datatype,
-            op: fi_op,
-            flags: u64,
-            context: *mut c_void,
-        ) -> ssize_t,
-    >,
+    pub reduce_scatter: Option<coll_reducelike_fn>,
     /// `fi_reduce`.
     pub reduce: Option<
         unsafe extern "C" fn(
@@ -196,37 +186,9 @@ pub struct fi_ops_collective {
         ) -> ssize_t,
     >,
     /// `fi_scatter`.
-    pub scatter: Option<
-        unsafe extern "C" fn(
-            ep: *mut fid_ep,
-            buf: *const c_void,
-            count: size_t,
-            desc: *mut c_void,
-            result: *mut c_void,
-            result_desc: *mut c_void,
-            coll_addr: fi_addr_t,
-            root_addr: fi_addr_t,
-            datatype: fi_datatype,
-            flags: u64,
-            context: *mut c_void,
-        ) -> ssize_t,
-    >,
+    pub scatter: Option<coll_rooted_fn>,
     /// `fi_gather`.
-    pub gather: Option<
-        unsafe extern "C" fn(
-            ep: *mut fid_ep,
-            buf: *const c_void,
-            count: size_t,
-            desc: *mut c_void,
-            result: *mut c_void,
-            result_desc: *mut c_void,
-            coll_addr: fi_addr_t,
-            root_addr: fi_addr_t,
-            datatype: fi_datatype,
-            flags: u64,
-            context: *mut c_void,
-        ) -> ssize_t,
-    >,
+    pub gather: Option<coll_rooted_fn>,
     /// `fi_collectivemsg`.
     pub msg: Option<
         unsafe extern "C" fn(

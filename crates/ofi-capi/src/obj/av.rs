@@ -31,15 +31,7 @@ unsafe impl CObj for AvObj {
     }
 }
 
-static AV_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<AvObj>),
-    bind: Some(av_bind),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static AV_FI_OPS: fi_ops = super::fid_ops::<AvObj>(av_bind, super::control_nosys);
 
 static AV_OPS: fi_ops_av = fi_ops_av {
     size: std::mem::size_of::<fi_ops_av>(),
@@ -58,7 +50,7 @@ static AV_OPS: fi_ops_av = fi_ops_av {
 /// `p` is NULL or a readable fid.
 #[inline]
 unsafe fn av<'a>(p: *mut fid_av) -> Option<(&'a AvObj, &'a AddressVector)> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     let o = unsafe { get::<AvObj>(p.cast::<fid>()) }?;
     Some((o, o.core.as_ref()?))
 }

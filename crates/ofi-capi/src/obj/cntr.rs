@@ -40,15 +40,7 @@ impl CntrObj {
     }
 }
 
-static CNTR_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<CntrObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(cntr_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static CNTR_FI_OPS: fi_ops = super::fid_ops::<CntrObj>(super::bind_nosys, cntr_control);
 
 static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: std::mem::size_of::<fi_ops_cntr>(),
@@ -67,7 +59,7 @@ static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
 /// `p` is NULL or a readable fid.
 #[inline]
 unsafe fn counter<'a>(p: *mut fid_cntr) -> Option<&'a Counter> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<CntrObj>(p.cast::<fid>()) }.and_then(|o| o.core.as_ref())
 }
 
@@ -151,7 +143,7 @@ unsafe extern "C" fn cntr_readerr(p: *mut fid_cntr) -> u64 {
 /// # Safety
 /// `p` is NULL or a readable fid.
 unsafe fn update(p: *mut fid_cntr, f: impl FnOnce(&Counter)) -> c_int {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), as `counter` requires.
     match unsafe { counter(p) } {
         Some(c) => {
             f(c);

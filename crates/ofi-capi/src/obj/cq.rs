@@ -49,15 +49,7 @@ impl CqObj {
     }
 }
 
-static CQ_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<CqObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(cq_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static CQ_FI_OPS: fi_ops = super::fid_ops::<CqObj>(super::bind_nosys, cq_control);
 
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: std::mem::size_of::<fi_ops_cq>(),
@@ -76,7 +68,7 @@ static CQ_OPS: fi_ops_cq = fi_ops_cq {
 /// `p` is NULL or a readable fid.
 #[inline]
 unsafe fn cq<'a>(p: *mut fid_cq) -> Option<&'a CqObj> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<CqObj>(p.cast::<fid>()) }
 }
 
@@ -220,7 +212,9 @@ unsafe fn read_any(
     if buf.is_null() || !(buf as usize).is_multiple_of(std::mem::align_of::<usize>()) {
         return EINVAL_S;
     }
-    // SAFETY: forwarded contract, with the entry type of the queue's format.
+    // SAFETY: `buf` is non-NULL, aligned and holds `count` entries of the format the queue was
+    // opened with (this function's contract), and `obj.format` picks that format's entry type for
+    // `take`; `src` is NULL or holds `count` addresses.
     unsafe {
         match obj.format {
             cq_format::FI_CQ_FORMAT_CONTEXT => take::<CqEntry>(q, buf, count, src, wait),
@@ -232,7 +226,8 @@ unsafe fn read_any(
 }
 
 unsafe extern "C" fn cq_read(p: *mut fid_cq, buf: *mut c_void, count: size_t) -> ssize_t {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_cq_read(3) arguments, passed on unchanged: `buf` holds `count`
+    // entries of the queue's format, as `read_any` requires.
     ffi(PANIC_S, || unsafe {
         read_any(p, buf, count, std::ptr::null_mut(), Wait::No)
     })
@@ -244,7 +239,9 @@ unsafe extern "C" fn cq_readfrom(
     count: size_t,
     src: *mut fi_addr_t,
 ) -> ssize_t {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_cq_readfrom(3) arguments, passed on unchanged: `buf` holds
+    // `count` entries of the queue's format, `src` is NULL or holds `count` addresses, as
+    // `read_any` requires.
     ffi(PANIC_S, || unsafe {
         read_any(p, buf, count, src, Wait::No)
     })
@@ -259,7 +256,8 @@ unsafe extern "C" fn cq_sread(
 ) -> ssize_t {
     ffi(PANIC_S, || {
         let w = Wait::Up(super::timeout_ms(timeout));
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_cq_sread(3) arguments, passed on unchanged: `buf` holds
+        // `count` entries of the queue's format, as `read_any` requires.
         unsafe { read_any(p, buf, count, std::ptr::null_mut(), w) }
     })
 }
@@ -274,7 +272,9 @@ unsafe extern "C" fn cq_sreadfrom(
 ) -> ssize_t {
     ffi(PANIC_S, || {
         let w = Wait::Up(super::timeout_ms(timeout));
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_cq_sreadfrom(3) arguments, passed on unchanged: `buf` holds
+        // `count` entries of the queue's format, `src` is NULL or holds `count` addresses, as
+        // `read_any` requires.
         unsafe { read_any(p, buf, count, src, w) }
     })
 }

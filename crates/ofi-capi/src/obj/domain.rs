@@ -36,15 +36,7 @@ impl DomainObj {
     }
 }
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<DomainObj>),
-    bind: Some(domain_bind),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static DOMAIN_FI_OPS: fi_ops = super::fid_ops::<DomainObj>(domain_bind, super::control_nosys);
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: std::mem::size_of::<fi_ops_domain>(),
@@ -73,7 +65,7 @@ static DOMAIN_MR_OPS: fi_ops_mr = fi_ops_mr {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn domain<'a>(p: *mut fid_domain) -> Option<&'a DomainObj> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<DomainObj>(p.cast::<fid>()) }
 }
 
@@ -153,7 +145,8 @@ unsafe extern "C" fn domain_av_open(
     av: *mut *mut fid_av,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_av_open(3) arguments, passed on unchanged, as `av::open`
+    // requires.
     ffi(PANIC, || unsafe { super::av::open(d, attr, av, context) })
 }
 
@@ -163,7 +156,8 @@ unsafe extern "C" fn domain_cq_open(
     cq: *mut *mut fid_cq,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_cq_open(3) arguments, passed on unchanged, as `cq::open`
+    // requires.
     ffi(PANIC, || unsafe { super::cq::open(d, attr, cq, context) })
 }
 
@@ -173,7 +167,8 @@ unsafe extern "C" fn domain_cntr_open(
     cntr: *mut *mut fid_cntr,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_cntr_open(3) arguments, passed on unchanged, as `cntr::open`
+    // requires.
     ffi(PANIC, || unsafe {
         super::cntr::open(d, attr, cntr, context)
     })
@@ -185,7 +180,8 @@ unsafe extern "C" fn domain_endpoint(
     ep: *mut *mut fid_ep,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_endpoint(3) arguments, passed on unchanged, as `ep::open`
+    // requires.
     ffi(PANIC, || unsafe { super::ep::open(d, info, ep, context) })
 }
 
@@ -200,7 +196,8 @@ unsafe extern "C" fn domain_endpoint2(
         if flags != 0 {
             return guard::neg(FI_EBADFLAGS);
         }
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_endpoint2(3) arguments but `flags` (zero), passed on
+        // unchanged, as `ep::open` requires.
         unsafe { super::ep::open(d, info, ep, context) }
     })
 }
@@ -219,7 +216,8 @@ unsafe extern "C" fn domain_poll_open(
     attr: *mut fi_poll_attr,
     pollset: *mut *mut fid_poll,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_poll_open(3) arguments, passed on unchanged, as `poll::open`
+    // requires.
     ffi(PANIC, || unsafe { super::poll::open(d, attr, pollset) })
 }
 

@@ -62,15 +62,7 @@ impl EqObj {
     }
 }
 
-static EQ_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<EqObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(eq_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static EQ_FI_OPS: fi_ops = super::fid_ops::<EqObj>(super::bind_nosys, eq_control);
 
 static EQ_OPS: fi_ops_eq = fi_ops_eq {
     size: std::mem::size_of::<fi_ops_eq>(),
@@ -87,7 +79,7 @@ static EQ_OPS: fi_ops_eq = fi_ops_eq {
 /// `p` is NULL or a readable fid.
 #[inline]
 unsafe fn eq<'a>(p: *mut fid_eq) -> Option<&'a EqObj> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<EqObj>(p.cast::<fid>()) }
 }
 
@@ -303,7 +295,8 @@ unsafe extern "C" fn eq_read(
     len: size_t,
     flags: u64,
 ) -> ssize_t {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_eq_read(3) arguments, passed on unchanged, as `read_any`
+    // requires.
     ffi(PANIC_S, || unsafe {
         read_any(p, event, buf, len, flags, None)
     })
@@ -319,7 +312,8 @@ unsafe extern "C" fn eq_sread(
 ) -> ssize_t {
     ffi(PANIC_S, || {
         let t = super::timeout_ms(timeout);
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_eq_sread(3) arguments (those fi_eq_read also takes), passed
+        // on unchanged, as `read_any` requires.
         unsafe { read_any(p, event, buf, len, flags, Some(t)) }
     })
 }

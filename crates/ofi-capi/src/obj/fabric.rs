@@ -32,15 +32,7 @@ impl FabricObj {
     }
 }
 
-static FABRIC_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<FabricObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static FABRIC_FI_OPS: fi_ops = super::fid_ops::<FabricObj>(super::bind_nosys, super::control_nosys);
 
 static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: std::mem::size_of::<fi_ops_fabric>(),
@@ -57,7 +49,7 @@ static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn fabric<'a>(p: *mut fid_fabric) -> Option<&'a FabricObj> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<FabricObj>(p.cast::<fid>()) }
 }
 
@@ -118,7 +110,8 @@ unsafe extern "C" fn fabric_domain(
     dom: *mut *mut fid_domain,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_domain(3) arguments, passed on unchanged, as `domain::open`
+    // requires.
     ffi(PANIC, || unsafe {
         super::domain::open(fab, info, dom, context)
     })
@@ -135,7 +128,8 @@ unsafe extern "C" fn fabric_domain2(
         if flags != 0 {
             return guard::neg(ofi_core::error::errno::FI_EBADFLAGS);
         }
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_domain2(3) arguments but `flags` (zero), passed on
+        // unchanged, as `domain::open` requires.
         unsafe { super::domain::open(fab, info, dom, context) }
     })
 }
@@ -146,7 +140,8 @@ unsafe extern "C" fn fabric_passive_ep(
     pep: *mut *mut fid_pep,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_passive_ep(3) arguments, passed on unchanged, as `pep::open`
+    // requires.
     ffi(PANIC, || unsafe {
         super::pep::open(fab, info, pep, context)
     })
@@ -158,7 +153,8 @@ unsafe extern "C" fn fabric_eq_open(
     eq: *mut *mut fid_eq,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_eq_open(3) arguments, passed on unchanged, as `eq::open`
+    // requires.
     ffi(PANIC, || unsafe { super::eq::open(fab, attr, eq, context) })
 }
 
@@ -167,7 +163,8 @@ unsafe extern "C" fn fabric_wait_open(
     attr: *mut fi_wait_attr,
     waitset: *mut *mut fid_wait,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_wait_open(3) arguments, passed on unchanged, as `wait::open`
+    // requires.
     ffi(PANIC, || unsafe { super::wait::open(fab, attr, waitset) })
 }
 

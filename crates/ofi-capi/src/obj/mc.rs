@@ -25,15 +25,7 @@ unsafe impl CObj for McObj {
     }
 }
 
-static MC_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<McObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static MC_FI_OPS: fi_ops = super::fid_ops::<McObj>(super::bind_nosys, super::control_nosys);
 
 /// `fi_join` on endpoint `e`: the group at `addr` (in the endpoint's
 /// address format); FI_JOIN_COMPLETE naming the new `fid_mc` goes to the

@@ -139,6 +139,27 @@ pub(crate) fn shut_core<T>(
     }
 }
 
+/// An `fi_ops.bind` slot.
+pub(crate) type BindFn = unsafe extern "C" fn(*mut fid, *mut fid, u64) -> c_int;
+/// An `fi_ops.control` slot.
+pub(crate) type ControlFn = unsafe extern "C" fn(*mut fid, c_int, *mut c_void) -> c_int;
+
+/// The `fi_ops` table of class `T`: its [`close`], the class's `bind` and
+/// `control`, the common [`tostr`], and no provider-specific interfaces.
+/// Each class keeps the table in a `static` of its own: that address is
+/// what [`CObj::base_ops`] returns and [`get`] checks.
+pub(crate) const fn fid_ops<T: CObj>(bind: BindFn, control: ControlFn) -> fi_ops {
+    fi_ops {
+        size: std::mem::size_of::<fi_ops>(),
+        close: Some(close::<T>),
+        bind: Some(bind),
+        control: Some(control),
+        ops_open: Some(ops_open_nosys),
+        tostr: Some(tostr),
+        ops_set: Some(ops_set_nosys),
+    }
+}
+
 /// `fi_ops.ops_open`: no provider-specific interfaces.
 pub(crate) unsafe extern "C" fn ops_open_nosys(
     _fid: *mut fid,
@@ -384,7 +405,7 @@ pub(crate) unsafe fn give_addr(a: &[u8], addr: *mut c_void, addrlen: *mut size_t
     }
     // SAFETY: addrlen is non-null (caller's contract: valid).
     let room = unsafe { *addrlen };
-    // SAFETY: as above.
+    // SAFETY: `addrlen` is non-NULL (checked above) and valid (caller's contract).
     unsafe { *addrlen = a.len() };
     if addr.is_null() {
         return guard::neg(FI_ETOOSMALL);

@@ -37,15 +37,7 @@ unsafe impl CObj for MrObj {
     }
 }
 
-static MR_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<MrObj>),
-    bind: Some(mr_bind),
-    control: Some(mr_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static MR_FI_OPS: fi_ops = super::fid_ops::<MrObj>(mr_bind, mr_control);
 
 /// Registers ranges of the application's memory with a domain.
 ///
@@ -94,6 +86,39 @@ unsafe fn register(
     0
 }
 
+/// Registers the `count` ranges at `iov` (`fi_mr_regv`, `fi_mr_regattr`).
+///
+/// # Safety
+/// `iov` holds `count` entries; otherwise as [`register`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn register_iov(
+    d: *mut fid,
+    iov: *const iovec,
+    count: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    out: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: iov holds count entries (this function's contract).
+    let Some(list) = (unsafe { super::array(iov, count) }) else {
+        return EINVAL;
+    };
+    let attr = MrAttr {
+        iov: list
+            .iter()
+            .map(|v| (v.iov_base as usize, v.iov_len))
+            .collect(),
+        access,
+        requested_key,
+        offset,
+    };
+    // SAFETY: `d`, `out` and the ranges as `register` requires (this
+    // function's contract).
+    unsafe { register(d, attr, out, context) }
+}
+
 /// `fi_ops_mr.reg` (`fi_mr_reg`).
 pub(crate) unsafe extern "C" fn mr_reg(
     d: *mut fid,
@@ -113,7 +138,8 @@ pub(crate) unsafe extern "C" fn mr_reg(
             requested_key,
             offset,
         };
-        // SAFETY: forwarded C arguments.
+        // SAFETY: the application's fi_mr_reg(3) arguments: `d` is NULL or its domain fid, `mr`
+        // NULL or writable, and `buf` stays valid while registered, as `register` requires.
         unsafe { register(d, attr, mr, context) }
     })
 }
@@ -131,21 +157,10 @@ pub(crate) unsafe extern "C" fn mr_regv(
     context: *mut c_void,
 ) -> c_int {
     ffi(PANIC, || {
-        // SAFETY: iov holds count entries.
-        let Some(list) = (unsafe { super::array(iov, count) }) else {
-            return EINVAL;
-        };
-        let attr = MrAttr {
-            iov: list
-                .iter()
-                .map(|v| (v.iov_base as usize, v.iov_len))
-                .collect(),
-            access,
-            requested_key,
-            offset,
-        };
-        // SAFETY: forwarded C arguments.
-        unsafe { register(d, attr, mr, context) }
+        // SAFETY: the application's fi_mr_regv(3) arguments: `d` is NULL or its domain fid, `iov`
+        // holds `count` ranges that stay valid while registered, `mr` is NULL or writable, as
+        // `register_iov` requires.
+        unsafe { register_iov(d, iov, count, access, offset, requested_key, mr, context) }
     })
 }
 
@@ -169,7 +184,7 @@ pub(crate) unsafe extern "C" fn mr_regattr(
             .is_some_and(|dom| dom.info().caps & FI_HMEM != 0);
         // SAFETY: attr is non-null and holds at least the fields through
         // `context` (every header version has them); each is read alone.
-        let (mr_iov, iov_count, access, offset, requested_key, context) = unsafe {
+        let (iov, count, access, offset, requested_key, context) = unsafe {
             (
                 std::ptr::addr_of!((*attr).mr_iov).read(),
                 std::ptr::addr_of!((*attr).iov_count).read(),
@@ -184,21 +199,10 @@ pub(crate) unsafe extern "C" fn mr_regattr(
         {
             return guard::neg(FI_EOPNOTSUPP);
         }
-        // SAFETY: mr_iov holds iov_count entries.
-        let Some(list) = (unsafe { super::array(mr_iov, iov_count) }) else {
-            return EINVAL;
-        };
-        let m = MrAttr {
-            iov: list
-                .iter()
-                .map(|v| (v.iov_base as usize, v.iov_len))
-                .collect(),
-            access,
-            requested_key,
-            offset,
-        };
-        // SAFETY: forwarded C arguments.
-        unsafe { register(d, m, mr, context) }
+        // SAFETY: the application's fi_mr_regattr(3) arguments: `d` is NULL or its domain fid,
+        // `mr_iov` holds `iov_count` ranges that stay valid while registered, `mr` is NULL or
+        // writable, as `register_iov` requires.
+        unsafe { register_iov(d, iov, count, access, offset, requested_key, mr, context) }
     })
 }
 
@@ -214,7 +218,7 @@ unsafe extern "C" fn mr_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
         if let Some(c) = cntr.and_then(|o| o.core.as_ref()) {
             return super::ret(m.bind_cntr(c, flags));
         }
-        // SAFETY: as above.
+        // SAFETY: bfid is NULL or a fid of the application; `get` checks its class.
         if unsafe { get::<super::ep::EpObj>(bfid) }.is_some() {
             // FI_MR_ENDPOINT regions are not offered.
             return ENOSYS;

@@ -59,32 +59,17 @@ unsafe impl CObj for ConnReqObj {
     }
 }
 
-static PEP_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<PepObj>),
-    bind: Some(pep_bind),
-    control: Some(pep_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static PEP_FI_OPS: fi_ops = super::fid_ops::<PepObj>(pep_bind, pep_control);
 
-static CONNREQ_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<ConnReqObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static CONNREQ_FI_OPS: fi_ops =
+    super::fid_ops::<ConnReqObj>(super::bind_nosys, super::control_nosys);
 
 /// The passive endpoint behind a fid.
 ///
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn pep<'a>(p: *const fid) -> Option<&'a PassiveEndpoint> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<PepObj>(p) }.and_then(|o| o.core.as_ref())
 }
 
@@ -168,7 +153,7 @@ pub(crate) fn connreq_info(info: &Info) -> *mut fi_info {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn connreq<'a>(p: *const fid) -> Option<&'a ConnReqObj> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<ConnReqObj>(p) }
 }
 
@@ -177,7 +162,8 @@ pub(crate) unsafe fn connreq<'a>(p: *const fid) -> Option<&'a ConnReqObj> {
 /// # Safety
 /// `p` is a live connection request nobody uses afterwards.
 pub(crate) unsafe fn free_connreq(p: *mut ConnReqObj) {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is a live connection request made by `publish` that nobody uses afterwards (this
+    // function's contract), as `unpublish` requires.
     unsafe { unpublish(p) }
 }
 

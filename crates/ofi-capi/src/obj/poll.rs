@@ -24,15 +24,7 @@ unsafe impl CObj for PollObj {
     }
 }
 
-static POLL_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<PollObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(super::control_nosys),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static POLL_FI_OPS: fi_ops = super::fid_ops::<PollObj>(super::bind_nosys, super::control_nosys);
 
 static POLL_OPS: fi_ops_poll = fi_ops_poll {
     size: std::mem::size_of::<fi_ops_poll>(),
@@ -46,7 +38,7 @@ static POLL_OPS: fi_ops_poll = fi_ops_poll {
 /// # Safety
 /// `p` is NULL or a readable fid.
 unsafe fn poll_set<'a>(p: *mut fid_poll) -> Option<&'a PollSet> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<PollObj>(p.cast::<fid>()) }.and_then(|o| o.core.as_ref())
 }
 

@@ -36,15 +36,7 @@ impl WaitObj {
     }
 }
 
-static WAIT_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<WaitObj>),
-    bind: Some(super::bind_nosys),
-    control: Some(wait_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static WAIT_FI_OPS: fi_ops = super::fid_ops::<WaitObj>(super::bind_nosys, wait_control);
 
 static WAIT_OPS: fi_ops_wait = fi_ops_wait {
     size: std::mem::size_of::<fi_ops_wait>(),
@@ -56,7 +48,7 @@ static WAIT_OPS: fi_ops_wait = fi_ops_wait {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn wait_set<'a>(p: *mut fid_wait) -> Option<&'a WaitSet> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<WaitObj>(p.cast::<fid>()) }.and_then(|w| w.core.as_ref())
 }
 
@@ -66,7 +58,7 @@ pub(crate) unsafe fn wait_set<'a>(p: *mut fid_wait) -> Option<&'a WaitSet> {
 /// # Safety
 /// `p` is NULL or a readable fid.
 pub(crate) unsafe fn member_kind(p: *mut fid_wait) -> u32 {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     unsafe { get::<WaitObj>(p.cast::<fid>()) }
         .map_or(ofi_core::consts::wait_obj::FI_WAIT_SET, |w| w.wait_obj)
 }

@@ -1,28 +1,18 @@
 //! `fi_ops_atomic`: basic, fetching and compare atomics in their plain,
 //! vector, `*msg` and inject forms, and the `*valid` queries.
 
-use super::{descs, ep};
+use super::args::{descs, one_desc, Flags};
+use super::ep;
 use crate::abi::*;
 use crate::guard;
 use crate::obj::{ffi, sret, EINVAL, EINVAL_S, PANIC, PANIC_S};
-use ofi_core::consts::{
-    atomic_op, FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_INJECT, FI_TRIGGER, OFI_INJECT_CALL,
-};
+use ofi_core::consts::{atomic_op, FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_INJECT, FI_TRIGGER};
 use ofi_core::object::AtomicOp;
 use ofi_core::util::atomic::AtomicKind;
 use ofi_core::util::rma::{Ioc, RmaIoc};
 
 const _: () = assert!(std::mem::size_of::<Ioc>() == std::mem::size_of::<fi_ioc>());
 const _: () = assert!(std::mem::size_of::<RmaIoc>() == std::mem::size_of::<fi_rma_ioc>());
-
-/// Where a call's flags come from.
-#[derive(Clone, Copy)]
-enum Flags {
-    Default,
-    Given(u64),
-    /// An inject call's flags: no completion on success (OFI_INJECT_CALL).
-    Inject(u64),
-}
 
 /// One atomic as the C call describes it.
 struct Call<'a> {
@@ -40,6 +30,48 @@ struct Call<'a> {
     flags: Flags,
 }
 
+impl<'a> Call<'a> {
+    /// A call with no local lists, no data and the endpoint's default
+    /// flags: the plain and vector forms fill in their lists.
+    #[inline(always)]
+    fn new(
+        kind: AtomicKind,
+        op: u32,
+        datatype: u32,
+        peer: fi_addr_t,
+        rma_ioc: &'a [RmaIoc],
+        context: *mut c_void,
+    ) -> Self {
+        Call {
+            kind,
+            op,
+            datatype,
+            operand: &[],
+            compare: &[],
+            result: &[],
+            desc: &[],
+            peer,
+            rma_ioc,
+            data: 0,
+            context,
+            flags: Flags::Default(0),
+        }
+    }
+
+    /// The call an `fi_msg_atomic` describes, with exactly the flags given;
+    /// the fetch and compare forms add their result and compare lists.
+    #[inline(always)]
+    fn msg(kind: AtomicKind, (m, operand, desc, rma_ioc): MsgParts<'a>, flags: u64) -> Self {
+        Call {
+            operand,
+            desc,
+            data: m.data,
+            flags: Flags::Given(flags),
+            ..Call::new(kind, m.op, m.datatype, m.addr, rma_ioc, m.context)
+        }
+    }
+}
+
 /// Posts an atomic on the endpoint behind `p`.
 ///
 /// # Safety
@@ -49,11 +81,7 @@ unsafe fn post(p: *mut fid_ep, c: Call<'_>) -> ssize_t {
     let Some((o, e)) = (unsafe { ep(p) }) else {
         return EINVAL_S;
     };
-    let flags = match c.flags {
-        Flags::Default => o.tx_flags(),
-        Flags::Given(f) => f & !OFI_INJECT_CALL,
-        Flags::Inject(f) => f | OFI_INJECT_CALL,
-    };
+    let flags = c.flags.resolve(|| o.tx_flags());
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Atomic {
             kind: c.kind,
@@ -67,7 +95,9 @@ unsafe fn post(p: *mut fid_ep, c: Call<'_>) -> ssize_t {
             context: c.context as usize,
             flags,
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+        // (fi_trigger(3)); the operand, compare and result memory stay valid until the deferred
+        // atomic completes (this function's contract).
         return unsafe { super::trigger(e, c.context, d) };
     }
     let op = AtomicOp {
@@ -84,7 +114,8 @@ unsafe fn post(p: *mut fid_ep, c: Call<'_>) -> ssize_t {
         context: c.context as usize,
         flags,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: operand, compare and result memory stay valid until completion (this function's
+    // contract), as `post_atomic` requires.
     sret(unsafe { e.post_atomic(&op) })
 }
 
@@ -126,14 +157,6 @@ fn opt_list(l: &[Ioc; 1]) -> &[Ioc] {
     }
 }
 
-fn one_desc(d: &[u64; 1]) -> &[u64] {
-    if d[0] == 0 {
-        &[]
-    } else {
-        d
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn atomic_write(
     p: *mut fid_ep,
@@ -155,18 +178,9 @@ unsafe extern "C" fn atomic_write(
         let d = [desc as u64];
         let r = [RmaIoc { addr, count, key }];
         let c = Call {
-            kind: AtomicKind::Basic,
-            op,
-            datatype,
             operand: &o,
-            compare: &[],
-            result: &[],
             desc: one_desc(&d),
-            peer: dest,
-            rma_ioc: &r,
-            data: 0,
-            context,
-            flags: Flags::Default,
+            ..Call::new(AtomicKind::Basic, op, datatype, dest, &r, context)
         };
         // SAFETY: the application keeps buf valid until completion.
         unsafe { post(p, c) }
@@ -197,18 +211,9 @@ unsafe extern "C" fn atomic_writev(
             key,
         }];
         let c = Call {
-            kind: AtomicKind::Basic,
-            op,
-            datatype,
             operand: o,
-            compare: &[],
-            result: &[],
             desc: d,
-            peer: dest,
-            rma_ioc: &r,
-            data: 0,
-            context,
-            flags: Flags::Default,
+            ..Call::new(AtomicKind::Basic, op, datatype, dest, &r, context)
         };
         // SAFETY: the application keeps the operands valid until completion.
         unsafe { post(p, c) }
@@ -243,23 +248,10 @@ unsafe extern "C" fn atomic_writemsg(
 ) -> ssize_t {
     ffi(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message.
-        let Some((m, o, d, r)) = (unsafe { msg_parts(msg) }) else {
+        let Some(parts) = (unsafe { msg_parts(msg) }) else {
             return EINVAL_S;
         };
-        let c = Call {
-            kind: AtomicKind::Basic,
-            op: m.op,
-            datatype: m.datatype,
-            operand: o,
-            compare: &[],
-            result: &[],
-            desc: d,
-            peer: m.addr,
-            rma_ioc: r,
-            data: m.data,
-            context: m.context,
-            flags: Flags::Given(flags),
-        };
+        let c = Call::msg(AtomicKind::Basic, parts, flags);
         // SAFETY: the application keeps the operands valid until completion.
         unsafe { post(p, c) }
     })
@@ -282,19 +274,11 @@ unsafe extern "C" fn atomic_inject(
         }
         let o = one(buf, count);
         let r = [RmaIoc { addr, count, key }];
+        let none = std::ptr::null_mut();
         let c = Call {
-            kind: AtomicKind::Basic,
-            op,
-            datatype,
             operand: &o,
-            compare: &[],
-            result: &[],
-            desc: &[],
-            peer: dest,
-            rma_ioc: &r,
-            data: 0,
-            context: std::ptr::null_mut(),
             flags: Flags::Inject(FI_INJECT),
+            ..Call::new(AtomicKind::Basic, op, datatype, dest, &r, none)
         };
         // SAFETY: FI_INJECT: the operands are read before the call returns.
         unsafe { post(p, c) }
@@ -325,18 +309,10 @@ unsafe extern "C" fn atomic_readwrite(
         let d = [desc as u64];
         let r = [RmaIoc { addr, count, key }];
         let c = Call {
-            kind: AtomicKind::Fetch,
-            op,
-            datatype,
             operand: opt_list(&o),
-            compare: &[],
             result: &res,
             desc: one_desc(&d),
-            peer: dest,
-            rma_ioc: &r,
-            data: 0,
-            context,
-            flags: Flags::Default,
+            ..Call::new(AtomicKind::Fetch, op, datatype, dest, &r, context)
         };
         // SAFETY: the application keeps the buffers valid until completion.
         unsafe { post(p, c) }
@@ -374,18 +350,10 @@ unsafe extern "C" fn atomic_readwritev(
             key,
         }];
         let c = Call {
-            kind: AtomicKind::Fetch,
-            op,
-            datatype,
             operand: o,
-            compare: &[],
             result: res,
             desc: d,
-            peer: dest,
-            rma_ioc: &r,
-            data: 0,
-            context,
-            flags: Flags::Default,
+            ..Call::new(AtomicKind::Fetch, op, datatype, dest, &r, context)
         };
         // SAFETY: the application keeps the buffers valid until completion.
         unsafe { post(p, c) }
@@ -402,24 +370,14 @@ unsafe extern "C" fn atomic_readwritemsg(
 ) -> ssize_t {
     ffi(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message; resultv holds result_count.
-        let (Some((m, o, d, r)), Some(res)) = (unsafe { msg_parts(msg) }, unsafe {
+        let (Some(parts), Some(res)) = (unsafe { msg_parts(msg) }, unsafe {
             iocs(resultv.cast_const(), result_count)
         }) else {
             return EINVAL_S;
         };
         let c = Call {
-            kind: AtomicKind::Fetch,
-            op: m.op,
-            datatype: m.datatype,
-            operand: o,
-            compare: &[],
             result: res,
-            desc: d,
-            peer: m.addr,
-            rma_ioc: r,
-            data: m.data,
-            context: m.context,
-            flags: Flags::Given(flags),
+            ..Call::msg(AtomicKind::Fetch, parts, flags)
         };
         // SAFETY: the application keeps the buffers valid until completion.
         unsafe { post(p, c) }
@@ -453,18 +411,11 @@ unsafe extern "C" fn atomic_compwrite(
         let d = [desc as u64];
         let r = [RmaIoc { addr, count, key }];
         let c = Call {
-            kind: AtomicKind::Compare,
-            op,
-            datatype,
             operand: &o,
             compare: &cmp,
             result: &res,
             desc: one_desc(&d),
-            peer: dest,
-            rma_ioc: &r,
-            data: 0,
-            context,
-            flags: Flags::Default,
+            ..Call::new(AtomicKind::Compare, op, datatype, dest, &r, context)
         };
         // SAFETY: the application keeps the buffers valid until completion.
         unsafe { post(p, c) }
@@ -506,18 +457,11 @@ unsafe extern "C" fn atomic_compwritev(
             key,
         }];
         let c = Call {
-            kind: AtomicKind::Compare,
-            op,
-            datatype,
             operand: o,
             compare: cmp,
             result: res,
             desc: d,
-            peer: dest,
-            rma_ioc: &r,
-            data: 0,
-            context,
-            flags: Flags::Default,
+            ..Call::new(AtomicKind::Compare, op, datatype, dest, &r, context)
         };
         // SAFETY: the application keeps the buffers valid until completion.
         unsafe { post(p, c) }
@@ -538,7 +482,7 @@ unsafe extern "C" fn atomic_compwritemsg(
 ) -> ssize_t {
     ffi(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message; the lists hold their counts.
-        let (Some((m, o, d, r)), Some(cmp), Some(res)) = (
+        let (Some(parts), Some(cmp), Some(res)) = (
             unsafe { msg_parts(msg) },
             unsafe { iocs(comparev, compare_count) },
             unsafe { iocs(resultv.cast_const(), result_count) },
@@ -546,18 +490,9 @@ unsafe extern "C" fn atomic_compwritemsg(
             return EINVAL_S;
         };
         let c = Call {
-            kind: AtomicKind::Compare,
-            op: m.op,
-            datatype: m.datatype,
-            operand: o,
             compare: cmp,
             result: res,
-            desc: d,
-            peer: m.addr,
-            rma_ioc: r,
-            data: m.data,
-            context: m.context,
-            flags: Flags::Given(flags),
+            ..Call::msg(AtomicKind::Compare, parts, flags)
         };
         // SAFETY: the application keeps the buffers valid until completion.
         unsafe { post(p, c) }
@@ -593,7 +528,8 @@ unsafe extern "C" fn atomic_writevalid(
     op: fi_op,
     count: *mut size_t,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_atomicvalid(3) arguments, passed on unchanged: `count` is NULL
+    // or writable, as `valid` requires.
     ffi(PANIC, || unsafe { valid(p, datatype, op, count, 0) })
 }
 
@@ -603,7 +539,8 @@ unsafe extern "C" fn atomic_readwritevalid(
     op: fi_op,
     count: *mut size_t,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_fetch_atomicvalid(3) arguments, passed on unchanged: `count` is
+    // NULL or writable, as `valid` requires.
     ffi(PANIC, || unsafe {
         valid(p, datatype, op, count, FI_FETCH_ATOMIC)
     })
@@ -615,7 +552,8 @@ unsafe extern "C" fn atomic_compwritevalid(
     op: fi_op,
     count: *mut size_t,
 ) -> c_int {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_compare_atomicvalid(3) arguments, passed on unchanged: `count`
+    // is NULL or writable, as `valid` requires.
     ffi(PANIC, || unsafe {
         valid(p, datatype, op, count, FI_COMPARE_ATOMIC)
     })

@@ -1,8 +1,10 @@
 //! Endpoints (`fi_endpoint`, `struct fid_ep`): binding, enabling, default
 //! operation flags, options, cancel, and connection management (shared
 //! with passive endpoints). The data-transfer tables live in [`msg`]
-//! (messages and tagged messages), [`rma`] and [`atomic`].
+//! (messages and tagged messages), [`rma`] and [`atomic`]; `args` holds
+//! the argument forms they share.
 
+mod args;
 pub mod atomic;
 pub mod msg;
 pub mod rma;
@@ -16,7 +18,6 @@ use crate::abi::*;
 use crate::guard;
 use ofi_core::consts::{FI_ADDR_UNSPEC, FI_DIRECTED_RECV, FI_RECV, FI_TRANSMIT};
 use ofi_core::error::errno::*;
-use ofi_core::util::iov::IoVec;
 use ofi_core::Endpoint;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -82,42 +83,12 @@ impl EpObj {
 /// `p` is NULL or a readable fid.
 #[inline]
 pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)> {
-    // SAFETY: forwarded.
+    // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
     let o = unsafe { get::<EpObj>(p.cast::<fid>()) }?;
     Some((o, o.core.as_ref()?))
 }
 
-/// An application iovec array as the raw layer's ranges (same layout).
-///
-/// # Safety
-/// `iov` holds `count` entries.
-#[inline]
-pub(crate) unsafe fn iovs<'a>(iov: *const iovec, count: usize) -> Option<&'a [IoVec]> {
-    // SAFETY: IoVec is laid out as struct iovec (asserted by the core);
-    // the caller's contract on iov.
-    unsafe { super::array(iov.cast::<IoVec>(), count) }
-}
-
-/// An application descriptor array (`void **desc`) as the raw layer's
-/// `u64` descriptors; NULL gives none.
-///
-/// # Safety
-/// `desc` is NULL or holds `count` entries.
-#[inline]
-pub(crate) unsafe fn descs<'a>(desc: *mut *mut c_void, count: usize) -> &'a [u64] {
-    // SAFETY: pointers are u64-sized (asserted in obj); caller's contract.
-    unsafe { super::array(desc.cast_const().cast::<u64>(), count) }.unwrap_or(&[])
-}
-
-static EP_FI_OPS: fi_ops = fi_ops {
-    size: std::mem::size_of::<fi_ops>(),
-    close: Some(super::close::<EpObj>),
-    bind: Some(ep_bind),
-    control: Some(ep_control),
-    ops_open: Some(super::ops_open_nosys),
-    tostr: Some(super::tostr),
-    ops_set: Some(super::ops_set_nosys),
-};
+static EP_FI_OPS: fi_ops = super::fid_ops::<EpObj>(ep_bind, ep_control);
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
     size: std::mem::size_of::<fi_ops_ep>(),
@@ -285,7 +256,7 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                 if command == control::FI_SETOPSFLAG || command == control::FI_SETFIDFLAG {
                     slot.store(v & !(FI_TRANSMIT | FI_RECV), Ordering::Relaxed);
                 } else {
-                    // SAFETY: as above.
+                    // SAFETY: `a` is the non-NULL `uint64_t *` these commands take (checked above).
                     unsafe { *a = slot.load(Ordering::Relaxed) };
                 }
                 0
@@ -333,7 +304,7 @@ unsafe extern "C" fn ep_getopt(
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
         let e = unsafe { ep(f.cast::<fid_ep>()) };
-        // SAFETY: as above.
+        // SAFETY: f is NULL or a fid of the application; `pep` checks its class.
         if e.is_none() && unsafe { pep(f) }.is_none() {
             return EINVAL;
         }
@@ -346,7 +317,7 @@ unsafe extern "C" fn ep_getopt(
         }
         let got = match e {
             Some((_, e)) => e.getopt(optname),
-            // SAFETY: as above (a passive endpoint).
+            // SAFETY: f is NULL or a fid of the application; `pep` checks its class.
             None => match unsafe { pep(f) } {
                 Some(p) => p.getopt(optname),
                 None => return EINVAL,
@@ -390,7 +361,7 @@ unsafe extern "C" fn ep_setopt(
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
         let e = unsafe { ep(f.cast::<fid_ep>()) };
-        // SAFETY: as above.
+        // SAFETY: f is NULL or a fid of the application; `pep` checks its class.
         if e.is_none() && unsafe { pep(f) }.is_none() {
             return EINVAL;
         }
@@ -459,7 +430,7 @@ unsafe extern "C" fn cm_setname(f: fid_t, addr: *mut c_void, addrlen: size_t) ->
         if let Some((_, e)) = unsafe { ep(f.cast::<fid_ep>()) } {
             return super::ret(e.setname(a));
         }
-        // SAFETY: as above.
+        // SAFETY: f is NULL or a fid of the application; `pep` checks its class.
         match unsafe { pep(f) } {
             Some(p) => super::ret(p.setname(a)),
             None => EINVAL,
@@ -608,118 +579,59 @@ unsafe extern "C" fn cm_join(
         let Some((_, e)) = (unsafe { ep(p) }) else {
             return EINVAL;
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: the application's fi_join(3) arguments, passed on unchanged: `addr` is an address
+        // of the endpoint's format and `mc` writable, as `mc::join` requires.
         unsafe { super::mc::join(e, addr, flags, mc, context) }
     })
 }
 
-unsafe extern "C" fn coll_barrier(
-    _ep: *mut fid_ep,
-    _coll_addr: fi_addr_t,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
+/// Defines ops-table slots that answer `-FI_ENOSYS` (inside the panic
+/// boundary, as every slot does), from their C parameter types.
+macro_rules! enosys_slots {
+    ($($(#[$doc:meta])* fn $name:ident($($arg:ty),+ $(,)?);)+) => {$(
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        unsafe extern "C" fn $name($(_: $arg),+) -> ssize_t {
+            ffi(PANIC_S, || ENOSYS_S)
+        }
+    )+};
 }
 
-unsafe extern "C" fn coll_barrier2(
-    _ep: *mut fid_ep,
-    _coll_addr: fi_addr_t,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-unsafe extern "C" fn coll_broadcast(
-    _ep: *mut fid_ep,
-    _buf: *mut c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _root_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-/// alltoall, allgather: no collectives over AV sets here.
-unsafe extern "C" fn coll_gatherlike(
-    _ep: *mut fid_ep,
-    _buf: *const c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _result: *mut c_void,
-    _result_desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-/// allreduce, reduce_scatter.
-unsafe extern "C" fn coll_reducelike(
-    _ep: *mut fid_ep,
-    _buf: *const c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _result: *mut c_void,
-    _result_desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _op: fi_op,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-unsafe extern "C" fn coll_reduce(
-    _ep: *mut fid_ep,
-    _buf: *const c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _result: *mut c_void,
-    _result_desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _root_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _op: fi_op,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-/// scatter, gather.
-unsafe extern "C" fn coll_rooted(
-    _ep: *mut fid_ep,
-    _buf: *const c_void,
-    _count: size_t,
-    _desc: *mut c_void,
-    _result: *mut c_void,
-    _result_desc: *mut c_void,
-    _coll_addr: fi_addr_t,
-    _root_addr: fi_addr_t,
-    _datatype: fi_datatype,
-    _flags: u64,
-    _context: *mut c_void,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
-}
-
-unsafe extern "C" fn coll_msg(
-    _ep: *mut fid_ep,
-    _msg: *const fi_msg_collective,
-    _resultv: *mut fi_ioc,
-    _result_desc: *mut *mut c_void,
-    _result_count: size_t,
-    _flags: u64,
-) -> ssize_t {
-    ffi(PANIC_S, || ENOSYS_S)
+// The collective slots, with the parameters of `fi_collective(3)`.
+enosys_slots! {
+    /// barrier: ep, coll_addr, context.
+    fn coll_barrier(*mut fid_ep, fi_addr_t, *mut c_void);
+    /// barrier2: ep, coll_addr, flags, context.
+    fn coll_barrier2(*mut fid_ep, fi_addr_t, u64, *mut c_void);
+    /// broadcast: ep, buf, count, desc, coll_addr, root_addr, datatype,
+    /// flags, context.
+    fn coll_broadcast(
+        *mut fid_ep, *mut c_void, size_t, *mut c_void,
+        fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void,
+    );
+    /// alltoall, allgather: ep, buf, count, desc, result, result_desc,
+    /// coll_addr, datatype, flags, context.
+    fn coll_gatherlike(
+        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
+        fi_addr_t, fi_datatype, u64, *mut c_void,
+    );
+    /// allreduce, reduce_scatter: as alltoall, with the op before flags.
+    fn coll_reducelike(
+        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
+        fi_addr_t, fi_datatype, fi_op, u64, *mut c_void,
+    );
+    /// reduce: as allreduce, with root_addr after coll_addr.
+    fn coll_reduce(
+        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
+        fi_addr_t, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void,
+    );
+    /// scatter, gather: as alltoall, with root_addr after coll_addr.
+    fn coll_rooted(
+        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
+        fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void,
+    );
+    /// msg: ep, msg, resultv, result_desc, result_count, flags.
+    fn coll_msg(*mut fid_ep, *const fi_msg_collective, *mut fi_ioc, *mut *mut c_void, size_t, u64);
 }
 
 /// Collectives are not offered: every slot is -FI_ENOSYS.
@@ -766,6 +678,7 @@ pub(crate) unsafe fn trigger(
     else {
         return EINVAL_S;
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the operation's memory stays valid until it completes (this function's contract),
+    // after the counter reaches the threshold, as `Endpoint::trigger` requires.
     super::sret(unsafe { e.trigger(c, th.threshold as u64, op) })
 }

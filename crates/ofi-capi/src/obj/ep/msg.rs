@@ -4,46 +4,13 @@
 //! `*msg` calls use exactly the flags given (FI_PEEK / FI_CLAIM /
 //! FI_DISCARD / FI_MULTI_RECV / FI_COMPLETION …).
 
-use super::{descs, ep, iovs};
+use super::args::{iov_lists, one, one_desc, Flags};
+use super::ep;
 use crate::abi::*;
 use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
-use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER, OFI_INJECT_CALL};
+use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
 use ofi_core::object::{RecvOp, SendOp};
 use ofi_core::util::iov::IoVec;
-
-/// Where a call's flags come from.
-#[derive(Clone, Copy)]
-enum Flags {
-    /// The endpoint's default flags, plus these bits.
-    Default(u64),
-    /// Exactly these (the `*msg` calls); ofi's own OFI_INJECT_CALL bit is
-    /// not the caller's to set.
-    Given(u64),
-    /// An inject call's flags: no completion on success (OFI_INJECT_CALL).
-    Inject(u64),
-}
-
-/// One range, or none for a zero-length buffer.
-#[inline]
-fn one(buf: *const c_void, len: usize) -> Option<[IoVec; 1]> {
-    if buf.is_null() && len > 0 {
-        return None;
-    }
-    Some([IoVec {
-        base: buf as usize,
-        len,
-    }])
-}
-
-/// A single descriptor as a list (empty for NULL).
-#[inline]
-fn one_desc(d: &[u64; 1]) -> &[u64] {
-    if d[0] == 0 {
-        &[]
-    } else {
-        d
-    }
-}
 
 /// Posts a send on the endpoint behind `p`.
 ///
@@ -66,11 +33,7 @@ unsafe fn send(
     let Some((o, e)) = (unsafe { ep(p) }) else {
         return EINVAL_S;
     };
-    let flags = match flags {
-        Flags::Default(add) => o.tx_flags() | add,
-        Flags::Given(f) => f & !OFI_INJECT_CALL,
-        Flags::Inject(f) => f | OFI_INJECT_CALL,
-    };
+    let flags = flags.resolve(|| o.tx_flags());
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Send {
             iov: iov.to_vec(),
@@ -81,7 +44,9 @@ unsafe fn send(
             flags,
             tagged,
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+        // (fi_trigger(3)); the ranges stay valid until the deferred send completes (this function's
+        // contract).
         return unsafe { super::trigger(e, context, d) };
     }
     let op = SendOp {
@@ -94,7 +59,8 @@ unsafe fn send(
         flags,
         tagged,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the ranges stay valid until the send completes, with FI_INJECT until it returns (this
+    // function's contract), as `post_send` requires.
     sret(unsafe { e.post_send(&op) })
 }
 
@@ -119,11 +85,7 @@ unsafe fn recv(
     let Some((o, e)) = (unsafe { ep(p) }) else {
         return EINVAL_S;
     };
-    let flags = match flags {
-        Flags::Default(add) => o.rx_flags() | add,
-        Flags::Given(f) => f & !OFI_INJECT_CALL,
-        Flags::Inject(f) => f | OFI_INJECT_CALL,
-    };
+    let flags = flags.resolve(|| o.rx_flags());
     let src = o.recv_src(src);
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Recv {
@@ -135,7 +97,9 @@ unsafe fn recv(
             flags,
             tagged,
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+        // (fi_trigger(3)); the ranges stay valid and unaliased until the deferred receive completes
+        // (this function's contract).
         return unsafe { super::trigger(e, context, d) };
     }
     let op = RecvOp {
@@ -148,8 +112,149 @@ unsafe fn recv(
         flags,
         tagged,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the ranges stay valid and unaliased until the receive completes (this function's
+    // contract), as `post_recv` requires.
     sret(unsafe { e.post_recv(&op) })
+}
+
+/// The one-buffer send forms (`send`, `senddata`, `inject`, `injectdata`
+/// and their tagged twins): `buf` as one range, `desc` as its descriptor.
+///
+/// # Safety
+/// `buf` is NULL or valid for `len` bytes until the send completes (with
+/// FI_INJECT, until this call returns).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn send_buf(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    dest: fi_addr_t,
+    tag: u64,
+    data: u64,
+    context: *mut c_void,
+    flags: Flags,
+    tagged: bool,
+) -> ssize_t {
+    let Some(iov) = one(buf, len) else {
+        return EINVAL_S;
+    };
+    let d = [desc as u64];
+    // SAFETY: the one range is `buf`, valid as long as the send needs it
+    // (this function's contract).
+    unsafe {
+        send(
+            p,
+            &iov,
+            one_desc(&d),
+            dest,
+            tag,
+            data,
+            context,
+            flags,
+            tagged,
+        )
+    }
+}
+
+/// The vector and message send forms (`sendv`, `sendmsg` and their tagged
+/// twins): `count` ranges at `iov` with their descriptors.
+///
+/// # Safety
+/// `iov` holds `count` ranges valid until the send completes (with
+/// FI_INJECT, until this call returns); `desc` is NULL or holds `count`
+/// descriptors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn send_iov(
+    p: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    dest: fi_addr_t,
+    tag: u64,
+    data: u64,
+    context: *mut c_void,
+    flags: Flags,
+    tagged: bool,
+) -> ssize_t {
+    // SAFETY: iov / desc hold count entries (this function's contract).
+    let Some((v, d)) = (unsafe { iov_lists(iov, desc, count) }) else {
+        return EINVAL_S;
+    };
+    // SAFETY: the ranges stay valid as long as the send needs them (this
+    // function's contract).
+    unsafe { send(p, v, d, dest, tag, data, context, flags, tagged) }
+}
+
+/// The one-buffer receive forms (`recv` and `trecv`).
+///
+/// # Safety
+/// `buf` is NULL or valid and unaliased for `len` bytes until the receive
+/// completes.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn recv_buf(
+    p: *mut fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    desc: *mut c_void,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+    flags: Flags,
+    tagged: bool,
+) -> ssize_t {
+    let Some(iov) = one(buf, len) else {
+        return EINVAL_S;
+    };
+    let d = [desc as u64];
+    // SAFETY: the one range is `buf`, valid and unaliased until the receive
+    // completes (this function's contract).
+    unsafe {
+        recv(
+            p,
+            &iov,
+            one_desc(&d),
+            src,
+            tag,
+            ignore,
+            context,
+            flags,
+            tagged,
+        )
+    }
+}
+
+/// The vector and message receive forms (`recvv`, `recvmsg` and their
+/// tagged twins).
+///
+/// # Safety
+/// `iov` holds `count` ranges valid and unaliased until the receive
+/// completes; `desc` is NULL or holds `count` descriptors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn recv_iov(
+    p: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+    flags: Flags,
+    tagged: bool,
+) -> ssize_t {
+    // SAFETY: iov / desc hold count entries (this function's contract).
+    let Some((v, d)) = (unsafe { iov_lists(iov, desc, count) }) else {
+        return EINVAL_S;
+    };
+    // SAFETY: the ranges stay valid and unaliased until the receive
+    // completes (this function's contract).
+    unsafe { recv(p, v, d, src, tag, ignore, context, flags, tagged) }
 }
 
 // ---- fi_ops_msg ----
@@ -163,24 +268,9 @@ unsafe extern "C" fn msg_recv(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
+        let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe {
-            recv(
-                p,
-                &iov,
-                one_desc(&d),
-                src,
-                0,
-                0,
-                context,
-                Flags::Default(0),
-                false,
-            )
-        }
+        unsafe { recv_buf(p, buf, len, desc, src, 0, 0, context, f, false) }
     })
 }
 
@@ -193,30 +283,23 @@ unsafe extern "C" fn msg_recvv(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { recv(p, v, d, src, 0, 0, context, Flags::Default(0), false) }
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { recv_iov(p, iov, desc, count, src, 0, 0, context, f, false) }
     })
 }
 
 unsafe extern "C" fn msg_recvmsg(p: *mut fid_ep, msg: *const fi_msg, flags: u64) -> ssize_t {
     ffi(PANIC_S, || {
-        if msg.is_null() {
-            return EINVAL_S;
-        }
-        // SAFETY: msg is non-null and valid.
-        let m = unsafe { &*msg };
-        // SAFETY: msg_iov / desc hold iov_count entries.
-        let (Some(v), d) = (unsafe { iovs(m.msg_iov, m.iov_count) }, unsafe {
-            descs(m.desc, m.iov_count)
-        }) else {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
         };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { recv(p, v, d, m.addr, 0, 0, m.context, Flags::Given(flags), false) }
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries; the application
+        // keeps the ranges valid until completion.
+        unsafe { recv_iov(p, v, d, n, m.addr, 0, 0, m.context, f, false) }
     })
 }
 
@@ -229,24 +312,9 @@ unsafe extern "C" fn msg_send(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
+        let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe {
-            send(
-                p,
-                &iov,
-                one_desc(&d),
-                dest,
-                0,
-                0,
-                context,
-                Flags::Default(0),
-                false,
-            )
-        }
+        unsafe { send_buf(p, buf, len, desc, dest, 0, 0, context, f, false) }
     })
 }
 
@@ -259,42 +327,23 @@ unsafe extern "C" fn msg_sendv(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { send(p, v, d, dest, 0, 0, context, Flags::Default(0), false) }
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { send_iov(p, iov, desc, count, dest, 0, 0, context, f, false) }
     })
 }
 
 unsafe extern "C" fn msg_sendmsg(p: *mut fid_ep, msg: *const fi_msg, flags: u64) -> ssize_t {
     ffi(PANIC_S, || {
-        if msg.is_null() {
-            return EINVAL_S;
-        }
-        // SAFETY: msg is non-null and valid.
-        let m = unsafe { &*msg };
-        // SAFETY: msg_iov / desc hold iov_count entries.
-        let (Some(v), d) = (unsafe { iovs(m.msg_iov, m.iov_count) }, unsafe {
-            descs(m.desc, m.iov_count)
-        }) else {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
         };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe {
-            send(
-                p,
-                v,
-                d,
-                m.addr,
-                0,
-                m.data,
-                m.context,
-                Flags::Given(flags),
-                false,
-            )
-        }
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries; the application
+        // keeps the ranges valid until completion.
+        unsafe { send_iov(p, v, d, n, m.addr, 0, m.data, m.context, f, false) }
     })
 }
 
@@ -305,23 +354,10 @@ unsafe extern "C" fn msg_inject(
     dest: fi_addr_t,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
+        let f = Flags::Inject(FI_INJECT);
+        let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe {
-            send(
-                p,
-                &iov,
-                &[],
-                dest,
-                0,
-                0,
-                std::ptr::null_mut(),
-                Flags::Inject(FI_INJECT),
-                false,
-            )
-        }
+        unsafe { send_buf(p, buf, len, none, dest, 0, 0, none, f, false) }
     })
 }
 
@@ -335,13 +371,9 @@ unsafe extern "C" fn msg_senddata(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
         let f = Flags::Default(FI_REMOTE_CQ_DATA);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { send(p, &iov, one_desc(&d), dest, 0, data, context, f, false) }
+        unsafe { send_buf(p, buf, len, desc, dest, 0, data, context, f, false) }
     })
 }
 
@@ -353,12 +385,10 @@ unsafe extern "C" fn msg_injectdata(
     dest: fi_addr_t,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
         let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { send(p, &iov, &[], dest, 0, data, std::ptr::null_mut(), f, false) }
+        unsafe { send_buf(p, buf, len, none, dest, 0, data, none, f, false) }
     })
 }
 
@@ -394,13 +424,9 @@ unsafe extern "C" fn tagged_recv(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { recv(p, &iov, one_desc(&d), src, tag, ignore, context, f, true) }
+        unsafe { recv_buf(p, buf, len, desc, src, tag, ignore, context, f, true) }
     })
 }
 
@@ -416,12 +442,10 @@ unsafe extern "C" fn tagged_recvv(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { recv(p, v, d, src, tag, ignore, context, Flags::Default(0), true) }
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { recv_iov(p, iov, desc, count, src, tag, ignore, context, f, true) }
     })
 }
 
@@ -431,21 +455,15 @@ unsafe extern "C" fn tagged_recvmsg(
     flags: u64,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        if msg.is_null() {
-            return EINVAL_S;
-        }
-        // SAFETY: msg is non-null and valid.
-        let m = unsafe { &*msg };
-        // SAFETY: msg_iov / desc hold iov_count entries (none for a
-        // FI_PEEK / FI_DISCARD without a buffer).
-        let (Some(v), d) = (unsafe { iovs(m.msg_iov, m.iov_count) }, unsafe {
-            descs(m.desc, m.iov_count)
-        }) else {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
         };
-        let f = Flags::Given(flags);
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { recv(p, v, d, m.addr, m.tag, m.ignore, m.context, f, true) }
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries (none for a
+        // FI_PEEK / FI_DISCARD without a buffer); the application keeps
+        // the ranges valid until completion.
+        unsafe { recv_iov(p, v, d, n, m.addr, m.tag, m.ignore, m.context, f, true) }
     })
 }
 
@@ -460,13 +478,9 @@ unsafe extern "C" fn tagged_send(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { send(p, &iov, one_desc(&d), dest, tag, 0, context, f, true) }
+        unsafe { send_buf(p, buf, len, desc, dest, tag, 0, context, f, true) }
     })
 }
 
@@ -481,12 +495,10 @@ unsafe extern "C" fn tagged_sendv(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { send(p, v, d, dest, tag, 0, context, Flags::Default(0), true) }
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { send_iov(p, iov, desc, count, dest, tag, 0, context, f, true) }
     })
 }
 
@@ -497,20 +509,14 @@ unsafe extern "C" fn tagged_sendmsg(
     flags: u64,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        if msg.is_null() {
-            return EINVAL_S;
-        }
-        // SAFETY: msg is non-null and valid.
-        let m = unsafe { &*msg };
-        // SAFETY: msg_iov / desc hold iov_count entries.
-        let (Some(v), d) = (unsafe { iovs(m.msg_iov, m.iov_count) }, unsafe {
-            descs(m.desc, m.iov_count)
-        }) else {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
         };
-        let f = Flags::Given(flags);
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { send(p, v, d, m.addr, m.tag, m.data, m.context, f, true) }
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries; the application
+        // keeps the ranges valid until completion.
+        unsafe { send_iov(p, v, d, n, m.addr, m.tag, m.data, m.context, f, true) }
     })
 }
 
@@ -522,12 +528,10 @@ unsafe extern "C" fn tagged_inject(
     tag: u64,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
         let f = Flags::Inject(FI_INJECT);
+        let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { send(p, &iov, &[], dest, tag, 0, std::ptr::null_mut(), f, true) }
+        unsafe { send_buf(p, buf, len, none, dest, tag, 0, none, f, true) }
     })
 }
 
@@ -543,13 +547,9 @@ unsafe extern "C" fn tagged_senddata(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
         let f = Flags::Default(FI_REMOTE_CQ_DATA);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { send(p, &iov, one_desc(&d), dest, tag, data, context, f, true) }
+        unsafe { send_buf(p, buf, len, desc, dest, tag, data, context, f, true) }
     })
 }
 
@@ -562,12 +562,10 @@ unsafe extern "C" fn tagged_injectdata(
     tag: u64,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
         let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { send(p, &iov, &[], dest, tag, data, std::ptr::null_mut(), f, true) }
+        unsafe { send_buf(p, buf, len, none, dest, tag, data, none, f, true) }
     })
 }
 

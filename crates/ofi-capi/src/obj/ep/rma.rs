@@ -1,24 +1,16 @@
 //! `fi_ops_rma`: reads and writes of registered remote memory, in their
 //! plain, vector, `*msg`, `*data` and inject forms.
 
-use super::{descs, ep, iovs};
+use super::args::{iov_lists, one, one_desc, Flags};
+use super::ep;
 use crate::abi::*;
 use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
-use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER, OFI_INJECT_CALL};
+use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
 use ofi_core::object::RmaOp;
 use ofi_core::util::iov::{iov_len, IoVec};
 use ofi_core::util::rma::RmaIov;
 
 const _: () = assert!(std::mem::size_of::<RmaIov>() == std::mem::size_of::<fi_rma_iov>());
-
-/// Where a call's flags come from.
-#[derive(Clone, Copy)]
-enum Flags {
-    Default(u64),
-    Given(u64),
-    /// An inject call's flags: no completion on success (OFI_INJECT_CALL).
-    Inject(u64),
-}
 
 /// Posts an RMA operation on the endpoint behind `p`.
 ///
@@ -40,11 +32,7 @@ unsafe fn post(
     let Some((o, e)) = (unsafe { ep(p) }) else {
         return EINVAL_S;
     };
-    let flags = match flags {
-        Flags::Default(add) => o.tx_flags() | add,
-        Flags::Given(f) => f & !OFI_INJECT_CALL,
-        Flags::Inject(f) => f | OFI_INJECT_CALL,
-    };
+    let flags = flags.resolve(|| o.tx_flags());
     if flags & FI_TRIGGER != 0 {
         let d = ofi_core::Deferred::Rma {
             iov: iov.to_vec(),
@@ -55,7 +43,9 @@ unsafe fn post(
             flags,
             read,
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+        // (fi_trigger(3)); the local ranges stay valid until the deferred operation completes (this
+        // function's contract).
         return unsafe { super::trigger(e, context, d) };
     }
     let op = RmaOp {
@@ -68,26 +58,9 @@ unsafe fn post(
         flags,
         read,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the local ranges stay valid until completion, with FI_INJECT until return (this
+    // function's contract), as `post_rma` requires.
     sret(unsafe { e.post_rma(&op) })
-}
-
-fn one(buf: *const c_void, len: usize) -> Option<[IoVec; 1]> {
-    if buf.is_null() && len > 0 {
-        return None;
-    }
-    Some([IoVec {
-        base: buf as usize,
-        len,
-    }])
-}
-
-fn one_desc(d: &[u64; 1]) -> &[u64] {
-    if d[0] == 0 {
-        &[]
-    } else {
-        d
-    }
 }
 
 /// The remote range list of a `fi_msg_rma`.
@@ -97,6 +70,93 @@ fn one_desc(d: &[u64; 1]) -> &[u64] {
 unsafe fn rma_iovs<'a>(p: *const fi_rma_iov, n: usize) -> Option<&'a [RmaIov]> {
     // SAFETY: RmaIov has fi_rma_iov's layout; the caller's contract.
     unsafe { crate::obj::array(p.cast::<RmaIov>(), n) }
+}
+
+/// The one-buffer forms (`read`, `write`, `inject`, `writedata`,
+/// `injectdata`): `buf` as the one local range, `len` bytes at `addr`
+/// under `key` as the remote one.
+///
+/// # Safety
+/// `buf` is NULL or valid for `len` bytes until completion (with
+/// FI_INJECT, until this call returns); for a read, unaliased.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn post_buf(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    peer: fi_addr_t,
+    addr: u64,
+    key: u64,
+    data: u64,
+    context: *mut c_void,
+    flags: Flags,
+    read: bool,
+) -> ssize_t {
+    let Some(iov) = one(buf, len) else {
+        return EINVAL_S;
+    };
+    let d = [desc as u64];
+    let r = [RmaIov { addr, len, key }];
+    // SAFETY: the one local range is `buf`, valid as long as the operation
+    // needs it (this function's contract).
+    unsafe { post(p, &iov, one_desc(&d), peer, &r, data, context, flags, read) }
+}
+
+/// The vector forms (`readv`, `writev`): `count` local ranges, and as many
+/// bytes at `addr` under `key` as the remote range.
+///
+/// # Safety
+/// `iov` holds `count` ranges valid until completion (for a read,
+/// unaliased); `desc` is NULL or holds `count` descriptors.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn post_iov(
+    p: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    peer: fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+    read: bool,
+) -> ssize_t {
+    // SAFETY: iov / desc hold count entries (this function's contract).
+    let Some((v, d)) = (unsafe { iov_lists(iov, desc, count) }) else {
+        return EINVAL_S;
+    };
+    let r = [RmaIov {
+        addr,
+        len: iov_len(v),
+        key,
+    }];
+    let f = Flags::Default(0);
+    // SAFETY: the ranges stay valid until completion (this function's
+    // contract).
+    unsafe { post(p, v, d, peer, &r, 0, context, f, read) }
+}
+
+/// `fi_readmsg` / `fi_writemsg`.
+///
+/// # Safety
+/// As the C calls.
+unsafe fn rma_msg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool) -> ssize_t {
+    // SAFETY: msg is NULL or a valid message.
+    let Some(m) = (unsafe { msg.as_ref() }) else {
+        return EINVAL_S;
+    };
+    // SAFETY: the lists hold their counts of entries.
+    let (Some((v, d)), Some(r)) = (
+        unsafe { iov_lists(m.msg_iov, m.desc, m.iov_count) },
+        unsafe { rma_iovs(m.rma_iov, m.rma_iov_count) },
+    ) else {
+        return EINVAL_S;
+    };
+    let f = Flags::Given(flags);
+    // SAFETY: the application keeps the ranges valid until completion.
+    unsafe { post(p, v, d, m.addr, r, m.data, m.context, f, read) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -111,25 +171,9 @@ unsafe extern "C" fn rma_read(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        let r = [RmaIov { addr, len, key }];
+        let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe {
-            post(
-                p,
-                &iov,
-                one_desc(&d),
-                src,
-                &r,
-                0,
-                context,
-                Flags::Default(0),
-                true,
-            )
-        }
+        unsafe { post_buf(p, buf, len, desc, src, addr, key, 0, context, f, true) }
     })
 }
 
@@ -144,62 +188,24 @@ unsafe extern "C" fn rma_readv(
     key: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        let r = [RmaIov {
-            addr,
-            len: iov_len(v),
-            key,
-        }];
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { post(p, v, d, src, &r, 0, context, Flags::Default(0), true) }
+    // SAFETY: iov / desc hold count entries; the application keeps the
+    // ranges valid until completion.
+    ffi(PANIC_S, || unsafe {
+        post_iov(p, iov, desc, count, src, addr, key, context, true)
     })
 }
 
-/// `fi_readmsg` / `fi_writemsg`.
-///
-/// # Safety
-/// As the C calls.
-unsafe fn rma_msg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool) -> ssize_t {
-    if msg.is_null() {
-        return EINVAL_S;
-    }
-    // SAFETY: msg is non-null and valid.
-    let m = unsafe { &*msg };
-    // SAFETY: the lists hold their counts of entries.
-    let (Some(v), d, Some(r)) = (
-        unsafe { iovs(m.msg_iov, m.iov_count) },
-        unsafe { descs(m.desc, m.iov_count) },
-        unsafe { rma_iovs(m.rma_iov, m.rma_iov_count) },
-    ) else {
-        return EINVAL_S;
-    };
-    // SAFETY: the application keeps the ranges valid until completion.
-    unsafe {
-        post(
-            p,
-            v,
-            d,
-            m.addr,
-            r,
-            m.data,
-            m.context,
-            Flags::Given(flags),
-            read,
-        )
-    }
-}
-
 unsafe extern "C" fn rma_readmsg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> ssize_t {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_readmsg(3) arguments, passed on unchanged: `msg` is NULL or a
+    // valid message whose lists hold their counts and whose ranges stay valid until completion, as
+    // `rma_msg` requires.
     ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, true) })
 }
 
 unsafe extern "C" fn rma_writemsg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> ssize_t {
-    // SAFETY: forwarded C arguments.
+    // SAFETY: the application's fi_writemsg(3) arguments, passed on unchanged: `msg` is NULL or a
+    // valid message whose lists hold their counts and whose ranges stay valid until completion, as
+    // `rma_msg` requires.
     ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, false) })
 }
 
@@ -215,25 +221,9 @@ unsafe extern "C" fn rma_write(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        let r = [RmaIov { addr, len, key }];
+        let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe {
-            post(
-                p,
-                &iov,
-                one_desc(&d),
-                dest,
-                &r,
-                0,
-                context,
-                Flags::Default(0),
-                false,
-            )
-        }
+        unsafe { post_buf(p, buf, len, desc, dest, addr, key, 0, context, f, false) }
     })
 }
 
@@ -248,18 +238,10 @@ unsafe extern "C" fn rma_writev(
     key: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
-        // SAFETY: iov / desc hold count entries.
-        let (Some(v), d) = (unsafe { iovs(iov, count) }, unsafe { descs(desc, count) }) else {
-            return EINVAL_S;
-        };
-        let r = [RmaIov {
-            addr,
-            len: iov_len(v),
-            key,
-        }];
-        // SAFETY: the application keeps the ranges valid until completion.
-        unsafe { post(p, v, d, dest, &r, 0, context, Flags::Default(0), false) }
+    // SAFETY: iov / desc hold count entries; the application keeps the
+    // ranges valid until completion.
+    ffi(PANIC_S, || unsafe {
+        post_iov(p, iov, desc, count, dest, addr, key, context, false)
     })
 }
 
@@ -272,13 +254,10 @@ unsafe extern "C" fn rma_inject(
     key: u64,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let r = [RmaIov { addr, len, key }];
         let f = Flags::Inject(FI_INJECT);
+        let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { post(p, &iov, &[], dest, &r, 0, std::ptr::null_mut(), f, false) }
+        unsafe { post_buf(p, buf, len, none, dest, addr, key, 0, none, f, false) }
     })
 }
 
@@ -295,14 +274,9 @@ unsafe extern "C" fn rma_writedata(
     context: *mut c_void,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let d = [desc as u64];
-        let r = [RmaIov { addr, len, key }];
         let f = Flags::Default(FI_REMOTE_CQ_DATA);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { post(p, &iov, one_desc(&d), dest, &r, data, context, f, false) }
+        unsafe { post_buf(p, buf, len, desc, dest, addr, key, data, context, f, false) }
     })
 }
 
@@ -317,13 +291,10 @@ unsafe extern "C" fn rma_injectdata(
     key: u64,
 ) -> ssize_t {
     ffi(PANIC_S, || {
-        let Some(iov) = one(buf, len) else {
-            return EINVAL_S;
-        };
-        let r = [RmaIov { addr, len, key }];
         let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
+        let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { post(p, &iov, &[], dest, &r, data, std::ptr::null_mut(), f, false) }
+        unsafe { post_buf(p, buf, len, none, dest, addr, key, data, none, f, false) }
     })
 }
 
