@@ -8,7 +8,7 @@
 //! [`peers`](self::peers) (the AV mirrored into the inner AVs),
 //! [`send`](self::send) (the send paths), [`recv`](self::recv) (receives,
 //! arrivals and matching), [`progress`](self::progress) (draining the inner
-//! CQs, the shm receive hook, polling the tcp path),
+//! CQs, the shm receive hook, polling the network path),
 //! [`liveness`](self::liveness) (dead peers), [`fast`](self::fast) (shm
 //! routes read with no lock) and [`slab`](self::slab) (records by index).
 
@@ -53,8 +53,9 @@ use std::time::Instant;
 
 /// Path index of shm (peers on this node).
 pub(crate) const SHM: usize = 0;
-/// Path index of tcp (the others).
-pub(crate) const TCP: usize = 1;
+/// Path index of the network path (peers on other nodes: tcp, or udp
+/// under FI_HYBRID_NET=udp).
+pub(crate) const NET: usize = 1;
 const PATH_NAMES: [&str; 2] = ["shm", "net"];
 /// Peers an inner AV learns from their first message before the
 /// application's AV names them (see [`pending_src`]).
@@ -125,7 +126,7 @@ struct Path {
 
 /// The hybrid endpoint.
 pub(crate) struct HybridEp {
-    /// Readiness of the tcp path's wait fd, watched by a thread while the
+    /// Readiness of the network path's wait fd, watched by a thread while the
     /// path is idle (declared before `paths`: dropped while its fd is open).
     /// (Shared by the domain's endpoints whose inner endpoints have the
     /// same wait fd: one thread per domain, not per endpoint.)
@@ -147,9 +148,9 @@ pub(crate) struct HybridEp {
     bound: OnceLock<EpBindings>,
     /// Progress calls so far (a hint: updated without a lock).
     tick: AtomicU32,
-    /// True while nothing is in flight on tcp and nothing arrived there
-    /// lately: progress then polls it only every IDLE_POLL_US.
-    tcp_idle: AtomicBool,
+    /// True while nothing is in flight on the network path and nothing
+    /// arrived there lately: progress then polls it only every IDLE_POLL_US.
+    net_idle: AtomicBool,
     siblings: Arc<Siblings>,
     enabled: AtomicBool,
     /// The state (shared with the receive hook given to shm).
@@ -209,7 +210,7 @@ impl HybridEp {
         }
         let shm_inject = paths[SHM].info.tx_attr.inject_size;
         let inject_max = shm_inject
-            .min(paths[TCP].info.tx_attr.inject_size)
+            .min(paths[NET].info.tx_attr.inject_size)
             .saturating_sub(wire::LEN);
         let ep = Arc::new(HybridEp {
             watch: OnceLock::new(),
@@ -228,7 +229,7 @@ impl HybridEp {
             shm_routes: fast::ShmRoutes::new(),
             bound: OnceLock::new(),
             tick: AtomicU32::new(0),
-            tcp_idle: AtomicBool::new(false),
+            net_idle: AtomicBool::new(false),
             siblings,
             enabled: AtomicBool::new(false),
             st: Arc::new(SpinLock::new(State {
@@ -302,12 +303,12 @@ impl HybridEp {
         i
     }
 
-    /// One more inner operation in flight on `path` (tcp is then polled
-    /// on every progress call).
+    /// One more inner operation in flight on `path` (the network path is
+    /// then polled on every progress call).
     fn in_flight(&self, st: &mut State, path: usize) {
         st.outstanding[path] += 1;
-        if path == TCP {
-            self.tcp_idle.store(false, Ordering::Relaxed);
+        if path == NET {
+            self.net_idle.store(false, Ordering::Relaxed);
         }
     }
 
@@ -356,7 +357,7 @@ impl EndpointOps for HybridEp {
                 rx_hook: (path == SHM).then(|| {
                     Arc::new(Hook {
                         st: self.st.clone(),
-                        cqs: [self.paths[SHM].cq.clone(), self.paths[TCP].cq.clone()],
+                        cqs: [self.paths[SHM].cq.clone(), self.paths[NET].cq.clone()],
                     }) as Arc<dyn RxHook>
                 }),
                 ..Default::default()
@@ -375,7 +376,7 @@ impl EndpointOps for HybridEp {
         let _ = self.bound.set(b.clone());
         st.b = b;
         let size = wire::LEN + self.eager_max;
-        for path in [SHM, TCP] {
+        for path in [SHM, NET] {
             st.bounce[path] = (0..self.bounce_bufs)
                 .map(|_| vec![0u8; size].into_boxed_slice())
                 .collect();
@@ -384,10 +385,10 @@ impl EndpointOps for HybridEp {
             }
         }
         self.sync_av(&mut st);
-        // The tcp path is watched from a thread while idle, so local traffic
-        // never pays its system calls; without a watch it is polled every
-        // IDLE_POLL_US instead.
-        if let Some(fd) = self.paths[TCP].ep.wait_fd() {
+        // The network path is watched from a thread while idle, so local
+        // traffic never pays its system calls; without a watch it is polled
+        // every IDLE_POLL_US instead.
+        if let Some(fd) = self.paths[NET].ep.wait_fd() {
             match self.siblings.watch(fd) {
                 Ok(w) => {
                     self.seen.store(w.epoch(), Ordering::Relaxed);
@@ -395,7 +396,7 @@ impl EndpointOps for HybridEp {
                 }
                 Err(e) => tracing::warn!(
                     error = %e,
-                    "hybrid: no readiness watch for the tcp path; polling it every {IDLE_POLL_US} usec while idle"
+                    "hybrid: no readiness watch for the network path; polling it every {IDLE_POLL_US} usec while idle"
                 ),
             }
         }
@@ -407,7 +408,7 @@ impl EndpointOps for HybridEp {
         HybridAddr {
             node: self.node,
             shm: self.paths[SHM].ep.getname()?,
-            tcp: self.paths[TCP].ep.getname()?,
+            net: self.paths[NET].ep.getname()?,
         }
         .encode()
     }
@@ -489,7 +490,7 @@ impl EndpointOps for HybridEp {
 
     fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
         let a = self.paths[SHM].ep.query_atomic(kind, op, datatype)?;
-        let b = self.paths[TCP].ep.query_atomic(kind, op, datatype)?;
+        let b = self.paths[NET].ep.query_atomic(kind, op, datatype)?;
         Ok(a.min(b))
     }
 
@@ -510,7 +511,7 @@ impl EndpointOps for HybridEp {
 
     fn setopt(&self, name: i32, value: usize) -> Result<()> {
         self.paths[SHM].ep.setopt(name, value)?;
-        self.paths[TCP].ep.setopt(name, value)
+        self.paths[NET].ep.setopt(name, value)
     }
 
     fn getopt(&self, name: i32) -> Result<usize> {

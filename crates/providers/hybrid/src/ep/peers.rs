@@ -3,7 +3,7 @@
 //! its outer fi_addr), by every endpoint of a domain before any one drives
 //! its inner endpoints ([`Siblings`]).
 
-use super::{pending_parts, pending_src, HybridEp, State, PATH_NAMES, SHM, TCP};
+use super::{pending_parts, pending_src, HybridEp, State, NET, PATH_NAMES, SHM};
 use crate::addr::HybridAddr;
 use ofi_core::consts::*;
 use ofi_core::error::{Error, Result};
@@ -19,12 +19,13 @@ pub(super) struct Route {
     pub(super) inner: u64,
 }
 
-/// What the endpoints of one hybrid domain share. The inner tcp endpoints
-/// of a domain progress together (one's progress accepts connections for
-/// all), so before a hybrid endpoint drives its inner endpoints, every
-/// endpoint of the domain mirrors the AV entries added since: a peer's
-/// connection then finds the peer's address in the inner AV, and its
-/// messages carry their source.
+/// What the endpoints of one hybrid domain share. The inner network
+/// endpoints of a domain progress together (tcp's progress accepts
+/// connections for all of them, udp's drives all of them), so before a
+/// hybrid endpoint drives its inner endpoints, every endpoint of the
+/// domain mirrors the AV entries added since: a peer's connection or first
+/// message then finds the peer's address in the inner AV, and its messages
+/// carry their source.
 pub(crate) struct Siblings {
     /// Addresses the domain's AVs accepted (counted by the address ops).
     inserts: Arc<AtomicU64>,
@@ -135,9 +136,9 @@ impl HybridEp {
             let path = if HybridAddr::same_node(a.node, self.node) {
                 SHM
             } else {
-                TCP
+                NET
             };
-            let inner_raw = if path == SHM { a.shm } else { a.tcp };
+            let inner_raw = if path == SHM { a.shm } else { a.net };
             let inner = match st.inner_addrs[path].get(&inner_raw) {
                 Some(&x) => x,
                 None => {

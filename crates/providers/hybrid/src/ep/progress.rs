@@ -1,9 +1,9 @@
 //! Progress: drains both inner CQs (completions of inner operations,
 //! arrivals in bounce buffers), takes small shm messages in the receive
-//! hook as they leave shm's ring, and polls the tcp path only when it is
-//! due (an idle one is watched from a thread instead).
+//! hook as they leave shm's ring, and polls the network path only when it
+//! is due (an idle one is watched from a thread instead).
 
-use super::{unctx, visible_src, HybridEp, State, K_BOUNCE, K_RX, K_TX, PATH_NAMES, SHM, TCP};
+use super::{unctx, visible_src, HybridEp, State, K_BOUNCE, K_RX, K_TX, NET, PATH_NAMES, SHM};
 use crate::wire::{self, Header};
 use ofi_core::consts::*;
 use ofi_core::error::errno;
@@ -16,14 +16,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// An idle tcp path is polled at most this often (microseconds) when it
-/// has no readiness watch (the watch thread could not be started).
+/// An idle network path is polled at most this often (microseconds) when
+/// it has no readiness watch (the watch thread could not be started).
 pub(super) const IDLE_POLL_US: u128 = 50;
-/// A watched idle tcp path is polled at least this often anyway
+/// A watched idle network path is polled at least this often anyway
 /// (microseconds): a bound on the delay should a wake-up ever be missed.
 const WATCHED_POLL_US: u128 = 10_000;
-/// Progress calls an idle tcp path stays busy once woken (or when it could
-/// not be watched because it had work pending) before it is armed again.
+/// Progress calls an idle network path stays busy once woken (or when it
+/// could not be watched because it had work pending) before it is armed
+/// again.
 const REARM_AFTER: u32 = 256;
 /// Progress calls between two readings of the clock.
 const CLOCK_EVERY: u32 = 64;
@@ -142,15 +143,15 @@ impl HybridEp {
         }
     }
 
-    /// Polls the tcp path if it is due, and says whether it did. A busy
+    /// Polls the network path if it is due, and says whether it did. A busy
     /// path (operations in flight, or arrivals lately) is polled on every
     /// pass; an idle one only once its readiness watch fires, operations
     /// are posted on it, or WATCHED_POLL_US passed (IDLE_POLL_US without a
     /// watch): its poll costs system calls, which local traffic should not
     /// pay each time.
-    fn poll_tcp(&self, st: &mut State, now: Option<Instant>) -> bool {
+    fn poll_net(&self, st: &mut State, now: Option<Instant>) -> bool {
         let elapsed = |st: &State, us: u128| {
-            now.is_some_and(|t| t.duration_since(st.polled[TCP]).as_micros() >= us)
+            now.is_some_and(|t| t.duration_since(st.polled[NET]).as_micros() >= us)
         };
         if st.watching {
             let epoch = self.watch.get().map_or(0, |w| w.epoch());
@@ -159,47 +160,48 @@ impl HybridEp {
                 // Firings from now on are new to this endpoint.
                 self.seen.store(epoch, Ordering::Relaxed);
             }
-            if !woken && st.outstanding[TCP] == 0 && !elapsed(st, WATCHED_POLL_US) {
+            if !woken && st.outstanding[NET] == 0 && !elapsed(st, WATCHED_POLL_US) {
                 return false;
             }
-            self.paths[TCP].ep.disarm();
+            self.paths[NET].ep.disarm();
             st.watching = false;
             // Woken, the path stays busy a while (traffic tends to come in
             // runs), and the watch is not re-armed on every pass; the
             // periodic poll re-arms at once if it finds nothing.
             if woken {
-                st.recent[TCP] = st.recent[TCP].max(REARM_AFTER);
+                st.recent[NET] = st.recent[NET].max(REARM_AFTER);
             }
-        } else if st.outstanding[TCP] == 0
-            && st.recent[TCP] == 0
+        } else if st.outstanding[NET] == 0
+            && st.recent[NET] == 0
             && self.watch.get().is_none()
             && !elapsed(st, IDLE_POLL_US)
         {
             return false;
         }
         if let Some(t) = now {
-            st.polled[TCP] = t;
+            st.polled[NET] = t;
         }
-        self.paths[TCP].ep.progress();
+        self.paths[NET].ep.progress();
         true
     }
 
-    /// The tcp path went idle: arms it (its sockets go into its poller,
-    /// whose fd the watch thread sleeps on) and re-arms the watch, unless
-    /// it has work pending, in which case it stays busy a while longer.
-    fn watch_tcp(&self, st: &mut State) {
+    /// The network path went idle: arms it (its sockets go into its
+    /// poller, whose fd the watch thread sleeps on) and re-arms the watch,
+    /// unless it has work pending, in which case it stays busy a while
+    /// longer.
+    fn watch_net(&self, st: &mut State) {
         let Some(w) = self.watch.get() else { return };
-        if self.paths[TCP].ep.arm() {
+        if self.paths[NET].ep.arm() {
             match w.rearm() {
                 Ok(()) => {
                     st.watching = true;
                     return;
                 }
-                Err(e) => tracing::debug!(error = %e, "hybrid: re-arming the tcp watch"),
+                Err(e) => tracing::debug!(error = %e, "hybrid: re-arming the network path's watch"),
             }
         }
-        self.paths[TCP].ep.disarm();
-        st.recent[TCP] = REARM_AFTER;
+        self.paths[NET].ep.disarm();
+        st.recent[NET] = REARM_AFTER;
     }
 }
 
@@ -273,20 +275,20 @@ impl Progress for HybridEp {
         // Nothing else to do (the usual pass of a local exchange): no lock.
         // Inner EQs are looked at on the next due pass.
         if !due
-            && self.tcp_idle.load(Ordering::Relaxed)
+            && self.net_idle.load(Ordering::Relaxed)
             && self
                 .watch
                 .get()
                 .is_none_or(|w| w.epoch() == self.seen.load(Ordering::Relaxed))
             && !self.paths[SHM].cq.has_events()
-            && !self.paths[TCP].cq.has_events()
+            && !self.paths[NET].cq.has_events()
         {
             return;
         }
         let now = due.then(Instant::now);
         let mut st = self.lock();
-        for path in [SHM, TCP] {
-            if path == TCP && !self.poll_tcp(&mut st, now) && !self.paths[TCP].cq.has_events() {
+        for path in [SHM, NET] {
+            if path == NET && !self.poll_net(&mut st, now) && !self.paths[NET].cq.has_events() {
                 continue;
             }
             // What a peer sent before it died is matched before its death
@@ -300,18 +302,18 @@ impl Progress for HybridEp {
                 self.peers_down(&mut st, path);
             }
         }
-        let idle = st.outstanding[TCP] == 0 && st.recent[TCP] == 0;
+        let idle = st.outstanding[NET] == 0 && st.recent[NET] == 0;
         if idle && !st.watching {
-            self.watch_tcp(&mut st);
+            self.watch_net(&mut st);
         }
-        self.tcp_idle.store(
-            st.outstanding[TCP] == 0 && st.recent[TCP] == 0,
+        self.net_idle.store(
+            st.outstanding[NET] == 0 && st.recent[NET] == 0,
             Ordering::Relaxed,
         );
     }
     fn arm(&self) -> bool {
         let a = self.paths[SHM].ep.arm();
-        let b = self.paths[TCP].ep.arm();
+        let b = self.paths[NET].ep.arm();
         a && b && self.paths.iter().all(|p| !p.cq.has_events())
     }
     fn disarm(&self) {

@@ -85,7 +85,7 @@ pub(crate) struct State {
     pub(super) recent: [u32; 2],
     /// When each path was last polled (as of the last clock reading).
     pub(super) polled: [Instant; 2],
-    /// The idle tcp path is armed (its sockets in its poller) and watched:
+    /// The idle network path is armed (its sockets in its poller) and watched:
     /// it is polled only once the watch fires (or every WATCHED_POLL_US).
     pub(super) watching: bool,
     /// Some unexpected message may hold a pending source (see
