@@ -445,7 +445,11 @@ impl EndpointOps for HybridEp {
             flags: (op.flags & !OFI_INJECT_CALL) | FI_COMPLETION,
             ..*op
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: post_rma's caller keeps the local iov valid until this
+        // operation completes (through the call with FI_INJECT, which the
+        // inner operation keeps, so it too reads them during the call
+        // only). It completes only through the inner completion of record
+        // `i`, so the inner endpoint uses the iov only while it is valid.
         if let Err(e) = unsafe { self.paths[r.path].ep.post_rma(&inner) } {
             Self::tx_take(&mut st, r.path, i);
             return Err(e);
@@ -480,7 +484,11 @@ impl EndpointOps for HybridEp {
             flags: (op.flags & !OFI_INJECT_CALL) | FI_COMPLETION,
             ..*op
         };
-        // SAFETY: forwarded caller contract.
+        // SAFETY: post_atomic's caller keeps the operand, compare and
+        // result memory valid until this operation completes (through the
+        // call with FI_INJECT, which the inner operation keeps). It
+        // completes only through the inner completion of record `i`, so
+        // the inner endpoint uses that memory only while it is valid.
         if let Err(e) = unsafe { self.paths[r.path].ep.post_atomic(&inner) } {
             Self::tx_take(&mut st, r.path, i);
             return Err(e);

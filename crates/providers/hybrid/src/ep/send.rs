@@ -195,8 +195,11 @@ impl HybridEp {
                 flags: iflags,
                 tagged: false,
             };
-            // SAFETY: the header box lives until the inner completion; the
-            // caller's iov promise is forwarded unchanged.
+            // SAFETY: the header's vector (`hdrs[i]`) stays put until the
+            // inner completion frees slot `i`; post_send's caller keeps
+            // `op.iov` valid until this send completes (through the call
+            // with FI_INJECT, which the inner send keeps), and it completes
+            // only through the inner completion of record `i`.
             if let Err(e) = unsafe { ep.post_send(&inner) } {
                 Self::tx_take(&mut st, r.path, i);
                 return Err(e);
@@ -252,8 +255,13 @@ impl HybridEp {
             flags: iflags & !FI_INJECT,
             tagged: true,
         };
-        // SAFETY: forwarded caller contract (the iov stays valid until the
-        // operation completes).
+        // SAFETY: post_send's caller keeps `op.iov` valid until this send
+        // completes, and it completes only through this payload's inner
+        // completion (record `p`, read in `drain`), so the inner endpoint
+        // reads the iov only while it is valid. (An FI_INJECT send, whose
+        // memory is promised only through the call, also comes here when
+        // FI_HYBRID_EAGER_MAX is set below the inject size: that case is
+        // not covered by the promise.)
         if let Err(e) = unsafe { ep.post_send(&payload) } {
             // The header is on its way: fail the operation through its
             // completion rather than the call.
