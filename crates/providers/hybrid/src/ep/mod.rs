@@ -3,14 +3,13 @@
 //! arriving message in one engine (see the crate documentation).
 //!
 //! One file per concern: this one (the endpoint, its inner operations'
-//! bookkeeping and the `EndpointOps` calls), [`state`](self::state) (its
-//! state under the lock and the records of operations in flight),
-//! [`peers`](self::peers) (the AV mirrored into the inner AVs),
-//! [`send`](self::send) (the send paths), [`recv`](self::recv) (receives,
-//! arrivals and matching), [`progress`](self::progress) (draining the inner
-//! CQs, the shm receive hook, polling the network path),
-//! [`liveness`](self::liveness) (dead peers), [`fast`](self::fast) (shm
-//! routes read with no lock) and [`slab`](self::slab) (records by index).
+//! bookkeeping and the `EndpointOps` calls), [`state`] (its state under
+//! the lock and the records of operations in flight), [`peers`] (the AV
+//! mirrored into the inner AVs), [`send`] (the send paths), [`recv`]
+//! (receives, arrivals and matching), [`progress`] (draining the inner
+//! CQs, the shm receive hook, polling the network path), [`liveness`]
+//! (dead peers), [`fast`] (shm routes read with no lock) and [`slab`]
+//! (records by index).
 
 // The raw layer's contract (caller memory valid until completion) is
 // forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
