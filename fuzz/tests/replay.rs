@@ -273,7 +273,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let a = ofi_prov_hybrid::addr::HybridAddr {
         node: 0x1234_5678,
         shm: b"fi_shm://42.0\0".to_vec(),
-        tcp: vec![2, 0, 0x1f, 0x90, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+        net: vec![2, 0, 0x1f, 0x90, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
     };
     out.push((
         "hybrid_wire",

@@ -134,7 +134,8 @@ impl Pair {
                 self.a.send(ping.as_ptr(), 8, self.to_b, 3).unwrap();
             }
             self.reap(false, 1, &mut sends);
-            // SAFETY: as above.
+            // SAFETY: `pong` lives until `rounds` returns, and this send's
+            // completion is reaped (`sends < 2` below) before the round ends.
             unsafe { self.b.send(pong.as_ptr(), 8, self.to_a, 4).unwrap() };
             self.reap(true, 2, &mut sends);
             let e = &mut self.ents;

@@ -3,7 +3,7 @@
 //! callers' `fi_av_insert` can find where each address ends:
 //!
 //! ```text
-//! fi_hyb://NNNNNNNN;<shm part>;<tcp part>\0
+//! fi_hyb://NNNNNNNN;<shm part>;<network part>\0
 //! ```
 //!
 //! `NNNNNNNN` is the node id (32 bits, hex; see crate::node). Each inner
@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub const SCHEME: &str = "fi_hyb://";
 
 /// What a hybrid address must look like (named in refusals).
-const EXPECTED: &str = "a hybrid address ('fi_hyb://' node id ';' shm part ';' tcp part, \
+const EXPECTED: &str = "a hybrid address ('fi_hyb://' node id ';' shm part ';' network part, \
      NUL-terminated) as fi_getname returns it";
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -85,8 +85,9 @@ pub struct HybridAddr {
     pub node: u64,
     /// The shm endpoint's address.
     pub shm: Vec<u8>,
-    /// The tcp endpoint's address.
-    pub tcp: Vec<u8>,
+    /// The network endpoint's address (tcp's, or udp's under
+    /// FI_HYBRID_NET=udp).
+    pub net: Vec<u8>,
 }
 
 impl HybridAddr {
@@ -96,7 +97,7 @@ impl HybridAddr {
             "{SCHEME}{:08x};{};{}",
             self.node as u32,
             part_encode(&self.shm),
-            part_encode(&self.tcp)
+            part_encode(&self.net)
         )
         .into_bytes();
         v.push(0);
@@ -117,7 +118,7 @@ impl HybridAddr {
             return bad("address does not start with fi_hyb://");
         };
         let mut it = rest.split(';');
-        let (Some(node), Some(shm), Some(tcp), None) = (it.next(), it.next(), it.next(), it.next())
+        let (Some(node), Some(shm), Some(net), None) = (it.next(), it.next(), it.next(), it.next())
         else {
             return bad("address does not have three ';'-separated parts");
         };
@@ -127,11 +128,11 @@ impl HybridAddr {
         else {
             return bad("node id is not 8 hex digits");
         };
-        match (part_decode(shm), part_decode(tcp)) {
-            (Some(shm), Some(tcp)) => Ok(HybridAddr {
+        match (part_decode(shm), part_decode(net)) {
+            (Some(shm), Some(net)) => Ok(HybridAddr {
                 node: u64::from(node),
                 shm,
-                tcp,
+                net,
             }),
             _ => bad("an inner address is malformed"),
         }
@@ -147,7 +148,7 @@ impl HybridAddr {
 /// inner providers' rules and counts inserts, so endpoints notice new peers.
 pub struct HybridAddrOps {
     pub(crate) shm: Arc<dyn AddrOps>,
-    pub(crate) tcp: Arc<dyn AddrOps>,
+    pub(crate) net: Arc<dyn AddrOps>,
     /// Addresses accepted so far (a change tells endpoints to mirror the AV).
     pub(crate) inserts: Arc<AtomicU64>,
 }
@@ -161,10 +162,10 @@ impl AddrOps for HybridAddrOps {
                 .shm
                 .canonical(&a.shm)
                 .map_err(|e| Error::inval(format!("hybrid: its shm part: {}", e.message())))?,
-            tcp: self
-                .tcp
-                .canonical(&a.tcp)
-                .map_err(|e| Error::inval(format!("hybrid: its tcp part: {}", e.message())))?,
+            net: self
+                .net
+                .canonical(&a.net)
+                .map_err(|e| Error::inval(format!("hybrid: its network part: {}", e.message())))?,
         }
         .encode()?;
         self.inserts.fetch_add(1, Ordering::AcqRel);
@@ -176,7 +177,7 @@ impl AddrOps for HybridAddrOps {
                 "fi_hyb://{:08x};{};{}",
                 a.node as u32,
                 self.shm.to_string(&a.shm).trim_end_matches('\0'),
-                self.tcp.to_string(&a.tcp)
+                self.net.to_string(&a.net)
             ),
             Err(_) => format!("fi_hyb://invalid({} bytes)", addr.len()),
         }
@@ -198,7 +199,7 @@ mod tests {
         let a = HybridAddr {
             node: 0x0102_0304,
             shm: b"fi_shm://4194304.1\0".to_vec(),
-            tcp: vec![2, 0, 0x1f, 0x90, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+            net: vec![2, 0, 0x1f, 0x90, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
         };
         let b = a.encode().unwrap();
         assert_eq!(
@@ -212,7 +213,7 @@ mod tests {
             let x = HybridAddr {
                 node: 7,
                 shm: (0..n).collect(),
-                tcp: vec![n; n as usize],
+                net: vec![n; n as usize],
             };
             assert_eq!(HybridAddr::decode(&x.encode().unwrap()).unwrap(), x);
         }
@@ -223,7 +224,7 @@ mod tests {
         let good = HybridAddr {
             node: 1,
             shm: b"x\0".to_vec(),
-            tcp: b"y\0".to_vec(),
+            net: b"y\0".to_vec(),
         }
         .encode()
         .unwrap();

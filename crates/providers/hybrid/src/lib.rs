@@ -1,18 +1,19 @@
 //! The hybrid provider: one RDM endpoint for peers on this node and on
 //! others. Each peer is reached through shm when it is on this node (see
-//! [`node`] for what that means and FI_HYBRID_NODE) and through tcp
-//! otherwise; the application sees one offer (FI_LOCAL_COMM |
-//! FI_REMOTE_COMM), one AV, one CQ, one counter set and one tag-matching
-//! engine.
+//! [`node`] for what that means and FI_HYBRID_NODE) and through the
+//! network path otherwise (tcp, or udp under FI_HYBRID_NET=udp); the
+//! application sees one offer (FI_LOCAL_COMM | FI_REMOTE_COMM), one AV,
+//! one CQ, one counter set and one tag-matching engine.
 //!
 //! Design:
 //! - **Composition through the core.** The providers are found by name in
 //!   the registry ([`ofi_core::registry::provider`], which FI_PROVIDER does
 //!   not filter) and opened through the [`Provider`], [`FabricOps`],
 //!   [`DomainOps`] and [`EndpointOps`] traits: this crate imports neither.
-//!   A hybrid domain holds a shm and a tcp domain; a hybrid endpoint one
-//!   endpoint of each, bound to private CQs and AVs it owns, the domain's
-//!   memory regions and the application's remote-access counters.
+//!   A hybrid domain holds a shm and a network (tcp or udp) domain; a
+//!   hybrid endpoint one endpoint of each, bound to private CQs and AVs it
+//!   owns, the domain's memory regions and the application's remote-access
+//!   counters.
 //! - **One matching engine.** Every message goes through the inner
 //!   endpoints' *message* queue behind a 40-byte header ([`wire`]: queue,
 //!   tag, CQ data, length). Each inner endpoint keeps bounce receives
@@ -42,10 +43,11 @@
 //! - **Addresses** ([`addr`]): an FI_ADDR_STR string carrying the node id
 //!   and both inner addresses; AV entries are mirrored lazily into the
 //!   inner AVs, by every endpoint of the domain before any one drives its
-//!   inner endpoints (inner tcp endpoints of a domain progress together, so
-//!   a peer's connection must find its address already mirrored).
+//!   inner endpoints (the inner network endpoints of a domain progress
+//!   together, so a peer's connection or first message must find its
+//!   address already mirrored).
 //! - **Faults** stay per path: a dead local peer fails only the operations
-//!   shm had for it, a dead remote peer only tcp's.
+//!   shm had for it, a dead remote peer only the network path's.
 
 #![deny(unsafe_code)]
 
@@ -84,7 +86,7 @@ pub const NETS: [&str; 2] = ["tcp", "udp"];
 
 fn tunables() -> Vec<Tunable> {
     vec![
-        Tunable::text(NAME, node::VAR, "", "Node identity for locality: peers with the same value use shm, others tcp (empty: boot id, IPC and PID namespaces and /dev/shm decide; @endpoint: every endpoint is its own node, so all traffic takes tcp)"),
+        Tunable::text(NAME, node::VAR, "", "Node identity for locality: peers with the same value use shm, others the network path, FI_HYBRID_NET (empty: boot id, IPC and PID namespaces and /dev/shm decide; @endpoint: every endpoint is its own node, so all traffic takes the network path)"),
         Tunable::text(NAME, "net", REMOTE, "Provider for peers on other nodes: tcp (reliable streams) or udp (ofi's reliability protocol over datagrams); every process of a job must name the same"),
         Tunable::size(NAME, "eager_max", 8192, "Messages up to this size are copied through bounce buffers; larger ones use the inner provider's rendezvous; every process of a job must use the same value (a receiver with a smaller one drops the larger eager messages it gets, with a warning)"),
         Tunable::size(NAME, "bounce_bufs", 64, "Bounce receives each inner endpoint keeps posted"),
@@ -331,11 +333,11 @@ impl Provider for HybridProvider {
         let mut info = offer(&inner, req.version);
         // A source address, as every offer carries one: this node with
         // the inner offers' source addresses.
-        if let (Some(shm), Some(tcp)) = (&inner.info[0].src_addr, &inner.info[1].src_addr) {
+        if let (Some(shm), Some(net)) = (&inner.info[0].src_addr, &inner.info[1].src_addr) {
             let a = addr::HybridAddr {
                 node: cfg.node,
                 shm: shm.clone(),
-                tcp: tcp.clone(),
+                net: net.clone(),
             };
             if let Ok(b) = a.encode() {
                 info.src_addr = Some(b);
@@ -382,7 +384,7 @@ impl FabricOps for HybridFabric {
         ];
         let addr_ops = Arc::new(HybridAddrOps {
             shm: dom[0].addr_ops(),
-            tcp: dom[1].addr_ops(),
+            net: dom[1].addr_ops(),
             inserts: Arc::new(AtomicU64::new(0)),
         });
         let siblings = ep::Siblings::new(addr_ops.inserts.clone());
@@ -439,8 +441,9 @@ impl DomainOps for HybridDomain {
     }
 }
 
-/// Registers hybrid with the core (idempotent). Register shm and tcp too:
-/// the hybrid offer needs both.
+/// Registers hybrid with the core (idempotent). Register shm and the
+/// network provider (tcp, or udp for FI_HYBRID_NET=udp) too: the hybrid
+/// offer needs both.
 pub fn register() -> Result<()> {
     if ofi_core::registry::is_registered(NAME) {
         return Ok(());

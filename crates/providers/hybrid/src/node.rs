@@ -12,7 +12,8 @@ use std::os::unix::fs::MetadataExt;
 /// The tunable's name (FI_HYBRID_NODE).
 pub const VAR: &str = "node";
 /// The override value that makes every endpoint a node of its own: all
-/// traffic then takes the remote path (tcp), even inside one process.
+/// traffic then takes the network path (tcp, or udp under FI_HYBRID_NET),
+/// even inside one process.
 pub const PER_ENDPOINT: &str = "@endpoint";
 
 /// A node id for one endpoint under [`PER_ENDPOINT`]: unique per process

@@ -2,10 +2,11 @@
 //! FI_DELIVERY_COMPLETE completes only once its data is in the matched
 //! receive, a send with FI_FENCE only after the operations posted before it
 //! to the same peer, and both do complete. Three set-ups: the shm path (two
-//! domains on one node), the tcp path (two domains on two nodes) and the
-//! tcp path between two endpoints of one domain (FI_HYBRID_NODE=@endpoint,
-//! as the conformance suite runs it), whose inner tcp endpoints progress
-//! together: one endpoint's progress accepts the other's connections.
+//! domains on one node), the network path (two domains on two nodes: tcp,
+//! or udp under FI_HYBRID_NET=udp) and the network path between two
+//! endpoints of one domain (FI_HYBRID_NODE=@endpoint, as the conformance
+//! suite runs it), whose inner network endpoints progress together (over
+//! tcp, one endpoint's progress accepts the other's connections).
 #![allow(unsafe_code)]
 
 mod common;
@@ -99,8 +100,8 @@ fn one_domain_two_nodes() -> Two {
 fn setups() -> Vec<(&'static str, Two)> {
     vec![
         ("shm", two_domains("cmpl-host-a", "cmpl-host-a")),
-        ("tcp", two_domains("cmpl-host-a", "cmpl-host-b")),
-        ("tcp, one domain", one_domain_two_nodes()),
+        ("network", two_domains("cmpl-host-a", "cmpl-host-b")),
+        ("network, one domain", one_domain_two_nodes()),
     ]
 }
 

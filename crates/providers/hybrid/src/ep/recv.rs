@@ -6,8 +6,8 @@
 // forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
 #![allow(unsafe_code)]
 
-use super::{ctx, pending_parts, visible_src, HybridEp, Payload, RxRec, State, K_RX};
-use crate::wire::Header;
+use super::{ctx, pending_parts, visible_src, HybridEp, Payload, RxRec, State, K_RX, PATH_NAMES};
+use crate::wire::{self, Header};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::RecvOp;
@@ -487,5 +487,72 @@ impl HybridEp {
                 Self::rx_take(st, path, i);
             }
         }
+    }
+
+    /// A message arrived in bounce buffer `idx` of `path`; `short`: the
+    /// inner CQ data that came with it (see [`wire::SHORT`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn arrived(
+        &self,
+        st: &mut State,
+        path: usize,
+        idx: usize,
+        len: usize,
+        inner_src: u64,
+        src: u64,
+        short: Option<u64>,
+    ) {
+        if !st.dead.is_empty() {
+            // The peer speaks again: it is alive.
+            st.dead.retain(|d| d.0 != src);
+        }
+        // Out of the state while it is read, so matching may borrow both.
+        let buf = std::mem::take(&mut st.bounce[path][idx]);
+        let bytes = &buf[..len.min(buf.len())];
+        match short {
+            Some(m) => match wire::parse_short(m, bytes) {
+                Some((h, body)) => self.incoming(st, h, src, body, Payload::Eager(Vec::new())),
+                None => tracing::warn!(
+                    path = PATH_NAMES[path],
+                    marker = m,
+                    len = bytes.len(),
+                    "hybrid: malformed short message dropped"
+                ),
+            },
+            None => self.message(st, path, inner_src, src, bytes),
+        }
+        st.bounce[path][idx] = buf;
+    }
+
+    /// A message (header and payload in `bytes`) from outer `src` (inner
+    /// `inner_src`) arrived through `path`: match it or hold it.
+    fn message(&self, st: &mut State, path: usize, inner_src: u64, src: u64, bytes: &[u8]) {
+        let h = match Header::parse(bytes) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(path = PATH_NAMES[path], error = %e, "hybrid: malformed message dropped");
+                return;
+            }
+        };
+        let body = &bytes[wire::LEN..];
+        if !h.rts && h.len as usize != body.len() {
+            tracing::warn!(
+                path = PATH_NAMES[path],
+                "hybrid: eager message length disagrees with its header; dropped"
+            );
+            return;
+        }
+        let payload = if h.rts {
+            Payload::Rts {
+                path,
+                inner_src,
+                cookie: h.cookie,
+            }
+        } else {
+            // Copied only when held; matched messages are delivered
+            // straight from `bytes`.
+            Payload::Eager(Vec::new())
+        };
+        self.incoming(st, h, src, body, payload);
     }
 }

@@ -1,0 +1,289 @@
+//! The send paths: small sends to a peer on this node as a shm inject,
+//! completed at once (with no hybrid lock when its shm route is known);
+//! the others eager (header and payload in one inner message) or as a
+//! rendezvous (a header, then the payload as an inner tagged message the
+//! receiver posts once the header matched).
+
+// The raw layer's contract (caller memory valid until completion) is
+// forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
+#![allow(unsafe_code)]
+
+use super::{ctx, HybridEp, State, TxRec, K_TX, SHM};
+use crate::wire::{self, Header};
+use ofi_core::consts::*;
+use ofi_core::error::{errno, Error, Result};
+use ofi_core::object::{tx_completion, EpBindings, SendOp};
+use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
+use ofi_core::util::matching::MAX_IOV;
+
+impl HybridEp {
+    /// True when `op` (of `len` bytes) goes as a shm inject: eager, not
+    /// delivery-complete, and what goes (its short prefix and payload)
+    /// within shm's inject size.
+    fn injectable(&self, op: &SendOp<'_>, len: usize) -> bool {
+        Self::prefix_len(op) + len <= self.shm_inject
+            && len <= self.eager_max
+            && (op.flags & FI_INJECT != 0
+                || op.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) == 0)
+    }
+
+    /// The length of `op`'s prefix as a short message (see [`wire::SHORT`]):
+    /// 0 when it goes bare.
+    fn prefix_len(op: &SendOp<'_>) -> usize {
+        wire::short_marker(op.tagged, op.flags & FI_REMOTE_CQ_DATA != 0).1
+    }
+
+    /// Sends `op` (`len` bytes, [`injectable`](Self::injectable)) to inner
+    /// shm address `dest` as an inject (shm copies it before it returns;
+    /// no inner completion) and completes it now, as a short message (see
+    /// [`wire::SHORT`]). `spill` takes prefix and payload when the iov list
+    /// leaves no entry for the prefix (None: the caller made sure it does,
+    /// or the send is bare).
+    fn send_injected(
+        &self,
+        b: &EpBindings,
+        op: &SendOp<'_>,
+        dest: u64,
+        len: usize,
+        spill: Option<&mut Vec<u8>>,
+    ) -> Result<()> {
+        let completion = tx_completion(op.flags, b.tx_selective);
+        let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        let fence = op.flags & FI_FENCE;
+        let mut pb = [0u8; 16];
+        let data = (op.flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
+        let (marker, n) = wire::short_prefix(op.tagged, op.tag, data, &mut pb);
+        let mut iov = [IoVec::default(); MAX_IOV + 1];
+        let cnt = if n == 0 {
+            // Bare: the payload alone.
+            iov[..op.iov.len()].copy_from_slice(op.iov);
+            op.iov.len()
+        } else {
+            match spill {
+                Some(buf) if op.iov.len() >= MAX_IOV => {
+                    // No entry left for the prefix: copy the payload behind it.
+                    buf.clear();
+                    buf.extend_from_slice(&pb[..n]);
+                    buf.resize(n + len, 0);
+                    // SAFETY: the caller keeps the iov valid for this call.
+                    unsafe { copy_from_iov(op.iov, 0, &mut buf[n..]) };
+                    iov[0] = IoVec::from_slice(&buf[..]);
+                    1
+                }
+                _ => {
+                    iov[0] = IoVec::from_slice(&pb[..n]);
+                    iov[1..=op.iov.len()].copy_from_slice(op.iov);
+                    op.iov.len() + 1
+                }
+            }
+        };
+        let inner = SendOp {
+            iov: &iov[..cnt],
+            desc: &[],
+            dest,
+            tag: 0,
+            data: marker,
+            context: 0,
+            flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | fence,
+            tagged: false,
+        };
+        // SAFETY: an inject reads the ranges during the call only: the
+        // prefix and spill buffer live through it, and the caller keeps its
+        // iov valid for it.
+        unsafe { self.paths[SHM].ep.post_send(&inner) }?;
+        b.tx_done(op.context, uflags, completion, None);
+        Ok(())
+    }
+
+    /// Posts a send (the body of `post_send`, whose caller keeps the iov
+    /// valid until the send completes, or through the call with FI_INJECT).
+    pub(super) fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
+        self.check_enabled("send")?;
+        if op.iov.len() > MAX_IOV {
+            return Err(Error::inval(format!(
+                "hybrid: {} iov entries exceed the limit of {MAX_IOV}",
+                op.iov.len()
+            )));
+        }
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if self.caps & need == 0 {
+            return Err(Error::new(
+                errno::FI_EOPNOTSUPP,
+                "hybrid: the endpoint was opened without this capability",
+            ));
+        }
+        let len = iov_len(op.iov);
+        if op.flags & FI_INJECT != 0 && len > self.inject_max {
+            return Err(Error::new(
+                errno::FI_EMSGSIZE,
+                format!(
+                    "hybrid: inject of {len} bytes exceeds inject_size {}",
+                    self.inject_max
+                ),
+            ));
+        }
+        // shm copies a message this small into the peer's ring (or a bounce
+        // buffer of the peer's segment) before it returns, and completes it
+        // then: injected, it completes here with no inner completion to
+        // read. To a peer whose shm route is known, with no hybrid lock.
+        let inject = self.injectable(op, len);
+        if inject && (op.iov.len() < MAX_IOV || Self::prefix_len(op) == 0) {
+            if let Some(b) = self.bound.get() {
+                let gen = b.av.as_ref().map(|av| av.generation());
+                if let Some(dest) = gen.and_then(|g| self.shm_routes.get(op.dest, g)) {
+                    return self.send_injected(b, op, dest, len, None);
+                }
+            }
+        }
+        let mut st = self.lock();
+        let r = self.route(&mut st, op.dest)?;
+        if inject && r.path == SHM {
+            let State { b, spill, .. } = &mut *st;
+            return self.send_injected(b, op, r.inner, len, Some(spill));
+        }
+        let completion = tx_completion(op.flags, st.b.tx_selective);
+        let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        // Match complete (and, for now, delivery complete) means placed in
+        // the matched receive: only the rendezvous payload, received
+        // straight into it, can tell.
+        let dc =
+            op.flags & FI_INJECT == 0 && op.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) != 0;
+        let rts = len > self.eager_max || dc;
+        let keep = FI_INJECT | FI_FENCE | FI_TRANSMIT_COMPLETE | FI_INJECT_COMPLETE;
+        // The inner send of such a message waits for its match too.
+        let level = if dc {
+            FI_MATCH_COMPLETE
+        } else {
+            op.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)
+        };
+        let iflags = (op.flags & keep) | level | FI_COMPLETION;
+        let h = send_header(op, len, rts);
+        let rec = TxRec {
+            context: op.context,
+            flags: Some(uflags),
+            completion,
+            header_of: None,
+            failed: None,
+        };
+        let ep = &self.paths[r.path].ep;
+        if !h.rts {
+            let i = self.tx_slot(&mut st, r.path, rec);
+            let mut hb = [0u8; wire::LEN];
+            h.emit(&mut hb);
+            let buf = &mut st.hdrs[i];
+            buf.clear();
+            buf.extend_from_slice(&hb);
+            let mut iov = [IoVec::default(); MAX_IOV];
+            let cnt = if op.iov.len() < MAX_IOV {
+                iov[1..=op.iov.len()].copy_from_slice(op.iov);
+                op.iov.len() + 1
+            } else {
+                // No entry left for the header: copy the payload behind it.
+                buf.resize(wire::LEN + len, 0);
+                // SAFETY: the caller keeps the iov valid for this call.
+                unsafe { copy_from_iov(op.iov, 0, &mut buf[wire::LEN..]) };
+                1
+            };
+            iov[0] = IoVec::from_slice(&st.hdrs[i][..]);
+            let inner = SendOp {
+                iov: &iov[..cnt],
+                desc: &[],
+                dest: r.inner,
+                tag: 0,
+                data: 0,
+                context: ctx(K_TX, r.path, i),
+                flags: iflags,
+                tagged: false,
+            };
+            // SAFETY: the header's vector (`hdrs[i]`) stays put until the
+            // inner completion frees slot `i`; post_send's caller keeps
+            // `op.iov` valid until this send completes (through the call
+            // with FI_INJECT, which the inner send keeps), and it completes
+            // only through the inner completion of record `i`.
+            if let Err(e) = unsafe { ep.post_send(&inner) } {
+                Self::tx_take(&mut st, r.path, i);
+                return Err(e);
+            }
+            // A send the inner endpoint completed at once completes now.
+            if self.paths[r.path].cq.has_events() {
+                self.drain(&mut st, r.path);
+            }
+            return Ok(());
+        }
+        let cookie = st.next_cookie;
+        st.next_cookie += 1;
+        let p = self.tx_slot(&mut st, r.path, rec);
+        let hi = self.tx_slot(
+            &mut st,
+            r.path,
+            TxRec {
+                context: 0,
+                flags: None,
+                completion: false,
+                header_of: Some(p),
+                failed: None,
+            },
+        );
+        let mut hb = [0u8; wire::LEN];
+        Header { cookie, ..h }.emit(&mut hb);
+        st.hdrs[hi].clear();
+        st.hdrs[hi].extend_from_slice(&hb);
+        let hiov = [IoVec::from_slice(&st.hdrs[hi][..])];
+        let head = SendOp {
+            iov: &hiov,
+            desc: &[],
+            dest: r.inner,
+            tag: 0,
+            data: 0,
+            context: ctx(K_TX, r.path, hi),
+            flags: FI_COMPLETION | (op.flags & FI_FENCE),
+            tagged: false,
+        };
+        // SAFETY: the header box lives until the inner completion.
+        if let Err(e) = unsafe { ep.post_send(&head) } {
+            Self::tx_take(&mut st, r.path, hi);
+            Self::tx_take(&mut st, r.path, p);
+            return Err(e);
+        }
+        let payload = SendOp {
+            iov: op.iov,
+            desc: op.desc,
+            dest: r.inner,
+            tag: cookie,
+            data: 0,
+            context: ctx(K_TX, r.path, p),
+            flags: iflags & !FI_INJECT,
+            tagged: true,
+        };
+        // SAFETY: post_send's caller keeps `op.iov` valid until this send
+        // completes, and it completes only through this payload's inner
+        // completion (record `p`, read in `drain`), so the inner endpoint
+        // reads the iov only while it is valid. (An FI_INJECT send, whose
+        // memory is promised only through the call, also comes here when
+        // FI_HYBRID_EAGER_MAX is set below the inject size: that case is
+        // not covered by the promise.)
+        if let Err(e) = unsafe { ep.post_send(&payload) } {
+            // The header is on its way: fail the operation through its
+            // completion rather than the call.
+            tracing::warn!(error = %e, "hybrid: rendezvous payload not posted");
+            if let Some(x) = Self::tx_take(&mut st, r.path, p) {
+                Self::tx_end(&st, &x, 0, Some(e.code()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The header of a send of `len` bytes (`rts`: its payload goes apart, as
+/// an inner tagged message; the cookie is set when one is chosen).
+fn send_header(op: &SendOp<'_>, len: usize, rts: bool) -> Header {
+    Header {
+        rts,
+        tagged: op.tagged,
+        has_data: op.flags & FI_REMOTE_CQ_DATA != 0,
+        tag: op.tag,
+        data: op.data,
+        len: len as u64,
+        cookie: 0,
+    }
+}

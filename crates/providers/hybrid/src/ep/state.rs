@@ -1,0 +1,98 @@
+//! The endpoint's state under its lock ([`State`]) and the records it keeps
+//! of messages and operations in flight: held payloads, transmit-side
+//! operations on an inner endpoint, receives waiting for a rendezvous
+//! payload.
+
+use super::peers::Route;
+use super::slab::Slab;
+use ofi_core::object::EpBindings;
+use ofi_core::util::matching::MatchQueues;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// A held (unexpected) message's payload.
+#[derive(Debug)]
+pub(crate) enum Payload {
+    /// Eager bytes, copied out of the bounce buffer.
+    Eager(Vec<u8>),
+    /// A rendezvous: the payload waits in the inner endpoint as a tagged
+    /// message from `inner_src` with tag `cookie`.
+    Rts {
+        path: usize,
+        inner_src: u64,
+        cookie: u64,
+    },
+}
+
+/// A transmit-side operation in flight on an inner endpoint.
+pub(super) struct TxRec {
+    pub(super) context: usize,
+    /// Completion flags reported to the application (None: the inner
+    /// completion's own, for RMA and atomics).
+    pub(super) flags: Option<u64>,
+    pub(super) completion: bool,
+    /// A rendezvous header: its completion is not the application's; a
+    /// failure fails the payload's record (index).
+    pub(super) header_of: Option<usize>,
+    /// Set when the header of this payload failed.
+    pub(super) failed: Option<i32>,
+}
+
+/// A receive waiting for a rendezvous payload.
+pub(crate) struct RxRec {
+    pub(super) context: usize,
+    pub(super) flags: u64,
+    pub(super) tag: u64,
+    pub(super) data: u64,
+    pub(super) buf: usize,
+    pub(super) src: u64,
+    pub(super) completion: bool,
+    pub(super) discard: bool,
+}
+
+/// What the endpoint keeps under its lock (shared with the receive hook).
+pub(crate) struct State {
+    pub(super) b: EpBindings,
+    /// AV inserts and generation mirrored so far.
+    pub(super) seen: (u64, u64),
+    /// Outer fi_addr -> route.
+    pub(super) routes: Vec<Option<Route>>,
+    /// Per path: inner fi_addr (an index of the inner AV, a table) ->
+    /// outer fi_addr (FI_ADDR_NOTAVAIL where none).
+    pub(super) rev: [Vec<u64>; 2],
+    /// Per path: inner address bytes -> inner fi_addr (one insert each).
+    pub(super) inner_addrs: [HashMap<Vec<u8>, u64>; 2],
+    pub(crate) mq: MatchQueues<Payload>,
+    pub(super) tx: Slab<TxRec>,
+    pub(super) rx: Slab<RxRec>,
+    /// Headers of sends in flight, by tx index (stable boxes, reused).
+    /// Per tx slot: the header (and, when the caller's iov list leaves no
+    /// entry for it, the payload) of a send in flight. Each inner Vec's heap
+    /// buffer stays put while its send is in flight (it is only resized
+    /// when the slot is reused).
+    pub(super) hdrs: Vec<Vec<u8>>,
+    /// Vectors for held eager payloads, reused.
+    pub(super) pool: Vec<Vec<u8>>,
+    /// Header and payload of an injected send whose iov list leaves no
+    /// entry for the header (reused).
+    pub(super) spill: Vec<u8>,
+    pub(super) bounce: [Vec<Box<[u8]>>; 2],
+    pub(super) next_cookie: u64,
+    /// Inner operations in flight per path (sends, RMA, atomics,
+    /// rendezvous receives).
+    pub(super) outstanding: [usize; 2],
+    /// Progress calls left before a path that delivered counts as idle.
+    pub(super) recent: [u32; 2],
+    /// When each path was last polled (as of the last clock reading).
+    pub(super) polled: [Instant; 2],
+    /// The idle network path is armed (its sockets in its poller) and watched:
+    /// it is polled only once the watch fires (or every WATCHED_POLL_US).
+    pub(super) watching: bool,
+    /// Some unexpected message may hold a pending source (see
+    /// [`pending_src`](super::pending_src)): the AV sync looks for them.
+    pub(super) held_pending: bool,
+    /// Peers declared dead (fi_addr, address, errno): a receive directed at
+    /// one fails at once. A message from the peer revives it; an AV
+    /// removal keeps only the marks whose entry still names their address.
+    pub(super) dead: Vec<(u64, Vec<u8>, i32)>,
+}
