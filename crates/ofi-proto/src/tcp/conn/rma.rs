@@ -3,7 +3,9 @@
 //! (resolving ranges, landing WRITE data in place, serving READs, applying
 //! atomics, answering with RESP), both in stream order.
 
-use super::{Conn, Done, RxState, SegKind, State};
+use super::place::RxState;
+use super::tx::{Done, Seg, SegKind};
+use super::{Conn, State};
 use crate::tcp::event::{Event, ProtoError};
 use crate::tcp::one_sided::{AtomicArgs, Grant, Remote, RmaKind, RmaReq, MAX_RANGES};
 use crate::tcp::rx::{clip, Rx};
@@ -530,7 +532,7 @@ impl Conn {
             RespSrc::Held { seq, base } => {
                 self.stage_frame(&r, &[], Done::Nothing);
                 if chunk > 0 {
-                    self.segs.push_back(super::Seg {
+                    self.segs.push_back(Seg {
                         kind: SegKind::Held {
                             seq: *seq,
                             start: at - base,
@@ -545,7 +547,7 @@ impl Conn {
                 let mut out = [IoVec::default(); MAX_IOV];
                 let n = clip(&iov[..*cnt], at, chunk, &mut out);
                 for v in &out[..n] {
-                    self.segs.push_back(super::Seg {
+                    self.segs.push_back(Seg {
                         kind: SegKind::Mem(v.base),
                         len: v.len,
                         done: Done::Nothing,
