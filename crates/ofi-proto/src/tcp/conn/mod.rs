@@ -23,7 +23,7 @@ use ofi_wire::tcp::{op, reject, Repr, HDR_LEN, NONCE_LEN};
 use std::collections::{HashMap, VecDeque};
 
 mod place;
-mod rma;
+mod serve;
 mod tx;
 
 use place::RxState;
@@ -134,11 +134,11 @@ pub struct Conn {
     next_id: u64,
     last_was_data: bool,
     /// Our requests (and acknowledged sends) waiting for their answer.
-    outstanding: HashMap<u64, rma::Outgoing>,
+    outstanding: HashMap<u64, serve::Outgoing>,
     /// Our WRITE whose data is still being staged.
-    wstream: Option<rma::WStream>,
+    wstream: Option<serve::WStream>,
     /// Answers to the peer's requests, to stage.
-    resps: VecDeque<rma::RespOut>,
+    resps: VecDeque<serve::RespOut>,
     /// Buffers of answers copied out of registered memory, kept for the
     /// next copy (a capture of a 128 KiB answer otherwise allocates fresh
     /// pages, faults them in and unmaps them again).
@@ -146,7 +146,7 @@ pub struct Conn {
     /// Answer bytes still referring to registered memory.
     mem_refs: usize,
     /// Answer buffers that segments send from (`SegKind::Held`).
-    held: rma::Held,
+    held: serve::Held,
     /// READ grants whose answers still refer to their memory, in answer
     /// order, with the bytes each has left to write.
     read_grants: VecDeque<(Grant, usize)>,
@@ -157,7 +157,7 @@ pub struct Conn {
     rstate: RxState,
     rndv_rx: Vec<(u64, Bound)>,
     /// The peer's WRITE whose data is landing.
-    wr: Option<rma::WriteIn>,
+    wr: Option<serve::WriteIn>,
     scratch: [IoVec; MAX_IOV],
     /// The auth-key handshake, when this endpoint has a key.
     auth: Option<Box<Auth>>,
@@ -188,7 +188,7 @@ impl Conn {
             resps: VecDeque::new(),
             spare: Vec::new(),
             mem_refs: 0,
-            held: rma::Held::default(),
+            held: serve::Held::default(),
             read_grants: VecDeque::new(),
             reads_done: Vec::new(),
             hdr: [0; HDR_LEN],
@@ -544,7 +544,7 @@ impl Conn {
             });
         }
         self.wstream = None;
-        let mut waiting: Vec<(u64, rma::Outgoing)> = self.outstanding.drain().collect();
+        let mut waiting: Vec<(u64, serve::Outgoing)> = self.outstanding.drain().collect();
         waiting.sort_by_key(|(id, _)| *id);
         for (_, o) in waiting {
             self.events.push_back(o.failed(err));

@@ -3,7 +3,7 @@
 //! sends, rendezvous DATA chunks) and the view the driver writes from.
 
 use super::place::RxState;
-use super::rma;
+use super::serve;
 use super::{Conn, State};
 use crate::tcp::event::{Event, ProtoError};
 use crate::tcp::one_sided::{Ack, Req};
@@ -110,7 +110,7 @@ pub struct Transmit<'a> {
     stage: &'a [u8],
     segs: &'a VecDeque<Seg>,
     off: usize,
-    held: &'a rma::Held,
+    held: &'a serve::Held,
 }
 
 impl<'a> Transmit<'a> {
@@ -576,7 +576,7 @@ impl Conn {
         }
         while let Some(id) = rx.take_ack(self.id) {
             if self.state == State::Connected {
-                self.answer(id, 0, rma::RespSrc::None, 0);
+                self.answer(id, 0, serve::RespSrc::None, 0);
             }
         }
         while let Some(m) = rx.take_matched(self.id) {
