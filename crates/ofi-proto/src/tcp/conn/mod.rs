@@ -23,6 +23,7 @@ use ofi_wire::tcp::{op, reject, Repr, HDR_LEN, NONCE_LEN};
 use std::collections::{HashMap, VecDeque};
 
 mod place;
+mod rma;
 mod serve;
 mod tx;
 
@@ -134,9 +135,9 @@ pub struct Conn {
     next_id: u64,
     last_was_data: bool,
     /// Our requests (and acknowledged sends) waiting for their answer.
-    outstanding: HashMap<u64, serve::Outgoing>,
+    outstanding: HashMap<u64, rma::Outgoing>,
     /// Our WRITE whose data is still being staged.
-    wstream: Option<serve::WStream>,
+    wstream: Option<rma::WStream>,
     /// Answers to the peer's requests, to stage.
     resps: VecDeque<serve::RespOut>,
     /// Buffers of answers copied out of registered memory, kept for the
@@ -544,7 +545,7 @@ impl Conn {
             });
         }
         self.wstream = None;
-        let mut waiting: Vec<(u64, serve::Outgoing)> = self.outstanding.drain().collect();
+        let mut waiting: Vec<(u64, rma::Outgoing)> = self.outstanding.drain().collect();
         waiting.sort_by_key(|(id, _)| *id);
         for (_, o) in waiting {
             self.events.push_back(o.failed(err));
