@@ -1,18 +1,19 @@
 //! Authorization keys (`domain_attr.auth_key`, `ep_attr.auth_key`): the
 //! key an endpoint uses, and the pieces of a challenge-response that proves
-//! a peer holds the same key without sending it: nonces from the operating
-//! system's random source, HMAC-SHA256 over a length-prefixed transcript,
-//! and a constant-time comparison. Providers build their handshakes from
-//! these (tcp: `ofi_proto::tcp`'s HELLO / CHALLENGE / PROOF); endpoints
-//! whose keys differ cannot exchange a byte.
+//! a peer holds the same key without sending it: HMAC-SHA256 over a
+//! length-prefixed transcript and a constant-time comparison. The nonces
+//! come from the operating system's random source, which the sans-IO
+//! cores do not touch: ofi-core's `util::auth::nonce` draws them.
+//! Providers build their handshakes from these (tcp: `ofi_proto::tcp`'s
+//! HELLO / CHALLENGE / PROOF); endpoints whose keys differ cannot exchange
+//! a byte.
 //!
 //! The key an endpoint uses is its `ep_attr.auth_key` when that is set and
 //! not empty, else its domain's `domain_attr.auth_key` (libfabric's rule);
 //! an empty or absent key means no key. A peer with a key and a peer
 //! without one differ too.
 
-use crate::error::{errno, Error, Result};
-use crate::info::Info;
+use crate::error::{Error, Result};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -23,6 +24,15 @@ pub const MAC_LEN: usize = 32;
 /// Longest key accepted (a job key is a few dozen bytes; this refuses
 /// garbage lengths from a C caller).
 pub const MAX_KEY_LEN: usize = 4096;
+
+/// Where an endpoint's key is chosen from: its `ep_attr.auth_key` and its
+/// domain's `domain_attr.auth_key` (ofi-core's `Info` is one).
+pub trait KeySource {
+    /// `ep_attr.auth_key`, if set.
+    fn ep_auth_key(&self) -> Option<&[u8]>;
+    /// `domain_attr.auth_key`, if set.
+    fn domain_auth_key(&self) -> Option<&[u8]>;
+}
 
 /// A nonce: fresh random bytes for one handshake.
 pub type Nonce = [u8; NONCE_LEN];
@@ -62,10 +72,10 @@ impl AuthKey {
 
     /// The key an endpoint opened with `info` uses: `ep_attr.auth_key` if
     /// set and not empty, else `domain_attr.auth_key`; `None`: no key.
-    pub fn of(info: &Info) -> Result<Option<AuthKey>> {
-        match info.ep_attr.auth_key.as_deref() {
+    pub fn of<S: KeySource + ?Sized>(info: &S) -> Result<Option<AuthKey>> {
+        match info.ep_auth_key() {
             Some(k) if !k.is_empty() => AuthKey::new(k),
-            _ => AuthKey::new(info.domain_attr.auth_key.as_deref().unwrap_or(&[])),
+            _ => AuthKey::new(info.domain_auth_key().unwrap_or(&[])),
         }
     }
 
@@ -110,19 +120,6 @@ impl AuthKey {
     }
 }
 
-/// A fresh nonce from the operating system's random source; an error
-/// (never a weaker fallback) when it fails.
-pub fn nonce() -> Result<Nonce> {
-    let mut n = [0u8; NONCE_LEN];
-    getrandom::fill(&mut n).map_err(|e| {
-        Error::new(
-            errno::FI_EIO,
-            format!("the system's random source failed ({e}): no nonce for the handshake"),
-        )
-    })?;
-    Ok(n)
-}
-
 /// Constant-time equality of two byte strings (lengths are not secret).
 pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -135,28 +132,6 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_endpoint_key_wins_over_the_domain_key_and_empty_is_none() {
-        let mut i = Info::default();
-        assert_eq!(AuthKey::of(&i).unwrap(), None);
-        i.domain_attr.auth_key = Some(b"dom".to_vec());
-        assert_eq!(AuthKey::of(&i).unwrap().unwrap().len(), 3);
-        i.ep_attr.auth_key = Some(Vec::new());
-        assert_eq!(AuthKey::of(&i).unwrap().unwrap().len(), 3, "empty ep key");
-        i.ep_attr.auth_key = Some(b"endpoint".to_vec());
-        assert_eq!(AuthKey::of(&i).unwrap().unwrap().len(), 8);
-        i.ep_attr.auth_key = Some(vec![1; MAX_KEY_LEN + 1]);
-        assert_eq!(
-            AuthKey::of(&i).unwrap_err().code(),
-            errno::FI_EINVAL,
-            "an absurd key length"
-        );
-        assert_eq!(
-            format!("{:?}", AuthKey::new(b"secret").unwrap().unwrap()),
-            "AuthKey(6 bytes)"
-        );
-    }
 
     #[test]
     fn macs_depend_on_key_and_every_part_and_their_boundaries() {
@@ -180,13 +155,5 @@ mod tests {
             [0x5b, 0xdc, 0xc1, 0x46],
             "HMAC-SHA256 known answer"
         );
-    }
-
-    #[test]
-    fn nonces_differ_and_ct_eq_compares() {
-        assert_ne!(nonce().unwrap(), nonce().unwrap());
-        assert!(ct_eq(b"abc", b"abc"));
-        assert!(!ct_eq(b"abc", b"abd"));
-        assert!(!ct_eq(b"abc", b"ab"));
     }
 }

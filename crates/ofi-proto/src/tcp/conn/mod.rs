@@ -15,10 +15,10 @@ use super::event::{Event, ProtoError};
 use super::one_sided::{Grant, Req};
 use super::rx::{Bound, Rx};
 use super::ConnId;
-use ofi_core::error::errno;
-use ofi_core::util::auth::{AuthKey, Nonce};
-use ofi_core::util::iov::IoVec;
-use ofi_core::util::matching::MAX_IOV;
+use ofi_base::auth::{AuthKey, Nonce};
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
+use ofi_base::matching::MAX_IOV;
 use ofi_wire::tcp::{op, reject, Repr, HDR_LEN, NONCE_LEN};
 use std::collections::{HashMap, VecDeque};
 

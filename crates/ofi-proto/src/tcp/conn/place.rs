@@ -7,8 +7,8 @@ use super::tx::{Ctrl, Done};
 use super::{Conn, State, ACCEPTOR, CONNECTOR};
 use crate::tcp::event::{Event, ProtoError};
 use crate::tcp::rx::{clip, Bound, Meta, Pending, Rx, RTS_COST};
-use ofi_core::error::errno;
-use ofi_core::util::iov::IoVec;
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
 use ofi_wire::tcp::{
     challenge_payload, flag, op, parse_challenge, parse_rts_payload, reject, split_hello, Header,
     Repr, HDR_LEN,

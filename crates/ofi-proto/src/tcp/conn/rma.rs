@@ -9,11 +9,11 @@ use super::{Conn, State};
 use crate::tcp::event::{Event, ProtoError};
 use crate::tcp::one_sided::{AtomicArgs, Remote, RmaKind, RmaReq, MAX_RANGES};
 use crate::tcp::rx::{clip, Rx};
-use ofi_core::consts::atomic_op;
-use ofi_core::error::errno;
-use ofi_core::util::atomic::{self, AtomicKind};
-use ofi_core::util::iov::{iov_len, IoVec};
-use ofi_core::util::matching::MAX_IOV;
+use ofi_base::atomic::{self, AtomicKind};
+use ofi_base::consts::atomic_op;
+use ofi_base::error::errno;
+use ofi_base::iov::{iov_len, IoVec};
+use ofi_base::matching::MAX_IOV;
 use ofi_wire::tcp::{desc_len, flag, kind, op, DescRepr, Range, Repr, RmaDesc};
 
 /// One of our requests (or an acknowledged send) waiting for its answer.

@@ -9,15 +9,15 @@ use super::Conn;
 use crate::tcp::event::{Event, ProtoError};
 use crate::tcp::one_sided::{AtomicArgs, Grant, MAX_RANGES};
 use crate::tcp::rx::{clip, Rx};
-use ofi_core::consts::{
+use ofi_base::atomic::{self, AtomicKind};
+use ofi_base::consts::{
     atomic_op, enum_name, ATOMIC_OP_NAMES, FI_ATOMIC, FI_REMOTE_CQ_DATA, FI_REMOTE_READ,
     FI_REMOTE_WRITE, FI_RMA,
 };
-use ofi_core::error::errno;
-use ofi_core::util::atomic::{self, AtomicKind};
-use ofi_core::util::iov::IoVec;
-use ofi_core::util::matching::MAX_IOV;
-use ofi_core::util::rma::RmaIov;
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
+use ofi_base::matching::MAX_IOV;
+use ofi_base::rma::RmaIov;
 use ofi_wire::tcp::{flag, kind, op, DescRepr, Repr, RmaDesc};
 
 use std::collections::VecDeque;

@@ -8,9 +8,9 @@ use super::{Conn, State};
 use crate::tcp::event::{Event, ProtoError};
 use crate::tcp::one_sided::{Ack, Req};
 use crate::tcp::rx::{clip, Bound, Rx};
-use ofi_core::error::errno;
-use ofi_core::util::iov::{iov_len, IoVec};
-use ofi_core::util::matching::MAX_IOV;
+use ofi_base::error::errno;
+use ofi_base::iov::{iov_len, IoVec};
+use ofi_base::matching::MAX_IOV;
 use ofi_wire::tcp::{flag, op, rts_payload, Repr, HDR_LEN, RTS_PAYLOAD_LEN};
 use std::collections::VecDeque;
 
