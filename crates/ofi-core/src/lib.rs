@@ -3,10 +3,13 @@
 //!
 //! Applications normally depend on the `ofi` crate, which re-exports this
 //! crate and registers the built-in providers.
+//!
+//! The constants, errors and the plain utilities the sans-IO protocol
+//! cores share (atomics, auth keys, iovecs, matching, peer-death causes,
+//! remote ranges) live in `ofi-base` and are re-exported here at their
+//! usual paths.
 
 pub mod config;
-pub mod consts;
-pub mod error;
 pub mod external;
 pub mod hints;
 pub mod info;
@@ -16,6 +19,8 @@ pub mod registry;
 pub mod spi;
 pub mod typed;
 pub mod util;
+
+pub use ofi_base::{consts, error};
 
 pub use error::{Error, Result};
 pub use info::Info;

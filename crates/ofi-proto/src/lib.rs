@@ -4,7 +4,7 @@
 //! no unsafe: user memory is only ever named by address ([`IoVec`]) and
 //! the driver does the reads, writes and copies.
 //!
-//! [`IoVec`]: ofi_core::util::iov::IoVec
+//! [`IoVec`]: ofi_base::iov::IoVec
 
 #![forbid(unsafe_code)]
 

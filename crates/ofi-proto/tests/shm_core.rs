@@ -6,7 +6,7 @@
 //! full ring holding control answers, copies the kernel refuses. Property
 //! tests hold the op table and the control queue to simple models.
 
-use ofi_core::error::errno;
+use ofi_base::error::errno;
 use ofi_proto::shm::path::{
     copy_error, rts_copy, send_path, write_path, CopyConfig, CopyError, RtsCopy, SendLimits,
     SendPath, WritePath,

@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use ofi_core::error::errno;
+use ofi_base::error::errno;
 use ofi_proto::tcp::{reject, Config, Event, RecvReq, RxConfig, SendReq, State};
 use ofi_wire::tcp::{
     challenge_payload, op, Header, Repr, CHALLENGE_LEN, HDR_LEN, NONCE_LEN, PROOF_LEN,

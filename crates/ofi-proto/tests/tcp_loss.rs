@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use ofi_core::error::errno;
+use ofi_base::error::errno;
 use ofi_proto::tcp::{Config, Event, ProtoError, RecvReq, RxConfig, SendReq, Target};
 use ofi_wire::tcp::{op, rts_payload, Repr, HDR_LEN};
 use ofi_wire::WireError;
@@ -26,7 +26,7 @@ struct Scenario {
     /// (side, send context, message bytes)
     sends: Vec<(usize, usize, Vec<u8>)>,
     /// (side, receive context, buffer)
-    recvs: Vec<(usize, usize, ofi_core::util::iov::IoVec)>,
+    recvs: Vec<(usize, usize, ofi_base::iov::IoVec)>,
 }
 
 /// Traffic both ways: eager and rendezvous, expected and unexpected,

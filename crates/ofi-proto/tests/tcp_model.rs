@@ -17,8 +17,8 @@
 mod common;
 
 use common::*;
-use ofi_core::consts::*;
-use ofi_core::util::iov::IoVec;
+use ofi_base::consts::*;
+use ofi_base::iov::IoVec;
 use ofi_proto::tcp::{Config, Event, RecvDone, RecvReq, RxConfig, SendReq};
 use proptest::prelude::*;
 
@@ -299,7 +299,7 @@ fn event_want(e: &Event, buf_of: &dyn Fn(usize) -> Option<IoVec>) -> Option<(usi
                 data: (flags & FI_REMOTE_CQ_DATA != 0).then_some(*data),
             },
         ),
-        Event::RecvError { context, err, .. } if *err == ofi_core::error::errno::FI_ENOMSG => {
+        Event::RecvError { context, err, .. } if *err == ofi_base::error::errno::FI_ENOMSG => {
             (*context, Want::PeekNone)
         }
         Event::RecvCanceled { context, flags, .. } => (

@@ -8,9 +8,9 @@
 mod common;
 
 use common::*;
-use ofi_core::consts::*;
-use ofi_core::error::errno;
-use ofi_core::util::iov::IoVec;
+use ofi_base::consts::*;
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
 use ofi_proto::tcp::{reject, Config, Event, RecvReq, RxConfig, SendReq, State};
 
 const SEEDS: u64 = 12;

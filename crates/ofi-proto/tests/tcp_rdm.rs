@@ -9,9 +9,9 @@
 mod common;
 
 use common::*;
-use ofi_core::consts::*;
-use ofi_core::error::errno;
-use ofi_core::util::iov::IoVec;
+use ofi_base::consts::*;
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
 use ofi_proto::tcp::{
     decide_hello, reject, Config, ConnId, Event, Existing, HelloDecision, RecvReq, Req, RxConfig,
     SendReq,

@@ -10,12 +10,12 @@
 mod common;
 
 use common::*;
-use ofi_core::consts::atomic_op::*;
-use ofi_core::consts::datatype::*;
-use ofi_core::consts::*;
-use ofi_core::error::errno;
-use ofi_core::util::atomic::AtomicKind;
-use ofi_core::util::iov::IoVec;
+use ofi_base::atomic::AtomicKind;
+use ofi_base::consts::atomic_op::*;
+use ofi_base::consts::datatype::*;
+use ofi_base::consts::*;
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
 use ofi_proto::tcp::{
     Ack, AtomicArgs, Config, Event, ProtoError, RecvReq, Remote, RmaReq, RxConfig, SendReq,
 };

@@ -10,11 +10,11 @@
 mod tcp_common;
 mod udp_common;
 
-use ofi_core::consts::{FI_ADDR_NOTAVAIL, FI_REMOTE_READ, FI_REMOTE_WRITE};
-use ofi_core::error::errno;
-use ofi_core::util::auth::{Nonce, NONCE_LEN};
-use ofi_core::util::iov::IoVec;
-use ofi_core::util::peer::Cause;
+use ofi_base::auth::{Nonce, NONCE_LEN};
+use ofi_base::consts::{FI_ADDR_NOTAVAIL, FI_REMOTE_READ, FI_REMOTE_WRITE};
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
+use ofi_base::peer::Cause;
 use ofi_proto::tcp::{self, Event, RecvReq, Remote, Req, RmaReq, SendReq};
 use ofi_proto::udp::{ChanConfig, Part, Rdm, RdmConfig, RdmEvent, SessionConfig, UserMem};
 use std::cell::RefCell;

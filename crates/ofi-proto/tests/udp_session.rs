@@ -6,8 +6,8 @@
 
 mod udp_common;
 
-use ofi_core::util::auth::{AuthKey, Nonce};
-use ofi_core::util::peer::Cause;
+use ofi_base::auth::{AuthKey, Nonce};
+use ofi_base::peer::Cause;
 use ofi_proto::udp::{ChanConfig, Incoming, PeerId, Recv, SessionConfig, SessionEvent, Sessions};
 use ofi_wire::udp::{kind, session_id, Handshake, Packet, Repr, HDR_LEN, NONCE_LEN};
 use std::collections::HashMap;

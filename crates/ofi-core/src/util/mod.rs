@@ -2,7 +2,6 @@
 //! completion queue, counters, address vectors, memory regions, receive
 //! matching, scatter-gather copies, wait objects, wait sets and poll sets.
 
-pub mod atomic;
 pub mod auth;
 pub mod av;
 pub mod cntr;
@@ -13,7 +12,6 @@ pub mod eq;
 pub mod hash;
 pub mod iov;
 pub mod lock;
-pub mod matching;
 pub mod mr;
 pub mod netif;
 pub mod peer;
@@ -22,3 +20,5 @@ pub mod rma;
 pub mod trigger;
 pub mod wait;
 pub mod waitset;
+
+pub use ofi_base::{atomic, matching};

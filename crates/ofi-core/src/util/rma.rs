@@ -1,13 +1,16 @@
-//! One-sided operations: the remote-range types of the RMA and atomic calls,
-//! and the target side every provider shares: resolving a remote access
-//! against the domain's registered regions (key, access rights, bounds),
-//! counting remote events, and applying atomics to local memory.
+//! One-sided operations: the remote-range types of the RMA and atomic calls
+//! (defined in `ofi_base::rma`, re-exported here), and the target side
+//! every provider shares: resolving a remote access against the domain's
+//! registered regions (key, access rights, bounds), counting remote
+//! events, and applying atomics to local memory.
 //!
 //! A provider receives a request naming `(key, addr, len)`; it calls
 //! [`resolve`] and either gets the local address to move data to or from,
 //! or an error it reports back to the initiator. Nothing is written before
 //! every range of a request has been resolved.
 #![allow(unsafe_code)]
+
+pub use ofi_base::rma::{Ioc, RmaIoc, RmaIov};
 
 use super::atomic::{self, AtomicKind};
 use super::cntr::CntrCore;
@@ -16,45 +19,6 @@ use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use crate::object::EpBindings;
 use std::sync::Arc;
-
-/// A remote memory range (`struct fi_rma_iov`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RmaIov {
-    /// Remote address: a virtual address with FI_MR_VIRT_ADDR, else an
-    /// offset into the region (plus the region's requested offset).
-    pub addr: u64,
-    /// Length in bytes.
-    pub len: usize,
-    /// The region's remote key.
-    pub key: u64,
-}
-
-/// A remote atomic range (`struct fi_rma_ioc`): `count` elements.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RmaIoc {
-    /// Remote address (as in [`RmaIov`]).
-    pub addr: u64,
-    /// Number of datatype elements.
-    pub count: usize,
-    /// The region's remote key.
-    pub key: u64,
-}
-
-/// A local atomic buffer (`struct fi_ioc`): `count` elements at `addr`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Ioc {
-    /// Start address.
-    pub addr: usize,
-    /// Number of datatype elements.
-    pub count: usize,
-}
-
-const _: () = assert!(std::mem::size_of::<RmaIov>() == 24);
-const _: () = assert!(std::mem::size_of::<RmaIoc>() == 24);
-const _: () = assert!(std::mem::size_of::<Ioc>() == 16);
 
 /// A remote access resolved to local memory.
 #[derive(Debug, Clone)]

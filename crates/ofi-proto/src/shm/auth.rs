@@ -23,7 +23,7 @@
 //! proof in the acceptor's ring.
 
 use super::PeerId;
-use ofi_core::util::auth::{AuthKey, Nonce, Tag, MAC_LEN, NONCE_LEN};
+use ofi_base::auth::{AuthKey, Nonce, Tag, MAC_LEN, NONCE_LEN};
 use ofi_wire::shm::{op, Repr, CHALLENGE_LEN};
 use std::collections::HashMap;
 

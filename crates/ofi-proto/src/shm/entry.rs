@@ -5,7 +5,7 @@
 //! decoder panic or name memory outside the entry.
 
 use super::PeerId;
-use ofi_core::util::auth::{Nonce, Tag, NONCE_LEN};
+use ofi_base::auth::{Nonce, Tag, NONCE_LEN};
 use ofi_wire::shm::{flag, op, Entry, Ranges, Repr, MAX_RTS_IOV};
 use ofi_wire::WireError;
 
@@ -426,7 +426,7 @@ mod tests {
         };
         assert_eq!(st(0), Ok(()));
         assert_eq!(st(104), Err(104));
-        assert_eq!(st(u64::MAX), Err(ofi_core::error::errno::FI_EIO));
+        assert_eq!(st(u64::MAX), Err(ofi_base::error::errno::FI_EIO));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! reassembly) is owed whatever its ring holds. A peer that reads nothing
 //! because its unexpected budget is spent still beats: it is not dead.
 
-use ofi_core::util::peer::Cause;
+use ofi_base::peer::Cause;
 use std::time::{Duration, Instant};
 
 /// One look at a peer's segment.

@@ -68,6 +68,6 @@ pub type PeerId = u64;
 pub fn status_code(v: u64) -> i32 {
     match i32::try_from(v) {
         Ok(c) if c > 0 && c < 1024 => c,
-        _ => ofi_core::error::errno::FI_EIO,
+        _ => ofi_base::error::errno::FI_EIO,
     }
 }

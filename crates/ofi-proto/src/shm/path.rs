@@ -2,7 +2,7 @@
 //! failed cross-process copy turns into. Pure functions of sizes, flags
 //! and configuration, so every branch is tested here.
 
-use ofi_core::error::errno;
+use ofi_base::error::errno;
 
 /// How a two-sided send travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,9 +4,9 @@
 //! every field is checked and every failure is the FI_E* number the
 //! target answers with.
 
-use ofi_core::consts::{atomic_op, FI_REMOTE_READ, FI_REMOTE_WRITE};
-use ofi_core::error::errno;
-use ofi_core::util::atomic::{self, AtomicKind};
+use ofi_base::atomic::{self, AtomicKind};
+use ofi_base::consts::{atomic_op, FI_REMOTE_READ, FI_REMOTE_WRITE};
+use ofi_base::error::errno;
 use ofi_wire::shm::{Ranges, Repr};
 
 /// An ATOMIC request, decoded and checked against its entry.
@@ -137,7 +137,7 @@ impl<'a> AtomicReq<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ofi_core::consts::datatype::{FI_INT32, FI_UINT64};
+    use ofi_base::consts::datatype::{FI_INT32, FI_UINT64};
     use ofi_wire::shm::{op, WireRange};
 
     fn req(kind: AtomicKind, aop: u32, dt: u32, count: u64, len: u32) -> (Repr, Ranges) {

@@ -1,8 +1,8 @@
 //! The receive side's matching state: posted receives, unexpected
 //! messages and their budget, multi-receive buffers.
 
-use ofi_core::consts::FI_MULTI_RECV;
-use ofi_core::util::matching::{MatchQueues, PostedRecv, Unexpected};
+use ofi_base::consts::FI_MULTI_RECV;
+use ofi_base::matching::{MatchQueues, PostedRecv, Unexpected};
 
 /// A posted receive a message takes.
 #[derive(Clone, Copy, Debug, Default)]
@@ -108,7 +108,7 @@ pub fn consume_multi(r: &mut PostedRecv, total: usize, min: usize) -> (usize, us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ofi_core::consts::FI_ADDR_UNSPEC;
+    use ofi_base::consts::FI_ADDR_UNSPEC;
 
     fn multi(len: usize) -> PostedRecv {
         PostedRecv {

@@ -1,8 +1,8 @@
 //! What the core tells its driver: completions, connection events and
 //! protocol errors.
 
-use ofi_core::util::iov::IoVec;
-use ofi_core::util::matching::MAX_IOV;
+use ofi_base::iov::IoVec;
+use ofi_base::matching::MAX_IOV;
 use ofi_wire::WireError;
 
 /// Bytes the driver must copy into a receive's buffer before it reports the

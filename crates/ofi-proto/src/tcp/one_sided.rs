@@ -17,10 +17,10 @@
 //! bytes were written to the socket or captured.
 
 use super::conn::SendReq;
-use ofi_core::util::atomic::AtomicKind;
-use ofi_core::util::iov::IoVec;
-use ofi_core::util::matching::MAX_IOV;
-use ofi_core::util::rma::RmaIov;
+use ofi_base::atomic::AtomicKind;
+use ofi_base::iov::IoVec;
+use ofi_base::matching::MAX_IOV;
+use ofi_base::rma::RmaIov;
 pub use ofi_wire::tcp::MAX_RANGES;
 
 /// A resolved remote access, as the driver's [`Memory`] names it until
@@ -63,7 +63,7 @@ pub trait Memory: Send {
     /// request is refused with (memory stays untouched). Memory that cannot
     /// be made durable refuses with `FI_EOPNOTSUPP`, the default.
     fn check_durable(&mut self, _grant: Grant) -> Result<(), i32> {
-        Err(ofi_core::error::errno::FI_EOPNOTSUPP)
+        Err(ofi_base::error::errno::FI_EOPNOTSUPP)
     }
     /// [`check_durable`](Self::check_durable) when the request asks for
     /// FI_COMMIT_COMPLETE (`commit`), else `Ok`.
@@ -77,7 +77,7 @@ pub trait Memory: Send {
     /// FI_COMMIT_COMPLETE, once the data landed and before the answer:
     /// every range of `grant` is on stable storage when this returns `Ok`.
     fn persist(&mut self, _grant: Grant) -> Result<(), i32> {
-        Err(ofi_core::error::errno::FI_EOPNOTSUPP)
+        Err(ofi_base::error::errno::FI_EOPNOTSUPP)
     }
     /// Applies an atomic to range `index` of `grant`, atomically with
     /// respect to the domain's other atomics. `operand`, `compare` and

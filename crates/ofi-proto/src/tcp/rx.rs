@@ -22,12 +22,12 @@
 use super::event::{CopyOut, Event, RecvDone};
 use super::one_sided::Memory;
 use super::ConnId;
-use ofi_core::consts::{
+use ofi_base::consts::{
     FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED,
 };
-use ofi_core::error::errno;
-use ofi_core::util::iov::{iov_len, IoVec};
-use ofi_core::util::matching::{MatchQueues, PostedRecv, Unexpected, MAX_IOV};
+use ofi_base::error::errno;
+use ofi_base::iov::{iov_len, IoVec};
+use ofi_base::matching::{MatchQueues, PostedRecv, Unexpected, MAX_IOV};
 use std::collections::VecDeque;
 
 /// Budget charged for an unexpected rendezvous request (it holds no payload,
@@ -116,7 +116,7 @@ impl RecvReq {
     /// A message-queue receive from any source.
     pub fn msg(iov: &[IoVec], context: usize) -> Self {
         let mut r = RecvReq {
-            src: ofi_core::consts::FI_ADDR_UNSPEC,
+            src: ofi_base::consts::FI_ADDR_UNSPEC,
             context,
             ..Default::default()
         };
@@ -640,7 +640,7 @@ impl Rx {
         self.wake.clear();
     }
 
-    /// The peer at `src` was declared dead (see `ofi_core::util::peer`):
+    /// The peer at `src` was declared dead (see `ofi_base::peer`):
     /// every receive posted for that source alone fails with `err`;
     /// receives from any source stay posted. Returns how many failed.
     pub fn fail_directed(&mut self, src: u64, err: i32) -> usize {

@@ -32,11 +32,11 @@
 use super::chan::{Channel, Recv};
 use super::session::{Incoming, PeerId, SessionConfig, SessionEvent, Sessions};
 use crate::tcp::{self, Conn, ConnId, Req, Rx, Target, TxSlice};
-use ofi_core::consts::FI_ADDR_NOTAVAIL;
-use ofi_core::error::errno;
-use ofi_core::util::auth::Nonce;
-use ofi_core::util::iov::IoVec;
-use ofi_core::util::peer::Cause;
+use ofi_base::auth::Nonce;
+use ofi_base::consts::FI_ADDR_NOTAVAIL;
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
+use ofi_base::peer::Cause;
 use ofi_wire::udp::HDR_LEN;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;

@@ -26,8 +26,8 @@
 //! alone, replayed or spoofed, leaves the live session as it is.
 
 use super::chan::{ChanConfig, Channel, Recv};
-use ofi_core::util::auth::{AuthKey, Nonce};
-use ofi_core::util::peer::Cause;
+use ofi_base::auth::{AuthKey, Nonce};
+use ofi_base::peer::Cause;
 use ofi_wire::udp::{
     flag, kind, peek_kind, session_id, Handshake, Packet, Repr, HDR_LEN, NONCE_LEN,
 };

@@ -9,11 +9,11 @@
 //! payload reads land inside the buffers the test posted.
 #![allow(dead_code)]
 
-use ofi_core::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE};
-use ofi_core::error::errno;
-use ofi_core::util::auth::{AuthKey, NONCE_LEN};
-use ofi_core::util::iov::IoVec;
-use ofi_core::util::rma::RmaIov;
+use ofi_base::auth::{AuthKey, NONCE_LEN};
+use ofi_base::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE};
+use ofi_base::error::errno;
+use ofi_base::iov::IoVec;
+use ofi_base::rma::RmaIov;
 use ofi_proto::tcp::{
     AtomicArgs, Config, Conn, ConnId, Event, Grant, Memory, RecvDone, RecvReq, Rx, RxConfig,
     SendReq, Target, TxSlice, COUNT_AS_READ,
@@ -397,7 +397,7 @@ impl Memory for SimMemory {
             .get(&grant.0)
             .expect("atomic on an unknown grant")
             .1[index];
-        ofi_core::util::atomic::apply(
+        ofi_base::atomic::apply(
             args.kind,
             args.op,
             args.datatype,
