@@ -5,6 +5,7 @@
 //!   of socket-addressed endpoints.
 //! - [`offers`]: the walk over the interfaces that are up which turns a
 //!   getinfo request into one offer place per interface subnet.
+//! - [`poller`]: the epoll set of an endpoint or domain, its wait fd.
 //! - [`tcp_core`]: the driver half of `ofi_proto::tcp`'s protocol core, the
 //!   same wherever the core runs (tcp's sockets, udp's reliable sessions):
 //!   the tables of sends and one-sided requests in flight, the endpoint's
@@ -16,4 +17,5 @@
 
 pub mod addr;
 pub mod offers;
+pub mod poller;
 pub mod tcp_core;

@@ -12,6 +12,7 @@ use ofi_core::object::{EpBindings, SendOp};
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov};
 use ofi_core::util::peer::Cause;
 use ofi_proto::tcp::{Ack, Conn, Rx, SendReq, State, Target, FAST_MAX};
+use ofi_prov_inet::poller::Poller;
 use ofi_prov_inet::tcp_core::sends::Sends;
 use ofi_wire::tcp::HDR_LEN;
 use std::io;
@@ -370,7 +371,7 @@ impl Link {
     /// nobody sleeps on the poller; whoever is about to sleep puts it back
     /// first (the domain's `arm`), and epoll then reports what arrived
     /// meanwhile. A system call only when the state changes.
-    pub fn keep_watched(&mut self, poller: &crate::sys::Poller, key: u64, watched: bool) {
+    pub fn keep_watched(&mut self, poller: &Poller, key: u64, watched: bool) {
         if watched == self.watched {
             return;
         }
@@ -393,7 +394,7 @@ impl Link {
 
     /// Keeps the poller's interest in writability in step with the link:
     /// a syscall only when it changes (links are added watching both ways).
-    pub fn sync_interest(&mut self, poller: &crate::sys::Poller, key: u64) {
+    pub fn sync_interest(&mut self, poller: &Poller, key: u64) {
         if !self.watched {
             return;
         }
