@@ -150,10 +150,13 @@ impl Link {
         };
         let selective = b.tx_selective;
         let register = || {
-            // SAFETY: forwarded from this function's contract.
+            // SAFETY: our caller keeps `op`'s ranges readable for this call,
+            // and until the send completes unless FI_INJECT (which start
+            // copies here): start's contract.
             unsafe { sends.start(op, selective, INJECT_SIZE) }.map_or(0, |r| r.context)
         };
-        // SAFETY: forwarded from this function's contract.
+        // SAFETY: `bare` holds `op`'s ranges, which our caller keeps
+        // readable for this call: send_now's contract.
         let fast = unsafe { self.send_now(&bare, register) };
         if fast == Fast::Sent {
             Sends::complete_now(b, op);
