@@ -31,6 +31,8 @@ pub mod initiator;
 #[cfg(feature = "fabric")]
 pub mod net;
 #[cfg(feature = "fabric")]
+mod post;
+#[cfg(feature = "fabric")]
 mod session;
 #[cfg(feature = "fabric")]
 pub mod target;

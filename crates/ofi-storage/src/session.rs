@@ -21,8 +21,9 @@ use crate::control;
 use crate::core::initiator::{Event, InitiatorCore, Request, SubmitError};
 use crate::initiator::{Completion, VolumeOptions};
 use crate::net::EpKind;
+use crate::post;
 use crate::wait::{self, Woken};
-use crate::wire::{capsules, Accept, Batch, Op, Status, BATCH_BYTES, CAPSULE_LEN};
+use crate::wire::{Accept, Op, Status, BATCH_BYTES, CAPSULE_LEN};
 use ofi::consts::ep_type;
 use ofi::safe::{Addr, Channel, CmEvent, Op as ChOp, Region};
 use ofi::MrAccess;
@@ -205,7 +206,8 @@ pub(crate) struct Session<'c> {
     ctl: Option<TcpStream>,
     core: InitiatorCore,
     recvs: Vec<ChOp<'c, Vec<u8>>>,
-    outbox: VecDeque<[u8; CAPSULE_LEN]>,
+    /// Capsules to send, each to `peer`.
+    outbox: VecDeque<(Addr, [u8; CAPSULE_LEN])>,
     pending: VecDeque<Submit>,
     inflight: HashMap<u64, Inflight>,
     retiring: Vec<(u64, Status, Region)>,
@@ -231,7 +233,7 @@ impl<'c> Session<'c> {
         let mut core = InitiatorCore::new(opts.timeout);
         let qd = opts.queue_depth.max(1);
         let mut outbox = VecDeque::new();
-        outbox.push_back(core.connect(token, qd, opts.max_io, Instant::now()));
+        outbox.push_back((peer, core.connect(token, qd, opts.max_io, Instant::now())));
         let mut recvs = Vec::with_capacity(qd as usize + 8);
         for _ in 0..(qd as usize + 8) {
             match ch.recv_on(vec![0u8; BATCH_BYTES], peer) {
@@ -319,44 +321,24 @@ impl<'c> Session<'c> {
         work |= self.control(now);
         work |= self.start(now, done);
         // Capsules queued together leave in one message.
-        while !self.outbox.is_empty() {
-            let mut b = Batch::default();
-            for c in self.outbox.iter() {
-                if !b.push(c) {
-                    break;
-                }
-            }
-            match self.ch.inject(b.bytes(), self.peer) {
-                Ok(()) => {}
-                Err(e) if e.is_again() => break,
-                Err(e) => self
-                    .core
-                    .fail(format!("sending a capsule: {e}"), Status::Disconnected),
-            }
-            self.outbox.drain(..b.count());
-            work = true;
-        }
+        let core = &mut self.core;
+        let f = post::flush(self.ch, &mut self.outbox, |e| {
+            core.fail(format!("sending a capsule: {e}"), Status::Disconnected)
+        });
+        work |= f.sent || f.dropped;
         // Operations finish only when a poll collects their completions:
         // without any, no receive is worth looking at.
         let collected = self.ch.poll().unwrap_or(0) > 0;
         for r in self.recvs.iter_mut().filter(|_| collected) {
-            let Some(res) = r.check() else { continue };
-            work = true;
-            let buf = match res {
-                Ok(d) => {
-                    for c in capsules(&d.buf[..d.len.min(d.buf.len())]) {
-                        self.core.on_capsule(c);
-                    }
-                    d.buf
-                }
-                Err(e) => e.buf.unwrap_or_else(|| vec![0u8; BATCH_BYTES]),
+            let core = &mut self.core;
+            let Some(again) = post::reap(self.ch, r, Some(self.peer), |c, _| core.on_capsule(c))
+            else {
+                continue;
             };
-            match self.ch.recv_on(buf, self.peer) {
-                Ok(op) => *r = op,
-                Err(e) => self.core.fail(
-                    format!("reposting a receive: {}", e.error),
-                    Status::Disconnected,
-                ),
+            work = true;
+            if let Err(e) = again {
+                self.core
+                    .fail(format!("reposting a receive: {e}"), Status::Disconnected);
             }
         }
         self.core.handle_timeout(now);
@@ -472,7 +454,7 @@ impl<'c> Session<'c> {
             self.next_tag += 1;
             match self.core.submit(&req, tag, now) {
                 Ok(c) => {
-                    self.outbox.push_back(c);
+                    self.outbox.push_back((self.peer, c));
                     self.inflight.insert(
                         tag,
                         Inflight {

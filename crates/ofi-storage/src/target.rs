@@ -14,7 +14,8 @@ use crate::backend::Backend;
 use crate::control;
 use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
 use crate::net::{EpKind, NetOptions};
-use crate::wire::{capsules, feature, Batch, Repr, Status, BATCH_BYTES, CAPSULE_LEN};
+use crate::post;
+use crate::wire::{feature, Repr, Status, BATCH_BYTES, CAPSULE_LEN};
 use ofi::safe::{Addr, Channel, CmEvent, Op};
 use rustix::event::PollFlags;
 use std::collections::{HashMap, VecDeque};
@@ -272,28 +273,18 @@ impl<'a> Driver<'a> {
             let mut recvs = std::mem::take(&mut self.recvs);
             let mut lost = Vec::new();
             for (conn, r) in recvs.iter_mut().filter(|_| collected) {
-                let Some(res) = r.check() else { continue };
+                let conn = *conn;
+                // An MSG connection names its initiator.
+                let Some(again) = post::reap(ch, r, conn, |c, src| self.capsule(c, conn.or(src)))
+                else {
+                    continue;
+                };
                 work = true;
-                let buf = match res {
-                    Ok(d) => {
-                        let len = d.len.min(d.buf.len());
-                        for c in capsules(&d.buf[..len]) {
-                            // An MSG connection names its initiator.
-                            self.capsule(c, conn.or(d.src));
-                        }
-                        d.buf
-                    }
-                    Err(e) => e.buf.unwrap_or_else(|| vec![0u8; BATCH_BYTES]),
-                };
-                let again = match conn {
-                    Some(c) => ch.recv_on(buf, *c),
-                    None => ch.recv(buf),
-                };
                 match (again, conn) {
-                    (Ok(op), _) => *r = op,
+                    (Ok(()), _) => {}
                     // The connection is gone (its shutdown event follows).
-                    (Err(_), Some(c)) => lost.push(*c),
-                    (Err(e), None) => return Err(format!("reposting a receive: {}", e.error)),
+                    (Err(_), Some(c)) => lost.push(c),
+                    (Err(e), None) => return Err(format!("reposting a receive: {e}")),
                 }
             }
             if !lost.is_empty() {
@@ -757,27 +748,13 @@ impl<'a> Driver<'a> {
     /// Sends queued capsules, those in a row for the same peer in one
     /// message; true if any went.
     fn flush(&mut self) -> bool {
-        let mut any = false;
-        let mut b = Batch::default();
-        while let Some((addr, _)) = self.outbox.front() {
-            let addr = *addr;
-            b.clear();
-            for (a, c) in self.outbox.iter() {
-                if *a != addr || !b.push(c) {
-                    break;
-                }
-            }
-            match self.ch.inject(b.bytes(), addr) {
-                Ok(()) => any = true,
-                Err(e) if e.is_again() => {
-                    self.collected |= self.ch.poll().unwrap_or(0) > 0;
-                    return any;
-                }
-                Err(e) => warn!("target: sending a capsule: {e}"),
-            }
-            self.outbox.drain(..b.count());
+        let f = post::flush(self.ch, &mut self.outbox, |e| {
+            warn!("target: sending a capsule: {e}")
+        });
+        if f.again {
+            self.collected |= self.ch.poll().unwrap_or(0) > 0;
         }
-        any
+        f.sent
     }
 
     /// Drops what routes to `peer`; `all`: the peer itself too.

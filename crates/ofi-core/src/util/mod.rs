@@ -1,6 +1,7 @@
 //! Reusable parts providers share instead of re-implementing them: the
 //! completion queue, counters, address vectors, memory regions, receive
-//! matching, scatter-gather copies, wait objects, wait sets and poll sets.
+//! matching, scatter-gather copies, wait objects, wait sets, poll sets and
+//! the slab that keeps operations in flight.
 
 pub mod auth;
 pub mod av;
@@ -17,6 +18,7 @@ pub mod netif;
 pub mod peer;
 pub mod poll;
 pub mod rma;
+pub mod slab;
 pub mod trigger;
 pub mod wait;
 pub mod waitset;

@@ -5,6 +5,7 @@
 //! request by address and key.
 
 use crate::wire::{feature, Accept, Command, Op, Repr, Status, CAPSULE_LEN};
+use ofi_core::util::slab::Slab;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -94,9 +95,13 @@ struct Pending {
 #[derive(Debug)]
 pub struct InitiatorCore {
     state: State,
-    slots: Vec<Option<Pending>>,
+    /// The commands sent and not answered, under the low 16 bits of their
+    /// command id.
+    slots: Slab<Pending>,
+    /// Per slot key: the generation of its latest command (the id's high
+    /// 16 bits), so that an answer to an older command of the key is not
+    /// taken for the current one's.
     gens: Vec<u16>,
-    free: Vec<u16>,
     outstanding: u32,
     timeout: Duration,
     connect_deadline: Option<Instant>,
@@ -112,9 +117,8 @@ impl InitiatorCore {
     pub fn new(timeout: Duration) -> Self {
         InitiatorCore {
             state: State::Idle,
-            slots: Vec::new(),
+            slots: Slab::new(),
             gens: Vec::new(),
-            free: Vec::new(),
             outstanding: 0,
             timeout,
             connect_deadline: None,
@@ -215,23 +219,21 @@ impl InitiatorCore {
             State::Open(_) => return Err(SubmitError::NoCredit),
             _ => return Err(SubmitError::NotOpen),
         };
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None if self.slots.len() < u16::MAX as usize => {
-                self.slots.push(None);
-                self.gens.push(0);
-                (self.slots.len() - 1) as u16
-            }
-            None => return Err(SubmitError::NoCredit),
-        };
-        let i = idx as usize;
+        // Keys below u16::MAX only: a key is the low half of a command id.
+        let i = self.slots.vacant_key();
+        if i >= u16::MAX as usize {
+            return Err(SubmitError::NoCredit);
+        }
+        if i == self.gens.len() {
+            self.gens.push(0);
+        }
         self.gens[i] = self.gens[i].wrapping_add(1);
-        self.slots[i] = Some(Pending {
+        self.slots.insert(Pending {
             user,
             deadline: now + self.timeout,
         });
         self.outstanding += 1;
-        let cid = (self.gens[i] as u32) << 16 | idx as u32;
+        let cid = (self.gens[i] as u32) << 16 | i as u32;
         let mut flags = 0;
         if r.fua && matches!(r.op, Op::Write | Op::WriteZeroes) {
             flags |= crate::wire::flag::FUA;
@@ -323,15 +325,14 @@ impl InitiatorCore {
                 }
                 let idx = (cid & 0xffff) as usize;
                 let gen = (cid >> 16) as u16;
-                let ok = self.slots.get(idx).is_some_and(Option::is_some) && self.gens[idx] == gen;
+                let ok = self.slots.contains(idx) && self.gens[idx] == gen;
                 if !ok {
                     return self.fail(
                         format!("completion of unknown command {cid:#x}"),
                         Status::Disconnected,
                     );
                 }
-                if let Some(p) = self.slots[idx].take() {
-                    self.free.push(idx as u16);
+                if let Some(p) = self.slots.remove(idx) {
                     self.outstanding -= 1;
                     self.events.push_back(Event::Done {
                         user: p.user,
@@ -361,22 +362,20 @@ impl InitiatorCore {
         }
         self.state = State::Closed;
         self.connect_deadline = None;
-        for (i, s) in self.slots.iter_mut().enumerate() {
-            if let Some(p) = s.take() {
-                self.free.push(i as u16);
-                self.events.push_back(Event::Done {
-                    user: p.user,
-                    status,
-                });
-            }
-        }
+        self.slots.retain(|_, p| {
+            self.events.push_back(Event::Done {
+                user: p.user,
+                status,
+            });
+            false
+        });
         self.outstanding = 0;
         self.events.push_back(Event::Failed { reason });
     }
 
     /// The earliest deadline, if anything is pending.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let cmds = self.slots.iter().flatten().map(|p| p.deadline).min();
+        let cmds = self.slots.iter().map(|(_, p)| p.deadline).min();
         match (cmds, self.connect_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

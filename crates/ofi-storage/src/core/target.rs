@@ -13,6 +13,7 @@
 //! the core drop the session ([`Action::Disconnect`] with the reason).
 
 use crate::wire::{feature, Accept, Command, Op, Repr, Status, CAPSULE_LEN};
+use ofi_core::util::slab::Slab;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// A peer as the driver names it (one per control session; never reused).
@@ -228,8 +229,8 @@ pub struct TargetCore {
     credits_free: u32,
     free_slots: Vec<u32>,
     wait_slot: VecDeque<u32>,
-    ops: Vec<Option<Running>>,
-    free_ops: Vec<u32>,
+    /// The commands running, under their [`OpId`].
+    ops: Slab<Running>,
     actions: VecDeque<Action>,
     shutting_down: bool,
 }
@@ -253,8 +254,7 @@ impl TargetCore {
             sessions: HashMap::new(),
             next_session: 1,
             wait_slot: VecDeque::new(),
-            ops: Vec::new(),
-            free_ops: Vec::new(),
+            ops: Slab::new(),
             actions: VecDeque::new(),
             shutting_down: false,
         }
@@ -282,7 +282,7 @@ impl TargetCore {
 
     /// Commands running (including those of closed sessions).
     pub fn running(&self) -> usize {
-        self.ops.len() - self.free_ops.len()
+        self.ops.len()
     }
 
     /// Staging slots in use.
@@ -488,20 +488,11 @@ impl TargetCore {
     }
 
     fn insert(&mut self, r: Running) -> u32 {
-        match self.free_ops.pop() {
-            Some(i) => {
-                self.ops[i as usize] = Some(r);
-                i
-            }
-            None => {
-                self.ops.push(Some(r));
-                (self.ops.len() - 1) as u32
-            }
-        }
+        self.ops.insert(r) as u32
     }
 
     fn set_stage(&mut self, id: u32, st: Stage) {
-        if let Some(Some(r)) = self.ops.get_mut(id as usize) {
+        if let Some(r) = self.ops.get_mut(id as usize) {
             r.stage = st;
         }
     }
@@ -516,7 +507,7 @@ impl TargetCore {
             let Some(id) = self.wait_slot.pop_front() else {
                 return;
             };
-            let Some(Some(r)) = self.ops.get_mut(id as usize) else {
+            let Some(r) = self.ops.get_mut(id as usize) else {
                 continue;
             };
             if r.stage != Stage::WaitSlot {
@@ -555,7 +546,7 @@ impl TargetCore {
     /// An RMA started by [`Action::RmaRead`] / [`Action::RmaWrite`] ended
     /// (`Err`: the fabric's error number).
     pub fn rma_done(&mut self, op: OpId, res: Result<(), i32>) {
-        let Some(Some(r)) = self.ops.get_mut(op.0 as usize) else {
+        let Some(r) = self.ops.get_mut(op.0 as usize) else {
             return;
         };
         let (stage, c, slot, orphan) = (r.stage, r.cmd, r.slot, r.orphan);
@@ -594,7 +585,7 @@ impl TargetCore {
 
     /// Backing-store work started by [`Action::Io`] ended.
     pub fn io_done(&mut self, op: OpId, res: Result<(), Status>) {
-        let Some(Some(r)) = self.ops.get_mut(op.0 as usize) else {
+        let Some(r) = self.ops.get_mut(op.0 as usize) else {
             return;
         };
         if r.orphan {
@@ -628,10 +619,9 @@ impl TargetCore {
 
     /// Ends a running op: frees its slot, answers (`Some`) unless orphaned.
     fn finish(&mut self, id: u32, status: Option<Status>) {
-        let Some(r) = self.ops.get_mut(id as usize).and_then(Option::take) else {
+        let Some(r) = self.ops.remove(id as usize) else {
             return;
         };
-        self.free_ops.push(id);
         if let Some(slot) = r.slot {
             self.free_slots.push(slot);
         }
@@ -680,20 +670,18 @@ impl TargetCore {
         s.state = SessState::Closed;
         s.cids.clear();
         let mut dropped = 0;
-        for (i, slot) in self.ops.iter_mut().enumerate() {
-            if let Some(r) = slot {
-                if r.peer == peer {
-                    if r.stage == Stage::WaitSlot {
-                        // No action of the driver refers to it.
-                        *slot = None;
-                        self.free_ops.push(i as u32);
-                        dropped += 1;
-                    } else {
-                        r.orphan = true;
-                    }
-                }
+        self.ops.retain(|_, r| {
+            if r.peer != peer {
+                return true;
             }
-        }
+            if r.stage == Stage::WaitSlot {
+                // No action of the driver refers to it.
+                dropped += 1;
+                return false;
+            }
+            r.orphan = true;
+            true
+        });
         if let Some(s) = self.sessions.get_mut(&peer) {
             s.running = s.running.saturating_sub(dropped);
             if s.running == 0 {

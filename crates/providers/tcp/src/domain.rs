@@ -3,9 +3,9 @@
 //! domain: a CQ, counter or EQ call on any endpoint drives every endpoint of
 //! its domain, so a sender that only waits on its peer's queue still sends.
 
-use crate::sys::Poller;
 use ofi_core::error::{Error, Result};
 use ofi_core::util::lock::SpinLock;
+use ofi_prov_inet::poller::Poller;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};

@@ -3,11 +3,13 @@
 //! are executed by the target against its registered regions, in the order
 //! requests arrive on a connection ([`MSG_ORDER`]).
 //!
-//! Work in progress: discovery (one fabric per interface subnet, as
-//! libfabric's tcp provider offers them) and addressing are here; the
-//! endpoints are built on the sans-IO protocol core in `ofi-proto`. The
-//! provider is not registered with the `ofi` facade until its endpoints
-//! pass the conformance suite.
+//! Offers: one fabric per interface subnet (as libfabric's tcp provider
+//! offers them), RDM and MSG on each, non-loopback first. The endpoints run
+//! the sans-IO protocol core of `ofi_proto::tcp`; what they share with
+//! udp's (socket addresses, the interface walk, the provider, fabric and
+//! domain objects, the core's driver half) is `ofi-prov-inet`'s. The `ofi`
+//! facade registers the provider ([`register`]), and the conformance suite
+//! runs against its offers.
 
 #![deny(unsafe_code)]
 
@@ -24,14 +26,13 @@ use ofi_core::config::Tunable;
 use ofi_core::consts::*;
 use ofi_core::error::{Error, Result};
 use ofi_core::info::*;
-use ofi_core::provider::{
-    AddrOps, DomainOps, EndpointOps, FabricOps, GetinfoRequest, PassiveEndpointOps, Provider,
-};
+use ofi_core::provider::{EndpointOps, GetinfoRequest, PassiveEndpointOps};
 pub use ofi_prov_inet::addr;
-use ofi_prov_inet::offers::Walk;
+use ofi_prov_inet::offers::{iface, Place, Walk};
+use ofi_prov_inet::provider::{Domain, Inet, InetProvider};
+use ofi_prov_inet::tcp_core::attrs;
 pub use ofi_prov_inet::tcp_core::one_sided::ATOMIC_MAX_BYTES;
 pub use ofi_prov_inet::tcp_core::{INJECT_SIZE, IOV_LIMIT, RMA_IOV_LIMIT};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,126 +110,73 @@ impl TcpConfig {
     }
 }
 
-/// The tcp provider.
-#[derive(Debug, Default)]
-pub struct TcpProvider;
+/// The tcp provider, as the core's registry holds it.
+pub type TcpProvider = InetProvider<Tcp>;
 
-impl Provider for TcpProvider {
-    fn name(&self) -> &str {
-        NAME
+/// What makes the tcp provider (see [`TcpProvider`]).
+#[derive(Debug)]
+pub struct Tcp;
+
+impl Inet for Tcp {
+    const NAME: &'static str = NAME;
+    const VERSION: u32 = VERSION;
+    const PRIORITY: i32 = 50;
+    type Config = TcpConfig;
+    type Shared = domain::Shared;
+
+    fn config() -> Result<TcpConfig> {
+        TcpConfig::from_env()
     }
-    fn version(&self) -> u32 {
-        VERSION
+    fn context_sizes(cfg: &TcpConfig) -> (usize, usize) {
+        (cfg.tx_size, cfg.rx_size)
     }
-    fn getinfo(&self, req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
-        let cfg = TcpConfig::from_env()?;
-        let mut v = offers(req)?;
-        for o in v.iter_mut() {
-            o.tx_attr.size = cfg.tx_size;
-            o.rx_attr.size = cfg.rx_size;
-        }
-        Ok(v)
-    }
-    fn fabric(&self, _attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {
-        Ok(Arc::new(TcpFabric {
-            cfg: TcpConfig::from_env()?,
-        }))
-    }
-    fn tunables(&self) -> Vec<Tunable> {
+    fn tunables() -> Vec<Tunable> {
         tunables()
     }
-}
-
-struct TcpFabric {
-    cfg: TcpConfig,
-}
-
-impl FabricOps for TcpFabric {
-    fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>> {
-        if info.provider() != NAME {
-            return Err(Error::new(
-                ofi_core::error::errno::FI_EDOMAIN,
-                format!("info is for provider '{}', not tcp", info.provider()),
-            ));
-        }
-        let shared = domain::Shared::new(self.cfg.poll_recv)?;
-        if info.domain_attr.data_progress == progress::FI_PROGRESS_AUTO {
-            shared.start_auto_progress()?;
-        }
-        Ok(Arc::new(TcpDomain {
-            cfg: self.cfg,
-            shared,
-            key: ofi_core::util::auth::AuthKey::new(
-                info.domain_attr.auth_key.as_deref().unwrap_or(&[]),
-            )?,
-        }))
+    fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
+        offers(req)
     }
-    fn passive_ep(&self, info: &Info) -> Result<Arc<dyn PassiveEndpointOps>> {
-        Ok(Arc::new(pep::TcpPep::open(self.cfg, info)?))
+    fn open_shared(cfg: &TcpConfig) -> Result<Arc<domain::Shared>> {
+        domain::Shared::new(cfg.poll_recv)
     }
-}
-
-struct TcpDomain {
-    cfg: TcpConfig,
-    shared: Arc<domain::Shared>,
-    /// The domain's auth key: its endpoints' default.
-    key: Option<ofi_core::util::auth::AuthKey>,
-}
-
-impl DomainOps for TcpDomain {
-    fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
+    fn start_auto_progress(shared: &Arc<domain::Shared>) -> Result<()> {
+        shared.start_auto_progress()
+    }
+    fn endpoint(d: &Domain<Tcp>, info: &Info) -> Result<Arc<dyn EndpointOps>> {
+        let (cfg, shared) = (d.cfg, d.shared.clone());
         match info.ep_attr.ep_type {
-            ep_type::FI_EP_MSG => {
-                let key = auth::endpoint_key(info, &self.key)?;
-                let ep = Arc::new(msg::TcpMsgEp::open(
-                    self.cfg,
-                    info,
-                    self.shared.clone(),
-                    key,
-                )?);
-                let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
-                self.shared.join(weak);
-                Ok(ep)
-            }
-            ep_type::FI_EP_RDM => {
-                let key = auth::endpoint_key(info, &self.key)?;
-                let ep = Arc::new(rdm::TcpRdmEp::open(
-                    self.cfg,
-                    info,
-                    self.shared.clone(),
-                    key,
-                )?);
-                let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
-                self.shared.join(weak);
-                Ok(ep)
-            }
+            ep_type::FI_EP_MSG => Ok(joined(
+                d,
+                msg::TcpMsgEp::open(cfg, info, shared, d.key(info)?)?,
+            )),
+            ep_type::FI_EP_RDM => Ok(joined(
+                d,
+                rdm::TcpRdmEp::open(cfg, info, shared, d.key(info)?)?,
+            )),
             t => Err(Error::nosys(format!(
                 "tcp: endpoint type {t} is not supported (FI_EP_MSG and FI_EP_RDM are)"
             ))),
         }
     }
-    fn addr_ops(&self) -> Arc<dyn AddrOps> {
-        Arc::new(addr::SockAddrOps)
+    fn passive_ep(cfg: &TcpConfig, info: &Info) -> Result<Arc<dyn PassiveEndpointOps>> {
+        Ok(Arc::new(pep::TcpPep::open(*cfg, info)?))
     }
-    fn query_atomic(
-        &self,
-        kind: ofi_core::util::atomic::AtomicKind,
-        op: u32,
-        datatype: u32,
-    ) -> Result<usize> {
-        ofi_prov_inet::tcp_core::one_sided::query_atomic(kind, op, datatype)
-    }
+}
+
+/// Endpoint `ep`, made a member of domain `d` (driven by its progress).
+fn joined<E: domain::Member + EndpointOps + 'static>(
+    d: &Domain<Tcp>,
+    ep: E,
+) -> Arc<dyn EndpointOps> {
+    let ep = Arc::new(ep);
+    d.shared
+        .join(Arc::downgrade(&ep) as std::sync::Weak<dyn domain::Member>);
+    ep
 }
 
 /// Registers tcp with the core (idempotent).
 pub fn register() -> Result<()> {
-    if ofi_core::registry::is_registered(NAME) {
-        return Ok(());
-    }
-    match ofi_core::registry::register(Arc::new(TcpProvider), 50) {
-        Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
-        r => r,
-    }
+    ofi_prov_inet::provider::register::<Tcp>()
 }
 
 /// Provider name.
@@ -253,137 +201,33 @@ pub fn tunables() -> Vec<Tunable> {
     ]
 }
 
-/// The ordering that holds between two operations on one connection. The
-/// target executes requests in stream order: a WRITE's data is placed, an
-/// atomic applied and a READ's data captured before the next frame is read,
-/// and a message is matched when it arrives; so reads and writes are
-/// ordered among themselves (RAR, RAW, WAR, WAW) and sends after them
-/// (SAR, SAW), and sends among themselves (SAS). Writes and reads after a
-/// send are not ordered (no WAS, RAS): a send that waits for a receive as
-/// unexpected, or whose data follows its rendezvous, lands after them.
-pub const MSG_ORDER: u64 = order::FI_ORDER_RAR
-    | order::FI_ORDER_RAW
-    | order::FI_ORDER_WAR
-    | order::FI_ORDER_WAW
-    | order::FI_ORDER_SAR
-    | order::FI_ORDER_SAW
-    | order::FI_ORDER_SAS;
+/// The ordering that holds between two operations on one connection (see
+/// `ofi_prov_inet::tcp_core::attrs::MSG_ORDER`).
+pub const MSG_ORDER: u64 = attrs::MSG_ORDER;
 
-fn base_offer(ep: u32, sa: &SocketAddr, fabric: &str, domain: &str) -> Info {
+/// The offer of an endpoint of type `ep` (RDM or MSG) at place `p`.
+fn base_offer(ep: u32, p: &Place) -> Info {
     let rdm = ep == ep_type::FI_EP_RDM;
-    let one_sided = FI_RMA
-        | FI_ATOMIC
-        | FI_READ
-        | FI_WRITE
-        | FI_REMOTE_READ
-        | FI_REMOTE_WRITE
-        | FI_RMA_EVENT
-        | FI_RMA_PMEM
-        | FI_TRIGGER
-        | FI_FENCE;
-    let mut caps =
-        FI_MSG | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | one_sided;
-    if rdm {
-        caps |= FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
-    }
-    Info {
-        caps,
-        addr_format: addr::format_of(sa),
-        src_addr: Some(addr::encode(sa)),
-        tx_attr: TxAttr {
-            caps: caps
-                & (FI_MSG
-                    | FI_TAGGED
-                    | FI_SEND
-                    | FI_RMA
-                    | FI_ATOMIC
-                    | FI_READ
-                    | FI_WRITE
-                    | FI_TRIGGER
-                    | FI_FENCE),
-            op_flags: FI_INJECT_COMPLETE,
-            msg_order: MSG_ORDER,
-            comp_order: order::FI_ORDER_NONE,
-            inject_size: INJECT_SIZE,
-            size: 1024,
-            iov_limit: IOV_LIMIT,
-            rma_iov_limit: RMA_IOV_LIMIT,
-            ..Default::default()
+    let mut o = p.offer(NAME, VERSION);
+    attrs::fill(
+        &mut o,
+        if rdm {
+            attrs::RDM_CAPS
+        } else {
+            attrs::MSG_CAPS
         },
-        rx_attr: RxAttr {
-            caps: caps
-                & (FI_MSG
-                    | FI_TAGGED
-                    | FI_RECV
-                    | FI_MULTI_RECV
-                    | FI_SOURCE
-                    | FI_DIRECTED_RECV
-                    | FI_RMA
-                    | FI_ATOMIC
-                    | FI_REMOTE_READ
-                    | FI_REMOTE_WRITE
-                    | FI_RMA_EVENT),
-            msg_order: MSG_ORDER,
-            comp_order: order::FI_ORDER_NONE,
-            size: 1024,
-            iov_limit: IOV_LIMIT,
-            ..Default::default()
-        },
-        ep_attr: EpAttr {
-            ep_type: ep,
-            protocol: protocol::FI_PROTO_SOCK_TCP,
-            protocol_version: 1,
-            max_msg_size: usize::MAX >> 1,
-            max_order_raw_size: usize::MAX >> 1,
-            max_order_war_size: usize::MAX >> 1,
-            max_order_waw_size: usize::MAX >> 1,
-            mem_tag_format: if rdm { 0xaaaa_aaaa_aaaa_aaaa } else { 0 },
-            tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
-            ..Default::default()
-        },
-        domain_attr: DomainAttr {
-            name: Some(domain.to_string()),
-            threading: threading::FI_THREAD_SAFE,
-            control_progress: progress::FI_PROGRESS_MANUAL,
-            data_progress: progress::FI_PROGRESS_MANUAL,
-            resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-            av_type: av_type::FI_AV_UNSPEC,
-            mr_mode: mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED,
-            mr_key_size: 8,
-            cq_data_size: 8,
-            cq_cnt: 256,
-            ep_cnt: 8192,
-            tx_ctx_cnt: 8192,
-            rx_ctx_cnt: 8192,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            cntr_cnt: 1024,
-            mr_iov_limit: IOV_LIMIT,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
-            mr_cnt: 65536,
-            ..Default::default()
-        },
-        fabric_attr: FabricAttr {
-            name: Some(fabric.to_string()),
-            prov_name: Some(NAME.into()),
-            prov_version: VERSION,
-            api_version: FI_VERSION_CURRENT,
-        },
-        ..Default::default()
-    }
+    );
+    o.ep_attr.ep_type = ep;
+    o.ep_attr.protocol = protocol::FI_PROTO_SOCK_TCP;
+    o.ep_attr.mem_tag_format = if rdm { 0xaaaa_aaaa_aaaa_aaaa } else { 0 };
+    o
 }
 
 /// The offers for a request: RDM and MSG on every interface subnet whose
 /// address family fits, best first (non-loopback before loopback); with a
 /// destination node, only subnets that can reach it.
 pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
-    let iface = tunables()
-        .into_iter()
-        .find(|t| t.name == "iface")
-        .map(|t| t.get_str())
-        .unwrap_or_default();
-    offers_on(req, iface.trim())
+    offers_on(req, &iface(tunables()))
 }
 
 /// [`offers`] restricted to the interface named `iface` (FI_TCP_IFACE;
@@ -397,7 +241,7 @@ fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
     walk.offers(req, |p| {
         [ep_type::FI_EP_RDM, ep_type::FI_EP_MSG]
             .into_iter()
-            .map(|ep| base_offer(ep, &p.bind, &p.fabric, &p.domain))
+            .map(|ep| base_offer(ep, p))
             .collect()
     })
 }

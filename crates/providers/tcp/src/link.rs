@@ -12,6 +12,7 @@ use ofi_core::object::{EpBindings, SendOp};
 use ofi_core::util::iov::{copy_from_iov, copy_to_iov};
 use ofi_core::util::peer::Cause;
 use ofi_proto::tcp::{Ack, Conn, Rx, SendReq, State, Target, FAST_MAX};
+use ofi_prov_inet::poller::Poller;
 use ofi_prov_inet::tcp_core::sends::Sends;
 use ofi_wire::tcp::HDR_LEN;
 use std::io;
@@ -149,10 +150,13 @@ impl Link {
         };
         let selective = b.tx_selective;
         let register = || {
-            // SAFETY: forwarded from this function's contract.
+            // SAFETY: our caller keeps `op`'s ranges readable for this call,
+            // and until the send completes unless FI_INJECT (which start
+            // copies here): start's contract.
             unsafe { sends.start(op, selective, INJECT_SIZE) }.map_or(0, |r| r.context)
         };
-        // SAFETY: forwarded from this function's contract.
+        // SAFETY: `bare` holds `op`'s ranges, which our caller keeps
+        // readable for this call: send_now's contract.
         let fast = unsafe { self.send_now(&bare, register) };
         if fast == Fast::Sent {
             Sends::complete_now(b, op);
@@ -370,7 +374,7 @@ impl Link {
     /// nobody sleeps on the poller; whoever is about to sleep puts it back
     /// first (the domain's `arm`), and epoll then reports what arrived
     /// meanwhile. A system call only when the state changes.
-    pub fn keep_watched(&mut self, poller: &crate::sys::Poller, key: u64, watched: bool) {
+    pub fn keep_watched(&mut self, poller: &Poller, key: u64, watched: bool) {
         if watched == self.watched {
             return;
         }
@@ -393,7 +397,7 @@ impl Link {
 
     /// Keeps the poller's interest in writability in step with the link:
     /// a syscall only when it changes (links are added watching both ways).
-    pub fn sync_interest(&mut self, poller: &crate::sys::Poller, key: u64) {
+    pub fn sync_interest(&mut self, poller: &Poller, key: u64) {
         if !self.watched {
             return;
         }

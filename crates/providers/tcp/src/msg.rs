@@ -392,7 +392,9 @@ impl EndpointOps for TcpMsgEp {
         let fast = if more {
             Fast::Queue
         } else {
-            // SAFETY: forwarded from post_send's contract.
+            // SAFETY: post_send's caller keeps `op`'s ranges readable for
+            // this call, and until the send completes unless FI_INJECT:
+            // send_fast's contract.
             unsafe { link.send_fast(sends, b, op, ack) }
         };
         match fast {
@@ -404,7 +406,9 @@ impl EndpointOps for TcpMsgEp {
             Fast::Queue => {}
         }
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_send's contract.
+        // SAFETY: post_send's caller keeps `op`'s ranges readable for this
+        // call, and until the send completes unless FI_INJECT (which start
+        // copies here): start's contract.
         let mut req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
         req.ack = ack;
         req.fence = op.flags & FI_FENCE != 0;
@@ -422,14 +426,17 @@ impl EndpointOps for TcpMsgEp {
     unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
         let mut g = self.connected_for("RMA")?;
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_rma's contract.
+        // SAFETY: post_rma's caller keeps the local ranges valid until the
+        // request completes (with FI_INJECT, for this call, and start_rma
+        // copies them): start_rma's contract.
         let req = unsafe { g.ops.start_rma(op, selective)? };
         self.queue_one_sided(&mut g, req, op.flags & FI_MORE != 0)
     }
     unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
         let mut g = self.connected_for("atomic")?;
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_atomic's contract.
+        // SAFETY: post_atomic's caller keeps operand, compare and result
+        // memory valid until the atomic completes: start_atomic's contract.
         let req = unsafe { g.ops.start_atomic(op, selective)? };
         self.queue_one_sided(&mut g, req, op.flags & FI_MORE != 0)
     }

@@ -4,7 +4,7 @@
 
 use crate::gate::{Accepting, Dropped, Gate};
 use crate::link::Link;
-use crate::sys::{Poller, Socket};
+use crate::sys::Socket;
 use crate::TcpConfig;
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
@@ -13,6 +13,7 @@ use ofi_core::provider::{PassiveEndpointOps, Progress};
 use ofi_core::util::eq::{EqCore, EqEvent};
 use ofi_core::util::lock::SpinLock;
 use ofi_proto::tcp::{Conn, Event, Rx};
+use ofi_prov_inet::poller::Poller;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};

@@ -942,7 +942,9 @@ impl EndpointOps for TcpRdmEp {
             peers, sends, b, ..
         } = &mut *g;
         if let Some(p) = peers.get_mut(&id).filter(|_| !more) {
-            // SAFETY: forwarded from post_send's contract.
+            // SAFETY: post_send's caller keeps `op`'s ranges readable for
+            // this call, and until the send completes unless FI_INJECT:
+            // send_fast's contract.
             match unsafe { p.link.send_fast(sends, b, op, ack) } {
                 Fast::Sent => return Ok(()),
                 Fast::Staged => {
@@ -953,7 +955,9 @@ impl EndpointOps for TcpRdmEp {
             }
         }
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_send's contract.
+        // SAFETY: post_send's caller keeps `op`'s ranges readable for this
+        // call, and until the send completes unless FI_INJECT (which start
+        // copies here): start's contract.
         let mut req = unsafe { g.sends.start(op, selective, INJECT_SIZE)? };
         req.ack = ack;
         req.fence = op.flags & FI_FENCE != 0;
@@ -981,7 +985,9 @@ impl EndpointOps for TcpRdmEp {
         let mut g = self.inner.lock();
         let id = self.link_for(&mut g, op.addr)?;
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_rma's contract.
+        // SAFETY: post_rma's caller keeps the local ranges valid until the
+        // request completes (with FI_INJECT, for this call, and start_rma
+        // copies them): start_rma's contract.
         let req = unsafe { g.ops.start_rma(op, selective)? };
         self.queue_one_sided(&mut g, id, req, op.flags & FI_MORE != 0)
     }
@@ -995,7 +1001,8 @@ impl EndpointOps for TcpRdmEp {
         let mut g = self.inner.lock();
         let id = self.link_for(&mut g, op.addr)?;
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_atomic's contract.
+        // SAFETY: post_atomic's caller keeps operand, compare and result
+        // memory valid until the atomic completes: start_atomic's contract.
         let req = unsafe { g.ops.start_atomic(op, selective)? };
         self.queue_one_sided(&mut g, id, req, op.flags & FI_MORE != 0)
     }

@@ -1,10 +1,10 @@
-//! The tcp provider's system calls: nonblocking sockets, scatter-gather
-//! reads into receive buffers and writes from send buffers, and an epoll set
-//! per endpoint.
+//! The tcp provider's system calls: nonblocking sockets, and scatter-gather
+//! reads into receive buffers and writes from send buffers (the epoll set
+//! is `ofi_prov_inet::poller`'s).
 //!
 //! Socket set-up (creation, options, bind, listen, connect, accept,
-//! addresses) goes through socket2; the data path (send, recv, sendmsg),
-//! the connect check (poll, SO_ERROR) and epoll through rustix, whose raw
+//! addresses) goes through socket2; the data path (send, recv, sendmsg)
+//! and the connect check (poll, SO_ERROR) through rustix, whose raw
 //! system calls skip libc and its `errno`. The `unsafe` left turns the raw
 //! layer's send ranges (iov addresses the caller vouches for: they stay
 //! valid until their operation completes) into slices, and hands receive
@@ -14,7 +14,6 @@
 
 use ofi_core::util::iov::IoVec;
 use ofi_proto::tcp::TxSlice;
-use rustix::event::epoll;
 use rustix::io::Errno;
 use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags};
 use socket2::{Domain, SockAddr, TcpKeepalive, Type};
@@ -300,91 +299,3 @@ pub const SMALL_SEND: usize = 256;
 
 /// Most ranges one `readv` or `sendmsg` passes (the rest go in the next).
 pub const MAX_IOV: usize = 64;
-
-/// An epoll set: readiness of an endpoint's sockets, also its wait fd.
-#[derive(Debug)]
-pub struct Poller(std::os::fd::OwnedFd);
-
-/// What every watched socket is watched for, and writability on request.
-fn interest(out: bool) -> epoll::EventFlags {
-    let base = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
-    if out {
-        base | epoll::EventFlags::OUT
-    } else {
-        base
-    }
-}
-
-/// An empty event (a buffer slot for `epoll_wait`).
-const NO_EVENT: epoll::Event = epoll::Event {
-    flags: epoll::EventFlags::empty(),
-    data: epoll::EventData::new_u64(0),
-};
-
-/// A timeout of `ms` milliseconds (0: return at once).
-fn millis(ms: i32) -> rustix::event::Timespec {
-    let ms = i64::from(ms.max(0));
-    rustix::event::Timespec {
-        tv_sec: ms / 1000,
-        tv_nsec: (ms % 1000) * 1_000_000,
-    }
-}
-
-impl Poller {
-    /// A new epoll set.
-    pub fn new() -> io::Result<Poller> {
-        Ok(Poller(epoll::create(epoll::CreateFlags::CLOEXEC)?))
-    }
-
-    /// Watches `fd` for readability (and writability with `out`), tagged `key`.
-    pub fn add(&self, fd: impl AsFd, key: u64, out: bool) -> io::Result<()> {
-        Ok(epoll::add(
-            &self.0,
-            fd,
-            epoll::EventData::new_u64(key),
-            interest(out),
-        )?)
-    }
-
-    /// Changes the interest of `fd`.
-    pub fn modify(&self, fd: impl AsFd, key: u64, out: bool) -> io::Result<()> {
-        Ok(epoll::modify(
-            &self.0,
-            fd,
-            epoll::EventData::new_u64(key),
-            interest(out),
-        )?)
-    }
-
-    /// Stops watching `fd` (one not watched is no error).
-    pub fn remove(&self, fd: impl AsFd) {
-        let _ = epoll::delete(&self.0, fd);
-    }
-
-    /// Keys of ready descriptors, without waiting.
-    pub fn ready(&self, out: &mut Vec<u64>) -> io::Result<()> {
-        let mut evs = [NO_EVENT; 64];
-        let n = epoll::wait(&self.0, &mut evs[..], Some(&millis(0)))?;
-        out.extend(evs[..n].iter().map(|e| e.data.u64()));
-        Ok(())
-    }
-
-    /// True when a watched socket is ready now (errors count as ready, so
-    /// the caller drives and finds out).
-    pub fn any_ready(&self) -> bool {
-        let mut ev = [NO_EVENT; 1];
-        epoll::wait(&self.0, &mut ev[..], Some(&millis(0))) != Ok(0)
-    }
-
-    /// Waits up to `ms` milliseconds for a watched socket to become ready.
-    pub fn wait(&self, ms: i32) {
-        let mut ev = [NO_EVENT; 1];
-        // The result only says whether to poll: the caller polls anyway.
-        let _ = epoll::wait(&self.0, &mut ev[..], Some(&millis(ms)));
-    }
-
-    /// The epoll descriptor (readable when a watched socket is ready).
-    pub fn fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-}

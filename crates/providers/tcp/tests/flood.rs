@@ -126,7 +126,8 @@ fn a_flooding_peer_does_not_stall_another_peers_ping_pong() {
             "ping",
         );
         assert!(e_in == ping, "round {i}: ping data");
-        // SAFETY: as above.
+        // SAFETY: pong outlives the send, awaited below; it is not touched
+        // until then.
         unsafe { e.ep.tsend(pong.as_ptr(), BIG, e_to_b, PONG, 0x11) }.unwrap();
         let left = BOUND.saturating_sub(t0.elapsed());
         ok(
@@ -151,7 +152,7 @@ fn a_flooding_peer_does_not_stall_another_peers_ping_pong() {
     // B's unexpected messages arrive whole and in order.
     let mut got = vec![0u8; LEFT_LEN];
     for (i, want) in lefts.iter().enumerate() {
-        // SAFETY: as above.
+        // SAFETY: got outlives the receive, awaited below before it is read.
         unsafe {
             e.ep.trecv(got.as_mut_ptr(), LEFT_LEN, FI_ADDR_UNSPEC, LEFT, 0, 0x30)
         }

@@ -161,7 +161,7 @@ fn role_victim() {
             ok(*d, "echo receive");
             let out = buf;
             r.ep.tinject(&out, peer, PING).expect("echo");
-            // SAFETY: as above.
+            // SAFETY: buf lives until the process exits; its previous receive completed.
             unsafe { r.ep.trecv(buf.as_mut_ptr(), 8, FI_ADDR_UNSPEC, PING, 0, 1) }.expect("trecv");
         }
     }

@@ -842,7 +842,7 @@ fn hello_claiming_another_peers_address_does_not_hijack_it() {
         ),
         "first send",
     );
-    // SAFETY: as above.
+    // SAFETY: b outlives the receive, awaited below.
     unsafe {
         p.e.ep
             .recv(b.as_mut_ptr(), 64, FI_ADDR_UNSPEC, 0x52)

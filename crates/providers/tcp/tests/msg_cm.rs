@@ -113,12 +113,12 @@ fn connect_accept_transfer_shutdown() {
         assert!(rx == tx, "data of size {size}");
         // And back, unexpected this time (send first).
         let mut back = vec![0u8; size];
-        // SAFETY: as above.
+        // SAFETY: tx outlives the send, awaited below.
         unsafe {
             server.send(tx.as_ptr(), tx.len(), 0, 300 + i).unwrap();
         }
         std::thread::sleep(Duration::from_millis(5));
-        // SAFETY: as above.
+        // SAFETY: back outlives the receive, awaited below.
         unsafe {
             client
                 .recv(back.as_mut_ptr(), back.len(), FI_ADDR_UNSPEC, 400 + i)

@@ -80,7 +80,8 @@ fn role_sink() {
             let i = e.op_context;
             let seq = check_stamp(&bufs[i], e.len).unwrap_or_else(|m| panic!("sink: {m}"));
             tell(&format!("GOT {seq} {}", e.len));
-            // SAFETY: as above.
+            // SAFETY: bufs outlive the receives (never freed while the process runs);
+            // buffer i is free again (its receive completed).
             unsafe { r.ep.recv(bufs[i].as_mut_ptr(), BIG, FI_ADDR_UNSPEC, i) }.expect("repost");
         }
     }

@@ -100,7 +100,8 @@ fn crossing(dup_on_loser: bool) {
     // Both fi_addrs send, and directed receives from either match.
     for (i, (from, to)) in [(a1, a2), (a2, a1)].into_iter().enumerate() {
         let k = 0x100 * (i + 1);
-        // SAFETY: as above.
+        // SAFETY: in_d, in_s and out outlive these operations (each is awaited below,
+        // before the next round).
         unsafe {
             d.r.ep
                 .recv(in_d[1 + i].as_mut_ptr(), 8, from, k + 1)
@@ -169,7 +170,7 @@ fn reply_to_an_unknown_peer(client_lower: bool) {
     done(&mut s, client, 1, "first message from a peer not in the AV");
     done(&mut c, server, 2, "first send");
     let to_client = server.av.insert_one(&client.ep.getname().unwrap()).unwrap();
-    // SAFETY: as above.
+    // SAFETY: got and out outlive these operations (each is awaited below).
     unsafe {
         c.r.ep
             .recv(got[1].as_mut_ptr(), 8, FI_ADDR_UNSPEC, 3)

@@ -93,7 +93,8 @@ fn epoll_polling_moves_every_size_both_ways() {
             wait(&b, &a, &[10]);
             wait(&a, &b, &[11]);
             assert!(rx == tx, "a→b {size} B arrived changed");
-            // SAFETY: as above.
+            // SAFETY: back and rx outlive the operations, which complete before the next
+            // round.
             unsafe {
                 a.ep.recv(back.as_mut_ptr(), size, FI_ADDR_UNSPEC, 20)
                     .unwrap();

@@ -96,7 +96,7 @@ fn sleeping_after_busy_polling_still_wakes_on_arrival() {
                 t.elapsed()
             });
             std::thread::sleep(Duration::from_millis(40));
-            // SAFETY: as above.
+            // SAFETY: msg outlives the send, awaited by spin_for below.
             unsafe { a.ep.send(msg.as_ptr(), 8, fb, 4).unwrap() };
             spin_for(&a, None, 4);
             let took = sleeper.join().expect("sleeper panicked");
@@ -142,7 +142,7 @@ fn a_reader_does_not_disarm_a_sleeper_on_the_wait_fd() {
                 }
             }
             std::thread::sleep(Duration::from_millis(30));
-            // SAFETY: as above.
+            // SAFETY: msg outlives the send, awaited by spin_for below.
             unsafe { a.ep.send(msg.as_ptr(), 8, fb, 4).unwrap() };
             spin_for(&a, None, 4);
             assert!(

@@ -698,7 +698,7 @@ fn counters_and_region_events(ep_type: u32) {
     .unwrap();
     let e = p.ok(30, "atomic");
     assert_eq!(e.flags, FI_ATOMIC | FI_WRITE);
-    // SAFETY: as above.
+    // SAFETY: one and r outlive the completion, waited for at once.
     unsafe {
         p.a.ep.fetch_atomic(
             one.as_ptr(),
@@ -781,7 +781,7 @@ fn atomics(ep_type: u32) {
     for (ctx, cmp, want_res, want_mem) in [(2usize, 42u64, 42u64, 7u64), (3, 42, 7, 7)] {
         let seven = 7u64.to_ne_bytes();
         let c = cmp.to_ne_bytes();
-        // SAFETY: as above.
+        // SAFETY: seven, c and res outlive the completion, waited for at once.
         unsafe {
             p.a.ep.compare_atomic(
                 seven.as_ptr(),
@@ -802,7 +802,8 @@ fn atomics(ep_type: u32) {
         assert_eq!((u64s(&res), u64s(&buf)), (want_res, want_mem));
     }
     // Atomic read.
-    // SAFETY: as above.
+    // SAFETY: res outlives the completion, waited for at once (an atomic read has
+    // no operand).
     unsafe {
         p.a.ep.fetch_atomic(
             std::ptr::null(),
@@ -855,7 +856,7 @@ fn atomics(ep_type: u32) {
         context: 5,
         flags: FI_COMPLETION,
     };
-    // SAFETY: as above.
+    // SAFETY: vals outlives the completion, waited for at once.
     unsafe { p.a.ep.post_atomic(&op) }.unwrap();
     p.ok(5, "i32 sum");
     let got: Vec<i32> = buf[64..80]
@@ -866,7 +867,7 @@ fn atomics(ep_type: u32) {
     // f64 sum with fetch, u8 bor, i16 max.
     buf[128..136].copy_from_slice(&1.5f64.to_ne_bytes());
     let d = 2.25f64.to_ne_bytes();
-    // SAFETY: as above.
+    // SAFETY: d and res outlive the completion, waited for at once.
     unsafe {
         p.a.ep.fetch_atomic(
             d.as_ptr(),
@@ -886,7 +887,7 @@ fn atomics(ep_type: u32) {
     assert_eq!(f64::from_ne_bytes(buf[128..136].try_into().unwrap()), 3.75);
     buf[200] = 0x0f;
     let m = [0xa0u8];
-    // SAFETY: as above.
+    // SAFETY: m outlives the completion, waited for at once.
     unsafe {
         p.a.ep
             .atomic(m.as_ptr(), 1, p.dest, base + 200, k, FI_UINT8, FI_BOR, 7)

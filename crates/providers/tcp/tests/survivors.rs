@@ -331,7 +331,8 @@ fn role_msg_sink() {
         for d in &done {
             let i = ok(*d, "sink receive").op_context;
             tell("GOT");
-            // SAFETY: as above.
+            // SAFETY: bufs live until the process ends; buffer i is free again (its receive
+            // completed).
             unsafe { ep.recv(bufs[i].as_mut_ptr(), BIG, FI_ADDR_UNSPEC, i) }.expect("repost");
         }
     }

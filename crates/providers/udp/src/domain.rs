@@ -11,9 +11,10 @@
 //! that only busy-polls never needs. Readiness is level-triggered, so
 //! datagrams that arrived before the sockets joined still wake the waiter.
 
-use crate::sys::{Poller, Timer};
+use crate::sys::{self, Timer};
 use ofi_core::error::{Error, Result};
 use ofi_core::util::lock::SpinLock;
+use ofi_prov_inet::poller::Poller;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -63,7 +64,7 @@ impl Shared {
         let poller = Poller::new().map_err(|e| Error::os(e, "udp: epoll"))?;
         let timer = Timer::new().map_err(|e| Error::os(e, "udp: timerfd"))?;
         poller
-            .add(timer.fd(), TIMER_KEY)
+            .add(&timer, TIMER_KEY, false)
             .map_err(|e| Error::os(e, "udp: epoll add"))?;
         Ok(Arc::new(Shared {
             poller,
@@ -86,7 +87,7 @@ impl Shared {
     pub fn watch(&self, fd: RawFd, key: u64) -> io::Result<()> {
         let mut w = self.watched.lock();
         if w.in_poller {
-            self.poller.add(fd, key)?;
+            sys::watch(&self.poller, fd, key)?;
         }
         w.fds.push((fd, key));
         Ok(())
@@ -98,7 +99,7 @@ impl Shared {
         if let Some(i) = w.fds.iter().position(|&(f, _)| f == fd) {
             w.fds.swap_remove(i);
             if w.in_poller {
-                self.poller.remove(fd);
+                sys::unwatch(&self.poller, fd);
             }
         }
     }
@@ -110,7 +111,7 @@ impl Shared {
             return;
         }
         for &(fd, key) in &w.fds {
-            if let Err(e) = self.poller.add(fd, key) {
+            if let Err(e) = sys::watch(&self.poller, fd, key) {
                 tracing::warn!(error = %e, "udp: a socket could not join the domain's epoll set; waiters may sleep through its datagrams");
             }
         }

@@ -23,13 +23,13 @@ use ofi_core::config::Tunable;
 use ofi_core::consts::*;
 use ofi_core::error::{Error, Result};
 use ofi_core::info::*;
-use ofi_core::provider::{AddrOps, DomainOps, EndpointOps, FabricOps, GetinfoRequest, Provider};
-use ofi_core::util::auth::AuthKey;
+use ofi_core::provider::{EndpointOps, GetinfoRequest};
 pub use ofi_prov_inet::addr;
-use ofi_prov_inet::offers::Walk;
+use ofi_prov_inet::offers::{iface, Place, Walk};
+use ofi_prov_inet::provider::{Domain, Inet, InetProvider};
+use ofi_prov_inet::tcp_core::attrs;
 pub use ofi_prov_inet::tcp_core::one_sided::ATOMIC_MAX_BYTES;
 pub use ofi_prov_inet::tcp_core::{INJECT_SIZE, RMA_IOV_LIMIT};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -98,120 +98,63 @@ pub fn tunables() -> Vec<Tunable> {
     ]
 }
 
-/// The udp provider.
-#[derive(Debug, Default)]
-pub struct UdpProvider;
+/// The udp provider, as the core's registry holds it.
+pub type UdpProvider = InetProvider<Udp>;
 
-impl Provider for UdpProvider {
-    fn name(&self) -> &str {
-        NAME
+/// What makes the udp provider (see [`UdpProvider`]).
+#[derive(Debug)]
+pub struct Udp;
+
+impl Inet for Udp {
+    const NAME: &'static str = NAME;
+    const VERSION: u32 = VERSION;
+    const PRIORITY: i32 = 40;
+    type Config = UdpConfig;
+    type Shared = domain::Shared;
+
+    fn config() -> Result<UdpConfig> {
+        UdpConfig::from_env()
     }
-    fn version(&self) -> u32 {
-        VERSION
+    fn context_sizes(cfg: &UdpConfig) -> (usize, usize) {
+        (cfg.tx_size, cfg.rx_size)
     }
-    fn getinfo(&self, req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
-        let cfg = UdpConfig::from_env()?;
-        let mut v = offers(req)?;
-        for o in v.iter_mut() {
-            o.tx_attr.size = cfg.tx_size;
-            o.rx_attr.size = cfg.rx_size;
-        }
-        Ok(v)
-    }
-    fn fabric(&self, _attr: &FabricAttr) -> Result<Arc<dyn FabricOps>> {
-        Ok(Arc::new(UdpFabric {
-            cfg: UdpConfig::from_env()?,
-        }))
-    }
-    fn tunables(&self) -> Vec<Tunable> {
+    fn tunables() -> Vec<Tunable> {
         tunables()
     }
-}
-
-struct UdpFabric {
-    cfg: UdpConfig,
-}
-
-impl FabricOps for UdpFabric {
-    fn domain(&self, info: &Info) -> Result<Arc<dyn DomainOps>> {
-        if info.provider() != NAME {
-            return Err(Error::new(
-                ofi_core::error::errno::FI_EDOMAIN,
-                format!("info is for provider '{}', not udp", info.provider()),
-            ));
-        }
-        let shared = domain::Shared::new()?;
-        if info.domain_attr.data_progress == progress::FI_PROGRESS_AUTO {
-            shared.start_auto_progress()?;
-        }
-        Ok(Arc::new(UdpDomain {
-            cfg: self.cfg,
-            shared,
-            key: AuthKey::new(info.domain_attr.auth_key.as_deref().unwrap_or(&[]))?,
-        }))
+    fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
+        offers(req)
     }
-}
-
-struct UdpDomain {
-    cfg: UdpConfig,
-    shared: Arc<domain::Shared>,
-    /// The domain's auth key: its endpoints' default.
-    key: Option<AuthKey>,
-}
-
-/// The key an endpoint opened with `info` uses in a domain whose key is
-/// `domain`: its own `ep_attr.auth_key` when set and not empty, else the
-/// domain's; `None`: no key.
-fn endpoint_key(info: &Info, domain: &Option<AuthKey>) -> Result<Option<AuthKey>> {
-    match info.ep_attr.auth_key.as_deref() {
-        Some(k) if !k.is_empty() => AuthKey::new(k),
-        _ => Ok(domain.clone()),
+    fn open_shared(_cfg: &UdpConfig) -> Result<Arc<domain::Shared>> {
+        domain::Shared::new()
     }
-}
-
-impl DomainOps for UdpDomain {
-    fn endpoint(&self, info: &Info) -> Result<Arc<dyn EndpointOps>> {
-        let key = endpoint_key(info, &self.key)?;
+    fn start_auto_progress(shared: &Arc<domain::Shared>) -> Result<()> {
+        shared.start_auto_progress()
+    }
+    fn endpoint(d: &Domain<Udp>, info: &Info) -> Result<Arc<dyn EndpointOps>> {
+        let (cfg, shared, key) = (&d.cfg, d.shared.clone(), d.key(info)?);
         match info.ep_attr.ep_type {
-            ep_type::FI_EP_DGRAM => {
-                let ep = dgram::DgramEp::open(&self.cfg, info, self.shared.clone(), key)?;
-                let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
-                self.shared.join(weak);
-                Ok(ep)
-            }
-            ep_type::FI_EP_RDM => {
-                let ep = rdm::RdmEp::open(&self.cfg, info, self.shared.clone(), key)?;
-                let weak: std::sync::Weak<dyn domain::Member> = Arc::downgrade(&ep) as _;
-                self.shared.join(weak);
-                Ok(ep)
-            }
+            ep_type::FI_EP_DGRAM => Ok(joined(d, dgram::DgramEp::open(cfg, info, shared, key)?)),
+            ep_type::FI_EP_RDM => Ok(joined(d, rdm::RdmEp::open(cfg, info, shared, key)?)),
             t => Err(Error::nosys(format!(
                 "udp: endpoint type {t} is not supported (FI_EP_DGRAM and FI_EP_RDM are)"
             ))),
         }
     }
-    fn addr_ops(&self) -> Arc<dyn AddrOps> {
-        Arc::new(addr::SockAddrOps)
-    }
-    fn query_atomic(
-        &self,
-        kind: ofi_core::util::atomic::AtomicKind,
-        op: u32,
-        datatype: u32,
-    ) -> Result<usize> {
-        ofi_prov_inet::tcp_core::one_sided::query_atomic(kind, op, datatype)
-    }
+}
+
+/// Endpoint `ep`, made a member of domain `d` (driven by its progress).
+fn joined<E: domain::Member + EndpointOps + 'static>(
+    d: &Domain<Udp>,
+    ep: Arc<E>,
+) -> Arc<dyn EndpointOps> {
+    d.shared
+        .join(Arc::downgrade(&ep) as std::sync::Weak<dyn domain::Member>);
+    ep
 }
 
 /// Registers udp with the core (idempotent).
 pub fn register() -> Result<()> {
-    if ofi_core::registry::is_registered(NAME) {
-        return Ok(());
-    }
-    match ofi_core::registry::register(Arc::new(UdpProvider), 40) {
-        Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
-        r => r,
-    }
+    ofi_prov_inet::provider::register::<Udp>()
 }
 
 /// The dead bound's default: 3 s. A datagram provider hears nothing when
@@ -240,88 +183,17 @@ pub fn rdm_datagram(ifname: &str, v6: bool, tunable: usize) -> usize {
 }
 
 /// The ordering that holds between two operations to one peer: the same
-/// as tcp's (the same protocol core runs over one ordered stream per peer).
-pub const MSG_ORDER: u64 = order::FI_ORDER_RAR
-    | order::FI_ORDER_RAW
-    | order::FI_ORDER_WAR
-    | order::FI_ORDER_WAW
-    | order::FI_ORDER_SAR
-    | order::FI_ORDER_SAW
-    | order::FI_ORDER_SAS;
+/// as tcp's (the same protocol core runs over one ordered stream per peer;
+/// see `ofi_prov_inet::tcp_core::attrs::MSG_ORDER`).
+pub const MSG_ORDER: u64 = attrs::MSG_ORDER;
 
-fn rdm_offer(sa: &SocketAddr, fabric: &str, ifname: &str) -> Info {
-    let one_sided = FI_RMA
-        | FI_ATOMIC
-        | FI_READ
-        | FI_WRITE
-        | FI_REMOTE_READ
-        | FI_REMOTE_WRITE
-        | FI_RMA_EVENT
-        | FI_RMA_PMEM
-        | FI_TRIGGER
-        | FI_FENCE;
-    let caps = FI_MSG
-        | FI_TAGGED
-        | FI_SEND
-        | FI_RECV
-        | FI_MULTI_RECV
-        | FI_SOURCE
-        | FI_DIRECTED_RECV
-        | FI_LOCAL_COMM
-        | FI_REMOTE_COMM
-        | one_sided;
-    let mut o = dgram_offer(sa, fabric, ifname);
-    o.caps = caps;
-    o.tx_attr = TxAttr {
-        caps: caps
-            & (FI_MSG
-                | FI_TAGGED
-                | FI_SEND
-                | FI_RMA
-                | FI_ATOMIC
-                | FI_READ
-                | FI_WRITE
-                | FI_TRIGGER
-                | FI_FENCE),
-        op_flags: FI_INJECT_COMPLETE,
-        msg_order: MSG_ORDER,
-        comp_order: order::FI_ORDER_NONE,
-        inject_size: INJECT_SIZE,
-        size: 1024,
-        iov_limit: IOV_LIMIT,
-        rma_iov_limit: RMA_IOV_LIMIT,
-        ..Default::default()
-    };
-    o.rx_attr = RxAttr {
-        caps: caps
-            & (FI_MSG
-                | FI_TAGGED
-                | FI_RECV
-                | FI_MULTI_RECV
-                | FI_SOURCE
-                | FI_DIRECTED_RECV
-                | FI_RMA
-                | FI_ATOMIC
-                | FI_REMOTE_READ
-                | FI_REMOTE_WRITE
-                | FI_RMA_EVENT),
-        msg_order: MSG_ORDER,
-        comp_order: order::FI_ORDER_NONE,
-        size: 1024,
-        iov_limit: IOV_LIMIT,
-        ..Default::default()
-    };
+/// The RDM offer at place `p`: the DGRAM offer's place, domain and tag
+/// format, with what the protocol core offers.
+fn rdm_offer(p: &Place) -> Info {
+    let mut o = dgram_offer(p);
+    attrs::fill(&mut o, attrs::RDM_CAPS);
     o.ep_attr.ep_type = ep_type::FI_EP_RDM;
     o.ep_attr.protocol = protocol::FI_PROTO_UDP;
-    o.ep_attr.max_msg_size = usize::MAX >> 1;
-    o.ep_attr.max_order_raw_size = usize::MAX >> 1;
-    o.ep_attr.max_order_war_size = usize::MAX >> 1;
-    o.ep_attr.max_order_waw_size = usize::MAX >> 1;
-    o.domain_attr.mr_mode =
-        mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED;
-    o.domain_attr.mr_key_size = 8;
-    o.domain_attr.mr_iov_limit = IOV_LIMIT;
-    o.domain_attr.mr_cnt = 65536;
     o
 }
 
@@ -334,7 +206,8 @@ pub fn dgram_max(ifname: &str, v6: bool) -> usize {
         .saturating_sub(ofi_wire::udp::DGRAM_HDR_LEN + ofi_wire::udp::MAC_LEN)
 }
 
-fn dgram_offer(sa: &SocketAddr, fabric: &str, ifname: &str) -> Info {
+/// The DGRAM offer at place `p`.
+fn dgram_offer(p: &Place) -> Info {
     let caps = FI_MSG
         | FI_TAGGED
         | FI_SEND
@@ -344,81 +217,40 @@ fn dgram_offer(sa: &SocketAddr, fabric: &str, ifname: &str) -> Info {
         | FI_MULTICAST
         | FI_LOCAL_COMM
         | FI_REMOTE_COMM;
-    let max = dgram_max(ifname, sa.is_ipv6());
-    Info {
-        caps,
-        addr_format: addr::format_of(sa),
-        src_addr: Some(addr::encode(sa)),
-        tx_attr: TxAttr {
-            caps: caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_MULTICAST),
-            op_flags: FI_INJECT_COMPLETE,
-            msg_order: order::FI_ORDER_NONE,
-            comp_order: order::FI_ORDER_NONE,
-            inject_size: max,
-            size: 1024,
-            iov_limit: IOV_LIMIT,
-            rma_iov_limit: 0,
-            ..Default::default()
-        },
-        rx_attr: RxAttr {
-            caps: caps
-                & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTICAST),
-            msg_order: order::FI_ORDER_NONE,
-            comp_order: order::FI_ORDER_NONE,
-            size: 1024,
-            iov_limit: IOV_LIMIT,
-            ..Default::default()
-        },
-        ep_attr: EpAttr {
-            ep_type: ep_type::FI_EP_DGRAM,
-            protocol: protocol::FI_PROTO_UDP,
-            protocol_version: 1,
-            max_msg_size: max,
-            mem_tag_format: 0xaaaa_aaaa_aaaa_aaaa,
-            tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
-            ..Default::default()
-        },
-        domain_attr: DomainAttr {
-            name: Some(ifname.to_string()),
-            threading: threading::FI_THREAD_SAFE,
-            control_progress: progress::FI_PROGRESS_MANUAL,
-            data_progress: progress::FI_PROGRESS_MANUAL,
-            resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-            av_type: av_type::FI_AV_UNSPEC,
-            mr_mode: 0,
-            mr_key_size: 0,
-            cq_data_size: 8,
-            cq_cnt: 256,
-            ep_cnt: 8192,
-            tx_ctx_cnt: 8192,
-            rx_ctx_cnt: 8192,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            cntr_cnt: 1024,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
-            ..Default::default()
-        },
-        fabric_attr: FabricAttr {
-            name: Some(fabric.to_string()),
-            prov_name: Some(NAME.into()),
-            prov_version: VERSION,
-            api_version: FI_VERSION_CURRENT,
-        },
+    let max = dgram_max(&p.domain, p.bind.is_ipv6());
+    let mut o = p.offer(NAME, VERSION);
+    o.caps = caps;
+    o.tx_attr = TxAttr {
+        caps: caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_MULTICAST),
+        op_flags: FI_INJECT_COMPLETE,
+        msg_order: order::FI_ORDER_NONE,
+        comp_order: order::FI_ORDER_NONE,
+        inject_size: max,
+        size: 1024,
+        iov_limit: IOV_LIMIT,
+        rma_iov_limit: 0,
         ..Default::default()
-    }
+    };
+    o.rx_attr = RxAttr {
+        caps: caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTICAST),
+        msg_order: order::FI_ORDER_NONE,
+        comp_order: order::FI_ORDER_NONE,
+        size: 1024,
+        iov_limit: IOV_LIMIT,
+        ..Default::default()
+    };
+    o.ep_attr.ep_type = ep_type::FI_EP_DGRAM;
+    o.ep_attr.protocol = protocol::FI_PROTO_UDP;
+    o.ep_attr.max_msg_size = max;
+    o.ep_attr.mem_tag_format = 0xaaaa_aaaa_aaaa_aaaa;
+    o
 }
 
 /// The offers for a request: on every interface subnet whose address
 /// family fits, best first (non-loopback before loopback); with a
 /// destination node, only subnets that can reach it.
 pub fn offers(req: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
-    let iface = tunables()
-        .into_iter()
-        .find(|t| t.name == "iface")
-        .map(|t| t.get_str())
-        .unwrap_or_default();
-    offers_on(req, iface.trim())
+    offers_on(req, &iface(tunables()))
 }
 
 fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
@@ -431,9 +263,9 @@ fn offers_on(req: &GetinfoRequest<'_>, iface: &str) -> Result<Vec<Info>> {
         let mut v = Vec::with_capacity(2);
         // A multicast group is a DGRAM destination only.
         if !p.dest.is_some_and(|d| d.ip().is_multicast()) {
-            v.push(rdm_offer(&p.bind, &p.fabric, &p.domain));
+            v.push(rdm_offer(p));
         }
-        v.push(dgram_offer(&p.bind, &p.fabric, &p.domain));
+        v.push(dgram_offer(p));
         v
     })
 }

@@ -524,7 +524,9 @@ impl EndpointOps for RdmEp {
         }
         let mut g = self.inner.lock();
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_send's contract.
+        // SAFETY: post_send's caller keeps `op`'s ranges readable for this
+        // call, and until the send completes unless FI_INJECT (which start
+        // copies here): start's contract.
         let mut req = unsafe { g.sends.start(op, selective, crate::INJECT_SIZE)? };
         req.ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
         req.fence = op.flags & FI_FENCE != 0;
@@ -540,7 +542,9 @@ impl EndpointOps for RdmEp {
         }
         let mut g = self.inner.lock();
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_rma's contract.
+        // SAFETY: post_rma's caller keeps the local ranges valid until the
+        // request completes (with FI_INJECT, for this call, and start_rma
+        // copies them): start_rma's contract.
         let req = unsafe { g.ops.start_rma(op, selective)? };
         if let Err(e) = self.queue(&mut g, op.addr, Req::Rma(req)) {
             g.ops.abandon(&req);
@@ -554,7 +558,8 @@ impl EndpointOps for RdmEp {
         }
         let mut g = self.inner.lock();
         let selective = g.b.tx_selective;
-        // SAFETY: forwarded from post_atomic's contract.
+        // SAFETY: post_atomic's caller keeps operand, compare and result
+        // memory valid until the atomic completes: start_atomic's contract.
         let req = unsafe { g.ops.start_atomic(op, selective)? };
         if let Err(e) = self.queue(&mut g, op.addr, Req::Rma(req)) {
             g.ops.abandon(&req);

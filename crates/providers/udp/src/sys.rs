@@ -1,10 +1,11 @@
 //! The udp provider's system calls: nonblocking datagram sockets, gathered
 //! sends to an address and receives with the source address, multicast
-//! membership, the interface MTU, an epoll set and a timer fd.
+//! membership, the interface MTU, a timer fd, and the watching of a
+//! domain's descriptors in its epoll set (`ofi_prov_inet::poller`).
 //!
 //! Socket set-up (creation, options, bind, multicast, addresses) goes
 //! through socket2 and rustix's socket options; the data path (`sendto`,
-//! `sendmsg`, `recvfrom`), epoll and the timer fd through rustix, whose raw
+//! `sendmsg`, `recvfrom`) and the timer fd through rustix, whose raw
 //! system calls skip libc and its `errno`. Three calls stay on libc, none
 //! on the data path, because neither crate has them: setting IP_RECVERR,
 //! reading the error queue (its `sock_extended_err` control messages:
@@ -14,7 +15,7 @@
 //! completes) into slices, and borrows the raw fds a domain watches.
 #![allow(unsafe_code)]
 
-use rustix::event::epoll;
+use ofi_prov_inet::poller::Poller;
 use rustix::io::Errno;
 use rustix::net::sockopt;
 use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags, SocketAddrAny};
@@ -430,71 +431,36 @@ pub fn udp_payload_max(mtu: usize, v6: bool) -> usize {
     mtu.saturating_sub(ip + 8).min(ofi_wire::udp::MAX_DATAGRAM)
 }
 
-/// An epoll set: readiness of a domain's sockets and timer, its wait fd.
-#[derive(Debug)]
-pub struct Poller(OwnedFd);
-
-/// An empty event (a buffer slot for `epoll_wait`).
-const NO_EVENT: epoll::Event = epoll::Event {
-    flags: epoll::EventFlags::empty(),
-    data: epoll::EventData::new_u64(0),
-};
-
-/// A timeout of `ms` milliseconds (0: return at once).
-fn millis(ms: i32) -> Timespec {
-    let ms = i64::from(ms.max(0));
-    Timespec {
-        tv_sec: ms / 1000,
-        tv_nsec: (ms % 1000) * 1_000_000,
-    }
+/// Watches socket `fd` of a domain in the domain's `poller` for
+/// readability, tagged `key`. A domain watches only its endpoints'
+/// sockets, and unwatches each before it closes.
+pub fn watch(poller: &Poller, fd: RawFd, key: u64) -> io::Result<()> {
+    // SAFETY: `fd` is a socket of the domain's endpoints, open: an
+    // endpoint unwatches its socket before closing it. The borrow lasts for
+    // this call only.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    poller.add(fd, key, false)
 }
 
-impl Poller {
-    /// A new epoll set.
-    pub fn new() -> io::Result<Poller> {
-        Ok(Poller(epoll::create(epoll::CreateFlags::CLOEXEC)?))
-    }
-
-    /// Watches `fd` for readability, tagged `key`.
-    pub fn add(&self, fd: RawFd, key: u64) -> io::Result<()> {
-        // SAFETY: the domain watches only descriptors of its own sockets
-        // and timer, and unwatches a socket before it closes; the borrow
-        // lasts for this call only.
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let data = epoll::EventData::new_u64(key);
-        Ok(epoll::add(&self.0, fd, data, epoll::EventFlags::IN)?)
-    }
-
-    /// Stops watching `fd` (one not watched is no error).
-    pub fn remove(&self, fd: RawFd) {
-        // SAFETY: as in `add`.
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        let _ = epoll::delete(&self.0, fd);
-    }
-
-    /// True when a watched descriptor is ready now (an error counts as
-    /// ready: the caller polls and finds out).
-    pub fn any_ready(&self) -> bool {
-        let mut ev = [NO_EVENT; 1];
-        epoll::wait(&self.0, &mut ev[..], Some(&millis(0))) != Ok(0)
-    }
-
-    /// Waits up to `ms` milliseconds for a watched descriptor.
-    pub fn wait(&self, ms: i32) {
-        let mut ev = [NO_EVENT; 1];
-        // The result only says whether to poll: the caller polls anyway.
-        let _ = epoll::wait(&self.0, &mut ev[..], Some(&millis(ms)));
-    }
-
-    /// The epoll descriptor.
-    pub fn fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
+/// Stops watching socket `fd` of a domain (one not watched is no error);
+/// called before the socket closes.
+pub fn unwatch(poller: &Poller, fd: RawFd) {
+    // SAFETY: `fd` is a socket of the domain's endpoints, still open: the
+    // endpoint unwatches it before closing it. The borrow lasts for this
+    // call only.
+    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+    poller.remove(fd)
 }
 
 /// A timer fd: readable once its deadline passes.
 #[derive(Debug)]
 pub struct Timer(OwnedFd);
+
+impl AsFd for Timer {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
 
 impl Timer {
     /// A disarmed timer.
@@ -530,11 +496,6 @@ impl Timer {
         let mut b = [0u8; 8];
         // Nonblocking: nothing to read (EAGAIN) leaves it as wanted.
         let _ = rustix::io::read(&self.0, &mut b);
-    }
-
-    /// The descriptor.
-    pub fn fd(&self) -> RawFd {
-        self.0.as_raw_fd()
     }
 }
 
@@ -624,8 +585,8 @@ mod tests {
         let (a, b, to) = pair();
         let p = Poller::new().expect("epoll");
         let t = Timer::new().expect("timerfd");
-        p.add(b.fd(), 1).expect("add socket");
-        p.add(t.fd(), 2).expect("add timer");
+        watch(&p, b.fd(), 1).expect("add socket");
+        p.add(&t, 2, false).expect("add timer");
         assert!(!p.any_ready());
         // SAFETY: the part is a live slice.
         unsafe { a.send_to(&RawAddr::new(&to), &[Part::bytes(b"x")]) }.expect("send_to");
@@ -640,12 +601,12 @@ mod tests {
         assert!(!p.any_ready());
         t.set(Some(Duration::from_millis(1)));
         t.set(None);
-        p.remove(b.fd());
+        unwatch(&p, b.fd());
         // SAFETY: the part is a live slice.
         unsafe { a.send_to(&RawAddr::new(&to), &[Part::bytes(b"y")]) }.expect("send_to");
         assert!(!p.any_ready(), "a disarmed timer and an unwatched socket");
         // Removing a descriptor twice is no error, and the datagram was there.
-        p.remove(b.fd());
+        unwatch(&p, b.fd());
         recv(&b, &mut [0u8; 4]);
     }
 

@@ -2,6 +2,7 @@
 //! layer's operations into the core's requests and the core's events into
 //! completions, independent of the transport that carries the core's bytes.
 
+pub mod attrs;
 pub mod completions;
 pub mod one_sided;
 pub mod sends;

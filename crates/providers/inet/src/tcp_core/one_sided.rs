@@ -19,6 +19,7 @@ use ofi_core::util::mr::MrMap;
 use ofi_core::util::rma::{
     apply_atomic, check_durable, count_remote, persist_all, resolve_all, Ioc, Resolved, RmaIov,
 };
+use ofi_core::util::slab::Slab;
 use ofi_proto::tcp::{Ack, AtomicArgs, Grant, Memory, Remote, RmaReq, COUNT_AS_READ, MAX_RANGES};
 use std::sync::Arc;
 
@@ -74,8 +75,7 @@ pub struct Target {
     virt: bool,
     allow: u64,
     b: EpBindings,
-    grants: Vec<Option<GrantSlot>>,
-    free: Vec<usize>,
+    grants: Slab<GrantSlot>,
     pool: Vec<Vec<Resolved>>,
 }
 
@@ -90,14 +90,13 @@ impl Target {
             virt: b.info.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0,
             allow,
             b: b.clone(),
-            grants: Vec::new(),
-            free: Vec::new(),
+            grants: Slab::new(),
             pool: Vec::new(),
         })
     }
 
     fn slot(&self, g: Grant) -> Option<&GrantSlot> {
-        self.grants.get(g.0 as usize).and_then(Option::as_ref)
+        self.grants.get(g.0 as usize)
     }
 }
 
@@ -123,26 +122,14 @@ impl Memory for Target {
                 len: r.len,
             };
         }
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.grants[i] = Some(((counted, access), v));
-                i
-            }
-            None => {
-                self.grants.push(Some(((counted, access), v)));
-                self.grants.len() - 1
-            }
-        };
+        let i = self.grants.insert(((counted, access), v));
         Ok(Grant(i as u64))
     }
 
     fn release(&mut self, grant: Grant, done: bool) {
-        let i = grant.0 as usize;
-        let Some(((ep_access, mr_access), mut v)) = self.grants.get_mut(i).and_then(Option::take)
-        else {
+        let Some(((ep_access, mr_access), mut v)) = self.grants.remove(grant.0 as usize) else {
             return;
         };
-        self.free.push(i);
         if done {
             // The endpoint counts the access once, each region it touched once.
             for (k, r) in v.iter().enumerate() {
@@ -237,8 +224,8 @@ struct OpMeta {
 pub struct Ops {
     /// The provider's name, prefixing errors.
     prov: &'static str,
-    slots: Vec<Option<OpMeta>>,
-    free: Vec<usize>,
+    /// The records, under their id less one.
+    slots: Slab<OpMeta>,
     pool: Vec<Vec<u8>>,
 }
 
@@ -270,24 +257,13 @@ impl Ops {
     pub fn new(prov: &'static str) -> Ops {
         Ops {
             prov,
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: Slab::new(),
             pool: Vec::new(),
         }
     }
 
     fn insert(&mut self, m: OpMeta) -> usize {
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some(m);
-                i
-            }
-            None => {
-                self.slots.push(Some(m));
-                self.slots.len() - 1
-            }
-        };
-        i + 1
+        self.slots.insert(m) + 1
     }
 
     fn copy(&mut self, iov: &[IoVec]) -> Vec<u8> {
@@ -435,10 +411,7 @@ impl Ops {
 
     #[inline]
     fn finish(&mut self, id: usize) -> Option<OpMeta> {
-        let i = id.checked_sub(1)?;
-        let m = self.slots.get_mut(i)?.take()?;
-        self.free.push(i);
-        Some(m)
+        self.slots.remove(id.checked_sub(1)?)
     }
 
     /// Completes request `id` (the core's RmaComplete / RmaError) into the

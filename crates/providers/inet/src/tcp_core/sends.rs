@@ -7,6 +7,7 @@ use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::{EpBindings, SendOp};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
+use ofi_core::util::slab::Slab;
 use ofi_proto::tcp::SendReq;
 
 /// What a send's completion reports.
@@ -27,8 +28,8 @@ pub struct SendMeta {
 pub struct Sends {
     /// The provider's name, prefixing errors.
     prov: &'static str,
-    slots: Vec<Option<SendMeta>>,
-    free: Vec<usize>,
+    /// The records, under their id less one.
+    slots: Slab<SendMeta>,
     pool: Vec<Vec<u8>>,
 }
 
@@ -37,8 +38,7 @@ impl Sends {
     pub fn new(prov: &'static str) -> Sends {
         Sends {
             prov,
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: Slab::new(),
             pool: Vec::new(),
         }
     }
@@ -102,17 +102,7 @@ impl Sends {
             completion: ofi_core::object::tx_completion(op.flags, selective),
             inject: copy,
         };
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some(meta);
-                i
-            }
-            None => {
-                self.slots.push(Some(meta));
-                self.slots.len() - 1
-            }
-        };
-        req.context = idx + 1;
+        req.context = self.slots.insert(meta) + 1;
         Ok(req)
     }
 
@@ -152,10 +142,7 @@ impl Sends {
     /// Takes a finished send's record.
     #[inline]
     pub fn finish(&mut self, id: usize) -> Option<SendMeta> {
-        let i = id.checked_sub(1)?;
-        let m = self.slots.get_mut(i)?.take()?;
-        self.free.push(i);
-        Some(m)
+        self.slots.remove(id.checked_sub(1)?)
     }
 
     /// Completes send `id` (the core's SendComplete / SendError) into the
