@@ -425,7 +425,7 @@ stage conformance:hybrid-tcp "$STAGE_TIMEOUT" env FI_HYBRID_NODE=@endpoint \
 stage conformance:hybrid-udp "$STAGE_TIMEOUT" env FI_HYBRID_NODE=@endpoint FI_HYBRID_NET=udp \
     cargo test --release --no-fail-fast -p ofi-conformance
 stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    cargo test -p ofi-shm --test loom_ring --test loom_xfer --test loom_wake --release
+    cargo test -p ofi-shmem --test loom_ring --test loom_xfer --test loom_wake --release
 stage fuzz "$STAGE_TIMEOUT" fuzz_run
 stage asan:ofi "$STAGE_TIMEOUT" asan_ofi
 stage miri:ofi "$STAGE_TIMEOUT" miri_ofi

@@ -1171,7 +1171,7 @@ fn mpi_four_ranks_on_two_namespace_hosts() {
         // The hybrid offer is ofi's: Debian's libfabric has none to pick.
         return;
     }
-    let net = ofi_prov_test_support::netns::Netns::pair("mpi", 0);
+    let net = ofi_testkit::netns::Netns::pair("mpi", 0);
     let dir = std::env::temp_dir().join(format!("ofi-capi-mpi-{}-hosts", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mpi build dir");
     let exe = mpicc("hosts", &dir);

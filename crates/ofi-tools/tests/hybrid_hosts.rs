@@ -9,7 +9,7 @@
 //! (crates/providers/hybrid/tests/netns.rs shows which path each pair
 //! takes; this test runs the tools on both.)
 
-use ofi_prov_test_support::netns::Netns;
+use ofi_testkit::netns::Netns;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -201,7 +201,7 @@ fn three_processes_on_two_hosts() {
     }
     // The shared fixture: fails without root and iproute2 (never passes
     // without running), removes the namespaces on drop.
-    let h = ofi_prov_test_support::netns::Netns::pair("hyb", 0);
+    let h = ofi_testkit::netns::Netns::pair("hyb", 0);
     let (na, nb) = (h.names[0].clone(), h.names[1].clone());
     let pid = std::process::id();
     let dir = std::env::temp_dir().join(format!("ofi-hybrid-netns-{pid}"));

@@ -284,7 +284,7 @@ fn rma_and_atomics_follow_locality() {
 fn a_wrong_shape_address_is_refused_with_a_log_line() {
     let _s = serial();
     let a = open("shape-host");
-    let log = ofi_prov_test_support::log::LogCapture::start();
+    let log = ofi_testkit::log::LogCapture::start();
     // A tcp-style sockaddr_in, and a hybrid address cut short.
     let good = a.ep.getname().unwrap();
     let sockaddr = [2u8, 0, 0x1f, 0x90, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];

@@ -2,7 +2,7 @@
 //! `fi_shm://PID.INDEX`, and names as fi_shm(7) describes them
 //! (`fi_ns://node:service`, `fi_shm://node`, any `prefix://name`, or a
 //! plain name), which an endpoint opened with that source address holds
-//! (an alias to its segment, `ofi_shm::name`) and which an AV resolves to
+//! (an alias to its segment, `ofi_shmem::name`) and which an AV resolves to
 //! the native address when it inserts them.
 
 use ofi_core::error::{Error, Result};
@@ -90,10 +90,10 @@ impl Target {
             }
         }
         let name = s.split_once("://").map_or(s, |(_, n)| n);
-        if name.is_empty() || name.len() > ofi_shm::name::NAME_MAX {
+        if name.is_empty() || name.len() > ofi_shmem::name::NAME_MAX {
             return Err(Error::inval(format!(
                 "shm address '{s}': the name is empty or longer than {} bytes",
-                ofi_shm::name::NAME_MAX
+                ofi_shmem::name::NAME_MAX
             )));
         }
         Ok(Target::Name(name.to_string()))
@@ -132,7 +132,7 @@ pub fn default_src() -> Vec<u8> {
 pub fn resolve_bytes(addr: &[u8]) -> Result<ShmAddr> {
     match Target::of(addr)? {
         Target::Native(a) => Ok(a),
-        Target::Name(n) => match ofi_shm::name::resolve(ofi_shm::proc::uid(), &n) {
+        Target::Name(n) => match ofi_shmem::name::resolve(ofi_shmem::proc::uid(), &n) {
             Some((pid, idx)) if pid != 0 => Ok(ShmAddr { pid, idx }),
             _ => Err(Error::inval(format!("no shm endpoint is named '{n}'"))),
         },

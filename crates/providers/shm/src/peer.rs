@@ -3,9 +3,9 @@
 use crate::addr::ShmAddr;
 use ofi_core::error::{errno, Error, Result};
 use ofi_proto::shm::liveness::Seen;
-use ofi_shm::doorbell::Bell;
-use ofi_shm::proc::{self, Watch};
-use ofi_shm::segment::{bell_path, segment_path, Segment};
+use ofi_shmem::doorbell::Bell;
+use ofi_shmem::proc::{self, Watch};
+use ofi_shmem::segment::{bell_path, segment_path, Segment};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 

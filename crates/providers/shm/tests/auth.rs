@@ -14,7 +14,7 @@ use common::rdm::*;
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error};
 use ofi_core::util::mr::MrAttr;
-use ofi_shm::segment::{bell_path, segment_path, Geometry, MsgConsumer, Segment};
+use ofi_shmem::segment::{bell_path, segment_path, Geometry, MsgConsumer, Segment};
 use ofi_wire::shm::{op, put_ranges, Entry, Repr, WireRange, HDR_LEN, PROOF_LEN, RANGE_LEN};
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::AtomicU64;
@@ -198,7 +198,7 @@ struct Forger {
 
 impl Forger {
     fn new(b: &Rdm, idx: u32) -> Forger {
-        let uid = ofi_shm::proc::uid();
+        let uid = ofi_shmem::proc::uid();
         let pid = std::process::id();
         let geo = Geometry {
             ring_slots: 16,
@@ -364,7 +364,7 @@ fn segments_are_private_and_never_hold_the_key() {
     let b = ep(Some(KEY), 2);
     send_and_check(&a, &b, 64, 1);
     send_and_check(&b, &a, 64 << 10, 2);
-    let uid = ofi_shm::proc::uid();
+    let uid = ofi_shmem::proc::uid();
     for r in [&a, &b] {
         let (pid, idx) = common::forge::parse_addr(&r.ep.getname().unwrap());
         for path in [segment_path(uid, pid, idx), bell_path(uid, pid, idx)] {

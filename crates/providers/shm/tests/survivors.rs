@@ -118,7 +118,7 @@ enum Death {
 fn survive(how: Death) {
     // This thread drives the survivor's progress: its log is what the
     // survivor says of the death.
-    let log = ofi_prov_test_support::log::LogCapture::start();
+    let log = ofi_testkit::log::LogCapture::start();
     let me = Rdm::open(&shm_offer(FI_TAGGED | FI_DIRECTED_RECV, None), EP_CTX);
     let mut kid = Kid::spawn("echo", self_cmd("survivors_of_a_dead_peer", "echo"));
     let name = unhex(&kid.expect("ADDR ", STEP));

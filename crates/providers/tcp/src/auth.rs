@@ -1,6 +1,6 @@
 //! The arming of a tcp endpoint's connections with its auth key
 //! (`ofi_core::util::auth`; which key an endpoint uses is
-//! `ofi_prov_inet::provider::endpoint_key`'s rule): each handshake gets a
+//! `ofi_inet::provider::endpoint_key`'s rule): each handshake gets a
 //! fresh nonce from the system's random source and proves the key both
 //! ways (see `ofi_wire::tcp`).
 

@@ -5,7 +5,7 @@
 
 use ofi_core::error::{Error, Result};
 use ofi_core::util::lock::SpinLock;
-use ofi_prov_inet::poller::Poller;
+use ofi_inet::poller::Poller;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};

@@ -7,7 +7,7 @@
 //! offers them), RDM and MSG on each, non-loopback first. The endpoints run
 //! the sans-IO protocol core of `ofi_proto::tcp`; what they share with
 //! udp's (socket addresses, the interface walk, the provider, fabric and
-//! domain objects, the core's driver half) is `ofi-prov-inet`'s. The `ofi`
+//! domain objects, the core's driver half) is `ofi-inet`'s. The `ofi`
 //! facade registers the provider ([`register`]), and the conformance suite
 //! runs against its offers.
 
@@ -27,12 +27,12 @@ use ofi_core::consts::*;
 use ofi_core::error::{Error, Result};
 use ofi_core::info::*;
 use ofi_core::provider::{EndpointOps, GetinfoRequest, PassiveEndpointOps};
-pub use ofi_prov_inet::addr;
-use ofi_prov_inet::offers::{iface, Place, Walk};
-use ofi_prov_inet::provider::{Domain, Inet, InetProvider};
-use ofi_prov_inet::tcp_core::attrs;
-pub use ofi_prov_inet::tcp_core::one_sided::ATOMIC_MAX_BYTES;
-pub use ofi_prov_inet::tcp_core::{INJECT_SIZE, IOV_LIMIT, RMA_IOV_LIMIT};
+pub use ofi_inet::addr;
+use ofi_inet::offers::{iface, Place, Walk};
+use ofi_inet::provider::{Domain, Inet, InetProvider};
+use ofi_inet::tcp_core::attrs;
+pub use ofi_inet::tcp_core::one_sided::ATOMIC_MAX_BYTES;
+pub use ofi_inet::tcp_core::{INJECT_SIZE, IOV_LIMIT, RMA_IOV_LIMIT};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -176,7 +176,7 @@ fn joined<E: domain::Member + EndpointOps + 'static>(
 
 /// Registers tcp with the core (idempotent).
 pub fn register() -> Result<()> {
-    ofi_prov_inet::provider::register::<Tcp>()
+    ofi_inet::provider::register::<Tcp>()
 }
 
 /// Provider name.
@@ -202,7 +202,7 @@ pub fn tunables() -> Vec<Tunable> {
 }
 
 /// The ordering that holds between two operations on one connection (see
-/// `ofi_prov_inet::tcp_core::attrs::MSG_ORDER`).
+/// `ofi_inet::tcp_core::attrs::MSG_ORDER`).
 pub const MSG_ORDER: u64 = attrs::MSG_ORDER;
 
 /// The offer of an endpoint of type `ep` (RDM or MSG) at place `p`.

@@ -27,13 +27,13 @@ use ofi_core::util::av::AvCore;
 use ofi_core::util::hash::IdMap;
 use ofi_core::util::lock::SpinLock;
 use ofi_core::util::peer::{Cause, DeadPeers, PeerDown};
+use ofi_inet::tcp_core::completions::{drain_rx, rx_error};
+use ofi_inet::tcp_core::one_sided::{ack_level, query_atomic, refused, Ops, Target};
+use ofi_inet::tcp_core::sends::Sends;
 use ofi_proto::tcp::{
     decide_hello, reject, Conn, ConnId, Event, Existing, HelloDecision, Memory, RecvReq, Req, Rx,
     RxConfig,
 };
-use ofi_prov_inet::tcp_core::completions::{drain_rx, rx_error};
-use ofi_prov_inet::tcp_core::one_sided::{ack_level, query_atomic, refused, Ops, Target};
-use ofi_prov_inet::tcp_core::sends::Sends;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,6 @@
 //! The tcp provider's system calls: nonblocking sockets, and scatter-gather
 //! reads into receive buffers and writes from send buffers (the epoll set
-//! is `ofi_prov_inet::poller`'s).
+//! is `ofi_inet::poller`'s).
 //!
 //! Socket set-up (creation, options, bind, listen, connect, accept,
 //! addresses) goes through socket2; the data path (send, recv, sendmsg)

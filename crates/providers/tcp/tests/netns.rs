@@ -26,7 +26,7 @@ use ofi_core::consts::*;
 use ofi_core::error::errno;
 use ofi_core::object::*;
 use ofi_core::util::eq::EqAttr;
-use ofi_prov_test_support::netns::{ip, netns_list};
+use ofi_testkit::netns::{ip, netns_list};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@ mod common;
 use common::*;
 use ofi_core::consts::*;
 use ofi_core::error::errno;
-use ofi_prov_test_support::netns::{ip, Netns};
+use ofi_testkit::netns::{ip, Netns};
 
 const NAME: &str = "a_node_behind_a_router_gets_the_routes_interface";
 const NODE_ENV: &str = "OFI_TCP_TEST_ROUTED_NODE";
@@ -34,9 +34,9 @@ fn ask() {
             Ok(v) => {
                 for o in v {
                     let src = o.src_addr.as_deref().expect("an offer binds somewhere");
-                    let src = ofi_prov_inet::addr::decode(src).expect("a socket address");
+                    let src = ofi_inet::addr::decode(src).expect("a socket address");
                     let dest = o.dest_addr.as_deref().expect("the node is the destination");
-                    let dest = ofi_prov_inet::addr::decode(dest).expect("a socket address");
+                    let dest = ofi_inet::addr::decode(dest).expect("a socket address");
                     println!("{TAG}OFFER {ep} {} {dest}", src.ip());
                 }
             }

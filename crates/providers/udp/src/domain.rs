@@ -14,7 +14,7 @@
 use crate::sys::{self, Timer};
 use ofi_core::error::{Error, Result};
 use ofi_core::util::lock::SpinLock;
-use ofi_prov_inet::poller::Poller;
+use ofi_inet::poller::Poller;
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

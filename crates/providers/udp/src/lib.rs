@@ -24,12 +24,12 @@ use ofi_core::consts::*;
 use ofi_core::error::{Error, Result};
 use ofi_core::info::*;
 use ofi_core::provider::{EndpointOps, GetinfoRequest};
-pub use ofi_prov_inet::addr;
-use ofi_prov_inet::offers::{iface, Place, Walk};
-use ofi_prov_inet::provider::{Domain, Inet, InetProvider};
-use ofi_prov_inet::tcp_core::attrs;
-pub use ofi_prov_inet::tcp_core::one_sided::ATOMIC_MAX_BYTES;
-pub use ofi_prov_inet::tcp_core::{INJECT_SIZE, RMA_IOV_LIMIT};
+pub use ofi_inet::addr;
+use ofi_inet::offers::{iface, Place, Walk};
+use ofi_inet::provider::{Domain, Inet, InetProvider};
+use ofi_inet::tcp_core::attrs;
+pub use ofi_inet::tcp_core::one_sided::ATOMIC_MAX_BYTES;
+pub use ofi_inet::tcp_core::{INJECT_SIZE, RMA_IOV_LIMIT};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -154,7 +154,7 @@ fn joined<E: domain::Member + EndpointOps + 'static>(
 
 /// Registers udp with the core (idempotent).
 pub fn register() -> Result<()> {
-    ofi_prov_inet::provider::register::<Udp>()
+    ofi_inet::provider::register::<Udp>()
 }
 
 /// The dead bound's default: 3 s. A datagram provider hears nothing when
@@ -184,7 +184,7 @@ pub fn rdm_datagram(ifname: &str, v6: bool, tunable: usize) -> usize {
 
 /// The ordering that holds between two operations to one peer: the same
 /// as tcp's (the same protocol core runs over one ordered stream per peer;
-/// see `ofi_prov_inet::tcp_core::attrs::MSG_ORDER`).
+/// see `ofi_inet::tcp_core::attrs::MSG_ORDER`).
 pub const MSG_ORDER: u64 = attrs::MSG_ORDER;
 
 /// The RDM offer at place `p`: the DGRAM offer's place, domain and tag

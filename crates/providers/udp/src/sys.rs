@@ -1,7 +1,7 @@
 //! The udp provider's system calls: nonblocking datagram sockets, gathered
 //! sends to an address and receives with the source address, multicast
 //! membership, the interface MTU, a timer fd, and the watching of a
-//! domain's descriptors in its epoll set (`ofi_prov_inet::poller`).
+//! domain's descriptors in its epoll set (`ofi_inet::poller`).
 //!
 //! Socket set-up (creation, options, bind, multicast, addresses) goes
 //! through socket2 and rustix's socket options; the data path (`sendto`,
@@ -15,7 +15,7 @@
 //! completes) into slices, and borrows the raw fds a domain watches.
 #![allow(unsafe_code)]
 
-use ofi_prov_inet::poller::Poller;
+use ofi_inet::poller::Poller;
 use rustix::io::Errno;
 use rustix::net::sockopt;
 use rustix::net::{RecvFlags, SendAncillaryBuffer, SendFlags, SocketAddrAny};

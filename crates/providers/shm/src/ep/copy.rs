@@ -19,8 +19,8 @@ use ofi_proto::shm::path::{
 };
 use ofi_proto::shm::rndv::Started;
 use ofi_proto::shm::{ack, cts, nack};
-use ofi_shm::cma::{self, Range};
-use ofi_shm::segment::XferLayout;
+use ofi_shmem::cma::{self, Range};
+use ofi_shmem::segment::XferLayout;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -36,10 +36,10 @@ use ofi_core::util::peer::DeadPeers;
 use ofi_proto::shm::path::{CopyConfig, SendLimits};
 use ofi_proto::shm::rndv::{Reassembly, Sends};
 use ofi_proto::shm::{CtrlQueue, Limits, OpTable, RxState};
-use ofi_shm::doorbell::Bell;
-use ofi_shm::proc;
-use ofi_shm::segment::XFER_DESCS;
-use ofi_shm::segment::{bell_path, reclaim_stale, segment_path, Geometry, Segment};
+use ofi_shmem::doorbell::Bell;
+use ofi_shmem::proc;
+use ofi_shmem::segment::XFER_DESCS;
+use ofi_shmem::segment::{bell_path, reclaim_stale, segment_path, Geometry, Segment};
 use ofi_wire::shm::{HDR_LEN, MAX_RTS_IOV};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -133,7 +133,7 @@ fn rx_flags(m: &Meta) -> u64 {
 #[derive(Debug)]
 struct Named {
     /// The alias held, if any.
-    claim: Option<ofi_shm::name::NameClaim>,
+    claim: Option<ofi_shmem::name::NameClaim>,
     /// What `getname` returns: the source address it was named by, or the
     /// native address.
     addr: Vec<u8>,
@@ -157,7 +157,7 @@ fn claim_name(uid: u32, me: ShmAddr, src: &[u8]) -> Result<Named> {
     };
     let end = src.iter().position(|&c| c == 0).unwrap_or(src.len());
     let text = String::from_utf8_lossy(&src[..end]).into_owned();
-    match ofi_shm::name::NameClaim::claim(uid, &name, me.pid, me.idx) {
+    match ofi_shmem::name::NameClaim::claim(uid, &name, me.pid, me.idx) {
         Ok(c) => Ok(Named {
             claim: Some(c),
             addr: str_bytes(&text),

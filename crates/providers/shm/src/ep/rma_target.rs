@@ -22,7 +22,7 @@ use ofi_core::util::rma::{self as core_rma, Resolved, RmaIov};
 use ofi_proto::shm::path::{copy_result, read_answer, rts_copy, CopyError, ReadAnswer, RtsCopy};
 use ofi_proto::shm::rma_answer as answer;
 use ofi_proto::shm::AtomicReq;
-use ofi_shm::cma::{self, Range};
+use ofi_shmem::cma::{self, Range};
 use ofi_wire::shm::{flag, op, Ranges, Repr, MAX_RANGES};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use ofi_core::util::peer::DeadPeers;
 use ofi_proto::shm::liveness::Liveness;
 use ofi_proto::shm::rndv::{Reassembly, Sends};
 use ofi_proto::shm::{CtrlQueue, OpTable, RxState};
-use ofi_shm::segment::MsgConsumer;
+use ofi_shmem::segment::MsgConsumer;
 use ofi_wire::shm::MAX_RTS_IOV;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

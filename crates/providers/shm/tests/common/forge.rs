@@ -6,7 +6,7 @@ use super::ofi;
 use ofi::consts::*;
 use ofi::*;
 use ofi_core::util::cq::CqErrEntry;
-use ofi_shm::segment::{segment_path, Segment};
+use ofi_shmem::segment::{segment_path, Segment};
 use ofi_wire::shm::{Entry, Repr};
 use std::time::{Duration, Instant};
 
@@ -71,8 +71,8 @@ impl Pair {
         let (pid, idx) = parse_addr(&baddr);
         let (apid, aidx) = parse_addr(&a.getname().unwrap());
         // The hostile side maps b's segment like any peer would.
-        let seg = Segment::open(&segment_path(ofi_shm::proc::uid(), pid, idx), pid).unwrap();
-        let a_seg = Segment::open(&segment_path(ofi_shm::proc::uid(), apid, aidx), apid).unwrap();
+        let seg = Segment::open(&segment_path(ofi_shmem::proc::uid(), pid, idx), pid).unwrap();
+        let a_seg = Segment::open(&segment_path(ofi_shmem::proc::uid(), apid, aidx), apid).unwrap();
         Pair {
             cq,
             a,

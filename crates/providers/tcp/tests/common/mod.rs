@@ -6,8 +6,8 @@
 
 /// The endpoint the RDM tests open (not every suite names it).
 #[allow(unused_imports)]
-pub use ofi_prov_test_support::Ep as Rdm;
-pub use ofi_prov_test_support::*;
+pub use ofi_testkit::Ep as Rdm;
+pub use ofi_testkit::*;
 
 /// getinfo for tcp offers of `ep_type` with FI_MSG bound to `node`
 /// (FI_SOURCE, any port), its error as it comes.

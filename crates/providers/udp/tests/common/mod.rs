@@ -6,7 +6,7 @@
 
 pub mod netns;
 
-pub use ofi_prov_test_support::*;
+pub use ofi_testkit::*;
 
 /// getinfo for udp offers of `ep_type` with FI_MSG bound to `node`
 /// (FI_SOURCE, any port), its error as it comes.

@@ -1,7 +1,7 @@
-//! The shared namespace fixture (`ofi_prov_test_support::netns::Netns`)
+//! The shared namespace fixture (`ofi_testkit::netns::Netns`)
 //! and how this suite runs its children inside one.
 
-pub use ofi_prov_test_support::netns::Netns;
+pub use ofi_testkit::netns::Netns;
 use std::process::Command;
 
 /// This test binary's test `name` as `role` inside namespace `ns` of `n`

@@ -1,13 +1,13 @@
 //! Loom models of the slot ring: every interleaving of producers and
 //! consumers delivers each value exactly once, in per-producer order.
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ofi-shm --test loom_ring --release`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ofi-shmem --test loom_ring --release`.
 #![cfg(loom)]
 #![allow(unsafe_code)]
 
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
-use ofi_shm::ring::{self, Slots};
+use ofi_shmem::ring::{self, Slots};
 
 struct Heap {
     tail: AtomicU64,

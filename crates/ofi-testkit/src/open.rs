@@ -41,7 +41,7 @@ pub fn offer_of(prov: &str, ep_type: u32, node: &str) -> Info {
         .into_iter()
         .find(|i| i.provider() == prov)
         .unwrap_or_else(|| panic!("getinfo returned no {prov} offer for {node}"));
-    let src = ofi_prov_inet::addr::decode(o.src_addr.as_deref().expect("offer has src_addr"))
+    let src = ofi_inet::addr::decode(o.src_addr.as_deref().expect("offer has src_addr"))
         .expect("offer's src_addr decodes");
     assert_eq!(
         src.ip().to_string(),
@@ -108,7 +108,7 @@ impl Ep {
 
     /// The endpoint's address as a socket address (for messages).
     pub fn sockaddr(&self) -> std::net::SocketAddr {
-        ofi_prov_inet::addr::decode(&self.ep.getname().expect("getname")).expect("decode")
+        ofi_inet::addr::decode(&self.ep.getname().expect("getname")).expect("decode")
     }
 
     /// Inserts `other`'s address into this endpoint's AV.

@@ -1,4 +1,4 @@
-//! Loom models of the cooperative-copy claim protocol (`ofi_shm::xfer`):
+//! Loom models of the cooperative-copy claim protocol (`ofi_shmem::xfer`):
 //! the receiver publishes a transfer, the sender joins with the generation
 //! its CTS named, both claim chunks until none are left; every chunk is
 //! copied exactly once, the receiver sees every copy once `finished`, and
@@ -7,13 +7,13 @@
 //! `xfer.rs`: loom mis-orders a plain store against another thread's
 //! read-modify-write of the same atomic, tokio-rs/loom#282, and reports
 //! executions the memory model forbids.)
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ofi-shm --test loom_xfer --release`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ofi-shmem --test loom_xfer --release`.
 #![cfg(loom)]
 #![allow(unsafe_code)]
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
-use ofi_shm::xfer::{XferDesc, XferLayout};
+use ofi_shmem::xfer::{XferDesc, XferLayout};
 
 /// The receiver's buffer: one cell per chunk, so loom flags any copy that
 /// races with another copy or with the receiver's read.

@@ -1,12 +1,12 @@
-//! Loom model of the sleep handshake (`ofi_shm::wake`): a consumer that
+//! Loom model of the sleep handshake (`ofi_shmem::wake`): a consumer that
 //! decides to sleep is always woken by a producer that published an entry
 //! it did not see (the doorbell is rung), whatever the interleaving.
-//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ofi-shm --test loom_wake --release`.
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p ofi-shmem --test loom_wake --release`.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::Arc;
-use ofi_shm::wake;
+use ofi_shmem::wake;
 
 struct Shared {
     sleeping: AtomicU32,

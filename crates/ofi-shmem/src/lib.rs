@@ -1,4 +1,4 @@
-//! ofi-shm: the one home of ofi's shared-memory `unsafe`: segments in
+//! ofi-shmem: the one home of ofi's shared-memory `unsafe`: segments in
 //! /dev/shm, the lock-free slot ring, doorbells, process liveness and
 //! cross-process copies. The shm provider above it maps, rings and copies
 //! only through this crate; its own `unsafe` (about thirty sites, all in its
