@@ -350,8 +350,43 @@ pub struct RmaOp<'a> {
     /// Operation flags (FI_INJECT, FI_REMOTE_CQ_DATA, FI_COMPLETION,
     /// FI_DELIVERY_COMPLETE, FI_FENCE …).
     pub flags: u64,
-    /// A read (remote to local) rather than a write.
-    pub read: bool,
+    /// Which way the data goes.
+    pub dir: RmaDir,
+}
+
+/// The direction of an RMA operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RmaDir {
+    /// Remote memory to local (`fi_read`).
+    Read,
+    /// Local memory to remote (`fi_write`).
+    Write,
+}
+
+impl RmaDir {
+    /// True for [`RmaDir::Read`].
+    #[inline]
+    pub const fn is_read(self) -> bool {
+        matches!(self, RmaDir::Read)
+    }
+
+    /// The completion and capability bit of the direction: `FI_READ` or
+    /// `FI_WRITE`.
+    #[inline]
+    pub const fn flag(self) -> u64 {
+        match self {
+            RmaDir::Read => crate::consts::FI_READ,
+            RmaDir::Write => crate::consts::FI_WRITE,
+        }
+    }
+
+    /// "read" or "write", for messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RmaDir::Read => "read",
+            RmaDir::Write => "write",
+        }
+    }
 }
 
 /// An atomic as the provider sees it (`fi_atomicmsg`, `fi_fetch_atomicmsg`,

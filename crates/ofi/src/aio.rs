@@ -57,8 +57,8 @@ use crate::safe::{Addr, Atomic};
 use crate::spi::HasCore;
 use crate::{
     errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint,
-    Error, EventQueue, Fabric, Info, IoBuf, IoBufMut, Ioc, RecvOp, Result, RmaIoc, RmaIov, RmaOp,
-    SendOp,
+    Error, EventQueue, Fabric, Info, IoBuf, IoBufMut, Ioc, RecvOp, Result, RmaDir, RmaIoc, RmaIov,
+    RmaOp, SendOp,
 };
 use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
@@ -534,7 +534,7 @@ impl Channel {
         &self,
         buf: Held<B>,
         range: IoVec,
-        read: bool,
+        dir: RmaDir,
         peer: Addr,
         remote: (u64, u64),
     ) -> Op<B> {
@@ -559,7 +559,7 @@ impl Channel {
                 data: 0,
                 context: ctx,
                 flags: FI_COMPLETION,
-                read,
+                dir,
             };
             // SAFETY: as in `send_op`.
             unsafe { ep.post_rma(&op) }
@@ -570,7 +570,7 @@ impl Channel {
     pub fn write<B: IoBuf>(&self, buf: B, dest: Addr, remote_addr: u64, key: u64) -> Op<B> {
         let buf = Held::new(buf);
         let range = iov_of(buf.as_ref());
-        self.rma_op(buf, range, false, dest, (remote_addr, key))
+        self.rma_op(buf, range, RmaDir::Write, dest, (remote_addr, key))
     }
 
     /// Reads `buf`'s length of the peer's region at `(remote_addr, key)`.
@@ -581,7 +581,7 @@ impl Channel {
             base: m.as_mut_ptr() as usize,
             len: m.len(),
         };
-        self.rma_op(buf, range, true, src, (remote_addr, key))
+        self.rma_op(buf, range, RmaDir::Read, src, (remote_addr, key))
     }
 
     /// Applies an atomic to the peer's region at `(remote_addr, key)`;

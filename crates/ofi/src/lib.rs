@@ -56,7 +56,8 @@ pub use ofi_core::error::{self, errno, Error, ErrorKind, Result};
 pub use ofi_core::info::{self, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, Summary, TxAttr};
 pub use ofi_core::object::{
     AddressVector, AtomicOp, CloseResult, CompletionQueue, Counter, Deferred, Domain, Endpoint,
-    EventQueue, Fabric, MemoryRegion, PassiveEndpoint, PollSet, RecvOp, RmaOp, SendOp, WaitSet,
+    EventQueue, Fabric, MemoryRegion, PassiveEndpoint, PollSet, RecvOp, RmaDir, RmaOp, SendOp,
+    WaitSet,
 };
 pub use ofi_core::typed::{
     AddrFormat, AvType, Caps, EpType, Mode, MrAccess, MrMode, MsgOrder, OpFlags, Progress,

@@ -54,8 +54,8 @@ use crate::consts::*;
 use crate::spi::HasCore;
 use crate::{
     errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint,
-    EqAttr, Error, Fabric, Info, IoBuf, IoBufMut, Ioc, MrAccess, RecvOp, Result, RmaIoc, RmaIov,
-    RmaOp, SendOp,
+    EqAttr, Error, Fabric, Info, IoBuf, IoBufMut, Ioc, MrAccess, RecvOp, Result, RmaDir, RmaIoc,
+    RmaIov, RmaOp, SendOp,
 };
 use conn::Conns;
 use ofi_core::util::atomic::datatype_size;
@@ -622,7 +622,7 @@ impl Channel {
         buf: Held<B>,
         range: IoVec,
         desc: Option<u64>,
-        read: bool,
+        dir: RmaDir,
         peer: Addr,
         remote_addr: u64,
         key: u64,
@@ -655,7 +655,7 @@ impl Channel {
                 flags: FI_COMPLETION
                     | self.more.get()
                     | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
-                read,
+                dir,
             };
             self.with_ep(peer, |ep| {
                 // SAFETY: as in `send_op`: the handle (or the table) owns the
@@ -670,7 +670,16 @@ impl Channel {
     pub fn write<B: IoBuf>(&self, buf: B, dest: Addr, remote_addr: u64, key: u64) -> Posted<'_, B> {
         let buf = Held::new(buf);
         let (range, desc) = (iov_of(buf.as_ref()), buf.desc());
-        self.rma_op(buf, range, desc, false, dest, remote_addr, key, None)
+        self.rma_op(
+            buf,
+            range,
+            desc,
+            RmaDir::Write,
+            dest,
+            remote_addr,
+            key,
+            None,
+        )
     }
 
     /// Writes `buf` and delivers `data` to the target, where it shows up as
@@ -685,7 +694,16 @@ impl Channel {
     ) -> Posted<'_, B> {
         let buf = Held::new(buf);
         let (range, desc) = (iov_of(buf.as_ref()), buf.desc());
-        self.rma_op(buf, range, desc, false, dest, remote_addr, key, Some(data))
+        self.rma_op(
+            buf,
+            range,
+            desc,
+            RmaDir::Write,
+            dest,
+            remote_addr,
+            key,
+            Some(data),
+        )
     }
 
     /// Reads `buf`'s length of the peer's region at `(remote_addr, key)`
@@ -704,7 +722,7 @@ impl Channel {
             len: m.len(),
         };
         let desc = buf.desc();
-        self.rma_op(buf, range, desc, true, src, remote_addr, key, None)
+        self.rma_op(buf, range, desc, RmaDir::Read, src, remote_addr, key, None)
     }
 
     /// Applies an atomic to the peer's region at `(remote_addr, key)`; its

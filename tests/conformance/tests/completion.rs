@@ -9,7 +9,7 @@
 
 use ofi_conformance::ofi::consts::*;
 use ofi_conformance::ofi::{
-    errno, AtomicKind, AtomicOp, IoVec, Ioc, MrAttr, RmaIoc, RmaIov, RmaOp, SendOp,
+    errno, AtomicKind, AtomicOp, IoVec, Ioc, MrAttr, RmaDir, RmaIoc, RmaIov, RmaOp, SendOp,
 };
 use ofi_conformance::*;
 use std::os::fd::AsRawFd;
@@ -178,8 +178,8 @@ conformance!(fn read_right_after_write_sees_it_when_raw_ordered(info) {
         let siov = [IoVec::from_slice(&src)];
         let biov = [IoVec::from_mut(&mut back)];
         let rma = [RmaIov { addr: raddr, len: 4096, key: mr.key() }];
-        let w = RmaOp { iov: &siov, desc: &[], addr: p.fb, rma_iov: &rma, data: 0, context: 1, flags: FI_COMPLETION, read: false };
-        let r = RmaOp { iov: &biov, context: 2, read: true, ..w };
+        let w = RmaOp { iov: &siov, desc: &[], addr: p.fb, rma_iov: &rma, data: 0, context: 1, flags: FI_COMPLETION, dir: RmaDir::Write };
+        let r = RmaOp { iov: &biov, context: 2, dir: RmaDir::Read, ..w };
         // SAFETY: src and back outlive the completions.
         retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&w) }).unwrap();
         // SAFETY: as above.
@@ -203,7 +203,7 @@ conformance!(fn commit_complete_is_refused_without_rma_pmem(info) {
     let src = [1u8; 8];
     let iov = [IoVec::from_slice(&src)];
     let rma = [RmaIov { addr: 0, len: 8, key: 1 }];
-    let w = RmaOp { iov: &iov, desc: &[], addr: p.fb, rma_iov: &rma, data: 0, context: 1, flags: FI_COMMIT_COMPLETE, read: false };
+    let w = RmaOp { iov: &iov, desc: &[], addr: p.fb, rma_iov: &rma, data: 0, context: 1, flags: FI_COMMIT_COMPLETE, dir: RmaDir::Write };
     // SAFETY: refused before anything is posted.
     let e = unsafe { p.a.post_rma(&w) }.unwrap_err();
     assert_eq!(e.code(), errno::FI_EOPNOTSUPP);
@@ -293,7 +293,7 @@ conformance!(fn commit_complete_makes_writes_durable_in_a_file_mapping(info) {
     let data = pattern(9, 40_000);
     let iov = [IoVec::from_slice(&data)];
     let rma = [RmaIov { addr: at(file.addr, 1000), len: data.len(), key: mr_file.key() }];
-    let w = RmaOp { iov: &iov, desc: &[], addr: p.fb, rma_iov: &rma, data: 0, context: 1, flags: FI_COMPLETION | FI_COMMIT_COMPLETE, read: false };
+    let w = RmaOp { iov: &iov, desc: &[], addr: p.fb, rma_iov: &rma, data: 0, context: 1, flags: FI_COMPLETION | FI_COMMIT_COMPLETE, dir: RmaDir::Write };
     // SAFETY: data outlives the completion.
     retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&w) }).unwrap();
     let (ca, _) = p.wait(1, 0, TIMEOUT);

@@ -8,7 +8,7 @@
 use ofi_conformance::ofi::consts::*;
 use ofi_conformance::ofi::{
     errno, AtomicKind, CntrAttr, Counter, Deferred, Domain, Info, IoVec, Ioc, MemoryRegion, MrAttr,
-    RmaIoc, RmaIov,
+    RmaDir, RmaIoc, RmaIov,
 };
 use ofi_conformance::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,7 +121,7 @@ conformance!(fn rma_iov_lists_scatter_and_gather(info) {
         data: 0,
         context: 21,
         flags: FI_COMPLETION,
-        read: false,
+        dir: RmaDir::Write,
     };
     // SAFETY: parts outlive the wait.
     unsafe { p.a.post_rma(&op) }.unwrap_or_else(|e| panic!("writemsg: {e}"));
@@ -333,7 +333,7 @@ conformance!(fn triggered_write_fires_when_the_counter_reaches_its_threshold(inf
         data: 0,
         context: 77,
         flags: FI_COMPLETION,
-        read: false,
+        dir: RmaDir::Write,
     };
     // SAFETY: src outlives the completion waited for below.
     unsafe { p.a.trigger(&trig, 2, op) }.unwrap();
@@ -456,7 +456,7 @@ conformance!(fn triggered_inject_operations_send_the_bytes_of_the_call(info) {
         data: 0,
         context: 8,
         flags: FI_INJECT | FI_COMPLETION,
-        read: false,
+        dir: RmaDir::Write,
     };
     // SAFETY: FI_INJECT: the sources are read before the calls return.
     unsafe { p.a.trigger(&trig, 1, send) }.unwrap();

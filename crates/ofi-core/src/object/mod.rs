@@ -48,7 +48,7 @@ pub use sets::{PollSet, WaitSet};
 pub use triggered::Deferred;
 // The operation descriptors and bindings, at their historical paths
 // (`ofi_core::object::SendOp` …).
-pub use crate::provider::{tx_completion, AtomicOp, EpBindings, RecvOp, RmaOp, SendOp};
+pub use crate::provider::{tx_completion, AtomicOp, EpBindings, RecvOp, RmaDir, RmaOp, SendOp};
 // Providers and white-box tests glob-import this module: the provider-side
 // accessors (`core()`, `ops()`, `mr_map()`) stay in scope for them.
 pub use crate::spi::{HasCore, HasMrMap, HasOps};

@@ -9,7 +9,7 @@
 use super::Endpoint;
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
-use crate::provider::RmaOp;
+use crate::provider::{RmaDir, RmaOp};
 use crate::util::iov::{iov_len, IoVec};
 use crate::util::rma::RmaIov;
 
@@ -19,11 +19,11 @@ fn one(buf: usize, len: usize) -> [IoVec; 1] {
 
 impl Endpoint {
     pub(super) fn check_rma(&self, op: &RmaOp<'_>) -> Result<()> {
-        let dir = if op.read { FI_READ } else { FI_WRITE };
+        let dir = op.dir.flag();
         if self.info.caps & FI_RMA == 0
             || (self.info.caps & (FI_READ | FI_WRITE) != 0 && self.info.caps & dir == 0)
         {
-            return self.require_caps(FI_RMA | dir, if op.read { "read" } else { "write" });
+            return self.require_caps(FI_RMA | dir, op.dir.name());
         }
         let t = &self.info.tx_attr;
         self.check_commit(op.flags)?;
@@ -52,7 +52,7 @@ impl Endpoint {
             )));
         }
         if op.flags & FI_INJECT != 0 {
-            if op.read {
+            if op.dir.is_read() {
                 return Err(Error::inval("rma: FI_INJECT on a read"));
             }
             if local > t.inject_size {
@@ -97,7 +97,7 @@ impl Endpoint {
         data: u64,
         context: usize,
         flags: u64,
-        read: bool,
+        dir: RmaDir,
     ) -> Result<()> {
         let iov = one(buf, len);
         let rma = [RmaIov { addr, len, key }];
@@ -109,7 +109,7 @@ impl Endpoint {
             data,
             context,
             flags,
-            read,
+            dir,
         };
         // SAFETY: `iov` is the one range `buf..buf+len`, which the caller keeps valid
         // (for a read, writable and unaliased) until the operation completes,
@@ -143,7 +143,7 @@ impl Endpoint {
                 0,
                 context,
                 FI_COMPLETION,
-                true,
+                RmaDir::Read,
             )
         }
     }
@@ -173,7 +173,7 @@ impl Endpoint {
             data: 0,
             context,
             flags: FI_COMPLETION,
-            read: true,
+            dir: RmaDir::Read,
         };
         // SAFETY: the caller keeps every `iov` range valid and unaliased until the read
         // completes (this fn's contract): `post_rma`'s contract for a read.
@@ -205,7 +205,7 @@ impl Endpoint {
                 0,
                 context,
                 FI_COMPLETION,
-                false,
+                RmaDir::Write,
             )
         }
     }
@@ -235,7 +235,7 @@ impl Endpoint {
             data: 0,
             context,
             flags: FI_COMPLETION,
-            read: false,
+            dir: RmaDir::Write,
         };
         // SAFETY: the caller keeps every `iov` range valid until the write completes
         // (this fn's contract): `post_rma`'s contract for a write.
@@ -270,7 +270,7 @@ impl Endpoint {
                 data,
                 context,
                 FI_COMPLETION | FI_REMOTE_CQ_DATA,
-                false,
+                RmaDir::Write,
             )
         }
     }
@@ -289,7 +289,7 @@ impl Endpoint {
                 0,
                 0,
                 FI_INJECT | OFI_INJECT_CALL,
-                false,
+                RmaDir::Write,
             )
         }
     }
@@ -315,7 +315,7 @@ impl Endpoint {
                 data,
                 0,
                 FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA,
-                false,
+                RmaDir::Write,
             )
         }
     }

@@ -8,7 +8,7 @@
 use super::{Counter, Endpoint};
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
-use crate::provider::{AtomicOp, EndpointOps, RecvOp, RmaOp, SendOp};
+use crate::provider::{AtomicOp, EndpointOps, RecvOp, RmaDir, RmaOp, SendOp};
 use crate::util::atomic::{self, AtomicKind};
 use crate::util::cq::{error_completion, CqCore};
 use crate::util::iov::{copy_from_iov, iov_len, IoVec};
@@ -159,8 +159,8 @@ pub enum Deferred {
         context: usize,
         /// Flags.
         flags: u64,
-        /// Read rather than write.
-        read: bool,
+        /// Which way the data goes.
+        dir: RmaDir,
     },
     /// An atomic.
     Atomic {
@@ -244,7 +244,7 @@ impl Deferred {
             | Deferred::Rma {
                 iov,
                 flags,
-                read: false,
+                dir: RmaDir::Write,
                 ..
             } if *flags & FI_INJECT != 0 => {
                 let copy = copy_of(iov);
@@ -280,9 +280,7 @@ impl Deferred {
                     FI_MSG | FI_RECV
                 },
             ),
-            Deferred::Rma { context, read, .. } => {
-                (*context, FI_RMA | if *read { FI_READ } else { FI_WRITE })
-            }
+            Deferred::Rma { context, dir, .. } => (*context, FI_RMA | dir.flag()),
             Deferred::Atomic { context, kind, .. } => (
                 *context,
                 FI_ATOMIC
@@ -343,7 +341,7 @@ impl Deferred {
                 data,
                 context,
                 flags,
-                read,
+                dir,
             } => View::Rma(RmaOp {
                 iov,
                 desc: &[],
@@ -352,7 +350,7 @@ impl Deferred {
                 data: *data,
                 context: *context,
                 flags: strip(*flags),
-                read: *read,
+                dir: *dir,
             }),
             Deferred::Atomic {
                 kind,

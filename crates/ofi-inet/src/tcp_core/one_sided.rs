@@ -296,7 +296,7 @@ impl Ops {
             };
         }
         let remote = &remote[..op.rma_iov.len()];
-        let inject = op.flags & FI_INJECT != 0 && !op.read;
+        let inject = op.flags & FI_INJECT != 0 && !op.dir.is_read();
         let copy = inject.then(|| self.copy(op.iov));
         let copied;
         let local: &[IoVec] = match &copy {
@@ -309,19 +309,19 @@ impl Ops {
             }
             None => op.iov,
         };
-        let mut req = if op.read {
+        let mut req = if op.dir.is_read() {
             RmaReq::read(local, remote, 0)
         } else {
             RmaReq::write(local, remote, 0)
         };
-        if !op.read && op.flags & FI_REMOTE_CQ_DATA != 0 {
+        if !op.dir.is_read() && op.flags & FI_REMOTE_CQ_DATA != 0 {
             req = req.with_data(op.data);
         }
         req.fence = op.flags & FI_FENCE != 0;
-        req.commit_complete = !op.read && op.flags & FI_COMMIT_COMPLETE != 0;
+        req.commit_complete = !op.dir.is_read() && op.flags & FI_COMMIT_COMPLETE != 0;
         req.context = self.insert(OpMeta {
             context: op.context,
-            flags: FI_RMA | if op.read { FI_READ } else { FI_WRITE },
+            flags: FI_RMA | op.dir.flag(),
             completion: ofi_core::object::tx_completion(op.flags, selective),
             inject: copy,
         });

@@ -10,7 +10,7 @@ mod common;
 
 use common::{loopback_offer, readable, Rdm};
 use ofi_core::consts::*;
-use ofi_core::object::{RmaOp, SendOp};
+use ofi_core::object::{RmaDir, RmaOp, SendOp};
 use ofi_core::util::cq::CqEntry;
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::mr::MrAttr;
@@ -154,7 +154,7 @@ fn a_held_write_lands_before_the_message_that_follows_it() {
         data: 0,
         context: 30,
         flags: FI_COMPLETION | FI_MORE,
-        read: false,
+        dir: RmaDir::Write,
     };
     let mut r = [0u8; 8];
     // SAFETY: r outlives the receive, `data` the write; both complete below.

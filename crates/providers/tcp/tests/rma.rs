@@ -358,7 +358,7 @@ fn write_read(ep_type: u32, mode: Mode) {
                 data: 0,
                 context: ctx,
                 flags: FI_COMPLETION,
-                read: false,
+                dir: RmaDir::Write,
             };
             // SAFETY: src outlives the completion waited for below.
             unsafe { p.a.ep.post_rma(&op) }.expect("write");
@@ -371,7 +371,7 @@ fn write_read(ep_type: u32, mode: Mode) {
             let biov = split(&back, rparts.clamp(2, 4));
             let rop = RmaOp {
                 iov: &biov,
-                read: true,
+                dir: RmaDir::Read,
                 context: ctx,
                 ..op
             };
@@ -1024,13 +1024,13 @@ fn fence(ep_type: u32) {
         data: 0,
         context: 1,
         flags: FI_COMPLETION,
-        read: true,
+        dir: RmaDir::Read,
     };
     let wr = RmaOp {
         rma_iov: &rb,
         context: 2,
         flags: FI_COMPLETION | FI_FENCE,
-        read: false,
+        dir: RmaDir::Write,
         ..rd
     };
     // SAFETY: local outlives both completions.

@@ -6,7 +6,7 @@ use super::ep;
 use crate::abi::*;
 use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
 use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
-use ofi_core::object::RmaOp;
+use ofi_core::object::{RmaDir, RmaOp};
 use ofi_core::util::iov::{iov_len, IoVec};
 use ofi_core::util::rma::RmaIov;
 
@@ -26,7 +26,7 @@ unsafe fn post(
     data: u64,
     context: *mut c_void,
     flags: Flags,
-    read: bool,
+    dir: RmaDir,
 ) -> ssize_t {
     // SAFETY: p is NULL or a fid of the application.
     let Some((o, e)) = (unsafe { ep(p) }) else {
@@ -41,7 +41,7 @@ unsafe fn post(
             data,
             context: context as usize,
             flags,
-            read,
+            dir,
         };
         // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
         // (fi_trigger(3)); the local ranges stay valid until the deferred operation completes (this
@@ -56,7 +56,7 @@ unsafe fn post(
         data,
         context: context as usize,
         flags,
-        read,
+        dir,
     };
     // SAFETY: the local ranges stay valid until completion, with FI_INJECT until return (this
     // function's contract), as `post_rma` requires.
@@ -92,7 +92,7 @@ unsafe fn post_buf(
     data: u64,
     context: *mut c_void,
     flags: Flags,
-    read: bool,
+    dir: RmaDir,
 ) -> ssize_t {
     let Some(iov) = one(buf, len) else {
         return EINVAL_S;
@@ -101,7 +101,7 @@ unsafe fn post_buf(
     let r = [RmaIov { addr, len, key }];
     // SAFETY: the one local range is `buf`, valid as long as the operation
     // needs it (this function's contract).
-    unsafe { post(p, &iov, one_desc(&d), peer, &r, data, context, flags, read) }
+    unsafe { post(p, &iov, one_desc(&d), peer, &r, data, context, flags, dir) }
 }
 
 /// The vector forms (`readv`, `writev`): `count` local ranges, and as many
@@ -121,7 +121,7 @@ unsafe fn post_iov(
     addr: u64,
     key: u64,
     context: *mut c_void,
-    read: bool,
+    dir: RmaDir,
 ) -> ssize_t {
     // SAFETY: iov / desc hold count entries (this function's contract).
     let Some((v, d)) = (unsafe { iov_lists(iov, desc, count) }) else {
@@ -135,14 +135,14 @@ unsafe fn post_iov(
     let f = Flags::Default(0);
     // SAFETY: the ranges stay valid until completion (this function's
     // contract).
-    unsafe { post(p, v, d, peer, &r, 0, context, f, read) }
+    unsafe { post(p, v, d, peer, &r, 0, context, f, dir) }
 }
 
 /// `fi_readmsg` / `fi_writemsg`.
 ///
 /// # Safety
 /// As the C calls.
-unsafe fn rma_msg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool) -> ssize_t {
+unsafe fn rma_msg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, dir: RmaDir) -> ssize_t {
     // SAFETY: msg is NULL or a valid message.
     let Some(m) = (unsafe { msg.as_ref() }) else {
         return EINVAL_S;
@@ -156,7 +156,7 @@ unsafe fn rma_msg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool
     };
     let f = Flags::Given(flags);
     // SAFETY: the application keeps the ranges valid until completion.
-    unsafe { post(p, v, d, m.addr, r, m.data, m.context, f, read) }
+    unsafe { post(p, v, d, m.addr, r, m.data, m.context, f, dir) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -173,7 +173,21 @@ unsafe extern "C" fn rma_read(
     ffi(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { post_buf(p, buf, len, desc, src, addr, key, 0, context, f, true) }
+        unsafe {
+            post_buf(
+                p,
+                buf,
+                len,
+                desc,
+                src,
+                addr,
+                key,
+                0,
+                context,
+                f,
+                RmaDir::Read,
+            )
+        }
     })
 }
 
@@ -191,7 +205,7 @@ unsafe extern "C" fn rma_readv(
     // SAFETY: iov / desc hold count entries; the application keeps the
     // ranges valid until completion.
     ffi(PANIC_S, || unsafe {
-        post_iov(p, iov, desc, count, src, addr, key, context, true)
+        post_iov(p, iov, desc, count, src, addr, key, context, RmaDir::Read)
     })
 }
 
@@ -199,14 +213,14 @@ unsafe extern "C" fn rma_readmsg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: 
     // SAFETY: the application's fi_readmsg(3) arguments, passed on unchanged: `msg` is NULL or a
     // valid message whose lists hold their counts and whose ranges stay valid until completion, as
     // `rma_msg` requires.
-    ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, true) })
+    ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, RmaDir::Read) })
 }
 
 unsafe extern "C" fn rma_writemsg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> ssize_t {
     // SAFETY: the application's fi_writemsg(3) arguments, passed on unchanged: `msg` is NULL or a
     // valid message whose lists hold their counts and whose ranges stay valid until completion, as
     // `rma_msg` requires.
-    ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, false) })
+    ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, RmaDir::Write) })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -223,7 +237,21 @@ unsafe extern "C" fn rma_write(
     ffi(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { post_buf(p, buf, len, desc, dest, addr, key, 0, context, f, false) }
+        unsafe {
+            post_buf(
+                p,
+                buf,
+                len,
+                desc,
+                dest,
+                addr,
+                key,
+                0,
+                context,
+                f,
+                RmaDir::Write,
+            )
+        }
     })
 }
 
@@ -241,7 +269,7 @@ unsafe extern "C" fn rma_writev(
     // SAFETY: iov / desc hold count entries; the application keeps the
     // ranges valid until completion.
     ffi(PANIC_S, || unsafe {
-        post_iov(p, iov, desc, count, dest, addr, key, context, false)
+        post_iov(p, iov, desc, count, dest, addr, key, context, RmaDir::Write)
     })
 }
 
@@ -257,7 +285,21 @@ unsafe extern "C" fn rma_inject(
         let f = Flags::Inject(FI_INJECT);
         let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { post_buf(p, buf, len, none, dest, addr, key, 0, none, f, false) }
+        unsafe {
+            post_buf(
+                p,
+                buf,
+                len,
+                none,
+                dest,
+                addr,
+                key,
+                0,
+                none,
+                f,
+                RmaDir::Write,
+            )
+        }
     })
 }
 
@@ -276,7 +318,21 @@ unsafe extern "C" fn rma_writedata(
     ffi(PANIC_S, || {
         let f = Flags::Default(FI_REMOTE_CQ_DATA);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { post_buf(p, buf, len, desc, dest, addr, key, data, context, f, false) }
+        unsafe {
+            post_buf(
+                p,
+                buf,
+                len,
+                desc,
+                dest,
+                addr,
+                key,
+                data,
+                context,
+                f,
+                RmaDir::Write,
+            )
+        }
     })
 }
 
@@ -294,7 +350,21 @@ unsafe extern "C" fn rma_injectdata(
         let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
         let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
-        unsafe { post_buf(p, buf, len, none, dest, addr, key, data, none, f, false) }
+        unsafe {
+            post_buf(
+                p,
+                buf,
+                len,
+                none,
+                dest,
+                addr,
+                key,
+                data,
+                none,
+                f,
+                RmaDir::Write,
+            )
+        }
     })
 }
 

@@ -426,7 +426,7 @@ impl EndpointOps for HybridEp {
         let mut st = self.lock();
         let r = self.route(&mut st, op.addr)?;
         let completion = tx_completion(op.flags, st.b.tx_selective);
-        let flags = FI_RMA | if op.read { FI_READ } else { FI_WRITE };
+        let flags = FI_RMA | op.dir.flag();
         let i = self.tx_slot(
             &mut st,
             r.path,

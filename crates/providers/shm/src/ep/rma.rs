@@ -191,12 +191,16 @@ impl ShmEndpoint {
         let (remote, nr) = wire_ranges(o.rma_iov);
         let mut local = [IoVec::default(); MAX_IOV];
         local[..o.iov.len()].copy_from_slice(o.iov);
-        let cq_data = o.flags & FI_REMOTE_CQ_DATA != 0 && !o.read;
-        let commit = o.flags & FI_COMMIT_COMPLETE != 0 && !o.read;
+        let cq_data = o.flags & FI_REMOTE_CQ_DATA != 0 && !o.dir.is_read();
+        let commit = o.flags & FI_COMMIT_COMPLETE != 0 && !o.dir.is_read();
         let commit_flag = if commit { flag::COMMIT } else { 0 };
         let mut p = PendingRma {
             peer: peer.clone(),
-            kind: if o.read { Kind::Read } else { Kind::Write },
+            kind: if o.dir.is_read() {
+                Kind::Read
+            } else {
+                Kind::Write
+            },
             local,
             cnt: o.iov.len(),
             remote,
@@ -208,13 +212,13 @@ impl ShmEndpoint {
             cq_data,
             commit,
             context: o.context,
-            flags: FI_RMA | if o.read { FI_READ } else { FI_WRITE },
+            flags: FI_RMA | o.dir.flag(),
             completion,
         };
         let room = write_room(nr);
         let cma_usable = !self.cfg.disable_cma && peer.cma_ok.load(Ordering::Relaxed);
         let path = write_path(len, room, cma_usable, inject);
-        let chunked = !o.read && path == WritePath::Chunked;
+        let chunked = !o.dir.is_read() && path == WritePath::Chunked;
         if inject && len > room {
             let mut v = vec![0u8; len];
             // SAFETY: post_rma's caller keeps the iov readable for this call.
@@ -234,8 +238,12 @@ impl ShmEndpoint {
             cookie,
             ..Default::default()
         };
-        let pushed = if o.read || path == WritePath::Pull {
-            r.op = if o.read { op::RMA_READ } else { op::RMA_PULL };
+        let pushed = if o.dir.is_read() || path == WritePath::Pull {
+            r.op = if o.dir.is_read() {
+                op::RMA_READ
+            } else {
+                op::RMA_PULL
+            };
             r.flags = commit_flag | if cq_data { flag::CQ_DATA } else { 0 };
             r.data = if cq_data { o.data } else { 0 };
             r.iov_cnt = nr as u8 | if len > 0 { (nl as u8) << 4 } else { 0 };
