@@ -8,8 +8,7 @@
 //! mirrored into the inner AVs), [`send`] (the send paths), [`recv`]
 //! (receives, arrivals and matching), [`progress`] (draining the inner
 //! CQs, the shm receive hook, polling the network path), [`liveness`]
-//! (dead peers), [`fast`] (shm routes read with no lock) and [`slab`]
-//! (records by index).
+//! (dead peers) and [`fast`] (shm routes read with no lock).
 
 // The raw layer's contract (caller memory valid until completion) is
 // forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
@@ -21,12 +20,10 @@ mod peers;
 mod progress;
 mod recv;
 mod send;
-mod slab;
 mod state;
 
 pub(crate) use peers::Siblings;
 use progress::{Hook, IDLE_POLL_US};
-use slab::Slab;
 use state::{Payload, RxRec, State, TxRec};
 
 use crate::addr::HybridAddr;
@@ -44,6 +41,7 @@ use ofi_core::util::eq::{EqAttr, EqCore};
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::MatchQueues;
+use ofi_core::util::slab::Slab;
 use ofi_core::util::wait::{ReadyWatch, WaitFd};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -312,7 +310,7 @@ impl HybridEp {
     }
 
     fn tx_take(st: &mut State, path: usize, i: usize) -> Option<TxRec> {
-        let r = st.tx.take(i);
+        let r = st.tx.remove(i);
         if r.is_some() {
             st.outstanding[path] -= 1;
         }
@@ -325,7 +323,7 @@ impl HybridEp {
     }
 
     pub(super) fn rx_take(st: &mut State, path: usize, i: usize) -> Option<RxRec> {
-        let r = st.rx.take(i);
+        let r = st.rx.remove(i);
         if r.is_some() {
             st.outstanding[path] -= 1;
         }

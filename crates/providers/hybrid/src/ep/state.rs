@@ -4,9 +4,9 @@
 //! payload.
 
 use super::peers::Route;
-use super::slab::Slab;
 use ofi_core::object::EpBindings;
 use ofi_core::util::matching::MatchQueues;
+use ofi_core::util::slab::Slab;
 use std::collections::HashMap;
 use std::time::Instant;
 
