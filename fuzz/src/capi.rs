@@ -235,7 +235,9 @@ struct Avs([Option<Av>; 2]);
 // SAFETY: the AVs are library objects usable from any thread; the fuzz
 // target and its replay call them from one thread at a time.
 unsafe impl Send for Avs {}
-// SAFETY: as above.
+// SAFETY: shared access only reads the AV pointers (`av_of`); the calls
+// made through them come from one thread at a time (the fuzz target and
+// its replay are single-threaded).
 unsafe impl Sync for Avs {}
 
 static AVS: OnceLock<Avs> = OnceLock::new();

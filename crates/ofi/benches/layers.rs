@@ -164,7 +164,8 @@ impl Layer for Raw {
                 self.a.send(ping.as_ptr(), 8, self.to_b, 3).unwrap();
             }
             reap(&self.qb, &mut self.scratch, 1, &mut sends);
-            // SAFETY: as above.
+            // SAFETY: pong is an 8-byte local that outlives the send; its
+            // completion is reaped before the round ends.
             unsafe { self.b.send(pong.as_ptr(), 8, self.to_a, 4).unwrap() };
             reap(&self.qa, &mut self.scratch, 2, &mut sends);
             let e = &mut self.scratch.ents;

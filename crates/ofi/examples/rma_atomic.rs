@@ -140,7 +140,8 @@ fn main() -> Result<()> {
         println!("fetch-add {i}: old value {}", u64::from_ne_bytes(old));
     }
     let (swap, cmp) = (100u64.to_ne_bytes(), 15u64.to_ne_bytes());
-    // SAFETY: as above.
+    // SAFETY: swap, cmp and old are 8-byte locals (one FI_UINT64 each) that
+    // outlive the completion, which wait_for awaits before old is read.
     unsafe {
         initiator.compare_atomic(
             swap.as_ptr(),

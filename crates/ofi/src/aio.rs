@@ -510,8 +510,12 @@ impl Channel {
                 flags: FI_COMPLETION,
                 tagged,
             };
-            // SAFETY: as in `send_op`; nothing reads or writes the buffer
-            // until the future resolves.
+            // SAFETY: the buffer's bytes (which do not move with it:
+            // IoBufMut's contract) belong to the future, or to the table once
+            // the future is dropped (which cancels the receive), until the
+            // completion is recorded or the endpoint has closed
+            // (`Inner::close`, field order); nothing else reads or writes
+            // them meanwhile.
             unsafe { ep.post_recv(&op) }
         })
     }
@@ -561,7 +565,11 @@ impl Channel {
                 flags: FI_COMPLETION,
                 dir,
             };
-            // SAFETY: as in `send_op`.
+            // SAFETY: `range` spans the buffer's bytes (which do not move
+            // with it: IoBuf's contract for a write, IoBufMut's for a read);
+            // the buffer belongs to the future, or to the table once the
+            // future is dropped, until the completion is recorded or the
+            // endpoint has closed (`Inner::close`, field order).
             unsafe { ep.post_rma(&op) }
         })
     }

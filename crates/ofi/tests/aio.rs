@@ -71,7 +71,8 @@ impl AsMut<[u8]> for Tracked {
 
 // SAFETY: the bytes are the Vec's heap memory, which does not move with it.
 unsafe impl IoBuf for Tracked {}
-// SAFETY: as above.
+// SAFETY: the bytes are the Vec's heap memory, which does not move with
+// it, and `as_mut` returns the same slice as `as_ref`.
 unsafe impl IoBufMut for Tracked {}
 
 /// Polls a future once with a waker that does nothing.

@@ -27,12 +27,14 @@ thread_local! {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let _ = LIVE.try_with(|c| c.set(c.get() + l.size() as isize));
-        // SAFETY: forwarded caller contract.
+        // SAFETY: our caller upholds GlobalAlloc::alloc's contract for `l`
+        // (non-zero size), which is all System.alloc asks.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         let _ = LIVE.try_with(|c| c.set(c.get() - l.size() as isize));
-        // SAFETY: forwarded caller contract.
+        // SAFETY: our caller guarantees `p` came from this allocator with
+        // layout `l`; every block of ours is System's (alloc forwards to it).
         unsafe { System.dealloc(p, l) }
     }
 }

@@ -54,7 +54,8 @@ fn large_msg() {
         b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 1)
             .unwrap()
     };
-    // SAFETY: as above.
+    // SAFETY: tx is valid for tx.len() bytes and outlives the send; we
+    // wait for its completion below.
     unsafe { a.send(tx.as_ptr(), tx.len(), fb, 2).unwrap() };
     let mut got = vec![];
     let start = std::time::Instant::now();

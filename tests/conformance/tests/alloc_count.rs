@@ -46,21 +46,26 @@ fn note(size: usize) {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         note(l.size());
-        // SAFETY: forwarded contract.
+        // SAFETY: our caller upholds GlobalAlloc::alloc's contract for `l`
+        // (non-zero size), which is all System.alloc asks.
         unsafe { System.alloc(l) }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         note(l.size());
-        // SAFETY: forwarded contract.
+        // SAFETY: our caller upholds GlobalAlloc::alloc_zeroed's contract
+        // for `l` (non-zero size), which is all System.alloc_zeroed asks.
         unsafe { System.alloc_zeroed(l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
         note(new);
-        // SAFETY: forwarded contract.
+        // SAFETY: our caller guarantees `p` is a live block of this
+        // allocator with layout `l` and `new` a valid size for `l`'s
+        // alignment; every block of ours is System's (each call forwards).
         unsafe { System.realloc(p, l, new) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded contract.
+        // SAFETY: our caller guarantees `p` is a live block of this
+        // allocator with layout `l`; every block of ours is System's.
         unsafe { System.dealloc(p, l) }
     }
 }

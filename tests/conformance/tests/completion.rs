@@ -138,7 +138,7 @@ conformance!(fn fenced_operation_waits_for_earlier_ones(info) {
     let mut dst2 = [0u8; 8];
     // SAFETY: the buffers outlive the receives' completions (waited below).
     unsafe { p.b.recv(dst.as_mut_ptr(), dst.len(), p.fa, 20) }.unwrap();
-    // SAFETY: as above.
+    // SAFETY: dst2 (8 bytes) outlives the receive's completion (waited below).
     unsafe { p.b.recv(dst2.as_mut_ptr(), 8, p.fa, 21) }.unwrap();
     let deadline = Instant::now() + TIMEOUT;
     while order.len() < 2 {
@@ -182,7 +182,8 @@ conformance!(fn read_right_after_write_sees_it_when_raw_ordered(info) {
         let r = RmaOp { iov: &biov, context: 2, dir: RmaDir::Read, ..w };
         // SAFETY: src and back outlive the completions.
         retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&w) }).unwrap();
-        // SAFETY: as above.
+        // SAFETY: back (4096 bytes, the read's iov) outlives the completion
+        // (p.wait below); target stays registered for the whole loop.
         retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&r) }).unwrap();
         let (ca, _) = p.wait(2, 0, TIMEOUT);
         assert_eq!(ca.ok.len(), 2, "round {round}: {}", errs(&ca));
@@ -314,7 +315,8 @@ conformance!(fn commit_complete_makes_writes_durable_in_a_file_mapping(info) {
     assert!(plain.iter().all(|&b| b == 0), "refused write changed the target");
     // The same write without FI_COMMIT_COMPLETE is taken.
     let w3 = RmaOp { context: 3, flags: FI_COMPLETION, ..w2 };
-    // SAFETY: as above.
+    // SAFETY: small (64 bytes, w3's iov) outlives the completion (p.wait
+    // below); plain stays registered until after it.
     retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.post_rma(&w3) }).unwrap();
     let (ca, _) = p.wait(1, 0, TIMEOUT);
     assert!(ca.ok_ctx(3).is_some(), "plain write: {}", errs(&ca));

@@ -248,7 +248,8 @@ fn send_msg(g: &Joined, dest: u64, buf: &mut [u8], v: bool, ctx: usize) {
         // SAFETY: buf outlives the send; we wait for its completion below.
         retry(&[ep], TIMEOUT, || unsafe { ep.sendv(&iov, dest, ctx) })
     } else {
-        // SAFETY: as above.
+        // SAFETY: buf is valid for buf.len() bytes and outlives the send;
+        // we wait for its completion below.
         retry(&[ep], TIMEOUT, || unsafe {
             ep.send(buf.as_ptr(), buf.len(), dest, ctx)
         })
@@ -265,7 +266,8 @@ fn post_recv(g: &Joined, buf: &mut [u8], v: bool, ctx: usize) {
         // SAFETY: buf outlives the receive; the caller waits for it.
         unsafe { ep.recvv(&iov, FI_ADDR_UNSPEC, ctx) }
     } else {
-        // SAFETY: as above.
+        // SAFETY: buf is valid for buf.len() bytes and outlives the
+        // receive; the caller waits for it.
         unsafe { ep.recv(buf.as_mut_ptr(), buf.len(), FI_ADDR_UNSPEC, ctx) }
     };
     r.unwrap_or_else(|e| panic!("recv {}: {e}", buf.len()));
@@ -613,7 +615,8 @@ fn role_pingpong(server: bool) {
             wait(i + 1, i + 1, &mut recvs, &mut sends, i);
         } else {
             tx[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            // SAFETY: as above.
+            // SAFETY: tx (64 bytes) outlives the send; we wait for its
+            // completion before the next round rewrites it.
             retry(&[ep], TIMEOUT, || unsafe {
                 ep.send(tx.as_ptr(), 64, peer, 2)
             })

@@ -106,16 +106,19 @@ conformance!(
         let r = unsafe { ep.send(buf.as_ptr(), 8, peer, 1) };
         assert_eq!(r.err().map(|e| e.code()), Some(errno::FI_EOPBADSTATE), "send before enable");
         assert_eq!(errno::FI_EOPBADSTATE, 258);
-        // SAFETY: as above.
+        // SAFETY: the call must fail (the endpoint is not enabled);
+        // rbuf, 8 bytes, outlives it anyway.
         let r = unsafe { ep.recv(rbuf.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 2) };
         assert_eq!(r.err().map(|e| e.code()), Some(errno::FI_EOPBADSTATE), "recv before enable");
         let r = ep.inject(&buf, peer);
         assert_eq!(r.err().map(|e| e.code()), Some(errno::FI_EOPBADSTATE), "inject before enable");
         if info.caps & FI_TAGGED != 0 {
-            // SAFETY: as above.
+            // SAFETY: the call must fail (the endpoint is not enabled);
+            // buf, 8 bytes, outlives it anyway.
             let r = unsafe { ep.tsend(buf.as_ptr(), 8, peer, 1, 3) };
             assert_eq!(r.err().map(|e| e.code()), Some(errno::FI_EOPBADSTATE), "tsend before enable");
-            // SAFETY: as above.
+            // SAFETY: the call must fail (the endpoint is not enabled);
+            // rbuf, 8 bytes, outlives it anyway.
             let r = unsafe { ep.trecv(rbuf.as_mut_ptr(), 8, FI_ADDR_UNSPEC, 1, 0, 4) };
             assert_eq!(r.err().map(|e| e.code()), Some(errno::FI_EOPBADSTATE), "trecv before enable");
         }

@@ -226,28 +226,32 @@ conformance!(fn atomics_fetch_add_cswap_and_read_on_u64(info) {
     one_ok(&p, 1, "fetch-add");
     assert_eq!(u64::from_ne_bytes(old), 40);
     let (cmp, swap) = (42u64.to_ne_bytes(), 7u64.to_ne_bytes());
-    // SAFETY: as above.
+    // SAFETY: swap, cmp and old are 8-byte locals (one FI_UINT64 each) that
+    // outlive the completion one_ok waits for.
     unsafe {
         p.a.compare_atomic(swap.as_ptr(), 1, cmp.as_ptr(), old.as_mut_ptr(), p.fb, a, k, dt, atomic_op::FI_CSWAP, 2)
     }
     .unwrap();
     one_ok(&p, 2, "cswap");
     assert_eq!(u64::from_ne_bytes(old), 42);
-    // SAFETY: as above.
+    // SAFETY: FI_ATOMIC_READ reads no operand (null is allowed); old, 8
+    // bytes, outlives the completion one_ok waits for.
     unsafe { p.a.fetch_atomic(std::ptr::null(), 1, old.as_mut_ptr(), p.fb, a, k, dt, atomic_op::FI_ATOMIC_READ, 3) }
         .unwrap();
     one_ok(&p, 3, "atomic read");
     assert_eq!(u64::from_ne_bytes(old), 7);
     // An operand given to FI_ATOMIC_READ anyway is ignored.
     old = [0u8; 8];
-    // SAFETY: as above.
+    // SAFETY: two and old are 8-byte locals (one FI_UINT64 each) that
+    // outlive the completion one_ok waits for.
     unsafe { p.a.fetch_atomic(two.as_ptr(), 1, old.as_mut_ptr(), p.fb, a, k, dt, atomic_op::FI_ATOMIC_READ, 5) }
         .unwrap();
     one_ok(&p, 5, "atomic read with an operand buffer");
     assert_eq!(u64::from_ne_bytes(old), 7);
     // A basic atomic, then a violation: no FI_REMOTE_WRITE on a read-only region.
     let ro = Region::new(&p.domain, info, 8, FI_REMOTE_READ);
-    // SAFETY: as above.
+    // SAFETY: two, the 8-byte operand (one FI_UINT64), outlives the error
+    // completion one_err waits for.
     unsafe { p.a.atomic(two.as_ptr(), 1, p.fb, ro.addr(0), ro.key(), dt, atomic_op::FI_SUM, 4) }.unwrap();
     assert_eq!(one_err(&p, 4, "atomic on read-only region"), errno::FI_EACCES);
     assert_eq!(ro.buf, vec![0u8; 8]);
@@ -412,7 +416,8 @@ conformance!(fn triggered_send_and_receive_wait_for_their_counters(info) {
     };
     // SAFETY: src and dst outlive the completions waited for below.
     unsafe { p.b.trigger(&rc, 1, recv) }.unwrap();
-    // SAFETY: as above.
+    // SAFETY: src (100 bytes, the send's iov) outlives the completion
+    // waited for below.
     unsafe { p.a.trigger(&tc, 3, send) }.unwrap();
     tc.add(2);
     let (ca, cb) = p.settle(Duration::from_millis(100));
@@ -460,7 +465,8 @@ conformance!(fn triggered_inject_operations_send_the_bytes_of_the_call(info) {
     };
     // SAFETY: FI_INJECT: the sources are read before the calls return.
     unsafe { p.a.trigger(&trig, 1, send) }.unwrap();
-    // SAFETY: as above.
+    // SAFETY: FI_INJECT: data, the write's source, is read before the call
+    // returns, and is alive during it.
     unsafe { p.a.trigger(&trig, 1, write) }.unwrap();
     msg.fill(0xee);
     data.fill(0xdd);
@@ -531,7 +537,8 @@ conformance!(fn atomic_violations_leave_the_target_alone(info) {
         assert_eq!(target.buf, vec![0x5a; 16], "{what}: target changed");
         assert_eq!(old, [0u8; 8], "{what}: a result came back");
     }
-    // SAFETY: as above.
+    // SAFETY: two and old are 8-byte locals (one FI_UINT64 each) that
+    // outlive the completion one_ok waits for.
     unsafe { p.a.fetch_atomic(two.as_ptr(), 1, old.as_mut_ptr(), p.fb, target.addr(8), target.key(), dt, atomic_op::FI_SUM, 60) }.unwrap();
     one_ok(&p, 60, "atomic after violations");
     assert_eq!(old, [0x5a; 8]);

@@ -259,7 +259,8 @@ unsafe fn trecv_flags(
         flags: flags | FI_COMPLETION,
         tagged: true,
     };
-    // SAFETY: forwarded caller contract.
+    // SAFETY: the iov (empty or all of `buf`) spans memory our caller keeps
+    // valid until the operation completes (this function's contract).
     unsafe { ep.post_recv(&op) }
 }
 

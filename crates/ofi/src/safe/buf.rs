@@ -40,11 +40,13 @@ pub unsafe trait IoBufMut: IoBuf + AsMut<[u8]> {}
 // SAFETY: a Vec's bytes live on the heap and do not move with the Vec;
 // the safe layer never grows or shrinks it while an operation holds it.
 unsafe impl IoBuf for Vec<u8> {}
-// SAFETY: as for `IoBuf`.
+// SAFETY: the IoBuf reasons hold (heap bytes, never resized while an
+// operation holds it), and a Vec's `as_mut` is the slice `as_ref` gives.
 unsafe impl IoBufMut for Vec<u8> {}
 // SAFETY: a boxed slice's bytes live on the heap and do not move with the box.
 unsafe impl IoBuf for Box<[u8]> {}
-// SAFETY: as for `IoBuf`.
+// SAFETY: the bytes live on the heap and do not move with the box (as
+// for its IoBuf), and its `as_mut` is the slice `as_ref` gives.
 unsafe impl IoBufMut for Box<[u8]> {}
 // SAFETY: static bytes never move or go away.
 unsafe impl IoBuf for &'static [u8] {}
@@ -54,7 +56,9 @@ unsafe impl IoBuf for &'static [u8] {}
 // read-only), which does not move with the handle.
 unsafe impl IoBuf for bytes::BytesMut {}
 #[cfg(feature = "bytes")]
-// SAFETY: as for `IoBuf`; `as_mut` is the same range as `as_ref`.
+// SAFETY: a BytesMut's bytes live in a heap allocation that does not
+// move with the handle (as for its IoBuf), and its `as_mut` is the range
+// `as_ref` gives.
 unsafe impl IoBufMut for bytes::BytesMut {}
 #[cfg(feature = "bytes")]
 // SAFETY: a Bytes points at heap or static memory that does not move with
@@ -280,7 +284,9 @@ unsafe impl IoBuf for PoolBuf {
         (!self.pool.regs.is_empty()).then_some(self.desc)
     }
 }
-// SAFETY: as for `IoBuf`; `as_mut` is the same range as `as_ref`.
+// SAFETY: the bytes live in a boxed slice that does not move with the
+// PoolBuf and stays allocated while it exists (as for its IoBuf), and
+// `as_mut` gives the same `..len` range of it as `as_ref`.
 unsafe impl IoBufMut for PoolBuf {}
 
 #[cfg(test)]

@@ -62,7 +62,8 @@ fn send_and_check(a: &Rdm, b: &Rdm, len: usize, seed: u8) {
     // SAFETY: rx and tx outlive both completions, awaited below.
     unsafe { b.ep.trecv(rx.as_mut_ptr(), len, FI_ADDR_UNSPEC, 7, 0, 0x71) }.unwrap();
     retry(a, b, || {
-        // SAFETY: as above.
+        // SAFETY: tx (len bytes) outlives the send, whose completion is
+        // awaited below.
         unsafe { a.ep.tsend(tx.as_ptr(), len, fb, 7, 0x72) }
     })
     .unwrap_or_else(|e| panic!("send of {len} bytes with the same key: {e}"));

@@ -58,7 +58,8 @@ fn nothing_progresses_without_the_receivers_calls() {
             .unwrap();
     }
     a.ep.tinject(b"8 bytes!", fb, 1).unwrap();
-    // SAFETY: as above.
+    // SAFETY: data (BIG bytes) outlives the send, whose completion is
+    // awaited below.
     unsafe { a.ep.tsend(data.as_ptr(), BIG, fb, 2, 0xa2) }.unwrap();
     // The sender keeps making progress for a while; the receiver's
     // application makes no call on b.

@@ -73,7 +73,9 @@ fn role_echo() {
                 ok(*d, "echo receive");
                 let out = buf;
                 r.ep.tinject(&out, peer, PING).expect("echo");
-                // SAFETY: as for the first post.
+                // SAFETY: buf outlives the endpoint (r is dropped below,
+                // before buf), and the receive that filled it has completed,
+                // so this is again the only operation writing it.
                 unsafe { r.ep.trecv(buf.as_mut_ptr(), 8, FI_ADDR_UNSPEC, PING, 0, 1) }
                     .expect("trecv");
             }
