@@ -34,6 +34,7 @@ pub struct PostedRecv {
 
 impl PostedRecv {
     /// The iov ranges.
+    #[inline]
     pub fn iov(&self) -> &[IoVec] {
         &self.iov[..self.iov_cnt]
     }
@@ -101,27 +102,51 @@ impl<P> MatchQueues<P> {
         self.posted[usize::from(tagged)].len()
     }
     /// Posts a receive at the back of its queue.
+    #[inline]
     pub fn post(&mut self, tagged: bool, r: PostedRecv) {
         self.posted[usize::from(tagged)].push_back(r);
     }
     /// Index of the first posted receive accepting (src, tag).
-    #[inline]
+    #[inline(always)]
     pub fn find_posted(&self, tagged: bool, src: u64, tag: u64) -> Option<usize> {
         let q = &self.posted[usize::from(tagged)];
-        if !tagged {
-            return q
-                .iter()
-                .position(|r| r.src == FI_ADDR_UNSPEC || r.src == src);
+        let takes = |r: &PostedRecv| {
+            if tagged {
+                r.matches(src, tag)
+            } else {
+                r.src == FI_ADDR_UNSPEC || r.src == src
+            }
+        };
+        // The oldest receive takes most messages: it is tried before the
+        // walk over the rest.
+        if takes(q.front()?) {
+            return Some(0);
         }
-        q.iter().position(|r| r.matches(src, tag))
+        Self::find_posted_after(q, takes)
+    }
+
+    /// The walk of [`find_posted`](Self::find_posted) past the oldest receive.
+    #[inline(never)]
+    fn find_posted_after(
+        q: &VecDeque<PostedRecv>,
+        takes: impl Fn(&PostedRecv) -> bool,
+    ) -> Option<usize> {
+        q.iter().skip(1).position(takes).map(|i| i + 1)
     }
     /// A posted receive by index.
+    #[inline]
     pub fn posted_mut(&mut self, tagged: bool, idx: usize) -> Option<&mut PostedRecv> {
         self.posted[usize::from(tagged)].get_mut(idx)
     }
     /// Removes a posted receive.
+    #[inline]
     pub fn take_posted(&mut self, tagged: bool, idx: usize) -> Option<PostedRecv> {
-        self.posted[usize::from(tagged)].remove(idx)
+        let q = &mut self.posted[usize::from(tagged)];
+        if idx == 0 {
+            q.pop_front()
+        } else {
+            q.remove(idx)
+        }
     }
     /// Removes the posted receive with this context (cancel).
     pub fn cancel(&mut self, context: usize) -> Option<(bool, PostedRecv)> {
@@ -150,8 +175,12 @@ impl<P> MatchQueues<P> {
         self.unexpected[usize::from(tagged)].push_back(u);
     }
     /// Index of the first unexpected message a receive would take.
+    #[inline]
     pub fn find_unexpected(&self, tagged: bool, src: u64, tag: u64, ignore: u64) -> Option<usize> {
         let q = &self.unexpected[usize::from(tagged)];
+        if q.is_empty() {
+            return None;
+        }
         if !tagged {
             return q
                 .iter()
@@ -170,8 +199,14 @@ impl<P> MatchQueues<P> {
         self.unexpected[usize::from(tagged)].get_mut(idx)
     }
     /// Removes an unexpected message.
+    #[inline]
     pub fn take_unexpected(&mut self, tagged: bool, idx: usize) -> Option<Unexpected<P>> {
-        self.unexpected[usize::from(tagged)].remove(idx)
+        let q = &mut self.unexpected[usize::from(tagged)];
+        if idx == 0 {
+            q.pop_front()
+        } else {
+            q.remove(idx)
+        }
     }
     /// The unexpected messages of a queue, oldest first, to update in place
     /// (a composing provider names a sender once its AV learns it).
@@ -182,6 +217,7 @@ impl<P> MatchQueues<P> {
         self.unexpected[usize::from(tagged)].iter_mut()
     }
     /// Number of unexpected messages in a queue.
+    #[inline]
     pub fn unexpected_len(&self, tagged: bool) -> usize {
         self.unexpected[usize::from(tagged)].len()
     }

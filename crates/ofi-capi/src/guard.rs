@@ -25,18 +25,32 @@ fn init_logging() {
 /// unwinding into C. The first call installs the log output.
 pub(crate) fn ffi<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     init_logging();
+    hot(on_panic, f)
+}
+
+/// [`ffi`] for the data path (sends, receives, RMA, atomics, CQ and
+/// counter reads): the same panic boundary, inlined into the slot, without
+/// the log set-up, which the calls that open the objects these act on have
+/// done already.
+#[inline(always)]
+pub(crate) fn hot<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
-        Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_owned());
-            tracing::error!("ofi C ABI: panic caught at the library boundary: {msg}");
-            on_panic
-        }
+        Err(payload) => caught(payload, on_panic),
     }
+}
+
+/// Logs a caught panic and returns the slot's fallback value.
+#[cold]
+#[inline(never)]
+fn caught<R>(payload: Box<dyn std::any::Any + Send>, on_panic: R) -> R {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    tracing::error!("ofi C ABI: panic caught at the library boundary: {msg}");
+    on_panic
 }
 
 /// The `int` return value of an error: `-FI_E*`.

@@ -130,12 +130,12 @@ pub(crate) unsafe fn open(
 
 unsafe extern "C" fn cntr_read(p: *mut fid_cntr) -> u64 {
     // SAFETY: p is NULL or a fid of the application.
-    ffi(0, || unsafe { counter(p) }.map_or(0, |c| c.read()))
+    super::hot(0, || unsafe { counter(p) }.map_or(0, |c| c.read()))
 }
 
 unsafe extern "C" fn cntr_readerr(p: *mut fid_cntr) -> u64 {
     // SAFETY: p is NULL or a fid of the application.
-    ffi(0, || unsafe { counter(p) }.map_or(0, |c| c.readerr()))
+    super::hot(0, || unsafe { counter(p) }.map_or(0, |c| c.readerr()))
 }
 
 /// Runs a counter update, `-FI_EINVAL` for a bad fid.
@@ -155,22 +155,22 @@ unsafe fn update(p: *mut fid_cntr, f: impl FnOnce(&Counter)) -> c_int {
 
 unsafe extern "C" fn cntr_add(p: *mut fid_cntr, value: u64) -> c_int {
     // SAFETY: p is NULL or a fid of the application.
-    ffi(PANIC, || unsafe { update(p, |c| c.add(value)) })
+    super::hot(PANIC, || unsafe { update(p, |c| c.add(value)) })
 }
 
 unsafe extern "C" fn cntr_set(p: *mut fid_cntr, value: u64) -> c_int {
     // SAFETY: p is NULL or a fid of the application.
-    ffi(PANIC, || unsafe { update(p, |c| c.set(value)) })
+    super::hot(PANIC, || unsafe { update(p, |c| c.set(value)) })
 }
 
 unsafe extern "C" fn cntr_adderr(p: *mut fid_cntr, value: u64) -> c_int {
     // SAFETY: p is NULL or a fid of the application.
-    ffi(PANIC, || unsafe { update(p, |c| c.add_err(value)) })
+    super::hot(PANIC, || unsafe { update(p, |c| c.add_err(value)) })
 }
 
 unsafe extern "C" fn cntr_seterr(p: *mut fid_cntr, value: u64) -> c_int {
     // SAFETY: p is NULL or a fid of the application.
-    ffi(PANIC, || unsafe { update(p, |c| c.set_err(value)) })
+    super::hot(PANIC, || unsafe { update(p, |c| c.set_err(value)) })
 }
 
 unsafe extern "C" fn cntr_wait(p: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int {

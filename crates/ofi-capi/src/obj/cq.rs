@@ -228,7 +228,7 @@ unsafe fn read_any(
 unsafe extern "C" fn cq_read(p: *mut fid_cq, buf: *mut c_void, count: size_t) -> ssize_t {
     // SAFETY: the application's fi_cq_read(3) arguments, passed on unchanged: `buf` holds `count`
     // entries of the queue's format, as `read_any` requires.
-    ffi(PANIC_S, || unsafe {
+    super::hot(PANIC_S, || unsafe {
         read_any(p, buf, count, std::ptr::null_mut(), Wait::No)
     })
 }
@@ -242,7 +242,7 @@ unsafe extern "C" fn cq_readfrom(
     // SAFETY: the application's fi_cq_readfrom(3) arguments, passed on unchanged: `buf` holds
     // `count` entries of the queue's format, `src` is NULL or holds `count` addresses, as
     // `read_any` requires.
-    ffi(PANIC_S, || unsafe {
+    super::hot(PANIC_S, || unsafe {
         read_any(p, buf, count, src, Wait::No)
     })
 }

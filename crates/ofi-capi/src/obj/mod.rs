@@ -50,6 +50,13 @@ pub(crate) fn ffi<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     guard::ffi(on_panic, f)
 }
 
+/// Runs a data-path slot body inside the panic boundary, inlined
+/// ([`guard::hot`]).
+#[inline(always)]
+pub(crate) fn hot<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
+    guard::hot(on_panic, f)
+}
+
 /// A Rust object that stands behind a C fid.
 ///
 /// # Safety

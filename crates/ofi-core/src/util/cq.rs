@@ -168,9 +168,89 @@ impl Default for CqAttr {
     }
 }
 
-enum Slot {
-    Ok(CqTaggedEntry, u64),
-    Err(CqErrEntry),
+/// The queued completions: successes in a ring, errors beside it, each
+/// error marked with its place in the stream (the number of successes
+/// queued before it), so entries are read in the order they were written.
+struct Queue {
+    /// Successful entries with their source addresses; the capacity is a
+    /// power of two and grows when full (nothing is ever dropped).
+    ring: Vec<(CqTaggedEntry, u64)>,
+    /// Index of the oldest success in `ring`.
+    head: usize,
+    /// Successes queued.
+    len: usize,
+    /// Successes ever taken: the stream position of `ring[head]`.
+    taken: u64,
+    /// Error entries, oldest first, each with the stream position of the
+    /// success it precedes.
+    errs: VecDeque<(u64, CqErrEntry)>,
+}
+
+impl Queue {
+    fn with_capacity(n: usize) -> Queue {
+        Queue {
+            ring: vec![Default::default(); n.next_power_of_two().max(1)],
+            head: 0,
+            len: 0,
+            taken: 0,
+            errs: VecDeque::new(),
+        }
+    }
+
+    /// Entries queued, successes and errors.
+    #[inline]
+    fn total(&self) -> usize {
+        self.len + self.errs.len()
+    }
+
+    #[inline(always)]
+    fn push(&mut self, e: CqTaggedEntry, src: u64) {
+        if self.len == self.ring.len() {
+            self.grow();
+        }
+        let mask = self.ring.len() - 1;
+        let at = (self.head + self.len) & mask;
+        self.ring[at] = (e, src);
+        self.len += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let n = self.ring.len();
+        let mut ring = vec![Default::default(); n * 2];
+        for (i, slot) in ring.iter_mut().take(self.len).enumerate() {
+            *slot = self.ring[(self.head + i) & (n - 1)];
+        }
+        self.ring = ring;
+        self.head = 0;
+    }
+
+    fn push_err(&mut self, e: CqErrEntry) {
+        let at = self.taken + self.len as u64;
+        self.errs.push_back((at, e));
+    }
+
+    /// True when the next entry in the stream is an error.
+    #[inline]
+    fn error_next(&self) -> bool {
+        self.errs.front().is_some_and(|(at, _)| *at == self.taken)
+    }
+
+    /// The oldest success, if it comes before any error.
+    #[inline]
+    fn front(&self) -> Option<&(CqTaggedEntry, u64)> {
+        if self.len == 0 || self.error_next() {
+            return None;
+        }
+        self.ring.get(self.head)
+    }
+
+    #[inline]
+    fn pop(&mut self) {
+        self.head = (self.head + 1) & (self.ring.len() - 1);
+        self.len -= 1;
+        self.taken += 1;
+    }
 }
 
 /// The completion queue shared by the core and providers.
@@ -179,7 +259,7 @@ pub struct CqCore {
     /// it leaves the set before its wait fd closes.
     in_set: OnceLock<Membership>,
     attr: CqAttr,
-    queue: SpinLock<VecDeque<Slot>>,
+    queue: SpinLock<Queue>,
     driver: Driver,
     /// Entries queued, as last seen under the lock: lets an empty poll skip it.
     queued: AtomicUsize,
@@ -240,7 +320,7 @@ impl CqCore {
         Ok(Arc::new(CqCore {
             in_set: OnceLock::new(),
             attr,
-            queue: SpinLock::new(VecDeque::with_capacity(attr.size)),
+            queue: SpinLock::new(Queue::with_capacity(attr.size.min(4096))),
             driver: Driver::new(waitable)?,
             queued: AtomicUsize::new(0),
             bound: AtomicUsize::new(0),
@@ -269,18 +349,21 @@ impl CqCore {
     }
 
     #[inline]
-    fn lock(&self) -> SpinGuard<'_, VecDeque<Slot>> {
+    fn lock(&self) -> SpinGuard<'_, Queue> {
         self.queue.lock()
     }
 
     /// Provider side: writes a successful completion with its source address.
-    #[inline]
+    #[inline(always)]
     pub fn push(&self, e: CqTaggedEntry, src: u64) {
         let mut q = self.lock();
-        q.push_back(Slot::Ok(e, src));
-        self.queued.store(q.len(), Ordering::Release);
+        q.push(e, src);
+        let n = q.total();
+        self.queued.store(n, Ordering::Release);
         drop(q);
-        self.changed();
+        if n == 1 {
+            self.changed();
+        }
         self.driver.wake();
     }
 
@@ -288,8 +371,8 @@ impl CqCore {
     pub fn push_err(&self, e: CqErrEntry, src: u64) {
         let _ = src;
         let mut q = self.lock();
-        q.push_back(Slot::Err(e));
-        self.queued.store(q.len(), Ordering::Release);
+        q.push_err(e);
+        self.queued.store(q.total(), Ordering::Release);
         drop(q);
         self.changed();
         self.driver.wake();
@@ -312,7 +395,7 @@ impl CqCore {
 
     /// Number of queued entries (successes and errors).
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().total()
     }
 
     /// True when nothing is queued.
@@ -351,32 +434,30 @@ impl CqCore {
         let mut q = self.lock();
         let mut n = 0;
         while n < max {
-            match q.front() {
-                Some(Slot::Ok(e, s)) => {
-                    f(e, *s);
-                    q.pop_front();
-                    n += 1;
-                }
-                Some(Slot::Err(..)) => {
-                    if n == 0 {
-                        return Err(Error::new(
-                            errno::FI_EAVAIL,
-                            "an error completion is available: call readerr",
-                        ));
-                    }
-                    break;
-                }
-                None => break,
-            }
+            let Some((e, s)) = q.front() else {
+                break;
+            };
+            f(e, *s);
+            q.pop();
+            n += 1;
         }
-        self.queued.store(q.len(), Ordering::Release);
-        drop(q);
         if n == 0 {
-            Err(Error::again())
-        } else {
-            self.changed();
-            Ok(n)
+            return Err(if q.error_next() {
+                Error::new(
+                    errno::FI_EAVAIL,
+                    "an error completion is available: call readerr",
+                )
+            } else {
+                Error::again()
+            });
         }
+        let left = q.total();
+        self.queued.store(left, Ordering::Release);
+        drop(q);
+        if left == 0 {
+            self.changed();
+        }
+        Ok(n)
     }
 
     /// `fi_cq_read`: drives progress, then returns up to `out.len()` entries.
@@ -422,15 +503,14 @@ impl CqCore {
     pub fn readerr(&self) -> Result<CqErrEntry> {
         self.driver.progress();
         let mut q = self.lock();
-        let pos = q.iter().position(|s| matches!(s, Slot::Err(..)));
-        match pos.and_then(|p| q.remove(p)) {
-            Some(Slot::Err(e)) => {
-                self.queued.store(q.len(), Ordering::Release);
+        match q.errs.pop_front() {
+            Some((_, e)) => {
+                self.queued.store(q.total(), Ordering::Release);
                 drop(q);
                 self.changed();
                 Ok(e)
             }
-            _ => Err(Error::again()),
+            None => Err(Error::again()),
         }
     }
 
@@ -488,10 +568,10 @@ impl CqCore {
     /// block on the wait fd, `FI_EAGAIN` when entries are ready.
     pub fn trywait(&self) -> Result<()> {
         self.driver.progress();
-        if !self.lock().is_empty() || !self.driver.trywait() {
+        if self.lock().total() != 0 || !self.driver.trywait() {
             return Err(Error::again());
         }
-        if !self.lock().is_empty() {
+        if self.lock().total() != 0 {
             return Err(Error::again());
         }
         Ok(())

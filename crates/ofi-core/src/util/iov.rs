@@ -9,16 +9,31 @@ pub use ofi_base::iov::{iov_len, IoVec};
 ///
 /// # Safety
 /// Every range in `iov` must be valid for writes and not alias `src`.
-#[inline]
-pub unsafe fn copy_to_iov(iov: &[IoVec], mut offset: usize, src: &[u8]) -> usize {
-    // One entry from its start (a message into one buffer): one copy.
-    if let ([v], 0) = (iov, offset) {
-        let n = v.len.min(src.len());
-        // SAFETY: the caller guarantees the range is writable; n stays
-        // inside both the entry and src.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), v.base as *mut u8, n) };
-        return n;
+#[inline(always)]
+pub unsafe fn copy_to_iov(iov: &[IoVec], offset: usize, src: &[u8]) -> usize {
+    // One entry (a message into one buffer): one copy.
+    if let [v] = iov {
+        if offset <= v.len {
+            let n = (v.len - offset).min(src.len());
+            // SAFETY: the caller guarantees the range is writable; offset + n
+            // stays inside the entry and n inside src.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), (v.base as *mut u8).add(offset), n)
+            };
+            return n;
+        }
     }
+    // SAFETY: every range of `iov` is writable and apart from `src` (this
+    // function's contract), all `copy_to_iovs` asks.
+    unsafe { copy_to_iovs(iov, offset, src) }
+}
+
+/// [`copy_to_iov`] over several entries or from an offset.
+///
+/// # Safety
+/// As [`copy_to_iov`].
+#[inline(never)]
+unsafe fn copy_to_iovs(iov: &[IoVec], mut offset: usize, src: &[u8]) -> usize {
     let mut done = 0;
     for v in iov {
         if done == src.len() {
@@ -49,16 +64,35 @@ pub unsafe fn copy_to_iov(iov: &[IoVec], mut offset: usize, src: &[u8]) -> usize
 ///
 /// # Safety
 /// Every range in `iov` must be valid for reads and not alias `dst`.
-#[inline]
-pub unsafe fn copy_from_iov(iov: &[IoVec], mut offset: usize, dst: &mut [u8]) -> usize {
-    // One entry from its start: one copy.
-    if let ([v], 0) = (iov, offset) {
-        let n = v.len.min(dst.len());
-        // SAFETY: the caller guarantees the range is readable; n stays
-        // inside both the entry and dst.
-        unsafe { std::ptr::copy_nonoverlapping(v.base as *const u8, dst.as_mut_ptr(), n) };
-        return n;
+#[inline(always)]
+pub unsafe fn copy_from_iov(iov: &[IoVec], offset: usize, dst: &mut [u8]) -> usize {
+    // One entry: one copy.
+    if let [v] = iov {
+        if offset <= v.len {
+            let n = (v.len - offset).min(dst.len());
+            // SAFETY: the caller guarantees the range is readable; offset + n
+            // stays inside the entry and n inside dst.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (v.base as *const u8).add(offset),
+                    dst.as_mut_ptr(),
+                    n,
+                )
+            };
+            return n;
+        }
     }
+    // SAFETY: every range of `iov` is readable and apart from `dst` (this
+    // function's contract), all `copy_from_iovs` asks.
+    unsafe { copy_from_iovs(iov, offset, dst) }
+}
+
+/// [`copy_from_iov`] over several entries or from an offset.
+///
+/// # Safety
+/// As [`copy_from_iov`].
+#[inline(never)]
+unsafe fn copy_from_iovs(iov: &[IoVec], mut offset: usize, dst: &mut [u8]) -> usize {
     let mut done = 0;
     for v in iov {
         if done == dst.len() {

@@ -5,7 +5,7 @@ use super::args::{descs, one_desc, Flags};
 use super::ep;
 use crate::abi::*;
 use crate::guard;
-use crate::obj::{ffi, sret, EINVAL, EINVAL_S, PANIC, PANIC_S};
+use crate::obj::{hot, sret, EINVAL, EINVAL_S, PANIC, PANIC_S};
 use ofi_core::consts::{atomic_op, FI_COMPARE_ATOMIC, FI_FETCH_ATOMIC, FI_INJECT, FI_TRIGGER};
 use ofi_core::object::AtomicOp;
 use ofi_core::util::atomic::AtomicKind;
@@ -170,7 +170,7 @@ unsafe extern "C" fn atomic_write(
     op: fi_op,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         if buf.is_null() {
             return EINVAL_S;
         }
@@ -200,7 +200,7 @@ unsafe extern "C" fn atomic_writev(
     op: fi_op,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: iov / desc hold count entries.
         let (Some(o), d) = (unsafe { iocs(iov, count) }, unsafe { descs(desc, count) }) else {
             return EINVAL_S;
@@ -246,7 +246,7 @@ unsafe extern "C" fn atomic_writemsg(
     msg: *const fi_msg_atomic,
     flags: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message.
         let Some(parts) = (unsafe { msg_parts(msg) }) else {
             return EINVAL_S;
@@ -268,7 +268,7 @@ unsafe extern "C" fn atomic_inject(
     datatype: fi_datatype,
     op: fi_op,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         if buf.is_null() {
             return EINVAL_S;
         }
@@ -300,7 +300,7 @@ unsafe extern "C" fn atomic_readwrite(
     op: fi_op,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         if result.is_null() || (buf.is_null() && op != atomic_op::FI_ATOMIC_READ) {
             return EINVAL_S;
         }
@@ -335,7 +335,7 @@ unsafe extern "C" fn atomic_readwritev(
     op: fi_op,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: the lists hold their counts of entries.
         let (Some(o), d, Some(res)) = (
             unsafe { iocs(iov, count) },
@@ -368,7 +368,7 @@ unsafe extern "C" fn atomic_readwritemsg(
     result_count: size_t,
     flags: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message; resultv holds result_count.
         let (Some(parts), Some(res)) = (unsafe { msg_parts(msg) }, unsafe {
             iocs(resultv.cast_const(), result_count)
@@ -401,7 +401,7 @@ unsafe extern "C" fn atomic_compwrite(
     op: fi_op,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         if buf.is_null() || compare.is_null() || result.is_null() {
             return EINVAL_S;
         }
@@ -441,7 +441,7 @@ unsafe extern "C" fn atomic_compwritev(
     op: fi_op,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: the lists hold their counts of entries.
         let (Some(o), d, Some(cmp), Some(res)) = (
             unsafe { iocs(iov, count) },
@@ -480,7 +480,7 @@ unsafe extern "C" fn atomic_compwritemsg(
     result_count: size_t,
     flags: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message; the lists hold their counts.
         let (Some(parts), Some(cmp), Some(res)) = (
             unsafe { msg_parts(msg) },
@@ -530,7 +530,7 @@ unsafe extern "C" fn atomic_writevalid(
 ) -> c_int {
     // SAFETY: the application's fi_atomicvalid(3) arguments, passed on unchanged: `count` is NULL
     // or writable, as `valid` requires.
-    ffi(PANIC, || unsafe { valid(p, datatype, op, count, 0) })
+    hot(PANIC, || unsafe { valid(p, datatype, op, count, 0) })
 }
 
 unsafe extern "C" fn atomic_readwritevalid(
@@ -541,7 +541,7 @@ unsafe extern "C" fn atomic_readwritevalid(
 ) -> c_int {
     // SAFETY: the application's fi_fetch_atomicvalid(3) arguments, passed on unchanged: `count` is
     // NULL or writable, as `valid` requires.
-    ffi(PANIC, || unsafe {
+    hot(PANIC, || unsafe {
         valid(p, datatype, op, count, FI_FETCH_ATOMIC)
     })
 }
@@ -554,7 +554,7 @@ unsafe extern "C" fn atomic_compwritevalid(
 ) -> c_int {
     // SAFETY: the application's fi_compare_atomicvalid(3) arguments, passed on unchanged: `count`
     // is NULL or writable, as `valid` requires.
-    ffi(PANIC, || unsafe {
+    hot(PANIC, || unsafe {
         valid(p, datatype, op, count, FI_COMPARE_ATOMIC)
     })
 }

@@ -7,7 +7,7 @@
 use super::args::{iov_lists, one, one_desc, Flags};
 use super::ep;
 use crate::abi::*;
-use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
+use crate::obj::{hot, sret, EINVAL_S, PANIC_S};
 use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
 use ofi_core::object::{RecvOp, SendOp};
 use ofi_core::util::iov::IoVec;
@@ -267,7 +267,7 @@ unsafe extern "C" fn msg_recv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
         unsafe { recv_buf(p, buf, len, desc, src, 0, 0, context, f, false) }
@@ -282,7 +282,7 @@ unsafe extern "C" fn msg_recvv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: iov / desc hold count entries; the application keeps the
         // ranges valid until completion.
@@ -291,7 +291,7 @@ unsafe extern "C" fn msg_recvv(
 }
 
 unsafe extern "C" fn msg_recvmsg(p: *mut fid_ep, msg: *const fi_msg, flags: u64) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
@@ -311,7 +311,7 @@ unsafe extern "C" fn msg_send(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
         unsafe { send_buf(p, buf, len, desc, dest, 0, 0, context, f, false) }
@@ -326,7 +326,7 @@ unsafe extern "C" fn msg_sendv(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: iov / desc hold count entries; the application keeps the
         // ranges valid until completion.
@@ -335,7 +335,7 @@ unsafe extern "C" fn msg_sendv(
 }
 
 unsafe extern "C" fn msg_sendmsg(p: *mut fid_ep, msg: *const fi_msg, flags: u64) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
@@ -353,7 +353,7 @@ unsafe extern "C" fn msg_inject(
     len: size_t,
     dest: fi_addr_t,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Inject(FI_INJECT);
         let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
@@ -370,7 +370,7 @@ unsafe extern "C" fn msg_senddata(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(FI_REMOTE_CQ_DATA);
         // SAFETY: the application keeps buf valid until completion.
         unsafe { send_buf(p, buf, len, desc, dest, 0, data, context, f, false) }
@@ -384,7 +384,7 @@ unsafe extern "C" fn msg_injectdata(
     data: u64,
     dest: fi_addr_t,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
         let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
@@ -423,7 +423,7 @@ unsafe extern "C" fn tagged_recv(
     ignore: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
         unsafe { recv_buf(p, buf, len, desc, src, tag, ignore, context, f, true) }
@@ -441,7 +441,7 @@ unsafe extern "C" fn tagged_recvv(
     ignore: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: iov / desc hold count entries; the application keeps the
         // ranges valid until completion.
@@ -454,7 +454,7 @@ unsafe extern "C" fn tagged_recvmsg(
     msg: *const fi_msg_tagged,
     flags: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
@@ -477,7 +477,7 @@ unsafe extern "C" fn tagged_send(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
         unsafe { send_buf(p, buf, len, desc, dest, tag, 0, context, f, true) }
@@ -494,7 +494,7 @@ unsafe extern "C" fn tagged_sendv(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: iov / desc hold count entries; the application keeps the
         // ranges valid until completion.
@@ -508,7 +508,7 @@ unsafe extern "C" fn tagged_sendmsg(
     msg: *const fi_msg_tagged,
     flags: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         // SAFETY: msg is NULL or a valid message.
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return EINVAL_S;
@@ -527,7 +527,7 @@ unsafe extern "C" fn tagged_inject(
     dest: fi_addr_t,
     tag: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Inject(FI_INJECT);
         let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
@@ -546,7 +546,7 @@ unsafe extern "C" fn tagged_senddata(
     tag: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(FI_REMOTE_CQ_DATA);
         // SAFETY: the application keeps buf valid until completion.
         unsafe { send_buf(p, buf, len, desc, dest, tag, data, context, f, true) }
@@ -561,7 +561,7 @@ unsafe extern "C" fn tagged_injectdata(
     dest: fi_addr_t,
     tag: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
         let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.

@@ -4,7 +4,7 @@
 use super::args::{iov_lists, one, one_desc, Flags};
 use super::ep;
 use crate::abi::*;
-use crate::obj::{ffi, sret, EINVAL_S, PANIC_S};
+use crate::obj::{hot, sret, EINVAL_S, PANIC_S};
 use ofi_core::consts::{FI_INJECT, FI_REMOTE_CQ_DATA, FI_TRIGGER};
 use ofi_core::object::{RmaDir, RmaOp};
 use ofi_core::util::iov::{iov_len, IoVec};
@@ -170,7 +170,7 @@ unsafe extern "C" fn rma_read(
     key: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
         unsafe {
@@ -204,7 +204,7 @@ unsafe extern "C" fn rma_readv(
 ) -> ssize_t {
     // SAFETY: iov / desc hold count entries; the application keeps the
     // ranges valid until completion.
-    ffi(PANIC_S, || unsafe {
+    hot(PANIC_S, || unsafe {
         post_iov(p, iov, desc, count, src, addr, key, context, RmaDir::Read)
     })
 }
@@ -213,14 +213,14 @@ unsafe extern "C" fn rma_readmsg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: 
     // SAFETY: the application's fi_readmsg(3) arguments, passed on unchanged: `msg` is NULL or a
     // valid message whose lists hold their counts and whose ranges stay valid until completion, as
     // `rma_msg` requires.
-    ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, RmaDir::Read) })
+    hot(PANIC_S, || unsafe { rma_msg(p, msg, flags, RmaDir::Read) })
 }
 
 unsafe extern "C" fn rma_writemsg(p: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> ssize_t {
     // SAFETY: the application's fi_writemsg(3) arguments, passed on unchanged: `msg` is NULL or a
     // valid message whose lists hold their counts and whose ranges stay valid until completion, as
     // `rma_msg` requires.
-    ffi(PANIC_S, || unsafe { rma_msg(p, msg, flags, RmaDir::Write) })
+    hot(PANIC_S, || unsafe { rma_msg(p, msg, flags, RmaDir::Write) })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -234,7 +234,7 @@ unsafe extern "C" fn rma_write(
     key: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
         unsafe {
@@ -268,7 +268,7 @@ unsafe extern "C" fn rma_writev(
 ) -> ssize_t {
     // SAFETY: iov / desc hold count entries; the application keeps the
     // ranges valid until completion.
-    ffi(PANIC_S, || unsafe {
+    hot(PANIC_S, || unsafe {
         post_iov(p, iov, desc, count, dest, addr, key, context, RmaDir::Write)
     })
 }
@@ -281,7 +281,7 @@ unsafe extern "C" fn rma_inject(
     addr: u64,
     key: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Inject(FI_INJECT);
         let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.
@@ -315,7 +315,7 @@ unsafe extern "C" fn rma_writedata(
     key: u64,
     context: *mut c_void,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Default(FI_REMOTE_CQ_DATA);
         // SAFETY: the application keeps buf valid until completion.
         unsafe {
@@ -346,7 +346,7 @@ unsafe extern "C" fn rma_injectdata(
     addr: u64,
     key: u64,
 ) -> ssize_t {
-    ffi(PANIC_S, || {
+    hot(PANIC_S, || {
         let f = Flags::Inject(FI_INJECT | FI_REMOTE_CQ_DATA);
         let none = std::ptr::null_mut();
         // SAFETY: FI_INJECT: buf is read before the call returns.

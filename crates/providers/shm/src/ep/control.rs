@@ -3,6 +3,7 @@
 //! queue, pushed into peers' rings.
 
 use super::{Inner, Meta, ShmEndpoint, BUDGET};
+use ofi_proto::shm::entry::MsgMeta;
 use ofi_proto::shm::{entry, Body, CtrlQueue, Incoming};
 use ofi_wire::shm::{Entry, Repr};
 use std::sync::atomic::Ordering;
@@ -32,7 +33,48 @@ impl ShmEndpoint {
     }
 
     /// Acts on one entry of the ring.
+    #[inline]
     fn handle(&self, g: &mut Inner, b: &mut [u8]) {
+        // The common entry first: a whole message inline.
+        if let Some((meta, bytes)) = entry::inline_msg(b) {
+            tracing::trace!(?meta, "shm: inline entry");
+            if self.keyed && !self.admit_sender(g, meta.from) {
+                return;
+            }
+            if meta.from == g.last_from && self.take_inline(g, &meta, bytes) {
+                return;
+            }
+            self.message(g, meta, Body::Inline(bytes));
+            return;
+        }
+        self.handle_other(g, b);
+    }
+
+    /// A two-sided message: noted, matched (or offered to the receive
+    /// hook) and delivered, or held as unexpected.
+    fn message(&self, g: &mut Inner, meta: MsgMeta, body: Body<'_>) {
+        if meta.from != g.last_from {
+            self.saw_sender(g, meta.from);
+        }
+        let m = Meta {
+            tagged: meta.tagged,
+            tag: meta.tag,
+            data: meta.data,
+            cq_data: meta.cq_data,
+            total: meta.total,
+            src_addr: self.src_addr(g, meta.from),
+        };
+        if let Body::Inline(b) = &body {
+            if self.hooked(g, &m, b) {
+                return;
+            }
+        }
+        self.incoming(g, meta.from, m, body);
+    }
+
+    /// Every entry but an inline message.
+    #[inline(never)]
+    fn handle_other(&self, g: &mut Inner, b: &mut [u8]) {
         let inc = match entry::decode(b, &self.limits) {
             Ok(i) => i,
             Err(why) => {
@@ -60,25 +102,7 @@ impl ShmEndpoint {
             }
         }
         match inc {
-            Incoming::Msg { meta, body } => {
-                if meta.from != g.last_from {
-                    self.saw_sender(g, meta.from);
-                }
-                let m = Meta {
-                    tagged: meta.tagged,
-                    tag: meta.tag,
-                    data: meta.data,
-                    cq_data: meta.cq_data,
-                    total: meta.total,
-                    src_addr: self.src_addr(g, meta.from),
-                };
-                if let Body::Inline(b) = &body {
-                    if self.hooked(g, &m, b) {
-                        return;
-                    }
-                }
-                self.incoming(g, meta.from, m, body);
-            }
+            Incoming::Msg { meta, body } => self.message(g, meta, body),
             Incoming::Ack { cookie, status } => {
                 let from = entry::sender(b).unwrap_or(0);
                 if let Some((s, status)) = g.sends.on_ack(cookie, from, status) {

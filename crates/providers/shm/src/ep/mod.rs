@@ -301,6 +301,7 @@ impl ShmEndpoint {
 
     // ---- completions -------------------------------------------------
 
+    #[inline(always)]
     fn tx_complete(&self, g: &Inner, context: usize, flags: u64, completion: bool) {
         g.b.tx_done(context, flags, completion, None);
     }

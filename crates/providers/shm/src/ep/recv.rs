@@ -11,6 +11,7 @@ use ofi_core::object::RecvOp;
 use ofi_core::util::cq::CqTaggedEntry;
 use ofi_core::util::iov::{copy_to_iov, iov_len, IoVec};
 use ofi_core::util::matching::{PostedRecv, Unexpected, MAX_IOV};
+use ofi_proto::shm::entry::MsgMeta;
 use ofi_proto::shm::{ack, consume_multi, Body};
 
 /// Inline payload vectors kept for reuse.
@@ -42,6 +43,54 @@ impl ShmEndpoint {
             ),
             _ => false,
         }
+    }
+
+    /// The common delivery, on its own: a whole inline message from the
+    /// last sender into a plain posted receive (no multi-receive buffer,
+    /// no receive hook, no source address to resolve). False, with nothing
+    /// done, when anything else applies: [`incoming`](Self::incoming)
+    /// takes the message then.
+    #[inline]
+    pub(super) fn take_inline(&self, g: &mut Inner, m: &MsgMeta, bytes: &[u8]) -> bool {
+        if g.need_src || g.b.rx_hook.is_some() {
+            return false;
+        }
+        let Some(i) = g.rx.mq.find_posted(m.tagged, FI_ADDR_NOTAVAIL, m.tag) else {
+            return false;
+        };
+        if g.rx
+            .mq
+            .posted_mut(m.tagged, i)
+            .is_none_or(|r| r.flags & FI_MULTI_RECV != 0 || r.len < m.total)
+        {
+            return false;
+        }
+        let Some(r) = g.rx.mq.take_posted(m.tagged, i) else {
+            return false;
+        };
+        // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+        let n = unsafe { copy_to_iov(r.iov(), 0, bytes) };
+        if r.flags & FI_COMPLETION != 0 || !g.b.rx_selective {
+            if let Some(cq) = &g.b.rx_cq {
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: r.context,
+                        flags: FI_RECV
+                            | if m.tagged { FI_TAGGED } else { FI_MSG }
+                            | if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 },
+                        len: n,
+                        buf: r.iov().first().map_or(0, |v| v.base),
+                        data: m.data,
+                        tag: m.tag,
+                    },
+                    FI_ADDR_NOTAVAIL,
+                );
+            }
+        }
+        if let Some(c) = &g.b.recv_cntr {
+            c.add(1);
+        }
+        true
     }
 
     /// A message arrived: match a posted receive or hold it as unexpected.
@@ -233,7 +282,48 @@ impl ShmEndpoint {
         self.deliver_payload(g, &d, m, u.payload);
     }
 
+    /// Posts a receive. The common one (no peek, claim, discard or
+    /// multi-receive buffer, no message already waiting in its queue, no
+    /// dead peer to check) is queued here; everything else takes
+    /// [`recv_general`](Self::recv_general).
+    #[inline]
     pub(super) fn recv_inner(&self, op: &RecvOp<'_>) -> Result<()> {
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if op.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV) == 0
+            && op.iov.len() <= IOV_LIMIT
+            && self.caps & need != 0
+            && self.enabled.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let mut g = self.lock();
+            if g.rx.mq.unexpected_len(op.tagged) == 0 && g.dead.is_empty() {
+                let src = if self.caps & FI_DIRECTED_RECV != 0 {
+                    op.src
+                } else {
+                    FI_ADDR_UNSPEC
+                };
+                let completion = op.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+                let mut posted = PostedRecv {
+                    iov: [IoVec::default(); MAX_IOV],
+                    iov_cnt: op.iov.len(),
+                    len: iov_len(op.iov),
+                    src,
+                    tag: op.tag,
+                    ignore: if op.tagged { op.ignore } else { 0 },
+                    context: op.context,
+                    flags: op.flags | if completion { FI_COMPLETION } else { 0 },
+                    consumed: 0,
+                };
+                posted.iov[..op.iov.len()].copy_from_slice(op.iov);
+                g.rx.mq.post(op.tagged, posted);
+                return Ok(());
+            }
+        }
+        self.recv_general(op)
+    }
+
+    /// Every receive the common path did not take.
+    #[inline(never)]
+    fn recv_general(&self, op: &RecvOp<'_>) -> Result<()> {
         self.check_enabled("receive")?;
         if op.iov.len() > IOV_LIMIT {
             return Err(Error::inval(format!(

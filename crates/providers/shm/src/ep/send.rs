@@ -10,6 +10,7 @@ use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::SendOp;
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
+use ofi_core::util::lock::SpinGuard;
 use ofi_core::util::matching::MAX_IOV;
 use ofi_proto::shm::path::{send_path, SendPath};
 use ofi_wire::shm::{flag, op, Entry, Repr};
@@ -39,7 +40,7 @@ impl ShmEndpoint {
 
     /// Sends a message inline in one ring entry and completes it; false
     /// (nothing sent) when the peer's ring is full.
-    #[inline]
+    #[inline(always)]
     fn push_inline(
         &self,
         g: &Inner,
@@ -72,30 +73,78 @@ impl ShmEndpoint {
         true
     }
 
-    pub(super) fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
-        self.check_enabled("send")?;
+    /// Why a send is refused before it starts (not enabled, too many
+    /// ranges, no capability, an inject over the inject size).
+    #[cold]
+    #[inline(never)]
+    fn send_refused(&self, op: &SendOp<'_>, len: usize) -> Error {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return Error::new(
+                errno::FI_EOPBADSTATE,
+                "shm: send on an endpoint that is not enabled",
+            );
+        }
         if op.iov.len() > IOV_LIMIT {
-            return Err(Error::inval(format!(
+            return Error::inval(format!(
                 "shm: {} iov entries exceed the limit of {IOV_LIMIT}",
                 op.iov.len()
-            )));
-        }
-        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
-        if self.caps & need == 0 {
-            return Err(Error::new(
-                errno::FI_EOPNOTSUPP,
-                "shm: the endpoint was opened without this capability",
             ));
         }
-        let len = iov_len(op.iov);
-        let inject = op.flags & FI_INJECT != 0;
-        if inject && len > INJECT_SIZE {
-            return Err(Error::new(
+        if len > INJECT_SIZE {
+            return Error::new(
                 errno::FI_EMSGSIZE,
                 format!("shm: inject of {len} bytes exceeds inject_size {INJECT_SIZE}"),
-            ));
+            );
         }
-        let mut g = self.lock();
+        Error::new(
+            errno::FI_EOPNOTSUPP,
+            "shm: the endpoint was opened without this capability",
+        )
+    }
+
+    /// Posts a send. The common one (inline, to a peer already mapped, with
+    /// nothing it must wait for or vouch beyond the copy) goes out here;
+    /// everything else takes [`send_general`](Self::send_general).
+    #[inline]
+    pub(super) fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        let len = iov_len(op.iov);
+        let inject = op.flags & FI_INJECT != 0;
+        if !self.enabled.load(Ordering::Relaxed)
+            || op.iov.len() > IOV_LIMIT
+            || self.caps & need == 0
+            || (inject && len > INJECT_SIZE)
+        {
+            return Err(self.send_refused(op, len));
+        }
+        let g = self.lock();
+        let waits = op.flags & FI_FENCE != 0 || !g.rma_pushes.is_empty();
+        let delivery = !inject
+            && (op.flags | g.b.info.tx_attr.op_flags) & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE)
+                != 0;
+        if len <= INLINE_MAX && !waits && !delivery {
+            let cached =
+                g.b.av
+                    .as_ref()
+                    .is_some_and(|av| av.generation() == g.av_gen);
+            if let Some(Some(peer)) = g.peers.get(op.dest as usize).filter(|_| cached) {
+                if !peer.closed()
+                    && (!self.keyed || peer.trusted.load(Ordering::Relaxed))
+                    && self.push_inline(&g, peer, op, len, g.b.tx_completion(op.flags))
+                {
+                    return Ok(());
+                }
+            }
+        }
+        self.send_general(g, op, len)
+    }
+
+    /// Every send the common path did not take: fenced ones, those to a
+    /// peer not yet mapped (or whose ring is full), bounce-buffer and
+    /// rendezvous sends.
+    #[inline(never)]
+    fn send_general(&self, mut g: SpinGuard<'_, Inner>, op: &SendOp<'_>, len: usize) -> Result<()> {
+        let inject = op.flags & FI_INJECT != 0;
         self.admit(&g, op.flags, op.dest)?;
         let completion = g.b.tx_completion(op.flags);
         // FI_MATCH_COMPLETE, and FI_DELIVERY_COMPLETE for now: completed
