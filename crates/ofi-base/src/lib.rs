@@ -18,6 +18,7 @@ pub mod atomic;
 pub mod auth;
 pub mod consts;
 pub mod error;
+pub mod fifo;
 pub mod iov;
 pub mod matching;
 pub mod peer;

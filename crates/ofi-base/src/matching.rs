@@ -2,6 +2,7 @@
 //! messages, and unexpected messages against new receives, for both the
 //! message and the tagged queue, with directed receive and tag ignore bits.
 
+use super::fifo::Fifo;
 use super::iov::IoVec;
 use crate::consts::FI_ADDR_UNSPEC;
 use std::collections::VecDeque;
@@ -79,7 +80,7 @@ impl<P> Unexpected<P> {
 /// queue, index 1 the tagged queue.
 #[derive(Debug)]
 pub struct MatchQueues<P> {
-    posted: [VecDeque<PostedRecv>; 2],
+    posted: [Fifo<PostedRecv>; 2],
     unexpected: [VecDeque<Unexpected<P>>; 2],
 }
 
@@ -87,10 +88,7 @@ impl<P> MatchQueues<P> {
     /// Queues with room for `depth` entries each.
     pub fn new(depth: usize) -> Self {
         MatchQueues {
-            posted: [
-                VecDeque::with_capacity(depth),
-                VecDeque::with_capacity(depth),
-            ],
+            posted: [Fifo::with_capacity(depth), Fifo::with_capacity(depth)],
             unexpected: [
                 VecDeque::with_capacity(depth),
                 VecDeque::with_capacity(depth),
@@ -128,7 +126,7 @@ impl<P> MatchQueues<P> {
     /// The walk of [`find_posted`](Self::find_posted) past the oldest receive.
     #[inline(never)]
     fn find_posted_after(
-        q: &VecDeque<PostedRecv>,
+        q: &Fifo<PostedRecv>,
         takes: impl Fn(&PostedRecv) -> bool,
     ) -> Option<usize> {
         q.iter().skip(1).position(takes).map(|i| i + 1)
@@ -141,18 +139,24 @@ impl<P> MatchQueues<P> {
     /// Removes a posted receive.
     #[inline]
     pub fn take_posted(&mut self, tagged: bool, idx: usize) -> Option<PostedRecv> {
+        self.posted[usize::from(tagged)].remove(idx)
+    }
+    /// Drops posted receive `idx` (its fields read through
+    /// [`posted_mut`](Self::posted_mut)), without a copy when it is the oldest.
+    #[inline]
+    pub fn drop_posted(&mut self, tagged: bool, idx: usize) {
         let q = &mut self.posted[usize::from(tagged)];
         if idx == 0 {
-            q.pop_front()
+            q.skip_front();
         } else {
-            q.remove(idx)
+            q.remove(idx);
         }
     }
     /// Removes the posted receive with this context (cancel).
     pub fn cancel(&mut self, context: usize) -> Option<(bool, PostedRecv)> {
         for tagged in [false, true] {
             let q = &mut self.posted[usize::from(tagged)];
-            if let Some(i) = q.iter().position(|r| r.context == context) {
+            if let Some(i) = q.position(|r| r.context == context) {
                 return q.remove(i).map(|r| (tagged, r));
             }
         }
@@ -167,7 +171,7 @@ impl<P> MatchQueues<P> {
             return None;
         }
         let q = &mut self.posted[usize::from(tagged)];
-        let i = q.iter().position(|r| r.src == src)?;
+        let i = q.position(|r| r.src == src)?;
         q.remove(i)
     }
     /// Queues an unexpected message.
@@ -226,7 +230,7 @@ impl<P> MatchQueues<P> {
         let mut p = Vec::new();
         let mut u = Vec::new();
         for i in 0..2 {
-            p.extend(self.posted[i].drain(..));
+            p.extend(self.posted[i].drain());
             u.extend(self.unexpected[i].drain(..));
         }
         (p, u)

@@ -464,6 +464,7 @@ impl EpBindings {
     /// flags: FI_READ (RMA reads, fetching atomics) the read counter,
     /// FI_WRITE (RMA writes, basic atomics) the write counter, else the
     /// send counter.
+    #[inline]
     pub fn tx_cntr(&self, flags: u64) -> &Option<Arc<CntrCore>> {
         if flags & FI_READ != 0 {
             &self.read_cntr
@@ -487,7 +488,7 @@ impl EpBindings {
     /// in the transmit CQ (when `completion`) and a count; on failure
     /// (`err`, a positive FI_E* number) an error completion, always, and an
     /// error count.
-    #[inline]
+    #[inline(always)]
     pub fn tx_done(&self, context: usize, flags: u64, completion: bool, err: Option<i32>) {
         if let Some(e) = err {
             return self.tx_failed(context, flags, e);

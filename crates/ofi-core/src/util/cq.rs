@@ -184,6 +184,8 @@ struct Queue {
     /// Error entries, oldest first, each with the stream position of the
     /// success it precedes.
     errs: VecDeque<(u64, CqErrEntry)>,
+    /// The stream position of the oldest error (`u64::MAX`: none).
+    next_err: u64,
 }
 
 impl Queue {
@@ -194,6 +196,7 @@ impl Queue {
             len: 0,
             taken: 0,
             errs: VecDeque::new(),
+            next_err: u64::MAX,
         }
     }
 
@@ -227,13 +230,22 @@ impl Queue {
 
     fn push_err(&mut self, e: CqErrEntry) {
         let at = self.taken + self.len as u64;
+        if self.errs.is_empty() {
+            self.next_err = at;
+        }
         self.errs.push_back((at, e));
+    }
+
+    fn pop_err(&mut self) -> Option<CqErrEntry> {
+        let (_, e) = self.errs.pop_front()?;
+        self.next_err = self.errs.front().map_or(u64::MAX, |(at, _)| *at);
+        Some(e)
     }
 
     /// True when the next entry in the stream is an error.
     #[inline]
     fn error_next(&self) -> bool {
-        self.errs.front().is_some_and(|(at, _)| *at == self.taken)
+        self.next_err == self.taken
     }
 
     /// The oldest success, if it comes before any error.
@@ -403,17 +415,57 @@ impl CqCore {
         self.len() == 0
     }
 
-    fn take<E: CqFormat>(&self, out: &mut [E], mut src: Option<&mut [u64]>) -> Result<usize> {
-        let mut n = 0;
-        self.take_with(out.len(), |e, s| {
-            out[n] = E::from_tagged(e);
-            if let Some(sv) = src.as_deref_mut() {
-                if n < sv.len() {
-                    sv[n] = s;
-                }
+    /// Copies up to `out.len()` successful entries (and their source
+    /// addresses, into `src` when given) in order; the errors as
+    /// [`take_with`](Self::take_with) gives them.
+    #[inline]
+    fn take<E: CqFormat>(&self, out: &mut [E], src: Option<&mut [u64]>) -> Result<usize> {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return Err(Error::again());
+        }
+        if out.is_empty() {
+            return Ok(0);
+        }
+        let mut q = self.lock();
+        // Successes before the next error, at most what fits.
+        let ready = if q.next_err == u64::MAX {
+            q.len
+        } else {
+            (q.next_err - q.taken).min(q.len as u64) as usize
+        };
+        let n = ready.min(out.len());
+        if n == 0 {
+            let next_is_err = q.error_next();
+            drop(q);
+            return Err(if next_is_err {
+                Error::new(
+                    errno::FI_EAVAIL,
+                    "an error completion is available: call readerr",
+                )
+            } else {
+                Error::again()
+            });
+        }
+        let mask = q.ring.len() - 1;
+        let head = q.head;
+        for (i, o) in out[..n].iter_mut().enumerate() {
+            *o = E::from_tagged(&q.ring[(head + i) & mask].0);
+        }
+        if let Some(sv) = src {
+            for (i, s) in sv.iter_mut().take(n).enumerate() {
+                *s = q.ring[(head + i) & mask].1;
             }
-            n += 1;
-        })
+        }
+        q.head = (head + n) & mask;
+        q.len -= n;
+        q.taken += n as u64;
+        let left = q.total();
+        self.queued.store(left, Ordering::Release);
+        drop(q);
+        if left == 0 {
+            self.changed();
+        }
+        Ok(n)
     }
 
     /// Takes up to `max` successful entries in order, handing each, with
@@ -503,8 +555,8 @@ impl CqCore {
     pub fn readerr(&self) -> Result<CqErrEntry> {
         self.driver.progress();
         let mut q = self.lock();
-        match q.errs.pop_front() {
-            Some((_, e)) => {
+        match q.pop_err() {
+            Some(e) => {
                 self.queued.store(q.total(), Ordering::Release);
                 drop(q);
                 self.changed();

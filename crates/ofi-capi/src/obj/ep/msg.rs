@@ -17,7 +17,7 @@ use ofi_core::util::iov::IoVec;
 /// # Safety
 /// The ranges stay valid until the send completes (FI_INJECT: until return).
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 unsafe fn send(
     p: *mut fid_ep,
     iov: &[IoVec],
@@ -69,7 +69,7 @@ unsafe fn send(
 /// # Safety
 /// The ranges stay valid and unaliased until the receive completes.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 unsafe fn recv(
     p: *mut fid_ep,
     iov: &[IoVec],

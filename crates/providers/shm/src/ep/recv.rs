@@ -58,28 +58,26 @@ impl ShmEndpoint {
         let Some(i) = g.rx.mq.find_posted(m.tagged, FI_ADDR_NOTAVAIL, m.tag) else {
             return false;
         };
-        if g.rx
-            .mq
-            .posted_mut(m.tagged, i)
-            .is_none_or(|r| r.flags & FI_MULTI_RECV != 0 || r.len < m.total)
-        {
-            return false;
-        }
-        let Some(r) = g.rx.mq.take_posted(m.tagged, i) else {
+        let Some(r) = g.rx.mq.posted_mut(m.tagged, i) else {
             return false;
         };
+        if r.flags & FI_MULTI_RECV != 0 || r.len < m.total {
+            return false;
+        }
         // SAFETY: post_recv's caller keeps the receive iov valid until completion.
         let n = unsafe { copy_to_iov(r.iov(), 0, bytes) };
-        if r.flags & FI_COMPLETION != 0 || !g.b.rx_selective {
+        let (context, flags, buf) = (r.context, r.flags, r.iov().first().map_or(0, |v| v.base));
+        g.rx.mq.drop_posted(m.tagged, i);
+        if flags & FI_COMPLETION != 0 || !g.b.rx_selective {
             if let Some(cq) = &g.b.rx_cq {
                 cq.push(
                     CqTaggedEntry {
-                        op_context: r.context,
+                        op_context: context,
                         flags: FI_RECV
                             | if m.tagged { FI_TAGGED } else { FI_MSG }
                             | if m.cq_data { FI_REMOTE_CQ_DATA } else { 0 },
                         len: n,
-                        buf: r.iov().first().map_or(0, |v| v.base),
+                        buf,
                         data: m.data,
                         tag: m.tag,
                     },
