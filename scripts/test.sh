@@ -75,6 +75,10 @@
 #   capi:udp   Debian's fi_pingpong -p udp -e dgram and -e rdm (server and
 #              client, data checked, loopback, two sizes each) on ofi's
 #              libfabric.so.1, each side under a 20 s timeout
+#   instructions  the instruction-count regression guard: bench/instructions.sh
+#              --check bench/instructions.baseline (callgrind, deterministic,
+#              not timed) fails when an operation costs more than 3 % over
+#              its committed baseline; built with thin LTO in target/bench
 #   e2e:pingpong  target/release/ofi pingpong --local -p shm -S all -I 50 -c,
 #              and -p udp -e dgram / -e rdm (sizes up to 32 KiB: one
 #              datagram carries a DGRAM message)
@@ -180,6 +184,7 @@ deps() {
     # command -> Debian package providing it
     local need=() pair cmd pkg
     for pair in fi_pingpong:libfabric-bin fi_info:libfabric-bin cc:gcc taskset:util-linux timeout:coreutils \
+        valgrind:valgrind \
         mpirun:openmpi-bin mpicc:libopenmpi-dev \
         qemu-img:qemu-utils qemu-io:qemu-utils nbdinfo:libnbd-bin nbdcopy:libnbd-bin fio:fio nbdkit:nbdkit; do
         cmd="${pair%%:*}"
@@ -199,7 +204,7 @@ deps() {
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     else
-        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils, qemu-utils, libnbd-bin, fio, nbdkit)"
+        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils, valgrind, qemu-utils, libnbd-bin, fio, nbdkit)"
     fi
 
     command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.88)" >&2; return 1; }
@@ -448,6 +453,10 @@ done
 stage capi "$STAGE_TIMEOUT" capi
 stage capi:example "$SHORT_TIMEOUT" capi_example
 stage capi:udp "$SHORT_TIMEOUT" capi_udp
+# The instruction-count guard measures the shipped build (thin LTO, its own
+# target dir: the suite's other builds skip LTO).
+stage instructions "$STAGE_TIMEOUT" env CARGO_PROFILE_RELEASE_LTO=thin CARGO_TARGET_DIR=target/bench \
+    bench/instructions.sh --check bench/instructions.baseline
 stage e2e:pingpong "$SHORT_TIMEOUT" e2e_pingpong
 stage e2e:info "$SHORT_TIMEOUT" e2e_info
 
