@@ -250,3 +250,18 @@ fn mr_modes_as_hinted() {
 fn shm_addressed_by_node_and_service() {
     agree("shm_addr", &[]);
 }
+
+// --- issue 30 ------------------------------------------------------------------
+
+/// What a peer sent before closing counts before its close (shm): 200
+/// rounds, unpinned beside a busy process, of a target that answers 64 RMA
+/// writes and closes at once (every write must succeed at the writer), and
+/// of one that takes 16 FI_DELIVERY_COMPLETE sends and closes at once
+/// (every send must succeed). The close was acted on first about one round
+/// in ten: "answer for no pending operation", writes failed with
+/// FI_ECONNRESET.
+#[test]
+fn a_peers_close_counts_after_what_it_sent_before() {
+    agree("close_order", &["shm", "200", "64", "rma"]);
+    agree("close_order", &["shm", "200", "16", "dc"]);
+}

@@ -494,6 +494,12 @@ impl MsgRing<'_> {
             fill(bytes)
         })
     }
+    /// The positions producers have claimed so far (see [`ring::claimed`]):
+    /// what a peer pushed before it closed lies below this, read after
+    /// its close was seen.
+    pub fn claimed(&self) -> u64 {
+        ring::claimed(&self.0)
+    }
     /// Entries claimed by producers and not yet released by the consumer
     /// (published or being filled): 0 when the owner has read everything.
     pub fn backlog(&self) -> u64 {

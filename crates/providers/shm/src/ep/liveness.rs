@@ -127,6 +127,10 @@ impl ShmEndpoint {
     /// on it fails with the cause's number. `closed`: the peer closed its
     /// endpoint in an orderly way (logged as such, at info level).
     pub(super) fn peer_down(&self, g: &mut Inner, id: u64, cause: Cause, closed: bool) {
+        // What the peer pushed before it closed or exited is in the ring
+        // below the positions claimed now: read it first, so answers and
+        // messages that came before the close count before it.
+        self.read_before_death(g);
         let addr = ShmAddr::from_id(id);
         let fi_addr = self.fi_addr_of(g, id);
         let err = cause.errno();
@@ -182,6 +186,29 @@ impl ShmEndpoint {
                         | (r.flags & FI_MULTI_RECV);
                     self.rx_error(g, r.context, flags, err, r.tag);
                 }
+            }
+        }
+    }
+
+    /// Reads the ring up to the positions producers have claimed now (what
+    /// a peer seen closed or exited pushed before that), as far as it goes:
+    /// a pass that reads nothing (the unexpected budget is spent, a read
+    /// answer holds the ring, an entry is not stamped yet) ends it. Does
+    /// nothing while a pass already reads the ring (this runs inside it).
+    fn read_before_death(&self, g: &mut Inner) {
+        let upto = self.seg.msg_ring().claimed();
+        loop {
+            let Some(at) = g.ring.as_ref().map(|r| r.position()) else {
+                return;
+            };
+            // Positions wrap: `at` has reached `upto` when the distance
+            // from `upto` forward is under half the range.
+            if at.wrapping_sub(upto) < 1 << 63 {
+                return;
+            }
+            self.poll_ring(g);
+            if g.ring.as_ref().map(|r| r.position()) == Some(at) {
+                return;
             }
         }
     }
