@@ -9,8 +9,9 @@
 //! declared once through `ofi_core::util::peer` (the EQ report naming it)
 //! and everything that waits on it fails with the cause's number: sends,
 //! one-sided operations, receives being pushed by it, directed receives.
-//! A closing endpoint waits (bounded) for reads a live target may still be
-//! writing, then answers every message and request still queued for it.
+//! A closing endpoint waits for reads a live target may still be writing
+//! (until each is answered or its target is known dead), then answers
+//! every message and request still queued for it.
 
 use super::state::in_flight_to;
 use super::{Inner, ShmEndpoint, BUSY_LOOK, LIVENESS_PERIOD};
@@ -24,14 +25,19 @@ use ofi_proto::shm::{ack, entry, rma_answer, Owed};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// How long a closing endpoint waits for reads a live target answers.
-const SETTLE_READS: Duration = Duration::from_secs(5);
+/// How often a closing endpoint that still waits for reads says so.
+const SETTLE_WARN: Duration = Duration::from_secs(5);
+/// How long it spins before it sleeps between looks.
+const SETTLE_SPIN: Duration = Duration::from_millis(100);
 
 impl ShmEndpoint {
     /// After a locked pass: the liveness check when it is due (the clock
     /// is read every pass while operations are pending, else every
     /// [`BUSY_LOOK`]th pass).
     pub(super) fn look_at_peers(&self, g: &mut Inner) {
+        if g.settling {
+            return;
+        }
         let pending = !g.sends.is_empty() || !g.rmas.is_empty() || !g.reasm.is_empty();
         g.passes = g.passes.wrapping_add(1);
         if !pending && g.passes & (BUSY_LOOK - 1) != 0 {
@@ -230,21 +236,42 @@ impl ShmEndpoint {
     }
 
     /// Before the endpoint closes: drives progress until no read is waiting
-    /// for a target that may still copy into this process's memory (the
-    /// target is alive and has not closed), for at most five seconds.
+    /// for a target that may still copy into this process's memory. Such a
+    /// target writes the bytes straight into the read's buffer, which the
+    /// application may free once the endpoint is closed: the wait lasts
+    /// until every such read is answered or its target is known dead (its
+    /// process exited or its endpoint closed), never a set time. A silent
+    /// target is not a dead one, so no liveness timeout is declared
+    /// meanwhile; the wait is logged every [`SETTLE_WARN`].
     fn settle_reads(&self, g: &mut Inner) {
         let waiting = |g: &Inner| {
             g.rmas
                 .any(|p| p.is_read() && !p.peer.dead() && !p.peer.closed())
         };
-        let deadline = Instant::now() + SETTLE_READS;
-        while waiting(g) && Instant::now() < deadline {
+        if !waiting(g) {
+            return;
+        }
+        g.settling = true;
+        let start = Instant::now();
+        let mut warn_at = start + SETTLE_WARN;
+        while waiting(g) {
             self.progress_locked(g);
-            std::hint::spin_loop();
+            let now = Instant::now();
+            if now >= warn_at {
+                warn_at = now + SETTLE_WARN;
+                tracing::warn!(
+                    waited_s = now.duration_since(start).as_secs(),
+                    "shm: closing waits for reads a live target has not answered \
+                     (it may still write into their buffers)"
+                );
+            }
+            if now.duration_since(start) < SETTLE_SPIN {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
-        if waiting(g) {
-            tracing::warn!("shm: closing with reads still unanswered by a live target");
-        }
+        g.settling = false;
     }
 
     /// Closes the endpoint: no more operations; peers learn it from the
@@ -253,7 +280,7 @@ impl ShmEndpoint {
     pub(super) fn close_endpoint(&self) {
         self.enabled.store(false, Ordering::Release);
         // Targets answer large reads by writing straight into this
-        // process's memory: wait (bounded) for those answers before the
+        // process's memory: wait for those answers (or the targets' death) before the
         // buffers can be freed and reused.
         {
             let mut g = self.lock();

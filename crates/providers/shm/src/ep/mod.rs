@@ -264,6 +264,7 @@ impl ShmEndpoint {
                 refused: Vec::new(),
                 next_check: Instant::now(),
                 passes: 0,
+                settling: false,
                 xfer_free: (0..XFER_DESCS as u32).rev().collect(),
                 xfer_gen: 0,
                 ring: Some(ring),

@@ -145,6 +145,9 @@ pub(super) struct Inner {
     pub(super) next_check: Instant,
     /// Locked passes since the last look at the clock.
     pub(super) passes: u32,
+    /// Closing: waiting for reads a live target may still answer (no
+    /// liveness check meanwhile: a silent target is not a dead one).
+    pub(super) settling: bool,
     pub(super) xfer_free: Vec<u32>,
     pub(super) xfer_gen: u32,
     /// The one consumer of the endpoint's ring (taken out while a pass
