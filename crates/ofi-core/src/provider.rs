@@ -41,7 +41,8 @@ pub struct GetinfoRequest<'a> {
     pub hints: Option<&'a Info>,
 }
 
-/// A provider: registers with one call to [`crate::registry::register`].
+/// A provider: registers with one call to [`crate::registry::register`]
+/// ([`crate::registry::register_builtin`] for a built-in one).
 pub trait Provider: Send + Sync + 'static {
     /// Short name (`shm`, `tcp`).
     fn name(&self) -> &str;

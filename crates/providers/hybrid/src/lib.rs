@@ -70,13 +70,6 @@ use std::sync::Arc;
 pub const NAME: &str = "hybrid";
 /// Provider version.
 pub const VERSION: u32 = fi_version(0, 1);
-/// Registry priority: above shm (100) and tcp (50), so getinfo's first RDM
-/// offer for an application that names no provider is the one endpoint
-/// that reaches peers on this node and on others. It takes that place
-/// because it costs little over plain shm on the node (8 B latency within
-/// 1.10x, README "One endpoint for local and remote peers");
-/// `FI_PROVIDER=shm` or `tcp` still gives the plain providers.
-pub const PRIORITY: i32 = 110;
 /// The provider for peers on this node.
 pub const LOCAL: &str = "shm";
 /// The provider for the others, unless FI_HYBRID_NET names another.
@@ -441,15 +434,10 @@ impl DomainOps for HybridDomain {
     }
 }
 
-/// Registers hybrid with the core (idempotent). Register shm and the
-/// network provider (tcp, or udp for FI_HYBRID_NET=udp) too: the hybrid
-/// offer needs both.
+/// Registers hybrid with the core, at its place in the built-in order
+/// (idempotent; first, see `ofi_core::registry::BUILTIN_ORDER`). Register
+/// shm and the network provider (tcp, or udp for FI_HYBRID_NET=udp) too:
+/// the hybrid offer needs both.
 pub fn register() -> Result<()> {
-    if ofi_core::registry::is_registered(NAME) {
-        return Ok(());
-    }
-    match ofi_core::registry::register(Arc::new(HybridProvider), PRIORITY) {
-        Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
-        r => r,
-    }
+    ofi_core::registry::register_builtin(Arc::new(HybridProvider))
 }

@@ -298,13 +298,8 @@ impl Provider for ShmProvider {
     }
 }
 
-/// Registers shm with the core (idempotent).
+/// Registers shm with the core, at its place in the built-in order
+/// (idempotent).
 pub fn register() -> Result<()> {
-    if ofi_core::registry::is_registered(NAME) {
-        return Ok(());
-    }
-    match ofi_core::registry::register(Arc::new(ShmProvider), 100) {
-        Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
-        r => r,
-    }
+    ofi_core::registry::register_builtin(Arc::new(ShmProvider))
 }

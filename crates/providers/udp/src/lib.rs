@@ -108,7 +108,6 @@ pub struct Udp;
 impl Inet for Udp {
     const NAME: &'static str = NAME;
     const VERSION: u32 = VERSION;
-    const PRIORITY: i32 = 40;
     type Config = UdpConfig;
     type Shared = domain::Shared;
 
