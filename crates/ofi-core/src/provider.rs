@@ -57,6 +57,14 @@ pub trait Provider: Send + Sync + 'static {
     fn tunables(&self) -> Vec<Tunable> {
         Vec::new()
     }
+    /// True when peers copy into this process's memory themselves
+    /// (cross-process copies), so that a peer declared dead by silence,
+    /// maybe alive, may still write into a buffer after its operation
+    /// failed with FI_ETIMEDOUT: the safe layer then keeps such buffers
+    /// for good.
+    fn late_writes(&self) -> bool {
+        false
+    }
 }
 
 /// A provider's fabric.

@@ -28,11 +28,11 @@ pub const EXTERNAL_ID_SYMBOL: &str = "ofi_provider_build_id_v1";
 /// providers drive ([`crate::util`]). Bump it with any change to them: a
 /// plugin built against another version is refused, where calling it
 /// through a changed vtable would crash.
-pub const PROVIDER_TRAITS_VERSION: u32 = 2;
+pub const PROVIDER_TRAITS_VERSION: u32 = 3;
 
 /// The interface version as it appears in the build identity (a literal in
 /// the provider's binary; kept equal to [`PROVIDER_TRAITS_VERSION`] by a test).
-const TRAITS_TAG: &str = "provider-traits-2";
+const TRAITS_TAG: &str = "provider-traits-3";
 
 /// Build identity both sides of an external load must share, as fields
 /// separated by `; `: the core's version, the provider interface version,
@@ -425,7 +425,9 @@ mod id_tests {
             "{e}"
         );
         assert!(
-            e.message().contains("this ofi has provider-traits-2"),
+            e.message().contains(&format!(
+                "this ofi has provider-traits-{PROVIDER_TRAITS_VERSION}"
+            )),
             "{e}"
         );
         let old = "ofi-core 0.1.0 info456 attr200";

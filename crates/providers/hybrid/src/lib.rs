@@ -350,6 +350,11 @@ impl Provider for HybridProvider {
     fn tunables(&self) -> Vec<Tunable> {
         tunables()
     }
+    /// Peers on this node reach this process's memory through shm, which
+    /// copies across processes.
+    fn late_writes(&self) -> bool {
+        true
+    }
 }
 
 struct HybridFabric {

@@ -296,6 +296,11 @@ impl Provider for ShmProvider {
     fn tunables(&self) -> Vec<Tunable> {
         tunables()
     }
+    /// A peer reads and writes this process's memory itself (cross-process
+    /// copies): a peer declared dead by silence may still be copying.
+    fn late_writes(&self) -> bool {
+        true
+    }
 }
 
 /// Registers shm with the core, at its place in the built-in order
