@@ -191,27 +191,11 @@ fn offer(inner: &Inners, version: u32) -> Info {
         | (s.caps & t.caps & FI_RMA_PMEM);
     let order = s.tx_attr.msg_order & t.tx_attr.msg_order;
     let inject = s.tx_attr.inject_size.min(t.tx_attr.inject_size) - wire::LEN;
+    let o = Info::offer(NAME, VERSION).with_caps(caps);
     Info {
-        caps,
-        mode: 0,
         addr_format: addr_format::FI_ADDR_STR,
-        src_addr: None,
-        dest_addr: None,
-        handle: None,
         tx_attr: TxAttr {
-            caps: caps
-                & (FI_MSG
-                    | FI_TAGGED
-                    | FI_SEND
-                    | FI_RMA
-                    | FI_ATOMIC
-                    | FI_READ
-                    | FI_WRITE
-                    | FI_FENCE),
-            mode: 0,
-            op_flags: 0,
             msg_order: order,
-            comp_order: order::FI_ORDER_NONE,
             inject_size: inject,
             size: s.tx_attr.size.min(t.tx_attr.size),
             // A send whose list leaves no entry for the header is copied
@@ -222,36 +206,21 @@ fn offer(inner: &Inners, version: u32) -> Info {
                 .min(t.tx_attr.iov_limit)
                 .min(ofi_core::util::matching::MAX_IOV),
             rma_iov_limit: s.tx_attr.rma_iov_limit.min(t.tx_attr.rma_iov_limit),
-            tclass: 0,
+            ..o.tx_attr
         },
         rx_attr: RxAttr {
-            caps: caps
-                & (FI_MSG
-                    | FI_TAGGED
-                    | FI_RECV
-                    | FI_SOURCE
-                    | FI_DIRECTED_RECV
-                    | FI_RMA
-                    | FI_ATOMIC
-                    | FI_REMOTE_READ
-                    | FI_REMOTE_WRITE
-                    | FI_RMA_EVENT),
-            mode: 0,
-            op_flags: 0,
             msg_order: s.rx_attr.msg_order & t.rx_attr.msg_order,
-            comp_order: order::FI_ORDER_NONE,
-            total_buffered_recv: 0,
             size: s.rx_attr.size.min(t.rx_attr.size),
             iov_limit: s
                 .rx_attr
                 .iov_limit
                 .min(t.rx_attr.iov_limit)
                 .min(ofi_core::util::matching::MAX_IOV),
+            ..o.rx_attr
         },
         ep_attr: EpAttr {
             ep_type: ep_type::FI_EP_RDM,
             protocol: protocol::FI_PROTO_UNSPEC,
-            protocol_version: 1,
             max_msg_size: s.ep_attr.max_msg_size.min(t.ep_attr.max_msg_size),
             max_order_raw_size: s
                 .ep_attr
@@ -266,38 +235,28 @@ fn offer(inner: &Inners, version: u32) -> Info {
                 .max_order_waw_size
                 .min(t.ep_attr.max_order_waw_size),
             mem_tag_format: s.ep_attr.mem_tag_format,
-            tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
-            ..Default::default()
+            ..o.ep_attr
         },
         domain_attr: DomainAttr {
-            name: Some(NAME.into()),
-            threading: threading::FI_THREAD_SAFE,
             control_progress: progress::FI_PROGRESS_MANUAL,
             data_progress: progress::FI_PROGRESS_MANUAL,
-            resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-            av_type: av_type::FI_AV_UNSPEC,
             mr_mode: s.domain_attr.mr_mode & t.domain_attr.mr_mode,
             mr_key_size: 8,
-            cq_data_size: 8,
             cq_cnt: s.domain_attr.cq_cnt.min(t.domain_attr.cq_cnt),
             ep_cnt: s.domain_attr.ep_cnt.min(t.domain_attr.ep_cnt),
             tx_ctx_cnt: s.domain_attr.tx_ctx_cnt.min(t.domain_attr.tx_ctx_cnt),
             rx_ctx_cnt: s.domain_attr.rx_ctx_cnt.min(t.domain_attr.rx_ctx_cnt),
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
             cntr_cnt: s.domain_attr.cntr_cnt.min(t.domain_attr.cntr_cnt),
             mr_iov_limit: s.domain_attr.mr_iov_limit.min(t.domain_attr.mr_iov_limit),
             caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
             mr_cnt: s.domain_attr.mr_cnt.min(t.domain_attr.mr_cnt),
-            ..Default::default()
+            ..o.domain_attr
         },
         fabric_attr: FabricAttr {
-            name: Some(NAME.into()),
-            prov_name: Some(NAME.into()),
-            prov_version: VERSION,
             api_version: version,
+            ..o.fabric_attr
         },
+        ..o
     }
 }
 
