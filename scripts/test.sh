@@ -25,7 +25,7 @@
 #   fmt        cargo fmt --all --check
 #   clippy     cargo clippy --workspace --all-targets -- -D warnings (and
 #              clippy::incompatible_msrv: no std item newer than rust-version)
-#   doc        cargo doc --workspace --no-deps with RUSTDOCFLAGS=-D warnings
+#   doc        cargo doc --workspace --no-deps --lib, RUSTDOCFLAGS=-D warnings
 #              (broken intra-doc links and the like fail)
 #   msrv       cargo +VERSION check --workspace --all-targets with the
 #              workspace's declared rust-version (rustup installs that
@@ -428,7 +428,7 @@ stage deps 0 deps
 stage sh "$SHORT_TIMEOUT" sh_syntax
 stage fmt "$STAGE_TIMEOUT" cargo fmt --all --check
 stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warnings -W clippy::incompatible_msrv
-stage doc "$STAGE_TIMEOUT" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+stage doc "$STAGE_TIMEOUT" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib
 stage msrv "$STAGE_TIMEOUT" msrv
 stage build "$STAGE_TIMEOUT" cargo build --release --workspace
 stage test "$TEST_TIMEOUT" cargo test --workspace --release --no-fail-fast --exclude ofi-capi

@@ -1,6 +1,6 @@
 //! The interfaces a getinfo request fits: where an offer binds (one place
 //! per interface subnet, non-loopback first), filtered by the request's
-//! source, destination, address format and the provider's FI_<PROV>_IFACE;
+//! source, destination, address format and the provider's `FI_<PROV>_IFACE`;
 //! and the fields every offer of a place gets from the request.
 
 use crate::addr;
@@ -12,7 +12,7 @@ use ofi_core::provider::GetinfoRequest;
 use ofi_core::util::netif;
 use std::net::{IpAddr, SocketAddr};
 
-/// The interface a provider's FI_<PROV>_IFACE names, from its tunables
+/// The interface a provider's `FI_<PROV>_IFACE` names, from its tunables
 /// (empty: every interface).
 pub fn iface(tunables: Vec<Tunable>) -> String {
     tunables
@@ -70,7 +70,7 @@ impl Place {
 /// How the offers of a provider are walked.
 #[derive(Clone, Copy, Debug)]
 pub struct Walk<'a> {
-    /// The provider's name (error prefixes, FI_<NAME>_IFACE).
+    /// The provider's name (error prefixes, `FI_<NAME>_IFACE`).
     pub prov: &'a str,
     /// Offer only this interface (by name) unless the request names a
     /// source address; empty: every interface that is up.

@@ -424,7 +424,7 @@ impl Segment {
     }
 
     /// Consumer (the owner): about to sleep; true when it may (see
-    /// [`wake::arm`](crate::wake::arm)). `pending` looks for work last.
+    /// [`wake::arm`]). `pending` looks for work last.
     /// Call [`Segment::sleep_disarm`] after waking, whatever this returned.
     pub fn sleep_arm(&self, pending: impl FnOnce() -> bool) -> bool {
         wake::arm(&self.header().sleeping, pending)

@@ -1,6 +1,6 @@
 //! The udp provider: datagram fabrics, first-class.
 //!
-//! - **DGRAM endpoints** ([`dgram`]): one UDP datagram per message, with
+//! - **DGRAM endpoints** (`dgram.rs`): one UDP datagram per message, with
 //!   tags, remote CQ data, source addresses, inject and multicast
 //!   (`fi_join`); `max_msg_size` is what one datagram carries on the path
 //!   (the interface's MTU; about 64 KiB on loopback).
