@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod coll;
 pub mod shm;
 pub mod tcp;
 pub mod udp;
