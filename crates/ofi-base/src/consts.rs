@@ -487,6 +487,70 @@ pub mod atomic_op {
     pub const FI_ATOMIC_OP_LAST: u32 = 19;
 }
 
+/// Collective operations (`enum fi_collective_op`), and the values
+/// `fi_collective(3)` adds to `enum fi_op` and `enum fi_datatype`.
+pub mod coll_op {
+    /// `fi_barrier`.
+    pub const FI_BARRIER: u32 = 0;
+    /// `fi_broadcast`.
+    pub const FI_BROADCAST: u32 = 1;
+    /// `fi_alltoall`.
+    pub const FI_ALLTOALL: u32 = 2;
+    /// `fi_allreduce`.
+    pub const FI_ALLREDUCE: u32 = 3;
+    /// `fi_allgather`.
+    pub const FI_ALLGATHER: u32 = 4;
+    /// `fi_reduce_scatter`.
+    pub const FI_REDUCE_SCATTER: u32 = 5;
+    /// `fi_reduce`.
+    pub const FI_REDUCE: u32 = 6;
+    /// `fi_scatter`.
+    pub const FI_SCATTER: u32 = 7;
+    /// `fi_gather`.
+    pub const FI_GATHER: u32 = 8;
+    /// `FI_COLLECTIVE_OFFSET`: where the collective values of `enum fi_op`
+    /// and `enum fi_datatype` start.
+    pub const FI_COLLECTIVE_OFFSET: u32 = 256;
+    /// `enum fi_op`: no operation (barrier, and collectives that move data only).
+    pub const FI_NOOP: u32 = FI_COLLECTIVE_OFFSET;
+    /// `enum fi_datatype`: no data (barrier).
+    pub const FI_VOID: u32 = FI_COLLECTIVE_OFFSET;
+}
+
+bits! {
+    /// AV set flag: every address of the AV.
+    FI_UNIVERSE = 1 << 57;
+    /// AV set flag: the set will run barriers.
+    FI_BARRIER_SET = 1 << 40;
+    /// AV set flag: broadcasts.
+    FI_BROADCAST_SET = 1 << 41;
+    /// AV set flag: alltoalls.
+    FI_ALLTOALL_SET = 1 << 42;
+    /// AV set flag: allreduces.
+    FI_ALLREDUCE_SET = 1 << 43;
+    /// AV set flag: allgathers.
+    FI_ALLGATHER_SET = 1 << 44;
+    /// AV set flag: reduce-scatters.
+    FI_REDUCE_SCATTER_SET = 1 << 45;
+    /// AV set flag: reduces.
+    FI_REDUCE_SET = 1 << 46;
+    /// AV set flag: scatters.
+    FI_SCATTER_SET = 1 << 47;
+    /// AV set flag: gathers.
+    FI_GATHER_SET = 1 << 48;
+}
+
+/// Every `FI_*_SET` flag of AV set creation.
+pub const FI_COLL_SET_FLAGS: u64 = FI_BARRIER_SET
+    | FI_BROADCAST_SET
+    | FI_ALLTOALL_SET
+    | FI_ALLREDUCE_SET
+    | FI_ALLGATHER_SET
+    | FI_REDUCE_SCATTER_SET
+    | FI_REDUCE_SET
+    | FI_SCATTER_SET
+    | FI_GATHER_SET;
+
 /// Counter event kinds.
 pub mod cntr_events {
     /// Count completions.

@@ -9,6 +9,7 @@
 //! remote ranges) live in `ofi-base` and are re-exported here at their
 //! usual paths.
 
+pub mod coll;
 pub mod config;
 pub mod external;
 pub mod hints;

@@ -713,7 +713,43 @@ fn members_that_disagree_fail_the_group_with_a_peer_error() {
     for f in failed {
         match f {
             Err(CollError::Peer { why, .. }) => assert!(why.contains("same count"), "{why}"),
+            // Told by the member that saw it.
+            Err(CollError::Lost { errno: e, .. }) => assert_eq!(*e, errno::FI_EIO),
             other => panic!("{other:?}"),
+        }
+    }
+    // Every member's operation failed: the one that saw the mismatch told
+    // the others.
+    assert!(sim.out.iter().all(|o| matches!(o.get(&1), Some(Err(_)))));
+}
+
+#[test]
+fn a_member_that_sees_a_loss_tells_the_others() {
+    // Member 3 never enters the barrier; only member 0 (which waits for
+    // it in the first round) learns that it is gone. Members 1 and 2,
+    // which wait for member 0, must fail too.
+    for n in [3usize, 4, 6, 9] {
+        let gone = n - 1;
+        let mut sim = Sim::new(n, &[5], small(), n as u64);
+        for m in 0..gone {
+            sim.start(m, 0, Op::Barrier, 1);
+        }
+        sim.run();
+        assert!(sim.out.iter().all(|o| o.is_empty()));
+        sim.cores[0][0].lost(gone as u32, errno::FI_ECONNRESET);
+        // The aborts to the lost member go nowhere.
+        sim.collect();
+        sim.net.retain(|(to, _)| *to != gone);
+        sim.run();
+        for m in 0..gone {
+            assert_eq!(
+                sim.out[m].get(&1),
+                Some(&Err(CollError::Lost {
+                    rank: gone as u32,
+                    errno: errno::FI_ECONNRESET
+                })),
+                "n {n}: member {m}"
+            );
         }
     }
 }

@@ -18,7 +18,8 @@
 //!
 //! `kind` names the collective the sender runs (a receiver running another
 //! one at that `seq` knows the members disagree); a message of `total` 0
-//! is one frame with no payload.
+//! is one frame with no payload. An [`kind::ABORT`] frame (`seq` and
+//! `step` 0) carries an [`Abort`] as its whole message.
 
 use crate::WireError;
 
@@ -52,8 +53,11 @@ pub mod kind {
     pub const GATHER: u8 = 9;
     /// `fi_join_collective`'s own exchange.
     pub const JOIN: u8 = 10;
+    /// The sender's group failed: a member is lost or misbehaved
+    /// ([`super::Abort`]); the receiver's group fails too.
+    pub const ABORT: u8 = 11;
     /// Highest kind.
-    pub const MAX: u8 = JOIN;
+    pub const MAX: u8 = ABORT;
 }
 
 mod field {
@@ -290,6 +294,49 @@ impl Repr {
     }
 }
 
+/// The message of an [`kind::ABORT`] frame: which member made the
+/// sender's group fail, and why.
+///
+/// ```text
+///  0  rank u32      the member lost (or the one that misbehaved)
+///  4  errno u32     the positive FI_E* number the group failed with
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Abort {
+    /// The member's rank.
+    pub rank: u32,
+    /// The error number (positive).
+    pub errno: u32,
+}
+
+impl Abort {
+    /// Bytes of the message.
+    pub const LEN: usize = 8;
+
+    /// Parses the message of an ABORT frame.
+    pub fn parse(b: &[u8]) -> Result<Abort, WireError> {
+        if b.len() != Self::LEN {
+            return Err(WireError::Malformed("an abort is 8 bytes"));
+        }
+        let a = Abort {
+            rank: u32_at(b, 0),
+            errno: u32_at(b, 4),
+        };
+        if a.errno == 0 || a.errno > i32::MAX as u32 {
+            return Err(WireError::Malformed("an abort without an error number"));
+        }
+        Ok(a)
+    }
+
+    /// The message's bytes.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[..4].copy_from_slice(&self.rank.to_le_bytes());
+        b[4..].copy_from_slice(&self.errno.to_le_bytes());
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,7 +407,7 @@ mod tests {
             WireError::Malformed("unsupported version")
         );
         assert_eq!(bad(&|b| b[2] = 0), WireError::UnknownOp(0));
-        assert_eq!(bad(&|b| b[2] = kind::MAX + 1), WireError::UnknownOp(11));
+        assert_eq!(bad(&|b| b[2] = kind::MAX + 1), WireError::UnknownOp(12));
         assert_eq!(
             bad(&|b| b[3] = 1),
             WireError::Malformed("unknown flag bits")
@@ -390,6 +437,17 @@ mod tests {
             Repr::parse(&Frame::new_checked(&f[..]).unwrap()).unwrap_err(),
             WireError::Malformed("an empty frame of a non-empty message")
         );
+    }
+
+    #[test]
+    fn abort_golden_bytes() {
+        let a = Abort { rank: 2, errno: 104 };
+        let b = [0x02, 0, 0, 0, 0x68, 0, 0, 0];
+        assert_eq!(a.to_bytes(), b);
+        assert_eq!(Abort::parse(&b).unwrap(), a);
+        assert!(Abort::parse(&b[..7]).is_err());
+        assert!(Abort::parse(&[2, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        assert!(Abort::parse(&[2, 0, 0, 0, 0, 0, 0, 0x80]).is_err());
     }
 
     #[test]

@@ -59,9 +59,9 @@ pub use ofi_core::consts;
 pub use ofi_core::error::{self, errno, Error, ErrorKind, Result};
 pub use ofi_core::info::{self, DomainAttr, EpAttr, FabricAttr, Info, RxAttr, Summary, TxAttr};
 pub use ofi_core::object::{
-    AddressVector, AtomicOp, CloseResult, CompletionQueue, Counter, Deferred, Domain, Endpoint,
-    EventQueue, Fabric, MemoryRegion, PassiveEndpoint, PollSet, RecvOp, RmaDir, RmaOp, SendOp,
-    WaitSet,
+    AddressVector, AtomicOp, AvSet, AvSetAttr, CloseResult, CollAttr, CollOp, CompletionQueue,
+    Counter, Deferred, Domain, Endpoint, EventQueue, Fabric, MemoryRegion, Multicast,
+    PassiveEndpoint, PollSet, RecvOp, RmaDir, RmaOp, SendOp, WaitSet,
 };
 pub use ofi_core::typed::{
     AddrFormat, AvType, Caps, EpType, Mode, MrAccess, MrMode, MsgOrder, OpFlags, Progress,

@@ -482,11 +482,19 @@ unsafe extern "C" fn av_straddr(
     })
 }
 
+/// `fi_av_set`: a set of this AV's addresses (see `obj::av_set`).
 unsafe extern "C" fn av_av_set(
-    _p: *mut fid_av,
-    _attr: *mut fi_av_set_attr,
-    _av_set: *mut *mut fid_av_set,
-    _context: *mut c_void,
+    p: *mut fid_av,
+    attr: *mut fi_av_set_attr,
+    av_set: *mut *mut fid_av_set,
+    context: *mut c_void,
 ) -> c_int {
-    ffi(PANIC, || ENOSYS)
+    ffi(PANIC, || {
+        // SAFETY: p is NULL or a fid of the application.
+        let Some((_, v)) = (unsafe { av(p) }) else {
+            return EINVAL;
+        };
+        // SAFETY: the application's fi_av_set(3) arguments, passed on.
+        unsafe { super::av_set::open(v, attr, av_set, context) }
+    })
 }

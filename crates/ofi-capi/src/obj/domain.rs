@@ -290,11 +290,40 @@ unsafe extern "C" fn domain_query_atomic(
     })
 }
 
+/// `fi_query_collective`: `attr->op` and `attr->datatype` in, the limits
+/// (`datatype_attr`, `max_members`, `mode`) out; see
+/// `ofi_core::Domain::query_collective`.
 unsafe extern "C" fn domain_query_collective(
-    _d: *mut fid_domain,
-    _coll: fi_collective_op,
-    _attr: *mut fi_collective_attr,
-    _flags: u64,
+    d: *mut fid_domain,
+    coll: fi_collective_op,
+    attr: *mut fi_collective_attr,
+    flags: u64,
 ) -> c_int {
-    ffi(PANIC, || ENOSYS)
+    ffi(PANIC, || {
+        // SAFETY: d is NULL or a fid of the application.
+        let Some(core) = (unsafe { domain(d) }).and_then(DomainObj::core) else {
+            return EINVAL;
+        };
+        if attr.is_null() {
+            return EINVAL;
+        }
+        // SAFETY: attr is non-null and readable (fi_collective(3)).
+        let a = unsafe { *attr };
+        let mut q = ofi_core::CollAttr {
+            op: a.op,
+            datatype: a.datatype,
+            ..Default::default()
+        };
+        if let Err(e) = core.query_collective(coll, &mut q, flags) {
+            return guard::err(&e);
+        }
+        // SAFETY: attr is non-null and writable.
+        unsafe {
+            (*attr).datatype_attr.count = q.count;
+            (*attr).datatype_attr.size = q.size;
+            (*attr).max_members = q.max_members;
+            (*attr).mode = q.mode;
+        }
+        0
+    })
 }

@@ -1,6 +1,8 @@
 //! Multicast groups (`fi_join`, `struct fid_mc`, `fi_mc_addr`): the group a
-//! DGRAM endpoint joined; `fi_mc_addr` (inline in the headers) reads the
-//! `fi_addr` field; `fi_close` leaves.
+//! DGRAM endpoint joined, or the collective group an RDM endpoint joined
+//! (`fi_join_collective`, which is `fi_join` with FI_COLLECTIVE and a
+//! `struct fi_collective_addr`); `fi_mc_addr` (inline in the headers)
+//! reads the `fi_addr` field; `fi_close` leaves.
 
 use super::{publish, shut_core, unpublish, CObj, EINVAL, ENOSYS};
 use crate::abi::*;
@@ -29,11 +31,14 @@ static MC_FI_OPS: fi_ops = super::fid_ops::<McObj>(super::bind_nosys, super::con
 
 /// `fi_join` on endpoint `e`: the group at `addr` (in the endpoint's
 /// address format); FI_JOIN_COMPLETE naming the new `fid_mc` goes to the
-/// endpoint's EQ. Collective joins are not offered (`-FI_ENOSYS`).
+/// endpoint's EQ. With FI_COLLECTIVE, `addr` is a `struct
+/// fi_collective_addr` and the group is a collective one (`-FI_ENOSYS` on
+/// an endpoint opened without FI_COLLECTIVE).
 ///
 /// # Safety
 /// Arguments as `fi_join(3)`: `addr` is an address of the endpoint's
-/// format, `mc` writable.
+/// format (with FI_COLLECTIVE, a `struct fi_collective_addr`), `mc`
+/// writable.
 pub(crate) unsafe fn join(
     e: &Endpoint,
     addr: *const c_void,
@@ -42,7 +47,13 @@ pub(crate) unsafe fn join(
     context: *mut c_void,
 ) -> c_int {
     if flags & FI_COLLECTIVE != 0 {
-        return ENOSYS;
+        if e.info().caps & FI_COLLECTIVE == 0 {
+            return ENOSYS;
+        }
+        // SAFETY: with FI_COLLECTIVE, `addr` is a struct
+        // fi_collective_addr (fi_join_collective builds it) and `mc` is
+        // writable: the caller's contract.
+        return unsafe { join_collective(e, addr.cast(), flags, mc, context) };
     }
     if addr.is_null() || mc.is_null() {
         return EINVAL;
@@ -67,6 +78,65 @@ pub(crate) unsafe fn join(
         core: None,
     });
     match e.join(a, flags, p as usize, context as usize) {
+        Ok(m) => {
+            // SAFETY: p came from publish and is not yet given out.
+            unsafe {
+                (*p).c.fi_addr = m.fi_addr();
+                (*p).core = Some(m);
+                *mc = p.cast::<fid_mc>();
+            }
+            0
+        }
+        Err(err) => {
+            // SAFETY: p came from publish, was never given out, holds no core.
+            unsafe { unpublish(p) };
+            crate::guard::err(&err)
+        }
+    }
+}
+
+/// A new group object for a join; the caller fills it in.
+fn new_group(context: *mut c_void) -> *mut McObj {
+    publish(McObj {
+        c: fid_mc {
+            fid: fid {
+                fclass: class::FI_CLASS_MC,
+                context,
+                ops: &MC_FI_OPS as *const fi_ops as *mut fi_ops,
+            },
+            fi_addr: ofi_core::consts::FI_ADDR_NOTAVAIL,
+        },
+        core: None,
+    })
+}
+
+/// `fi_join_collective` (`fi_join` with FI_COLLECTIVE): the group of the
+/// AV set `addr->set` names, joined through `addr->coll_addr` (its address,
+/// a joined group's, or FI_ADDR_NOTAVAIL: see
+/// `ofi_core::Endpoint::join_collective`). FI_JOIN_COMPLETE naming the new
+/// `fid_mc` goes to the endpoint's EQ once every member joined.
+///
+/// # Safety
+/// `addr` is NULL or a readable `struct fi_collective_addr` whose `set` is
+/// NULL or a fid; `mc` is NULL or writable.
+unsafe fn join_collective(
+    e: &Endpoint,
+    addr: *const fi_collective_addr,
+    flags: u64,
+    mc: *mut *mut fid_mc,
+    context: *mut c_void,
+) -> c_int {
+    if addr.is_null() || mc.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: addr is non-null and readable (this function's contract).
+    let ca = unsafe { *addr };
+    // SAFETY: ca.set is NULL or a fid of the application.
+    let Some(set) = (unsafe { super::av_set::av_set(ca.set) }) else {
+        return EINVAL;
+    };
+    let p = new_group(context);
+    match e.join_collective(ca.coll_addr, set, flags, p as usize, context as usize) {
         Ok(m) => {
             // SAFETY: p came from publish and is not yet given out.
             unsafe {

@@ -8,6 +8,7 @@
 //! the panic boundary.
 
 pub mod av;
+pub mod av_set;
 pub mod cntr;
 pub mod cq;
 pub mod domain;
@@ -225,6 +226,7 @@ pub(crate) unsafe extern "C" fn tostr(f: *const fid, buf: *mut c_char, len: size
             class::FI_CLASS_WAIT => "wait set",
             class::FI_CLASS_POLL => "poll set",
             class::FI_CLASS_MC => "multicast group",
+            class::FI_CLASS_AV_SET => "address vector set",
             _ => "fid",
         };
         // SAFETY: buf has len writable bytes (caller's contract).

@@ -191,6 +191,8 @@ impl Domain {
         state.b.fid = context;
         Ok(Endpoint {
             ops,
+            coll_guard: info.caps & FI_COLLECTIVE != 0,
+            coll: Default::default(),
             info: info.clone(),
             mr_map: self.mr_map.clone(),
             state: Mutex::new(state),

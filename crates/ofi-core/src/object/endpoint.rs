@@ -12,7 +12,7 @@ use crate::util::cntr::CntrCore;
 use crate::util::cq::CqCore;
 use crate::util::mr::MrMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// An endpoint's bindings, and whether it is enabled.
 #[derive(Default)]
@@ -29,6 +29,11 @@ pub struct Endpoint {
     pub(super) state: Mutex<EpState>,
     /// The domain's event queue, taken at enable when none is bound.
     pub(super) default_eq: DefaultEq,
+    /// Opened with FI_COLLECTIVE: tag bit 63 is the collectives'
+    /// ([`crate::coll::guard`]).
+    pub(super) coll_guard: bool,
+    /// The collective layer, from the first join.
+    pub(super) coll: OnceLock<Arc<crate::coll::engine::CollEp>>,
     pub(super) _parent: DepGuard,
 }
 
@@ -358,6 +363,9 @@ impl Endpoint {
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
+        // The collective layer leaves the queues and cancels its receives
+        // before the provider's endpoint closes.
+        self.close_collectives();
         let s = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         let prog: Arc<dyn Progress> = self.ops.clone();
         if s.enabled {

@@ -24,6 +24,10 @@ impl std::fmt::Debug for Multicast {
 }
 
 impl Multicast {
+    /// A group whose provider side (or the core's collective layer) is `ops`.
+    pub(super) fn new(ops: Box<dyn McOps>) -> Multicast {
+        Multicast { ops }
+    }
     /// The address that sends to the group (`fi_mc_addr`).
     pub fn fi_addr(&self) -> u64 {
         self.ops.fi_addr()

@@ -7,7 +7,7 @@
 //! still depend on is refused with `FI_EBUSY` and the object is handed back.
 //!
 //! One file per object; the endpoint's data calls are split by family
-//! (`msg`, `rma`, `atomic`, `triggered`). The operation descriptors
+//! (`msg`, `rma`, `atomic`, `triggered`, `coll`). The operation descriptors
 //! providers receive live beside the provider traits ([`crate::provider`])
 //! and are re-exported here.
 
@@ -20,7 +20,9 @@ use std::sync::Arc;
 
 mod atomic;
 mod av;
+mod av_set;
 mod cntr;
+mod coll;
 mod cq;
 mod domain;
 mod endpoint;
@@ -35,6 +37,8 @@ mod sets;
 mod triggered;
 
 pub use av::AddressVector;
+pub use av_set::{AvSet, AvSetAttr, SET_ADDR_MASK, SET_ADDR_TAG};
+pub use coll::{CollAttr, CollOp};
 pub use cntr::Counter;
 pub use cq::CompletionQueue;
 pub use domain::Domain;

@@ -30,6 +30,21 @@ impl Endpoint {
         }
         self.enabled_for("triggered operation")?;
         let mut op = op;
+        if self.coll_guard {
+            // Tag bit 63 is the collectives' (crate::coll::guard).
+            match &mut op {
+                Deferred::Send {
+                    tag, tagged: true, ..
+                } => crate::coll::guard::send(*tag)?,
+                Deferred::Recv {
+                    tag,
+                    ignore,
+                    tagged: true,
+                    ..
+                } => (*tag, *ignore) = crate::coll::guard::recv(*tag, *ignore)?,
+                _ => {}
+            }
+        }
         // FI_ATOMIC_READ has no operand (fi_atomic(3)): one passed anyway
         // (NULL included) is dropped here as `post_atomic` drops it.
         if let Deferred::Atomic {

@@ -3,6 +3,7 @@
 
 use super::driver::Driver;
 use super::lock::{SpinGuard, SpinLock};
+use super::tap::{CqTap, Taps};
 use super::waitset::{join_once, Membership, WaitSetCore, Waitable};
 use crate::consts::{cq_format, wait_obj, FI_ADDR_NOTAVAIL};
 use crate::error::{errno, Error, Result};
@@ -277,6 +278,8 @@ pub struct CqCore {
     queued: AtomicUsize,
     /// Endpoints bound to this queue (a busy queue cannot close).
     pub(crate) bound: AtomicUsize,
+    /// Layers that take their own operations' entries first.
+    taps: Taps<dyn CqTap>,
 }
 
 impl std::fmt::Debug for CqCore {
@@ -336,7 +339,14 @@ impl CqCore {
             driver: Driver::new(waitable)?,
             queued: AtomicUsize::new(0),
             bound: AtomicUsize::new(0),
+            taps: Taps::default(),
         }))
+    }
+
+    /// The layers that take their own operations' entries before they are
+    /// queued ([`CqTap`]).
+    pub fn taps(&self) -> &Taps<dyn CqTap> {
+        &self.taps
     }
 
     /// The attributes in force.
@@ -368,6 +378,9 @@ impl CqCore {
     /// Provider side: writes a successful completion with its source address.
     #[inline(always)]
     pub fn push(&self, e: CqTaggedEntry, src: u64) {
+        if self.taps.active() && self.taps.any(|t| t.completed(&e, src)) {
+            return;
+        }
         let mut q = self.lock();
         q.push(e, src);
         let n = q.total();
@@ -382,6 +395,9 @@ impl CqCore {
     /// Provider side: writes an error completion.
     pub fn push_err(&self, e: CqErrEntry, src: u64) {
         let _ = src;
+        if self.taps.active() && self.taps.any(|t| t.failed(&e)) {
+            return;
+        }
         let mut q = self.lock();
         q.push_err(e);
         self.queued.store(q.total(), Ordering::Release);

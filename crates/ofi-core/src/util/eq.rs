@@ -4,6 +4,7 @@
 
 use super::driver::Driver;
 use super::lock::SpinLock;
+use super::tap::{EqWatch, Taps};
 use super::waitset::{join_once, Membership, WaitSetCore, Waitable};
 use crate::consts::wait_obj;
 use crate::error::{errno, Error, Result};
@@ -88,6 +89,8 @@ pub struct EqCore {
     queue: SpinLock<VecDeque<std::result::Result<EqEvent, EqError>>>,
     driver: Driver,
     pub(crate) bound: AtomicUsize,
+    /// Layers that watch the error entries ([`EqWatch`]).
+    watchers: Taps<dyn EqWatch>,
 }
 
 impl std::fmt::Debug for EqCore {
@@ -117,7 +120,13 @@ impl EqCore {
             queue: SpinLock::new(VecDeque::with_capacity(attr.size.clamp(16, 4096))),
             driver: Driver::new(waitable)?,
             bound: AtomicUsize::new(0),
+            watchers: Taps::default(),
         }))
+    }
+
+    /// The layers shown every error entry as it is queued ([`EqWatch`]).
+    pub fn watchers(&self) -> &Taps<dyn EqWatch> {
+        &self.watchers
     }
 
     /// The driver (bound objects, waiting).
@@ -159,6 +168,12 @@ impl EqCore {
 
     /// Provider side: queues an error entry.
     pub fn push_err(&self, e: EqError) {
+        if self.watchers.active() {
+            self.watchers.any(|w| {
+                w.error(&e);
+                false
+            });
+        }
         self.queue.lock().push_back(Err(e));
         self.changed();
         self.driver.wake();

@@ -1,7 +1,8 @@
 //! Reusable parts providers share instead of re-implementing them: the
 //! completion queue, counters, address vectors, memory regions, receive
-//! matching, scatter-gather copies, wait objects, wait sets, poll sets and
-//! the slab that keeps operations in flight.
+//! matching, scatter-gather copies, wait objects, wait sets, poll sets,
+//! the slab that keeps operations in flight, and the taps through which
+//! the core's own operations over an endpoint complete.
 
 pub mod auth;
 pub mod av;
@@ -19,6 +20,7 @@ pub mod peer;
 pub mod poll;
 pub mod rma;
 pub mod slab;
+pub mod tap;
 pub mod trigger;
 pub mod wait;
 pub mod waitset;

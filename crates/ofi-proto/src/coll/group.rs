@@ -5,7 +5,7 @@
 
 use super::algo::{Algo, Ctx};
 use super::{CollError, Event, Limits, Op, Transmit};
-use ofi_wire::coll::Repr;
+use ofi_wire::coll::{kind, Abort, Repr};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A message of one step from one member: `(step, from)`.
@@ -183,6 +183,25 @@ impl GroupCore {
                 why: format!("a frame from rank {} in a group of {}", r.from, self.size),
             });
         }
+        if r.kind == kind::ABORT {
+            let a = match Abort::parse(payload) {
+                Ok(a) if r.total as usize == Abort::LEN => a,
+                _ => return Err(peer("a malformed abort")),
+            };
+            let error = if a.rank == self.rank || a.rank >= self.size {
+                CollError::Peer {
+                    rank: r.from,
+                    why: format!("it aborted the group naming rank {}", a.rank),
+                }
+            } else {
+                CollError::Lost {
+                    rank: a.rank,
+                    errno: a.errno as i32,
+                }
+            };
+            self.fail_here(error);
+            return Ok(());
+        }
         let ahead = r.seq.wrapping_sub(self.next_seq);
         if self.running.contains_key(&r.seq) {
             self.deliver(r.seq, r, payload)?;
@@ -286,8 +305,44 @@ impl GroupCore {
     }
 
     /// Makes the group unusable: every running operation fails with
-    /// `error`, and so does every later start.
+    /// `error`, and so does every later start. When a member is lost or
+    /// misbehaved, the others are told (an abort frame to each, but the
+    /// one at fault), so that a member waiting for another whose group
+    /// failed fails too instead of waiting for ever.
     pub fn fail(&mut self, error: CollError) {
+        if self.broken.is_some() {
+            return;
+        }
+        let culprit = match &error {
+            CollError::Lost { rank, .. } | CollError::Peer { rank, .. } => Some(*rank),
+            _ => None,
+        };
+        if let Some(c) = culprit {
+            let a = Abort {
+                rank: c,
+                errno: error.errno() as u32,
+            };
+            let r = Repr {
+                kind: kind::ABORT,
+                from: self.rank,
+                group: self.id,
+                seq: 0,
+                step: 0,
+                total: Abort::LEN as u32,
+                offset: 0,
+            };
+            for to in (0..self.size).filter(|t| *t != self.rank && *t != c) {
+                self.out.push_back(Transmit {
+                    to,
+                    frame: r.frame(&a.to_bytes()),
+                });
+            }
+        }
+        self.fail_here(error);
+    }
+
+    /// [`fail`](Self::fail) without telling the others.
+    fn fail_here(&mut self, error: CollError) {
         if self.broken.is_some() {
             return;
         }

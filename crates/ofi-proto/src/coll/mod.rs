@@ -205,6 +205,9 @@ pub enum CollError {
         /// The cause's error number.
         errno: i32,
     },
+    /// This member left the group (closed it) with the operation running:
+    /// `FI_ECANCELED`.
+    Closed,
 }
 
 impl CollError {
@@ -216,6 +219,7 @@ impl CollError {
             CollError::TooLarge(_) => errno::FI_EMSGSIZE,
             CollError::Peer { .. } => errno::FI_EIO,
             CollError::Lost { errno, .. } => *errno,
+            CollError::Closed => errno::FI_ECANCELED,
         }
     }
 }
@@ -230,6 +234,7 @@ impl std::fmt::Display for CollError {
             CollError::Lost { rank, errno } => {
                 write!(f, "member {rank} is gone (error {errno})")
             }
+            CollError::Closed => f.write_str("the group was closed"),
         }
     }
 }

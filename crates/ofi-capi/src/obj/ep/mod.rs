@@ -1,11 +1,12 @@
 //! Endpoints (`fi_endpoint`, `struct fid_ep`): binding, enabling, default
 //! operation flags, options, cancel, and connection management (shared
 //! with passive endpoints). The data-transfer tables live in [`msg`]
-//! (messages and tagged messages), [`rma`] and [`atomic`]; `args` holds
-//! the argument forms they share.
+//! (messages and tagged messages), [`rma`], [`atomic`] and [`coll`]
+//! (collectives); `args` holds the argument forms they share.
 
 mod args;
 pub mod atomic;
+pub mod coll;
 pub mod msg;
 pub mod rma;
 
@@ -168,7 +169,7 @@ pub(crate) unsafe fn open(
             rma: rma::rma_ops_table(),
             tagged: msg::tagged_ops_table(),
             atomic: atomic::atomic_ops_table(),
-            collective: &COLL_OPS as *const fi_ops_collective as *mut fi_ops_collective,
+            collective: coll::coll_ops_table(),
         },
         core: None,
         tx_flags: AtomicU64::new(i.tx_attr.op_flags),
@@ -584,71 +585,6 @@ unsafe extern "C" fn cm_join(
         unsafe { super::mc::join(e, addr, flags, mc, context) }
     })
 }
-
-/// Defines ops-table slots that answer `-FI_ENOSYS` (inside the panic
-/// boundary, as every slot does), from their C parameter types.
-macro_rules! enosys_slots {
-    ($($(#[$doc:meta])* fn $name:ident($($arg:ty),+ $(,)?);)+) => {$(
-        $(#[$doc])*
-        #[allow(clippy::too_many_arguments)]
-        unsafe extern "C" fn $name($(_: $arg),+) -> ssize_t {
-            ffi(PANIC_S, || ENOSYS_S)
-        }
-    )+};
-}
-
-// The collective slots, with the parameters of `fi_collective(3)`.
-enosys_slots! {
-    /// barrier: ep, coll_addr, context.
-    fn coll_barrier(*mut fid_ep, fi_addr_t, *mut c_void);
-    /// barrier2: ep, coll_addr, flags, context.
-    fn coll_barrier2(*mut fid_ep, fi_addr_t, u64, *mut c_void);
-    /// broadcast: ep, buf, count, desc, coll_addr, root_addr, datatype,
-    /// flags, context.
-    fn coll_broadcast(
-        *mut fid_ep, *mut c_void, size_t, *mut c_void,
-        fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void,
-    );
-    /// alltoall, allgather: ep, buf, count, desc, result, result_desc,
-    /// coll_addr, datatype, flags, context.
-    fn coll_gatherlike(
-        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
-        fi_addr_t, fi_datatype, u64, *mut c_void,
-    );
-    /// allreduce, reduce_scatter: as alltoall, with the op before flags.
-    fn coll_reducelike(
-        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
-        fi_addr_t, fi_datatype, fi_op, u64, *mut c_void,
-    );
-    /// reduce: as allreduce, with root_addr after coll_addr.
-    fn coll_reduce(
-        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
-        fi_addr_t, fi_addr_t, fi_datatype, fi_op, u64, *mut c_void,
-    );
-    /// scatter, gather: as alltoall, with root_addr after coll_addr.
-    fn coll_rooted(
-        *mut fid_ep, *const c_void, size_t, *mut c_void, *mut c_void, *mut c_void,
-        fi_addr_t, fi_addr_t, fi_datatype, u64, *mut c_void,
-    );
-    /// msg: ep, msg, resultv, result_desc, result_count, flags.
-    fn coll_msg(*mut fid_ep, *const fi_msg_collective, *mut fi_ioc, *mut *mut c_void, size_t, u64);
-}
-
-/// Collectives are not offered: every slot is -FI_ENOSYS.
-static COLL_OPS: fi_ops_collective = fi_ops_collective {
-    size: std::mem::size_of::<fi_ops_collective>(),
-    barrier: Some(coll_barrier),
-    broadcast: Some(coll_broadcast),
-    alltoall: Some(coll_gatherlike),
-    allreduce: Some(coll_reducelike),
-    allgather: Some(coll_gatherlike),
-    reduce_scatter: Some(coll_reducelike),
-    reduce: Some(coll_reduce),
-    scatter: Some(coll_rooted),
-    gather: Some(coll_rooted),
-    msg: Some(coll_msg),
-    barrier2: Some(coll_barrier2),
-};
 
 /// Defers an operation posted with FI_TRIGGER until the counter of its
 /// `struct fi_triggered_context` (the operation's context) reaches the

@@ -1,0 +1,43 @@
+//! Which offers carry FI_COLLECTIVE: the core runs collectives over an
+//! endpoint's tagged messages, so every RDM offer that sends and receives
+//! tagged messages offers them, whatever its provider.
+
+use crate::consts::*;
+use crate::info::Info;
+
+/// Whether the core runs collectives on endpoints of this offer.
+pub fn supports(offer: &Info) -> bool {
+    offer.ep_attr.ep_type == ep_type::FI_EP_RDM
+        && offer.caps & FI_TAGGED != 0
+        && offer.caps & (FI_SEND | FI_RECV) != FI_SEND
+        && offer.caps & (FI_SEND | FI_RECV) != FI_RECV
+}
+
+/// Adds FI_COLLECTIVE to a provider's offer the core runs collectives on
+/// (the registry calls it on every offer before matching the hints).
+pub fn add(offer: &mut Info) {
+    if supports(offer) {
+        offer.caps |= FI_COLLECTIVE;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rdm_offers_with_tagged_messages_get_collectives() {
+        let mut o = Info::offer("p", 1).with_caps(FI_TAGGED | FI_SEND | FI_RECV);
+        o.ep_attr.ep_type = ep_type::FI_EP_RDM;
+        add(&mut o);
+        assert!(o.caps & FI_COLLECTIVE != 0);
+        let mut m = Info::offer("p", 1).with_caps(FI_MSG | FI_SEND | FI_RECV);
+        m.ep_attr.ep_type = ep_type::FI_EP_RDM;
+        add(&mut m);
+        assert_eq!(m.caps & FI_COLLECTIVE, 0);
+        let mut d = Info::offer("p", 1).with_caps(FI_TAGGED | FI_SEND | FI_RECV);
+        d.ep_attr.ep_type = ep_type::FI_EP_DGRAM;
+        add(&mut d);
+        assert_eq!(d.caps & FI_COLLECTIVE, 0);
+    }
+}
