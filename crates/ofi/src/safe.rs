@@ -4,7 +4,7 @@
 //!
 //! A [`Channel`] owns an endpoint with its completion queue and address
 //! vector. Each post (`send`, `trecv`, `write`, `atomic` …) takes an owned
-//! buffer ([`IoBuf`]: `Vec<u8>`, `Box<[u8]>`,
+//! buffer ([`IoBuf`](crate::IoBuf): `Vec<u8>`, `Box<[u8]>`,
 //! `bytes::BytesMut`, a [`PoolBuf`]) and returns an [`Op`] that holds it
 //! until the operation completes; [`Op::wait`] (or [`Channel::poll`] then
 //! [`Op::check`]) turns it into a [`Done`] with the buffer back. A failed

@@ -305,7 +305,7 @@ impl Rx {
         !self.acks.is_empty() || !self.matched.is_empty()
     }
 
-    /// Gives back a [`CopyOut`] buffer for reuse.
+    /// Gives back a [`CopyOut`](super::CopyOut) buffer for reuse.
     pub fn recycle(&mut self, mut v: Vec<u8>) {
         if self.pool.len() < POOL_MAX && v.capacity() > 0 {
             v.clear();
