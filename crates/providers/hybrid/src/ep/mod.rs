@@ -139,6 +139,9 @@ pub(crate) struct HybridEp {
     shm_inject: usize,
     /// The inject size the offer advertises (both paths', less a header).
     inject_max: usize,
+    /// Sends up to this size are eager and fit shm's inject size behind
+    /// any short prefix (see [`wire::SHORT`]).
+    fast_max: usize,
     /// shm routes for sends that take no lock.
     shm_routes: fast::ShmRoutes,
     /// The bindings, for sends that take no lock (set once, at enable).
@@ -223,6 +226,7 @@ impl HybridEp {
             caps,
             shm_inject,
             inject_max,
+            fast_max: shm_inject.saturating_sub(16).min(cfg.eager_max),
             shm_routes: fast::ShmRoutes::new(),
             bound: OnceLock::new(),
             tick: AtomicU32::new(0),
@@ -415,7 +419,6 @@ impl EndpointOps for HybridEp {
     }
 
     unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
-        self.check_enabled("receive")?;
         self.recv_inner(op)
     }
 

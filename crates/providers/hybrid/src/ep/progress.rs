@@ -227,20 +227,14 @@ impl RxHook for Hook {
     /// the sender is not mirrored yet, or it is not a whole eager message:
     /// those take the bounce receives.
     fn arrived(&self, inner_src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
-        if self.cqs.iter().any(|c| c.has_events()) {
+        if self.cqs[SHM].has_events() || self.cqs[NET].has_events() {
             return false;
         }
-        let (h, body) = match data {
-            Some(m) => match wire::parse_short(m, bytes) {
-                Some(x) => x,
-                None => return false,
-            },
-            None => match Header::parse(bytes) {
-                Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
-                    (h, &bytes[wire::LEN..])
-                }
-                _ => return false,
-            },
+        let Some((h, body)) = (match data {
+            Some(m) => wire::parse_short(m, bytes),
+            None => Self::whole_eager(bytes),
+        }) else {
+            return false;
         };
         let Some(mut st) = self.st.try_lock() else {
             return false;
@@ -256,6 +250,52 @@ impl RxHook for Hook {
         HybridEp::incoming_eager(&mut st, h, src, body);
         st.recent[SHM] = RECENT;
         true
+    }
+}
+
+impl Hook {
+    /// A whole eager message behind a full header (one too large for a
+    /// short message's prefix): its header and payload.
+    #[inline(never)]
+    fn whole_eager(bytes: &[u8]) -> Option<(Header, &[u8])> {
+        match Header::parse(bytes) {
+            Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
+                Some((h, &bytes[wire::LEN..]))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl HybridEp {
+    /// The progress pass that takes the lock: inner completions and events,
+    /// the network path when due, its watch.
+    #[inline(never)]
+    fn progress_locked(&self, now: Option<Instant>) {
+        let mut st = self.lock();
+        for path in [SHM, NET] {
+            if path == NET && !self.poll_net(&mut st, now) && !self.paths[NET].cq.has_events() {
+                continue;
+            }
+            // What a peer sent before it died is matched before its death
+            // fails the receives directed at it (as shm does).
+            if self.drain(&mut st, path) > 0 {
+                st.recent[path] = RECENT;
+            } else {
+                st.recent[path] = st.recent[path].saturating_sub(1);
+            }
+            if self.paths[path].eq.has_events() {
+                self.peers_down(&mut st, path);
+            }
+        }
+        let idle = st.outstanding[NET] == 0 && st.recent[NET] == 0;
+        if idle && !st.watching {
+            self.watch_net(&mut st);
+        }
+        self.net_idle.store(
+            st.outstanding[NET] == 0 && st.recent[NET] == 0,
+            Ordering::Relaxed,
+        );
     }
 }
 
@@ -285,31 +325,7 @@ impl Progress for HybridEp {
         {
             return;
         }
-        let now = due.then(Instant::now);
-        let mut st = self.lock();
-        for path in [SHM, NET] {
-            if path == NET && !self.poll_net(&mut st, now) && !self.paths[NET].cq.has_events() {
-                continue;
-            }
-            // What a peer sent before it died is matched before its death
-            // fails the receives directed at it (as shm does).
-            if self.drain(&mut st, path) > 0 {
-                st.recent[path] = RECENT;
-            } else {
-                st.recent[path] = st.recent[path].saturating_sub(1);
-            }
-            if self.paths[path].eq.has_events() {
-                self.peers_down(&mut st, path);
-            }
-        }
-        let idle = st.outstanding[NET] == 0 && st.recent[NET] == 0;
-        if idle && !st.watching {
-            self.watch_net(&mut st);
-        }
-        self.net_idle.store(
-            st.outstanding[NET] == 0 && st.recent[NET] == 0,
-            Ordering::Relaxed,
-        );
+        self.progress_locked(due.then(Instant::now));
     }
     fn arm(&self) -> bool {
         let a = self.paths[SHM].ep.arm();

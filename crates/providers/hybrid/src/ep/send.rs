@@ -15,6 +15,7 @@ use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::{tx_completion, EpBindings, SendOp};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
 use ofi_core::util::matching::MAX_IOV;
+use std::sync::atomic::Ordering;
 
 impl HybridEp {
     /// True when `op` (of `len` bytes) goes as a shm inject: eager, not
@@ -39,6 +40,7 @@ impl HybridEp {
     /// [`wire::SHORT`]). `spill` takes prefix and payload when the iov list
     /// leaves no entry for the prefix (None: the caller made sure it does,
     /// or the send is bare).
+    #[inline(always)]
     fn send_injected(
         &self,
         b: &EpBindings,
@@ -47,57 +49,111 @@ impl HybridEp {
         len: usize,
         spill: Option<&mut Vec<u8>>,
     ) -> Result<()> {
-        let completion = tx_completion(op.flags, b.tx_selective);
-        let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
-        let fence = op.flags & FI_FENCE;
         let mut pb = [0u8; 16];
         let data = (op.flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
         let (marker, n) = wire::short_prefix(op.tagged, op.tag, data, &mut pb);
+        let pre = IoVec::from_slice(&pb[..n]);
+        if let ([v], None) = (op.iov, &spill) {
+            // One range (the common send): the prefix, if any, and it.
+            let two = [pre, *v];
+            return self.post_short(b, op, dest, marker, &two[usize::from(n == 0)..]);
+        }
         let mut iov = [IoVec::default(); MAX_IOV + 1];
-        let cnt = if n == 0 {
-            // Bare: the payload alone.
-            iov[..op.iov.len()].copy_from_slice(op.iov);
-            op.iov.len()
-        } else {
-            match spill {
-                Some(buf) if op.iov.len() >= MAX_IOV => {
-                    // No entry left for the prefix: copy the payload behind it.
-                    buf.clear();
-                    buf.extend_from_slice(&pb[..n]);
-                    buf.resize(n + len, 0);
-                    // SAFETY: the caller keeps the iov valid for this call.
-                    unsafe { copy_from_iov(op.iov, 0, &mut buf[n..]) };
-                    iov[0] = IoVec::from_slice(&buf[..]);
-                    1
-                }
-                _ => {
-                    iov[0] = IoVec::from_slice(&pb[..n]);
-                    iov[1..=op.iov.len()].copy_from_slice(op.iov);
-                    op.iov.len() + 1
-                }
+        let cnt = match spill {
+            Some(buf) if n != 0 && op.iov.len() >= MAX_IOV => {
+                // No entry left for the prefix: copy the payload behind it.
+                buf.clear();
+                buf.extend_from_slice(&pb[..n]);
+                buf.resize(n + len, 0);
+                // SAFETY: the caller keeps the iov valid for this call.
+                unsafe { copy_from_iov(op.iov, 0, &mut buf[n..]) };
+                iov[0] = IoVec::from_slice(&buf[..]);
+                1
+            }
+            _ => {
+                // The prefix (none when bare), then the payload's ranges.
+                let at = usize::from(n != 0);
+                iov[0] = pre;
+                iov[at..at + op.iov.len()].copy_from_slice(op.iov);
+                at + op.iov.len()
             }
         };
+        self.post_short(b, op, dest, marker, &iov[..cnt])
+    }
+
+    /// Posts the inner inject of a short message (ranges `iov`, marked
+    /// `marker`) and completes `op`.
+    #[inline(always)]
+    fn post_short(
+        &self,
+        b: &EpBindings,
+        op: &SendOp<'_>,
+        dest: u64,
+        marker: u64,
+        iov: &[IoVec],
+    ) -> Result<()> {
         let inner = SendOp {
-            iov: &iov[..cnt],
+            iov,
             desc: &[],
             dest,
             tag: 0,
             data: marker,
             context: 0,
-            flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | fence,
+            flags: FI_INJECT | OFI_INJECT_CALL | FI_REMOTE_CQ_DATA | (op.flags & FI_FENCE),
             tagged: false,
         };
         // SAFETY: an inject reads the ranges during the call only: the
         // prefix and spill buffer live through it, and the caller keeps its
         // iov valid for it.
         unsafe { self.paths[SHM].ep.post_send(&inner) }?;
-        b.tx_done(op.context, uflags, completion, None);
+        let uflags = FI_SEND | if op.tagged { FI_TAGGED } else { FI_MSG };
+        b.tx_done(
+            op.context,
+            uflags,
+            tx_completion(op.flags, b.tx_selective),
+            None,
+        );
         Ok(())
     }
 
     /// Posts a send (the body of `post_send`, whose caller keeps the iov
     /// valid until the send completes, or through the call with FI_INJECT).
+    /// The common one (small, to a peer on this node whose shm route is
+    /// known, with room for its prefix in the iov list) goes out here as a
+    /// shm inject, with no hybrid lock; everything else takes
+    /// [`send_general`](Self::send_general).
+    #[inline(always)]
     pub(super) fn send_inner(&self, op: &SendOp<'_>) -> Result<()> {
+        let len = iov_len(op.iov);
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        // Within `fast_max`, any prefix fits shm's inject size and the
+        // message is eager.
+        let sized = if op.flags & FI_INJECT != 0 {
+            len <= self.inject_max
+        } else {
+            op.flags & (FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE) == 0
+        };
+        if op.iov.len() < MAX_IOV
+            && len <= self.fast_max
+            && sized
+            && self.caps & need != 0
+            && self.enabled.load(Ordering::Acquire)
+        {
+            if let Some(b) = self.bound.get() {
+                let gen = b.av.as_ref().map_or(u64::MAX, |av| av.generation());
+                if let Some(dest) = self.shm_routes.get(op.dest, gen) {
+                    return self.send_injected(b, op, dest, len, None);
+                }
+            }
+        }
+        self.send_general(op, len)
+    }
+
+    /// Every send the common path did not take: refused ones, those to a
+    /// peer whose shm route is not published, to peers on other nodes,
+    /// larger ones (eager through a bounce receive, or rendezvous).
+    #[inline(never)]
+    fn send_general(&self, op: &SendOp<'_>, len: usize) -> Result<()> {
         self.check_enabled("send")?;
         if op.iov.len() > MAX_IOV {
             return Err(Error::inval(format!(
@@ -112,7 +168,6 @@ impl HybridEp {
                 "hybrid: the endpoint was opened without this capability",
             ));
         }
-        let len = iov_len(op.iov);
         if op.flags & FI_INJECT != 0 && len > self.inject_max {
             return Err(Error::new(
                 errno::FI_EMSGSIZE,
@@ -125,16 +180,8 @@ impl HybridEp {
         // shm copies a message this small into the peer's ring (or a bounce
         // buffer of the peer's segment) before it returns, and completes it
         // then: injected, it completes here with no inner completion to
-        // read. To a peer whose shm route is known, with no hybrid lock.
+        // read.
         let inject = self.injectable(op, len);
-        if inject && (op.iov.len() < MAX_IOV || Self::prefix_len(op) == 0) {
-            if let Some(b) = self.bound.get() {
-                let gen = b.av.as_ref().map(|av| av.generation());
-                if let Some(dest) = gen.and_then(|g| self.shm_routes.get(op.dest, g)) {
-                    return self.send_injected(b, op, dest, len, None);
-                }
-            }
-        }
         let mut st = self.lock();
         let r = self.route(&mut st, op.dest)?;
         if inject && r.path == SHM {
