@@ -230,12 +230,22 @@ impl RxHook for Hook {
         if self.cqs[SHM].has_events() || self.cqs[NET].has_events() {
             return false;
         }
-        let Some((h, body)) = (match data {
-            Some(m) => wire::parse_short(m, bytes),
-            None => Self::whole_eager(bytes),
-        }) else {
-            return false;
+        let Some(m) = data else {
+            return self.whole_eager(inner_src, bytes);
         };
+        match wire::parse_short(m, bytes) {
+            Some((h, body)) => self.take(inner_src, h, body),
+            None => false,
+        }
+    }
+}
+
+impl Hook {
+    /// Matches (or holds) an eager message from inner shm address
+    /// `inner_src` unless the state is busy or the sender is not mirrored
+    /// yet.
+    #[inline(always)]
+    fn take(&self, inner_src: u64, h: Header, body: &[u8]) -> bool {
         let Some(mut st) = self.st.try_lock() else {
             return false;
         };
@@ -251,18 +261,16 @@ impl RxHook for Hook {
         st.recent[SHM] = RECENT;
         true
     }
-}
 
-impl Hook {
     /// A whole eager message behind a full header (one too large for a
-    /// short message's prefix): its header and payload.
+    /// short message's prefix).
     #[inline(never)]
-    fn whole_eager(bytes: &[u8]) -> Option<(Header, &[u8])> {
+    fn whole_eager(&self, inner_src: u64, bytes: &[u8]) -> bool {
         match Header::parse(bytes) {
             Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
-                Some((h, &bytes[wire::LEN..]))
+                self.take(inner_src, h, &bytes[wire::LEN..])
             }
-            _ => None,
+            _ => false,
         }
     }
 }

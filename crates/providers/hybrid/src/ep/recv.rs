@@ -180,16 +180,17 @@ impl HybridEp {
     pub(super) fn incoming_eager(st: &mut State, h: Header, src: u64, body: &[u8]) {
         let body = &body[..(h.len as usize).min(body.len())];
         let whole = body.len() as u64 == h.len;
-        let Some(r) = st.mq.posted_mut(h.tagged, 0).filter(|r| {
-            let takes = if h.tagged {
-                r.matches(src, h.tag)
-            } else {
-                r.src == FI_ADDR_UNSPEC || r.src == src
-            };
-            takes && whole && r.len >= body.len()
-        }) else {
+        let Some(r) = st.mq.posted_mut(h.tagged, 0) else {
             return Self::incoming_eager_general(st, h, src, body);
         };
+        let takes = if h.tagged {
+            r.matches(src, h.tag)
+        } else {
+            r.src == FI_ADDR_UNSPEC || r.src == src
+        };
+        if !(takes && whole && r.len >= body.len()) {
+            return Self::incoming_eager_general(st, h, src, body);
+        }
         // SAFETY: post_recv's caller keeps the receive iov valid until completion.
         let n = unsafe { copy_to_iov(r.iov(), 0, body) };
         let (context, flags, buf) = (r.context, r.flags, r.iov().first().map_or(0, |v| v.base));
