@@ -24,7 +24,7 @@ mod state;
 
 pub(crate) use peers::Siblings;
 use progress::{Hook, IDLE_POLL_US};
-use state::{Payload, RxRec, State, TxRec};
+use state::{Deferred, Payload, RxRec, State, TxRec};
 
 use crate::addr::HybridAddr;
 use crate::wire;
@@ -43,7 +43,7 @@ use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::MatchQueues;
 use ofi_core::util::slab::Slab;
 use ofi_core::util::wait::{ReadyWatch, WaitFd};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -151,6 +151,9 @@ pub(crate) struct HybridEp {
     /// True while nothing is in flight on the network path and nothing
     /// arrived there lately: progress then polls it only every IDLE_POLL_US.
     net_idle: AtomicBool,
+    /// True while a rendezvous payload waits to be posted again (see
+    /// [`state::Deferred`]): progress then takes the lock.
+    deferring: AtomicBool,
     siblings: Arc<Siblings>,
     enabled: AtomicBool,
     /// The state (shared with the receive hook given to shm).
@@ -231,6 +234,7 @@ impl HybridEp {
             bound: OnceLock::new(),
             tick: AtomicU32::new(0),
             net_idle: AtomicBool::new(false),
+            deferring: AtomicBool::new(false),
             siblings,
             enabled: AtomicBool::new(false),
             st: Arc::new(SpinLock::new(State {
@@ -247,6 +251,7 @@ impl HybridEp {
                 spill: Vec::new(),
                 bounce: [Vec::new(), Vec::new()],
                 next_cookie: cookie_base(),
+                deferred: [VecDeque::new(), VecDeque::new()],
                 outstanding: [0; 2],
                 recent: [0; 2],
                 polled: [Instant::now(); 2],

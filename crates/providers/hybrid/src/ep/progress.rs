@@ -281,6 +281,9 @@ impl HybridEp {
     #[inline(never)]
     fn progress_locked(&self, now: Option<Instant>) {
         let mut st = self.lock();
+        if self.deferring.load(Ordering::Relaxed) {
+            self.flush_deferred(&mut st);
+        }
         for path in [SHM, NET] {
             if path == NET && !self.poll_net(&mut st, now) && !self.paths[NET].cq.has_events() {
                 continue;
@@ -324,6 +327,7 @@ impl Progress for HybridEp {
         // Inner EQs are looked at on the next due pass.
         if !due
             && self.net_idle.load(Ordering::Relaxed)
+            && !self.deferring.load(Ordering::Relaxed)
             && self
                 .watch
                 .get()

@@ -8,7 +8,7 @@
 // forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
 #![allow(unsafe_code)]
 
-use super::{ctx, HybridEp, State, TxRec, K_TX, SHM};
+use super::{ctx, Deferred, HybridEp, State, TxRec, K_TX, NET, SHM};
 use crate::wire::{self, Header};
 use ofi_core::consts::*;
 use ofi_core::error::{errno, Error, Result};
@@ -16,6 +16,11 @@ use ofi_core::object::{tx_completion, EpBindings, SendOp};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
 use ofi_core::util::matching::MAX_IOV;
 use std::sync::atomic::Ordering;
+
+/// Rendezvous payloads that may wait per path for the inner endpoint to
+/// take them (see [`Deferred`]); a rendezvous send beyond that is refused
+/// with FI_EAGAIN before anything goes out.
+const DEFERRED_MAX: usize = 256;
 
 impl HybridEp {
     /// True when `op` (of `len` bytes) goes as a shm inject: eager, not
@@ -257,12 +262,39 @@ impl HybridEp {
             }
             return Ok(());
         }
+        self.send_rendezvous(&mut st, op, r.path, r.inner, h, rec, iflags & !FI_INJECT)
+    }
+
+    /// Sends `op` as a rendezvous on `path` to inner address `dest`: the
+    /// header `h`, then the payload as an inner tagged send (`flags`)
+    /// whose tag is a fresh cookie. Both go or neither does: a refused
+    /// header fails the call; a payload the inner endpoint refuses for now
+    /// (FI_EAGAIN) waits in [`Deferred`] and is posted again by progress,
+    /// unless DEFERRED_MAX payloads wait already (the call then returns
+    /// FI_EAGAIN before anything is sent).
+    #[allow(clippy::too_many_arguments)]
+    fn send_rendezvous(
+        &self,
+        st: &mut State,
+        op: &SendOp<'_>,
+        path: usize,
+        dest: u64,
+        h: Header,
+        rec: TxRec,
+        flags: u64,
+    ) -> Result<()> {
+        if !st.deferred[path].is_empty() {
+            self.flush_deferred(st);
+            if st.deferred[path].len() >= DEFERRED_MAX {
+                return Err(Error::again());
+            }
+        }
         let cookie = st.next_cookie;
         st.next_cookie += 1;
-        let p = self.tx_slot(&mut st, r.path, rec);
+        let p = self.tx_slot(st, path, rec);
         let hi = self.tx_slot(
-            &mut st,
-            r.path,
+            st,
+            path,
             TxRec {
                 context: 0,
                 flags: None,
@@ -271,6 +303,34 @@ impl HybridEp {
                 failed: None,
             },
         );
+        let mut d = Deferred {
+            slot: p,
+            dest,
+            cookie,
+            iov: [IoVec::default(); MAX_IOV],
+            cnt: op.iov.len(),
+            desc: [0; MAX_IOV],
+            ndesc: op.desc.len().min(MAX_IOV),
+            flags,
+        };
+        if op.flags & FI_INJECT != 0 {
+            // The caller's memory is promised for this call only, and the
+            // inner endpoint may read the payload later: it goes from a
+            // copy, which stays put until the payload's completion frees
+            // slot `p`.
+            let len = iov_len(op.iov);
+            let buf = &mut st.hdrs[p];
+            buf.clear();
+            buf.resize(len, 0);
+            // SAFETY: the caller keeps the iov valid for this call.
+            unsafe { copy_from_iov(op.iov, 0, buf) };
+            d.iov[0] = IoVec::from_slice(buf);
+            d.cnt = 1;
+            d.ndesc = 0;
+        } else {
+            d.iov[..op.iov.len()].copy_from_slice(op.iov);
+            d.desc[..d.ndesc].copy_from_slice(&op.desc[..d.ndesc]);
+        }
         let mut hb = [0u8; wire::LEN];
         Header { cookie, ..h }.emit(&mut hb);
         st.hdrs[hi].clear();
@@ -279,45 +339,64 @@ impl HybridEp {
         let head = SendOp {
             iov: &hiov,
             desc: &[],
-            dest: r.inner,
+            dest,
             tag: 0,
             data: 0,
-            context: ctx(K_TX, r.path, hi),
+            context: ctx(K_TX, path, hi),
             flags: FI_COMPLETION | (op.flags & FI_FENCE),
             tagged: false,
         };
-        // SAFETY: the header box lives until the inner completion.
-        if let Err(e) = unsafe { ep.post_send(&head) } {
-            Self::tx_take(&mut st, r.path, hi);
-            Self::tx_take(&mut st, r.path, p);
+        // SAFETY: the header's vector (`hdrs[hi]`) stays put until the
+        // inner completion frees slot `hi`.
+        if let Err(e) = unsafe { self.paths[path].ep.post_send(&head) } {
+            Self::tx_take(st, path, hi);
+            Self::tx_take(st, path, p);
             return Err(e);
         }
-        let payload = SendOp {
-            iov: op.iov,
-            desc: op.desc,
-            dest: r.inner,
-            tag: cookie,
-            data: 0,
-            context: ctx(K_TX, r.path, p),
-            flags: iflags & !FI_INJECT,
-            tagged: true,
-        };
-        // SAFETY: post_send's caller keeps `op.iov` valid until this send
-        // completes, and it completes only through this payload's inner
-        // completion (record `p`, read in `drain`), so the inner endpoint
-        // reads the iov only while it is valid. (An FI_INJECT send, whose
-        // memory is promised only through the call, also comes here when
-        // FI_HYBRID_EAGER_MAX is set below the inject size: that case is
-        // not covered by the promise.)
-        if let Err(e) = unsafe { ep.post_send(&payload) } {
-            // The header is on its way: fail the operation through its
-            // completion rather than the call.
-            tracing::warn!(error = %e, "hybrid: rendezvous payload not posted");
-            if let Some(x) = Self::tx_take(&mut st, r.path, p) {
-                Self::tx_end(&st, &x, 0, Some(e.code()));
+        st.deferred[path].push_back(d);
+        self.flush_deferred(st);
+        Ok(())
+    }
+
+    /// Posts the rendezvous payloads that wait (see [`Deferred`]), oldest
+    /// first on each path, until the inner endpoint refuses one for now.
+    /// A payload refused for good fails its operation through its
+    /// completion (its header is on its way).
+    pub(super) fn flush_deferred(&self, st: &mut State) {
+        for path in [SHM, NET] {
+            while let Some(d) = st.deferred[path].front().copied() {
+                let payload = SendOp {
+                    iov: &d.iov[..d.cnt],
+                    desc: &d.desc[..d.ndesc],
+                    dest: d.dest,
+                    tag: d.cookie,
+                    data: 0,
+                    context: ctx(K_TX, path, d.slot),
+                    flags: d.flags,
+                    tagged: true,
+                };
+                // SAFETY: the ranges are the caller's, which post_send's
+                // caller keeps valid until the send completes, or the copy
+                // of an inject's payload in `hdrs[d.slot]`, which stays put
+                // until then; the send completes only through this
+                // payload's inner completion (record `d.slot`, read in
+                // `drain`), so the inner endpoint reads them only while
+                // they are valid.
+                match unsafe { self.paths[path].ep.post_send(&payload) } {
+                    Ok(()) => {}
+                    Err(e) if e.is_again() => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "hybrid: rendezvous payload not posted");
+                        if let Some(x) = Self::tx_take(st, path, d.slot) {
+                            Self::tx_end(st, &x, 0, Some(e.code()));
+                        }
+                    }
+                }
+                st.deferred[path].pop_front();
             }
         }
-        Ok(())
+        let waiting = st.deferred.iter().any(|q| !q.is_empty());
+        self.deferring.store(waiting, Ordering::Relaxed);
     }
 }
 
