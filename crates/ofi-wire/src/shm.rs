@@ -123,19 +123,30 @@ pub struct WireRange {
     pub key: u64,
 }
 
+/// The little-endian `u64` at `at` of `b` (0 past its end: callers read
+/// inside lists whose size they checked).
+#[inline]
 fn le64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+    match b.get(at..at + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()) {
+        Some(a) => u64::from_le_bytes(a),
+        None => 0,
+    }
+}
+
+/// Writes one remote range at the start of `p` (at least [`RANGE_LEN`]
+/// bytes).
+#[inline]
+pub fn put_range(p: &mut [u8], r: WireRange) {
+    p[..8].copy_from_slice(&r.addr.to_le_bytes());
+    p[8..16].copy_from_slice(&r.len.to_le_bytes());
+    p[16..24].copy_from_slice(&r.key.to_le_bytes());
 }
 
 /// Writes `ranges` then `locals` at the start of a payload; returns bytes used.
 pub fn put_ranges(p: &mut [u8], ranges: &[WireRange], locals: &[(u64, u64)]) -> usize {
     let mut at = 0;
     for r in ranges {
-        p[at..at + 8].copy_from_slice(&r.addr.to_le_bytes());
-        p[at + 8..at + 16].copy_from_slice(&r.len.to_le_bytes());
-        p[at + 16..at + 24].copy_from_slice(&r.key.to_le_bytes());
+        put_range(&mut p[at..at + RANGE_LEN], *r);
         at += RANGE_LEN;
     }
     for &(a, l) in locals {
@@ -176,6 +187,94 @@ impl Ranges {
         self.remote()
             .iter()
             .fold(0u64, |a, r| a.saturating_add(r.len))
+    }
+}
+
+/// The range lists of a one-sided request read in place from its payload
+/// (no copy): counts and sizes checked against the entry by
+/// [`Repr::range_list`], so that every range it names lies in the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeList<'a> {
+    /// The payload, from the first remote range on.
+    p: &'a [u8],
+    /// Number of remote ranges (1..=[`MAX_RANGES`]).
+    pub n_remote: usize,
+    /// Number of initiator ranges (0..=[`MAX_RANGES`]).
+    pub n_local: usize,
+    /// Payload offset of the inline data.
+    pub data_at: usize,
+}
+
+impl<'a> RangeList<'a> {
+    /// Remote range `i` (`i < n_remote`; a default range past them).
+    #[inline]
+    pub fn remote(&self, i: usize) -> WireRange {
+        let b = match self.p.get(i * RANGE_LEN..) {
+            Some(b) if i < self.n_remote => b.first_chunk::<RANGE_LEN>(),
+            _ => None,
+        };
+        let Some(b) = b else {
+            return WireRange::default();
+        };
+        // Fixed offsets in a fixed-size array: no check is left.
+        let at =
+            |o: usize| u64::from_le_bytes(<[u8; 8]>::try_from(&b[o..o + 8]).unwrap_or_default());
+        WireRange {
+            addr: at(0),
+            len: at(8),
+            key: at(16),
+        }
+    }
+    /// Initiator range `i` as (address, length) (`i < n_local`; (0, 0)
+    /// past them).
+    #[inline]
+    pub fn local(&self, i: usize) -> (u64, u64) {
+        if i >= self.n_local {
+            return (0, 0);
+        }
+        let at = self.n_remote * RANGE_LEN + i * LOCAL_LEN;
+        (le64(self.p, at), le64(self.p, at + 8))
+    }
+    /// The remote ranges, in order.
+    pub fn remotes(&self) -> impl Iterator<Item = WireRange> + '_ {
+        (0..self.n_remote).map(|i| self.remote(i))
+    }
+    /// The initiator ranges, in order.
+    pub fn locals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.n_local).map(|i| self.local(i))
+    }
+    /// Sum of the remote lengths (saturating).
+    pub fn remote_len(&self) -> u64 {
+        self.remotes().fold(0u64, |a, r| a.saturating_add(r.len))
+    }
+    /// Sum of the initiator lengths (saturating).
+    pub fn local_len(&self) -> u64 {
+        self.locals().fold(0u64, |a, l| a.saturating_add(l.1))
+    }
+    /// `len` bytes of inline data (`None` past the payload).
+    #[inline]
+    pub fn data(&self, len: usize) -> Option<&'a [u8]> {
+        self.p.get(self.data_at..self.data_at.checked_add(len)?)
+    }
+    /// The payload the lists were read from (lists, then inline data).
+    pub fn payload(&self) -> &'a [u8] {
+        self.p
+    }
+    /// The lists copied out.
+    pub fn to_ranges(&self) -> Ranges {
+        let mut out = Ranges {
+            n_remote: self.n_remote,
+            n_local: self.n_local,
+            data_at: self.data_at,
+            ..Default::default()
+        };
+        for (o, r) in out.remote.iter_mut().zip(self.remotes()) {
+            *o = r;
+        }
+        for (o, l) in out.local.iter_mut().zip(self.locals()) {
+            *o = l;
+        }
+        out
     }
 }
 
@@ -376,16 +475,14 @@ impl Repr {
                 return Err(WireError::Malformed("RTS iov count out of range"));
             }
             op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC => {
-                let rg = r.ranges(e)?;
+                let rg = r.range_list(e.payload())?;
                 if r.op != op::ATOMIC && rg.remote_len() != r.tag {
                     return Err(WireError::Malformed("remote ranges differ from the length"));
                 }
                 if r.op == op::ATOMIC && rg.remote_len() != r.total {
                     return Err(WireError::Malformed("remote counts differ from the count"));
                 }
-                if (r.op == op::RMA_PULL || r.op == op::RMA_READ)
-                    && rg.local().iter().fold(0u64, |a, l| a.saturating_add(l.1)) != r.tag
-                {
+                if (r.op == op::RMA_PULL || r.op == op::RMA_READ) && rg.local_len() != r.tag {
                     return Err(WireError::Malformed(
                         "initiator ranges differ from the length",
                     ));
@@ -421,7 +518,12 @@ impl Repr {
     /// The ranges of a one-sided request, checked against the entry:
     /// counts within [`MAX_RANGES`], lists and inline data inside the payload.
     pub fn ranges<T: AsRef<[u8]>>(&self, e: &Entry<T>) -> Result<Ranges, WireError> {
-        let p = e.payload();
+        self.range_list(e.payload()).map(|l| l.to_ranges())
+    }
+    /// [`ranges`](Self::ranges) read in place from the entry's `payload`,
+    /// with the same checks and no copy.
+    #[inline]
+    pub fn range_list<'a>(&self, payload: &'a [u8]) -> Result<RangeList<'a>, WireError> {
         let n_remote = (self.iov_cnt & 0xf) as usize;
         let n_local = (self.iov_cnt >> 4) as usize;
         let wants_local = self.op == op::RMA_PULL || self.op == op::RMA_READ;
@@ -435,29 +537,16 @@ impl Repr {
         let data_len = if wants_local { 0 } else { self.len as usize };
         if data_at
             .checked_add(data_len)
-            .is_none_or(|end| end > p.len())
+            .is_none_or(|end| end > payload.len())
         {
             return Err(WireError::Malformed("one-sided request exceeds the entry"));
         }
-        let mut out = Ranges {
+        Ok(RangeList {
+            p: payload,
             n_remote,
             n_local,
             data_at,
-            ..Default::default()
-        };
-        for i in 0..n_remote {
-            let at = i * RANGE_LEN;
-            out.remote[i] = WireRange {
-                addr: le64(p, at),
-                len: le64(p, at + 8),
-                key: le64(p, at + 16),
-            };
-        }
-        for i in 0..n_local {
-            let at = n_remote * RANGE_LEN + i * LOCAL_LEN;
-            out.local[i] = (le64(p, at), le64(p, at + 8));
-        }
-        Ok(out)
+        })
     }
     /// Writes the header.
     #[inline]

@@ -112,9 +112,9 @@ impl Memory for Target {
             return Err(errno::FI_EACCES);
         }
         let mut v = self.pool.pop().unwrap_or_default();
-        if let Err(e) = resolve_all(&self.map, ranges, access, self.virt, &mut v) {
+        if let Err(code) = resolve_all(&self.map, ranges, access, self.virt, &mut v) {
             self.pool.push(v);
-            return Err(e.code());
+            return Err(code);
         }
         for (o, r) in out.iter_mut().zip(&v) {
             *o = IoVec {
