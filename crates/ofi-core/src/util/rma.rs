@@ -108,9 +108,23 @@ pub fn resolve_all(
     virt: bool,
     out: &mut Vec<Resolved>,
 ) -> std::result::Result<(), i32> {
+    resolve_all_cached(&mut MrCache::default(), map, ranges, access, virt, out)
+}
+
+/// [`resolve_all`] through `cache` (a request into the region resolved
+/// last skips the map).
+#[inline]
+pub fn resolve_all_cached(
+    cache: &mut MrCache,
+    map: &MrMap,
+    ranges: &[RmaIov],
+    access: u64,
+    virt: bool,
+    out: &mut Vec<Resolved>,
+) -> std::result::Result<(), i32> {
     out.clear();
     for r in ranges {
-        match resolve_code(map, r.key, r.addr, r.len, access, virt) {
+        match resolve_cached(cache, map, r.key, r.addr, r.len, access, virt) {
             Ok(x) => out.push(x),
             Err(e) => {
                 out.clear();
