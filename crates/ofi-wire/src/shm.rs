@@ -438,11 +438,10 @@ pub struct Repr {
 }
 
 impl Repr {
-    /// Parses and validates a header against the entry's capacity.
+    /// The header's fields as they are (no check).
     #[inline]
-    pub fn parse<T: AsRef<[u8]>>(e: &Entry<T>) -> Result<Repr, WireError> {
-        e.check_len()?;
-        let r = Repr {
+    fn read<T: AsRef<[u8]>>(e: &Entry<T>) -> Repr {
+        Repr {
             op: e.op(),
             flags: e.flags(),
             iov_cnt: e.iov_cnt(),
@@ -452,7 +451,14 @@ impl Repr {
             data: e.data(),
             total: e.total(),
             cookie: e.cookie(),
-        };
+        }
+    }
+
+    /// Parses and validates a header against the entry's capacity.
+    #[inline]
+    pub fn parse<T: AsRef<[u8]>>(e: &Entry<T>) -> Result<Repr, WireError> {
+        e.check_len()?;
+        let r = Repr::read(e);
         if r.op == 0 || r.op > op::MAX {
             return Err(WireError::UnknownOp(r.op));
         }
@@ -475,27 +481,7 @@ impl Repr {
                 return Err(WireError::Malformed("RTS iov count out of range"));
             }
             op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC => {
-                let rg = r.range_list(e.payload())?;
-                if r.op != op::ATOMIC && rg.remote_len() != r.tag {
-                    return Err(WireError::Malformed("remote ranges differ from the length"));
-                }
-                if r.op == op::ATOMIC && rg.remote_len() != r.total {
-                    return Err(WireError::Malformed("remote counts differ from the count"));
-                }
-                if (r.op == op::RMA_PULL || r.op == op::RMA_READ) && rg.local_len() != r.tag {
-                    return Err(WireError::Malformed(
-                        "initiator ranges differ from the length",
-                    ));
-                }
-                if r.op == op::RMA_WRITE
-                    && r.total
-                        .checked_add(u64::from(r.len))
-                        .is_none_or(|end| end > r.tag)
-                {
-                    return Err(WireError::Malformed(
-                        "write chunk beyond the write's length",
-                    ));
-                }
+                r.check_request(&r.range_list(e.payload())?)?;
             }
             op::RMA_RESP if r.len as usize > cap => {
                 return Err(WireError::Malformed("answer length exceeds the entry"))
@@ -515,6 +501,55 @@ impl Repr {
         }
         Ok(r)
     }
+    /// A one-sided request (RMA_WRITE, RMA_PULL, RMA_READ, ATOMIC) parsed
+    /// from an entry's bytes `b` with the checks of [`parse`](Self::parse),
+    /// and its range lists read in place (what a target executes).
+    #[inline]
+    pub fn parse_request(b: &[u8]) -> Result<(Repr, RangeList<'_>), WireError> {
+        let e = Entry::new_checked(b)?;
+        let r = Repr::read(&e);
+        if !matches!(
+            r.op,
+            op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC
+        ) {
+            return Err(WireError::Malformed("not a one-sided request"));
+        }
+        if r.flags & !flag::ALL != 0 {
+            return Err(WireError::Malformed("unknown flag bits"));
+        }
+        let list = r.range_list(b.get(HDR_LEN..).unwrap_or(&[]))?;
+        r.check_request(&list)?;
+        Ok((r, list))
+    }
+
+    /// The checks of a one-sided request against its range lists: the
+    /// lengths add up to the operation's, a chunk lies inside its write.
+    #[inline]
+    fn check_request(&self, rg: &RangeList<'_>) -> Result<(), WireError> {
+        let r = self;
+        if r.op != op::ATOMIC && rg.remote_len() != r.tag {
+            return Err(WireError::Malformed("remote ranges differ from the length"));
+        }
+        if r.op == op::ATOMIC && rg.remote_len() != r.total {
+            return Err(WireError::Malformed("remote counts differ from the count"));
+        }
+        if (r.op == op::RMA_PULL || r.op == op::RMA_READ) && rg.local_len() != r.tag {
+            return Err(WireError::Malformed(
+                "initiator ranges differ from the length",
+            ));
+        }
+        if r.op == op::RMA_WRITE
+            && r.total
+                .checked_add(u64::from(r.len))
+                .is_none_or(|end| end > r.tag)
+        {
+            return Err(WireError::Malformed(
+                "write chunk beyond the write's length",
+            ));
+        }
+        Ok(())
+    }
+
     /// The ranges of a one-sided request, checked against the entry:
     /// counts within [`MAX_RANGES`], lists and inline data inside the payload.
     pub fn ranges<T: AsRef<[u8]>>(&self, e: &Entry<T>) -> Result<Ranges, WireError> {
@@ -814,6 +849,67 @@ mod tests {
         let mut bad = a.clone();
         bad[32] = 3; // total (count) 3 != 16
         assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+    }
+
+    #[test]
+    fn a_range_list_reads_what_put_ranges_wrote() {
+        let rg = [
+            WireRange {
+                addr: 0x1000,
+                len: 16,
+                key: 0xabcd,
+            },
+            WireRange {
+                addr: 0x2000,
+                len: 8,
+                key: 0x1234,
+            },
+        ];
+        let locals = [(0x9000, 20), (0xa000, 4)];
+        let b = one_sided(op::RMA_READ, &rg, &locals, 0);
+        let (r, list) = Repr::parse_request(&b).expect("a read");
+        assert_eq!(r, Repr::parse(&Entry::new_unchecked(&b[..])).unwrap());
+        assert_eq!((list.n_remote, list.n_local, list.data_at), (2, 2, 80));
+        assert_eq!(list.remotes().collect::<Vec<_>>(), rg);
+        assert_eq!(list.locals().collect::<Vec<_>>(), locals);
+        assert_eq!(list.remote(2), WireRange::default(), "past the list");
+        assert_eq!(list.local(2), (0, 0), "past the list");
+        assert_eq!((list.remote_len(), list.local_len()), (24, 24));
+        let w = one_sided(op::RMA_WRITE, &rg, &[], 24);
+        let (_, list) = Repr::parse_request(&w).expect("a write");
+        assert_eq!(list.data(24), Some(&w[HDR_LEN + 48..HDR_LEN + 72]));
+        assert_eq!(list.data(4000), None);
+        // Not a request; a request that parse refuses.
+        assert!(Repr::parse_request(&GOLDEN).is_err());
+        let mut bad = w.clone();
+        bad[16] = 25; // tag (length) 25 != 24
+        assert!(Repr::parse_request(&bad).is_err());
+        assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_request_agrees_with_parse(
+            mut b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            o in op::RMA_WRITE..=op::RMA_RESP,
+        ) {
+            // Most inputs start as requests with few ranges.
+            if b.len() > 2 {
+                b[0] = o;
+                b[2] &= 0x33;
+            }
+            let whole = Entry::new_checked(&b[..])
+                .ok()
+                .and_then(|e| Repr::parse(&e).ok().map(|r| (r, r.ranges(&e))));
+            match Repr::parse_request(&b) {
+                Ok((r, list)) => {
+                    let (pr, rg) = whole.expect("parse takes what parse_request takes");
+                    proptest::prop_assert_eq!(r, pr);
+                    proptest::prop_assert_eq!(Ok(list.to_ranges()), rg);
+                }
+                Err(_) => proptest::prop_assert!(whole.is_none() || o == op::RMA_RESP),
+            }
+        }
     }
 
     #[test]

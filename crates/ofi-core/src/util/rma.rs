@@ -154,6 +154,7 @@ pub fn persist_all(res: &[Resolved]) -> Result<()> {
 /// counter by `mr_access` (fi_mr(3): an atomic that modifies the region
 /// counts as a write) (FI_RMA_EVENT). Each is FI_REMOTE_READ or
 /// FI_REMOTE_WRITE.
+#[inline]
 pub fn count_remote(b: &EpBindings, mr: Option<&MrCore>, ep_access: u64, mr_access: u64) {
     let access = ep_access;
     let c = if access & FI_REMOTE_WRITE != 0 {

@@ -311,40 +311,38 @@ pub fn decode<'a>(b: &'a [u8], lim: &Limits) -> Result<Incoming<'a>, Dropped> {
         },
         op::REJECT => Incoming::Reject { from: r.src },
         // `parse` checked the ranges of every request kind.
-        o if is_request(o) => Incoming::Request(OneSided { repr: r, entry: b }),
+        o if is_request(o) => Incoming::Request(OneSided {
+            repr: r,
+            list: r.range_list(payload).map_err(Dropped::Malformed)?,
+        }),
         o => return Err(Dropped::Malformed(WireError::UnknownOp(o))),
     })
 }
 
-/// A decoded one-sided request: its header and the entry it came in. Its
-/// ranges were checked by [`decode`]; [`list`](Self::list) reads them in
-/// place when the request is executed, so that a decoded entry stays small
-/// (it is moved on every message's path) while requests carry up to
-/// [`MAX_RANGES`](ofi_wire::shm::MAX_RANGES) ranges of each side.
+/// A decoded one-sided request: its header, its range lists (checked by
+/// [`decode`], read in place from the entry when executed) and the entry
+/// it came in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OneSided<'a> {
     /// The header.
     pub repr: Repr,
-    entry: &'a [u8],
+    list: RangeList<'a>,
 }
 
 impl<'a> OneSided<'a> {
     /// Its ranges and where its inline data starts in the payload, copied out.
     pub fn ranges(&self) -> Result<Ranges, Dropped> {
-        self.list().map(|l| l.to_ranges())
+        Ok(self.list.to_ranges())
     }
-    /// Its ranges read in place (the counts and sizes checked again, a few
-    /// comparisons: `decode` checked the rest).
+    /// Its ranges, read in place.
     #[inline]
-    pub fn list(&self) -> Result<RangeList<'a>, Dropped> {
-        self.repr
-            .range_list(self.payload())
-            .map_err(Dropped::Malformed)
+    pub fn list(&self) -> RangeList<'a> {
+        self.list
     }
     /// The entry's payload (ranges, then inline data).
     #[inline]
     pub fn payload(&self) -> &'a [u8] {
-        self.entry.get(ofi_wire::shm::HDR_LEN..).unwrap_or(&[])
+        self.list.payload()
     }
 }
 
@@ -404,8 +402,8 @@ pub fn one_sided(b: &[u8]) -> Option<OneSidedIn<'_>> {
     if !is_request(o) {
         return None;
     }
-    let repr = Repr::parse(&e).ok()?;
-    Some(OneSidedIn::Request(OneSided { repr, entry: b }))
+    let (repr, list) = Repr::parse_request(b).ok()?;
+    Some(OneSidedIn::Request(OneSided { repr, list }))
 }
 
 /// What an endpoint that closes owes the sender of an entry still in its
@@ -548,7 +546,7 @@ mod tests {
                 let Some(OneSidedIn::Request(f)) = fast else {
                     unreachable!()
                 };
-                assert_eq!(f.list().map(|l| l.to_ranges()), req.ranges());
+                assert_eq!(Ok(f.list().to_ranges()), req.ranges());
             }
             Ok(Incoming::Answer {
                 from,

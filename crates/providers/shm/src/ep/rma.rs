@@ -11,11 +11,26 @@
 //!   initiator's buffer with process_vm_writev (large);
 //! - ATOMIC: applies the operation under the domain's atomic lock.
 //!
-//! and answers with RMA_RESP (status, and any read or fetched bytes). The
-//! initiator completes on that answer, so writes are delivery-complete and
-//! every violation comes back as an error completion. When the kernel
-//! refuses cross-process copies, writes are pushed and reads answered in
-//! ring-sized chunks instead.
+//! and answers with RMA_RESP (status, and any read or fetched bytes). When
+//! the kernel refuses cross-process copies, writes are pushed and reads
+//! answered in ring-sized chunks instead.
+//!
+//! The completion rule: an operation completes at the initiator when its
+//! target's final answer arrives, and a target answers a write only once
+//! its last byte is in place (with FI_COMMIT_COMPLETE: on stable storage),
+//! counted (FI_RMA_EVENT) and its FI_REMOTE_CQ_DATA entry written; a
+//! refusal is answered before a byte moves. So every write is
+//! delivery-complete, which is also transmit-complete, and every violation
+//! comes back as an error completion. A write does not complete when its
+//! request enters the target's ring: the target has not accepted the data
+//! then, only received it. It may still refuse it (a key unknown, or
+//! revoked by the region's close since the initiator learnt it; access or
+//! bounds wrong), and an initiator that had already reported success could
+//! not report that error any more. No initiator can know the target will
+//! accept: the target's regions live in its process, and a region's close
+//! races with every entry in the ring. The common write costs one request
+//! entry with its data inline and one answer entry, and keeps nothing but
+//! its context while it waits.
 //!
 //! A target executes the requests of its ring in order, so operations from
 //! one initiator are processed in the order issued (reads answered in
@@ -145,28 +160,39 @@ impl ShmEndpoint {
     /// (fi_msg(3), fi_rma(3): operations to other peers do not hold it),
     /// and nothing overtakes a write still being pushed in chunks
     /// (FI_ORDER_WAW and co). `FI_EAGAIN` otherwise.
+    #[inline]
     pub(super) fn admit(&self, g: &Inner, flags: u64, dest: u64) -> Result<()> {
         if !g.rma_pushes.is_empty() {
             return Err(Error::again());
         }
         if flags & FI_FENCE != 0 && self.outstanding(g) {
-            // The peer behind dest (all of them when it does not resolve:
-            // the operation then fails on its own).
-            let id = g.b.av.as_ref().and_then(|av| {
-                let bytes = av.lookup(dest).ok()?;
-                ShmAddr::parse(&bytes).ok().map(|a| a.id())
-            });
-            let held = match id {
-                Some(id) => in_flight_to(&g.sends, &g.rmas, id),
-                None => true,
-            };
-            if held {
-                return Err(Error::again());
-            }
+            return self.fenced(g, dest);
         }
         Ok(())
     }
 
+    /// A fenced operation while others are in flight: `FI_EAGAIN` while
+    /// any to the peer behind `dest` is.
+    #[cold]
+    #[inline(never)]
+    fn fenced(&self, g: &Inner, dest: u64) -> Result<()> {
+        // The peer behind dest (all of them when it does not resolve:
+        // the operation then fails on its own).
+        let id = g.b.av.as_ref().and_then(|av| {
+            let bytes = av.lookup(dest).ok()?;
+            ShmAddr::parse(&bytes).ok().map(|a| a.id())
+        });
+        let held = match id {
+            Some(id) => in_flight_to(&g.sends, &g.rmas, id),
+            None => true,
+        };
+        if held {
+            return Err(Error::again());
+        }
+        Ok(())
+    }
+
+    #[inline]
     fn alloc_rma(&self, g: &mut Inner, p: PendingRma) -> u64 {
         self.busy.store(true, Ordering::Relaxed);
         g.rmas.insert(p)
@@ -184,6 +210,7 @@ impl ShmEndpoint {
         }
     }
 
+    #[inline]
     fn take_rma(&self, g: &mut Inner, cookie: u64) -> Option<PendingRma> {
         let p = g.rmas.take(cookie)?;
         if !g.rma_pushes.is_empty() {

@@ -110,13 +110,7 @@ impl ShmEndpoint {
     #[inline]
     pub(super) fn rma_target(&self, g: &mut Inner, req: &OneSided<'_>) {
         let r = &req.repr;
-        let list = match req.list() {
-            Ok(l) => l,
-            Err(why) => {
-                tracing::warn!(reason = %why, "shm: dropping a request entry");
-                return;
-            }
-        };
+        let list = req.list();
         if r.op == op::RMA_WRITE {
             return self.write_target(g, r, &list);
         }
