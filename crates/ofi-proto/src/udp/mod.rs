@@ -52,11 +52,13 @@
 //! ```
 
 mod chan;
+mod hash;
 mod rdm;
 mod rtt;
 mod session;
 
 pub use chan::{ChanConfig, ChanStats, Channel, Drop, Recv};
+pub use hash::{FastHasher, FastMap, FastState};
 pub use rdm::{Part, Rdm, RdmConfig, RdmEvent, UserMem, MAX_PARTS};
 pub use rtt::Rtt;
 pub use session::{

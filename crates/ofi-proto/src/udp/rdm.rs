@@ -30,15 +30,17 @@
 //! `FI_EKEYREJECTED`. A peer that breaks the protocol has its session reset.
 
 use super::chan::{Channel, Recv};
+use super::hash::FastMap;
 use super::session::{Incoming, PeerId, SessionConfig, SessionEvent, Sessions};
-use crate::tcp::{self, Conn, ConnId, Req, Rx, Target, TxSlice};
+use crate::tcp::{self, Conn, ConnId, Req, Rx, SendReq, Target, Transmit, TxSlice, FAST_MAX};
 use ofi_base::auth::Nonce;
 use ofi_base::consts::FI_ADDR_NOTAVAIL;
 use ofi_base::error::errno;
 use ofi_base::iov::IoVec;
 use ofi_base::peer::Cause;
+use ofi_wire::tcp::HDR_LEN as FRAME_HDR_LEN;
 use ofi_wire::udp::HDR_LEN;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 /// The driver's copies between the core and user memory (the core never
@@ -203,6 +205,142 @@ impl Link {
         self.acked = 0;
         self.reported = 0;
     }
+    /// The peer has every byte below `acked`: forgets their copies. Returns
+    /// how many bytes beyond the copies that reaches (sent from user
+    /// memory in place): the caller reports them written.
+    fn forget_acked(&mut self, acked: u64) -> usize {
+        if acked <= self.acked {
+            return 0;
+        }
+        let copied = acked.min(self.reported) - self.acked;
+        self.ring.drain(..copied as usize);
+        self.acked = acked;
+        if acked > self.reported {
+            let n = acked - self.reported;
+            self.reported = acked;
+            return n as usize;
+        }
+        0
+    }
+}
+
+/// Moves a connection's events to `events`; the reason when it broke the
+/// protocol.
+fn take_conn_events(link: &mut Link, events: &mut VecDeque<RdmEvent>) -> Option<String> {
+    let conn = link.conn.as_mut()?;
+    let mut broken = None;
+    while let Some(e) = conn.poll_event() {
+        match e {
+            tcp::Event::ProtocolError(p) => broken = Some(p.to_string()),
+            e => events.push_back(RdmEvent::Op(e)),
+        }
+    }
+    broken
+}
+
+/// Hands `ch`'s held stream bytes to `conn` while it takes them.
+fn drain_held_into(ch: &mut Channel, conn: &mut Conn, rx: &mut Rx, mem: &mut dyn UserMem) {
+    for _ in 0..4096 {
+        let h = ch.held();
+        if h.is_empty() {
+            break;
+        }
+        let n = feed(conn, rx, h, mem);
+        ch.consume(n);
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+/// Sends the datagrams `ch` has ready now to `addr`: each a header and
+/// the stream range the channel names, gathered from `link`'s copies and,
+/// beyond them, from `view` (the connection's transmit, in place). True
+/// when the channel has nothing more to send now; false when the bound on
+/// one call stopped it.
+#[allow(clippy::too_many_arguments)]
+fn emit(
+    ch: &mut Channel,
+    addr: &[u8],
+    link: &Link,
+    view: Option<&Transmit<'_>>,
+    now: Instant,
+    hdr: &mut [u8; HDR_LEN],
+    flat: &mut Vec<u8>,
+    mem: &mut dyn UserMem,
+    send: &mut dyn FnMut(&[u8], &[Part<'_>]),
+) -> bool {
+    for _ in 0..256 {
+        let Some(r) = ch.poll_transmit(now, hdr) else {
+            return true;
+        };
+        let mut parts: [Part<'_>; MAX_PARTS] = [Part::Bytes(&[]); MAX_PARTS];
+        parts[0] = Part::Bytes(&hdr[..]);
+        let mut np = 1;
+        let mut need = 0usize;
+        // From the outbox copies.
+        if r.start < link.reported {
+            let a = (r.start - link.acked) as usize;
+            let b = (r.end.min(link.reported) - link.acked) as usize;
+            let (x, y) = link.ring.as_slices();
+            for (s, off) in [(x, 0usize), (y, x.len())] {
+                let lo = a.max(off);
+                let hi = b.min(off + s.len());
+                if lo < hi {
+                    parts[np] = Part::Bytes(&s[lo - off..hi - off]);
+                    np += 1;
+                }
+            }
+        }
+        // From the connection's transmit, in place.
+        if r.end > link.reported {
+            let skip = r.start.max(link.reported) - link.reported;
+            let mut left = (r.end - r.start.max(link.reported)) as usize;
+            let mut skip = skip as usize;
+            if let Some(t) = view {
+                for s in t.iter() {
+                    if left == 0 {
+                        break;
+                    }
+                    let l = s.len();
+                    if skip >= l {
+                        skip -= l;
+                        continue;
+                    }
+                    let take = (l - skip).min(left);
+                    let p = match s {
+                        TxSlice::Bytes(b) => Part::Bytes(&b[skip..skip + take]),
+                        TxSlice::Iov(v) => Part::Iov(IoVec {
+                            base: v.base + skip,
+                            len: take,
+                        }),
+                    };
+                    skip = 0;
+                    left -= take;
+                    if np < MAX_PARTS - 1 {
+                        parts[np] = p;
+                        np += 1;
+                    } else {
+                        // Too many pieces for one datagram: flatten the rest.
+                        need += 1;
+                        let at = flat.len();
+                        flat.resize(at + take, 0);
+                        match p {
+                            Part::Bytes(b) => flat[at..].copy_from_slice(b),
+                            Part::Iov(v) => mem.read(v, &mut flat[at..]),
+                        }
+                    }
+                }
+            }
+        }
+        if need > 0 {
+            parts[np] = Part::Bytes(flat);
+            np += 1;
+        }
+        send(addr, &parts[..np]);
+        flat.clear();
+    }
+    false
 }
 
 /// The RDM endpoint core (see the module documentation).
@@ -211,16 +349,19 @@ pub struct Rdm {
     sessions: Sessions,
     rx: Rx,
     links: BTreeMap<PeerId, Link>,
-    by_conn: HashMap<ConnId, PeerId>,
+    by_conn: FastMap<ConnId, PeerId>,
     next_conn: ConnId,
     events: VecDeque<RdmEvent>,
     hdr: [u8; HDR_LEN],
     scratch: Vec<u8>,
     /// Up peers of one transmit pass (kept to not allocate each pass).
     peers: Vec<PeerId>,
-    /// The address of the peer being pumped.
-    addr: Vec<u8>,
     flat: Vec<u8>,
+    /// The payload of a fast-path send, gathered.
+    body: [u8; FAST_MAX],
+    /// Something since the last transmit pass may have given it work
+    /// (see [`Rdm::wants_transmit`]).
+    dirty: bool,
 }
 
 impl std::fmt::Debug for Rdm {
@@ -239,7 +380,7 @@ impl Rdm {
             sessions: Sessions::new(cfg.session.clone(), nonces),
             rx: Rx::new(cfg.rx),
             links: BTreeMap::new(),
-            by_conn: HashMap::new(),
+            by_conn: FastMap::default(),
             next_conn: 1,
             // Reserved: a burst of drops or completions after a stall must
             // not allocate on the hot path.
@@ -247,8 +388,9 @@ impl Rdm {
             hdr: [0; HDR_LEN],
             scratch: Vec::new(),
             peers: Vec::new(),
-            addr: Vec::new(),
             flat: Vec::new(),
+            body: [0; FAST_MAX],
+            dirty: false,
             cfg,
         }
     }
@@ -292,8 +434,7 @@ impl Rdm {
     /// Queues a send or one-sided request to the peer at `addr` (`fi_addr`
     /// in the AV), starting a session with it when there is none.
     pub fn queue(&mut self, now: Instant, fi_addr: u64, addr: &[u8], req: Req) -> Result<(), i32> {
-        let peer = self.sessions.peer(addr);
-        let up = self.sessions.is_up(peer);
+        let (peer, up) = self.sessions.peer_up(addr);
         let reserve = self.cfg.session.chan.window as usize;
         let link = self
             .links
@@ -301,26 +442,94 @@ impl Rdm {
             .or_insert_with(|| Link::new(fi_addr, reserve));
         link.fi_addr = fi_addr;
         if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
-            let c = {
-                let id = self.next_conn;
-                self.next_conn += 1;
-                self.by_conn.insert(id, peer);
-                Conn::established(id, fi_addr, self.cfg.proto)
-            };
-            let link = self.links.get_mut(&peer).expect("just made");
-            link.conn = Some(c);
+            let id = self.next_conn;
+            self.next_conn += 1;
+            self.by_conn.insert(id, peer);
+            link.conn = Some(Conn::established(id, fi_addr, self.cfg.proto));
             if !up {
                 link.reset_stream();
             }
         }
-        let link = self.links.get_mut(&peer).expect("just made");
         let conn = link.conn.as_mut().expect("just made");
         conn.set_peer(fi_addr);
         conn.queue(req)?;
+        self.dirty = true;
         if !up {
             self.sessions.connect(now, peer);
         }
         Ok(())
+    }
+
+    /// The fast path of a small eager send ([`Conn::frame_now`]) to a peer
+    /// whose session is up and whose connection has nothing staged or
+    /// queued ahead of it: the frame goes into the peer's outbox (a copy,
+    /// as any send of at most [`RdmConfig::copy_max`] bytes) and its
+    /// datagrams out through `send` at once, with no request queued and no
+    /// event to follow. `Some(more)`: the send is complete; `more` as
+    /// [`poll_transmit`](Self::poll_transmit) returns it. `None`: queue it
+    /// with [`queue`](Self::queue) instead.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_now(
+        &mut self,
+        now: Instant,
+        fi_addr: u64,
+        addr: &[u8],
+        req: &SendReq,
+        mem: &mut dyn UserMem,
+        send: &mut dyn FnMut(&[u8], &[Part<'_>]),
+    ) -> Option<bool> {
+        let peer = self.sessions.find(addr)?;
+        let link = self.links.get_mut(&peer)?;
+        let conn = link.conn.as_mut()?;
+        let (ch, to) = self.sessions.channel_and_addr(peer)?;
+        let mut hdr = [0u8; FRAME_HDR_LEN];
+        let total = conn.frame_now(req, &mut hdr)?;
+        let len = total - FRAME_HDR_LEN;
+        if len > self.cfg.copy_max || ch.acked() > link.reported {
+            return None;
+        }
+        let body = &mut self.body[..len];
+        let mut at = 0;
+        for v in req.iov() {
+            if v.len > 0 {
+                mem.read(*v, &mut body[at..at + v.len]);
+                at += v.len;
+            }
+        }
+        link.fi_addr = fi_addr;
+        conn.set_peer(fi_addr);
+        // The whole frame is taken here (frame_written would have nothing
+        // to keep): the send is complete.
+        link.forget_acked(ch.acked());
+        link.ring.extend(&hdr);
+        link.ring.extend(&*body);
+        link.reported += total as u64;
+        // Nothing is staged in the connection: the stream ends at the copies.
+        ch.set_stream_end(link.reported);
+        ch.set_prompt(link.reported);
+        let sent_all = emit(
+            ch,
+            to,
+            link,
+            None,
+            now,
+            &mut self.hdr,
+            &mut self.flat,
+            mem,
+            send,
+        );
+        Some(!sent_all)
+    }
+
+    /// True when [`poll_transmit`](Self::poll_transmit) may have work that
+    /// no timer and no call of the driver's own brought: a datagram taken
+    /// since the last pass that asks for an answer, frees the windows,
+    /// acknowledges bytes sent in place, or made the connection stage
+    /// something; a request queued; a session event. A datagram that only
+    /// brings data (its acknowledgement waits for the delayed-ack timer or
+    /// for data going back) leaves it false.
+    pub fn wants_transmit(&self) -> bool {
+        self.dirty || self.sessions.has_ctrl()
     }
 
     /// Takes one datagram from `from`. `resolve` names the fi_addr of a
@@ -334,56 +543,83 @@ impl Rdm {
         resolve: &mut dyn FnMut(&[u8]) -> u64,
     ) {
         let inc = self.sessions.on_datagram(now, from, bytes);
-        self.session_events(resolve);
+        if self.sessions.has_events() {
+            self.session_events(resolve);
+        }
         match inc {
-            Incoming::Data {
-                peer,
-                recv: Recv::Deliver,
-            } => {
-                let payload = &bytes[HDR_LEN..];
-                let n = match self.links.get_mut(&peer).and_then(|l| l.conn.as_mut()) {
-                    Some(c) => feed(c, &mut self.rx, payload, mem),
-                    None => payload.len(),
-                };
-                if let Some(ch) = self.sessions.channel(peer) {
-                    ch.hold(&payload[n..]);
-                }
-                self.conn_events(peer);
-                self.drain_held(peer, mem);
+            Incoming::Data { peer, recv } => {
+                let quiet = self.on_data(now, peer, recv, &bytes[HDR_LEN..], mem);
+                self.dirty |= !quiet;
             }
-            Incoming::Data {
-                peer,
-                recv: Recv::Held,
-            } => self.drain_held(peer, mem),
             // A run of the same drop (duplicates after a spurious
             // retransmission) is one event; the counters keep the rest.
-            Incoming::Dropped(why) if !matches!(self.events.back(), Some(RdmEvent::Dropped { why: w }) if *w == why) =>
-            {
-                self.events.push_back(RdmEvent::Dropped { why });
+            Incoming::Dropped(why) => {
+                self.dirty = true;
+                if !matches!(self.events.back(), Some(RdmEvent::Dropped { why: w }) if *w == why) {
+                    self.events.push_back(RdmEvent::Dropped { why });
+                }
             }
-            _ => {}
+            Incoming::Control => self.dirty = true,
         }
-        self.wakeups(mem);
+        if self.rx.has_wakeups() {
+            self.wakeups(mem);
+        }
+    }
+
+    /// Hands an in-session packet's payload (with [`Recv::Deliver`]) and
+    /// then what its channel holds to the peer's connection. True when that
+    /// left nothing to send before a timer runs out (the driver may skip
+    /// its transmit pass).
+    fn on_data(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        recv: Recv,
+        payload: &[u8],
+        mem: &mut dyn UserMem,
+    ) -> bool {
+        let Some(ch) = self.sessions.channel(peer) else {
+            return false;
+        };
+        let Some(link) = self.links.get_mut(&peer).filter(|l| l.conn.is_some()) else {
+            // No connection takes the bytes: they are dropped.
+            if recv == Recv::Deliver {
+                ch.hold(&[]);
+            }
+            return false;
+        };
+        let mut broken = None;
+        if let Some(conn) = link.conn.as_mut() {
+            if recv != Recv::Ack {
+                if recv == Recv::Deliver {
+                    let n = feed(conn, &mut self.rx, payload, mem);
+                    ch.hold(&payload[n..]);
+                }
+                drain_held_into(ch, conn, &mut self.rx, mem);
+            }
+            ch.set_waiting(now, conn.in_flight() > 0 || conn.awaits_peer());
+        }
+        if recv != Recv::Ack {
+            broken = take_conn_events(link, &mut self.events);
+        }
+        if let Some(why) = broken {
+            self.broken(peer, why);
+            return false;
+        }
+        let busy = ch.wants_transmit()
+            || ch.acked() > link.reported
+            || link.conn.as_ref().is_some_and(|c| c.wants_transmit())
+            || self.rx.owes_frames();
+        !busy && !self.sessions.has_ctrl()
     }
 
     /// Hands held stream bytes of `peer` to its connection while it takes them.
     fn drain_held(&mut self, peer: PeerId, mem: &mut dyn UserMem) {
-        for _ in 0..4096 {
-            let (Some(ch), Some(conn)) = (
-                self.sessions.channel(peer),
-                self.links.get_mut(&peer).and_then(|l| l.conn.as_mut()),
-            ) else {
-                break;
-            };
-            let h = ch.held();
-            if h.is_empty() {
-                break;
-            }
-            let n = feed(conn, &mut self.rx, h, mem);
-            ch.consume(n);
-            if n == 0 {
-                break;
-            }
+        if let (Some(ch), Some(conn)) = (
+            self.sessions.channel(peer),
+            self.links.get_mut(&peer).and_then(|l| l.conn.as_mut()),
+        ) {
+            drain_held_into(ch, conn, &mut self.rx, mem);
         }
         self.conn_events(peer);
     }
@@ -394,6 +630,7 @@ impl Rdm {
             let Some(id) = self.rx.next_wakeup() else {
                 return;
             };
+            self.dirty = true;
             if let Some(&peer) = self.by_conn.get(&id) {
                 self.drain_held(peer, mem);
             }
@@ -401,42 +638,49 @@ impl Rdm {
     }
 
     /// Moves `peer`'s connection events out, and resets its session when
-    /// the connection broke.
-    fn conn_events(&mut self, peer: PeerId) {
+    /// the connection broke (then false).
+    fn conn_events(&mut self, peer: PeerId) -> bool {
+        let Some(link) = self.links.get_mut(&peer) else {
+            return true;
+        };
+        match take_conn_events(link, &mut self.events) {
+            None => true,
+            Some(why) => {
+                self.broken(peer, why);
+                false
+            }
+        }
+    }
+
+    /// `peer`'s connection broke the protocol: its session is reset and
+    /// the peer reported down.
+    #[cold]
+    #[inline(never)]
+    fn broken(&mut self, peer: PeerId, why: String) {
         let Some(link) = self.links.get_mut(&peer) else {
             return;
         };
-        let Some(conn) = link.conn.as_mut() else {
-            return;
-        };
-        let mut broken = None;
-        while let Some(e) = conn.poll_event() {
-            match e {
-                tcp::Event::ProtocolError(p) => broken = Some(p.to_string()),
-                e => self.events.push_back(RdmEvent::Op(e)),
-            }
-        }
-        if let Some(why) = broken {
-            let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-            let fi_addr = link.fi_addr;
-            link.conn = None;
-            link.reset_stream();
-            self.sessions.reset(peer);
-            self.events.push_back(RdmEvent::Broken {
-                addr: addr.clone(),
-                why,
-            });
-            self.events.push_back(RdmEvent::PeerDown {
-                fi_addr,
-                addr,
-                cause: Cause::Broken,
-                closed: false,
-            });
-        }
+        let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+        let fi_addr = link.fi_addr;
+        link.conn = None;
+        link.reset_stream();
+        self.sessions.reset(peer);
+        self.dirty = true;
+        self.events.push_back(RdmEvent::Broken {
+            addr: addr.clone(),
+            why,
+        });
+        self.events.push_back(RdmEvent::PeerDown {
+            fi_addr,
+            addr,
+            cause: Cause::Broken,
+            closed: false,
+        });
     }
 
     fn session_events(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
         while let Some(e) = self.sessions.poll_event() {
+            self.dirty = true;
             match e {
                 SessionEvent::Up { peer, .. } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
@@ -536,6 +780,7 @@ impl Rdm {
         mem: &mut dyn UserMem,
         send: &mut dyn FnMut(&[u8], &[Part<'_>]),
     ) -> bool {
+        self.dirty = false;
         while let Some((to, bytes)) = self.sessions.poll_ctrl() {
             send(&to, &[Part::Bytes(&bytes)]);
         }
@@ -563,54 +808,51 @@ impl Rdm {
         send: &mut dyn FnMut(&[u8], &[Part<'_>]),
     ) -> bool {
         let copy_max = self.cfg.copy_max;
-        let Some(link) = self.links.get_mut(&peer) else {
-            // Up with nothing to say yet: acknowledgements still go.
-            let reserve = self.cfg.session.chan.window as usize;
-            self.links
-                .insert(peer, Link::new(FI_ADDR_NOTAVAIL, reserve));
-            return self.pump(peer, now, mem, send);
-        };
-        let Some(ch) = self.sessions.channel(peer) else {
+        let reserve = self.cfg.session.chan.window as usize;
+        // Up with nothing to say yet: acknowledgements still go.
+        let link = self
+            .links
+            .entry(peer)
+            .or_insert_with(|| Link::new(FI_ADDR_NOTAVAIL, reserve));
+        let Some((ch, addr)) = self.sessions.channel_and_addr(peer) else {
             return false;
         };
         let mut capped = false;
         // 1. What the peer acknowledged: forget copies, report the rest.
-        let acked = ch.acked();
-        if acked > link.acked {
-            let copied = acked.min(link.reported) - link.acked;
-            link.ring.drain(..copied as usize);
-            link.acked = acked;
-            if acked > link.reported {
-                if let Some(c) = link.conn.as_mut() {
-                    c.on_written((acked - link.reported) as usize);
-                }
-                link.reported = acked;
+        let reached = link.forget_acked(ch.acked());
+        if reached > 0 {
+            if let Some(c) = link.conn.as_mut() {
+                c.on_written(reached);
             }
         }
-        // 2. Stage frames; copy and report small pieces at the front.
+        // 2. Stage frames; copy and report small pieces at the front. (A
+        // connection that has nothing to stage, was told of nothing written
+        // and owes the receive side nothing is not asked.)
         if let Some(conn) = link.conn.as_mut() {
-            capped = true;
-            for _ in 0..64 {
-                let t = conn.poll_transmit(&mut self.rx);
-                let mut n = 0;
-                for s in t.iter() {
-                    match s {
-                        TxSlice::Bytes(b) => link.ring.extend(b),
-                        TxSlice::Iov(v) if v.len <= copy_max => {
-                            self.scratch.resize(v.len, 0);
-                            mem.read(v, &mut self.scratch);
-                            link.ring.extend(&self.scratch);
+            if reached > 0 || conn.wants_transmit() || self.rx.owes_frames() {
+                capped = true;
+                for _ in 0..64 {
+                    let t = conn.poll_transmit(&mut self.rx);
+                    let mut n = 0;
+                    for s in t.iter() {
+                        match s {
+                            TxSlice::Bytes(b) => link.ring.extend(b),
+                            TxSlice::Iov(v) if v.len <= copy_max => {
+                                self.scratch.resize(v.len, 0);
+                                mem.read(v, &mut self.scratch);
+                                link.ring.extend(&self.scratch);
+                            }
+                            TxSlice::Iov(_) => break,
                         }
-                        TxSlice::Iov(_) => break,
+                        n += s.len();
                     }
-                    n += s.len();
+                    if n == 0 {
+                        capped = false;
+                        break;
+                    }
+                    conn.on_written(n);
+                    link.reported += n as u64;
                 }
-                if n == 0 {
-                    capped = false;
-                    break;
-                }
-                conn.on_written(n);
-                link.reported += n as u64;
             }
             ch.set_waiting(now, conn.in_flight() > 0 || conn.awaits_peer());
         }
@@ -620,86 +862,21 @@ impl Rdm {
         // Bytes beyond the copies complete their operations only when
         // acknowledged: the last packet asks for that at once.
         ch.set_prompt(link.reported);
-        self.addr.clear();
-        self.addr
-            .extend_from_slice(self.sessions.addr(peer).unwrap_or_default());
-        let addr = &self.addr;
-        let ch = self.sessions.channel(peer).expect("checked above");
         // 3. Datagrams.
-        let mut sent_all = false;
-        for _ in 0..256 {
-            let Some(r) = ch.poll_transmit(now, &mut self.hdr) else {
-                sent_all = true;
-                break;
-            };
-            let mut parts: [Part<'_>; MAX_PARTS] = [Part::Bytes(&[]); MAX_PARTS];
-            parts[0] = Part::Bytes(&self.hdr);
-            let mut np = 1;
-            let mut need = 0usize;
-            // From the outbox copies.
-            if r.start < link.reported {
-                let a = (r.start - link.acked) as usize;
-                let b = (r.end.min(link.reported) - link.acked) as usize;
-                let (x, y) = link.ring.as_slices();
-                for (s, off) in [(x, 0usize), (y, x.len())] {
-                    let lo = a.max(off);
-                    let hi = b.min(off + s.len());
-                    if lo < hi {
-                        parts[np] = Part::Bytes(&s[lo - off..hi - off]);
-                        np += 1;
-                    }
-                }
-            }
-            // From the connection's transmit, in place.
-            if r.end > link.reported {
-                let skip = r.start.max(link.reported) - link.reported;
-                let mut left = (r.end - r.start.max(link.reported)) as usize;
-                let mut skip = skip as usize;
-                if let Some(t) = view.as_ref() {
-                    for s in t.iter() {
-                        if left == 0 {
-                            break;
-                        }
-                        let l = s.len();
-                        if skip >= l {
-                            skip -= l;
-                            continue;
-                        }
-                        let take = (l - skip).min(left);
-                        let p = match s {
-                            TxSlice::Bytes(b) => Part::Bytes(&b[skip..skip + take]),
-                            TxSlice::Iov(v) => Part::Iov(IoVec {
-                                base: v.base + skip,
-                                len: take,
-                            }),
-                        };
-                        skip = 0;
-                        left -= take;
-                        if np < MAX_PARTS - 1 {
-                            parts[np] = p;
-                            np += 1;
-                        } else {
-                            // Too many pieces for one datagram: flatten the rest.
-                            need += 1;
-                            let at = self.flat.len();
-                            self.flat.resize(at + take, 0);
-                            match p {
-                                Part::Bytes(b) => self.flat[at..].copy_from_slice(b),
-                                Part::Iov(v) => mem.read(v, &mut self.flat[at..]),
-                            }
-                        }
-                    }
-                }
-            }
-            if need > 0 {
-                parts[np] = Part::Bytes(&self.flat);
-                np += 1;
-            }
-            send(addr, &parts[..np]);
-            self.flat.clear();
+        let sent_all = emit(
+            ch,
+            addr,
+            link,
+            view.as_ref(),
+            now,
+            &mut self.hdr,
+            &mut self.flat,
+            mem,
+            send,
+        );
+        if let Some(why) = take_conn_events(link, &mut self.events) {
+            self.broken(peer, why);
         }
-
-        self.conn_events(peer);
         capped || !sent_all
     }
 
@@ -708,6 +885,7 @@ impl Rdm {
     /// [`Sessions::on_port_unreachable`]. What waits for the peer fails now.
     pub fn on_port_unreachable(&mut self, addr: &[u8], resolve: &mut dyn FnMut(&[u8]) -> u64) {
         self.sessions.on_port_unreachable(addr);
+        self.dirty = true;
         self.session_events(resolve);
     }
 
@@ -719,6 +897,7 @@ impl Rdm {
     /// Runs the timers due at `now` (sessions that end report their peers).
     pub fn handle_timeout(&mut self, now: Instant, resolve: &mut dyn FnMut(&[u8]) -> u64) {
         self.sessions.handle_timeout(now);
+        self.dirty = true;
         self.session_events(resolve);
     }
 

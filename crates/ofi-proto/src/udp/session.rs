@@ -25,13 +25,14 @@
 //! (its session name) or completes an authenticated handshake: a HELLO
 //! alone, replayed or spoofed, leaves the live session as it is.
 
-use super::chan::{ChanConfig, Channel, Recv};
+use super::chan::{earliest, ChanConfig, Channel, Recv};
+use super::hash::FastMap;
 use ofi_base::auth::{AuthKey, Nonce};
 use ofi_base::peer::Cause;
 use ofi_wire::udp::{
     flag, kind, peek_kind, session_id, Handshake, Packet, Repr, HDR_LEN, NONCE_LEN,
 };
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::time::{Duration, Instant};
 
@@ -177,7 +178,7 @@ pub struct Sessions {
     cfg: SessionConfig,
     nonces: Box<dyn FnMut() -> Nonce + Send>,
     peers: BTreeMap<PeerId, Peer>,
-    by_addr: HashMap<Vec<u8>, PeerId>,
+    by_addr: FastMap<Vec<u8>, PeerId>,
     next_id: PeerId,
     events: VecDeque<SessionEvent>,
     ctrl: VecDeque<(Vec<u8>, Vec<u8>)>,
@@ -204,7 +205,7 @@ impl Sessions {
             cfg,
             nonces,
             peers: BTreeMap::new(),
-            by_addr: HashMap::new(),
+            by_addr: FastMap::default(),
             next_id: 1,
             events: VecDeque::new(),
             ctrl: VecDeque::new(),
@@ -223,11 +224,19 @@ impl Sessions {
 
     /// The peer at `addr`, made on first use.
     pub fn peer(&mut self, addr: &[u8]) -> PeerId {
+        self.peer_up(addr).0
+    }
+
+    /// The peer at `addr`, made on first use, and whether its session is up.
+    pub fn peer_up(&mut self, addr: &[u8]) -> (PeerId, bool) {
         let id = self.entry(addr);
-        if let Some(p) = self.peers.get_mut(&id) {
-            p.held = true;
+        match self.peers.get_mut(&id) {
+            Some(p) => {
+                p.held = true;
+                (id, p.up.is_some())
+            }
+            None => (id, false),
         }
-        id
     }
 
     /// The entry of the peer at `addr`, made (not held) on first use.
@@ -274,6 +283,18 @@ impl Sessions {
     /// The channel of `peer`'s live session.
     pub fn channel(&mut self, peer: PeerId) -> Option<&mut Channel> {
         self.peers.get_mut(&peer)?.up.as_mut().map(|u| &mut u.chan)
+    }
+
+    /// The channel of `peer`'s live session and the peer's address.
+    pub fn channel_and_addr(&mut self, peer: PeerId) -> Option<(&mut Channel, &[u8])> {
+        let p = self.peers.get_mut(&peer)?;
+        let u = p.up.as_mut()?;
+        Some((&mut u.chan, &p.addr))
+    }
+
+    /// True when events wait.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// The peers with a live session.
@@ -825,23 +846,22 @@ impl Sessions {
     /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let t = self.cfg.chan.peer_timeout;
-        self.peers
-            .values()
-            .flat_map(|p| {
-                [
-                    p.hello.as_ref().map(|h| h.next_at.min(h.started + t)),
-                    p.answered.as_ref().map(|a| a.since + t),
-                    p.up.as_ref().and_then(|u| {
-                        let c = u.confirm_at.map(|c| c.min(u.since + t));
-                        match (c, u.chan.poll_timeout()) {
-                            (Some(a), Some(b)) => Some(a.min(b)),
-                            (a, b) => a.or(b),
-                        }
-                    }),
-                ]
-            })
-            .flatten()
-            .min()
+        let mut at = None;
+        for p in self.peers.values() {
+            if let Some(u) = &p.up {
+                at = earliest(at, u.chan.poll_timeout());
+                if let Some(c) = u.confirm_at {
+                    at = earliest(at, Some(c.min(u.since + t)));
+                }
+            }
+            if let Some(h) = &p.hello {
+                at = earliest(at, Some(h.next_at.min(h.started + t)));
+            }
+            if let Some(a) = &p.answered {
+                at = earliest(at, Some(a.since + t));
+            }
+        }
+        at
     }
 
     /// Runs the timers due at `now`: handshake retransmissions and bounds,
