@@ -151,6 +151,7 @@ impl World {
         let now = self.net.now;
         let net = &mut self.net;
         let n = &mut self.nodes[i];
+        let peer = n.rdm.peer(&to);
         let from = n.addr.clone();
         let reader = n.host.clone();
         let mut host = n.host.clone();
@@ -158,7 +159,7 @@ impl World {
             .send_now(
                 now,
                 j as u64,
-                &to,
+                peer,
                 req,
                 &mut host,
                 &mut |to: &[u8], parts: &[Part<'_>]| {

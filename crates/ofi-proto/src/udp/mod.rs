@@ -54,8 +54,10 @@
 mod chan;
 mod hash;
 mod rdm;
+mod ring;
 mod rtt;
 mod session;
+mod table;
 
 pub use chan::{ChanConfig, ChanStats, Channel, Drop, Recv};
 pub use hash::{FastHasher, FastMap, FastState};

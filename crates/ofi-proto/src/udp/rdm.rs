@@ -31,8 +31,10 @@
 
 use super::chan::{Channel, Recv};
 use super::hash::FastMap;
+use super::ring::ByteRing;
 use super::session::{Incoming, PeerId, SessionConfig, SessionEvent, Sessions};
-use crate::tcp::{self, Conn, ConnId, Req, Rx, SendReq, Target, Transmit, TxSlice, FAST_MAX};
+use super::table::ById;
+use crate::tcp::{self, Conn, ConnId, Req, Rx, SendReq, Target, Transmit, TxSlice};
 use ofi_base::auth::Nonce;
 use ofi_base::consts::FI_ADDR_NOTAVAIL;
 use ofi_base::error::errno;
@@ -40,7 +42,7 @@ use ofi_base::iov::IoVec;
 use ofi_base::peer::Cause;
 use ofi_wire::tcp::HDR_LEN as FRAME_HDR_LEN;
 use ofi_wire::udp::HDR_LEN;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 /// The driver's copies between the core and user memory (the core never
@@ -178,7 +180,7 @@ struct Link {
     conn: Option<Conn>,
     /// Copies of stream bytes reported written and not yet acknowledged:
     /// stream offsets `acked..reported`.
-    ring: VecDeque<u8>,
+    ring: ByteRing,
     acked: u64,
     reported: u64,
 }
@@ -194,7 +196,7 @@ impl Link {
         Link {
             fi_addr,
             conn: None,
-            ring: VecDeque::with_capacity(reserve.min(RING_RESERVED)),
+            ring: ByteRing::with_capacity(reserve.min(RING_RESERVED)),
             acked: 0,
             reported: 0,
         }
@@ -213,7 +215,7 @@ impl Link {
             return 0;
         }
         let copied = acked.min(self.reported) - self.acked;
-        self.ring.drain(..copied as usize);
+        self.ring.drain_front(copied as usize);
         self.acked = acked;
         if acked > self.reported {
             let n = acked - self.reported;
@@ -222,6 +224,28 @@ impl Link {
         }
         0
     }
+}
+
+/// Appends a copy of the user range `v` to `ring` (read straight into it).
+fn copy_in(ring: &mut ByteRing, v: IoVec, mem: &mut dyn UserMem) {
+    ring.append_with(v.len, |a, b| {
+        mem.read(
+            IoVec {
+                base: v.base,
+                len: a.len(),
+            },
+            a,
+        );
+        if !b.is_empty() {
+            mem.read(
+                IoVec {
+                    base: v.base + a.len(),
+                    len: b.len(),
+                },
+                b,
+            );
+        }
+    });
 }
 
 /// Moves a connection's events to `events`; the reason when it broke the
@@ -270,7 +294,12 @@ fn emit(
     mem: &mut dyn UserMem,
     send: &mut dyn FnMut(&[u8], &[Part<'_>]),
 ) -> bool {
-    for _ in 0..256 {
+    for i in 0..256 {
+        // After a packet, one more goes only if the channel has something
+        // (an acknowledgement or probe rides on the packet just sent).
+        if i > 0 && !ch.wants_transmit() {
+            return true;
+        }
         let Some(r) = ch.poll_transmit(now, hdr) else {
             return true;
         };
@@ -348,17 +377,14 @@ pub struct Rdm {
     cfg: RdmConfig,
     sessions: Sessions,
     rx: Rx,
-    links: BTreeMap<PeerId, Link>,
+    links: ById<Link>,
     by_conn: FastMap<ConnId, PeerId>,
     next_conn: ConnId,
     events: VecDeque<RdmEvent>,
     hdr: [u8; HDR_LEN],
-    scratch: Vec<u8>,
     /// Up peers of one transmit pass (kept to not allocate each pass).
     peers: Vec<PeerId>,
     flat: Vec<u8>,
-    /// The payload of a fast-path send, gathered.
-    body: [u8; FAST_MAX],
     /// Something since the last transmit pass may have given it work
     /// (see [`Rdm::wants_transmit`]).
     dirty: bool,
@@ -379,17 +405,15 @@ impl Rdm {
         Rdm {
             sessions: Sessions::new(cfg.session.clone(), nonces),
             rx: Rx::new(cfg.rx),
-            links: BTreeMap::new(),
+            links: ById::default(),
             by_conn: FastMap::default(),
             next_conn: 1,
             // Reserved: a burst of drops or completions after a stall must
             // not allocate on the hot path.
             events: VecDeque::with_capacity(256),
             hdr: [0; HDR_LEN],
-            scratch: Vec::new(),
             peers: Vec::new(),
             flat: Vec::new(),
-            body: [0; FAST_MAX],
             dirty: false,
             cfg,
         }
@@ -431,15 +455,33 @@ impl Rdm {
         Conn::established(id, fi_addr, self.cfg.proto)
     }
 
+    /// The id of the peer at `addr`, for [`queue_to`](Self::queue_to) and
+    /// [`send_now`](Self::send_now): it names that peer for as long as
+    /// this core lives (a driver may keep it with the address).
+    pub fn peer(&mut self, addr: &[u8]) -> PeerId {
+        self.sessions.peer(addr)
+    }
+
     /// Queues a send or one-sided request to the peer at `addr` (`fi_addr`
     /// in the AV), starting a session with it when there is none.
     pub fn queue(&mut self, now: Instant, fi_addr: u64, addr: &[u8], req: Req) -> Result<(), i32> {
-        let (peer, up) = self.sessions.peer_up(addr);
+        let peer = self.sessions.peer(addr);
+        self.queue_to(now, fi_addr, peer, req)
+    }
+
+    /// [`queue`](Self::queue) to the peer named by [`peer`](Self::peer).
+    pub fn queue_to(
+        &mut self,
+        now: Instant,
+        fi_addr: u64,
+        peer: PeerId,
+        req: Req,
+    ) -> Result<(), i32> {
+        let up = self.sessions.is_up(peer);
         let reserve = self.cfg.session.chan.window as usize;
         let link = self
             .links
-            .entry(peer)
-            .or_insert_with(|| Link::new(fi_addr, reserve));
+            .get_or_insert_with(peer, || Link::new(fi_addr, reserve));
         link.fi_addr = fi_addr;
         if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
             let id = self.next_conn;
@@ -465,7 +507,7 @@ impl Rdm {
     /// queued ahead of it: the frame goes into the peer's outbox (a copy,
     /// as any send of at most [`RdmConfig::copy_max`] bytes) and its
     /// datagrams out through `send` at once, with no request queued and no
-    /// event to follow. `Some(more)`: the send is complete; `more` as
+    /// event to follow. `peer` is [`peer`](Self::peer)'s id of its address. `Some(more)`: the send is complete; `more` as
     /// [`poll_transmit`](Self::poll_transmit) returns it. `None`: queue it
     /// with [`queue`](Self::queue) instead.
     #[allow(clippy::too_many_arguments)]
@@ -473,13 +515,12 @@ impl Rdm {
         &mut self,
         now: Instant,
         fi_addr: u64,
-        addr: &[u8],
+        peer: PeerId,
         req: &SendReq,
         mem: &mut dyn UserMem,
         send: &mut dyn FnMut(&[u8], &[Part<'_>]),
     ) -> Option<bool> {
-        let peer = self.sessions.find(addr)?;
-        let link = self.links.get_mut(&peer)?;
+        let link = self.links.get_mut(peer)?;
         let conn = link.conn.as_mut()?;
         let (ch, to) = self.sessions.channel_and_addr(peer)?;
         let mut hdr = [0u8; FRAME_HDR_LEN];
@@ -488,21 +529,17 @@ impl Rdm {
         if len > self.cfg.copy_max || ch.acked() > link.reported {
             return None;
         }
-        let body = &mut self.body[..len];
-        let mut at = 0;
-        for v in req.iov() {
-            if v.len > 0 {
-                mem.read(*v, &mut body[at..at + v.len]);
-                at += v.len;
-            }
-        }
         link.fi_addr = fi_addr;
         conn.set_peer(fi_addr);
         // The whole frame is taken here (frame_written would have nothing
         // to keep): the send is complete.
         link.forget_acked(ch.acked());
         link.ring.extend(&hdr);
-        link.ring.extend(&*body);
+        for v in req.iov() {
+            if v.len > 0 {
+                copy_in(&mut link.ring, *v, mem);
+            }
+        }
         link.reported += total as u64;
         // Nothing is staged in the connection: the stream ends at the copies.
         ch.set_stream_end(link.reported);
@@ -581,7 +618,7 @@ impl Rdm {
         let Some(ch) = self.sessions.channel(peer) else {
             return false;
         };
-        let Some(link) = self.links.get_mut(&peer).filter(|l| l.conn.is_some()) else {
+        let Some(link) = self.links.get_mut(peer).filter(|l| l.conn.is_some()) else {
             // No connection takes the bytes: they are dropped.
             if recv == Recv::Deliver {
                 ch.hold(&[]);
@@ -617,7 +654,7 @@ impl Rdm {
     fn drain_held(&mut self, peer: PeerId, mem: &mut dyn UserMem) {
         if let (Some(ch), Some(conn)) = (
             self.sessions.channel(peer),
-            self.links.get_mut(&peer).and_then(|l| l.conn.as_mut()),
+            self.links.get_mut(peer).and_then(|l| l.conn.as_mut()),
         ) {
             drain_held_into(ch, conn, &mut self.rx, mem);
         }
@@ -640,7 +677,7 @@ impl Rdm {
     /// Moves `peer`'s connection events out, and resets its session when
     /// the connection broke (then false).
     fn conn_events(&mut self, peer: PeerId) -> bool {
-        let Some(link) = self.links.get_mut(&peer) else {
+        let Some(link) = self.links.get_mut(peer) else {
             return true;
         };
         match take_conn_events(link, &mut self.events) {
@@ -657,7 +694,7 @@ impl Rdm {
     #[cold]
     #[inline(never)]
     fn broken(&mut self, peer: PeerId, why: String) {
-        let Some(link) = self.links.get_mut(&peer) else {
+        let Some(link) = self.links.get_mut(peer) else {
             return;
         };
         let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
@@ -684,24 +721,22 @@ impl Rdm {
             match e {
                 SessionEvent::Up { peer, .. } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let fa = match self.links.get(&peer) {
+                    let fa = match self.links.get(peer) {
                         Some(l) if l.fi_addr != FI_ADDR_NOTAVAIL => l.fi_addr,
                         _ => resolve(&addr),
                     };
                     let reserve = self.cfg.session.chan.window as usize;
                     let link = self
                         .links
-                        .entry(peer)
-                        .or_insert_with(|| Link::new(fa, reserve));
+                        .get_or_insert_with(peer, || Link::new(fa, reserve));
                     link.fi_addr = fa;
                     link.reset_stream();
                     if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
                         let c = self.new_conn(peer, fa);
-                        if let Some(l) = self.links.get_mut(&peer) {
+                        if let Some(l) = self.links.get_mut(peer) {
                             l.conn = Some(c);
                         }
-                    } else if let Some(c) = self.links.get_mut(&peer).and_then(|l| l.conn.as_mut())
-                    {
+                    } else if let Some(c) = self.links.get_mut(peer).and_then(|l| l.conn.as_mut()) {
                         c.set_peer(fa);
                     }
                     self.events
@@ -714,7 +749,7 @@ impl Rdm {
                     closed,
                 } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let Some(link) = self.links.get_mut(&peer) else {
+                    let Some(link) = self.links.get_mut(peer) else {
                         continue;
                     };
                     let fi_addr = link.fi_addr;
@@ -741,7 +776,7 @@ impl Rdm {
                 }
                 SessionEvent::Refused { peer, why } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let Some(link) = self.links.get_mut(&peer) else {
+                    let Some(link) = self.links.get_mut(peer) else {
                         continue;
                     };
                     let fi_addr = link.fi_addr;
@@ -812,8 +847,7 @@ impl Rdm {
         // Up with nothing to say yet: acknowledgements still go.
         let link = self
             .links
-            .entry(peer)
-            .or_insert_with(|| Link::new(FI_ADDR_NOTAVAIL, reserve));
+            .get_or_insert_with(peer, || Link::new(FI_ADDR_NOTAVAIL, reserve));
         let Some((ch, addr)) = self.sessions.channel_and_addr(peer) else {
             return false;
         };
@@ -837,11 +871,7 @@ impl Rdm {
                     for s in t.iter() {
                         match s {
                             TxSlice::Bytes(b) => link.ring.extend(b),
-                            TxSlice::Iov(v) if v.len <= copy_max => {
-                                self.scratch.resize(v.len, 0);
-                                mem.read(v, &mut self.scratch);
-                                link.ring.extend(&self.scratch);
-                            }
+                            TxSlice::Iov(v) if v.len <= copy_max => copy_in(&mut link.ring, v, mem),
                             TxSlice::Iov(_) => break,
                         }
                         n += s.len();
@@ -919,7 +949,7 @@ impl Rdm {
     /// whose address came back has its index.
     pub fn refresh(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
         for (peer, link) in self.links.iter_mut() {
-            let Some(addr) = self.sessions.addr(*peer) else {
+            let Some(addr) = self.sessions.addr(peer) else {
                 continue;
             };
             let fa = resolve(addr);

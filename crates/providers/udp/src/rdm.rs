@@ -27,8 +27,10 @@ use ofi_core::util::peer::{DeadPeers, PeerDown};
 use ofi_inet::tcp_core::completions::{drain_rx, rx_error};
 use ofi_inet::tcp_core::one_sided::{ack_level, query_atomic, refused, Ops, Target};
 use ofi_inet::tcp_core::sends::Sends;
-use ofi_proto::tcp::{Ack, Memory, RecvReq, Req};
-use ofi_proto::udp::{ChanConfig, FastMap, Part, Rdm, RdmConfig, RdmEvent, SessionConfig, UserMem};
+use ofi_proto::tcp::{Ack, Memory, RecvReq, Req, FAST_MAX};
+use ofi_proto::udp::{
+    ChanConfig, FastMap, Part, PeerId, Rdm, RdmConfig, RdmEvent, SessionConfig, UserMem,
+};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,7 +68,7 @@ struct Inner {
     ops: Ops,
     dead: DeadPeers,
     /// Destination addresses by fi_addr, for the AV generation `dest_gen`.
-    dests: IdMap<u64, Vec<u8>>,
+    dests: IdMap<u64, PeerId>,
     dest_gen: u64,
     /// Kernel forms of peer addresses (see [`RawCache`]).
     raw: RawCache,
@@ -197,14 +199,15 @@ impl RdmEp {
         }))
     }
 
-    /// The address of `fi_addr` in the AV, cached per AV generation (the
-    /// hot path looks it up without allocating).
-    fn dest<'a>(
+    /// The core's peer at the address of `fi_addr` in the AV, cached per
+    /// AV generation (the hot path looks it up without allocating).
+    fn dest(
         b: &EpBindings,
-        dests: &'a mut IdMap<u64, Vec<u8>>,
+        dests: &mut IdMap<u64, PeerId>,
         dest_gen: &mut u64,
+        rdm: &mut Rdm,
         fi_addr: u64,
-    ) -> Result<&'a [u8]> {
+    ) -> Result<PeerId> {
         let av =
             b.av.as_ref()
                 .ok_or_else(|| Error::new(errno::FI_ENOAV, "udp: no address vector bound"))?;
@@ -213,24 +216,30 @@ impl RdmEp {
             dests.clear();
             *dest_gen = gen;
         }
-        if !dests.contains_key(&fi_addr) {
-            Self::learn_dest(av, dests, fi_addr)?;
+        match dests.get(&fi_addr) {
+            Some(&p) => Ok(p),
+            None => Self::learn_dest(av, dests, rdm, fi_addr),
         }
-        Ok(dests.get(&fi_addr).map(Vec::as_slice).unwrap_or_default())
     }
 
     /// Looks `fi_addr` up in the AV and caches its address.
     #[cold]
     #[inline(never)]
-    fn learn_dest(av: &AvCore, dests: &mut IdMap<u64, Vec<u8>>, fi_addr: u64) -> Result<()> {
+    fn learn_dest(
+        av: &AvCore,
+        dests: &mut IdMap<u64, PeerId>,
+        rdm: &mut Rdm,
+        fi_addr: u64,
+    ) -> Result<PeerId> {
         let bytes = av.lookup(fi_addr).map_err(|_| {
             Error::inval(format!(
                 "udp: destination fi_addr {fi_addr} is not in the address vector"
             ))
         })?;
         let sa = crate::addr::decode(&bytes)?;
-        dests.insert(fi_addr, crate::addr::encode(&sa));
-        Ok(())
+        let peer = rdm.peer(&crate::addr::encode(&sa));
+        dests.insert(fi_addr, peer);
+        Ok(peer)
     }
 
     /// One progress pass: receive, timers, transmit, events. Transmitting
@@ -408,7 +417,9 @@ impl RdmEp {
     /// complete before this returns, nothing registered. False: take the
     /// queue.
     fn send_fast(&self, g: &mut Inner, op: &SendOp<'_>) -> bool {
-        if op.flags & FI_INJECT != 0 && ofi_core::util::iov::iov_len(op.iov) > crate::INJECT_SIZE {
+        // Larger sends are the queue's (as are injects beyond the limit,
+        // which it refuses).
+        if ofi_core::util::iov::iov_len(op.iov) > FAST_MAX.min(crate::INJECT_SIZE) {
             return false;
         }
         let Some(req) = Sends::bare(op) else {
@@ -424,7 +435,7 @@ impl RdmEp {
             ..
         } = g;
         // An error (no AV, an unknown fi_addr) is the queue's to report.
-        let Ok(to) = Self::dest(b, dests, dest_gen, op.dest) else {
+        let Ok(to) = Self::dest(b, dests, dest_gen, rdm, op.dest) else {
             return false;
         };
         let now = Instant::now();
@@ -448,9 +459,9 @@ impl RdmEp {
             dest_gen,
             ..
         } = g;
-        let to = Self::dest(b, dests, dest_gen, dest).map_err(|e| e.code())?;
+        let to = Self::dest(b, dests, dest_gen, rdm, dest).map_err(|e| e.code())?;
         let now = Instant::now();
-        rdm.queue(now, dest, to, req)?;
+        rdm.queue_to(now, dest, to, req)?;
         // What was queued goes now; receiving waits for the next progress
         // call (a read here would mostly find the socket empty, a system
         // call in front of every send).
