@@ -170,6 +170,13 @@ impl Target {
     pub fn bind(path: &Path, opts: &TargetOptions) -> Result<Target, String> {
         let backend = Backend::open(path, opts.size, opts.read_only)
             .map_err(|e| format!("{}: {e}", path.display()))?;
+        Target::with_backend(backend, opts)
+    }
+
+    /// Serves `backend` (`opts.size` and `opts.read_only` are the
+    /// backend's business here): opens the fabric channel and the control
+    /// listener.
+    pub fn with_backend(backend: Backend, opts: &TargetOptions) -> Result<Target, String> {
         let (ch, listener) = match opts.net.ep {
             EpKind::Rdm => {
                 let info = opts.net.offer().map_err(|e| format!("fabric offer: {e}"))?;
