@@ -106,6 +106,11 @@ pub trait PassiveEndpointOps: Progress {
     }
     /// Rejects a request with private data (`fi_reject`).
     fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()>;
+    /// An active endpoint took this endpoint's address (the core's
+    /// `PassiveEndpoint::release`): stop listening so that it can bind
+    /// there. The default does nothing (a provider that binds at listen
+    /// and was not listening holds nothing).
+    fn release(&self) {}
     /// Stops listening and releases resources; called once on close.
     fn close(&self);
 }

@@ -1,5 +1,12 @@
 //! The backing store of a target: a file or a block device, read and
 //! written with positioned I/O; durability by `fdatasync`.
+//!
+//! The bytes go through a [`Store`] (a [`File`] for a real volume; a test
+//! may wrap one to record or fail calls). A failed sync is latched: the
+//! kernel reports a writeback error to one `fdatasync` only, after which
+//! the lost pages read as clean, so every later sync of this backend (a
+//! FLUSH or a FUA write of any session) fails too, until the target
+//! restarts.
 
 use crate::wire::Status;
 use rustix::fs::{fallocate, FallocateFlags};
@@ -7,13 +14,52 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tracing::error;
+
+/// What a backend does to its bytes.
+pub trait Store: Send + std::fmt::Debug {
+    /// Reads `buf.len()` bytes at `offset`.
+    fn pread(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes `buf` at `offset`.
+    fn pwrite(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every write so far durable (`fdatasync`).
+    fn sync(&self) -> io::Result<()>;
+    /// Deallocates a range, which then reads as zeroes (a hole).
+    fn punch(&self, offset: u64, len: u64) -> io::Result<()>;
+    /// Zeroes a range and keeps it allocated.
+    fn zero_range(&self, offset: u64, len: u64) -> io::Result<()>;
+}
+
+impl Store for File {
+    fn pread(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
+    fn pwrite(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_all_at(buf, offset)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.sync_data()
+    }
+    fn punch(&self, offset: u64, len: u64) -> io::Result<()> {
+        let f = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        Ok(fallocate(self, f, offset, len)?)
+    }
+    fn zero_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        let f = FallocateFlags::ZERO_RANGE | FallocateFlags::KEEP_SIZE;
+        Ok(fallocate(self, f, offset, len)?)
+    }
+}
 
 /// An open volume.
 #[derive(Debug)]
 pub struct Backend {
-    file: File,
+    store: Box<dyn Store>,
     size: u64,
     read_only: bool,
+    /// A sync failed: writes may be lost, and no later sync may say
+    /// otherwise.
+    lost: AtomicBool,
 }
 
 fn status_of(e: &io::Error) -> Status {
@@ -23,22 +69,64 @@ fn status_of(e: &io::Error) -> Status {
     }
 }
 
+/// `fsync` of the directory holding `path`: its entry for the file (a new
+/// name) is durable after it.
+fn sync_dir(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}
+
 impl Backend {
     /// Opens `path`; `size` creates a missing file and extends a shorter
     /// one (a block device keeps its own size). The volume's size is the
-    /// file's (or device's) size afterwards.
+    /// file's (or device's) size afterwards. A file created or extended
+    /// here is durable, size and name (its directory synced), before this
+    /// returns.
     pub fn open(path: &Path, size: Option<u64>, read_only: bool) -> io::Result<Backend> {
+        Backend::open_with(path, size, read_only, sync_dir)
+    }
+
+    /// [`open`](Self::open), the directory synced by `sync_dir`.
+    fn open_with(
+        path: &Path,
+        size: Option<u64>,
+        read_only: bool,
+        sync_dir: impl FnOnce(&Path) -> io::Result<()>,
+    ) -> io::Result<Backend> {
         let mut o = OpenOptions::new();
         o.read(true).write(!read_only);
+        let mut created = false;
         if size.is_some() && !read_only {
-            o.create(true);
+            // create_new first: whether this call made the file decides
+            // whether its directory must be synced.
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(path)
+            {
+                Ok(_) => created = true,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
         }
         let mut file = o.open(path)?;
         let meta = file.metadata()?;
+        let mut extended = false;
         if let Some(want) = size {
             if meta.is_file() && meta.len() < want && !read_only {
                 file.set_len(want)?;
+                extended = true;
             }
+        }
+        if created || extended {
+            file.sync_all()?;
+        }
+        if created {
+            sync_dir(path)?;
         }
         // Regular files report their length; block devices their size by
         // seeking to the end.
@@ -52,11 +140,17 @@ impl Backend {
                 ),
             ));
         }
-        Ok(Backend {
-            file,
+        Ok(Backend::new(Box::new(file), size, read_only))
+    }
+
+    /// A volume of `size` bytes on `store`.
+    pub fn new(store: Box<dyn Store>, size: u64, read_only: bool) -> Backend {
+        Backend {
+            store,
             size,
             read_only,
-        })
+            lost: AtomicBool::new(false),
+        }
     }
 
     /// Volume size in bytes.
@@ -71,65 +165,53 @@ impl Backend {
 
     /// Reads `buf.len()` bytes at `offset` (the core checked the range).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), Status> {
-        self.file
-            .read_exact_at(buf, offset)
-            .map_err(|e| status_of(&e))
+        self.store.pread(buf, offset).map_err(|e| status_of(&e))
     }
 
     /// Writes `buf` at `offset`; durable before returning when `fua`.
     pub fn write(&self, offset: u64, buf: &[u8], fua: bool) -> Result<(), Status> {
-        self.file
-            .write_all_at(buf, offset)
-            .map_err(|e| status_of(&e))?;
+        self.store.pwrite(buf, offset).map_err(|e| status_of(&e))?;
         if fua {
             self.sync()?;
         }
         Ok(())
     }
 
-    /// Makes every write so far durable (`fdatasync`).
+    /// Makes every write so far durable (`fdatasync`). Once a sync has
+    /// failed, every later one fails too (see the module's comment).
     pub fn sync(&self) -> Result<(), Status> {
-        self.file.sync_data().map_err(|e| status_of(&e))
+        if self.lost.load(Ordering::Relaxed) {
+            return Err(Status::Io);
+        }
+        self.store.sync().map_err(|e| {
+            error!(
+                "storage: syncing the volume failed ({e}): writes may be lost; \
+                 every later FLUSH and FUA write fails until the target restarts"
+            );
+            self.lost.store(true, Ordering::Relaxed);
+            Status::Io
+        })
     }
 
-    /// Deallocates a range where the file system can (advisory: success
-    /// either way, as NBD's TRIM allows).
+    /// Deallocates a range where the store can (advisory: success either
+    /// way, as NBD's TRIM allows).
     pub fn trim(&self, offset: u64, len: u32) -> Result<(), Status> {
-        let _ = fallocate(
-            &self.file,
-            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
-            offset,
-            len as u64,
-        );
+        let _ = self.store.punch(offset, len as u64);
         Ok(())
     }
 
     /// Zeroes a range: punches a hole when allowed, else allocates zeroes,
     /// else writes them; durable before returning when `fua`.
     pub fn zero(&self, offset: u64, len: u32, fua: bool, may_trim: bool) -> Result<(), Status> {
-        let punched = may_trim
-            && fallocate(
-                &self.file,
-                FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
-                offset,
-                len as u64,
-            )
-            .is_ok();
-        let done = punched
-            || fallocate(
-                &self.file,
-                FallocateFlags::ZERO_RANGE | FallocateFlags::KEEP_SIZE,
-                offset,
-                len as u64,
-            )
-            .is_ok();
+        let done = (may_trim && self.store.punch(offset, len as u64).is_ok())
+            || self.store.zero_range(offset, len as u64).is_ok();
         if !done {
             let zeroes = vec![0u8; (len as usize).min(1 << 20)];
             let mut at = 0u64;
             while at < len as u64 {
                 let n = (len as u64 - at).min(zeroes.len() as u64) as usize;
-                self.file
-                    .write_all_at(&zeroes[..n], offset + at)
+                self.store
+                    .pwrite(&zeroes[..n], offset + at)
                     .map_err(|e| status_of(&e))?;
                 at += n as u64;
             }
@@ -138,5 +220,106 @@ impl Backend {
             self.sync()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::path::PathBuf;
+
+    struct Tmp(PathBuf);
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn tmpdir(tag: &str) -> Tmp {
+        let d =
+            std::env::temp_dir().join(format!("ofi-storage-backend-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Tmp(d)
+    }
+
+    #[test]
+    fn a_created_file_has_its_directory_synced_and_an_existing_one_not() {
+        let d = tmpdir("dirsync");
+        let path = d.0.join("vol.img");
+        let synced = RefCell::new(Vec::new());
+        let rec = |p: &Path| {
+            synced.borrow_mut().push(p.to_path_buf());
+            Ok(())
+        };
+        let b = Backend::open_with(&path, Some(1 << 20), false, rec).unwrap();
+        assert_eq!(b.size(), 1 << 20);
+        assert_eq!(*synced.borrow(), vec![path.clone()], "created: not synced");
+        drop(b);
+        // Opened again (and extended): the name exists already.
+        let rec = |p: &Path| {
+            synced.borrow_mut().push(p.to_path_buf());
+            Ok(())
+        };
+        let b = Backend::open_with(&path, Some(2 << 20), false, rec).unwrap();
+        assert_eq!(b.size(), 2 << 20);
+        assert_eq!(synced.borrow().len(), 1, "{:?}", synced.borrow());
+        // The real directory sync works on a relative path's parent too.
+        sync_dir(Path::new("vol.img")).unwrap();
+        sync_dir(&path).unwrap();
+    }
+
+    /// A store whose syncs fail once, as the kernel reports a writeback
+    /// error to one fdatasync only.
+    #[derive(Debug)]
+    struct FailsOnce(File, AtomicBool);
+    impl Store for FailsOnce {
+        fn pread(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.0.pread(buf, offset)
+        }
+        fn pwrite(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.0.pwrite(buf, offset)
+        }
+        fn sync(&self) -> io::Result<()> {
+            if self.1.swap(false, Ordering::Relaxed) {
+                return Err(io::Error::from_raw_os_error(5));
+            }
+            self.0.sync()
+        }
+        fn punch(&self, offset: u64, len: u64) -> io::Result<()> {
+            self.0.punch(offset, len)
+        }
+        fn zero_range(&self, offset: u64, len: u64) -> io::Result<()> {
+            self.0.zero_range(offset, len)
+        }
+    }
+
+    #[test]
+    fn a_failed_sync_fails_every_later_one() {
+        let d = tmpdir("latch");
+        let path = d.0.join("vol.img");
+        let f = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        f.set_len(1 << 20).unwrap();
+        let b = Backend::new(
+            Box::new(FailsOnce(f, AtomicBool::new(true))),
+            1 << 20,
+            false,
+        );
+        b.write(0, &[1; 4096], false).unwrap();
+        assert_eq!(b.sync(), Err(Status::Io));
+        // The store would report success now: the backend does not.
+        assert_eq!(b.sync(), Err(Status::Io));
+        assert_eq!(b.write(0, &[2; 4096], true), Err(Status::Io));
+        assert_eq!(b.zero(0, 4096, true, false), Err(Status::Io));
+        // What needs no sync still works.
+        b.write(8192, &[3; 4096], false).unwrap();
+        let mut r = [0u8; 4096];
+        b.read(8192, &mut r).unwrap();
+        assert_eq!(r, [3; 4096]);
     }
 }

@@ -665,8 +665,8 @@ impl<'c> Transmission<'c> {
                         return;
                     }
                     Forward::Flush => (Request::new(Op::Flush, 0, 0, false, false), None),
-                    Forward::Trim { offset, len, .. } => {
-                        (Request::new(Op::Trim, offset, len, false, false), None)
+                    Forward::Trim { offset, len, fua } => {
+                        (Request::new(Op::Trim, offset, len, fua, false), None)
                     }
                     Forward::Zero {
                         offset,

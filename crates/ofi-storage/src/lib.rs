@@ -23,6 +23,8 @@ pub mod wire;
 #[cfg(feature = "fabric")]
 pub mod backend;
 #[cfg(feature = "fabric")]
+mod backlog;
+#[cfg(feature = "fabric")]
 pub mod control;
 #[cfg(feature = "fabric")]
 pub mod gateway;

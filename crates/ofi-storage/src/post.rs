@@ -47,14 +47,16 @@ pub(crate) struct Flushed {
     pub sent: bool,
     /// At least one message was refused (its capsules are dropped).
     pub dropped: bool,
-    /// The provider pushed back (FI_EAGAIN): the rest stays queued.
+    /// The provider pushed back (FI_EAGAIN): what it did not take stays
+    /// queued.
     pub again: bool,
 }
 
 /// Sends the queued capsules, those in a row for the same peer in one
-/// message, until the queue is empty or the provider pushes back. A
-/// message the provider refuses otherwise goes to `refused` with the
-/// error, and its capsules leave the queue.
+/// message. A peer the provider pushes back for (FI_EAGAIN) keeps its
+/// capsules queued, in order, and holds up no other peer's. A message the
+/// provider refuses otherwise goes to `refused` with the error, and its
+/// capsules leave the queue.
 pub(crate) fn flush(
     ch: &Channel,
     outbox: &mut VecDeque<(Addr, [u8; CAPSULE_LEN])>,
@@ -62,7 +64,14 @@ pub(crate) fn flush(
 ) -> Flushed {
     let mut f = Flushed::default();
     let mut b = Batch::default();
+    // Peers pushed back for in this call, and their capsules (in order).
+    let mut blocked: Vec<Addr> = Vec::new();
+    let mut kept: VecDeque<(Addr, [u8; CAPSULE_LEN])> = VecDeque::new();
     while let Some(&(addr, _)) = outbox.front() {
+        if blocked.contains(&addr) {
+            kept.extend(outbox.pop_front());
+            continue;
+        }
         b.clear();
         for (a, c) in outbox.iter() {
             if *a != addr || !b.push(c) {
@@ -73,7 +82,9 @@ pub(crate) fn flush(
             Ok(()) => f.sent = true,
             Err(e) if e.is_again() => {
                 f.again = true;
-                return f;
+                blocked.push(addr);
+                kept.extend(outbox.drain(..b.count()));
+                continue;
             }
             Err(e) => {
                 f.dropped = true;
@@ -81,6 +92,9 @@ pub(crate) fn flush(
             }
         }
         outbox.drain(..b.count());
+    }
+    if !kept.is_empty() {
+        *outbox = kept;
     }
     f
 }

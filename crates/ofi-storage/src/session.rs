@@ -194,6 +194,9 @@ impl Link {
 struct Inflight {
     user: u64,
     region: Option<Region>,
+    /// A TRIM with FUA: a FLUSH follows it, and answers for both (the
+    /// capsule protocol has no FUA on TRIM; the flush makes it durable).
+    then_flush: bool,
 }
 
 /// One session: the protocol core, the receives kept posted, the requests
@@ -452,6 +455,7 @@ impl<'c> Session<'c> {
             };
             let tag = self.next_tag;
             self.next_tag += 1;
+            let then_flush = req.op == Op::Trim && req.fua;
             match self.core.submit(&req, tag, now) {
                 Ok(c) => {
                     self.outbox.push_back((self.peer, c));
@@ -460,6 +464,7 @@ impl<'c> Session<'c> {
                         Inflight {
                             user: s.user,
                             region,
+                            then_flush,
                         },
                     );
                 }
@@ -490,6 +495,15 @@ impl<'c> Session<'c> {
                     let Some(f) = self.inflight.remove(&tag) else {
                         continue;
                     };
+                    if f.then_flush && status == Status::Ok {
+                        // Next to start: the TRIM's answer is the FLUSH's.
+                        self.pending.push_front(Submit {
+                            req: Request::new(Op::Flush, 0, 0, false, false),
+                            user: f.user,
+                            buf: None,
+                        });
+                        continue;
+                    }
                     match f.region {
                         Some(r) => self.retiring.push((f.user, status, r)),
                         None => done(Completion {

@@ -11,6 +11,7 @@
 //! receives, and treats its shutdown or failure as the initiator's death.
 
 use crate::backend::Backend;
+use crate::backlog::Backlog;
 use crate::control;
 use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
 use crate::net::{EpKind, NetOptions};
@@ -84,6 +85,75 @@ const RECVS_PER_CONN: usize = 64;
 /// Longest time between two looks at the control sockets while busy.
 const CONTROL_EVERY: Duration = Duration::from_millis(5);
 
+/// Longest an RMA waits for the provider to take it (FI_EAGAIN each
+/// time) before its command fails with a transfer error: as long as an
+/// initiator waits for an answer by default, so the path to that peer is
+/// stuck rather than busy.
+const RMA_PATIENCE: Duration = Duration::from_secs(30);
+
+/// An RMA of a command: ready to post, or waiting to be after FI_EAGAIN.
+#[derive(Debug)]
+struct Rma {
+    op: OpId,
+    slot: u32,
+    /// Reads the initiator's buffer (a WRITE's data) rather than writes it.
+    read: bool,
+    dest: Addr,
+    addr: u64,
+    key: u64,
+    buf: Vec<u8>,
+}
+
+/// What posting an [`Rma`] did.
+enum Posting<'ch> {
+    /// It runs: (command, slot, peer, handle).
+    Running(Running<'ch>),
+    /// The provider pushed back (FI_EAGAIN): try again later.
+    Again(Rma),
+    /// Refused for good.
+    Failed(Rma, ofi::Error),
+}
+
+/// An RMA in flight: its command, staging slot, peer and handle.
+type Running<'ch> = (OpId, u32, Addr, Op<'ch, Vec<u8>>);
+
+fn post_rma(ch: &Channel, r: Rma) -> Posting<'_> {
+    let Rma {
+        op,
+        slot,
+        read,
+        dest,
+        addr,
+        key,
+        buf,
+    } = r;
+    let posted = if read {
+        ch.read(buf, dest, addr, key)
+    } else {
+        ch.write(buf, dest, addr, key)
+    };
+    match posted {
+        Ok(h) => Posting::Running((op, slot, dest, h)),
+        Err(e) => {
+            let again = e.error.is_again();
+            let r = Rma {
+                op,
+                slot,
+                read,
+                dest,
+                addr,
+                key,
+                buf: e.buf,
+            };
+            if again {
+                Posting::Again(r)
+            } else {
+                Posting::Failed(r, e.error)
+            }
+        }
+    }
+}
+
 /// A connection's token (it ties a CONNECT to its control connection,
 /// where a channel without FI_SOURCE has nothing else to go by), from the
 /// system's random source: a guessable one would let another host's
@@ -100,6 +170,13 @@ impl Target {
     pub fn bind(path: &Path, opts: &TargetOptions) -> Result<Target, String> {
         let backend = Backend::open(path, opts.size, opts.read_only)
             .map_err(|e| format!("{}: {e}", path.display()))?;
+        Target::with_backend(backend, opts)
+    }
+
+    /// Serves `backend` (`opts.size` and `opts.read_only` are the
+    /// backend's business here): opens the fabric channel and the control
+    /// listener.
+    pub fn with_backend(backend: Backend, opts: &TargetOptions) -> Result<Target, String> {
         let (ch, listener) = match opts.net.ep {
             EpKind::Rdm => {
                 let info = opts.net.offer().map_err(|e| format!("fabric offer: {e}"))?;
@@ -124,8 +201,6 @@ impl Target {
             }
         };
         let mut cfg = opts.config;
-        // The fabric places a write's data before a later send's message.
-        cfg.ordered_reads |= ch.info().tx_attr.msg_order & ofi::consts::order::FI_ORDER_SAW != 0;
         cfg.size = backend.size();
         cfg.read_only = backend.read_only();
         if cfg.read_only {
@@ -185,6 +260,7 @@ impl Target {
             core,
             stop,
         } = &mut self;
+        let cfg = *core.config();
         Driver {
             ch,
             listener: listener.as_ref(),
@@ -201,6 +277,10 @@ impl Target {
             sources: listener.is_none() || ch.info().caps & ofi::consts::FI_SOURCE != 0,
             recvs: Vec::new(),
             closing: Vec::new(),
+            slots: (0..cfg.slots)
+                .map(|_| Some(Vec::with_capacity(cfg.max_io as usize)))
+                .collect(),
+            backlog: Backlog::new(cfg.slots as usize),
         }
         .run()
     }
@@ -229,15 +309,17 @@ struct Driver<'a> {
     recvs: Vec<(Option<Addr>, Op<'a, Vec<u8>>)>,
     /// MSG connections to close once no RMA of theirs runs any more.
     closing: Vec<Addr>,
+    /// Staging buffers (None while an RMA or the backlog holds one).
+    slots: Vec<Option<Vec<u8>>>,
+    /// RMAs the provider pushed back, retried in order per initiator
+    /// (each holds a staging slot: at most `slots` of them).
+    backlog: Backlog<PeerId, (PeerId, Rma)>,
 }
 
 impl<'a> Driver<'a> {
     fn run(mut self) -> Result<(), String> {
         let ch = self.ch;
         let cfg = *self.core.config();
-        let mut slots: Vec<Option<Vec<u8>>> = (0..cfg.slots)
-            .map(|_| Some(Vec::with_capacity(cfg.max_io as usize)))
-            .collect();
         if self.listener.is_some() {
             for _ in 0..RECVS {
                 self.recvs.push((
@@ -247,7 +329,7 @@ impl<'a> Driver<'a> {
                 ));
             }
         }
-        let mut rmas: Vec<(OpId, u32, Addr, Op<'a, Vec<u8>>)> = Vec::new();
+        let mut rmas: Vec<Running<'a>> = Vec::new();
         let mut stopping_since: Option<Instant> = None;
         // The control sockets are read when a sleep saw them readable, and
         // at least every CONTROL_EVERY while busy: an accept or read that
@@ -304,12 +386,12 @@ impl<'a> Driver<'a> {
                 let (op, slot, _, _) = rmas.swap_remove(i);
                 let r = match res {
                     Ok(d) => {
-                        slots[slot as usize] = Some(d.buf);
+                        self.slots[slot as usize] = Some(d.buf);
                         Ok(())
                     }
                     Err(e) => {
                         warn!("target: RMA failed: {}", e.error);
-                        slots[slot as usize] = Some(
+                        self.slots[slot as usize] = Some(
                             e.buf
                                 .unwrap_or_else(|| Vec::with_capacity(cfg.max_io as usize)),
                         );
@@ -321,6 +403,10 @@ impl<'a> Driver<'a> {
             // The pass's RMA leaves in one system call with the completion
             // capsules that `flush` sends behind it (FI_MORE until then).
             let batch = ch.batch();
+            // RMAs the provider pushed back go first, in order.
+            if !self.backlog.is_empty() {
+                work |= self.retry_rmas(&mut rmas);
+            }
             while let Some(a) = self.core.poll_action() {
                 work = true;
                 match a {
@@ -341,13 +427,14 @@ impl<'a> Driver<'a> {
                         key,
                     } => {
                         let read = matches!(a, Action::RmaRead { .. });
-                        let Some(mut buf) = slots.get_mut(slot as usize).and_then(Option::take)
+                        let Some(mut buf) =
+                            self.slots.get_mut(slot as usize).and_then(Option::take)
                         else {
                             self.core.rma_done(op, Err(ofi::errno::FI_EINVAL));
                             continue;
                         };
                         let Some(dest) = self.peers.get(&peer).and_then(|p| p.addr) else {
-                            slots[slot as usize] = Some(buf);
+                            self.slots[slot as usize] = Some(buf);
                             self.core.rma_done(op, Err(ofi::errno::FI_ENOTCONN));
                             continue;
                         };
@@ -356,23 +443,28 @@ impl<'a> Driver<'a> {
                         } else {
                             buf.truncate(len as usize);
                         }
-                        let posted = if read {
-                            ch.read(buf, dest, addr, key)
-                        } else {
-                            ch.write(buf, dest, addr, key)
+                        let r = Rma {
+                            op,
+                            slot,
+                            read,
+                            dest,
+                            addr,
+                            key,
+                            buf,
                         };
-                        match posted {
-                            Ok(h) => rmas.push((op, slot, dest, h)),
-                            Err(e) => {
-                                warn!("target: posting RMA: {}", e.error);
-                                let code = e.error.code();
-                                slots[slot as usize] = Some(e.buf);
-                                self.core.rma_done(op, Err(code));
-                            }
+                        // Behind what waits for the same initiator.
+                        if self.backlog.holds(peer) {
+                            self.defer(peer, r);
+                            continue;
+                        }
+                        match post_rma(ch, r) {
+                            Posting::Running(h) => rmas.push(h),
+                            Posting::Again(r) => self.defer(peer, r),
+                            Posting::Failed(r, e) => self.rma_failed(r, &e),
                         }
                     }
                     Action::Io { op, io } => {
-                        let r = self.io(io, &mut slots);
+                        let r = self.io(io);
                         self.core.io_done(op, r);
                     }
                     Action::Send { peer, capsule } => self.send(peer, capsule),
@@ -398,8 +490,14 @@ impl<'a> Driver<'a> {
                     busy
                 });
             }
+            if !self.backlog.is_empty() {
+                self.expire_rmas();
+            }
             if let Some(t) = stopping_since {
-                let quiet = self.core.running() == 0 && self.outbox.is_empty() && rmas.is_empty();
+                let quiet = self.core.running() == 0
+                    && self.outbox.is_empty()
+                    && rmas.is_empty()
+                    && self.backlog.is_empty();
                 if quiet || t.elapsed() > Duration::from_secs(10) {
                     break;
                 }
@@ -423,7 +521,7 @@ impl<'a> Driver<'a> {
                 )
                 .map(|fd| (fd, PollFlags::IN))
                 .collect();
-            let t = if rmas.is_empty() && self.outbox.is_empty() {
+            let t = if rmas.is_empty() && self.outbox.is_empty() && self.backlog.is_empty() {
                 Duration::from_millis(200)
             } else {
                 Duration::from_millis(1)
@@ -445,8 +543,9 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
-    fn io(&self, io: Io, slots: &mut [Option<Vec<u8>>]) -> Result<(), Status> {
+    fn io(&mut self, io: Io) -> Result<(), Status> {
         let b = self.backend;
+        let slots = &mut self.slots;
         match io {
             Io::Read { slot, offset, len } => {
                 let buf = slots
@@ -477,6 +576,60 @@ impl<'a> Driver<'a> {
                 fua,
                 may_trim,
             } => b.zero(offset, len, fua, may_trim),
+        }
+    }
+
+    /// Keeps an RMA the provider pushed back for a later pass.
+    fn defer(&mut self, peer: PeerId, r: Rma) {
+        if let Err((_, r)) = self.backlog.push(peer, (peer, r), Instant::now()) {
+            // Each entry holds a staging slot: the backlog cannot fill.
+            let e = ofi::Error::new(ofi::errno::FI_EAGAIN, "the RMA backlog is full");
+            self.rma_failed(r, &e);
+        }
+        debug_assert!(self.backlog.len() <= self.slots.len());
+    }
+
+    /// Posts the RMAs the provider pushed back, oldest first (an
+    /// initiator's stay in order; one still refused holds up no other).
+    /// True if any left the backlog.
+    fn retry_rmas(&mut self, rmas: &mut Vec<Running<'a>>) -> bool {
+        let ch = self.ch;
+        let mut failed = Vec::new();
+        let moved = self.backlog.retry(|_, (peer, r)| match post_rma(ch, r) {
+            Posting::Running(h) => {
+                rmas.push(h);
+                None
+            }
+            Posting::Again(r) => Some((peer, r)),
+            Posting::Failed(r, e) => {
+                failed.push((r, e));
+                None
+            }
+        });
+        for (r, e) in failed {
+            self.rma_failed(r, &e);
+        }
+        moved
+    }
+
+    /// An RMA that could not be posted: its slot comes back, its command
+    /// fails.
+    fn rma_failed(&mut self, r: Rma, e: &ofi::Error) {
+        warn!("target: posting RMA: {e}");
+        self.slots[r.slot as usize] = Some(r.buf);
+        self.core.rma_done(r.op, Err(e.code()));
+    }
+
+    /// Fails the RMAs that have waited past [`RMA_PATIENCE`]: the provider
+    /// refused them all that time, the path to the peer is stuck.
+    fn expire_rmas(&mut self) {
+        for (peer, (_, r)) in self.backlog.expired(Instant::now(), RMA_PATIENCE) {
+            warn!(
+                "target: initiator {}: the fabric took no RMA to it for {RMA_PATIENCE:?}",
+                peer.0
+            );
+            self.slots[r.slot as usize] = Some(r.buf);
+            self.core.rma_done(r.op, Err(ofi::errno::FI_EAGAIN));
         }
     }
 
@@ -760,8 +913,26 @@ impl<'a> Driver<'a> {
     /// Drops what routes to `peer`; `all`: the peer itself too.
     fn forget(&mut self, peer: PeerId, all: bool) {
         // What is queued for the peer (a REFUSE, last completions) goes
-        // before its control connection closes.
+        // before its control connection closes, if the provider takes it
+        // now; what it does not take is dropped with the peer.
         self.flush();
+        // Its RMAs still waiting for the provider end here (its commands
+        // are orphans: nobody hears of them).
+        for (_, r) in self.backlog.remove(peer) {
+            self.slots[r.slot as usize] = Some(r.buf);
+            self.core.rma_done(r.op, Err(ofi::errno::FI_ECONNABORTED));
+        }
+        // (Unless another initiator has the same address: one at an
+        // address a gone one used.)
+        if let Some(a) = self.peers.get(&peer).and_then(|p| p.addr) {
+            if !self
+                .peers
+                .iter()
+                .any(|(id, p)| *id != peer && p.addr == Some(a))
+            {
+                self.outbox.retain(|(to, _)| *to != a);
+            }
+        }
         if let Some(p) = self.peers.get_mut(&peer) {
             if let Some(s) = p.ctl.take() {
                 let _ = s.shutdown(Shutdown::Both);

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 pub struct Request {
     /// What to do.
     pub op: Op,
-    /// Force unit access (WRITE, WRITE_ZEROES).
+    /// Force unit access (WRITE, WRITE_ZEROES; on a TRIM the capsule has
+    /// no FUA, and the session driver follows it with a FLUSH instead).
     pub fua: bool,
     /// WRITE_ZEROES must not deallocate.
     pub no_hole: bool,

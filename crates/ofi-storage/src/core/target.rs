@@ -152,14 +152,6 @@ pub struct TargetConfig {
     pub max_queue_depth: u32,
     /// Features announced besides READ_ONLY (FLUSH, FUA, TRIM, ZEROES).
     pub features: u32,
-    /// The fabric places an RMA write's data at the initiator before it
-    /// delivers a message posted after it to the same peer (FI_ORDER_SAW):
-    /// a READ's completion then goes out right behind its
-    /// [`Action::RmaWrite`] instead of after the write's completion, which
-    /// saves the initiator and the target one wake-up each per READ. The
-    /// slot stays busy until [`TargetCore::rma_done`]; should the write
-    /// fail after all, the session is dropped (its answer already went).
-    pub ordered_reads: bool,
 }
 
 impl Default for TargetConfig {
@@ -173,7 +165,6 @@ impl Default for TargetConfig {
             credits: 1024,
             max_queue_depth: 128,
             features: feature::FLUSH | feature::FUA | feature::TRIM | feature::ZEROES,
-            ordered_reads: false,
         }
     }
 }
@@ -206,8 +197,6 @@ enum Stage {
     Store,
     Load,
     Push,
-    /// Answered already (ordered reads); the RMA write still runs.
-    Pushed,
     Other,
 }
 
@@ -565,20 +554,10 @@ impl TargetCore {
                     },
                 });
             }
+            // A READ is answered only once its data is in the initiator's
+            // buffer: the write's completion (delivery complete) says so.
             (Stage::Push, Ok(())) => self.finish(op.0, Some(Status::Ok)),
             (Stage::Pull | Stage::Push, Err(_)) => self.finish(op.0, Some(Status::Transfer)),
-            (Stage::Pushed, Ok(())) => self.finish(op.0, None),
-            (Stage::Pushed, Err(e)) => {
-                let peer = r.peer;
-                self.finish(op.0, None);
-                self.violation(
-                    peer,
-                    format!(
-                        "the data of an answered READ (command {}) did not reach it (fabric error {e})",
-                        c.cid
-                    ),
-                );
-            }
             _ => {}
         }
     }
@@ -595,8 +574,7 @@ impl TargetCore {
             (Stage::Load, Ok(())) => {
                 let (c, peer) = (r.cmd, r.peer);
                 let Some(slot) = r.slot else { return };
-                let ordered = self.cfg.ordered_reads;
-                r.stage = if ordered { Stage::Pushed } else { Stage::Push };
+                r.stage = Stage::Push;
                 self.actions.push_back(Action::RmaWrite {
                     op,
                     peer,
@@ -605,10 +583,6 @@ impl TargetCore {
                     addr: c.addr,
                     key: c.key,
                 });
-                if ordered {
-                    // Behind the write on the same ordered path.
-                    self.complete(peer, c, Status::Ok);
-                }
             }
             (Stage::Load | Stage::Store | Stage::Other, res) => {
                 self.finish(op.0, Some(res.err().unwrap_or(Status::Ok)))
