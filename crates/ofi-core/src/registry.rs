@@ -290,8 +290,8 @@ pub fn getinfo(
         let before = out.len();
         for mut offer in offers {
             // The core runs collectives over tagged messages: every RDM
-            // offer with them offers FI_COLLECTIVE.
-            crate::coll::offer::add(&mut offer);
+            // offer with them offers FI_COLLECTIVE to who asks.
+            crate::coll::offer::add(&mut offer, hints);
             // FI_PROVIDER=tcp;ofi_rxm names tcp's RDM offers only.
             if env_filter
                 .as_ref()

@@ -441,7 +441,10 @@ mod tests {
 
     #[test]
     fn abort_golden_bytes() {
-        let a = Abort { rank: 2, errno: 104 };
+        let a = Abort {
+            rank: 2,
+            errno: 104,
+        };
         let b = [0x02, 0, 0, 0, 0x68, 0, 0, 0];
         assert_eq!(a.to_bytes(), b);
         assert_eq!(Abort::parse(&b).unwrap(), a);

@@ -5,9 +5,9 @@
 //! collective's frame; bit 63 of the tag is the collectives'.
 #![allow(unsafe_code)]
 
+use ofi::consts::atomic_op::*;
 use ofi::consts::coll_op::*;
 use ofi::consts::datatype::*;
-use ofi::consts::atomic_op::*;
 use ofi::consts::*;
 use ofi::errno;
 use ofi::{
@@ -35,10 +35,32 @@ fn ctx(i: usize, k: usize) -> usize {
     0x1000 * (i + 1) + k
 }
 
+/// The offer asked for again with FI_COLLECTIVE in the hints (the core
+/// offers collectives to applications that ask, as libfabric does): every
+/// RDM offer with tagged sends and receives must give one.
+fn with_collectives(info: &Info) -> Result<Info, Skip> {
+    require(info, FI_TAGGED | FI_SEND | FI_RECV)?;
+    require_rdm(info, "collectives run on RDM endpoints")?;
+    assert_eq!(
+        info.caps & FI_COLLECTIVE,
+        0,
+        "FI_COLLECTIVE offered to hints that did not ask for it"
+    );
+    let mut h = info.clone();
+    h.caps |= FI_COLLECTIVE;
+    let got = ofi::getinfo(FI_VERSION_CURRENT, None, None, 0, Some(&h))
+        .unwrap_or_else(|e| panic!("getinfo with FI_COLLECTIVE: {e}"));
+    let o = got
+        .into_iter()
+        .find(|o| o.caps & FI_COLLECTIVE != 0)
+        .expect("an offer with FI_COLLECTIVE");
+    assert_eq!(o.provider(), info.provider());
+    Ok(o)
+}
+
 impl Members {
     fn open(info: &Info, n: usize) -> Result<Members, Skip> {
-        require(info, FI_COLLECTIVE | FI_TAGGED)?;
-        require_rdm(info, "collectives run on RDM endpoints")?;
+        let info = &with_collectives(info)?;
         let (fabric, domain, av) = open_domain(info);
         let av = av.expect("RDM offers have an AV");
         let mut m = Members {
@@ -84,7 +106,10 @@ impl Members {
         let deadline = Instant::now() + TIMEOUT;
         let mut done = vec![false; who.len()];
         while !done.iter().all(|d| *d) {
-            assert!(Instant::now() < deadline, "joins did not complete: {done:?}");
+            assert!(
+                Instant::now() < deadline,
+                "joins did not complete: {done:?}"
+            );
             for (k, &i) in who.iter().enumerate() {
                 if done[k] {
                     continue;

@@ -15,8 +15,8 @@ use crate::object::CollOp;
 use crate::provider::{EndpointOps, Progress, RecvOp, SendOp};
 use crate::util::atomic::{self, AtomicKind};
 use crate::util::av::AvCore;
-use crate::util::cq::{CqErrEntry, CqTaggedEntry};
 use crate::util::cq::CqCore;
+use crate::util::cq::{CqErrEntry, CqTaggedEntry};
 use crate::util::eq::{EqCore, EqError, EqEvent};
 use crate::util::hash::IdMap;
 use crate::util::iov::IoVec;
@@ -128,7 +128,6 @@ pub(crate) struct CollEp {
     ops: Arc<dyn EndpointOps>,
     av: Arc<AvCore>,
     tx_cq: Arc<CqCore>,
-    rx_cq: Arc<CqCore>,
     eq: Arc<EqCore>,
     /// The endpoint's context in its EQ events (0: none given).
     ep_fid: usize,
@@ -153,7 +152,6 @@ pub(crate) struct Bound {
     pub(crate) ops: Arc<dyn EndpointOps>,
     pub(crate) av: Arc<AvCore>,
     pub(crate) tx_cq: Arc<CqCore>,
-    pub(crate) rx_cq: Arc<CqCore>,
     pub(crate) eq: Arc<EqCore>,
     pub(crate) ep_fid: usize,
     pub(crate) inject_size: usize,
@@ -169,8 +167,9 @@ fn app_error(e: &CollError) -> Error {
 }
 
 impl CollEp {
-    /// The layer of an enabled endpoint: installs its taps and progress on
-    /// the endpoint's queues and posts its receive buffers.
+    /// The layer of an enabled endpoint, not yet started
+    /// ([`begin`](Self::begin)). The endpoint's relays ([`super::relay`])
+    /// hand it its completions and drive it.
     pub(crate) fn start(b: Bound) -> Result<Arc<CollEp>> {
         let limits = Limits {
             message_max: MESSAGE_MAX,
@@ -188,7 +187,6 @@ impl CollEp {
             ops: b.ops,
             av: b.av,
             tx_cq: b.tx_cq,
-            rx_cq: b.rx_cq,
             eq: b.eq,
             ep_fid: b.ep_fid,
             inject_size: b.inject_size,
@@ -198,35 +196,24 @@ impl CollEp {
             work: AtomicBool::new(false),
             st: Mutex::new(st),
         });
-        let tap: Arc<dyn CqTap> = c.clone();
-        c.tx_cq.taps().add(tap.clone());
-        if !Arc::ptr_eq(&c.tx_cq, &c.rx_cq) {
-            c.rx_cq.taps().add(tap);
-        }
-        let watch: Arc<dyn EqWatch> = c.clone();
-        c.eq.watchers().add(watch);
-        let prog: Arc<dyn Progress> = c.clone();
-        let attached = c
-            .tx_cq
-            .attach(prog.clone())
-            .and_then(|_| c.rx_cq.attach(prog.clone()))
-            .and_then(|_| c.eq.attach(prog));
-        if let Err(e) = attached {
-            c.shutdown();
-            return Err(e);
-        }
-        {
-            let mut st = lock(&c.st);
-            for i in 0..RX_BUFS {
-                c.post_rx(&mut st, i);
-            }
-        }
         Ok(c)
     }
 
-    /// Takes the layer off the endpoint (it is closing): its taps and
-    /// progress leave the queues and its receives are canceled. Running
-    /// operations fail with `FI_ECANCELED`.
+    /// Starts the layer made by [`start`](Self::start) once the relays see
+    /// it (its receives may complete at once): watches the event queue and
+    /// posts the frame buffers.
+    pub(crate) fn begin(self: &Arc<Self>) {
+        let watch: Arc<dyn EqWatch> = self.clone();
+        self.eq.watchers().add(watch);
+        let mut st = lock(&self.st);
+        for i in 0..RX_BUFS {
+            self.post_rx(&mut st, i);
+        }
+    }
+
+    /// Takes the layer off the endpoint (it is closing): it stops watching
+    /// the event queue and its receives are canceled. Running operations
+    /// fail with `FI_ECANCELED`.
     pub(crate) fn shutdown(self: &Arc<Self>) {
         let mut st = lock(&self.st);
         if st.shut {
@@ -246,15 +233,8 @@ impl CollEp {
             }
         }
         drop(st);
-        let tap: Arc<dyn CqTap> = self.clone();
-        self.tx_cq.taps().remove(&tap);
-        self.rx_cq.taps().remove(&tap);
         let watch: Arc<dyn EqWatch> = self.clone();
         self.eq.watchers().remove(&watch);
-        let prog: Arc<dyn Progress> = self.clone();
-        self.tx_cq.detach(&prog);
-        self.rx_cq.detach(&prog);
-        self.eq.detach(&prog);
     }
 
     /// The endpoint's address vector.
@@ -523,7 +503,11 @@ impl CollEp {
             },
             _ => Op::Gather { root, data: input },
         };
-        let result_at = if op.coll == FI_BROADCAST { op.buf } else { op.result };
+        let result_at = if op.coll == FI_BROADCAST {
+            op.buf
+        } else {
+            op.result
+        };
         let token = st.next_token;
         st.next_token += 1;
         let g = st.groups.get_mut(&op.coll_addr).expect("checked above");

@@ -1,8 +1,16 @@
 //! The line between an application's tags and the collectives' on an
 //! endpoint opened with FI_COLLECTIVE (see the [module](super) docs):
-//! bit 63 is the collectives'.
+//! bit 63 is the collectives'. `Guarded` draws it: the core puts it
+//! between such an endpoint's calls and its provider, so endpoints opened
+//! without FI_COLLECTIVE run no check at all.
+// Guarded forwards the provider's unsafe post calls under their contracts.
+#![allow(unsafe_code)]
 
 use crate::error::{Error, Result};
+use crate::provider::{AtomicOp, EndpointOps, EpBindings, McOps, Progress, RecvOp, RmaOp, SendOp};
+use crate::util::atomic::AtomicKind;
+use std::os::fd::RawFd;
+use std::sync::Arc;
 
 /// The tag of every collective frame: bit 63 (the rest is 0).
 pub const COLL_TAG: u64 = 1 << 63;
@@ -40,6 +48,104 @@ fn reserved(tag: u64) -> Error {
     Error::inval(format!(
         "tag {tag:#x}: bit 63 is reserved for collectives on an endpoint opened with FI_COLLECTIVE"
     ))
+}
+
+/// A provider's endpoint with the application's tagged sends and receives
+/// kept off bit 63 ([`send`], [`recv`]); everything else passes through.
+/// The collective layer posts its own frames on the provider's endpoint
+/// itself, past the guard.
+pub(crate) struct Guarded {
+    inner: Arc<dyn EndpointOps>,
+}
+
+impl Guarded {
+    /// Guards `inner`.
+    pub(crate) fn new(inner: Arc<dyn EndpointOps>) -> Guarded {
+        Guarded { inner }
+    }
+}
+
+impl Progress for Guarded {
+    fn progress(&self) {
+        self.inner.progress()
+    }
+    fn arm(&self) -> bool {
+        self.inner.arm()
+    }
+    fn disarm(&self) {
+        self.inner.disarm()
+    }
+    fn wait_fd(&self) -> Option<RawFd> {
+        self.inner.wait_fd()
+    }
+}
+
+impl EndpointOps for Guarded {
+    fn enable(&self, bindings: EpBindings) -> Result<()> {
+        self.inner.enable(bindings)
+    }
+    fn getname(&self) -> Result<Vec<u8>> {
+        self.inner.getname()
+    }
+    fn setname(&self, addr: &[u8]) -> Result<()> {
+        self.inner.setname(addr)
+    }
+    unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
+        if op.tagged {
+            send(op.tag)?;
+        }
+        // SAFETY: this fn's contract is the provider's `post_send` contract.
+        unsafe { self.inner.post_send(op) }
+    }
+    unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
+        if !op.tagged {
+            // SAFETY: this fn's contract is the provider's `post_recv` contract.
+            return unsafe { self.inner.post_recv(op) };
+        }
+        let (tag, ignore) = recv(op.tag, op.ignore)?;
+        let op = RecvOp { tag, ignore, ..*op };
+        // SAFETY: the same memory as the caller's operation, under this
+        // fn's contract, which is the provider's `post_recv` contract.
+        unsafe { self.inner.post_recv(&op) }
+    }
+    unsafe fn post_rma(&self, op: &RmaOp<'_>) -> Result<()> {
+        // SAFETY: this fn's contract is the provider's `post_rma` contract.
+        unsafe { self.inner.post_rma(op) }
+    }
+    unsafe fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        // SAFETY: this fn's contract is the provider's `post_atomic` contract.
+        unsafe { self.inner.post_atomic(op) }
+    }
+    fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
+        self.inner.query_atomic(kind, op, datatype)
+    }
+    fn cancel(&self, context: usize) -> Result<()> {
+        self.inner.cancel(context)
+    }
+    fn setopt(&self, name: i32, value: usize) -> Result<()> {
+        self.inner.setopt(name, value)
+    }
+    fn getopt(&self, name: i32) -> Result<usize> {
+        self.inner.getopt(name)
+    }
+    fn close(&self) {
+        self.inner.close()
+    }
+    fn connect(&self, addr: &[u8], param: &[u8]) -> Result<()> {
+        self.inner.connect(addr, param)
+    }
+    fn accept(&self, param: &[u8]) -> Result<()> {
+        self.inner.accept(param)
+    }
+    fn shutdown(&self, flags: u64) -> Result<()> {
+        self.inner.shutdown(flags)
+    }
+    fn getpeer(&self) -> Result<Vec<u8>> {
+        self.inner.getpeer()
+    }
+    fn join(&self, addr: &[u8], flags: u64) -> Result<Box<dyn McOps>> {
+        self.inner.join(addr, flags)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,12 @@
 //! operations and `fi_query_collective` on the raw layer's objects
 //! ([`crate::object::CollOp`]).
 //!
+//! **Only for who asks.** An offer carries FI_COLLECTIVE when the hints
+//! ask for it ([`offer`]); an endpoint opened with it gets the collective
+//! side (`relay::CollSide`) between it and its provider. Endpoints opened
+//! without it call their provider directly, with all 64 tag bits and not
+//! one instruction more per operation.
+//!
 //! **A tag space applications cannot reach.** The frames of a collective
 //! travel as tagged messages whose tag has bit 63 set ([`guard::COLL_TAG`]),
 //! on the application's own endpoint, in the same tagged queue as its
@@ -13,35 +19,38 @@
 //! application's receive with every ignore bit set matches any tag, a
 //! collective frame's included, and an application's send could land in
 //! a collective's receive. So on an endpoint opened with FI_COLLECTIVE
-//! the core keeps bit 63 on both sides of the line ([`guard`]), in the
-//! one place every application receive and send passes (the raw layer's
-//! calls, which the C ABI, the safe and async layers and triggered
-//! operations go through): a receive's ignore mask never covers bit 63
-//! (an ignore with bit 63 set has it cleared, and the receive's tag bit 63
-//! with it: a wildcard receive still takes every application message and
-//! no collective frame); a receive or send whose tag sets bit 63 without
-//! ignoring it is refused (`FI_EINVAL`). The collectives' own receives
-//! match bit 63 exactly, so they never take an application message. Such
-//! an endpoint's applications have 63 tag bits; endpoints opened without
-//! FI_COLLECTIVE keep all 64 and pay nothing.
+//! the core keeps bit 63 on both sides of the line (`guard::Guarded`,
+//! the provider's endpoint as every application call reaches it: the raw
+//! layer, the C ABI, the safe and async layers, triggered operations): a
+//! receive's ignore mask never covers bit 63 (an ignore with bit 63 set
+//! has it cleared, and the receive's tag bit 63 with it: a wildcard
+//! receive still takes every application message and no collective
+//! frame); a receive or send whose tag sets bit 63 without ignoring it is
+//! refused (`FI_EINVAL`). The collectives' own receives match bit 63
+//! exactly, so they never take an application message. Such an
+//! endpoint's applications have 63 tag bits.
 //!
 //! **Completions the application never sees.** The collectives' sends and
 //! receives are the endpoint's operations, so the provider completes them
-//! into the application's queues. Their contexts are addresses inside a
-//! block the collective layer owns and never hands out, which no
-//! application context (its own memory, or a small number) can be; the
-//! completion queues offer every entry to their taps first
-//! ([`crate::util::tap`]) and the layer takes those entries. The
-//! provider's counters do count them (a counter has no context to tell
-//! them apart by): an application that counts sends on an endpoint that
-//! runs collectives sees the collectives' frames counted too.
+//! with the application's. On an endpoint opened with FI_COLLECTIVE the
+//! provider completes into relay queues (`relay`), one per application
+//! queue; reading or waiting on the application's queue drives the
+//! relays, which hand the layer the entries whose contexts are addresses
+//! inside a block it owns and never hands out (no application context,
+//! its own memory or a small number, can be one) and pass the others on
+//! in order. The provider's counters do count the collectives' frames (a
+//! counter has no context to tell them apart by): an application that
+//! counts sends on an endpoint that runs collectives sees them counted.
 //!
-//! **Progress.** The layer is a progress source of the endpoint's
-//! completion queues and event queue, after the endpoint: reading either
-//! (or waiting on it) drives the provider, whose completions the taps
-//! record, then the collectives, which post the next frames and write the
-//! operations' completions (the caller's context, `FI_COLLECTIVE`) into the
-//! transmit queue and FI_JOIN_COMPLETE into the event queue.
+//! **Progress.** The relays are progress sources of the application's
+//! completion queues and of the endpoint's event queue, after the
+//! provider's endpoint: reading either (or waiting on it) drives the
+//! provider, whose completions the relays sort, then the collectives, which
+//! post the next frames and write the operations' completions (the
+//! caller's context, `FI_COLLECTIVE`) into the transmit queue and
+//! FI_JOIN_COMPLETE into the event queue. A relay's wake-up fd is in the
+//! application queue's wait set, so a blocking read wakes for a provider
+//! that completes from its own thread.
 //!
 //! **Dead members.** A frame to a member that fails, or a peer death the
 //! provider reports on the endpoint's event queue (which a join requires;
@@ -58,9 +67,10 @@
 //! once on one endpoint; frames of a group not joined yet wait, within a
 //! bound, for the join.
 
-pub mod guard;
 pub(crate) mod engine;
+pub mod guard;
 pub mod offer;
+pub(crate) mod relay;
 
 pub use guard::COLL_TAG;
 

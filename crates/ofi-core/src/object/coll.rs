@@ -174,7 +174,12 @@ impl Endpoint {
 
     /// The endpoint's collective layer, started at its first join.
     fn coll_layer(&self) -> Result<Arc<CollEp>> {
-        if let Some(l) = self.coll.get() {
+        let Some(side) = &self.coll else {
+            return Err(Error::nosys(
+                "fi_join_collective: the endpoint was not opened with FI_COLLECTIVE",
+            ));
+        };
+        if let Some(l) = side.layer.get() {
             return Ok(l.clone());
         }
         let b = {
@@ -205,23 +210,25 @@ impl Endpoint {
             let Some(av) = s.b.av.clone() else {
                 return Err(Error::new(errno::FI_ENOAV, "fi_join_collective: no AV"));
             };
+            let _ = rx_cq;
             Bound {
-                ops: self.ops.clone(),
+                ops: side.raw.clone(),
                 av,
                 tx_cq,
-                rx_cq,
                 eq,
                 ep_fid: s.b.fid,
                 inject_size: self.info.tx_attr.inject_size,
             }
         };
         let made = CollEp::start(b)?;
-        match self.coll.set(made.clone()) {
-            Ok(()) => Ok(made),
+        match side.layer.set(made.clone()) {
+            Ok(()) => {
+                made.begin();
+                Ok(made)
+            }
             Err(_) => {
                 // Another thread's join started one first: that one stays.
-                made.shutdown();
-                self.coll.get().cloned().ok_or_else(|| {
+                side.layer.get().cloned().ok_or_else(|| {
                     Error::new(errno::FI_EOTHER, "the collective layer did not start")
                 })
             }
@@ -242,7 +249,7 @@ impl Endpoint {
     /// broadcast's `op.buf`) is writable for its output until the
     /// operation completes.
     pub unsafe fn collective(&self, op: &CollOp) -> Result<()> {
-        let Some(l) = self.coll.get() else {
+        let Some(l) = self.coll.as_ref().and_then(|c| c.layer.get()) else {
             return Err(Error::inval(format!(
                 "coll_addr {:#x}: this endpoint joined no collective group",
                 op.coll_addr
@@ -474,7 +481,7 @@ impl Endpoint {
     /// Called as the endpoint closes: the collective layer leaves its
     /// queues and cancels its receives.
     pub(super) fn close_collectives(&self) {
-        if let Some(l) = self.coll.get() {
+        if let Some(l) = self.coll.as_ref().and_then(|c| c.layer.get()) {
             l.shutdown();
         }
     }
@@ -501,12 +508,8 @@ fn query(info: &crate::info::Info, coll: u32, attr: &mut CollAttr, flags: u64) -
             "fi_query_collective: the domain's offer runs no collectives (RDM endpoints with tagged messages do)",
         ));
     }
-    let unsupported = |what: &str| {
-        Error::new(
-            errno::FI_EOPNOTSUPP,
-            format!("fi_query_collective: {what}"),
-        )
-    };
+    let unsupported =
+        |what: &str| Error::new(errno::FI_EOPNOTSUPP, format!("fi_query_collective: {what}"));
     let size = match coll {
         FI_BARRIER => 0,
         FI_ALLREDUCE | FI_REDUCE_SCATTER | FI_REDUCE => {

@@ -189,10 +189,17 @@ impl Domain {
         let ops = self.ops.endpoint(info)?;
         let mut state = EpState::default();
         state.b.fid = context;
+        // Opened for collectives: the core's collective side goes between
+        // the endpoint and its provider (tag guard, completion relays).
+        let (ops, coll) = if info.caps & FI_COLLECTIVE != 0 && crate::coll::offer::supports(info) {
+            let (guarded, side) = crate::coll::relay::CollSide::new(ops);
+            (guarded, Some(Box::new(side)))
+        } else {
+            (ops, None)
+        };
         Ok(Endpoint {
             ops,
-            coll_guard: info.caps & FI_COLLECTIVE != 0,
-            coll: Default::default(),
+            coll,
             info: info.clone(),
             mr_map: self.mr_map.clone(),
             state: Mutex::new(state),

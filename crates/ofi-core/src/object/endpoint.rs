@@ -12,7 +12,7 @@ use crate::util::cntr::CntrCore;
 use crate::util::cq::CqCore;
 use crate::util::mr::MrMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// An endpoint's bindings, and whether it is enabled.
 #[derive(Default)]
@@ -29,11 +29,9 @@ pub struct Endpoint {
     pub(super) state: Mutex<EpState>,
     /// The domain's event queue, taken at enable when none is bound.
     pub(super) default_eq: DefaultEq,
-    /// Opened with FI_COLLECTIVE: tag bit 63 is the collectives'
-    /// ([`crate::coll::guard`]).
-    pub(super) coll_guard: bool,
-    /// The collective layer, from the first join.
-    pub(super) coll: OnceLock<Arc<crate::coll::engine::CollEp>>,
+    /// Opened with FI_COLLECTIVE: the collective side (`ops` is then the
+    /// provider's endpoint behind the tag guard, [`crate::coll`]).
+    pub(super) coll: Option<Box<crate::coll::relay::CollSide>>,
     pub(super) _parent: DepGuard,
 }
 
@@ -262,7 +260,12 @@ impl Endpoint {
                 s.b.eq = Some(q.clone());
             }
         }
-        if let Err(e) = self.ops.enable(s.b.clone()) {
+        // Opened for collectives: the provider completes into relays.
+        let pb = match &self.coll {
+            Some(c) => c.bindings(&s.b),
+            None => Ok(s.b.clone()),
+        };
+        if let Err(e) = pb.and_then(|pb| self.ops.enable(pb)) {
             if defaulted {
                 if let Some(q) = s.b.eq.take() {
                     q.bound.fetch_sub(1, Ordering::AcqRel);
@@ -279,6 +282,9 @@ impl Endpoint {
         }
         if let Some(eq) = &s.b.eq {
             eq.attach(prog.clone())?;
+        }
+        if let Some(c) = &self.coll {
+            c.attach(s.b.eq.as_ref())?;
         }
         s.enabled = true;
         Ok(())
@@ -351,8 +357,9 @@ impl Endpoint {
         Ok(())
     }
 
+    /// The provider's endpoint (without the collectives' tag guard).
     pub(crate) fn ops_arc(&self) -> &Arc<dyn EndpointOps> {
-        &self.ops
+        self.coll.as_ref().map_or(&self.ops, |c| &c.raw)
     }
 
     /// Closes the endpoint, releasing its bindings.
@@ -380,6 +387,9 @@ impl Drop for Endpoint {
             }
         }
         self.ops.close();
+        if let Some(c) = &self.coll {
+            c.detach();
+        }
         if let Some(eq) = &s.b.eq {
             // Events naming the closed endpoint go with it (a context of 0
             // names nothing apart: others may share it).

@@ -38,8 +38,8 @@ mod triggered;
 
 pub use av::AddressVector;
 pub use av_set::{AvSet, AvSetAttr, SET_ADDR_MASK, SET_ADDR_TAG};
-pub use coll::{CollAttr, CollOp};
 pub use cntr::Counter;
+pub use coll::{CollAttr, CollOp};
 pub use cq::CompletionQueue;
 pub use domain::Domain;
 pub use endpoint::Endpoint;

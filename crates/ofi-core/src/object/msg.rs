@@ -6,7 +6,6 @@
 #![allow(unsafe_code)]
 
 use super::Endpoint;
-use crate::coll::guard;
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use crate::provider::{RecvOp, SendOp};
@@ -37,9 +36,6 @@ impl Endpoint {
     /// FI_INJECT: until this call returns).
     #[inline]
     pub unsafe fn post_send(&self, op: &SendOp<'_>) -> Result<()> {
-        if op.tagged && self.coll_guard {
-            guard::send(op.tag)?;
-        }
         // SAFETY: the caller keeps `op.iov` valid until the send completes (with
         // FI_INJECT, until this call returns): this fn's contract, which is the
         // provider's `post_send` contract.
@@ -57,28 +53,10 @@ impl Endpoint {
         if op.flags & FI_DISCARD != 0 && op.flags & (FI_PEEK | FI_CLAIM) == 0 {
             return Err(discard_alone());
         }
-        if op.tagged && self.coll_guard {
-            // SAFETY: as below: the caller's contract is `post_recv`'s.
-            return unsafe { self.post_recv_guarded(op) };
-        }
         // SAFETY: the caller keeps `op.iov` valid and unaliased until the receive
         // completes (this fn's contract), which is the provider's `post_recv`
         // contract.
         unsafe { self.ops.post_recv(op) }
-    }
-
-    /// A tagged receive on an endpoint opened with FI_COLLECTIVE: its tag
-    /// and ignore bits kept off the collectives' bit ([`guard::recv`]).
-    ///
-    /// # Safety
-    /// As [`post_recv`](Self::post_recv).
-    #[cold]
-    unsafe fn post_recv_guarded(&self, op: &RecvOp<'_>) -> Result<()> {
-        let (tag, ignore) = guard::recv(op.tag, op.ignore)?;
-        let op = RecvOp { tag, ignore, ..*op };
-        // SAFETY: the caller keeps `op.iov` valid and unaliased until the
-        // receive completes (this fn's contract): `post_recv`'s contract.
-        unsafe { self.ops.post_recv(&op) }
     }
 
     /// `fi_send`.
@@ -241,9 +219,6 @@ impl Endpoint {
         tag: u64,
         context: usize,
     ) -> Result<()> {
-        if self.coll_guard {
-            guard::send(tag)?;
-        }
         let iov = single(buf, len);
         let op = SendOp {
             iov: &iov,
@@ -273,9 +248,6 @@ impl Endpoint {
         tag: u64,
         context: usize,
     ) -> Result<()> {
-        if self.coll_guard {
-            guard::send(tag)?;
-        }
         let iov = single(buf, len);
         let op = SendOp {
             iov: &iov,
@@ -294,9 +266,6 @@ impl Endpoint {
 
     /// `fi_tinject`.
     pub fn tinject(&self, buf: &[u8], dest: u64, tag: u64) -> Result<()> {
-        if self.coll_guard {
-            guard::send(tag)?;
-        }
         let iov = [IoVec::from_slice(buf)];
         let op = SendOp {
             iov: &iov,
@@ -326,11 +295,6 @@ impl Endpoint {
         ignore: u64,
         context: usize,
     ) -> Result<()> {
-        let (tag, ignore) = if self.coll_guard {
-            guard::recv(tag, ignore)?
-        } else {
-            (tag, ignore)
-        };
         let iov = single(buf, len);
         let op = RecvOp {
             iov: &iov,

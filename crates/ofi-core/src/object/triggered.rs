@@ -30,7 +30,7 @@ impl Endpoint {
         }
         self.enabled_for("triggered operation")?;
         let mut op = op;
-        if self.coll_guard {
+        if self.coll.is_some() {
             // Tag bit 63 is the collectives' (crate::coll::guard).
             match &mut op {
                 Deferred::Send {

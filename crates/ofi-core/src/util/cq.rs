@@ -3,7 +3,6 @@
 
 use super::driver::Driver;
 use super::lock::{SpinGuard, SpinLock};
-use super::tap::{CqTap, Taps};
 use super::waitset::{join_once, Membership, WaitSetCore, Waitable};
 use crate::consts::{cq_format, wait_obj, FI_ADDR_NOTAVAIL};
 use crate::error::{errno, Error, Result};
@@ -266,6 +265,15 @@ impl Queue {
     }
 }
 
+/// An entry [`CqCore::drain`] took.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Drained {
+    /// A success, with its source address.
+    Ok(CqTaggedEntry, u64),
+    /// An error entry.
+    Err(CqErrEntry),
+}
+
 /// The completion queue shared by the core and providers.
 pub struct CqCore {
     /// The wait set this object belongs to (FI_WAIT_SET). Declared first:
@@ -278,8 +286,6 @@ pub struct CqCore {
     queued: AtomicUsize,
     /// Endpoints bound to this queue (a busy queue cannot close).
     pub(crate) bound: AtomicUsize,
-    /// Layers that take their own operations' entries first.
-    taps: Taps<dyn CqTap>,
 }
 
 impl std::fmt::Debug for CqCore {
@@ -339,14 +345,7 @@ impl CqCore {
             driver: Driver::new(waitable)?,
             queued: AtomicUsize::new(0),
             bound: AtomicUsize::new(0),
-            taps: Taps::default(),
         }))
-    }
-
-    /// The layers that take their own operations' entries before they are
-    /// queued ([`CqTap`]).
-    pub fn taps(&self) -> &Taps<dyn CqTap> {
-        &self.taps
     }
 
     /// The attributes in force.
@@ -378,9 +377,6 @@ impl CqCore {
     /// Provider side: writes a successful completion with its source address.
     #[inline(always)]
     pub fn push(&self, e: CqTaggedEntry, src: u64) {
-        if self.taps.active() && self.taps.any(|t| t.completed(&e, src)) {
-            return;
-        }
         let mut q = self.lock();
         q.push(e, src);
         let n = q.total();
@@ -395,9 +391,6 @@ impl CqCore {
     /// Provider side: writes an error completion.
     pub fn push_err(&self, e: CqErrEntry, src: u64) {
         let _ = src;
-        if self.taps.active() && self.taps.any(|t| t.failed(&e)) {
-            return;
-        }
         let mut q = self.lock();
         q.push_err(e);
         self.queued.store(q.total(), Ordering::Release);
@@ -429,6 +422,32 @@ impl CqCore {
     /// True when nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Takes every queued entry, successes and errors, in the order they
+    /// were written (appended to `out`): the consumer side of a queue that
+    /// relays a provider's completions ([`crate::coll`]'s relay).
+    pub(crate) fn drain(&self, out: &mut Vec<Drained>) {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut q = self.lock();
+        loop {
+            if q.error_next() {
+                if let Some(e) = q.pop_err() {
+                    out.push(Drained::Err(e));
+                    continue;
+                }
+            }
+            let Some(&(e, src)) = q.front() else {
+                break;
+            };
+            q.pop();
+            out.push(Drained::Ok(e, src));
+        }
+        self.queued.store(q.total(), Ordering::Release);
+        drop(q);
+        self.changed();
     }
 
     /// Copies up to `out.len()` successful entries (and their source

@@ -3,12 +3,13 @@
 //! completions, and the endpoint's peer-death reports, before the
 //! application does.
 //!
-//! A completion queue offers each entry to its taps first ([`CqTap`]); a
-//! tap takes the entries of its own operations (it knows them by their
-//! context) and the queue then holds them back. An event queue shows its
-//! error entries to its watchers ([`EqWatch`]), which only look: the
-//! entry stays queued for the application. With no tap, the cost is one
-//! atomic load per entry.
+//! The completions come through a relay queue the layer puts between the
+//! provider and the application's queue (only on endpoints opened for the
+//! layer, so no other endpoint pays for it): the relay offers each entry
+//! to the layer's [`CqTap`] first and passes the rest on. An event queue
+//! shows its error entries to its watchers ([`EqWatch`]), which only look:
+//! the entry stays queued for the application. With no watcher, the cost
+//! is one atomic load per error entry.
 
 use super::cq::{CqErrEntry, CqTaggedEntry};
 use super::eq::EqError;
@@ -19,9 +20,7 @@ use std::sync::Arc;
 /// A layer that takes the completions of its own operations.
 pub trait CqTap: Send + Sync {
     /// A successful completion with the source address the provider gave:
-    /// true when it is the tap's (it is then not queued). Called where the
-    /// provider writes it, maybe with the provider's locks held: a tap
-    /// only records it.
+    /// true when it is the tap's (it is then not passed on).
     fn completed(&self, e: &CqTaggedEntry, src: u64) -> bool;
     /// An error completion: true when it is the tap's.
     fn failed(&self, e: &CqErrEntry) -> bool;

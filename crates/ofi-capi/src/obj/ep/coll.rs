@@ -25,7 +25,11 @@ unsafe fn post(p: *mut fid_ep, op: CollOp) -> ssize_t {
     sret(unsafe { e.collective(&op) })
 }
 
-unsafe extern "C" fn coll_barrier(p: *mut fid_ep, coll_addr: fi_addr_t, context: *mut c_void) -> ssize_t {
+unsafe extern "C" fn coll_barrier(
+    p: *mut fid_ep,
+    coll_addr: fi_addr_t,
+    context: *mut c_void,
+) -> ssize_t {
     ffi(PANIC_S, || {
         let op = CollOp {
             coll: FI_BARRIER,
@@ -134,7 +138,16 @@ unsafe extern "C" fn coll_alltoall(
         // SAFETY: the application's fi_alltoall(3) arguments, passed on.
         unsafe {
             unrooted(
-                FI_ALLTOALL, p, buf, count, result, coll_addr, datatype, FI_NOOP, flags, context,
+                FI_ALLTOALL,
+                p,
+                buf,
+                count,
+                result,
+                coll_addr,
+                datatype,
+                FI_NOOP,
+                flags,
+                context,
             )
         }
     })
@@ -157,7 +170,16 @@ unsafe extern "C" fn coll_allgather(
         // SAFETY: the application's fi_allgather(3) arguments, passed on.
         unsafe {
             unrooted(
-                FI_ALLGATHER, p, buf, count, result, coll_addr, datatype, FI_NOOP, flags, context,
+                FI_ALLGATHER,
+                p,
+                buf,
+                count,
+                result,
+                coll_addr,
+                datatype,
+                FI_NOOP,
+                flags,
+                context,
             )
         }
     })
@@ -181,7 +203,16 @@ unsafe extern "C" fn coll_allreduce(
         // SAFETY: the application's fi_allreduce(3) arguments, passed on.
         unsafe {
             unrooted(
-                FI_ALLREDUCE, p, buf, count, result, coll_addr, datatype, op, flags, context,
+                FI_ALLREDUCE,
+                p,
+                buf,
+                count,
+                result,
+                coll_addr,
+                datatype,
+                op,
+                flags,
+                context,
             )
         }
     })
@@ -296,8 +327,8 @@ unsafe extern "C" fn coll_scatter(
         // SAFETY: the application's fi_scatter(3) arguments, passed on.
         unsafe {
             rooted(
-                FI_SCATTER, p, buf, count, result, coll_addr, root_addr, datatype, FI_NOOP,
-                flags, context,
+                FI_SCATTER, p, buf, count, result, coll_addr, root_addr, datatype, FI_NOOP, flags,
+                context,
             )
         }
     })
