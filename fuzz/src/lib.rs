@@ -9,12 +9,14 @@
 //! only names memory the harness lent it), the targets assert them.
 
 mod capi;
+mod coll;
 mod hybrid;
 mod shm;
 mod storage;
 mod tcp;
 mod udp;
 pub use capi::{capi_args, panicked};
+pub use coll::coll_group;
 pub use hybrid::hybrid_wire;
 pub use shm::{shm_entry, shm_handler};
 pub use storage::{storage_capsule, storage_cores, storage_nbd};

@@ -8,15 +8,16 @@
 //!   cd fuzz && cargo test -- --ignored write_seeds   # regenerates fuzz/seeds
 
 use ofi_fuzz::{
-    auth_stream, capi_args, conn_stream, hybrid_wire, sessions_run, shm_entry, shm_handler,
-    storage_capsule, storage_cores, storage_nbd, tcp_conn_stream, tcp_header, udp_packet,
-    udp_sessions,
+    auth_stream, capi_args, coll_group, conn_stream, hybrid_wire, sessions_run, shm_entry,
+    shm_handler, storage_capsule, storage_cores, storage_nbd, tcp_conn_stream, tcp_header,
+    udp_packet, udp_sessions,
 };
 use ofi_wire::{shm, tcp, udp};
 use std::path::Path;
 
 type Target = fn(&[u8]);
-const TARGETS: [(&str, Target); 11] = [
+const TARGETS: [(&str, Target); 12] = [
+    ("coll_group", coll_group),
     ("hybrid_wire", hybrid_wire),
     ("storage_capsule", storage_capsule),
     ("storage_cores", storage_cores),
@@ -280,6 +281,28 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         "addr",
         [&[1u8][..], &a.encode().unwrap()].concat(),
     ));
+    // Collectives (see `ofi_fuzz::coll_group`): a member of rank 1 of 3
+    // starts a barrier and an allreduce, then takes structured frames
+    // (round 0 from rank 0; an allreduce frame), a raw golden frame, and
+    // a loss.
+    let raw = ofi_wire::coll::Repr {
+        kind: ofi_wire::coll::kind::BARRIER,
+        from: 2,
+        group: 0x5eed,
+        seq: 0,
+        step: 1,
+        total: 0,
+        offset: 0,
+    }
+    .frame(&[]);
+    let mut c = vec![2, 1, 0x3f, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0];
+    c.extend([2, 0, 0, 0, 0, 0, 0]);
+    c.extend([3, 3, 0, 1, 0, 8, 0, 8, 1, 1, 1, 1, 1, 1, 1, 1]);
+    c.push(1);
+    c.push(raw.len() as u8);
+    c.extend(&raw);
+    c.extend([4, 2]);
+    out.push(("coll_group", "barrier_allreduce", c));
     // C ABI scripts (see `ofi_fuzz::capi_args`): op byte, then arguments.
     let mut junk = vec![4, 0, 1, 0, 1, 200];
     junk.extend([0xA5; 200]);

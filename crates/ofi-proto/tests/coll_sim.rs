@@ -806,6 +806,77 @@ fn frames_that_do_not_fit_are_refused() {
 }
 
 #[test]
+fn messages_an_operation_never_takes_are_refused_and_empty_frames_bounded() {
+    let frame = |kind: u8, seq: u32, from: u32, step: u32, payload: usize| {
+        let r = Repr {
+            kind,
+            from,
+            group: 9,
+            seq,
+            step,
+            total: payload as u32,
+            offset: 0,
+        };
+        (r, vec![0u8; payload])
+    };
+    let barrier = ofi_wire::coll::kind::BARRIER;
+    let allreduce = ofi_wire::coll::kind::ALLREDUCE;
+    // Rank 0 of 4 in a barrier takes round k from rank -2^k only.
+    for (from, step) in [(1, 0), (2, 0), (3, 1), (2, 2), (1, 7), (3, u32::MAX)] {
+        let mut g = GroupCore::new(9, 0, 4, Limits::default()).unwrap();
+        g.start(Op::Barrier, 1).unwrap();
+        let (r, p) = frame(barrier, 0, from, step, 0);
+        assert!(
+            matches!(g.on_frame(&r, &p), Err(CollError::Peer { rank, .. }) if rank == from),
+            "barrier step {step} from {from}"
+        );
+    }
+    for (from, step) in [(3, 0), (2, 1)] {
+        let mut g = GroupCore::new(9, 0, 4, Limits::default()).unwrap();
+        g.start(Op::Barrier, 1).unwrap();
+        let (r, p) = frame(barrier, 0, from, step, 0);
+        g.on_frame(&r, &p).unwrap();
+        assert!(g.broken().is_none());
+    }
+    // A small allreduce runs recursive doubling: no Rabenseifner steps,
+    // no fold in a power-of-two group, rounds only with its partners.
+    for (from, step) in [(1, 0x100), (1, 0), (1, 1), (2, 2), (1, 4)] {
+        let mut g = GroupCore::new(9, 0, 4, Limits::default()).unwrap();
+        let data = vec![0u8; 8];
+        g.start(
+            Op::Allreduce {
+                op: FI_SUM,
+                datatype: FI_UINT64,
+                data,
+            },
+            1,
+        )
+        .unwrap();
+        let (r, p) = frame(allreduce, 0, from, step, 8);
+        assert!(
+            g.on_frame(&r, &p).is_err(),
+            "allreduce step {step:#x} from {from}"
+        );
+    }
+    // Frames of operations not started yet cost their header: empty ones
+    // are bounded too.
+    let limits = Limits {
+        early_bytes: 3 * ofi_wire::coll::HDR_LEN,
+        ..Limits::default()
+    };
+    let mut g = GroupCore::new(9, 0, 4, limits).unwrap();
+    for step in 0..3 {
+        let (r, p) = frame(barrier, 1, 3, step, 0);
+        g.on_frame(&r, &p).unwrap();
+    }
+    let (r, p) = frame(barrier, 1, 3, 3, 0);
+    assert!(matches!(
+        g.on_frame(&r, &p),
+        Err(CollError::Peer { rank: 3, .. })
+    ));
+}
+
+#[test]
 fn bad_arguments_are_refused_at_start() {
     let mut g = GroupCore::new(1, 0, 3, Limits::default()).unwrap();
     let cases = [

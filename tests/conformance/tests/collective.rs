@@ -4,6 +4,9 @@
 //! results; an application's wildcard tagged receive never takes a
 //! collective's frame; bit 63 of the tag is the collectives'.
 #![allow(unsafe_code)]
+// The members run in lockstep over parallel arrays (buffers, results, groups),
+// indexed by member.
+#![allow(clippy::needless_range_loop)]
 
 use ofi::consts::atomic_op::*;
 use ofi::consts::coll_op::*;
@@ -331,6 +334,40 @@ conformance!(
         }
         drop(m);
         drop(wild);
+        Ok(())
+    }
+);
+
+conformance!(
+    /// An endpoint of an offer whose hints did not ask for FI_COLLECTIVE
+    /// keeps all 64 tag bits (a message tagged with bit 63 set reaches a
+    /// receive that names it) and joins no collective group.
+    fn endpoints_without_fi_collective_keep_every_tag_bit(info) {
+        require(info, FI_TAGGED | FI_SEND | FI_RECV)?;
+        require_rdm(info, "collectives run on RDM endpoints")?;
+        assert_eq!(info.caps & FI_COLLECTIVE, 0, "offered without being asked for");
+        let (_fabric, domain, av) = open_domain(info);
+        let av = av.expect("RDM offers have an AV");
+        let cq = tagged_cq(&domain, wait_obj::FI_WAIT_UNSPEC);
+        let ep = open_endpoint(&domain, info, &cq, &av);
+        let me = insert(&av, &ep);
+        let tag = (1u64 << 63) | 5;
+        let msg = pattern(63, 8);
+        let mut buf = [0u8; 8];
+        // SAFETY: buf and msg outlive the operations (waited for below).
+        unsafe {
+            ep.trecv(buf.as_mut_ptr(), 8, FI_ADDR_UNSPEC, tag, 0, ctx(0, 1)).unwrap();
+            ep.tsend(msg.as_ptr(), 8, me, tag, ctx(0, 2)).unwrap();
+        }
+        let c = wait_for(&cq, 2, TIMEOUT);
+        assert_eq!(c.ok.len(), 2, "{}", errs(&c));
+        let r = c.ok.iter().find(|e| e.op_context == ctx(0, 1)).expect("the receive");
+        assert_eq!(r.tag, tag);
+        assert_bytes_eq(&buf, &msg, "bit-63 message");
+        let set = set_of(&av, 1);
+        let e = ep.join_collective(set.addr(), &set, 0, 0, 0).unwrap_err();
+        assert_eq!(e.code(), errno::FI_ENOSYS, "{e}");
+        drop(set);
         Ok(())
     }
 );

@@ -154,6 +154,23 @@ fn tree_span(vr: usize, n: usize) -> usize {
     }
 }
 
+/// The parent of relative rank `vr` (> 0) in a binomial tree, as a
+/// relative rank.
+fn tree_parent(vr: usize) -> usize {
+    vr & (vr - 1)
+}
+
+/// True when relative rank `c` is a child of relative rank `vr` in a
+/// binomial tree of `n` members.
+fn tree_child(vr: usize, c: usize, n: usize) -> bool {
+    c > vr && c < n && (c - vr).is_power_of_two() && c - vr < tree_top(vr, n)
+}
+
+/// Rounds of recursive doubling or halving among `pof2` members.
+fn rounds(pof2: usize) -> u32 {
+    pof2.trailing_zeros()
+}
+
 /// A group folded to a power of two (MPICH's scheme): the first `2 * rem`
 /// members pair up, the even one of each pair handing its data to the odd
 /// one, which stands for both.
@@ -279,6 +296,8 @@ pub(super) struct Allreduce {
     ranges: Vec<(usize, usize)>,
     /// Rabenseifner: the blocks this member holds (None: doubling).
     blocks: Option<(usize, usize)>,
+    /// Rabenseifner's algorithm runs.
+    raben: bool,
 }
 
 impl Allreduce {
@@ -295,6 +314,29 @@ impl Allreduce {
             round: 0,
             ranges: Vec::new(),
             blocks: raben.then_some((0, fold.pof2)),
+            raben,
+        }
+    }
+
+    /// Whether `(step, from)` names a message this member takes.
+    fn accepts(&self, r: usize, step: u32, from: usize) -> bool {
+        let f = self.fold;
+        match step {
+            STEP_FOLD => r < 2 * f.rem && r % 2 == 1 && from == r - 1,
+            STEP_UNFOLD => r < 2 * f.rem && r.is_multiple_of(2) && from == r + 1,
+            _ => {
+                let Some(me) = f.newrank(r) else {
+                    return false;
+                };
+                let k = if (STEP_ROUNDS..STEP_ROUNDS + 64).contains(&step) {
+                    step - STEP_ROUNDS
+                } else if self.raben && (STEP_GATHER..STEP_GATHER + 64).contains(&step) {
+                    step - STEP_GATHER
+                } else {
+                    return false;
+                };
+                k < rounds(f.pof2) && from == f.real(me ^ (1 << k))
+            }
         }
     }
 
@@ -870,6 +912,42 @@ impl Algo {
             )));
         }
         Ok((algo, max))
+    }
+
+    /// Whether the member of rank `rank` of `n` running this algorithm
+    /// ever takes a message of `step` from rank `from` (a peer's message
+    /// that it never takes is the peer's fault: so nothing a peer sends
+    /// is held beyond what the operation takes).
+    pub(super) fn accepts(&self, rank: usize, n: usize, step: u32, from: usize) -> bool {
+        let rel = |root: usize| ((rank + n - root) % n, (from + n - root) % n);
+        match self {
+            Algo::Dissem(_) => {
+                step < usize::BITS
+                    && (1usize << step) < n
+                    && from == (rank + n - (1usize << step) % n) % n
+            }
+            Algo::Bcast(a) => {
+                let (vr, vf) = rel(a.root);
+                step == 0 && vr != 0 && vf == tree_parent(vr)
+            }
+            Algo::Scatter(a) => {
+                let (vr, vf) = rel(a.root);
+                step == 0 && vr != 0 && vf == tree_parent(vr)
+            }
+            Algo::Gather(a) => {
+                let (vr, vf) = rel(a.root);
+                step == 0 && tree_child(vr, vf, n)
+            }
+            Algo::Reduce(a) => {
+                let (vr, vf) = rel(a.root);
+                step == 0 && tree_child(vr, vf, n)
+            }
+            Algo::Allreduce(a) => a.accepts(rank, step, from),
+            Algo::RingGather(_) | Algo::RingReduceScatter(_) => {
+                (step as usize) + 1 < n && from == (rank + n - 1) % n
+            }
+            Algo::Pairwise(_) => step == 0 && from != rank,
+        }
     }
 
     /// Sends what it can, takes what arrived; the result once done.

@@ -5,7 +5,7 @@
 
 use super::algo::{Algo, Ctx};
 use super::{CollError, Event, Limits, Op, Transmit};
-use ofi_wire::coll::{kind, Abort, Repr};
+use ofi_wire::coll::{kind, Abort, Repr, HDR_LEN};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A message of one step from one member: `(step, from)`.
@@ -136,7 +136,7 @@ impl GroupCore {
         );
         if let Some(held) = self.early.remove(&seq) {
             for (r, payload) in held {
-                self.early_bytes -= payload.len();
+                self.early_bytes -= HDR_LEN + payload.len();
                 if let Err(e) = self.deliver(seq, &r, &payload) {
                     self.fail(e);
                     return Ok(seq);
@@ -213,12 +213,14 @@ impl GroupCore {
                 "a frame of an operation that ended or is too far ahead",
             ));
         }
-        if self.early_bytes + payload.len() > self.limits.early_bytes {
+        // A frame held costs its header too, so empty frames are bounded.
+        let cost = HDR_LEN + payload.len();
+        if self.early_bytes + cost > self.limits.early_bytes {
             return Err(peer(
                 "frames of operations not started yet exceed the bound",
             ));
         }
-        self.early_bytes += payload.len();
+        self.early_bytes += cost;
         self.early
             .entry(r.seq)
             .or_default()
@@ -242,6 +244,17 @@ impl GroupCore {
             return Err(peer(format!(
                 "a message of {} bytes in an operation of at most {} (do the members pass the same count?)",
                 r.total, op.max_message
+            )));
+        }
+        if !op.algo.accepts(
+            self.rank as usize,
+            self.size as usize,
+            r.step,
+            r.from as usize,
+        ) {
+            return Err(peer(format!(
+                "a message of step {} this member never takes from it",
+                r.step
             )));
         }
         let key = (r.step, r.from);
