@@ -61,16 +61,23 @@ fn build() -> PathBuf {
 /// Runs `coll PROV N SCENARIO` on ofi's library, bounded to 200 s; it
 /// must pass (last line "ALL OK") and have loaded ofi's library.
 fn run(prov: &str, n: usize, scenario: &str) {
+    run_env(prov, n, scenario, &[]);
+}
+
+/// [`run`] with extra environment variables.
+fn run_env(prov: &str, n: usize, scenario: &str, env: &[(&str, &str)]) {
     let exe = build();
     let dir = ofi_lib_dir();
     let mut child = Command::new(&exe)
         .args([prov, &n.to_string(), scenario])
         .env_remove("FI_PROVIDER")
         .env_remove("FI_LOG_LEVEL")
+        .env_remove("FI_COLL_HELD_BYTES")
         .env("FI_TCP_IFACE", "lo")
         .env("FI_UDP_IFACE", "lo")
         .env("LD_LIBRARY_PATH", &dir)
         .env("OFI_CLIENT_LIB", "ofi")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -142,4 +149,14 @@ fn udp_and_hybrid() {
 fn a_process_killed_mid_collective() {
     run("shm", 3, "kill");
     run("tcp", 4, "kill");
+}
+
+/// A broadcast root far ahead of the others, with 32 KiB held per group:
+/// frames wait with the provider instead of failing the group.
+#[test]
+fn a_root_far_ahead_waits_for_the_others() {
+    let small = [("FI_COLL_HELD_BYTES", "32k")];
+    run_env("shm", 2, "ahead", &small);
+    run_env("tcp", 3, "ahead", &small);
+    run_env("hybrid", 2, "ahead", &small);
 }

@@ -175,6 +175,13 @@ pub fn core_tunables() -> Vec<Tunable> {
         ),
         Tunable::size(
             "",
+            "coll_held_bytes",
+            64 << 20,
+            "Bytes of collective frames an endpoint holds per group for operations it has not \
+             started yet (a member that runs ahead, a broadcast's root, then waits)",
+        ),
+        Tunable::size(
+            "",
             "mr_close_ms",
             5000,
             "Milliseconds closing a memory region waits for remote accesses still running on it \

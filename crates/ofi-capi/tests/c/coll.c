@@ -12,7 +12,10 @@
  *          joined, a root outside the group);
  * - basic: the same without the op x datatype matrix;
  * - kill:  after a barrier the last rank kills itself (SIGKILL); the
- *          others' barrier and allreduce must fail within a bound.
+ *          others' barrier and allreduce must fail within a bound;
+ * - ahead: rank 0 completes 64 broadcasts of 4 KiB as their root before
+ *          the others start theirs (run with a small FI_COLL_HELD_BYTES):
+ *          the frames past the bound wait, every broadcast arrives.
  *
  * Usage: coll PROV N SCENARIO. Prints "[rank] ..." lines and, from the
  * parent, "ALL OK" when every child passed (see tests/collective.rs). */
@@ -710,6 +713,53 @@ static int run_kill(struct node *x)
 	return 0;
 }
 
+/* A broadcast's root far ahead: rank 0 posts AHEAD broadcasts of 4 KiB
+ * and completes them all before the others start theirs. Past what a
+ * group holds for operations not started (FI_COLL_HELD_BYTES, small in
+ * this scenario) the others take no more frames and the root's wait with
+ * the providers; every broadcast arrives, in order, and the group stays
+ * usable. */
+static int run_ahead(struct node *x)
+{
+	enum { AHEAD = 64 };
+	static unsigned char bufs[AHEAD][4096];
+	struct fid_av_set *all = range_set(x, nprocs, 0, nprocs - 1, 1);
+	struct fid_mc *g = join(x, all, "universe");
+	if (!g)
+		return 1;
+	fi_addr_t coll = fi_mc_addr(g);
+	void *ctx = &coll;
+	int ok = 1;
+	if (rank == 0) {
+		for (int k = 0; k < AHEAD; k++) {
+			memset(bufs[k], k + 1, sizeof bufs[k]);
+			if (fi_broadcast(x->ep, bufs[k], sizeof bufs[k], NULL, coll, 0, FI_UINT8, 0, ctx) ||
+			    !expect_ok(x, &ctx, 1, "the root's broadcast"))
+				ok = 0;
+		}
+		RCHECK("the root completes its broadcasts before the others start", ok);
+	}
+	meet(5, 0);
+	if (rank != 0) {
+		for (int k = 0; k < AHEAD; k++) {
+			if (fi_broadcast(x->ep, bufs[k], sizeof bufs[k], NULL, coll, 0, FI_UINT8, 0, ctx) ||
+			    !expect_ok(x, &ctx, 1, "a broadcast from a root far ahead")) {
+				ok = 0;
+				continue;
+			}
+			for (size_t i = 0; i < sizeof bufs[k]; i++)
+				ok &= bufs[k][i] == k + 1;
+		}
+		RCHECK("every broadcast of a root far ahead arrives, in order", ok);
+	}
+	uint64_t s = sum_ranks(x, coll);
+	RCHECK("the group stays usable", s == (uint64_t)nprocs * (nprocs + 1) / 2);
+	meet(6, 0);
+	fi_close(&g->fid);
+	fi_close(&all->fid);
+	return 0;
+}
+
 static int child(const char *prov, const char *scenario)
 {
 	struct node x;
@@ -731,6 +781,8 @@ static int child(const char *prov, const char *scenario)
 	meet(1, 0);
 	if (!strcmp(scenario, "kill"))
 		r = run_kill(&x);
+	else if (!strcmp(scenario, "ahead"))
+		r = run_ahead(&x);
 	else
 		r = run_all(&x, !strcmp(scenario, "all"));
 	node_close(&x);

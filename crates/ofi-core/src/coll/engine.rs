@@ -22,7 +22,7 @@ use crate::util::hash::IdMap;
 use crate::util::iov::IoVec;
 use crate::util::peer::PeerDown;
 use crate::util::tap::{CqTap, EqWatch};
-use ofi_proto::coll::{CollError, Event, GroupCore, Limits, Op};
+use ofi_proto::coll::{CollError, Event, Fed, GroupCore, Limits, Op};
 use ofi_wire::coll::{Frame, Repr, HDR_LEN};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
@@ -33,7 +33,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const RX_BUFS: usize = 16;
 /// Contexts of the layer's own operations: `RX_BUFS` receives, then sends.
 const CONTEXTS: usize = 4096;
-/// Bytes of frames of groups not joined yet an endpoint holds.
+/// Bytes of frames of groups not joined yet an endpoint holds, at most
+/// (and at most a quarter of what a group holds, `FI_COLL_HELD_BYTES`).
 const ORPHAN_BYTES: usize = 16 << 20;
 
 /// Groups joined in this process (numbers for their addresses).
@@ -98,12 +99,27 @@ enum Waiter {
     Join { fid: usize, context: usize },
 }
 
+/// A frame the layer could not hand in yet (its group's frames of
+/// operations not started reached their bound, or too many frames of
+/// groups not joined are held): handed in again after the next start or
+/// join. While a receive buffer holds one it is not posted again, so
+/// frames stay with the provider and their senders wait.
+enum Held {
+    /// In receive buffer `slot`.
+    Slot { slot: usize, len: usize, src: u64 },
+    /// A copy (a frame of a group not joined when it came).
+    Owned { src: u64, frame: Vec<u8> },
+}
+
 /// The layer's state.
 #[derive(Default)]
 struct State {
-    /// Receive buffers, and whether each is posted.
+    /// Receive buffers, and whether each is posted or holds a frame.
     rx: Vec<Vec<u8>>,
     rx_posted: Vec<bool>,
+    rx_held: Vec<bool>,
+    /// Frames not handed in yet, oldest first.
+    held: VecDeque<Held>,
     /// Sends in flight by context index (from `RX_BUFS`).
     tx: IdMap<usize, TxSlot>,
     tx_free: Vec<usize>,
@@ -171,14 +187,17 @@ impl CollEp {
     /// ([`begin`](Self::begin)). The endpoint's relays ([`super::relay`])
     /// hand it its completions and drive it.
     pub(crate) fn start(b: Bound) -> Result<Arc<CollEp>> {
+        let held = crate::config::core_tunable("coll_held_bytes").get_size()?;
         let limits = Limits {
             message_max: MESSAGE_MAX,
+            early_bytes: held.max(HDR_LEN + Limits::default().frame_max),
             ..Limits::default()
         };
         let frame_len = HDR_LEN + limits.frame_max;
         let st = State {
             rx: (0..RX_BUFS).map(|_| vec![0u8; frame_len]).collect(),
             rx_posted: vec![false; RX_BUFS],
+            rx_held: vec![false; RX_BUFS],
             tx_free: (RX_BUFS..CONTEXTS).rev().collect(),
             next_token: 1,
             ..Default::default()
@@ -344,10 +363,13 @@ impl CollEp {
         if let Some(held) = st.orphans.remove(&name) {
             for (src, f) in held {
                 st.orphan_bytes -= f.len();
-                self.on_frame(&mut st, &f, src);
+                if !self.on_frame(&mut st, &f, src) {
+                    st.held.push_back(Held::Owned { src, frame: f });
+                }
             }
         }
         self.pump(&mut st, addr);
+        self.retry_held(&mut st);
         drop(st);
         self.run();
         Ok(addr)
@@ -523,9 +545,40 @@ impl CollEp {
             ),
         );
         self.pump(&mut st, op.coll_addr);
+        self.retry_held(&mut st);
         drop(st);
         self.run();
         Ok(())
+    }
+
+    /// Hands in again the frames held back, in order; a receive buffer
+    /// whose frame is taken is posted again.
+    fn retry_held(&self, st: &mut State) {
+        if st.held.is_empty() {
+            return;
+        }
+        for h in std::mem::take(&mut st.held) {
+            match h {
+                Held::Slot { slot, len, src } => {
+                    let buf = std::mem::take(&mut st.rx[slot]);
+                    let taken = self.on_frame(st, &buf[..len], src);
+                    st.rx[slot] = buf;
+                    if taken {
+                        st.rx_held[slot] = false;
+                        if !st.shut {
+                            self.post_rx(st, slot);
+                        }
+                    } else {
+                        st.held.push_back(Held::Slot { slot, len, src });
+                    }
+                }
+                Held::Owned { src, frame } => {
+                    if !self.on_frame(st, &frame, src) {
+                        st.held.push_back(Held::Owned { src, frame });
+                    }
+                }
+            }
+        }
     }
 
     // ---- the provider side -----------------------------------------------
@@ -707,35 +760,32 @@ impl CollEp {
         }
     }
 
-    /// A frame that arrived, from `src` if the provider knows it.
-    fn on_frame(&self, st: &mut State, f: &[u8], src: u64) {
+    /// A frame that arrived, from `src` if the provider knows it: false
+    /// when it cannot be taken yet (see [`Held`]).
+    fn on_frame(&self, st: &mut State, f: &[u8], src: u64) -> bool {
         let r = match Frame::new_checked(f).and_then(|v| Repr::parse(&v)) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "collectives: a malformed frame dropped");
-                return;
+                return true;
             }
         };
         let Some(&addr) = st.by_name.get(&r.group) else {
             if st.left.contains(&r.group) {
-                return;
+                return true;
             }
-            if st.orphan_bytes + f.len() > ORPHAN_BYTES {
-                tracing::warn!(
-                    group = r.group,
-                    "collectives: a frame of a group not joined dropped (too many held)"
-                );
-                return;
+            if st.orphan_bytes + f.len() > ORPHAN_BYTES.min(self.limits.early_bytes / 4) {
+                return false;
             }
             st.orphan_bytes += f.len();
             st.orphans
                 .entry(r.group)
                 .or_default()
                 .push((src, f.to_vec()));
-            return;
+            return true;
         };
         let Some(g) = st.groups.get_mut(&addr) else {
-            return;
+            return true;
         };
         if src != FI_ADDR_NOTAVAIL {
             let p = self.av.primary(src).unwrap_or(src);
@@ -745,13 +795,19 @@ impl CollEp {
                     src,
                     "collectives: a frame whose sender is not the member it names dropped"
                 );
-                return;
+                return true;
             }
         }
-        if let Err(e) = g.core.on_frame(&r, &f[HDR_LEN..]) {
-            tracing::warn!(error = %e, "collectives: a frame that does not fit: the group fails");
-        }
+        let taken = match g.core.on_frame(&r, &f[HDR_LEN..]) {
+            Ok(Fed::Taken) => true,
+            Ok(Fed::Later) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "collectives: a frame that does not fit: the group fails");
+                true
+            }
+        };
         self.pump(st, addr);
+        taken
     }
 
     /// Handles what the taps recorded, posts what waits.
@@ -787,7 +843,7 @@ impl CollEp {
             }
             if !st.shut {
                 for i in 0..RX_BUFS {
-                    if !st.rx_posted[i] {
+                    if !st.rx_posted[i] && !st.rx_held[i] {
                         self.post_rx(&mut st, i);
                     }
                 }
@@ -818,8 +874,17 @@ impl CollEp {
             if d.err == 0 {
                 let buf = std::mem::take(&mut st.rx[d.slot]);
                 let len = d.len.min(buf.len());
-                self.on_frame(st, &buf[..len], d.src);
+                let taken = self.on_frame(st, &buf[..len], d.src);
                 st.rx[d.slot] = buf;
+                if !taken {
+                    st.rx_held[d.slot] = true;
+                    st.held.push_back(Held::Slot {
+                        slot: d.slot,
+                        len,
+                        src: d.src,
+                    });
+                    return;
+                }
             } else if d.err != errno::FI_ECANCELED {
                 tracing::warn!(err = d.err, "collectives: a frame receive failed");
             }

@@ -4,7 +4,7 @@
 //! what does not fit.
 
 use super::algo::{Algo, Ctx};
-use super::{CollError, Event, Limits, Op, Transmit};
+use super::{CollError, Event, Fed, Limits, Op, Transmit};
 use ofi_wire::coll::{kind, Abort, Repr, HDR_LEN};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -154,22 +154,30 @@ impl GroupCore {
 
     /// A frame another member sent (its header parsed by the driver,
     /// which dispatches on `r.group`). A frame that does not fit (not this
-    /// group's, from no other member, of an operation that ended or is too
-    /// far ahead, of another operation, too long) makes the group unusable
-    /// (every running operation fails) and is returned as the error.
-    pub fn on_frame(&mut self, r: &Repr, payload: &[u8]) -> Result<(), CollError> {
+    /// group's, from no other member, of an operation that ended, of
+    /// another operation, too long, of a step the operation never takes)
+    /// makes the group unusable (every running operation fails) and is
+    /// returned as the error. A frame of an operation this member has not
+    /// started yet is held, within [`Limits::early_bytes`]; past the bound
+    /// it is not taken ([`Fed::Later`]): the driver hands it in again once
+    /// this member has started another operation, and meanwhile takes no
+    /// more frames from the network, so the senders wait (flow control: a
+    /// broadcast's root may run ahead of the others by any number of
+    /// operations).
+    pub fn on_frame(&mut self, r: &Repr, payload: &[u8]) -> Result<Fed, CollError> {
         if self.broken.is_some() {
-            return Ok(());
+            return Ok(Fed::Taken);
         }
-        let r2 = self.check_frame(r, payload);
-        if let Err(e) = r2 {
-            self.fail(e.clone());
-            return Err(e);
+        match self.check_frame(r, payload) {
+            Ok(f) => Ok(f),
+            Err(e) => {
+                self.fail(e.clone());
+                Err(e)
+            }
         }
-        Ok(())
     }
 
-    fn check_frame(&mut self, r: &Repr, payload: &[u8]) -> Result<(), CollError> {
+    fn check_frame(&mut self, r: &Repr, payload: &[u8]) -> Result<Fed, CollError> {
         let peer = |why: &str| CollError::Peer {
             rank: r.from,
             why: why.to_string(),
@@ -200,13 +208,13 @@ impl GroupCore {
                 }
             };
             self.fail_here(error);
-            return Ok(());
+            return Ok(Fed::Taken);
         }
         let ahead = r.seq.wrapping_sub(self.next_seq);
         if self.running.contains_key(&r.seq) {
             self.deliver(r.seq, r, payload)?;
             self.advance(r.seq);
-            return Ok(());
+            return Ok(Fed::Taken);
         }
         if ahead >= self.limits.early_ops {
             return Err(peer(
@@ -215,17 +223,18 @@ impl GroupCore {
         }
         // A frame held costs its header too, so empty frames are bounded.
         let cost = HDR_LEN + payload.len();
+        if cost > self.limits.early_bytes {
+            return Err(peer("a frame larger than the frames held may be"));
+        }
         if self.early_bytes + cost > self.limits.early_bytes {
-            return Err(peer(
-                "frames of operations not started yet exceed the bound",
-            ));
+            return Ok(Fed::Later);
         }
         self.early_bytes += cost;
         self.early
             .entry(r.seq)
             .or_default()
             .push((*r, payload.to_vec()));
-        Ok(())
+        Ok(Fed::Taken)
     }
 
     /// Adds a frame to its running operation's messages.

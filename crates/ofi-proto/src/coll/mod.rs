@@ -13,7 +13,8 @@
 //! operation a member starts is operation `seq = n` everywhere (the join's
 //! own exchange is `seq` 0), and frames name it. Several may run at once;
 //! frames of an operation a member has not started yet wait (bounded by
-//! [`Limits`]) until it does. Operations complete in any order.
+//! [`Limits`], beyond which the driver stops taking frames: [`Fed`])
+//! until it does. Operations complete in any order.
 //!
 //! **Algorithms** (chosen by size and group, for any group size, powers of
 //! two or not):
@@ -146,6 +147,18 @@ impl Op {
     }
 }
 
+/// What became of a frame handed to [`GroupCore::on_frame`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// Taken (or dropped, once the group is unusable).
+    Taken,
+    /// Not taken: it belongs to an operation this member has not started,
+    /// and the frames held for those reached [`Limits::early_bytes`]. Hand
+    /// it in again after this member starts its next operation; until
+    /// then the driver takes no more frames from the network.
+    Later,
+}
+
 /// A frame to send: to the member of rank `to`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
@@ -247,10 +260,12 @@ pub struct Limits {
     /// Largest payload of one frame (a message is cut into frames of at
     /// most this many bytes).
     pub frame_max: usize,
-    /// Operations a member may run ahead of this one (frames of later
-    /// operations are a peer's fault).
+    /// Operation numbers ahead of this member's next one that frames may
+    /// name; a frame naming one further on (or behind: operation numbers
+    /// compare modulo 2^32) is a peer's fault.
     pub early_ops: u32,
-    /// Bytes of frames of operations not started yet that a group holds.
+    /// Bytes (headers included) of frames of operations not started yet
+    /// that a group holds; past it, frames wait ([`Fed::Later`]).
     pub early_bytes: usize,
     /// Allreduces of at least this many bytes take Rabenseifner's
     /// algorithm (when every block gets an element).
@@ -263,7 +278,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             frame_max: 16 * 1024 - ofi_wire::coll::HDR_LEN,
-            early_ops: 1024,
+            early_ops: 1 << 31,
             early_bytes: 64 << 20,
             rabenseifner_min: 8 * 1024,
             message_max: u32::MAX as usize,
