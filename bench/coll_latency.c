@@ -6,13 +6,15 @@
  *
  *   cc -O2 -o coll_latency bench/coll_latency.c -lfabric
  *   [LD_LIBRARY_PATH=DIR_WITH_OFIS_libfabric.so.1] FI_TCP_IFACE=lo \
- *       ./coll_latency PROVIDER [ITERS]
+ *       ./coll_latency PROVIDER [ITERS [OPS]]
  *
  * The parent forks two ranks, pinned to cpus 0 and 1, which open an RDM
  * endpoint of PROVIDER with FI_COLLECTIVE, exchange addresses through
  * shared memory, join the group of both and run each operation ITERS
  * times (default 20000) after ITERS/10 warm-up ones, reading the CQ in a
- * busy loop. Rank 0 prints one line per operation:
+ * busy loop (OPS, a string of letters b, a and c, picks barrier,
+ * allreduce and broadcast: default "bac"). Rank 0 prints one line per
+ * operation:
  *   "op <name> iters <n> median_us <m> p99_us <p>"
  * and the results are checked (a wrong sum or broadcast exits 2).
  */
@@ -138,6 +140,8 @@ static void run(struct fid_ep *ep, fi_addr_t coll, enum op op, long iters)
 	free(t);
 }
 
+static const char *ops = "bac";
+
 static void child(const char *prov, long iters)
 {
 	struct fi_info *hints = fi_allocinfo(), *info;
@@ -204,9 +208,12 @@ static void child(const char *prov, long iters)
 		fi_cq_read(cq, NULL, 0);
 	}
 	fi_addr_t coll = fi_mc_addr(mc);
-	run(ep, coll, BARRIER, iters);
-	run(ep, coll, ALLREDUCE, iters);
-	run(ep, coll, BROADCAST, iters);
+	if (strchr(ops, 'b'))
+		run(ep, coll, BARRIER, iters);
+	if (strchr(ops, 'a'))
+		run(ep, coll, ALLREDUCE, iters);
+	if (strchr(ops, 'c'))
+		run(ep, coll, BROADCAST, iters);
 	/* Both done before either closes. */
 	CHECK(fi_barrier(ep, coll, NULL));
 	reap();
@@ -231,6 +238,8 @@ int main(int argc, char **argv)
 
 	if (iters < 10)
 		iters = 10;
+	if (argc > 3)
+		ops = argv[3];
 	sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)

@@ -62,6 +62,15 @@
 #      way, the same binary with no provider named (cm + ofi MTL on ofi's
 #      libfabric.so.1: its default RDM offer, hybrid, through shm) against
 #      Open MPI's own shared-memory path (pml ob1, btl vader,self),
+#   7b. with OPS containing coll, in the same rounds: bench/coll_latency.c
+#      (two forked ranks pinned to cpus 0 and 1 joining one group,
+#      fi_barrier, an 8 B fi_allreduce FI_SUM and a 4 KiB fi_broadcast timed
+#      one by one, COLL_ITERS each; median and p99 per run) on ofi's
+#      libfabric.so.1 over each provider of PROVIDERS, against, for shm,
+#      bench/mpi_coll.c (MPI_Barrier, MPI_Allreduce, MPI_Bcast, the same
+#      way) under Open MPI's pml ob1 + btl vader,self, and for tcp the same
+#      coll_latency binary on Debian's libfabric (tcp;ofi_rxm, its util
+#      collectives), alternating per round,
 #   8. with HYBRID_SIZES (default "8" when shm and send are measured), in
 #      the same rounds and alternation: `ofi pingpong -p hybrid -e rdm`
 #      (the hybrid provider, through shm here)
@@ -73,8 +82,10 @@
 #   RUNS          runs per configuration and tool (default 5)
 #   OPS           what to measure (default "send write atomic"): send = the
 #                 ping-pong rows above, write = RMA write bandwidth rows,
-#                 atomic = the shm fetch-add latency row; OPS=send is the
+#                 atomic = the shm fetch-add latency row, coll = the
+#                 collective rows (not in the default); OPS=send is the
 #                 script as it was before the one-sided rows
+#   COLL_ITERS    operations of each kind per collective run (default 20000)
 #   PROVIDERS     providers to measure, in order (default "shm tcp"); the old
 #                 PROVIDER (one name) is still honoured when PROVIDERS is unset
 #   SIZES         shm msg sizes in bytes (default "8 4096 1048576")
@@ -127,6 +138,9 @@
 # >= 5.00x libfabric; RMA write 1 MiB (ofi bw -p udp -o write) >= 0.50x the
 # raw UDP stream of 64000 B datagrams.
 # Target (shm, atomics): 8 B fetch-and-add latency <= 1.0 usec one-way.
+# Targets (collectives, medians): shm barrier, 8 B allreduce and 4 KiB
+# broadcast <= 1.5x Open MPI's ob1 + vader; tcp the same <= 0.5x Debian's
+# libfabric (tcp;ofi_rxm); every ofi row's p99 <= 5x its median.
 # Targets (C ABI, the same fi_pingpong binary on ofi's libfabric.so.1 and on
 # Debian's): shm rdm 8 B latency <= 0.80; tcp rdm 8 B <= 0.80 (against
 # tcp;ofi_rxm); Open MPI (cm, ofi MTL, tcp) 8 B latency on ofi <= on
@@ -145,6 +159,7 @@ BW_SIZE="${BW_SIZE:-1048576}"
 BW_WINDOW="${BW_WINDOW:-64}"
 BW_ITERS="${BW_ITERS:-}"
 ATOMIC_ITERS="${ATOMIC_ITERS:-200000}"
+COLL_ITERS="${COLL_ITERS:-20000}"
 FI_RMA_BW="${FI_RMA_BW:-fi_rma_bw}"
 PROVIDERS="${PROVIDERS:-${PROVIDER:-shm tcp}}"
 SIZES="${SIZES:-8 4096 1048576}"
@@ -177,7 +192,7 @@ die() { log "compare.sh: $*"; exit 1; }
 
 case "$RUNS" in '' | *[!0-9]* | 0) die "RUNS must be a positive integer (got '$RUNS')" ;; esac
 for s in $SIZES $TAGGED_SIZES $TCP_SIZES $UDP_SIZES $MEMCPY_SIZE $RAW_PP_ITERS $RAW_STREAM_ITERS \
-    $RAW_UDP_PP_ITERS $RAW_UDP_STREAM_ITERS $BW_SIZE $BW_WINDOW $BW_ITERS $ATOMIC_ITERS; do
+    $RAW_UDP_PP_ITERS $RAW_UDP_STREAM_ITERS $BW_SIZE $BW_WINDOW $BW_ITERS $ATOMIC_ITERS $COLL_ITERS; do
     case "$s" in *[!0-9]*) die "sizes and counts must be numbers (got '$s')" ;; esac
 done
 HAS_SHM=0
@@ -208,14 +223,17 @@ done
 OP_SEND=0
 OP_WRITE=0
 OP_ATOMIC=0
+OP_COLL=0
 for o in $OPS; do
     case "$o" in
         send) OP_SEND=1 ;;
         write) OP_WRITE=1 ;;
         atomic) OP_ATOMIC=1 ;;
-        *) die "OPS: send, write and/or atomic (got '$o')" ;;
+        coll) OP_COLL=1 ;;
+        *) die "OPS: send, write, atomic and/or coll (got '$o')" ;;
     esac
 done
+[ "$OP_COLL" = 0 ] || [ "$CAPI" = 1 ] || die "OPS=coll needs CAPI=1 (ofi's libfabric.so.1)"
 
 # --- tools --------------------------------------------------------------------
 
@@ -286,6 +304,15 @@ fi
 if [ "$MPI" = 1 ]; then
     [ "$CAPI" = 1 ] || die "MPI=1 needs CAPI=1 (ofi's libfabric.so.1)"
     mpicc -O2 -o "$WORK/mpi_latency" "$ROOT/bench/mpi_latency.c" || die "cannot compile bench/mpi_latency.c"
+fi
+COLL_MPI=0
+if [ "$OP_COLL" = 1 ]; then
+    cc -O2 -o "$WORK/coll_latency" "$ROOT/bench/coll_latency.c" -lfabric ||
+        die "cannot compile bench/coll_latency.c (libfabric-dev's headers)"
+    if [ "$HAS_SHM" = 1 ] && command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
+        mpicc -O2 -o "$WORK/mpi_coll" "$ROOT/bench/mpi_coll.c" || die "cannot compile bench/mpi_coll.c"
+        COLL_MPI=1
+    fi
 fi
 
 # --- helpers ------------------------------------------------------------------
@@ -525,6 +552,43 @@ run_mpi() {
     done
 }
 
+# run_coll TOOL PROV ROUND: one bench/coll_latency.c run (TOOL ofi: on
+# ofi's libfabric.so.1; libfabric: on Debian's, tcp as tcp;ofi_rxm) or, TOOL
+# vader, bench/mpi_coll.c under Open MPI's ob1 + vader; appends "median p99
+# round" to $WORK/coll-TOOL-PROV-OP.dat for each operation.
+COLL_OPS="barrier allreduce8 broadcast4k"
+run_coll() {
+    local tool="$1" prov="$2" round="$3" out="$WORK/coll-$1-$2.r$3" rc=0 op line
+    case "$tool" in
+        ofi)
+            env LD_LIBRARY_PATH="$WORK/capi" FI_TCP_IFACE=lo FI_UDP_IFACE=lo timeout "$TIMEOUT" \
+                "$WORK/coll_latency" "$prov" "$COLL_ITERS" >"$out" 2>&1 || rc=$?
+            ;;
+        libfabric)
+            env -u LD_LIBRARY_PATH FI_TCP_IFACE=lo timeout "$TIMEOUT" \
+                "$WORK/coll_latency" "$(if [ "$prov" = tcp ]; then echo "tcp;ofi_rxm"; else echo "$prov"; fi)" "$COLL_ITERS" >"$out" 2>&1 || rc=$?
+            ;;
+        vader)
+            env -u LD_LIBRARY_PATH timeout "$TIMEOUT" \
+                mpirun --allow-run-as-root -np 2 --bind-to core --map-by core \
+                --mca pml ob1 --mca btl vader,self --mca oob_tcp_if_include lo \
+                "$WORK/mpi_coll" "$COLL_ITERS" >"$out" 2>&1 || rc=$?
+            ;;
+    esac
+    for op in $COLL_OPS; do
+        line="$(awk -v o="$op" '$1 == "op" && $2 == o { print $6, $8 }' "$out")"
+        if [ "$rc" -ne 0 ] || [ -z "$line" ]; then
+            log "   coll-$tool-$prov $op run $round: FAILED (rc=$rc)"
+            sed 's/^/     /' "$out" >&2 || true
+            echo "$round rc=$rc" >>"$WORK/coll-$tool-$prov-$op.fail"
+            FAILURES=$((FAILURES + 1))
+            continue
+        fi
+        printf '%s %s\n' "$line" "$round" >>"$WORK/coll-$tool-$prov-$op.dat"
+        log "   $(printf '%-34s run %d: median %8s p99 %8s usec' "coll-$tool-$prov-$op" "$round" $line)"
+    done
+}
+
 # run_bw TOOL PROV OP SIZE ROUND: one `ofi bw` (TOOL ofi) or fi_rma_bw (TOOL
 # libfabric) server/client pair, pinned like the others; appends
 # "usec mbs round oneway" to $WORK/bw-TOOL-PROV-OP-SIZE.dat (oneway: the
@@ -634,7 +698,17 @@ for n in $NO_CAP; do
     IFS=: read -r prov op cap <<<"$n"
     log "note: ofi's $prov offers no $cap yet: no $op row for $prov"
 done
-[ "${#CONFIGS[@]}" -gt 0 ] || [ "${#BW_CONFIGS[@]}" -gt 0 ] || die "nothing to run: no sizes or operations for the chosen providers"
+COLL_PROVS=""
+if [ "$OP_COLL" = 1 ]; then
+    for p in $PROVIDERS; do
+        if "$OFI_BIN" info -p "$p" -c FI_COLLECTIVE -t FI_EP_RDM 2>/dev/null | grep -q '^provider:'; then
+            COLL_PROVS="$COLL_PROVS $p"
+        else
+            log "note: ofi's $p offers no FI_COLLECTIVE: no collective rows for $p"
+        fi
+    done
+fi
+[ "${#CONFIGS[@]}" -gt 0 ] || [ "${#BW_CONFIGS[@]}" -gt 0 ] || [ -n "$COLL_PROVS" ] || die "nothing to run: no sizes or operations for the chosen providers"
 HAVE_RMA_BW=0
 if [ "$OP_WRITE" = 1 ]; then
     if command -v "$FI_RMA_BW" >/dev/null 2>&1; then
@@ -698,6 +772,13 @@ for round in $(seq 1 "$RUNS"); do
         # The default RDM offer (hybrid) against -p shm, ofi pingpong both.
         if [ $((round % 2)) -eq 1 ]; then order="default shm"; else order="shm default"; fi
         for prov in $order; do run_one hyb "$prov" rdm msg "$size" "$round"; done
+    done
+    for prov in $COLL_PROVS; do
+        ref=""
+        if [ "$prov" = shm ] && [ "$COLL_MPI" = 1 ]; then ref=vader; fi
+        if [ "$prov" = tcp ]; then ref=libfabric; fi
+        if [ $((round % 2)) -eq 1 ]; then order="ofi $ref"; else order="$ref ofi"; fi
+        for tool in $order; do run_coll "$tool" "$prov" "$round"; done
     done
     if [ "$MPI" = 1 ]; then
         if [ $((round % 2)) -eq 1 ]; then order="capi libfabric"; else order="libfabric capi"; fi
@@ -777,7 +858,7 @@ echo "ofi pingpong vs libfabric ${LF_VER:-?} fi_pingpong; providers: $PROVIDERS"
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); ofi $GIT_REV"
 echo "machine: $(nproc) cpus (${CPU:-unknown cpu}), Linux $(uname -r); server on cpu $SERVER_CPU, client on cpu $CLIENT_CPU"
 echo "rounds that started while other processes kept the cpus busy: $BUSY_ROUNDS of $RUNS"
-echo "command: RUNS=$RUNS PROVIDERS=\"$PROVIDERS\" OPS=\"$OPS\" SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" TCP_SIZES=\"$TCP_SIZES\" TCP_EPS=\"$TCP_EPS\" UDP_SIZES=\"$UDP_SIZES\" UDP_EPS=\"$UDP_EPS\" bench/compare.sh"
+echo "command: RUNS=$RUNS PROVIDERS=\"$PROVIDERS\" OPS=\"$OPS\" COLL_ITERS=$COLL_ITERS SIZES=\"$SIZES\" TAGGED_SIZES=\"$TAGGED_SIZES\" TCP_SIZES=\"$TCP_SIZES\" TCP_EPS=\"$TCP_EPS\" UDP_SIZES=\"$UDP_SIZES\" UDP_EPS=\"$UDP_EPS\" bench/compare.sh"
 echo "medians of $RUNS runs each; MB/sec as fi_pingpong prints it (MB = 10^6 bytes); usec/xfer = size / MB/sec"
 echo "(the same number fi_pingpong prints, with more digits than its 2 decimals)"
 declare -A LAT BW BWO LATO HYB_LAT
@@ -911,6 +992,35 @@ if [ "${#BW_CONFIGS[@]}" -gt 0 ] || [ -n "$NO_CAP" ]; then
             "one-way range $(if [ -s "$WORK/$f.dat" ]; then awk '{ print $4 }' "$WORK/$f.dat" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo " - " hi }'; else echo -; fi)"
     done
 fi
+declare -A COLL_RATIO COLL_TAIL
+if [ -n "$COLL_PROVS" ]; then
+    echo
+    echo "collectives: bench/coll_latency.c, 2 ranks pinned to cpus 0 and 1, each operation timed one by one ($COLL_ITERS per run; broadcast timed at its root); medians over the runs of each run's median and p99 (usec); reference: shm against Open MPI's ob1 + vader (bench/mpi_coll.c), tcp against Debian's libfabric tcp;ofi_rxm (the same binary), same rounds"
+    echo
+    echo "| provider | operation | ofi median | ofi p99 | reference | reference median | reference p99 | ofi/reference | per round |"
+    echo "|---|---|---:|---:|---|---:|---:|---:|---|"
+    for prov in $COLL_PROVS; do
+        ref="-"
+        refname="none"
+        if [ "$prov" = shm ] && [ "$COLL_MPI" = 1 ]; then ref=vader; refname="Open MPI ob1 + vader"; fi
+        if [ "$prov" = tcp ]; then ref=libfabric; refname="libfabric tcp;ofi_rxm"; fi
+        for op in $COLL_OPS; do
+            f="$WORK/coll-ofi-$prov-$op.dat"
+            rf="$WORK/coll-$ref-$prov-$op.dat"
+            om="$(col "$f" 1)"
+            op99="$(col "$f" 2)"
+            rm_="$(col "$rf" 1)"
+            rp99="$(col "$rf" 2)"
+            COLL_RATIO[$prov:$op]="$(ratio "$om" "$rm_")"
+            COLL_TAIL[$prov:$op]="$(ratio "$op99" "$om")"
+            per="-"
+            if [ -s "$f" ] && [ -s "$rf" ]; then
+                per="$(awk 'NR == FNR { o[$3] = $1; next } ($3 in o) && $1 > 0 { printf "%s%.2f", sep, o[$3] / $1; sep = " " } END { print "" }' "$f" "$rf")"
+            fi
+            echo "| $prov | $op | $om | $op99 | $refname | $rm_ | $rp99 | ${COLL_RATIO[$prov:$op]} | $per |"
+        done
+    done
+fi
 echo
 NOT_MEASURED=0
 for c in "${CONFIGS[@]}"; do
@@ -931,6 +1041,17 @@ for c in "${BW_CONFIGS[@]}"; do
         if [ "$NOT_MEASURED" = 0 ]; then echo "failed runs (medians use the successful runs only; '-' = nothing measured):"; fi
         NOT_MEASURED=1
         echo "- $tool bw $prov $op $(human "$size"): $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
+    done
+done
+for prov in $COLL_PROVS; do
+    for tool in ofi libfabric vader; do
+        for op in $COLL_OPS; do
+            ff="$WORK/coll-$tool-$prov-$op.fail"
+            [ -s "$ff" ] || continue
+            if [ "$NOT_MEASURED" = 0 ]; then echo "failed runs (medians use the successful runs only; '-' = nothing measured):"; fi
+            NOT_MEASURED=1
+            echo "- $tool collectives $prov $op: $(wc -l <"$ff") of $RUNS runs failed; first: $(head -1 "$ff")"
+        done
     done
 done
 for k in raw-pingpong raw-stream rawudp-pingpong rawudp-stream; do
@@ -1006,6 +1127,16 @@ fi
 if [ "$HAS_UDP" = 1 ] && [ "$OP_SEND" = 1 ]; then
     REF_NOTES+=("for reference (no target): udp 8 B one-way latency over the raw busy-polled datagram ping-pong: ofi DGRAM $(ratio "${LATO[udp:dgram:msg:8]:--}" "$RAWU_PP_MED")x, ofi RDM $(ratio "${LATO[udp:rdm:msg:8]:--}" "$RAWU_PP_MED")x")
 fi
+for prov in $COLL_PROVS; do
+    for op in $COLL_OPS; do
+        if [ "$prov" = shm ] && [ "$COLL_MPI" = 1 ]; then
+            target "shm $op median, ofi/Open MPI ob1 + vader" "${COLL_RATIO[$prov:$op]:--}" "<=" 1.50
+        elif [ "$prov" = tcp ]; then
+            target "tcp $op median, ofi/libfabric tcp;ofi_rxm" "${COLL_RATIO[$prov:$op]:--}" "<=" 0.50
+        fi
+        target "$prov $op p99/median (ofi)" "${COLL_TAIL[$prov:$op]:--}" "<=" 5.00
+    done
+done
 for n in "${REF_NOTES[@]}"; do
     echo
     echo "$n"

@@ -33,6 +33,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 const RX_BUFS: usize = 16;
 /// Contexts of the layer's own operations: `RX_BUFS` receives, then sends.
 const CONTEXTS: usize = 4096;
+/// Contexts of injected frames after those, one per destination: they
+/// complete silently, and a failure names the member it was sent to.
+const INJECT_DESTS: usize = 1 << 16;
 /// Bytes of frames of groups not joined yet an endpoint holds, at most
 /// (and at most a quarter of what a group holds, `FI_COLL_HELD_BYTES`).
 const ORPHAN_BYTES: usize = 16 << 20;
@@ -136,6 +139,13 @@ struct State {
     next_token: u64,
     /// Groups of the same members joined so far, by the members' hash.
     joins: HashMap<u64, u32>,
+    /// Injected frames' contexts: the index of each destination, and the
+    /// destination of each index.
+    inject_ids: IdMap<u64, usize>,
+    inject_dests: Vec<u64>,
+    /// `pump`'s scratch (kept to reuse its memory).
+    out_frames: Vec<Pending>,
+    out_events: Vec<Event>,
     shut: bool,
 }
 
@@ -210,7 +220,7 @@ impl CollEp {
             ep_fid: b.ep_fid,
             inject_size: b.inject_size,
             limits,
-            contexts: vec![0u8; CONTEXTS].into_boxed_slice(),
+            contexts: vec![0u8; CONTEXTS + INJECT_DESTS].into_boxed_slice(),
             inbox: Mutex::new(Inbox::default()),
             work: AtomicBool::new(false),
             st: Mutex::new(st),
@@ -270,7 +280,7 @@ impl CollEp {
     #[inline]
     fn slot(&self, context: usize) -> Option<usize> {
         let i = context.wrapping_sub(self.contexts.as_ptr() as usize);
-        (i < CONTEXTS).then_some(i)
+        (i < CONTEXTS + INJECT_DESTS).then_some(i)
     }
 
     fn note(&self, d: Done) {
@@ -616,6 +626,11 @@ impl CollEp {
 
     /// Posts a frame, or gives it back when it must wait.
     fn post_frame(&self, st: &mut State, p: Pending) -> std::result::Result<(), Pending> {
+        if p.frame.len() <= self.inject_size {
+            if let Some(i) = self.inject_id(st, p.dest) {
+                return self.inject_frame(st, p, i);
+            }
+        }
         let Some(slot) = st.tx_free.pop() else {
             return Err(p);
         };
@@ -664,6 +679,78 @@ impl CollEp {
         }
     }
 
+    /// The index of `dest` among the injected frames' contexts (None when
+    /// every one is taken: the frame goes with a completion).
+    fn inject_id(&self, st: &mut State, dest: u64) -> Option<usize> {
+        if let Some(&i) = st.inject_ids.get(&dest) {
+            return Some(i);
+        }
+        let i = st.inject_dests.len();
+        if i == INJECT_DESTS {
+            return None;
+        }
+        st.inject_dests.push(dest);
+        st.inject_ids.insert(dest, i);
+        Some(i)
+    }
+
+    /// Injects a frame (copied before the call returns, no completion: a
+    /// failure comes as an error entry naming its destination).
+    fn inject_frame(
+        &self,
+        st: &mut State,
+        p: Pending,
+        id: usize,
+    ) -> std::result::Result<(), Pending> {
+        let iov = [IoVec {
+            base: p.frame.as_ptr() as usize,
+            len: p.frame.len(),
+        }];
+        let op = SendOp {
+            iov: &iov,
+            desc: &[],
+            dest: p.dest,
+            tag: COLL_TAG,
+            data: 0,
+            context: self.context(CONTEXTS + id),
+            flags: FI_INJECT | OFI_INJECT_CALL,
+            tagged: true,
+        };
+        // SAFETY: an injected frame is copied before this returns.
+        match unsafe { self.ops.post_send(&op) } {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_again() => Err(p),
+            Err(e) => {
+                tracing::debug!(error = %e, to = p.to, "collectives: a frame could not be sent");
+                if let Some(g) = st.groups.get_mut(&p.group) {
+                    g.core.lost(p.to, e.code());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The peer at `fi_addr` is gone: every group it is a member of fails.
+    fn lost_peer(&self, st: &mut State, fi_addr: u64, err: i32) {
+        let p = self.av.primary(fi_addr).unwrap_or(fi_addr);
+        let hit: Vec<(u64, u32)> = st
+            .groups
+            .iter()
+            .filter_map(|(a, g)| {
+                g.primaries
+                    .iter()
+                    .position(|x| *x == p)
+                    .map(|r| (*a, r as u32))
+            })
+            .collect();
+        for (a, r) in hit {
+            if let Some(g) = st.groups.get_mut(&a) {
+                g.core.lost(r, err);
+            }
+            self.pump(st, a);
+        }
+    }
+
     /// Moves a group's frames to the provider and its outcomes to the
     /// application.
     fn pump(&self, st: &mut State, addr: u64) {
@@ -671,7 +758,7 @@ impl CollEp {
             let Some(g) = st.groups.get_mut(&addr) else {
                 return;
             };
-            let mut frames = Vec::new();
+            let mut frames = std::mem::take(&mut st.out_frames);
             while let Some(t) = g.core.poll_transmit() {
                 frames.push(Pending {
                     group: addr,
@@ -680,14 +767,16 @@ impl CollEp {
                     frame: t.frame,
                 });
             }
-            let mut events = Vec::new();
+            let mut events = std::mem::take(&mut st.out_events);
             while let Some(e) = g.core.poll_event() {
                 events.push(e);
             }
             if frames.is_empty() && events.is_empty() {
+                st.out_frames = frames;
+                st.out_events = events;
                 return;
             }
-            for f in frames {
+            for f in frames.drain(..) {
                 if !st.waiting.is_empty() {
                     st.waiting.push_back(f);
                 } else if let Err(f) = self.post_frame(st, f) {
@@ -695,9 +784,11 @@ impl CollEp {
                     self.work.store(true, Ordering::Release);
                 }
             }
-            for e in events {
+            for e in events.drain(..) {
                 self.report(st, e);
             }
+            st.out_frames = frames;
+            st.out_events = events;
         }
     }
 
@@ -823,23 +914,7 @@ impl CollEp {
                 self.completed(&mut st, d);
             }
             for (fi_addr, err) in inbox.deaths {
-                let p = self.av.primary(fi_addr).unwrap_or(fi_addr);
-                let hit: Vec<(u64, u32)> = st
-                    .groups
-                    .iter()
-                    .filter_map(|(a, g)| {
-                        g.primaries
-                            .iter()
-                            .position(|x| *x == p)
-                            .map(|r| (*a, r as u32))
-                    })
-                    .collect();
-                for (a, r) in hit {
-                    if let Some(g) = st.groups.get_mut(&a) {
-                        g.core.lost(r, err);
-                    }
-                    self.pump(&mut st, a);
-                }
+                self.lost_peer(&mut st, fi_addr, err);
             }
             if !st.shut {
                 for i in 0..RX_BUFS {
@@ -869,6 +944,15 @@ impl CollEp {
 
     /// One of the layer's operations completed.
     fn completed(&self, st: &mut State, d: Done) {
+        if d.slot >= CONTEXTS {
+            // An injected frame failed (they complete silently).
+            if d.err != 0 && d.err != errno::FI_ECANCELED {
+                if let Some(&dest) = st.inject_dests.get(d.slot - CONTEXTS) {
+                    self.lost_peer(st, dest, d.err);
+                }
+            }
+            return;
+        }
         if d.slot < RX_BUFS {
             st.rx_posted[d.slot] = false;
             if d.err == 0 {

@@ -5,10 +5,11 @@
 
 use super::group::Key;
 use super::{CollError, Limits, Op, Transmit};
+use crate::udp::FastMap;
 use ofi_base::atomic::{self, AtomicKind};
 use ofi_base::consts::{enum_name, ATOMIC_OP_NAMES, DATATYPE_NAMES};
 use ofi_wire::coll::Repr;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Steps of the fold of a group that is not a power of two.
 const STEP_FOLD: u32 = 0;
@@ -29,7 +30,7 @@ pub(super) struct Ctx<'a> {
     pub(super) hdr: Repr,
     pub(super) frame_max: usize,
     pub(super) out: &'a mut VecDeque<Transmit>,
-    pub(super) inbox: &'a mut HashMap<Key, Vec<u8>>,
+    pub(super) inbox: &'a mut FastMap<Key, Vec<u8>>,
 }
 
 impl Ctx<'_> {

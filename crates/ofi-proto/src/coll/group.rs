@@ -5,8 +5,9 @@
 
 use super::algo::{Algo, Ctx};
 use super::{CollError, Event, Fed, Limits, Op, Transmit};
+use crate::udp::{FastMap, FastState};
 use ofi_wire::coll::{kind, Abort, Repr, HDR_LEN};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// A message of one step from one member: `(step, from)`.
 pub(super) type Key = (u32, u32);
@@ -26,8 +27,8 @@ struct Running {
     /// Longest message the operation can take (its input or output).
     max_message: usize,
     /// Whole messages not yet taken by the algorithm.
-    inbox: HashMap<Key, Vec<u8>>,
-    partial: HashMap<Key, Partial>,
+    inbox: FastMap<Key, Vec<u8>>,
+    partial: FastMap<Key, Partial>,
 }
 
 /// One member's side of a collective group: see the [module](super) docs.
@@ -39,7 +40,9 @@ pub struct GroupCore {
     next_seq: u32,
     running: BTreeMap<u32, Running>,
     /// Frames of operations not started yet, by operation number.
-    early: HashMap<u32, Vec<(Repr, Vec<u8>)>>,
+    early: FastMap<u32, Vec<(Repr, Vec<u8>)>>,
+    /// The maps' hasher (seeded once per group: the keys are peers').
+    hasher: FastState,
     early_bytes: usize,
     out: VecDeque<Transmit>,
     events: VecDeque<Event>,
@@ -78,7 +81,8 @@ impl GroupCore {
             limits,
             next_seq: 0,
             running: BTreeMap::new(),
-            early: HashMap::new(),
+            early: FastMap::default(),
+            hasher: FastState::default(),
             early_bytes: 0,
             out: VecDeque::new(),
             events: VecDeque::new(),
@@ -130,8 +134,8 @@ impl GroupCore {
                 kind,
                 algo,
                 max_message,
-                inbox: HashMap::new(),
-                partial: HashMap::new(),
+                inbox: FastMap::with_hasher(self.hasher),
+                partial: FastMap::with_hasher(self.hasher),
             },
         );
         if let Some(held) = self.early.remove(&seq) {
@@ -269,6 +273,11 @@ impl GroupCore {
         let key = (r.step, r.from);
         if op.inbox.contains_key(&key) {
             return Err(peer(format!("step {} sent twice", r.step)));
+        }
+        if r.total == 0 {
+            // A message of no bytes is one frame (a barrier's).
+            op.inbox.insert(key, Vec::new());
+            return Ok(());
         }
         let p = op.partial.entry(key).or_insert_with(|| Partial {
             total: r.total,
