@@ -28,6 +28,12 @@
 //! (written, read into, atomic operands and results) are owned by the
 //! operation; the target exposes a [`Region`] that owns its memory and
 //! hands it back only once no peer can reach it (see [`region`]).
+//!
+//! Collectives too: an RDM channel opened from an offer with
+//! FI_COLLECTIVE [`join`](Channel::join)s a [`Group`] of its peers, and
+//! each operation over it (`barrier`, `broadcast`, `allreduce`,
+//! `allgather`, `reduce_scatter`, `alltoall`, `reduce`, `scatter`,
+//! `gather`) owns its [`Collective`] buffers until it completes.
 
 // The one place the safe layer calls the raw layer (the posts themselves are
 // in the `send_recv` and `one_sided` submodules): every buffer passed to a
@@ -38,6 +44,7 @@
 
 pub mod buf;
 mod cm;
+mod coll;
 mod conn;
 mod one_sided;
 pub(crate) mod op;
@@ -48,6 +55,7 @@ pub(crate) mod table;
 
 use buf::Held;
 pub use buf::{BufPool, PoolBuf};
+pub use coll::{Collective, Group};
 pub use conn::{CmEvent, ConnRequest};
 pub use one_sided::Atomic;
 pub use op::{Done, Op, OpError, OpId, PostError};
@@ -58,8 +66,8 @@ pub use table::RemoteWrite;
 use crate::consts::*;
 use crate::spi::HasCore;
 use crate::{
-    errno, AddressVector, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint, EqAttr, Error, Fabric,
-    Info, Result,
+    errno, AddressVector, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint, EqAttr, Error,
+    EventQueue, Fabric, Info, Result,
 };
 use conn::Conns;
 use ofi_core::util::iov::IoVec;
@@ -99,6 +107,11 @@ pub struct Channel {
     // posted buffers and registered regions) before the buffers they may
     // reference are freed.
     ep: Eps,
+    /// The event queue of an RDM channel opened for collectives (joins
+    /// complete there).
+    eq: Option<EventQueue>,
+    /// Joins started (their contexts).
+    joins: std::cell::Cell<usize>,
     cq: CompletionQueue,
     fd: OwnedFd,
     av: Option<AddressVector>,
@@ -205,19 +218,30 @@ impl Channel {
             .as_fd()
             .try_clone_to_owned()
             .map_err(|e| Error::os(e, "channel: dup of the wait fd"))?;
-        let (ep, av) = if info.ep_attr.ep_type == ep_type::FI_EP_MSG {
+        let (ep, av, eq) = if info.ep_attr.ep_type == ep_type::FI_EP_MSG {
             let eq = fabric.eq(&EqAttr {
                 size: 0,
                 wait_obj: wait_obj::FI_WAIT_FD,
             })?;
-            (Eps::Conns(Conns::new(info.clone(), eq)), None)
+            (Eps::Conns(Conns::new(info.clone(), eq)), None, None)
         } else {
             let av = domain.av(&AvAttr::default())?;
             let ep = domain.endpoint(info)?;
             ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV)?;
             ep.bind_av(&av)?;
+            // Joins complete on an event queue.
+            let eq = if info.caps & FI_COLLECTIVE != 0 {
+                let eq = fabric.eq(&EqAttr {
+                    size: 0,
+                    wait_obj: wait_obj::FI_WAIT_FD,
+                })?;
+                ep.bind_eq(&eq)?;
+                Some(eq)
+            } else {
+                None
+            };
             ep.enable()?;
-            (Eps::One(ep), Some(av))
+            (Eps::One(ep), Some(av), eq)
         };
         let table = Table::default();
         table
@@ -225,6 +249,8 @@ impl Channel {
             .set(table::late_writes(info.provider()));
         Ok(Channel {
             ep,
+            eq,
+            joins: std::cell::Cell::new(0),
             cq,
             fd,
             av,
