@@ -292,6 +292,10 @@ pub trait EndpointOps: Progress {
 pub trait McOps: Send + Sync {
     /// The address that sends to the group (`fi_mc_addr`).
     fn fi_addr(&self) -> u64;
+    /// This endpoint's rank in a collective group (None: not one).
+    fn rank(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A send (message or tagged) as the provider sees it.

@@ -34,6 +34,9 @@
 //!   resolves at once to an [`OpError`] holding the buffer.
 //! - **Connections**: MSG endpoints connect with [`Channel::connect`] and
 //!   accept through a [`Listener`].
+//! - **Collectives**: an RDM channel opened from an offer with
+//!   FI_COLLECTIVE [`join`](Channel::join)s a group of its peers; each
+//!   collective over it is an [`Op`] owning its buffers.
 //!
 //! The channel needs a tokio runtime with I/O enabled when it is opened
 //! (busy-poll channels do not); outside one, `open` fails with an error.
@@ -44,6 +47,7 @@
 #![allow(unsafe_code)]
 
 mod cm;
+mod coll;
 mod op;
 
 pub use crate::safe::{Done, OpError};
@@ -95,6 +99,8 @@ pub(crate) struct Inner {
     cq: CompletionQueue,
     _av: Option<AddressVector>,
     _eq: Option<(EventQueue, AsyncFd<OwnedFd>)>,
+    /// Joins started (their contexts).
+    joins: AtomicUsize,
     handles: AtomicUsize,
     /// Buffers of dropped regions a peer was still accessing.
     parked: Arc<crate::safe::region::Parked>,
@@ -315,6 +321,7 @@ impl Parts {
                 cq: self.cq,
                 _av: self.av,
                 _eq: self.eq,
+                joins: AtomicUsize::new(0),
                 handles: AtomicUsize::new(1),
                 parked: Arc::default(),
                 _domain: self.domain,
@@ -351,7 +358,13 @@ impl Channel {
                 "aio: an MSG offer connects: use Channel::connect or a Listener",
             ));
         }
-        let parts = Parts::open(info, None)?;
+        let mut parts = Parts::open(info, None)?;
+        if info.caps & FI_COLLECTIVE != 0 {
+            // Joins complete on an event queue.
+            let (eq, fd) = cm::event_queue(&parts.fabric)?;
+            parts.ep.bind_eq(&eq)?;
+            parts.eq = Some((eq, fd));
+        }
         parts.ep.enable()?;
         parts.channel(busy)
     }

@@ -44,7 +44,7 @@
 
 pub mod buf;
 mod cm;
-mod coll;
+pub(crate) mod coll;
 mod conn;
 mod one_sided;
 pub(crate) mod op;

@@ -77,11 +77,15 @@ pub struct CollAttr {
 struct CollGroup {
     layer: Weak<CollEp>,
     addr: u64,
+    rank: usize,
 }
 
 impl McOps for CollGroup {
     fn fi_addr(&self) -> u64 {
         self.addr
+    }
+    fn rank(&self) -> Option<usize> {
+        Some(self.rank)
     }
 }
 
@@ -169,6 +173,7 @@ impl Endpoint {
         Ok(Multicast::new(Box::new(CollGroup {
             layer: Arc::downgrade(&layer),
             addr,
+            rank,
         })))
     }
 

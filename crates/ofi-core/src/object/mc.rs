@@ -32,6 +32,11 @@ impl Multicast {
     pub fn fi_addr(&self) -> u64 {
         self.ops.fi_addr()
     }
+    /// This endpoint's rank, when the group is a collective one
+    /// (`fi_join_collective`: its place in the AV set).
+    pub fn rank(&self) -> Option<usize> {
+        self.ops.rank()
+    }
     /// Leaves the group (`fi_close`); dropping it does the same.
     pub fn close(self) -> super::CloseResult<Self> {
         Ok(())

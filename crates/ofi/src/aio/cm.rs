@@ -9,7 +9,7 @@ use std::os::fd::OwnedFd;
 use tokio::io::unix::AsyncFd;
 
 /// An event queue with its fd registered with tokio.
-fn event_queue(fabric: &Fabric) -> Result<(EventQueue, AsyncFd<OwnedFd>)> {
+pub(super) fn event_queue(fabric: &Fabric) -> Result<(EventQueue, AsyncFd<OwnedFd>)> {
     let eq = fabric.eq(&EqAttr {
         size: 0,
         wait_obj: wait_obj::FI_WAIT_FD,
@@ -20,7 +20,11 @@ fn event_queue(fabric: &Fabric) -> Result<(EventQueue, AsyncFd<OwnedFd>)> {
 
 /// The next event on `eq` (an error entry becomes the error), sleeping on
 /// its fd in between.
-async fn next_event(eq: &EventQueue, fd: &AsyncFd<OwnedFd>, what: &str) -> Result<EqEvent> {
+pub(super) async fn next_event(
+    eq: &EventQueue,
+    fd: &AsyncFd<OwnedFd>,
+    what: &str,
+) -> Result<EqEvent> {
     loop {
         match eq.read() {
             Ok(ev) => return Ok(ev),

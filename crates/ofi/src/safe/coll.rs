@@ -38,6 +38,20 @@ impl std::fmt::Debug for Group {
 }
 
 impl Group {
+    /// A joined group: the core's, the set it was joined from (of
+    /// `members`, in order).
+    pub(crate) fn new(mc: Multicast, set: AvSet, members: &[Addr]) -> Result<Group> {
+        let rank = mc
+            .rank()
+            .ok_or_else(|| Error::inval("join: the group has no rank for this channel"))?;
+        Ok(Group {
+            mc,
+            _set: set,
+            members: members.to_vec(),
+            rank,
+        })
+    }
+
     /// The members, in rank order.
     pub fn members(&self) -> &[Addr] {
         &self.members
@@ -139,17 +153,7 @@ impl Channel {
                 Err(e) => return Err(e),
             }
         }
-        let me = ep.getname()?;
-        let rank = members
-            .iter()
-            .position(|m| av.lookup(m.0).is_ok_and(|a| a == me))
-            .unwrap_or(0);
-        Ok(Group {
-            mc,
-            _set: set,
-            members: members.to_vec(),
-            rank,
-        })
+        Group::new(mc, set, members)
     }
 
     /// Posts a collective whose input and output live in `c`.
@@ -160,59 +164,9 @@ impl Channel {
         root: Option<Addr>,
         mut c: Collective,
     ) -> Posted<'_, Collective> {
-        let n = g.size();
-        let fail = |c: Collective, why: String| {
-            Err(PostError {
-                buf: c,
-                error: Error::inval(why),
-            })
-        };
-        let Some(size) = datatype_size(c.datatype) else {
-            let why = format!("collective: unknown datatype {}", c.datatype);
-            return fail(c, why);
-        };
-        let me = root.map(|r| g.members.get(g.rank) == Some(&r));
-        // Elements per member, and the output's length.
-        let (count, out) = match kind {
-            FI_ALLREDUCE => (c.input.len() / size, c.input.len()),
-            FI_ALLGATHER => (c.input.len() / size, c.input.len() * n),
-            FI_REDUCE_SCATTER => (c.input.len() / size / n, c.input.len() / n),
-            FI_ALLTOALL => (c.input.len() / size / n, c.input.len()),
-            FI_REDUCE => (
-                c.input.len() / size,
-                if me == Some(true) { c.input.len() } else { 0 },
-            ),
-            FI_GATHER => (
-                c.input.len() / size,
-                if me == Some(true) {
-                    c.input.len() * n
-                } else {
-                    0
-                },
-            ),
-            // Scatter: the caller sizes `output` to its block.
-            _ => (c.output.len() / size, c.output.len()),
-        };
-        if !c.input.len().is_multiple_of(size) {
-            let why = format!(
-                "collective: {} input bytes are not whole {size}-byte elements",
-                c.input.len()
-            );
-            return fail(c, why);
-        }
-        c.output.clear();
-        c.output.resize(out, 0);
-        let op = CollOp {
-            coll: kind,
-            buf: c.input.as_ptr() as usize,
-            count,
-            result: c.output.as_mut_ptr() as usize,
-            coll_addr: g.addr(),
-            root_addr: root.map_or(FI_ADDR_NOTAVAIL, |r| r.0),
-            datatype: c.datatype,
-            op: c.op,
-            flags: 0,
-            context: 0,
+        let op = match prepare(g, kind, root, &mut c) {
+            Ok(op) => op,
+            Err(error) => return Err(PostError { buf: c, error }),
         };
         self.post(Held::new(c), false, Addr(FI_ADDR_NOTAVAIL), |ctx| {
             let op = CollOp { context: ctx, ..op };
@@ -221,7 +175,7 @@ impl Channel {
                 // (heap memory that does not move with it), owned by the
                 // handle or the table until the completion is reaped or the
                 // endpoint has shut down; the input is read now, the output
-                // sized above for what the operation writes.
+                // sized by `prepare` for what the operation writes.
                 unsafe { ep.collective(&op) }
             })
         })
@@ -294,4 +248,85 @@ impl Channel {
     pub fn gather(&self, g: &Group, c: Collective, root: Addr) -> Posted<'_, Collective> {
         self.coll(g, FI_GATHER, Some(root), c)
     }
+}
+
+/// Sizes `c.output` for collective `kind` over `g` (see each call) and
+/// describes the operation (its context 0): the input must be whole
+/// elements of a known datatype.
+pub(crate) fn prepare(
+    g: &Group,
+    kind: u32,
+    root: Option<Addr>,
+    c: &mut Collective,
+) -> Result<CollOp> {
+    let n = g.size();
+    let Some(size) = datatype_size(c.datatype) else {
+        return Err(Error::inval(format!(
+            "collective: unknown datatype {}",
+            c.datatype
+        )));
+    };
+    if !c.input.len().is_multiple_of(size) {
+        return Err(Error::inval(format!(
+            "collective: {} input bytes are not whole {size}-byte elements",
+            c.input.len()
+        )));
+    }
+    // The root by its place in the group, as the core finds it (a peer
+    // named by another fi_addr than the group's is refused: the core
+    // would take it for the member while the sizes here would not).
+    let at_root = match root {
+        None => false,
+        Some(r) => match g.members.iter().position(|m| *m == r) {
+            Some(i) => i == g.rank,
+            None => {
+                return Err(Error::inval(format!(
+                    "collective: root {} is not one of the group's members",
+                    r.0
+                )))
+            }
+        },
+    };
+    // Elements per member, and the output's length.
+    let (count, out) = match kind {
+        FI_ALLREDUCE => (c.input.len() / size, c.input.len()),
+        FI_ALLGATHER => (c.input.len() / size, c.input.len() * n),
+        FI_REDUCE_SCATTER => (c.input.len() / size / n, c.input.len() / n),
+        FI_ALLTOALL => (c.input.len() / size / n, c.input.len()),
+        FI_REDUCE => (
+            c.input.len() / size,
+            if at_root { c.input.len() } else { 0 },
+        ),
+        FI_GATHER => (
+            c.input.len() / size,
+            if at_root { c.input.len() * n } else { 0 },
+        ),
+        // Scatter: the caller sizes `output` to its block, the root's
+        // input holds every member's.
+        _ => {
+            let count = c.output.len() / size;
+            if at_root && c.input.len() != count * size * n {
+                return Err(Error::inval(format!(
+                    "fi_scatter: the root's {} input bytes are not {n} blocks of {} bytes",
+                    c.input.len(),
+                    count * size
+                )));
+            }
+            (count, c.output.len())
+        }
+    };
+    c.output.clear();
+    c.output.resize(out, 0);
+    Ok(CollOp {
+        coll: kind,
+        buf: c.input.as_ptr() as usize,
+        count,
+        result: c.output.as_mut_ptr() as usize,
+        coll_addr: g.addr(),
+        root_addr: root.map_or(FI_ADDR_NOTAVAIL, |r| r.0),
+        datatype: c.datatype,
+        op: c.op,
+        flags: 0,
+        context: 0,
+    })
 }
