@@ -199,7 +199,34 @@ fn unsatisfiable_hints_are_enodata() {
         }
     }
 
-    for cap in [FI_RMA, FI_ATOMIC, FI_TAGGED, FI_MULTICAST, FI_COLLECTIVE] {
+    // FI_COLLECTIVE is offered only to hints that ask for it (as
+    // libfabric's util collectives are): every RDM offer with tagged
+    // messages then has it.
+    let mut h = Info::hints();
+    h.caps = FI_COLLECTIVE;
+    let rdm_tagged = all
+        .iter()
+        .any(|o| o.ep_attr.ep_type == ep_type::FI_EP_RDM && o.caps & FI_TAGGED != 0);
+    if rdm_tagged {
+        let got = getinfo(&h).unwrap_or_else(|e| panic!("FI_COLLECTIVE asked for: {e}"));
+        assert!(
+            got.iter()
+                .all(|o| o.caps & FI_COLLECTIVE != 0 && o.ep_attr.ep_type == ep_type::FI_EP_RDM),
+            "asked for FI_COLLECTIVE, got {:?}",
+            got.iter().map(describe).collect::<Vec<_>>()
+        );
+    } else {
+        assert_enodata(
+            &h,
+            "caps FI_COLLECTIVE, with no RDM offer of tagged messages",
+        );
+    }
+    assert!(
+        all.iter().all(|o| o.caps & FI_COLLECTIVE == 0),
+        "FI_COLLECTIVE offered unasked"
+    );
+
+    for cap in [FI_RMA, FI_ATOMIC, FI_TAGGED, FI_MULTICAST] {
         let mut h = Info::hints();
         h.caps = cap;
         let name = bits_to_string(CAP_NAMES, cap);
