@@ -2,8 +2,9 @@
 //! target's port, on which the two swap fabric addresses (the target learns
 //! whom to expect and hands out the token CONNECT must carry) and which
 //! stays open for the session's life, so either side learns at once when
-//! the other dies (the socket closes) and the target frees what the
-//! session held.
+//! the other dies (the socket closes, or, for a host that went silent,
+//! [`keepalive`] gives up on it) and the target frees what the session
+//! held.
 //!
 //! ```text
 //! HELLO   (initiator → target): magic "OFISTOR2" | addr_len u16 BE | fabric address
@@ -12,6 +13,29 @@
 //! ```
 
 use crate::wire::Status;
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// How long either side waits for a silent peer of a control connection
+/// (by default): TCP keepalive probes and `TCP_USER_TIMEOUT` end the
+/// connection after it, and with it the session.
+pub const LIVENESS: Duration = Duration::from_secs(10);
+
+/// Makes `s` fail once its peer has answered nothing for about `within`
+/// (at least 2 s): keepalive probes after `within / 2` of silence, one a
+/// second, and the same bound on unacknowledged data.
+pub fn keepalive(s: &TcpStream, within: Duration) -> std::io::Result<()> {
+    use rustix::net::sockopt;
+    let total = within.as_secs().max(2);
+    let idle = total / 2;
+    sockopt::set_socket_keepalive(s, true)?;
+    sockopt::set_tcp_keepidle(s, Duration::from_secs(idle))?;
+    sockopt::set_tcp_keepintvl(s, Duration::from_secs(1))?;
+    sockopt::set_tcp_keepcnt(s, (total - idle) as u32)?;
+    let ms = u32::try_from(total * 1000).unwrap_or(u32::MAX);
+    sockopt::set_tcp_user_timeout(s, ms)?;
+    Ok(())
+}
 
 /// First bytes of both messages (also the protocol version: 2 since a
 /// fabric message may carry up to 32 capsules, which a version-1 peer

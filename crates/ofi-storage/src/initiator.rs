@@ -33,6 +33,9 @@ pub struct VolumeOptions {
     pub max_io: u32,
     /// A command unanswered this long fails the session.
     pub timeout: Duration,
+    /// The control connection (RDM) fails, and with it the session, when
+    /// the target's host has answered nothing for this long, idle or not.
+    pub liveness: Duration,
 }
 
 impl Default for VolumeOptions {
@@ -42,6 +45,7 @@ impl Default for VolumeOptions {
             queue_depth: 32,
             max_io: 1 << 20,
             timeout: Duration::from_secs(30),
+            liveness: crate::control::LIVENESS,
         }
     }
 }

@@ -88,6 +88,9 @@ impl Link {
         let mut ctl = TcpStream::connect_timeout(&to, Duration::from_secs(5))
             .map_err(|e| format!("control connection to {to}: {e}"))?;
         let _ = ctl.set_nodelay(true);
+        if let Err(e) = control::keepalive(&ctl, opts.liveness) {
+            warn!("initiator: control connection: keepalive: {e}");
+        }
         let mut net = opts.net.clone();
         if net.node.is_none() {
             // The data path takes the control connection's interface.
