@@ -47,10 +47,23 @@ done
 OFILIB="$WORK/lib"
 if [ -z "${LIB:-}" ] || [ -n "$CHECK" ] || [ "${COMPARE:-0}" = 1 ]; then
     (cd "$ROOT" && cargo build --release -p ofi-capi >&2)
+    # CARGO_TARGET_DIR may be relative (to the workspace root, where cargo
+    # ran): the link must name the library absolutely or it dangles, and the
+    # loader would silently fall back to the system's libfabric.
+    target="${CARGO_TARGET_DIR:-target}"
+    case "$target" in /*) ;; *) target="$ROOT/$target" ;; esac
+    [ -e "$target/release/libfabric.so" ] ||
+        { echo "instructions.sh: $target/release/libfabric.so was not built" >&2; exit 2; }
     mkdir -p "$OFILIB"
-    ln -s "${CARGO_TARGET_DIR:-$ROOT/target}/release/libfabric.so" "$OFILIB/libfabric.so.1"
+    ln -s "$target/release/libfabric.so" "$OFILIB/libfabric.so.1"
 fi
 gcc -O2 -o "$WORK/selfsend" "$ROOT/bench/selfsend.c" -I/usr/include -L"$SYSLIB" -lfabric
+# The selfsend measured must load the library asked for, never a fallback.
+if [ -d "$OFILIB" ] && ! LD_LIBRARY_PATH="$OFILIB" ldd "$WORK/selfsend" | grep -q "=> $OFILIB/libfabric.so.1"; then
+    echo "instructions.sh: selfsend does not load $OFILIB/libfabric.so.1:" >&2
+    LD_LIBRARY_PATH="$OFILIB" ldd "$WORK/selfsend" >&2
+    exit 2
+fi
 
 # ir LIBDIR PROVIDER OP ITERS: total instructions of one run
 ir() {

@@ -25,7 +25,7 @@
 #   fmt        cargo fmt --all --check
 #   clippy     cargo clippy --workspace --all-targets -- -D warnings (and
 #              clippy::incompatible_msrv: no std item newer than rust-version)
-#   doc        cargo doc --workspace --no-deps with RUSTDOCFLAGS=-D warnings
+#   doc        cargo doc --workspace --no-deps --lib, RUSTDOCFLAGS=-D warnings
 #              (broken intra-doc links and the like fail)
 #   msrv       cargo +VERSION check --workspace --all-targets with the
 #              workspace's declared rust-version (rustup installs that
@@ -75,6 +75,10 @@
 #   capi:udp   Debian's fi_pingpong -p udp -e dgram and -e rdm (server and
 #              client, data checked, loopback, two sizes each) on ofi's
 #              libfabric.so.1, each side under a 20 s timeout
+#   instructions  the instruction-count regression guard: bench/instructions.sh
+#              --check bench/instructions.baseline (callgrind, deterministic,
+#              not timed) fails when an operation costs more than 3 % over
+#              its committed baseline; built with thin LTO in target/bench
 #   e2e:pingpong  target/release/ofi pingpong --local -p shm -S all -I 50 -c,
 #              and -p udp -e dgram / -e rdm (sizes up to 32 KiB: one
 #              datagram carries a DGRAM message)
@@ -180,6 +184,7 @@ deps() {
     # command -> Debian package providing it
     local need=() pair cmd pkg
     for pair in fi_pingpong:libfabric-bin fi_info:libfabric-bin cc:gcc taskset:util-linux timeout:coreutils \
+        valgrind:valgrind \
         mpirun:openmpi-bin mpicc:libopenmpi-dev \
         qemu-img:qemu-utils qemu-io:qemu-utils nbdinfo:libnbd-bin nbdcopy:libnbd-bin fio:fio nbdkit:nbdkit; do
         cmd="${pair%%:*}"
@@ -199,7 +204,7 @@ deps() {
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     else
-        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils, qemu-utils, libnbd-bin, fio, nbdkit)"
+        echo "Debian packages: all present (libfabric-bin, libfabric-dev, openmpi-bin, libopenmpi-dev, gcc, libc6-dev, util-linux, coreutils, valgrind, qemu-utils, libnbd-bin, fio, nbdkit)"
     fi
 
     command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (rustup, toolchain >= 1.88)" >&2; return 1; }
@@ -307,7 +312,7 @@ capi() {
 # The C example, built as any libfabric program is, linked to ofi's library
 # (a libfabric.so.1 link beside libfabric.so, found through the rpath).
 capi_example() {
-    local lib exe prov deps cmd
+    local lib exe prov provs deps cmd
     lib="$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)"
     exe="$lib/hello_fabric"
     ln -sf libfabric.so "$lib/libfabric.so.1"
@@ -328,8 +333,15 @@ capi_example() {
         echo "hello_fabric does not load $lib/libfabric.so.1" >&2
         return 1
     fi
-    # udp on loopback (the example names no node for it).
-    for prov in shm tcp udp; do
+    # On every provider the build registers (the example asks for an RDM
+    # endpoint with FI_MSG, which each of them offers); udp on loopback (the
+    # example names no node for it).
+    provs="$("$OFI_BIN" info --list-providers)"
+    if [ -z "$provs" ]; then
+        echo "$OFI_BIN info --list-providers listed no provider" >&2
+        return 1
+    fi
+    for prov in $provs; do
         echo "+ $exe $prov"
         FI_UDP_IFACE=lo timeout 60 "$exe" "$prov"
     done
@@ -416,7 +428,7 @@ stage deps 0 deps
 stage sh "$SHORT_TIMEOUT" sh_syntax
 stage fmt "$STAGE_TIMEOUT" cargo fmt --all --check
 stage clippy "$STAGE_TIMEOUT" cargo clippy --workspace --all-targets -- -D warnings -W clippy::incompatible_msrv
-stage doc "$STAGE_TIMEOUT" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+stage doc "$STAGE_TIMEOUT" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib
 stage msrv "$STAGE_TIMEOUT" msrv
 stage build "$STAGE_TIMEOUT" cargo build --release --workspace
 stage test "$TEST_TIMEOUT" cargo test --workspace --release --no-fail-fast --exclude ofi-capi
@@ -448,6 +460,10 @@ done
 stage capi "$STAGE_TIMEOUT" capi
 stage capi:example "$SHORT_TIMEOUT" capi_example
 stage capi:udp "$SHORT_TIMEOUT" capi_udp
+# The instruction-count guard measures the shipped build (thin LTO, its own
+# target dir: the suite's other builds skip LTO).
+stage instructions "$STAGE_TIMEOUT" env CARGO_PROFILE_RELEASE_LTO=thin CARGO_TARGET_DIR=target/bench \
+    bench/instructions.sh --check bench/instructions.baseline
 stage e2e:pingpong "$SHORT_TIMEOUT" e2e_pingpong
 stage e2e:info "$SHORT_TIMEOUT" e2e_info
 

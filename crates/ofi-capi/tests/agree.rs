@@ -250,3 +250,39 @@ fn mr_modes_as_hinted() {
 fn shm_addressed_by_node_and_service() {
     agree("shm_addr", &[]);
 }
+
+// --- issue 30 ------------------------------------------------------------------
+
+/// What a peer sent before closing counts before its close (shm): 200
+/// rounds, unpinned beside a busy process, of a target that answers 64 RMA
+/// writes and closes at once (every write must succeed at the writer), and
+/// of one that takes 16 FI_DELIVERY_COMPLETE sends and closes at once
+/// (every send must succeed). The close was acted on first about one round
+/// in ten: "answer for no pending operation", writes failed with
+/// FI_ECONNRESET.
+#[test]
+fn a_peers_close_counts_after_what_it_sent_before() {
+    agree("close_order", &["shm", "200", "64", "rma"]);
+    agree("close_order", &["shm", "200", "16", "dc"]);
+}
+
+/// An active MSG endpoint acquires a passive endpoint's address when its
+/// info's handle names it (fi_endpoint(3)), as libfabric's msg_sockets
+/// client checks ("address changed after fi_endpoint"): fi_getinfo copies
+/// the passive endpoint from hints->handle; fi_getname gives its address
+/// after fi_endpoint and after connect. ofi gave port 0, then an
+/// ephemeral port.
+#[test]
+fn an_endpoint_acquires_a_passive_endpoints_address() {
+    agree("ep_from_pep", &[]);
+}
+
+/// RDM endpoints waiting on a poll set of their transmit and receive CQs
+/// (or counters), server and client processes, the fabtests flow: the
+/// receive buffer holds the peer's message once fi_poll named both
+/// completions.
+#[test]
+fn poll_sets_over_rdm_completion_queues_between_processes() {
+    agree("poll_rdm", &["tcp", "queue", "10"]);
+    agree("poll_rdm", &["tcp", "counter", "10"]);
+}

@@ -212,7 +212,83 @@ impl DomainAttr {
     }
 }
 
+/// The capabilities of an offer that its transmit attributes carry
+/// (`tx_attr.caps` is the offer's `caps` masked with these): the
+/// operations an endpoint starts, and what qualifies them.
+pub const TX_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_SEND
+    | FI_MULTICAST
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_READ
+    | FI_WRITE
+    | FI_TRIGGER
+    | FI_FENCE;
+
+/// The capabilities of an offer that its receive attributes carry
+/// (`rx_attr.caps` is the offer's `caps` masked with these): what an
+/// endpoint receives, and what peers may do to its memory.
+pub const RX_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_RECV
+    | FI_MULTI_RECV
+    | FI_SOURCE
+    | FI_DIRECTED_RECV
+    | FI_MULTICAST
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
+    | FI_RMA_EVENT;
+
 impl Info {
+    /// What every offer of a provider built on the core's objects says
+    /// alike: provider `prov` at `version`, for the current API, in a
+    /// fabric and a domain named after it; endpoints with one transmit and
+    /// one receive context (protocol version 1); a thread-safe domain with
+    /// resource management, either AV type, and 8 bytes of CQ data, as the
+    /// core's objects provide. The provider fills in the rest: the
+    /// capabilities ([`with_caps`](Self::with_caps)), addresses, the
+    /// context attributes, the endpoint's type and sizes, progress,
+    /// memory registration and object counts.
+    pub fn offer(prov: &str, version: u32) -> Info {
+        Info {
+            ep_attr: EpAttr {
+                protocol_version: 1,
+                tx_ctx_cnt: 1,
+                rx_ctx_cnt: 1,
+                ..Default::default()
+            },
+            domain_attr: DomainAttr {
+                name: Some(prov.into()),
+                threading: threading::FI_THREAD_SAFE,
+                resource_mgmt: resource_mgmt::FI_RM_ENABLED,
+                av_type: av_type::FI_AV_UNSPEC,
+                cq_data_size: 8,
+                max_ep_tx_ctx: 1,
+                max_ep_rx_ctx: 1,
+                ..Default::default()
+            },
+            fabric_attr: FabricAttr {
+                name: Some(prov.into()),
+                prov_name: Some(prov.into()),
+                prov_version: version,
+                api_version: FI_VERSION_CURRENT,
+            },
+            ..Default::default()
+        }
+    }
+
+    /// This offer with capabilities `caps`, and the part of them each
+    /// context carries in its attributes ([`TX_CAPS`], [`RX_CAPS`]).
+    pub fn with_caps(mut self, caps: u64) -> Info {
+        self.caps = caps;
+        self.tx_attr.caps = caps & TX_CAPS;
+        self.rx_attr.caps = caps & RX_CAPS;
+        self
+    }
+
     /// A copy with the memory-registration modes in force (see
     /// [`DomainAttr::mr_mode_in_force`]): what objects opened with this
     /// offer hand to providers.
@@ -572,4 +648,24 @@ impl fmt::Display for Info {
 /// The short summary `fi_info` prints per offer (as [`Info::summary`]).
 pub fn short_summary(info: &Info) -> String {
     info.summary().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_context_carries_its_side_of_the_caps() {
+        let o = Info::offer("p", fi_version(1, 2)).with_caps(
+            FI_MSG | FI_SEND | FI_RECV | FI_RMA | FI_REMOTE_WRITE | FI_SOURCE | FI_LOCAL_COMM,
+        );
+        assert_eq!(o.tx_attr.caps, FI_MSG | FI_SEND | FI_RMA);
+        assert_eq!(
+            o.rx_attr.caps,
+            FI_MSG | FI_RECV | FI_RMA | FI_REMOTE_WRITE | FI_SOURCE
+        );
+        assert_eq!(o.provider(), "p");
+        assert_eq!(o.fabric_attr.prov_version, fi_version(1, 2));
+        assert_eq!(o.domain_attr.name.as_deref(), Some("p"));
+    }
 }

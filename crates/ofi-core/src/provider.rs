@@ -41,7 +41,8 @@ pub struct GetinfoRequest<'a> {
     pub hints: Option<&'a Info>,
 }
 
-/// A provider: registers with one call to [`crate::registry::register`].
+/// A provider: registers with one call to [`crate::registry::register`]
+/// ([`crate::registry::register_builtin`] for a built-in one).
 pub trait Provider: Send + Sync + 'static {
     /// Short name (`shm`, `tcp`).
     fn name(&self) -> &str;
@@ -55,6 +56,14 @@ pub trait Provider: Send + Sync + 'static {
     /// Tunables this provider reads (listed by `ofi info -e`).
     fn tunables(&self) -> Vec<Tunable> {
         Vec::new()
+    }
+    /// True when peers copy into this process's memory themselves
+    /// (cross-process copies), so that a peer declared dead by silence,
+    /// maybe alive, may still write into a buffer after its operation
+    /// failed with FI_ETIMEDOUT: the safe layer then keeps such buffers
+    /// for good.
+    fn late_writes(&self) -> bool {
+        false
     }
 }
 
@@ -97,6 +106,11 @@ pub trait PassiveEndpointOps: Progress {
     }
     /// Rejects a request with private data (`fi_reject`).
     fn reject(&self, handle: &ConnHandle, param: &[u8]) -> Result<()>;
+    /// An active endpoint took this endpoint's address (the core's
+    /// `PassiveEndpoint::release`): stop listening so that it can bind
+    /// there. The default does nothing (a provider that binds at listen
+    /// and was not listening holds nothing).
+    fn release(&self) {}
     /// Stops listening and releases resources; called once on close.
     fn close(&self);
 }

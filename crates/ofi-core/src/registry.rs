@@ -28,11 +28,11 @@ pub const EXTERNAL_ID_SYMBOL: &str = "ofi_provider_build_id_v1";
 /// providers drive ([`crate::util`]). Bump it with any change to them: a
 /// plugin built against another version is refused, where calling it
 /// through a changed vtable would crash.
-pub const PROVIDER_TRAITS_VERSION: u32 = 2;
+pub const PROVIDER_TRAITS_VERSION: u32 = 3;
 
 /// The interface version as it appears in the build identity (a literal in
 /// the provider's binary; kept equal to [`PROVIDER_TRAITS_VERSION`] by a test).
-const TRAITS_TAG: &str = "provider-traits-2";
+const TRAITS_TAG: &str = "provider-traits-3";
 
 /// Build identity both sides of an external load must share, as fields
 /// separated by `; `: the core's version, the provider interface version,
@@ -101,7 +101,44 @@ fn registry_write() -> std::sync::RwLockWriteGuard<'static, Vec<Entry>> {
     REGISTRY.write().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Registers a provider. Higher priority ranks its offers first.
+/// The built-in providers and their priorities, best first: the one place
+/// their order is set (getinfo lists a provider's offers before those of
+/// every provider of lower priority; external providers load at 0, after
+/// all of these).
+///
+/// - `hybrid`: first, so that an application naming no provider gets, as
+///   its first RDM offer, the one endpoint that reaches peers on this node
+///   and on others; it costs little over plain shm on the node (8 B latency
+///   within 1.10x, README "One endpoint for local and remote peers"), and
+///   `FI_PROVIDER=shm` or `tcp` still gives the plain providers.
+/// - `shm`: the fastest path, between processes of one node.
+/// - `tcp`: reliable streams over any network interface.
+/// - `udp`: ofi's reliability protocol over datagrams, and DGRAM endpoints.
+pub const BUILTIN_ORDER: [(&str, i32); 4] =
+    [("hybrid", 110), ("shm", 100), ("tcp", 50), ("udp", 40)];
+
+/// Registers a built-in provider at its place in [`BUILTIN_ORDER`]
+/// (idempotent: a provider of that name already registered is left as it
+/// is). A name the table lacks is refused (`FI_EINVAL`): a built-in
+/// provider takes its place there.
+pub fn register_builtin(prov: Arc<dyn Provider>) -> Result<()> {
+    let name = prov.name();
+    let Some(&(_, priority)) = BUILTIN_ORDER.iter().find(|(n, _)| *n == name) else {
+        return Err(Error::inval(format!(
+            "provider '{name}' has no place in the built-in order (registry::BUILTIN_ORDER)"
+        )));
+    };
+    if is_registered(name) {
+        return Ok(());
+    }
+    match register(prov, priority) {
+        Err(e) if e.code() == errno::FI_EALREADY => Ok(()),
+        r => r,
+    }
+}
+
+/// Registers a provider. Higher priority ranks its offers first (the
+/// built-in providers' priorities: [`BUILTIN_ORDER`]).
 /// A second provider with the same name is refused (`FI_EALREADY`).
 pub fn register(prov: Arc<dyn Provider>, priority: i32) -> Result<()> {
     register_from(prov, priority, Origin::Builtin)
@@ -388,10 +425,54 @@ mod id_tests {
             "{e}"
         );
         assert!(
-            e.message().contains("this ofi has provider-traits-2"),
+            e.message().contains(&format!(
+                "this ofi has provider-traits-{PROVIDER_TRAITS_VERSION}"
+            )),
             "{e}"
         );
         let old = "ofi-core 0.1.0 info456 attr200";
         assert!(check_build_id("x.so", old).is_err());
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_order_ranks_each_provider_once_above_external_ones() {
+        let names: Vec<&str> = BUILTIN_ORDER.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["hybrid", "shm", "tcp", "udp"]);
+        for w in BUILTIN_ORDER.windows(2) {
+            assert!(w[0].1 > w[1].1, "{BUILTIN_ORDER:?} is not best first");
+        }
+        // External providers load at priority 0.
+        assert!(BUILTIN_ORDER.iter().all(|(_, p)| *p > 0));
+    }
+
+    #[test]
+    fn a_builtin_outside_the_order_is_refused() {
+        struct Stray;
+        impl Provider for Stray {
+            fn name(&self) -> &str {
+                "stray"
+            }
+            fn version(&self) -> u32 {
+                1
+            }
+            fn getinfo(&self, _: &GetinfoRequest<'_>) -> Result<Vec<Info>> {
+                Ok(Vec::new())
+            }
+            fn fabric(
+                &self,
+                _: &crate::info::FabricAttr,
+            ) -> Result<Arc<dyn crate::provider::FabricOps>> {
+                Err(Error::nosys("stray"))
+            }
+        }
+        let e = register_builtin(Arc::new(Stray)).unwrap_err();
+        assert_eq!(e.code(), errno::FI_EINVAL);
+        assert!(e.message().contains("BUILTIN_ORDER"), "{e}");
+        assert!(!is_registered("stray"));
     }
 }

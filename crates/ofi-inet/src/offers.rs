@@ -1,18 +1,18 @@
 //! The interfaces a getinfo request fits: where an offer binds (one place
 //! per interface subnet, non-loopback first), filtered by the request's
-//! source, destination, address format and the provider's FI_<PROV>_IFACE;
+//! source, destination, address format and the provider's `FI_<PROV>_IFACE`;
 //! and the fields every offer of a place gets from the request.
 
 use crate::addr;
 use ofi_core::config::Tunable;
 use ofi_core::consts::*;
 use ofi_core::error::{Error, Result};
-use ofi_core::info::{DomainAttr, EpAttr, FabricAttr, Info};
+use ofi_core::info::{DomainAttr, FabricAttr, Info};
 use ofi_core::provider::GetinfoRequest;
 use ofi_core::util::netif;
 use std::net::{IpAddr, SocketAddr};
 
-/// The interface a provider's FI_<PROV>_IFACE names, from its tunables
+/// The interface a provider's `FI_<PROV>_IFACE` names, from its tunables
 /// (empty: every interface).
 pub fn iface(tunables: Vec<Tunable>) -> String {
     tunables
@@ -36,47 +36,33 @@ pub struct Place {
 }
 
 impl Place {
-    /// An offer of provider `prov` (version `version`) binding here, with
-    /// what every endpoint over IP sockets offers: its address; one
-    /// transmit and one receive context; a domain named after the
-    /// interface (thread safe, manual progress, resource management, the
-    /// object counts) in a fabric named after its subnet. The provider
-    /// fills in its endpoint.
+    /// An offer of provider `prov` (version `version`) binding here: what
+    /// every offer says alike ([`Info::offer`]), with what every endpoint
+    /// over IP sockets offers: its address; a domain named after the
+    /// interface (manual progress, the object counts) in a fabric named
+    /// after its subnet. The provider fills in its endpoint.
     pub fn offer(&self, prov: &str, version: u32) -> Info {
+        let o = Info::offer(prov, version);
         Info {
             addr_format: addr::format_of(&self.bind),
             src_addr: Some(addr::encode(&self.bind)),
-            ep_attr: EpAttr {
-                protocol_version: 1,
-                tx_ctx_cnt: 1,
-                rx_ctx_cnt: 1,
-                ..Default::default()
-            },
             domain_attr: DomainAttr {
                 name: Some(self.domain.clone()),
-                threading: threading::FI_THREAD_SAFE,
                 control_progress: progress::FI_PROGRESS_MANUAL,
                 data_progress: progress::FI_PROGRESS_MANUAL,
-                resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-                av_type: av_type::FI_AV_UNSPEC,
-                cq_data_size: 8,
                 cq_cnt: 256,
                 ep_cnt: 8192,
                 tx_ctx_cnt: 8192,
                 rx_ctx_cnt: 8192,
-                max_ep_tx_ctx: 1,
-                max_ep_rx_ctx: 1,
                 cntr_cnt: 1024,
                 caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
-                ..Default::default()
+                ..o.domain_attr
             },
             fabric_attr: FabricAttr {
                 name: Some(self.fabric.clone()),
-                prov_name: Some(prov.into()),
-                prov_version: version,
-                api_version: FI_VERSION_CURRENT,
+                ..o.fabric_attr
             },
-            ..Default::default()
+            ..o
         }
     }
 }
@@ -84,7 +70,7 @@ impl Place {
 /// How the offers of a provider are walked.
 #[derive(Clone, Copy, Debug)]
 pub struct Walk<'a> {
-    /// The provider's name (error prefixes, FI_<NAME>_IFACE).
+    /// The provider's name (error prefixes, `FI_<NAME>_IFACE`).
     pub prov: &'a str,
     /// Offer only this interface (by name) unless the request names a
     /// source address; empty: every interface that is up.

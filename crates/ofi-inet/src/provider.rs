@@ -24,8 +24,6 @@ pub trait Inet: Sized + Send + Sync + 'static {
     const NAME: &'static str;
     /// The provider's version.
     const VERSION: u32;
-    /// Its priority among the registered providers (higher: preferred).
-    const PRIORITY: i32;
     /// Settings read from the provider's tunables.
     type Config: Copy + Send + Sync + 'static;
     /// What the endpoints of one domain share (their epoll set, progress).
@@ -100,15 +98,10 @@ impl<P: Inet> Provider for InetProvider<P> {
     }
 }
 
-/// Registers provider `P` with the core (idempotent).
+/// Registers provider `P` with the core, at its place in the built-in
+/// order (`ofi_core::registry::BUILTIN_ORDER`; idempotent).
 pub fn register<P: Inet>() -> Result<()> {
-    if ofi_core::registry::is_registered(P::NAME) {
-        return Ok(());
-    }
-    match ofi_core::registry::register(Arc::new(InetProvider::<P>::default()), P::PRIORITY) {
-        Err(e) if e.code() == errno::FI_EALREADY => Ok(()),
-        r => r,
-    }
+    ofi_core::registry::register_builtin(Arc::new(InetProvider::<P>::default()))
 }
 
 /// A fabric of provider `P`: its settings, read when it opened.

@@ -267,6 +267,16 @@ impl Consumer {
     }
 }
 
+/// The positions producers have claimed so far: every entry a producer
+/// pushed before an event that this thread has since observed (with
+/// acquire) lies below it.
+#[inline]
+pub fn claimed<S: Slots>(s: &S) -> u64 {
+    // SYNC POINT: acquires the producers' claims (their CAS on `tail`)
+    // ordered before whatever release this thread acquired before calling.
+    s.tail().load(Ordering::Acquire)
+}
+
 /// True when the message-ring entry at position `pos` is stamped (a read
 /// of its sequence word only: an idle probe any thread may make).
 #[inline]

@@ -424,7 +424,7 @@ impl Segment {
     }
 
     /// Consumer (the owner): about to sleep; true when it may (see
-    /// [`wake::arm`](crate::wake::arm)). `pending` looks for work last.
+    /// [`wake::arm`]). `pending` looks for work last.
     /// Call [`Segment::sleep_disarm`] after waking, whatever this returned.
     pub fn sleep_arm(&self, pending: impl FnOnce() -> bool) -> bool {
         wake::arm(&self.header().sleeping, pending)
@@ -493,6 +493,12 @@ impl MsgRing<'_> {
             let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
             fill(bytes)
         })
+    }
+    /// The positions producers have claimed so far (see [`ring::claimed`]):
+    /// what a peer pushed before it closed lies below this, read after
+    /// its close was seen.
+    pub fn claimed(&self) -> u64 {
+        ring::claimed(&self.0)
     }
     /// Entries claimed by producers and not yet released by the consumer
     /// (published or being filled): 0 when the owner has read everything.

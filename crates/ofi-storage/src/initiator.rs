@@ -3,7 +3,7 @@
 //! flight up to the session's queue depth.
 //!
 //! A driver thread owns the fabric channel and steps the session
-//! ([`crate::session`]); requests reach it through a queue and a wake-up
+//! (`session.rs`); requests reach it through a queue and a wake-up
 //! pipe, completions leave through another queue.
 
 use crate::core::initiator::Request;

@@ -16,6 +16,8 @@ const USAGE: &str = "Usage: ofi info [OPTIONS]
   -f, --fabric FABRIC      fabric name
   -s, --source             node is the source address
   -l, --list               list providers
+      --list-providers     print the providers' names only, one a line,
+                           best first (for scripts)
   -v, --verbose            print every attribute
   -e, --env                print every tunable with its default and help
   -g SUBSTR                only tunables whose name contains SUBSTR (with -e)
@@ -76,6 +78,12 @@ pub fn run(argv: &[String]) -> i32 {
         return env(a.get("g"));
     }
     ofi::init();
+    if a.has("list-providers") {
+        for (name, _, _) in ofi::providers() {
+            outln!("{name}");
+        }
+        return 0;
+    }
     if a.has("l") {
         for (name, ver, _) in ofi::providers() {
             outln!("{name}:\n    version: {}.{}", ver >> 16, ver & 0xffff);

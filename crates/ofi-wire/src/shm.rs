@@ -123,19 +123,30 @@ pub struct WireRange {
     pub key: u64,
 }
 
+/// The little-endian `u64` at `at` of `b` (0 past its end: callers read
+/// inside lists whose size they checked).
+#[inline]
 fn le64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+    match b.get(at..at + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()) {
+        Some(a) => u64::from_le_bytes(a),
+        None => 0,
+    }
+}
+
+/// Writes one remote range at the start of `p` (at least [`RANGE_LEN`]
+/// bytes).
+#[inline]
+pub fn put_range(p: &mut [u8], r: WireRange) {
+    p[..8].copy_from_slice(&r.addr.to_le_bytes());
+    p[8..16].copy_from_slice(&r.len.to_le_bytes());
+    p[16..24].copy_from_slice(&r.key.to_le_bytes());
 }
 
 /// Writes `ranges` then `locals` at the start of a payload; returns bytes used.
 pub fn put_ranges(p: &mut [u8], ranges: &[WireRange], locals: &[(u64, u64)]) -> usize {
     let mut at = 0;
     for r in ranges {
-        p[at..at + 8].copy_from_slice(&r.addr.to_le_bytes());
-        p[at + 8..at + 16].copy_from_slice(&r.len.to_le_bytes());
-        p[at + 16..at + 24].copy_from_slice(&r.key.to_le_bytes());
+        put_range(&mut p[at..at + RANGE_LEN], *r);
         at += RANGE_LEN;
     }
     for &(a, l) in locals {
@@ -176,6 +187,94 @@ impl Ranges {
         self.remote()
             .iter()
             .fold(0u64, |a, r| a.saturating_add(r.len))
+    }
+}
+
+/// The range lists of a one-sided request read in place from its payload
+/// (no copy): counts and sizes checked against the entry by
+/// [`Repr::range_list`], so that every range it names lies in the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeList<'a> {
+    /// The payload, from the first remote range on.
+    p: &'a [u8],
+    /// Number of remote ranges (1..=[`MAX_RANGES`]).
+    pub n_remote: usize,
+    /// Number of initiator ranges (0..=[`MAX_RANGES`]).
+    pub n_local: usize,
+    /// Payload offset of the inline data.
+    pub data_at: usize,
+}
+
+impl<'a> RangeList<'a> {
+    /// Remote range `i` (`i < n_remote`; a default range past them).
+    #[inline]
+    pub fn remote(&self, i: usize) -> WireRange {
+        let b = match self.p.get(i * RANGE_LEN..) {
+            Some(b) if i < self.n_remote => b.first_chunk::<RANGE_LEN>(),
+            _ => None,
+        };
+        let Some(b) = b else {
+            return WireRange::default();
+        };
+        // Fixed offsets in a fixed-size array: no check is left.
+        let at =
+            |o: usize| u64::from_le_bytes(<[u8; 8]>::try_from(&b[o..o + 8]).unwrap_or_default());
+        WireRange {
+            addr: at(0),
+            len: at(8),
+            key: at(16),
+        }
+    }
+    /// Initiator range `i` as (address, length) (`i < n_local`; (0, 0)
+    /// past them).
+    #[inline]
+    pub fn local(&self, i: usize) -> (u64, u64) {
+        if i >= self.n_local {
+            return (0, 0);
+        }
+        let at = self.n_remote * RANGE_LEN + i * LOCAL_LEN;
+        (le64(self.p, at), le64(self.p, at + 8))
+    }
+    /// The remote ranges, in order.
+    pub fn remotes(&self) -> impl Iterator<Item = WireRange> + '_ {
+        (0..self.n_remote).map(|i| self.remote(i))
+    }
+    /// The initiator ranges, in order.
+    pub fn locals(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.n_local).map(|i| self.local(i))
+    }
+    /// Sum of the remote lengths (saturating).
+    pub fn remote_len(&self) -> u64 {
+        self.remotes().fold(0u64, |a, r| a.saturating_add(r.len))
+    }
+    /// Sum of the initiator lengths (saturating).
+    pub fn local_len(&self) -> u64 {
+        self.locals().fold(0u64, |a, l| a.saturating_add(l.1))
+    }
+    /// `len` bytes of inline data (`None` past the payload).
+    #[inline]
+    pub fn data(&self, len: usize) -> Option<&'a [u8]> {
+        self.p.get(self.data_at..self.data_at.checked_add(len)?)
+    }
+    /// The payload the lists were read from (lists, then inline data).
+    pub fn payload(&self) -> &'a [u8] {
+        self.p
+    }
+    /// The lists copied out.
+    pub fn to_ranges(&self) -> Ranges {
+        let mut out = Ranges {
+            n_remote: self.n_remote,
+            n_local: self.n_local,
+            data_at: self.data_at,
+            ..Default::default()
+        };
+        for (o, r) in out.remote.iter_mut().zip(self.remotes()) {
+            *o = r;
+        }
+        for (o, l) in out.local.iter_mut().zip(self.locals()) {
+            *o = l;
+        }
+        out
     }
 }
 
@@ -339,11 +438,10 @@ pub struct Repr {
 }
 
 impl Repr {
-    /// Parses and validates a header against the entry's capacity.
+    /// The header's fields as they are (no check).
     #[inline]
-    pub fn parse<T: AsRef<[u8]>>(e: &Entry<T>) -> Result<Repr, WireError> {
-        e.check_len()?;
-        let r = Repr {
+    fn read<T: AsRef<[u8]>>(e: &Entry<T>) -> Repr {
+        Repr {
             op: e.op(),
             flags: e.flags(),
             iov_cnt: e.iov_cnt(),
@@ -353,7 +451,14 @@ impl Repr {
             data: e.data(),
             total: e.total(),
             cookie: e.cookie(),
-        };
+        }
+    }
+
+    /// Parses and validates a header against the entry's capacity.
+    #[inline]
+    pub fn parse<T: AsRef<[u8]>>(e: &Entry<T>) -> Result<Repr, WireError> {
+        e.check_len()?;
+        let r = Repr::read(e);
         if r.op == 0 || r.op > op::MAX {
             return Err(WireError::UnknownOp(r.op));
         }
@@ -376,29 +481,7 @@ impl Repr {
                 return Err(WireError::Malformed("RTS iov count out of range"));
             }
             op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC => {
-                let rg = r.ranges(e)?;
-                if r.op != op::ATOMIC && rg.remote_len() != r.tag {
-                    return Err(WireError::Malformed("remote ranges differ from the length"));
-                }
-                if r.op == op::ATOMIC && rg.remote_len() != r.total {
-                    return Err(WireError::Malformed("remote counts differ from the count"));
-                }
-                if (r.op == op::RMA_PULL || r.op == op::RMA_READ)
-                    && rg.local().iter().fold(0u64, |a, l| a.saturating_add(l.1)) != r.tag
-                {
-                    return Err(WireError::Malformed(
-                        "initiator ranges differ from the length",
-                    ));
-                }
-                if r.op == op::RMA_WRITE
-                    && r.total
-                        .checked_add(u64::from(r.len))
-                        .is_none_or(|end| end > r.tag)
-                {
-                    return Err(WireError::Malformed(
-                        "write chunk beyond the write's length",
-                    ));
-                }
+                r.check_request(&r.range_list(e.payload())?)?;
             }
             op::RMA_RESP if r.len as usize > cap => {
                 return Err(WireError::Malformed("answer length exceeds the entry"))
@@ -418,10 +501,64 @@ impl Repr {
         }
         Ok(r)
     }
+    /// A one-sided request (RMA_WRITE, RMA_PULL, RMA_READ, ATOMIC) parsed
+    /// from an entry's bytes `b` with the checks of [`parse`](Self::parse),
+    /// and its range lists read in place (what a target executes).
+    #[inline]
+    pub fn parse_request(b: &[u8]) -> Result<(Repr, RangeList<'_>), WireError> {
+        let e = Entry::new_checked(b)?;
+        let r = Repr::read(&e);
+        if !matches!(
+            r.op,
+            op::RMA_WRITE | op::RMA_PULL | op::RMA_READ | op::ATOMIC
+        ) {
+            return Err(WireError::Malformed("not a one-sided request"));
+        }
+        if r.flags & !flag::ALL != 0 {
+            return Err(WireError::Malformed("unknown flag bits"));
+        }
+        let list = r.range_list(b.get(HDR_LEN..).unwrap_or(&[]))?;
+        r.check_request(&list)?;
+        Ok((r, list))
+    }
+
+    /// The checks of a one-sided request against its range lists: the
+    /// lengths add up to the operation's, a chunk lies inside its write.
+    #[inline]
+    fn check_request(&self, rg: &RangeList<'_>) -> Result<(), WireError> {
+        let r = self;
+        if r.op != op::ATOMIC && rg.remote_len() != r.tag {
+            return Err(WireError::Malformed("remote ranges differ from the length"));
+        }
+        if r.op == op::ATOMIC && rg.remote_len() != r.total {
+            return Err(WireError::Malformed("remote counts differ from the count"));
+        }
+        if (r.op == op::RMA_PULL || r.op == op::RMA_READ) && rg.local_len() != r.tag {
+            return Err(WireError::Malformed(
+                "initiator ranges differ from the length",
+            ));
+        }
+        if r.op == op::RMA_WRITE
+            && r.total
+                .checked_add(u64::from(r.len))
+                .is_none_or(|end| end > r.tag)
+        {
+            return Err(WireError::Malformed(
+                "write chunk beyond the write's length",
+            ));
+        }
+        Ok(())
+    }
+
     /// The ranges of a one-sided request, checked against the entry:
     /// counts within [`MAX_RANGES`], lists and inline data inside the payload.
     pub fn ranges<T: AsRef<[u8]>>(&self, e: &Entry<T>) -> Result<Ranges, WireError> {
-        let p = e.payload();
+        self.range_list(e.payload()).map(|l| l.to_ranges())
+    }
+    /// [`ranges`](Self::ranges) read in place from the entry's `payload`,
+    /// with the same checks and no copy.
+    #[inline]
+    pub fn range_list<'a>(&self, payload: &'a [u8]) -> Result<RangeList<'a>, WireError> {
         let n_remote = (self.iov_cnt & 0xf) as usize;
         let n_local = (self.iov_cnt >> 4) as usize;
         let wants_local = self.op == op::RMA_PULL || self.op == op::RMA_READ;
@@ -435,29 +572,16 @@ impl Repr {
         let data_len = if wants_local { 0 } else { self.len as usize };
         if data_at
             .checked_add(data_len)
-            .is_none_or(|end| end > p.len())
+            .is_none_or(|end| end > payload.len())
         {
             return Err(WireError::Malformed("one-sided request exceeds the entry"));
         }
-        let mut out = Ranges {
+        Ok(RangeList {
+            p: payload,
             n_remote,
             n_local,
             data_at,
-            ..Default::default()
-        };
-        for i in 0..n_remote {
-            let at = i * RANGE_LEN;
-            out.remote[i] = WireRange {
-                addr: le64(p, at),
-                len: le64(p, at + 8),
-                key: le64(p, at + 16),
-            };
-        }
-        for i in 0..n_local {
-            let at = n_remote * RANGE_LEN + i * LOCAL_LEN;
-            out.local[i] = (le64(p, at), le64(p, at + 8));
-        }
-        Ok(out)
+        })
     }
     /// Writes the header.
     #[inline]
@@ -725,6 +849,67 @@ mod tests {
         let mut bad = a.clone();
         bad[32] = 3; // total (count) 3 != 16
         assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+    }
+
+    #[test]
+    fn a_range_list_reads_what_put_ranges_wrote() {
+        let rg = [
+            WireRange {
+                addr: 0x1000,
+                len: 16,
+                key: 0xabcd,
+            },
+            WireRange {
+                addr: 0x2000,
+                len: 8,
+                key: 0x1234,
+            },
+        ];
+        let locals = [(0x9000, 20), (0xa000, 4)];
+        let b = one_sided(op::RMA_READ, &rg, &locals, 0);
+        let (r, list) = Repr::parse_request(&b).expect("a read");
+        assert_eq!(r, Repr::parse(&Entry::new_unchecked(&b[..])).unwrap());
+        assert_eq!((list.n_remote, list.n_local, list.data_at), (2, 2, 80));
+        assert_eq!(list.remotes().collect::<Vec<_>>(), rg);
+        assert_eq!(list.locals().collect::<Vec<_>>(), locals);
+        assert_eq!(list.remote(2), WireRange::default(), "past the list");
+        assert_eq!(list.local(2), (0, 0), "past the list");
+        assert_eq!((list.remote_len(), list.local_len()), (24, 24));
+        let w = one_sided(op::RMA_WRITE, &rg, &[], 24);
+        let (_, list) = Repr::parse_request(&w).expect("a write");
+        assert_eq!(list.data(24), Some(&w[HDR_LEN + 48..HDR_LEN + 72]));
+        assert_eq!(list.data(4000), None);
+        // Not a request; a request that parse refuses.
+        assert!(Repr::parse_request(&GOLDEN).is_err());
+        let mut bad = w.clone();
+        bad[16] = 25; // tag (length) 25 != 24
+        assert!(Repr::parse_request(&bad).is_err());
+        assert!(Repr::parse(&Entry::new_unchecked(&bad[..])).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_request_agrees_with_parse(
+            mut b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            o in op::RMA_WRITE..=op::RMA_RESP,
+        ) {
+            // Most inputs start as requests with few ranges.
+            if b.len() > 2 {
+                b[0] = o;
+                b[2] &= 0x33;
+            }
+            let whole = Entry::new_checked(&b[..])
+                .ok()
+                .and_then(|e| Repr::parse(&e).ok().map(|r| (r, r.ranges(&e))));
+            match Repr::parse_request(&b) {
+                Ok((r, list)) => {
+                    let (pr, rg) = whole.expect("parse takes what parse_request takes");
+                    proptest::prop_assert_eq!(r, pr);
+                    proptest::prop_assert_eq!(Ok(list.to_ranges()), rg);
+                }
+                Err(_) => proptest::prop_assert!(whole.is_none() || o == op::RMA_RESP),
+            }
+        }
     }
 
     #[test]

@@ -138,12 +138,14 @@ mod field {
     pub const DATA: usize = 16;
 }
 
+#[inline]
 fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[at..at + 4]);
     u32::from_le_bytes(a)
 }
 
+#[inline]
 fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
@@ -304,16 +306,22 @@ impl Repr {
     /// Parses and validates a packet (its header against the payload the
     /// buffer holds).
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr, WireError> {
-        p.check_len()?;
-        peek_kind(p.buf.as_ref())?;
+        let b = p.buf.as_ref();
+        // One fixed-size view of the header: the field reads below need
+        // no bounds checks.
+        let h: &[u8; HDR_LEN] = match b.get(..HDR_LEN) {
+            Some(h) => h.try_into().map_err(|_| WireError::Truncated)?,
+            None => return Err(WireError::Truncated),
+        };
+        peek_kind(h)?;
         let r = Repr {
-            kind: p.kind(),
-            flags: p.flags(),
-            window: p.window(),
-            session: p.session(),
-            seq: p.seq(),
-            ack: p.ack(),
-            sack: p.sack(),
+            kind: h[field::KIND],
+            flags: h[field::FLAGS],
+            window: u32_at(h, field::WINDOW),
+            session: u64_at(h, field::SESSION),
+            seq: u64_at(h, field::SEQ),
+            ack: u64_at(h, field::ACK),
+            sack: u64_at(h, field::SACK),
         };
         if r.kind == 0 || r.kind > kind::MAX_PACKET {
             return Err(WireError::UnknownOp(r.kind));
@@ -382,8 +390,22 @@ impl Repr {
     /// The header as bytes.
     pub fn to_bytes(&self) -> [u8; HDR_LEN] {
         let mut b = [0u8; HDR_LEN];
-        self.emit(&mut Packet::new_unchecked(&mut b[..]));
+        self.write(&mut b);
         b
+    }
+    /// Writes the header into `h` (as [`emit`](Self::emit) does, with no
+    /// length to check).
+    #[inline]
+    pub fn write(&self, h: &mut [u8; HDR_LEN]) {
+        h[field::MAGIC] = MAGIC;
+        h[field::VERSION] = VERSION;
+        h[field::KIND] = self.kind;
+        h[field::FLAGS] = self.flags;
+        h[field::WINDOW..field::WINDOW + 4].copy_from_slice(&self.window.to_le_bytes());
+        h[field::SESSION..field::SESSION + 8].copy_from_slice(&self.session.to_le_bytes());
+        h[field::SEQ..field::SEQ + 8].copy_from_slice(&self.seq.to_le_bytes());
+        h[field::ACK..field::ACK + 8].copy_from_slice(&self.ack.to_le_bytes());
+        h[field::SACK..field::SACK + 8].copy_from_slice(&self.sack.to_le_bytes());
     }
 }
 

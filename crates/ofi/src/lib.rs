@@ -35,6 +35,10 @@
 //! # Ok::<(), ofi::Error>(())
 //! ```
 //!
+//! The built-in providers are cargo features, all on by default: `shm`,
+//! `tcp`, `udp` and `hybrid` (which brings `shm` and `tcp`, the providers
+//! it composes); [`init`] registers those the build has.
+//!
 //! Coming from C? The [`guide`] maps libfabric's calls to ofi's.
 
 #![deny(unsafe_code)]
@@ -75,19 +79,28 @@ pub use ofi_core::util::mr::MrAttr;
 pub use ofi_core::util::peer::{Cause, PeerDown};
 pub use ofi_core::util::rma::{Ioc, RmaIoc, RmaIov};
 
-/// Registers the built-in providers (idempotent; getinfo calls it).
+/// Registers the built-in providers this build has (idempotent; getinfo
+/// calls it). Each is a cargo feature of this crate, all on by default:
+/// `shm`, `tcp`, `udp` and `hybrid` (which brings `shm` and `tcp`, the
+/// providers it composes). Their order in getinfo's answers is
+/// [`spi::registry::BUILTIN_ORDER`], whatever the order they register in.
 pub fn init() {
-    if let Err(e) = ofi_prov_shm::register() {
-        eprintln!("ofi: shm provider failed to register: {e}");
-    }
-    if let Err(e) = ofi_prov_tcp::register() {
-        eprintln!("ofi: tcp provider failed to register: {e}");
-    }
-    if let Err(e) = ofi_prov_udp::register() {
-        eprintln!("ofi: udp provider failed to register: {e}");
-    }
-    if let Err(e) = ofi_prov_hybrid::register() {
-        eprintln!("ofi: hybrid provider failed to register: {e}");
+    /// A built-in provider's registration call.
+    type Register = fn() -> Result<()>;
+    let builtins: &[(&str, Register)] = &[
+        #[cfg(feature = "shm")]
+        ("shm", ofi_prov_shm::register),
+        #[cfg(feature = "tcp")]
+        ("tcp", ofi_prov_tcp::register),
+        #[cfg(feature = "udp")]
+        ("udp", ofi_prov_udp::register),
+        #[cfg(feature = "hybrid")]
+        ("hybrid", ofi_prov_hybrid::register),
+    ];
+    for (name, register) in builtins {
+        if let Err(e) = register() {
+            eprintln!("ofi: {name} provider failed to register: {e}");
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! A [`Channel`] owns an endpoint with its completion queue and address
 //! vector. Each post (`send`, `trecv`, `write`, `atomic` …) takes an owned
-//! buffer ([`IoBuf`]: `Vec<u8>`, `Box<[u8]>`,
+//! buffer ([`IoBuf`](crate::IoBuf): `Vec<u8>`, `Box<[u8]>`,
 //! `bytes::BytesMut`, a [`PoolBuf`]) and returns an [`Op`] that holds it
 //! until the operation completes; [`Op::wait`] (or [`Channel::poll`] then
 //! [`Op::check`]) turns it into a [`Done`] with the buffer back. A failed
@@ -29,22 +29,27 @@
 //! operation; the target exposes a [`Region`] that owns its memory and
 //! hands it back only once no peer can reach it (see [`region`]).
 
-// The one place the safe layer calls the raw layer: every buffer passed to
-// a raw post is owned by the operation's handle (or, once the handle is
+// The one place the safe layer calls the raw layer (the posts themselves are
+// in the `send_recv` and `one_sided` submodules): every buffer passed to a
+// raw post is owned by the operation's handle (or, once the handle is
 // dropped, by the channel's table) until its completion is reaped or the
 // endpoint has shut down.
 #![allow(unsafe_code)]
 
 pub mod buf;
+mod cm;
 mod conn;
+mod one_sided;
 pub(crate) mod op;
 pub mod region;
+mod send_recv;
 mod sets;
 pub(crate) mod table;
 
 use buf::Held;
 pub use buf::{BufPool, PoolBuf};
 pub use conn::{CmEvent, ConnRequest};
+pub use one_sided::Atomic;
 pub use op::{Done, Op, OpError, OpId, PostError};
 pub use region::Region;
 pub use sets::{PollSet, WaitSet};
@@ -53,12 +58,10 @@ pub use table::RemoteWrite;
 use crate::consts::*;
 use crate::spi::HasCore;
 use crate::{
-    errno, AddressVector, AtomicKind, AtomicOp, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint,
-    EqAttr, Error, Fabric, Info, IoBuf, IoBufMut, Ioc, MrAccess, RecvOp, Result, RmaDir, RmaIoc,
-    RmaIov, RmaOp, SendOp,
+    errno, AddressVector, AvAttr, CompletionQueue, CqAttr, Domain, Endpoint, EqAttr, Error, Fabric,
+    Info, Result,
 };
 use conn::Conns;
-use ofi_core::util::atomic::datatype_size;
 use ofi_core::util::iov::IoVec;
 use region::Parked;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -69,30 +72,6 @@ use table::Table;
 /// An address inserted into a channel's address vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Addr(pub u64);
-
-/// An atomic operation: what to apply and the buffers it owns.
-///
-/// The form follows the buffers: with `compare` it is a compare atomic
-/// (`fi_compare_atomic`: the cswap family, FI_MSWAP), else with `fetch` a
-/// fetching one (`fi_fetch_atomic`), else a plain `fi_atomic`. Fetch and
-/// compare forms write the target's original values into `result` (sized
-/// by the call).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Atomic {
-    /// The operation (`atomic_op::FI_SUM`, `FI_CSWAP` …).
-    pub op: u32,
-    /// The element type (`datatype::FI_UINT64` …).
-    pub datatype: u32,
-    /// Operand elements, native byte order; their number is the element
-    /// count (for FI_ATOMIC_READ only the length matters).
-    pub operand: Vec<u8>,
-    /// Compare elements (the mask for FI_MSWAP), as many as the operands.
-    pub compare: Option<Vec<u8>>,
-    /// Hand back the target's original values.
-    pub fetch: bool,
-    /// The target's original values (fetch and compare forms).
-    pub result: Vec<u8>,
-}
 
 /// The result of a post: the operation's handle, or the buffer back.
 pub type Posted<'ch, B> = std::result::Result<Op<'ch, B>, PostError<B>>;
@@ -300,129 +279,6 @@ impl Channel {
         self.with_ep(on, |ep| ep.cancel(ctx))
     }
 
-    fn conns(&self, what: &str) -> Result<&Conns> {
-        match &self.ep {
-            Eps::Conns(c) => Ok(c),
-            Eps::One(_) => Err(Error::inval(format!(
-                "{what}: only an MSG channel makes connections"
-            ))),
-        }
-    }
-
-    /// Opens an endpoint for a new connection on the channel's queues and
-    /// starts it with `start`; its address names it from then on.
-    fn open_conn(
-        &self,
-        c: &Conns,
-        info: &Info,
-        start: impl FnOnce(&Endpoint) -> Result<()>,
-    ) -> Result<Addr> {
-        let a = c.reserve();
-        let ep = self.domain.endpoint_with_context(info, a.0 as usize)?;
-        ep.bind_cq(&self.cq, FI_TRANSMIT | FI_RECV)?;
-        ep.bind_eq(&c.eq)?;
-        ep.enable()?;
-        start(&ep)?;
-        c.install(a, ep);
-        Ok(a)
-    }
-
-    /// MSG: starts a connection to the listening peer at `addr`, sending
-    /// `param` as private data. The connection is usable once
-    /// [`cm_event`](Self::cm_event) reports it
-    /// [`Connected`](CmEvent::Connected) (or failed).
-    pub fn connect(&self, addr: &[u8], param: &[u8]) -> Result<Addr> {
-        let c = self.conns("connect")?;
-        let info = c.info.clone();
-        self.open_conn(c, &info, |ep| ep.connect(addr, param))
-    }
-
-    /// MSG: listens for connection requests on the offer's source address
-    /// (ask getinfo with a node and service and FI_SOURCE); they arrive as
-    /// [`CmEvent::Request`].
-    pub fn listen(&self) -> Result<()> {
-        let c = self.conns("listen")?;
-        let pep = self._fabric.passive_ep(&c.info, 0)?;
-        pep.bind_eq(&c.eq)?;
-        pep.listen()?;
-        c.set_pep(pep)
-    }
-
-    /// MSG: accepts a connection request with `param` as private data; the
-    /// connection's receives may be posted at once, and it is up when
-    /// [`CmEvent::Connected`] names it.
-    pub fn accept(&self, req: ConnRequest, param: &[u8]) -> Result<Addr> {
-        let c = self.conns("accept")?;
-        self.open_conn(c, &req.info, |ep| ep.accept(param))
-    }
-
-    /// MSG: refuses a connection request; the peer's connect fails with
-    /// `FI_ECONNREFUSED` and `param` as the rejection's data.
-    pub fn reject(&self, req: ConnRequest, param: &[u8]) -> Result<()> {
-        let c = self.conns("reject")?;
-        let handle = req
-            .info
-            .handle
-            .as_ref()
-            .ok_or_else(|| Error::inval("reject: the request has no handle"))?;
-        c.with_pep(|p| p.reject(handle, param))
-    }
-
-    /// MSG: shuts connection `conn` down and closes its endpoint; the
-    /// peer sees FI_SHUTDOWN. Operations still posted on it are abandoned:
-    /// their buffers stay with the channel until it closes.
-    pub fn disconnect(&self, conn: Addr) -> Result<()> {
-        let ep = self.conns("disconnect")?.remove(conn)?;
-        let _ = ep.shutdown(0);
-        drop(ep);
-        Ok(())
-    }
-
-    /// MSG: the next connection event, without blocking (None when there is
-    /// none; events that concern no connection are skipped).
-    pub fn cm_event(&self) -> Result<Option<CmEvent>> {
-        let c = self.conns("cm_event")?;
-        loop {
-            let r = c.eq.read();
-            let again = matches!(&r, Err(e) if e.is_again());
-            match c.event(r)? {
-                Some(ev) => return Ok(Some(ev)),
-                None if again => return Ok(None),
-                None => {}
-            }
-        }
-    }
-
-    /// MSG: waits up to `timeout` for the next connection event.
-    pub fn cm_wait(&self, timeout: Duration) -> Result<Option<CmEvent>> {
-        let c = self.conns("cm_wait")?;
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(ev) = self.cm_event()? {
-                return Ok(Some(ev));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            if let Some(ev) = c.event(c.eq.sread(Some(left)))? {
-                return Ok(Some(ev));
-            }
-        }
-    }
-
-    /// MSG: `fi_trywait` on the event queue: Ok when it is safe to sleep on
-    /// [`cm_fd`](Self::cm_fd), `FI_EAGAIN` when there are events to read.
-    pub fn cm_trywait(&self) -> Result<()> {
-        self.conns("cm_trywait")?.eq.trywait()
-    }
-
-    /// MSG: the event queue's wait fd, readable while connection events
-    /// wait (call [`cm_trywait`](Self::cm_trywait) before sleeping on it).
-    pub fn cm_fd(&self) -> Result<BorrowedFd<'_>> {
-        self.conns("cm_fd")?.eq.fd()
-    }
-
     /// Takes a slot, posts with its context, and returns the handle (or
     /// the buffer back, with the slot freed, when the post fails).
     #[inline(always)]
@@ -453,409 +309,6 @@ impl Channel {
                 })
             }
         }
-    }
-
-    #[inline(always)]
-    fn send_op<B: IoBuf>(
-        &self,
-        buf: B,
-        dest: Addr,
-        tag: u64,
-        data: Option<u64>,
-        tagged: bool,
-    ) -> Posted<'_, B> {
-        let buf = Held::new(buf);
-        let iov = [iov_of(buf.as_ref())];
-        let desc = buf.desc();
-        self.post(buf, false, dest, |ctx| {
-            let d = desc.map(|d| [d]);
-            let op = SendOp {
-                iov: &iov,
-                desc: d.as_ref().map_or(&[], |d| d.as_slice()),
-                dest: dest.0,
-                tag,
-                data: data.unwrap_or(0),
-                context: ctx,
-                flags: FI_COMPLETION
-                    | self.more.get()
-                    | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
-                tagged,
-            };
-            self.with_ep(dest, |ep| {
-                // SAFETY: the buffer's bytes (which do not move with it: IoBuf's
-                // contract) are owned by the returned handle, or by the table
-                // once the handle is dropped, until this operation's completion
-                // is reaped or the endpoint has shut down (field order).
-                unsafe { ep.post_send(&op) }
-            })
-        })
-    }
-
-    /// Sends a message; the buffer comes back from the handle.
-    #[inline(always)]
-    pub fn send<B: IoBuf>(&self, buf: B, dest: Addr) -> Posted<'_, B> {
-        self.send_op(buf, dest, 0, None, false)
-    }
-
-    /// Sends a message carrying remote CQ data.
-    pub fn senddata<B: IoBuf>(&self, buf: B, data: u64, dest: Addr) -> Posted<'_, B> {
-        self.send_op(buf, dest, 0, Some(data), false)
-    }
-
-    /// Sends a tagged message.
-    #[inline(always)]
-    pub fn tsend<B: IoBuf>(&self, buf: B, dest: Addr, tag: u64) -> Posted<'_, B> {
-        self.send_op(buf, dest, tag, None, true)
-    }
-
-    /// Sends a tagged message carrying remote CQ data.
-    pub fn tsenddata<B: IoBuf>(&self, buf: B, data: u64, dest: Addr, tag: u64) -> Posted<'_, B> {
-        self.send_op(buf, dest, tag, Some(data), true)
-    }
-
-    /// Sends a small message by copy; no completion, nothing to hand back.
-    pub fn inject(&self, buf: &[u8], dest: Addr) -> Result<()> {
-        self.with_ep(dest, |ep| ep.inject(buf, dest.0))
-    }
-
-    /// Sends a small tagged message by copy.
-    pub fn tinject(&self, buf: &[u8], dest: Addr, tag: u64) -> Result<()> {
-        self.with_ep(dest, |ep| ep.tinject(buf, dest.0, tag))
-    }
-
-    #[inline(always)]
-    fn recv_op<B: IoBufMut>(
-        &self,
-        buf: B,
-        on: Addr,
-        tag: u64,
-        ignore: u64,
-        tagged: bool,
-    ) -> Posted<'_, B> {
-        let mut buf = Held::new(buf);
-        let m = buf.as_mut();
-        let iov = [IoVec {
-            base: m.as_mut_ptr() as usize,
-            len: m.len(),
-        }];
-        let desc = buf.desc();
-        self.post(buf, true, on, |ctx| {
-            let d = desc.map(|d| [d]);
-            let op = RecvOp {
-                iov: &iov,
-                desc: d.as_ref().map_or(&[], |d| d.as_slice()),
-                src: FI_ADDR_UNSPEC,
-                tag,
-                ignore,
-                context: ctx,
-                flags: FI_COMPLETION,
-                tagged,
-            };
-            self.with_ep(on, |ep| {
-                // SAFETY: as in `send_op`; the range came from `as_mut`, and
-                // nothing reads or writes the buffer until the handle returns it.
-                unsafe { ep.post_recv(&op) }
-            })
-        })
-    }
-
-    /// Posts a receive buffer (its whole length); it comes back, with the
-    /// message in its first `len` bytes, from the handle.
-    #[inline(always)]
-    pub fn recv<B: IoBufMut>(&self, buf: B) -> Posted<'_, B> {
-        self.recv_op(buf, Addr(FI_ADDR_UNSPEC), 0, 0, false)
-    }
-
-    /// MSG: posts a receive buffer on connection `conn` (an MSG channel's
-    /// receives belong to one connection); on other channels the same as
-    /// [`recv`](Self::recv).
-    pub fn recv_on<B: IoBufMut>(&self, buf: B, conn: Addr) -> Posted<'_, B> {
-        let on = match self.ep {
-            Eps::One(_) => Addr(FI_ADDR_UNSPEC),
-            Eps::Conns(_) => conn,
-        };
-        self.recv_op(buf, on, 0, 0, false)
-    }
-
-    /// Posts a tagged receive for tags equal to `tag` outside the `ignore` bits.
-    #[inline(always)]
-    pub fn trecv<B: IoBufMut>(&self, buf: B, tag: u64, ignore: u64) -> Posted<'_, B> {
-        self.recv_op(buf, Addr(FI_ADDR_UNSPEC), tag, ignore, true)
-    }
-
-    /// Registers `buf` as a region peers may access with `access`
-    /// (remote read and/or write; local rights are accepted too). The
-    /// buffer comes back with the error on failure; `FI_EOPNOTSUPP` on
-    /// channels without FI_RMA or FI_ATOMIC.
-    ///
-    /// A peer's accesses are carried out by this channel's endpoint: with
-    /// manual progress, drive the channel (`poll` or an operation's `wait`)
-    /// for them to happen.
-    pub fn register(
-        &self,
-        buf: Vec<u8>,
-        access: MrAccess,
-    ) -> std::result::Result<Region, PostError<Vec<u8>>> {
-        if self.info().caps & (FI_RMA | FI_ATOMIC) == 0 {
-            return Err(PostError {
-                buf,
-                error: Error::new(
-                    errno::FI_EOPNOTSUPP,
-                    "register: the channel's offer has neither FI_RMA nor FI_ATOMIC",
-                ),
-            });
-        }
-        self.parked.sweep();
-        Region::register(&self.domain, buf, access, self.parked.clone())
-            .map_err(|(buf, error)| PostError { buf, error })
-    }
-
-    /// A pool of `count` buffers of `size` bytes registered with this
-    /// channel's domain (see [`BufPool::registered`]).
-    pub fn pool(&self, count: usize, size: usize) -> Result<BufPool> {
-        BufPool::registered(&self.domain, count, size)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn rma_op<B: Send + 'static>(
-        &self,
-        buf: Held<B>,
-        range: IoVec,
-        desc: Option<u64>,
-        dir: RmaDir,
-        peer: Addr,
-        remote_addr: u64,
-        key: u64,
-        data: Option<u64>,
-    ) -> Posted<'_, B> {
-        if self.info().caps & FI_RMA == 0 {
-            return Err(PostError {
-                buf: buf.into_inner(),
-                error: Error::new(
-                    errno::FI_EOPNOTSUPP,
-                    "rma: the channel's offer has no FI_RMA",
-                ),
-            });
-        }
-        self.post(buf, false, peer, |ctx| {
-            let v = [range];
-            let d = desc.map(|d| [d]);
-            let rma = [RmaIov {
-                addr: remote_addr,
-                len: range.len,
-                key,
-            }];
-            let op = RmaOp {
-                iov: &v,
-                desc: d.as_ref().map_or(&[], |d| d.as_slice()),
-                addr: peer.0,
-                rma_iov: &rma,
-                data: data.unwrap_or(0),
-                context: ctx,
-                flags: FI_COMPLETION
-                    | self.more.get()
-                    | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
-                dir,
-            };
-            self.with_ep(peer, |ep| {
-                // SAFETY: as in `send_op`: the handle (or the table) owns the
-                // buffer (read into or written from) until the completion is
-                // reaped or the endpoint has shut down.
-                unsafe { ep.post_rma(&op) }
-            })
-        })
-    }
-
-    /// Writes `buf` to the peer's region at `(remote_addr, key)`.
-    pub fn write<B: IoBuf>(&self, buf: B, dest: Addr, remote_addr: u64, key: u64) -> Posted<'_, B> {
-        let buf = Held::new(buf);
-        let (range, desc) = (iov_of(buf.as_ref()), buf.desc());
-        self.rma_op(
-            buf,
-            range,
-            desc,
-            RmaDir::Write,
-            dest,
-            remote_addr,
-            key,
-            None,
-        )
-    }
-
-    /// Writes `buf` and delivers `data` to the target, where it shows up as
-    /// a [`RemoteWrite`] ([`Channel::remote_write`]).
-    pub fn writedata<B: IoBuf>(
-        &self,
-        buf: B,
-        data: u64,
-        dest: Addr,
-        remote_addr: u64,
-        key: u64,
-    ) -> Posted<'_, B> {
-        let buf = Held::new(buf);
-        let (range, desc) = (iov_of(buf.as_ref()), buf.desc());
-        self.rma_op(
-            buf,
-            range,
-            desc,
-            RmaDir::Write,
-            dest,
-            remote_addr,
-            key,
-            Some(data),
-        )
-    }
-
-    /// Reads `buf`'s length of the peer's region at `(remote_addr, key)`
-    /// into `buf`.
-    pub fn read<B: IoBufMut>(
-        &self,
-        buf: B,
-        src: Addr,
-        remote_addr: u64,
-        key: u64,
-    ) -> Posted<'_, B> {
-        let mut buf = Held::new(buf);
-        let m = buf.as_mut();
-        let range = IoVec {
-            base: m.as_mut_ptr() as usize,
-            len: m.len(),
-        };
-        let desc = buf.desc();
-        self.rma_op(buf, range, desc, RmaDir::Read, src, remote_addr, key, None)
-    }
-
-    /// Applies an atomic to the peer's region at `(remote_addr, key)`; its
-    /// buffers come back from the handle (or with the error).
-    pub fn atomic(
-        &self,
-        mut a: Atomic,
-        dest: Addr,
-        remote_addr: u64,
-        key: u64,
-    ) -> Posted<'_, Atomic> {
-        if self.info().caps & FI_ATOMIC == 0 {
-            let e = Error::new(
-                errno::FI_EOPNOTSUPP,
-                "atomic: the channel's offer has no FI_ATOMIC",
-            );
-            return Err(PostError { buf: a, error: e });
-        }
-        let Some(size) = datatype_size(a.datatype) else {
-            let e = Error::inval(format!("atomic: unknown datatype {}", a.datatype));
-            return Err(PostError { buf: a, error: e });
-        };
-        if a.operand.is_empty() || !a.operand.len().is_multiple_of(size) {
-            let e = Error::inval(format!(
-                "atomic: {} operand bytes are not a whole, non-zero number of {size}-byte elements",
-                a.operand.len()
-            ));
-            return Err(PostError { buf: a, error: e });
-        }
-        if a.compare
-            .as_ref()
-            .is_some_and(|c| c.len() != a.operand.len())
-        {
-            let e = Error::inval("atomic: compare values and operands differ in length");
-            return Err(PostError { buf: a, error: e });
-        }
-        let count = a.operand.len() / size;
-        let kind = match (&a.compare, a.fetch) {
-            (Some(_), _) => AtomicKind::Compare,
-            (None, true) => AtomicKind::Fetch,
-            (None, false) => AtomicKind::Basic,
-        };
-        if kind == AtomicKind::Basic {
-            a.result.clear();
-        } else {
-            a.result.clear();
-            a.result.resize(a.operand.len(), 0);
-        }
-        let elems = |v: &mut Vec<u8>| {
-            [Ioc {
-                addr: v.as_mut_ptr() as usize,
-                count: v.len() / size,
-            }]
-        };
-        let operand = elems(&mut a.operand);
-        let compare = a.compare.as_mut().map(elems);
-        let result = elems(&mut a.result);
-        let (op, datatype) = (a.op, a.datatype);
-        self.post(Held::new(a), false, dest, |ctx| {
-            let no_operand = kind == AtomicKind::Fetch && op == atomic_op::FI_ATOMIC_READ;
-            let rma = [RmaIoc {
-                addr: remote_addr,
-                count,
-                key,
-            }];
-            let op = AtomicOp {
-                kind,
-                op,
-                datatype,
-                operand: if no_operand { &[] } else { &operand },
-                compare: compare.as_ref().map_or(&[], |c| c.as_slice()),
-                result: if kind == AtomicKind::Basic {
-                    &[]
-                } else {
-                    &result
-                },
-                desc: &[],
-                addr: dest.0,
-                rma_ioc: &rma,
-                data: 0,
-                context: ctx,
-                flags: FI_COMPLETION | self.more.get(),
-            };
-            self.with_ep(dest, |ep| {
-                // SAFETY: operands, compare values and results live in the
-                // Atomic's vectors (heap memory that does not move with it),
-                // owned by the handle or the table until the completion is
-                // reaped or the endpoint has shut down; each list covers its
-                // whole vector.
-                unsafe { ep.post_atomic(&op) }
-            })
-        })
-    }
-
-    /// Adds `value` to the 64-bit word at `(remote_addr, key)`; the word's
-    /// previous value comes back in [`Done::fetched_u64`].
-    pub fn fetch_add_u64(
-        &self,
-        dest: Addr,
-        remote_addr: u64,
-        key: u64,
-        value: u64,
-    ) -> Result<Op<'_, Atomic>> {
-        let a = Atomic {
-            op: atomic_op::FI_SUM,
-            datatype: datatype::FI_UINT64,
-            operand: value.to_ne_bytes().to_vec(),
-            fetch: true,
-            ..Atomic::default()
-        };
-        Ok(self.atomic(a, dest, remote_addr, key)?)
-    }
-
-    /// Stores `swap` in the 64-bit word at `(remote_addr, key)` if it holds
-    /// `compare`; the previous value comes back as in
-    /// [`fetch_add_u64`](Self::fetch_add_u64).
-    pub fn compare_swap_u64(
-        &self,
-        dest: Addr,
-        remote_addr: u64,
-        key: u64,
-        compare: u64,
-        swap: u64,
-    ) -> Result<Op<'_, Atomic>> {
-        let a = Atomic {
-            op: atomic_op::FI_CSWAP,
-            datatype: datatype::FI_UINT64,
-            operand: swap.to_ne_bytes().to_vec(),
-            compare: Some(compare.to_ne_bytes().to_vec()),
-            fetch: true,
-            ..Atomic::default()
-        };
-        Ok(self.atomic(a, dest, remote_addr, key)?)
     }
 
     /// Collects finished operations without blocking (one progress pass and

@@ -192,6 +192,50 @@ conformance!(fn rma_violations_fail_at_the_initiator_and_leave_memory_alone(info
     Ok(())
 });
 
+conformance!(fn rma_a_closed_region_refuses_the_writes_it_served(info) {
+    require(info, FI_RMA)?;
+    let p = Pair::open(info, FI_RMA)?;
+    let src = pattern(11, 64);
+    let first = Region::new(&p.domain, info, 64, FI_REMOTE_WRITE);
+    let (key, addr) = (first.key(), first.addr(0));
+    // A stream of writes into one region: the target knows it by now.
+    for ctx in [300, 301] {
+        // SAFETY: src outlives the wait.
+        unsafe { p.a.write(src.as_ptr(), 16, p.fb, addr, key, ctx) }.unwrap();
+        one_ok(&p, ctx, "write before the close");
+    }
+    let Region { buf: old, mr, .. } = first;
+    mr.close().map_err(|b| b.1).expect("close the region");
+    let before = old.clone();
+    // SAFETY: src outlives the wait.
+    unsafe { p.a.write(src.as_ptr(), 16, p.fb, addr, key, 302) }.unwrap();
+    assert_eq!(one_err(&p, 302, "write after the close"), errno::FI_EKEYREJECTED);
+    assert_eq!(old, before, "the closed region's memory changed");
+    // The key registered again (where the application chooses keys): the
+    // new region takes the write, the old memory stays as it was.
+    let mut buf = vec![0u8; 64];
+    let attr = MrAttr {
+        iov: vec![(buf.as_mut_ptr() as usize, buf.len())],
+        access: FI_REMOTE_WRITE,
+        requested_key: key,
+        offset: 0,
+    };
+    // SAFETY: `buf` outlives the registration (dropped after `again`).
+    let again = unsafe { p.domain.mr_reg(&attr) }.expect("register again");
+    let raddr = if info.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0 {
+        buf.as_ptr() as u64
+    } else {
+        0
+    };
+    // SAFETY: src outlives the wait.
+    unsafe { p.a.write(src.as_ptr(), 16, p.fb, raddr, again.key(), 303) }.unwrap();
+    one_ok(&p, 303, "write into the new region");
+    assert_bytes_eq(&buf[..16], &src[..16], "new region");
+    assert_eq!(old, before, "the closed region's memory changed");
+    drop(again);
+    Ok(())
+});
+
 conformance!(fn rma_inject_write_needs_no_completion(info) {
     require(info, FI_RMA)?;
     let p = Pair::open(info, FI_RMA)?;

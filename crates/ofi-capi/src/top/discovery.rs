@@ -50,6 +50,7 @@ pub unsafe extern "C" fn fi_getinfo(
             (Ok(n), Ok(s)) => (n, s),
             (Err(e), _) | (_, Err(e)) => return e,
         };
+        let hints_c = hints;
         let hints = if hints.is_null() {
             None
         } else {
@@ -79,6 +80,27 @@ pub unsafe extern "C" fn fi_getinfo(
         }
         match info::list_to_c(&offers) {
             Ok(list) => {
+                // fi_getinfo(3): a passive endpoint in hints->handle is
+                // copied to each info->handle (fi_endpoint then gives its
+                // address to the active endpoint).
+                let hinted = if hints_c.is_null() {
+                    ptr::null_mut()
+                } else {
+                    // SAFETY: non-NULL hints are a valid fi_info (caller's contract).
+                    unsafe { (*hints_c).handle }
+                };
+                // SAFETY: a hinted handle is NULL or a fid of the application.
+                if unsafe { crate::obj::pep::pep(hinted) }.is_some() {
+                    let h = hinted;
+                    let mut i = list;
+                    while !i.is_null() {
+                        // SAFETY: `i` is a node of the list just built.
+                        unsafe {
+                            (*i).handle = h;
+                            i = (*i).next;
+                        }
+                    }
+                }
                 // SAFETY: `info` is non-NULL (checked on entry) and writable (caller's contract).
                 unsafe { *info = list };
                 0

@@ -86,6 +86,7 @@ impl Fabric {
             ops,
             context,
             listening: std::sync::atomic::AtomicBool::new(false),
+            released: std::sync::atomic::AtomicBool::new(false),
             eq: Mutex::new(None),
             _parent: DepGuard::new(&self.deps),
         })

@@ -15,6 +15,8 @@ pub struct PassiveEndpoint {
     pub(super) context: usize,
     /// `listen` succeeded (the address can no longer change).
     pub(super) listening: std::sync::atomic::AtomicBool,
+    /// An active endpoint took its address ([`release`](Self::release)).
+    pub(super) released: std::sync::atomic::AtomicBool,
     pub(super) eq: Mutex<Option<Arc<EqCore>>>,
     pub(super) _parent: DepGuard,
 }
@@ -48,18 +50,43 @@ impl PassiveEndpoint {
                 "listen: no event queue is bound",
             ));
         }
+        self.check_bound("listen")?;
         self.ops.listen()?;
         self.listening.store(true, Ordering::Release);
         Ok(())
     }
     /// The listening address (`fi_getname`).
     pub fn getname(&self) -> Result<Vec<u8>> {
+        self.check_bound("getname")?;
         self.ops.getname()
+    }
+    /// Gives the address up to an active endpoint opened with this passive
+    /// endpoint as its info's `handle` (fi_endpoint(3): the active endpoint
+    /// acquires the passive endpoint's properties; the passive endpoint is
+    /// then bound to nothing and must no longer be used). Returns the
+    /// address, the one `getname` gave; the provider stops listening.
+    /// `getname`, `setname` and `listen` are `FI_EOPBADSTATE` afterwards.
+    pub fn release(&self) -> Result<Vec<u8>> {
+        self.check_bound("release")?;
+        let name = self.ops.getname()?;
+        self.released.store(true, Ordering::Release);
+        self.ops.release();
+        Ok(name)
+    }
+    fn check_bound(&self, what: &str) -> Result<()> {
+        if self.released.load(Ordering::Acquire) {
+            return Err(Error::new(
+                errno::FI_EOPBADSTATE,
+                format!("{what}: an active endpoint took this passive endpoint's address"),
+            ));
+        }
+        Ok(())
     }
     /// Sets the address to listen on (`fi_setname`), in the offer's
     /// address format; `getname` then returns it. Only before `listen`
     /// (`FI_EOPBADSTATE` after).
     pub fn setname(&self, addr: &[u8]) -> Result<()> {
+        self.check_bound("setname")?;
         if self.listening.load(Ordering::Acquire) {
             return Err(Error::new(
                 errno::FI_EOPBADSTATE,

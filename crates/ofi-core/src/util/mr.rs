@@ -10,8 +10,8 @@
 
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
-use std::collections::HashMap;
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use crate::util::hash::IdMap;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,9 @@ pub struct MrCore {
     pub offset: u64,
     map: Weak<MrMap>,
     events: Mutex<Option<super::rma::MrEvents>>,
+    /// The accesses the bound counter counts (`events`' flags, 0 without
+    /// one): an access that counts nothing skips the lock.
+    counted: AtomicU64,
     revoked: AtomicBool,
     /// Whether FI_COMMIT_COMPLETE can make this region's memory durable
     /// (`Err`: why not), found at the first commit request.
@@ -66,28 +69,55 @@ impl MrCore {
     /// is granted. Virtual addresses (FI_MR_VIRT_ADDR) or offsets from the
     /// region start are both accepted per `virt`.
     pub fn check(&self, addr: u64, len: usize, access: u64, virt: bool) -> Result<usize> {
+        self.locate(addr, len, access, virt)
+            .map_err(|code| self.refusal(code, addr, len, access))
+    }
+
+    /// [`check`](Self::check) without the message: the local address, or
+    /// `FI_EACCES` alone (a target answers a peer with the number only, so
+    /// a bad request costs no formatting).
+    #[inline]
+    pub fn locate(
+        &self,
+        addr: u64,
+        len: usize,
+        access: u64,
+        virt: bool,
+    ) -> std::result::Result<usize, i32> {
         if access & !self.access != 0 {
-            return Err(Error::new(
-                errno::FI_EACCES,
-                format!("region {:#x} does not grant {:#x}", self.key, access),
-            ));
+            return Err(errno::FI_EACCES);
         }
         let mut base_off = 0u64;
         for &(base, l) in &self.iov {
-            let (start, end) = if virt {
-                (base as u64, base as u64 + l as u64)
+            let start = if virt {
+                base as u64
             } else {
-                (self.offset + base_off, self.offset + base_off + l as u64)
+                self.offset.wrapping_add(base_off)
             };
+            let end = start.wrapping_add(l as u64);
             if addr >= start && addr.checked_add(len as u64).is_some_and(|e| e <= end) {
                 return Ok(base + (addr - start) as usize);
             }
             base_off += l as u64;
         }
-        Err(Error::new(
-            errno::FI_EACCES,
+        Err(errno::FI_EACCES)
+    }
+
+    /// The error [`check`](Self::check) gives for a refusal `code` of
+    /// [`locate`](Self::locate).
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, code: i32, addr: u64, len: usize, access: u64) -> Error {
+        if access & !self.access != 0 {
+            return Error::new(
+                code,
+                format!("region {:#x} does not grant {:#x}", self.key, access),
+            );
+        }
+        Error::new(
+            code,
             format!("[{addr:#x}, +{len}) is outside region {:#x}", self.key),
-        ))
+        )
     }
 }
 
@@ -104,11 +134,10 @@ impl MrCore {
         }
         // The counter cannot close while a region counts into it.
         cntr.bound.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        let old = self
-            .events
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(super::rma::MrEvents { cntr, flags });
+        let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        let old = ev.replace(super::rma::MrEvents { cntr, flags });
+        self.counted.store(flags, Ordering::Relaxed);
+        drop(ev);
         if let Some(o) = old {
             o.cntr
                 .bound
@@ -119,7 +148,10 @@ impl MrCore {
     /// Unbinds the counter (the region is closing): it counts no more
     /// accesses and may close.
     pub fn unbind_cntr(&self) {
-        let old = self.events.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        self.counted.store(0, Ordering::Relaxed);
+        let old = ev.take();
+        drop(ev);
         if let Some(o) = old {
             o.cntr
                 .bound
@@ -128,7 +160,18 @@ impl MrCore {
     }
     /// Counts one remote access (FI_REMOTE_READ or FI_REMOTE_WRITE) into
     /// the bound counter, if any.
+    #[inline]
     pub fn count_remote(&self, access: u64) {
+        // An access the counter does not count (or no counter) takes no
+        // lock; one racing with the binding may go uncounted, as it may
+        // have run just before it.
+        if self.counted.load(Ordering::Relaxed) & access != 0 {
+            self.count_bound(access);
+        }
+    }
+
+    #[inline(never)]
+    fn count_bound(&self, access: u64) {
         let g = self.events.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(ev) = g.as_ref() {
             if ev.flags & access != 0 {
@@ -222,7 +265,10 @@ pub fn wait_idle(mr: &Arc<MrCore>, own: usize, limit: Option<Duration>) -> bool 
 /// A domain's key → region map.
 #[derive(Debug)]
 pub struct MrMap {
-    keys: Mutex<HashMap<u64, Weak<MrCore>>>,
+    /// Keys are chosen by the local application (or randomly for it); a
+    /// peer only looks them up, so the map cannot be flooded with
+    /// colliding keys and takes the one-multiply hash.
+    keys: Mutex<IdMap<u64, Weak<MrCore>>>,
     atomic: Mutex<()>,
     random: KeySource,
 }
@@ -317,6 +363,7 @@ impl MrMap {
             offset: attr.offset,
             map: Arc::downgrade(self),
             events: Mutex::new(None),
+            counted: AtomicU64::new(0),
             revoked: AtomicBool::new(false),
             durable: OnceLock::new(),
         });
@@ -328,12 +375,40 @@ impl MrMap {
         self.atomic.lock().unwrap_or_else(|e| e.into_inner())
     }
     /// The region of a key, if registered.
+    #[inline]
     pub fn lookup(&self, key: u64) -> Option<Arc<MrCore>> {
         self.keys
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
             .and_then(Weak::upgrade)
+    }
+}
+
+/// The region a target resolved last, so that the next access under the
+/// same key (a stream of requests into one region) skips the map's lock
+/// and hash. It holds no region alive (a `Weak`), and serves no region
+/// that has been revoked: a key closed, or closed and registered again,
+/// is looked up in the map afresh.
+#[derive(Debug, Default)]
+pub struct MrCache {
+    key: u64,
+    mr: Weak<MrCore>,
+}
+
+impl MrCache {
+    /// The region of `key` in `map`, if registered.
+    #[inline]
+    pub fn lookup(&mut self, map: &MrMap, key: u64) -> Option<Arc<MrCore>> {
+        if self.key == key {
+            if let Some(mr) = self.mr.upgrade().filter(|m| !m.is_revoked()) {
+                return Some(mr);
+            }
+        }
+        let mr = map.lookup(key)?;
+        self.key = key;
+        self.mr = Arc::downgrade(&mr);
+        Some(mr)
     }
 }
 
@@ -399,6 +474,33 @@ mod tests {
         assert!(wait_idle(&mr, 1, Some(Duration::ZERO)));
         drop(mr);
         assert!(map.lookup(9).is_some_and(|m| Arc::ptr_eq(&m, &again)));
+    }
+
+    #[test]
+    fn the_cache_serves_no_revoked_region_and_keeps_none_alive() {
+        let map = MrMap::new();
+        let a = MrAttr {
+            requested_key: 5,
+            ..attr()
+        };
+        let first = reg(&map, &a, false).expect("register");
+        let mut cache = MrCache::default();
+        assert!(cache.lookup(&map, 6).is_none(), "an unknown key");
+        let got = cache.lookup(&map, 5).expect("the region");
+        assert!(Arc::ptr_eq(&got, &first));
+        drop(got);
+        assert!(
+            wait_idle(&first, 1, Some(Duration::ZERO)),
+            "the cache holds no access"
+        );
+        // Closed and registered again under the same key: the new region.
+        first.revoke();
+        assert!(cache.lookup(&map, 5).is_none(), "a revoked region");
+        let second = reg(&map, &a, false).expect("the key again");
+        let got = cache.lookup(&map, 5).expect("the new region");
+        assert!(Arc::ptr_eq(&got, &second));
+        drop((got, first, second));
+        assert!(cache.lookup(&map, 5).is_none(), "a dropped region");
     }
 
     #[test]

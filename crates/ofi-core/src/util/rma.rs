@@ -14,7 +14,7 @@ pub use ofi_base::rma::{Ioc, RmaIoc, RmaIov};
 
 use super::atomic::{self, AtomicKind};
 use super::cntr::CntrCore;
-use super::mr::{MrCore, MrMap};
+use super::mr::{MrCache, MrCore, MrMap};
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use crate::object::EpBindings;
@@ -57,17 +57,74 @@ pub fn resolve(
     })
 }
 
-/// Resolves every range of a request, all or nothing.
+/// [`resolve`] as a target's data path takes it: `Err` is the FI_E*
+/// number alone, which is all the target answers a peer with (a bad
+/// request costs no formatting).
+#[inline]
+pub fn resolve_code(
+    map: &MrMap,
+    key: u64,
+    addr: u64,
+    len: usize,
+    access: u64,
+    virt: bool,
+) -> std::result::Result<Resolved, i32> {
+    let mr = map.lookup(key).ok_or(errno::FI_EKEYREJECTED)?;
+    let local = mr.locate(addr, len, access, virt)?;
+    Ok(Resolved {
+        mr,
+        addr: local,
+        len,
+    })
+}
+
+/// [`resolve_code`] through `cache` (the region resolved last skips the
+/// map).
+#[inline]
+pub fn resolve_cached(
+    cache: &mut MrCache,
+    map: &MrMap,
+    key: u64,
+    addr: u64,
+    len: usize,
+    access: u64,
+    virt: bool,
+) -> std::result::Result<Resolved, i32> {
+    let mr = cache.lookup(map, key).ok_or(errno::FI_EKEYREJECTED)?;
+    let local = mr.locate(addr, len, access, virt)?;
+    Ok(Resolved {
+        mr,
+        addr: local,
+        len,
+    })
+}
+
+/// Resolves every range of a request, all or nothing, into `out` (cleared
+/// first; left empty on failure). `Err` is the FI_E* number to answer with.
 pub fn resolve_all(
     map: &MrMap,
     ranges: &[RmaIov],
     access: u64,
     virt: bool,
     out: &mut Vec<Resolved>,
-) -> Result<()> {
+) -> std::result::Result<(), i32> {
+    resolve_all_cached(&mut MrCache::default(), map, ranges, access, virt, out)
+}
+
+/// [`resolve_all`] through `cache` (a request into the region resolved
+/// last skips the map).
+#[inline]
+pub fn resolve_all_cached(
+    cache: &mut MrCache,
+    map: &MrMap,
+    ranges: &[RmaIov],
+    access: u64,
+    virt: bool,
+    out: &mut Vec<Resolved>,
+) -> std::result::Result<(), i32> {
     out.clear();
     for r in ranges {
-        match resolve(map, r.key, r.addr, r.len, access, virt) {
+        match resolve_cached(cache, map, r.key, r.addr, r.len, access, virt) {
             Ok(x) => out.push(x),
             Err(e) => {
                 out.clear();
@@ -97,6 +154,7 @@ pub fn persist_all(res: &[Resolved]) -> Result<()> {
 /// counter by `mr_access` (fi_mr(3): an atomic that modifies the region
 /// counts as a write) (FI_RMA_EVENT). Each is FI_REMOTE_READ or
 /// FI_REMOTE_WRITE.
+#[inline]
 pub fn count_remote(b: &EpBindings, mr: Option<&MrCore>, ep_access: u64, mr_access: u64) {
     let access = ep_access;
     let c = if access & FI_REMOTE_WRITE != 0 {

@@ -4,7 +4,7 @@
 
 use super::{INJECT_SIZE, IOV_LIMIT, RMA_IOV_LIMIT};
 use ofi_core::consts::*;
-use ofi_core::info::{Info, RxAttr, TxAttr};
+use ofi_core::info::{Info, RxAttr, TxAttr, RX_CAPS, TX_CAPS};
 
 /// The ordering that holds between two operations to one peer (one
 /// ordered stream per peer). The target executes requests in stream
@@ -54,16 +54,7 @@ pub const RDM_CAPS: u64 = MSG_CAPS | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
 pub fn fill(o: &mut Info, caps: u64) {
     o.caps = caps;
     o.tx_attr = TxAttr {
-        caps: caps
-            & (FI_MSG
-                | FI_TAGGED
-                | FI_SEND
-                | FI_RMA
-                | FI_ATOMIC
-                | FI_READ
-                | FI_WRITE
-                | FI_TRIGGER
-                | FI_FENCE),
+        caps: caps & TX_CAPS,
         op_flags: FI_INJECT_COMPLETE,
         msg_order: MSG_ORDER,
         comp_order: order::FI_ORDER_NONE,
@@ -74,18 +65,7 @@ pub fn fill(o: &mut Info, caps: u64) {
         ..Default::default()
     };
     o.rx_attr = RxAttr {
-        caps: caps
-            & (FI_MSG
-                | FI_TAGGED
-                | FI_RECV
-                | FI_MULTI_RECV
-                | FI_SOURCE
-                | FI_DIRECTED_RECV
-                | FI_RMA
-                | FI_ATOMIC
-                | FI_REMOTE_READ
-                | FI_REMOTE_WRITE
-                | FI_RMA_EVENT),
+        caps: caps & RX_CAPS,
         msg_order: MSG_ORDER,
         comp_order: order::FI_ORDER_NONE,
         size: 1024,

@@ -15,9 +15,10 @@ use ofi_core::object::{AtomicOp, EpBindings, RmaOp};
 use ofi_core::util::atomic::{self, AtomicKind};
 use ofi_core::util::iov::{copy_from_iov, iov_len, IoVec};
 use ofi_core::util::matching::MAX_IOV;
-use ofi_core::util::mr::MrMap;
+use ofi_core::util::mr::{MrCache, MrMap};
 use ofi_core::util::rma::{
-    apply_atomic, check_durable, count_remote, persist_all, resolve_all, Ioc, Resolved, RmaIov,
+    apply_atomic, check_durable, count_remote, persist_all, resolve_all_cached, Ioc, Resolved,
+    RmaIov,
 };
 use ofi_core::util::slab::Slab;
 use ofi_proto::tcp::{Ack, AtomicArgs, Grant, Memory, Remote, RmaReq, COUNT_AS_READ, MAX_RANGES};
@@ -72,6 +73,8 @@ type GrantSlot = ((u64, u64), Vec<Resolved>);
 /// The endpoint's registered memory as the target of its peers' requests.
 pub struct Target {
     map: Arc<MrMap>,
+    /// The region resolved last.
+    mrs: MrCache,
     virt: bool,
     allow: u64,
     b: EpBindings,
@@ -87,6 +90,7 @@ impl Target {
         let map = b.mr_map.clone()?;
         (allow != 0).then(|| Target {
             map,
+            mrs: MrCache::default(),
             virt: b.info.domain_attr.mr_mode & mr_mode::FI_MR_VIRT_ADDR != 0,
             allow,
             b: b.clone(),
@@ -112,9 +116,11 @@ impl Memory for Target {
             return Err(errno::FI_EACCES);
         }
         let mut v = self.pool.pop().unwrap_or_default();
-        if let Err(e) = resolve_all(&self.map, ranges, access, self.virt, &mut v) {
+        if let Err(code) =
+            resolve_all_cached(&mut self.mrs, &self.map, ranges, access, self.virt, &mut v)
+        {
             self.pool.push(v);
-            return Err(e.code());
+            return Err(code);
         }
         for (o, r) in out.iter_mut().zip(&v) {
             *o = IoVec {
@@ -190,7 +196,7 @@ impl Memory for Target {
         let Some(r) = self.slot(grant).and_then(|(_, v)| v.get(index)) else {
             return Err(errno::FI_EINVAL);
         };
-        // SAFETY: `r` was resolved by `resolve_all` for this access (remote
+        // SAFETY: `r` was resolved by `resolve_all_cached` for this access (remote
         // write, or remote read for FI_ATOMIC_READ) and its region is held
         // registered by the grant until `release`.
         unsafe {

@@ -53,8 +53,8 @@ mod rx;
 
 pub use ctrl::{ack, cts, nack, rma_answer, CtrlQueue, Push};
 pub use entry::{
-    decode, is_auth, is_request, owed, sender, Body, Dropped, Incoming, Limits, MsgMeta, OneSided,
-    Owed,
+    decode, is_auth, is_request, one_sided, owed, sender, Answer, Body, Dropped, Incoming, Limits,
+    MsgMeta, OneSided, OneSidedIn, Owed,
 };
 pub use ops::{OpTable, Stray};
 pub use request::AtomicReq;

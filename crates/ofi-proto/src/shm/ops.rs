@@ -56,6 +56,7 @@ impl<T> OpTable<T> {
     }
 
     /// Adds an operation; returns its cookie.
+    #[inline]
     pub fn insert(&mut self, v: T) -> u64 {
         let gen = self.next_gen | self.mark;
         self.next_gen = (self.next_gen + 1) & 0x7fff_ffff;
@@ -76,11 +77,13 @@ impl<T> OpTable<T> {
         (u64::from(gen) << 32) | u64::from(idx)
     }
 
+    #[inline]
     fn slot(cookie: u64) -> (usize, u32) {
         (cookie as u32 as usize, (cookie >> 32) as u32)
     }
 
     /// The live operation `cookie` names.
+    #[inline]
     pub fn get(&self, cookie: u64) -> Option<&T> {
         let (i, gen) = Self::slot(cookie);
         match self.slots.get(i)? {
@@ -90,6 +93,7 @@ impl<T> OpTable<T> {
     }
 
     /// The live operation `cookie` names, to update.
+    #[inline]
     pub fn get_mut(&mut self, cookie: u64) -> Option<&mut T> {
         let (i, gen) = Self::slot(cookie);
         match self.slots.get_mut(i)? {
@@ -103,6 +107,7 @@ impl<T> OpTable<T> {
     /// sequential, so another endpoint can guess one: an answer from any
     /// other peer than the operation's names nothing and leaves it as it
     /// was.
+    #[inline]
     pub fn answered(
         &mut self,
         cookie: u64,
@@ -117,6 +122,7 @@ impl<T> OpTable<T> {
     }
 
     /// Removes and returns the live operation `cookie` names.
+    #[inline]
     pub fn take(&mut self, cookie: u64) -> Option<T> {
         let (i, gen) = Self::slot(cookie);
         let slot = self.slots.get_mut(i)?;
@@ -157,11 +163,13 @@ impl<T> OpTable<T> {
     }
 
     /// Operations in flight.
+    #[inline]
     pub fn len(&self) -> usize {
         self.live
     }
 
     /// True when nothing is in flight.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.live == 0
     }

@@ -43,7 +43,7 @@
 //! calling into the library. An idle channel is never declared dead.
 
 use super::rtt::Rtt;
-use ofi_wire::udp::{flag, kind, Packet, Repr, HDR_LEN};
+use ofi_wire::udp::{flag, kind, Repr, HDR_LEN};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -313,6 +313,20 @@ impl Channel {
     pub fn busy(&self) -> bool {
         !self.sent.is_empty() || self.stream_next < self.stream_end
     }
+    /// True when [`poll_transmit`](Self::poll_transmit) would send
+    /// something now without a timer running out: an acknowledgement asked
+    /// for, a probe, a retransmission, or bytes not yet sent (which the
+    /// windows may still hold back). A driver that saw a packet may skip
+    /// its transmit pass while this is false (and its own side has
+    /// nothing new).
+    #[inline]
+    pub fn wants_transmit(&self) -> bool {
+        !self.dead
+            && (self.ack_now
+                || self.probe_due
+                || !self.retx.is_empty()
+                || self.stream_next < self.stream_end)
+    }
     /// True when the channel carries nothing at all: nothing to send or
     /// acknowledge, nothing held or out of order.
     pub fn is_idle(&self) -> bool {
@@ -457,6 +471,9 @@ impl Channel {
     }
 
     fn sack_bits(&self) -> u64 {
+        if self.ooo.is_empty() {
+            return 0;
+        }
         let mut bits = 0u64;
         for (&seq, _) in self.ooo.range(self.rcv_nxt + 1..self.rcv_nxt + 65) {
             bits |= 1 << (seq - self.rcv_nxt - 1);
@@ -475,7 +492,7 @@ impl Channel {
             ack: self.rcv_nxt,
             sack: self.sack_bits(),
         };
-        r.emit(&mut Packet::new_unchecked(&mut hdr[..]));
+        r.write(hdr);
         self.window_sent = window;
         self.ack_now = false;
         self.ack_at = None;
@@ -515,7 +532,7 @@ impl Channel {
             return Recv::Ack;
         }
         let seq = r.seq;
-        if seq < self.rcv_nxt || self.ooo.contains_key(&seq) {
+        if seq < self.rcv_nxt || (!self.ooo.is_empty() && self.ooo.contains_key(&seq)) {
             self.stats.duplicates += 1;
             self.ack_now = true;
             return Recv::Dropped(Drop::Duplicate);
@@ -567,13 +584,18 @@ impl Channel {
     /// consumer did not take; it is held and read first.
     pub fn hold(&mut self, rest: &[u8]) {
         self.delivering = false;
-        self.held.extend(rest);
+        if !rest.is_empty() {
+            self.held.extend(rest);
+        }
         self.promote();
     }
 
     /// Moves packets that are now in order from the out-of-order store to
     /// the held bytes.
     fn promote(&mut self) {
+        if self.ooo.is_empty() {
+            return;
+        }
         while let Some(v) = self.ooo.remove(&self.rcv_nxt) {
             self.rcv_nxt += 1;
             self.ooo_bytes -= v.len();
@@ -737,11 +759,14 @@ impl Channel {
         if self.dead {
             return None;
         }
-        let dead_at = self.need_since.map(|t| t + self.cfg.peer_timeout);
-        [self.rto_at, self.probe_at, self.ack_at, dead_at]
-            .into_iter()
-            .flatten()
-            .min()
+        let mut at = self.rto_at;
+        for t in [self.probe_at, self.ack_at] {
+            at = earliest(at, t);
+        }
+        match self.need_since {
+            Some(t) => earliest(at, Some(t + self.cfg.peer_timeout)),
+            None => at,
+        }
     }
 
     /// Runs the timers due at `now`: retransmission, probes, delayed
@@ -820,5 +845,15 @@ impl Channel {
     /// Asks for an acknowledgement to go at once (the peer asked for one).
     pub fn ack_soon(&mut self) {
         self.ack_now = true;
+    }
+}
+
+/// The earlier of two optional deadlines.
+#[inline]
+pub(super) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
     }
 }

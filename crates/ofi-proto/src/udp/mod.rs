@@ -52,11 +52,15 @@
 //! ```
 
 mod chan;
+mod hash;
 mod rdm;
+mod ring;
 mod rtt;
 mod session;
+mod table;
 
 pub use chan::{ChanConfig, ChanStats, Channel, Drop, Recv};
+pub use hash::{FastHasher, FastMap, FastState};
 pub use rdm::{Part, Rdm, RdmConfig, RdmEvent, UserMem, MAX_PARTS};
 pub use rtt::Rtt;
 pub use session::{

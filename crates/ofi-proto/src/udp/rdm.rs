@@ -30,15 +30,19 @@
 //! `FI_EKEYREJECTED`. A peer that breaks the protocol has its session reset.
 
 use super::chan::{Channel, Recv};
+use super::hash::FastMap;
+use super::ring::ByteRing;
 use super::session::{Incoming, PeerId, SessionConfig, SessionEvent, Sessions};
-use crate::tcp::{self, Conn, ConnId, Req, Rx, Target, TxSlice};
+use super::table::ById;
+use crate::tcp::{self, Conn, ConnId, Req, Rx, SendReq, Target, Transmit, TxSlice};
 use ofi_base::auth::Nonce;
 use ofi_base::consts::FI_ADDR_NOTAVAIL;
 use ofi_base::error::errno;
 use ofi_base::iov::IoVec;
 use ofi_base::peer::Cause;
+use ofi_wire::tcp::HDR_LEN as FRAME_HDR_LEN;
 use ofi_wire::udp::HDR_LEN;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 /// The driver's copies between the core and user memory (the core never
@@ -176,7 +180,7 @@ struct Link {
     conn: Option<Conn>,
     /// Copies of stream bytes reported written and not yet acknowledged:
     /// stream offsets `acked..reported`.
-    ring: VecDeque<u8>,
+    ring: ByteRing,
     acked: u64,
     reported: u64,
 }
@@ -192,7 +196,7 @@ impl Link {
         Link {
             fi_addr,
             conn: None,
-            ring: VecDeque::with_capacity(reserve.min(RING_RESERVED)),
+            ring: ByteRing::with_capacity(reserve.min(RING_RESERVED)),
             acked: 0,
             reported: 0,
         }
@@ -203,6 +207,169 @@ impl Link {
         self.acked = 0;
         self.reported = 0;
     }
+    /// The peer has every byte below `acked`: forgets their copies. Returns
+    /// how many bytes beyond the copies that reaches (sent from user
+    /// memory in place): the caller reports them written.
+    fn forget_acked(&mut self, acked: u64) -> usize {
+        if acked <= self.acked {
+            return 0;
+        }
+        let copied = acked.min(self.reported) - self.acked;
+        self.ring.drain_front(copied as usize);
+        self.acked = acked;
+        if acked > self.reported {
+            let n = acked - self.reported;
+            self.reported = acked;
+            return n as usize;
+        }
+        0
+    }
+}
+
+/// Appends a copy of the user range `v` to `ring` (read straight into it).
+fn copy_in(ring: &mut ByteRing, v: IoVec, mem: &mut dyn UserMem) {
+    ring.append_with(v.len, |a, b| {
+        mem.read(
+            IoVec {
+                base: v.base,
+                len: a.len(),
+            },
+            a,
+        );
+        if !b.is_empty() {
+            mem.read(
+                IoVec {
+                    base: v.base + a.len(),
+                    len: b.len(),
+                },
+                b,
+            );
+        }
+    });
+}
+
+/// Moves a connection's events to `events`; the reason when it broke the
+/// protocol.
+fn take_conn_events(link: &mut Link, events: &mut VecDeque<RdmEvent>) -> Option<String> {
+    let conn = link.conn.as_mut()?;
+    let mut broken = None;
+    while let Some(e) = conn.poll_event() {
+        match e {
+            tcp::Event::ProtocolError(p) => broken = Some(p.to_string()),
+            e => events.push_back(RdmEvent::Op(e)),
+        }
+    }
+    broken
+}
+
+/// Hands `ch`'s held stream bytes to `conn` while it takes them.
+fn drain_held_into(ch: &mut Channel, conn: &mut Conn, rx: &mut Rx, mem: &mut dyn UserMem) {
+    for _ in 0..4096 {
+        let h = ch.held();
+        if h.is_empty() {
+            break;
+        }
+        let n = feed(conn, rx, h, mem);
+        ch.consume(n);
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+/// Sends the datagrams `ch` has ready now to `addr`: each a header and
+/// the stream range the channel names, gathered from `link`'s copies and,
+/// beyond them, from `view` (the connection's transmit, in place). True
+/// when the channel has nothing more to send now; false when the bound on
+/// one call stopped it.
+#[allow(clippy::too_many_arguments)]
+fn emit(
+    ch: &mut Channel,
+    addr: &[u8],
+    link: &Link,
+    view: Option<&Transmit<'_>>,
+    now: Instant,
+    hdr: &mut [u8; HDR_LEN],
+    flat: &mut Vec<u8>,
+    mem: &mut dyn UserMem,
+    send: &mut dyn FnMut(&[u8], &[Part<'_>]),
+) -> bool {
+    for i in 0..256 {
+        // After a packet, one more goes only if the channel has something
+        // (an acknowledgement or probe rides on the packet just sent).
+        if i > 0 && !ch.wants_transmit() {
+            return true;
+        }
+        let Some(r) = ch.poll_transmit(now, hdr) else {
+            return true;
+        };
+        let mut parts: [Part<'_>; MAX_PARTS] = [Part::Bytes(&[]); MAX_PARTS];
+        parts[0] = Part::Bytes(&hdr[..]);
+        let mut np = 1;
+        let mut need = 0usize;
+        // From the outbox copies.
+        if r.start < link.reported {
+            let a = (r.start - link.acked) as usize;
+            let b = (r.end.min(link.reported) - link.acked) as usize;
+            let (x, y) = link.ring.as_slices();
+            for (s, off) in [(x, 0usize), (y, x.len())] {
+                let lo = a.max(off);
+                let hi = b.min(off + s.len());
+                if lo < hi {
+                    parts[np] = Part::Bytes(&s[lo - off..hi - off]);
+                    np += 1;
+                }
+            }
+        }
+        // From the connection's transmit, in place.
+        if r.end > link.reported {
+            let skip = r.start.max(link.reported) - link.reported;
+            let mut left = (r.end - r.start.max(link.reported)) as usize;
+            let mut skip = skip as usize;
+            if let Some(t) = view {
+                for s in t.iter() {
+                    if left == 0 {
+                        break;
+                    }
+                    let l = s.len();
+                    if skip >= l {
+                        skip -= l;
+                        continue;
+                    }
+                    let take = (l - skip).min(left);
+                    let p = match s {
+                        TxSlice::Bytes(b) => Part::Bytes(&b[skip..skip + take]),
+                        TxSlice::Iov(v) => Part::Iov(IoVec {
+                            base: v.base + skip,
+                            len: take,
+                        }),
+                    };
+                    skip = 0;
+                    left -= take;
+                    if np < MAX_PARTS - 1 {
+                        parts[np] = p;
+                        np += 1;
+                    } else {
+                        // Too many pieces for one datagram: flatten the rest.
+                        need += 1;
+                        let at = flat.len();
+                        flat.resize(at + take, 0);
+                        match p {
+                            Part::Bytes(b) => flat[at..].copy_from_slice(b),
+                            Part::Iov(v) => mem.read(v, &mut flat[at..]),
+                        }
+                    }
+                }
+            }
+        }
+        if need > 0 {
+            parts[np] = Part::Bytes(flat);
+            np += 1;
+        }
+        send(addr, &parts[..np]);
+        flat.clear();
+    }
+    false
 }
 
 /// The RDM endpoint core (see the module documentation).
@@ -210,17 +377,17 @@ pub struct Rdm {
     cfg: RdmConfig,
     sessions: Sessions,
     rx: Rx,
-    links: BTreeMap<PeerId, Link>,
-    by_conn: HashMap<ConnId, PeerId>,
+    links: ById<Link>,
+    by_conn: FastMap<ConnId, PeerId>,
     next_conn: ConnId,
     events: VecDeque<RdmEvent>,
     hdr: [u8; HDR_LEN],
-    scratch: Vec<u8>,
     /// Up peers of one transmit pass (kept to not allocate each pass).
     peers: Vec<PeerId>,
-    /// The address of the peer being pumped.
-    addr: Vec<u8>,
     flat: Vec<u8>,
+    /// Something since the last transmit pass may have given it work
+    /// (see [`Rdm::wants_transmit`]).
+    dirty: bool,
 }
 
 impl std::fmt::Debug for Rdm {
@@ -238,17 +405,16 @@ impl Rdm {
         Rdm {
             sessions: Sessions::new(cfg.session.clone(), nonces),
             rx: Rx::new(cfg.rx),
-            links: BTreeMap::new(),
-            by_conn: HashMap::new(),
+            links: ById::default(),
+            by_conn: FastMap::default(),
             next_conn: 1,
             // Reserved: a burst of drops or completions after a stall must
             // not allocate on the hot path.
             events: VecDeque::with_capacity(256),
             hdr: [0; HDR_LEN],
-            scratch: Vec::new(),
             peers: Vec::new(),
-            addr: Vec::new(),
             flat: Vec::new(),
+            dirty: false,
             cfg,
         }
     }
@@ -289,38 +455,118 @@ impl Rdm {
         Conn::established(id, fi_addr, self.cfg.proto)
     }
 
+    /// The id of the peer at `addr`, for [`queue_to`](Self::queue_to) and
+    /// [`send_now`](Self::send_now): it names that peer for as long as
+    /// this core lives (a driver may keep it with the address).
+    pub fn peer(&mut self, addr: &[u8]) -> PeerId {
+        self.sessions.peer(addr)
+    }
+
     /// Queues a send or one-sided request to the peer at `addr` (`fi_addr`
     /// in the AV), starting a session with it when there is none.
     pub fn queue(&mut self, now: Instant, fi_addr: u64, addr: &[u8], req: Req) -> Result<(), i32> {
         let peer = self.sessions.peer(addr);
+        self.queue_to(now, fi_addr, peer, req)
+    }
+
+    /// [`queue`](Self::queue) to the peer named by [`peer`](Self::peer).
+    pub fn queue_to(
+        &mut self,
+        now: Instant,
+        fi_addr: u64,
+        peer: PeerId,
+        req: Req,
+    ) -> Result<(), i32> {
         let up = self.sessions.is_up(peer);
         let reserve = self.cfg.session.chan.window as usize;
         let link = self
             .links
-            .entry(peer)
-            .or_insert_with(|| Link::new(fi_addr, reserve));
+            .get_or_insert_with(peer, || Link::new(fi_addr, reserve));
         link.fi_addr = fi_addr;
         if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
-            let c = {
-                let id = self.next_conn;
-                self.next_conn += 1;
-                self.by_conn.insert(id, peer);
-                Conn::established(id, fi_addr, self.cfg.proto)
-            };
-            let link = self.links.get_mut(&peer).expect("just made");
-            link.conn = Some(c);
+            let id = self.next_conn;
+            self.next_conn += 1;
+            self.by_conn.insert(id, peer);
+            link.conn = Some(Conn::established(id, fi_addr, self.cfg.proto));
             if !up {
                 link.reset_stream();
             }
         }
-        let link = self.links.get_mut(&peer).expect("just made");
         let conn = link.conn.as_mut().expect("just made");
         conn.set_peer(fi_addr);
         conn.queue(req)?;
+        self.dirty = true;
         if !up {
             self.sessions.connect(now, peer);
         }
         Ok(())
+    }
+
+    /// The fast path of a small eager send ([`Conn::frame_now`]) to a peer
+    /// whose session is up and whose connection has nothing staged or
+    /// queued ahead of it: the frame goes into the peer's outbox (a copy,
+    /// as any send of at most [`RdmConfig::copy_max`] bytes) and its
+    /// datagrams out through `send` at once, with no request queued and no
+    /// event to follow. `peer` is [`peer`](Self::peer)'s id of its address. `Some(more)`: the send is complete; `more` as
+    /// [`poll_transmit`](Self::poll_transmit) returns it. `None`: queue it
+    /// with [`queue`](Self::queue) instead.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_now(
+        &mut self,
+        now: Instant,
+        fi_addr: u64,
+        peer: PeerId,
+        req: &SendReq,
+        mem: &mut dyn UserMem,
+        send: &mut dyn FnMut(&[u8], &[Part<'_>]),
+    ) -> Option<bool> {
+        let link = self.links.get_mut(peer)?;
+        let conn = link.conn.as_mut()?;
+        let (ch, to) = self.sessions.channel_and_addr(peer)?;
+        let mut hdr = [0u8; FRAME_HDR_LEN];
+        let total = conn.frame_now(req, &mut hdr)?;
+        let len = total - FRAME_HDR_LEN;
+        if len > self.cfg.copy_max || ch.acked() > link.reported {
+            return None;
+        }
+        link.fi_addr = fi_addr;
+        conn.set_peer(fi_addr);
+        // The whole frame is taken here (frame_written would have nothing
+        // to keep): the send is complete.
+        link.forget_acked(ch.acked());
+        link.ring.extend(&hdr);
+        for v in req.iov() {
+            if v.len > 0 {
+                copy_in(&mut link.ring, *v, mem);
+            }
+        }
+        link.reported += total as u64;
+        // Nothing is staged in the connection: the stream ends at the copies.
+        ch.set_stream_end(link.reported);
+        ch.set_prompt(link.reported);
+        let sent_all = emit(
+            ch,
+            to,
+            link,
+            None,
+            now,
+            &mut self.hdr,
+            &mut self.flat,
+            mem,
+            send,
+        );
+        Some(!sent_all)
+    }
+
+    /// True when [`poll_transmit`](Self::poll_transmit) may have work that
+    /// no timer and no call of the driver's own brought: a datagram taken
+    /// since the last pass that asks for an answer, frees the windows,
+    /// acknowledges bytes sent in place, or made the connection stage
+    /// something; a request queued; a session event. A datagram that only
+    /// brings data (its acknowledgement waits for the delayed-ack timer or
+    /// for data going back) leaves it false.
+    pub fn wants_transmit(&self) -> bool {
+        self.dirty || self.sessions.has_ctrl()
     }
 
     /// Takes one datagram from `from`. `resolve` names the fi_addr of a
@@ -334,56 +580,83 @@ impl Rdm {
         resolve: &mut dyn FnMut(&[u8]) -> u64,
     ) {
         let inc = self.sessions.on_datagram(now, from, bytes);
-        self.session_events(resolve);
+        if self.sessions.has_events() {
+            self.session_events(resolve);
+        }
         match inc {
-            Incoming::Data {
-                peer,
-                recv: Recv::Deliver,
-            } => {
-                let payload = &bytes[HDR_LEN..];
-                let n = match self.links.get_mut(&peer).and_then(|l| l.conn.as_mut()) {
-                    Some(c) => feed(c, &mut self.rx, payload, mem),
-                    None => payload.len(),
-                };
-                if let Some(ch) = self.sessions.channel(peer) {
-                    ch.hold(&payload[n..]);
-                }
-                self.conn_events(peer);
-                self.drain_held(peer, mem);
+            Incoming::Data { peer, recv } => {
+                let quiet = self.on_data(now, peer, recv, &bytes[HDR_LEN..], mem);
+                self.dirty |= !quiet;
             }
-            Incoming::Data {
-                peer,
-                recv: Recv::Held,
-            } => self.drain_held(peer, mem),
             // A run of the same drop (duplicates after a spurious
             // retransmission) is one event; the counters keep the rest.
-            Incoming::Dropped(why) if !matches!(self.events.back(), Some(RdmEvent::Dropped { why: w }) if *w == why) =>
-            {
-                self.events.push_back(RdmEvent::Dropped { why });
+            Incoming::Dropped(why) => {
+                self.dirty = true;
+                if !matches!(self.events.back(), Some(RdmEvent::Dropped { why: w }) if *w == why) {
+                    self.events.push_back(RdmEvent::Dropped { why });
+                }
             }
-            _ => {}
+            Incoming::Control => self.dirty = true,
         }
-        self.wakeups(mem);
+        if self.rx.has_wakeups() {
+            self.wakeups(mem);
+        }
+    }
+
+    /// Hands an in-session packet's payload (with [`Recv::Deliver`]) and
+    /// then what its channel holds to the peer's connection. True when that
+    /// left nothing to send before a timer runs out (the driver may skip
+    /// its transmit pass).
+    fn on_data(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        recv: Recv,
+        payload: &[u8],
+        mem: &mut dyn UserMem,
+    ) -> bool {
+        let Some(ch) = self.sessions.channel(peer) else {
+            return false;
+        };
+        let Some(link) = self.links.get_mut(peer).filter(|l| l.conn.is_some()) else {
+            // No connection takes the bytes: they are dropped.
+            if recv == Recv::Deliver {
+                ch.hold(&[]);
+            }
+            return false;
+        };
+        let mut broken = None;
+        if let Some(conn) = link.conn.as_mut() {
+            if recv != Recv::Ack {
+                if recv == Recv::Deliver {
+                    let n = feed(conn, &mut self.rx, payload, mem);
+                    ch.hold(&payload[n..]);
+                }
+                drain_held_into(ch, conn, &mut self.rx, mem);
+            }
+            ch.set_waiting(now, conn.in_flight() > 0 || conn.awaits_peer());
+        }
+        if recv != Recv::Ack {
+            broken = take_conn_events(link, &mut self.events);
+        }
+        if let Some(why) = broken {
+            self.broken(peer, why);
+            return false;
+        }
+        let busy = ch.wants_transmit()
+            || ch.acked() > link.reported
+            || link.conn.as_ref().is_some_and(|c| c.wants_transmit())
+            || self.rx.owes_frames();
+        !busy && !self.sessions.has_ctrl()
     }
 
     /// Hands held stream bytes of `peer` to its connection while it takes them.
     fn drain_held(&mut self, peer: PeerId, mem: &mut dyn UserMem) {
-        for _ in 0..4096 {
-            let (Some(ch), Some(conn)) = (
-                self.sessions.channel(peer),
-                self.links.get_mut(&peer).and_then(|l| l.conn.as_mut()),
-            ) else {
-                break;
-            };
-            let h = ch.held();
-            if h.is_empty() {
-                break;
-            }
-            let n = feed(conn, &mut self.rx, h, mem);
-            ch.consume(n);
-            if n == 0 {
-                break;
-            }
+        if let (Some(ch), Some(conn)) = (
+            self.sessions.channel(peer),
+            self.links.get_mut(peer).and_then(|l| l.conn.as_mut()),
+        ) {
+            drain_held_into(ch, conn, &mut self.rx, mem);
         }
         self.conn_events(peer);
     }
@@ -394,6 +667,7 @@ impl Rdm {
             let Some(id) = self.rx.next_wakeup() else {
                 return;
             };
+            self.dirty = true;
             if let Some(&peer) = self.by_conn.get(&id) {
                 self.drain_held(peer, mem);
             }
@@ -401,63 +675,68 @@ impl Rdm {
     }
 
     /// Moves `peer`'s connection events out, and resets its session when
-    /// the connection broke.
-    fn conn_events(&mut self, peer: PeerId) {
-        let Some(link) = self.links.get_mut(&peer) else {
-            return;
+    /// the connection broke (then false).
+    fn conn_events(&mut self, peer: PeerId) -> bool {
+        let Some(link) = self.links.get_mut(peer) else {
+            return true;
         };
-        let Some(conn) = link.conn.as_mut() else {
-            return;
-        };
-        let mut broken = None;
-        while let Some(e) = conn.poll_event() {
-            match e {
-                tcp::Event::ProtocolError(p) => broken = Some(p.to_string()),
-                e => self.events.push_back(RdmEvent::Op(e)),
+        match take_conn_events(link, &mut self.events) {
+            None => true,
+            Some(why) => {
+                self.broken(peer, why);
+                false
             }
         }
-        if let Some(why) = broken {
-            let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-            let fi_addr = link.fi_addr;
-            link.conn = None;
-            link.reset_stream();
-            self.sessions.reset(peer);
-            self.events.push_back(RdmEvent::Broken {
-                addr: addr.clone(),
-                why,
-            });
-            self.events.push_back(RdmEvent::PeerDown {
-                fi_addr,
-                addr,
-                cause: Cause::Broken,
-                closed: false,
-            });
-        }
+    }
+
+    /// `peer`'s connection broke the protocol: its session is reset and
+    /// the peer reported down.
+    #[cold]
+    #[inline(never)]
+    fn broken(&mut self, peer: PeerId, why: String) {
+        let Some(link) = self.links.get_mut(peer) else {
+            return;
+        };
+        let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+        let fi_addr = link.fi_addr;
+        link.conn = None;
+        link.reset_stream();
+        self.sessions.reset(peer);
+        self.dirty = true;
+        self.events.push_back(RdmEvent::Broken {
+            addr: addr.clone(),
+            why,
+        });
+        self.events.push_back(RdmEvent::PeerDown {
+            fi_addr,
+            addr,
+            cause: Cause::Broken,
+            closed: false,
+        });
     }
 
     fn session_events(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
         while let Some(e) = self.sessions.poll_event() {
+            self.dirty = true;
             match e {
                 SessionEvent::Up { peer, .. } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let fa = match self.links.get(&peer) {
+                    let fa = match self.links.get(peer) {
                         Some(l) if l.fi_addr != FI_ADDR_NOTAVAIL => l.fi_addr,
                         _ => resolve(&addr),
                     };
                     let reserve = self.cfg.session.chan.window as usize;
                     let link = self
                         .links
-                        .entry(peer)
-                        .or_insert_with(|| Link::new(fa, reserve));
+                        .get_or_insert_with(peer, || Link::new(fa, reserve));
                     link.fi_addr = fa;
                     link.reset_stream();
                     if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
                         let c = self.new_conn(peer, fa);
-                        if let Some(l) = self.links.get_mut(&peer) {
+                        if let Some(l) = self.links.get_mut(peer) {
                             l.conn = Some(c);
                         }
-                    } else if let Some(c) = self.links.get_mut(&peer).and_then(|l| l.conn.as_mut())
-                    {
+                    } else if let Some(c) = self.links.get_mut(peer).and_then(|l| l.conn.as_mut()) {
                         c.set_peer(fa);
                     }
                     self.events
@@ -470,7 +749,7 @@ impl Rdm {
                     closed,
                 } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let Some(link) = self.links.get_mut(&peer) else {
+                    let Some(link) = self.links.get_mut(peer) else {
                         continue;
                     };
                     let fi_addr = link.fi_addr;
@@ -497,7 +776,7 @@ impl Rdm {
                 }
                 SessionEvent::Refused { peer, why } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let Some(link) = self.links.get_mut(&peer) else {
+                    let Some(link) = self.links.get_mut(peer) else {
                         continue;
                     };
                     let fi_addr = link.fi_addr;
@@ -536,6 +815,7 @@ impl Rdm {
         mem: &mut dyn UserMem,
         send: &mut dyn FnMut(&[u8], &[Part<'_>]),
     ) -> bool {
+        self.dirty = false;
         while let Some((to, bytes)) = self.sessions.poll_ctrl() {
             send(&to, &[Part::Bytes(&bytes)]);
         }
@@ -563,54 +843,46 @@ impl Rdm {
         send: &mut dyn FnMut(&[u8], &[Part<'_>]),
     ) -> bool {
         let copy_max = self.cfg.copy_max;
-        let Some(link) = self.links.get_mut(&peer) else {
-            // Up with nothing to say yet: acknowledgements still go.
-            let reserve = self.cfg.session.chan.window as usize;
-            self.links
-                .insert(peer, Link::new(FI_ADDR_NOTAVAIL, reserve));
-            return self.pump(peer, now, mem, send);
-        };
-        let Some(ch) = self.sessions.channel(peer) else {
+        let reserve = self.cfg.session.chan.window as usize;
+        // Up with nothing to say yet: acknowledgements still go.
+        let link = self
+            .links
+            .get_or_insert_with(peer, || Link::new(FI_ADDR_NOTAVAIL, reserve));
+        let Some((ch, addr)) = self.sessions.channel_and_addr(peer) else {
             return false;
         };
         let mut capped = false;
         // 1. What the peer acknowledged: forget copies, report the rest.
-        let acked = ch.acked();
-        if acked > link.acked {
-            let copied = acked.min(link.reported) - link.acked;
-            link.ring.drain(..copied as usize);
-            link.acked = acked;
-            if acked > link.reported {
-                if let Some(c) = link.conn.as_mut() {
-                    c.on_written((acked - link.reported) as usize);
-                }
-                link.reported = acked;
+        let reached = link.forget_acked(ch.acked());
+        if reached > 0 {
+            if let Some(c) = link.conn.as_mut() {
+                c.on_written(reached);
             }
         }
-        // 2. Stage frames; copy and report small pieces at the front.
+        // 2. Stage frames; copy and report small pieces at the front. (A
+        // connection that has nothing to stage, was told of nothing written
+        // and owes the receive side nothing is not asked.)
         if let Some(conn) = link.conn.as_mut() {
-            capped = true;
-            for _ in 0..64 {
-                let t = conn.poll_transmit(&mut self.rx);
-                let mut n = 0;
-                for s in t.iter() {
-                    match s {
-                        TxSlice::Bytes(b) => link.ring.extend(b),
-                        TxSlice::Iov(v) if v.len <= copy_max => {
-                            self.scratch.resize(v.len, 0);
-                            mem.read(v, &mut self.scratch);
-                            link.ring.extend(&self.scratch);
+            if reached > 0 || conn.wants_transmit() || self.rx.owes_frames() {
+                capped = true;
+                for _ in 0..64 {
+                    let t = conn.poll_transmit(&mut self.rx);
+                    let mut n = 0;
+                    for s in t.iter() {
+                        match s {
+                            TxSlice::Bytes(b) => link.ring.extend(b),
+                            TxSlice::Iov(v) if v.len <= copy_max => copy_in(&mut link.ring, v, mem),
+                            TxSlice::Iov(_) => break,
                         }
-                        TxSlice::Iov(_) => break,
+                        n += s.len();
                     }
-                    n += s.len();
+                    if n == 0 {
+                        capped = false;
+                        break;
+                    }
+                    conn.on_written(n);
+                    link.reported += n as u64;
                 }
-                if n == 0 {
-                    capped = false;
-                    break;
-                }
-                conn.on_written(n);
-                link.reported += n as u64;
             }
             ch.set_waiting(now, conn.in_flight() > 0 || conn.awaits_peer());
         }
@@ -620,86 +892,21 @@ impl Rdm {
         // Bytes beyond the copies complete their operations only when
         // acknowledged: the last packet asks for that at once.
         ch.set_prompt(link.reported);
-        self.addr.clear();
-        self.addr
-            .extend_from_slice(self.sessions.addr(peer).unwrap_or_default());
-        let addr = &self.addr;
-        let ch = self.sessions.channel(peer).expect("checked above");
         // 3. Datagrams.
-        let mut sent_all = false;
-        for _ in 0..256 {
-            let Some(r) = ch.poll_transmit(now, &mut self.hdr) else {
-                sent_all = true;
-                break;
-            };
-            let mut parts: [Part<'_>; MAX_PARTS] = [Part::Bytes(&[]); MAX_PARTS];
-            parts[0] = Part::Bytes(&self.hdr);
-            let mut np = 1;
-            let mut need = 0usize;
-            // From the outbox copies.
-            if r.start < link.reported {
-                let a = (r.start - link.acked) as usize;
-                let b = (r.end.min(link.reported) - link.acked) as usize;
-                let (x, y) = link.ring.as_slices();
-                for (s, off) in [(x, 0usize), (y, x.len())] {
-                    let lo = a.max(off);
-                    let hi = b.min(off + s.len());
-                    if lo < hi {
-                        parts[np] = Part::Bytes(&s[lo - off..hi - off]);
-                        np += 1;
-                    }
-                }
-            }
-            // From the connection's transmit, in place.
-            if r.end > link.reported {
-                let skip = r.start.max(link.reported) - link.reported;
-                let mut left = (r.end - r.start.max(link.reported)) as usize;
-                let mut skip = skip as usize;
-                if let Some(t) = view.as_ref() {
-                    for s in t.iter() {
-                        if left == 0 {
-                            break;
-                        }
-                        let l = s.len();
-                        if skip >= l {
-                            skip -= l;
-                            continue;
-                        }
-                        let take = (l - skip).min(left);
-                        let p = match s {
-                            TxSlice::Bytes(b) => Part::Bytes(&b[skip..skip + take]),
-                            TxSlice::Iov(v) => Part::Iov(IoVec {
-                                base: v.base + skip,
-                                len: take,
-                            }),
-                        };
-                        skip = 0;
-                        left -= take;
-                        if np < MAX_PARTS - 1 {
-                            parts[np] = p;
-                            np += 1;
-                        } else {
-                            // Too many pieces for one datagram: flatten the rest.
-                            need += 1;
-                            let at = self.flat.len();
-                            self.flat.resize(at + take, 0);
-                            match p {
-                                Part::Bytes(b) => self.flat[at..].copy_from_slice(b),
-                                Part::Iov(v) => mem.read(v, &mut self.flat[at..]),
-                            }
-                        }
-                    }
-                }
-            }
-            if need > 0 {
-                parts[np] = Part::Bytes(&self.flat);
-                np += 1;
-            }
-            send(addr, &parts[..np]);
-            self.flat.clear();
+        let sent_all = emit(
+            ch,
+            addr,
+            link,
+            view.as_ref(),
+            now,
+            &mut self.hdr,
+            &mut self.flat,
+            mem,
+            send,
+        );
+        if let Some(why) = take_conn_events(link, &mut self.events) {
+            self.broken(peer, why);
         }
-
-        self.conn_events(peer);
         capped || !sent_all
     }
 
@@ -708,6 +915,7 @@ impl Rdm {
     /// [`Sessions::on_port_unreachable`]. What waits for the peer fails now.
     pub fn on_port_unreachable(&mut self, addr: &[u8], resolve: &mut dyn FnMut(&[u8]) -> u64) {
         self.sessions.on_port_unreachable(addr);
+        self.dirty = true;
         self.session_events(resolve);
     }
 
@@ -719,6 +927,7 @@ impl Rdm {
     /// Runs the timers due at `now` (sessions that end report their peers).
     pub fn handle_timeout(&mut self, now: Instant, resolve: &mut dyn FnMut(&[u8]) -> u64) {
         self.sessions.handle_timeout(now);
+        self.dirty = true;
         self.session_events(resolve);
     }
 
@@ -740,7 +949,7 @@ impl Rdm {
     /// whose address came back has its index.
     pub fn refresh(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
         for (peer, link) in self.links.iter_mut() {
-            let Some(addr) = self.sessions.addr(*peer) else {
+            let Some(addr) = self.sessions.addr(peer) else {
                 continue;
             };
             let fa = resolve(addr);

@@ -4,16 +4,26 @@
 
 use std::time::Duration;
 
-/// The estimator of one session.
+/// The estimator of one session. Kept in nanoseconds, with the timeout
+/// worked out when a sample or a backoff changes it: the data path reads
+/// it at every acknowledgement.
 #[derive(Clone, Copy, Debug)]
 pub struct Rtt {
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    initial: Duration,
-    min: Duration,
-    max: Duration,
+    /// Smoothed RTT in nanoseconds (`None`: no sample yet).
+    srtt: Option<u64>,
+    rttvar: u64,
+    initial: u64,
+    min: u64,
+    max: u64,
     /// Consecutive timeouts: each doubles the timeout.
     backoff: u32,
+    /// The timeout now, backoff included.
+    rto: Duration,
+}
+
+/// Nanoseconds of `d`, saturating.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Rtt {
@@ -21,19 +31,23 @@ impl Rtt {
     /// first one, and always within `min..=max`.
     pub fn new(initial: Duration, min: Duration, max: Duration) -> Rtt {
         let max = max.max(min);
-        Rtt {
+        let mut r = Rtt {
             srtt: None,
-            rttvar: Duration::ZERO,
-            initial: initial.clamp(min, max),
-            min,
-            max,
+            rttvar: 0,
+            initial: nanos(initial.clamp(min, max)),
+            min: nanos(min),
+            max: nanos(max),
             backoff: 0,
-        }
+            rto: Duration::ZERO,
+        };
+        r.update();
+        r
     }
 
     /// Takes one sample (a packet sent once and acknowledged: Karn's rule
     /// leaves retransmitted packets out) and ends any backoff.
     pub fn sample(&mut self, r: Duration) {
+        let r = nanos(r);
         match self.srtt {
             None => {
                 self.srtt = Some(r);
@@ -41,37 +55,52 @@ impl Rtt {
             }
             Some(s) => {
                 let diff = s.abs_diff(r);
-                self.rttvar = (self.rttvar * 3 + diff) / 4;
-                self.srtt = Some((s * 7 + r) / 8);
+                self.rttvar = (self.rttvar.saturating_mul(3).saturating_add(diff)) / 4;
+                self.srtt = Some(s.saturating_mul(7).saturating_add(r) / 8);
             }
         }
         self.backoff = 0;
+        self.update();
     }
 
     /// The smoothed round-trip time, once there is a sample.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.srtt.map(Duration::from_nanos)
     }
 
     /// The retransmission timeout, backoff included.
+    #[inline]
     pub fn rto(&self) -> Duration {
-        let base = match self.srtt {
-            None => self.initial,
-            Some(s) => (s + self.rttvar * 4).clamp(self.min, self.max),
-        };
-        base.checked_mul(1 << self.backoff.min(16))
-            .unwrap_or(self.max)
-            .min(self.max)
+        self.rto
     }
 
     /// A timeout expired: the next one is twice as long (up to the maximum).
     pub fn back_off(&mut self) {
         self.backoff = self.backoff.saturating_add(1).min(16);
+        self.update();
     }
 
     /// The peer answered: the backoff ends.
+    #[inline]
     pub fn reset_backoff(&mut self) {
-        self.backoff = 0;
+        if self.backoff != 0 {
+            self.backoff = 0;
+            self.update();
+        }
+    }
+
+    fn update(&mut self) {
+        let base = match self.srtt {
+            None => self.initial,
+            Some(s) => s
+                .saturating_add(self.rttvar.saturating_mul(4))
+                .clamp(self.min, self.max),
+        };
+        let ns = base
+            .checked_mul(1 << self.backoff.min(16))
+            .unwrap_or(self.max)
+            .min(self.max);
+        self.rto = Duration::from_nanos(ns);
     }
 }
 

@@ -25,14 +25,15 @@
 //! (its session name) or completes an authenticated handshake: a HELLO
 //! alone, replayed or spoofed, leaves the live session as it is.
 
-use super::chan::{ChanConfig, Channel, Recv};
+use super::chan::{earliest, ChanConfig, Channel, Recv};
+use super::hash::FastMap;
+use super::table::Slab;
 use ofi_base::auth::{AuthKey, Nonce};
 use ofi_base::peer::Cause;
 use ofi_wire::udp::{
     flag, kind, peek_kind, session_id, Handshake, Packet, Repr, HDR_LEN, NONCE_LEN,
 };
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::ops::Bound;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// A peer's name within one [`Sessions`] table.
@@ -156,6 +157,8 @@ struct Up {
 
 #[derive(Debug)]
 struct Peer {
+    /// Its place in the order peers were made (a tie-break among equals).
+    born: u64,
     addr: Vec<u8>,
     hello: Option<Hello>,
     answered: Option<Answered>,
@@ -176,9 +179,12 @@ impl Peer {
 pub struct Sessions {
     cfg: SessionConfig,
     nonces: Box<dyn FnMut() -> Nonce + Send>,
-    peers: BTreeMap<PeerId, Peer>,
-    by_addr: HashMap<Vec<u8>, PeerId>,
-    next_id: PeerId,
+    peers: Slab<Peer>,
+    by_addr: FastMap<Vec<u8>, PeerId>,
+    /// The peer of the last in-session packet (0: none).
+    last_in: PeerId,
+    /// Peers made so far (each one's `born`).
+    next_id: u64,
     events: VecDeque<SessionEvent>,
     ctrl: VecDeque<(Vec<u8>, Vec<u8>)>,
     drops: Drops,
@@ -203,9 +209,10 @@ impl Sessions {
         Sessions {
             cfg,
             nonces,
-            peers: BTreeMap::new(),
-            by_addr: HashMap::new(),
+            peers: Slab::default(),
+            by_addr: FastMap::default(),
             next_id: 1,
+            last_in: 0,
             events: VecDeque::new(),
             ctrl: VecDeque::new(),
             drops: Drops::default(),
@@ -221,10 +228,11 @@ impl Sessions {
         self.drops
     }
 
-    /// The peer at `addr`, made on first use.
+    /// The peer at `addr`, made on first use. The id names that peer for
+    /// as long as the table lives.
     pub fn peer(&mut self, addr: &[u8]) -> PeerId {
         let id = self.entry(addr);
-        if let Some(p) = self.peers.get_mut(&id) {
+        if let Some(p) = self.peers.get_mut(id) {
             p.held = true;
         }
         id
@@ -235,19 +243,17 @@ impl Sessions {
         if let Some(id) = self.by_addr.get(addr) {
             return *id;
         }
-        let id = self.next_id;
+        let born = self.next_id;
         self.next_id += 1;
+        let id = self.peers.insert(Peer {
+            born,
+            addr: addr.to_vec(),
+            hello: None,
+            answered: None,
+            up: None,
+            held: false,
+        });
         self.by_addr.insert(addr.to_vec(), id);
-        self.peers.insert(
-            id,
-            Peer {
-                addr: addr.to_vec(),
-                hello: None,
-                answered: None,
-                up: None,
-                held: false,
-            },
-        );
         id
     }
 
@@ -258,22 +264,34 @@ impl Sessions {
 
     /// A peer's address.
     pub fn addr(&self, peer: PeerId) -> Option<&[u8]> {
-        self.peers.get(&peer).map(|p| p.addr.as_slice())
+        self.peers.get(peer).map(|p| p.addr.as_slice())
     }
 
     /// True when `peer` has a live session.
     pub fn is_up(&self, peer: PeerId) -> bool {
-        self.peers.get(&peer).is_some_and(|p| p.up.is_some())
+        self.peers.get(peer).is_some_and(|p| p.up.is_some())
     }
 
     /// The epoch of `peer`'s endpoint, when a session is up.
     pub fn epoch_of(&self, peer: PeerId) -> Option<u64> {
-        self.peers.get(&peer)?.up.as_ref().map(|u| u.epoch)
+        self.peers.get(peer)?.up.as_ref().map(|u| u.epoch)
     }
 
     /// The channel of `peer`'s live session.
     pub fn channel(&mut self, peer: PeerId) -> Option<&mut Channel> {
-        self.peers.get_mut(&peer)?.up.as_mut().map(|u| &mut u.chan)
+        self.peers.get_mut(peer)?.up.as_mut().map(|u| &mut u.chan)
+    }
+
+    /// The channel of `peer`'s live session and the peer's address.
+    pub fn channel_and_addr(&mut self, peer: PeerId) -> Option<(&mut Channel, &[u8])> {
+        let p = self.peers.get_mut(peer)?;
+        let u = p.up.as_mut()?;
+        Some((&mut u.chan, &p.addr))
+    }
+
+    /// True when events wait.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// The peers with a live session.
@@ -281,13 +299,13 @@ impl Sessions {
         self.peers
             .iter()
             .filter(|(_, p)| p.up.is_some())
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
     }
 
     /// Asks for a session with `peer`: starts a handshake unless one is up
     /// or under way.
     pub fn connect(&mut self, now: Instant, peer: PeerId) {
-        let Some(p) = self.peers.get(&peer) else {
+        let Some(p) = self.peers.get(peer) else {
             return;
         };
         if p.up.is_some() || p.hello.is_some() {
@@ -299,7 +317,7 @@ impl Sessions {
             None => (self.nonces)(),
         };
         let rto = self.cfg.chan.initial_rto;
-        if let Some(p) = self.peers.get_mut(&peer) {
+        if let Some(p) = self.peers.get_mut(peer) {
             p.hello = Some(Hello {
                 mine,
                 started: now,
@@ -312,7 +330,7 @@ impl Sessions {
 
     /// Forgets `peer`'s session without telling it (the owner gave it up).
     pub fn drop_session(&mut self, peer: PeerId) {
-        if let Some(p) = self.peers.get_mut(&peer) {
+        if let Some(p) = self.peers.get_mut(peer) {
             p.up = None;
             p.hello = None;
         }
@@ -329,7 +347,7 @@ impl Sessions {
         let Some(id) = self.find(addr) else {
             return;
         };
-        let Some(p) = self.peers.get_mut(&id) else {
+        let Some(p) = self.peers.get_mut(id) else {
             return;
         };
         if p.up.is_some() {
@@ -347,7 +365,7 @@ impl Sessions {
     /// Ends `peer`'s session and tells it so (a RESET): the owner found the
     /// session's stream broken.
     pub fn reset(&mut self, peer: PeerId) {
-        let Some(p) = self.peers.get_mut(&peer) else {
+        let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
         p.hello = None;
@@ -425,7 +443,7 @@ impl Sessions {
                 };
                 let live = self
                     .peers
-                    .get(&id)
+                    .get(id)
                     .and_then(|p| p.up.as_ref())
                     .is_some_and(|u| u.chan.session() == r.session);
                 if !live {
@@ -441,13 +459,13 @@ impl Sessions {
                 };
                 let ours = self
                     .peers
-                    .get(&id)
+                    .get(id)
                     .and_then(|p| p.hello.as_ref())
                     .is_some_and(|h| h.mine[..] == p.payload()[..]);
                 if !ours {
                     return self.stale("a REFUSE of no current handshake");
                 }
-                if let Some(p) = self.peers.get_mut(&id) {
+                if let Some(p) = self.peers.get_mut(id) {
                     p.hello = None;
                 }
                 if r.flags & flag::CLOSED != 0 {
@@ -484,9 +502,15 @@ impl Sessions {
     }
 
     fn on_in_session(&mut self, now: Instant, addr: &[u8], r: &Repr, payload: &[u8]) -> Incoming {
-        let id = self.find(addr);
-        if let Some(p) = id.and_then(|i| self.peers.get_mut(&i)) {
+        // Datagrams come in runs from one peer: the last one's address is
+        // compared before the map is asked.
+        let id = match self.peers.get(self.last_in) {
+            Some(p) if p.addr == addr => Some(self.last_in),
+            _ => self.find(addr),
+        };
+        if let Some(p) = id.and_then(|i| self.peers.get_mut(i)) {
             if let Some(u) = p.up.as_mut().filter(|u| u.chan.session() == r.session) {
+                self.last_in = id.unwrap_or_default();
                 let recv = u.chan.on_packet(now, r, payload);
                 if let Recv::Dropped(d) = recv {
                     self.drops.channel += 1;
@@ -553,7 +577,7 @@ impl Sessions {
             self.make_room_for_half_open();
         }
         let id = self.entry(addr);
-        let Some(p) = self.peers.get_mut(&id) else {
+        let Some(p) = self.peers.get_mut(id) else {
             return Incoming::Control;
         };
         if let Some(u) =
@@ -576,7 +600,7 @@ impl Sessions {
             Some(h) => h.mine,
             None => (self.nonces)(),
         };
-        if let Some(p) = self.peers.get_mut(&id) {
+        if let Some(p) = self.peers.get_mut(id) {
             p.answered = Some(Answered {
                 mine,
                 theirs: hs.nonce,
@@ -588,7 +612,7 @@ impl Sessions {
     }
 
     fn on_hello_ack(&mut self, now: Instant, id: PeerId, auth: bool, hs: &Handshake) -> Incoming {
-        let Some(p) = self.peers.get(&id) else {
+        let Some(p) = self.peers.get(id) else {
             return Incoming::Control;
         };
         if let Some(u) = p.up.as_ref() {
@@ -609,7 +633,7 @@ impl Sessions {
         if !proven {
             // Only the peer knows our fresh nonce: its key differs.
             self.drops.auth += 1;
-            if let Some(p) = self.peers.get_mut(&id) {
+            if let Some(p) = self.peers.get_mut(id) {
                 p.hello = None;
             }
             self.events.push_back(SessionEvent::Refused {
@@ -629,7 +653,7 @@ impl Sessions {
     }
 
     fn on_confirm(&mut self, now: Instant, id: PeerId, auth: bool, hs: &Handshake) -> Incoming {
-        let Some(p) = self.peers.get_mut(&id) else {
+        let Some(p) = self.peers.get_mut(id) else {
             return Incoming::Control;
         };
         if let Some(u) = p.up.as_mut() {
@@ -650,7 +674,7 @@ impl Sessions {
         let addr = p.addr.clone();
         if auth != keyed || !self.verify(LABEL_CONFIRM, &addr, hs) {
             self.drops.auth += 1;
-            if let Some(p) = self.peers.get_mut(&id) {
+            if let Some(p) = self.peers.get_mut(id) {
                 p.answered = None;
             }
             self.ctrl.push_back((addr, refuse_packet(&hs.nonce)));
@@ -695,7 +719,7 @@ impl Sessions {
             .saturating_sub(HDR_LEN)
             .max(1);
         let rto = self.cfg.chan.initial_rto;
-        let Some(p) = self.peers.get_mut(&id) else {
+        let Some(p) = self.peers.get_mut(id) else {
             return;
         };
         let old = p.up.take();
@@ -729,7 +753,7 @@ impl Sessions {
     }
 
     fn down(&mut self, id: PeerId, cause: Cause, renewed: bool, closed: bool) {
-        if let Some(p) = self.peers.get_mut(&id) {
+        if let Some(p) = self.peers.get_mut(id) {
             p.up = None;
             p.hello = None;
         }
@@ -743,11 +767,11 @@ impl Sessions {
 
     /// Drops the oldest half-open peer when the table holds as many as allowed.
     fn make_room_for_half_open(&mut self) {
-        let half: Vec<(PeerId, Instant)> = self
+        let half: Vec<(PeerId, (Instant, u64))> = self
             .peers
             .iter()
             .filter(|(_, p)| p.half_open() && !p.held)
-            .filter_map(|(id, p)| p.answered.as_ref().map(|a| (*id, a.since)))
+            .filter_map(|(id, p)| p.answered.as_ref().map(|a| (id, (a.since, p.born))))
             .collect();
         if half.len() < self.cfg.max_half_open {
             return;
@@ -759,7 +783,7 @@ impl Sessions {
     }
 
     fn forget(&mut self, id: PeerId) {
-        if let Some(p) = self.peers.remove(&id) {
+        if let Some(p) = self.peers.remove(id) {
             self.by_addr.remove(&p.addr);
         }
     }
@@ -767,7 +791,7 @@ impl Sessions {
     /// Queues a handshake packet of `kind` to `peer` whose epoch is
     /// `their_epoch` (0 for HELLO: not known yet).
     fn send_hs(&mut self, id: PeerId, k: u8, mine: &Nonce, echo: &Nonce, their_epoch: u64) {
-        let Some(p) = self.peers.get(&id) else {
+        let Some(p) = self.peers.get(id) else {
             return;
         };
         let keyed = self.cfg.key.is_some();
@@ -825,23 +849,22 @@ impl Sessions {
     /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let t = self.cfg.chan.peer_timeout;
-        self.peers
-            .values()
-            .flat_map(|p| {
-                [
-                    p.hello.as_ref().map(|h| h.next_at.min(h.started + t)),
-                    p.answered.as_ref().map(|a| a.since + t),
-                    p.up.as_ref().and_then(|u| {
-                        let c = u.confirm_at.map(|c| c.min(u.since + t));
-                        match (c, u.chan.poll_timeout()) {
-                            (Some(a), Some(b)) => Some(a.min(b)),
-                            (a, b) => a.or(b),
-                        }
-                    }),
-                ]
-            })
-            .flatten()
-            .min()
+        let mut at = None;
+        for p in self.peers.values() {
+            if let Some(u) = &p.up {
+                at = earliest(at, u.chan.poll_timeout());
+                if let Some(c) = u.confirm_at {
+                    at = earliest(at, Some(c.min(u.since + t)));
+                }
+            }
+            if let Some(h) = &p.hello {
+                at = earliest(at, Some(h.next_at.min(h.started + t)));
+            }
+            if let Some(a) = &p.answered {
+                at = earliest(at, Some(a.since + t));
+            }
+        }
+        at
     }
 
     /// Runs the timers due at `now`: handshake retransmissions and bounds,
@@ -850,16 +873,13 @@ impl Sessions {
     pub fn handle_timeout(&mut self, now: Instant) {
         let t = self.cfg.chan.peer_timeout;
         let max_rto = self.cfg.chan.max_rto;
-        // A cursor over the ids (the table changes under the loop; no
-        // allocation on the hot path).
-        let mut next = self.peers.keys().next().copied();
-        while let Some(id) = next {
-            next = self
-                .peers
-                .range((Bound::Excluded(id), Bound::Unbounded))
-                .next()
-                .map(|(k, _)| *k);
-            let Some(p) = self.peers.get_mut(&id) else {
+        // By slot (the table changes under the loop; no allocation on the
+        // hot path).
+        for i in 0..self.peers.slots() {
+            let Some(id) = self.peers.id_at(i) else {
+                continue;
+            };
+            let Some(p) = self.peers.get_mut(id) else {
                 continue;
             };
             if p.answered.as_ref().is_some_and(|a| now >= a.since + t) {

@@ -190,16 +190,19 @@ pub(crate) struct Table {
     any_dead: Cell<bool>,
     /// Buffers of operations that failed with FI_ETIMEDOUT are kept for
     /// good: the provider lets a peer declared dead by silence (maybe
-    /// alive) write into this process's memory (shm, and hybrid through
+    /// alive) write into this process's memory (as shm, and hybrid through
     /// it, copy across processes). See [`late_writes`].
     pub keep_timed_out: Cell<bool>,
 }
 
-/// Whether a provider lets peers write into this process's memory
-/// themselves (cross-process copies), so that one declared dead by silence
-/// may still write after its operations failed.
+/// Whether the registered provider of this name lets peers write into this
+/// process's memory themselves (cross-process copies), so that one
+/// declared dead by silence may still write after its operations failed:
+/// what the provider declares ([`Provider::late_writes`]).
+///
+/// [`Provider::late_writes`]: ofi_core::provider::Provider::late_writes
 pub(crate) fn late_writes(provider: &str) -> bool {
-    matches!(provider, "shm" | "hybrid")
+    ofi_core::registry::provider(provider).is_some_and(|p| p.late_writes())
 }
 
 impl Default for Table {
@@ -767,5 +770,29 @@ mod tests {
         assert!(t.take_done(i, g).is_none());
         let w = t.pop_remote().expect("queued");
         assert_eq!((w.len, w.data, w.src), (8, 42, None));
+    }
+}
+
+#[cfg(all(test, not(miri), feature = "udp", feature = "hybrid"))]
+mod provider_tests {
+    //! What the registered providers declare.
+
+    #[test]
+    fn timed_out_buffers_are_kept_on_the_providers_that_copy_across_processes() {
+        crate::init();
+        let kept: Vec<(&str, bool)> = ["hybrid", "shm", "tcp", "udp"]
+            .into_iter()
+            .map(|p| (p, super::late_writes(p)))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("hybrid", true),
+                ("shm", true),
+                ("tcp", false),
+                ("udp", false)
+            ]
+        );
+        assert!(!super::late_writes("no_such_provider"));
     }
 }

@@ -70,13 +70,6 @@ use std::sync::Arc;
 pub const NAME: &str = "hybrid";
 /// Provider version.
 pub const VERSION: u32 = fi_version(0, 1);
-/// Registry priority: above shm (100) and tcp (50), so getinfo's first RDM
-/// offer for an application that names no provider is the one endpoint
-/// that reaches peers on this node and on others. It takes that place
-/// because it costs little over plain shm on the node (8 B latency within
-/// 1.10x, README "One endpoint for local and remote peers");
-/// `FI_PROVIDER=shm` or `tcp` still gives the plain providers.
-pub const PRIORITY: i32 = 110;
 /// The provider for peers on this node.
 pub const LOCAL: &str = "shm";
 /// The provider for the others, unless FI_HYBRID_NET names another.
@@ -198,27 +191,11 @@ fn offer(inner: &Inners, version: u32) -> Info {
         | (s.caps & t.caps & FI_RMA_PMEM);
     let order = s.tx_attr.msg_order & t.tx_attr.msg_order;
     let inject = s.tx_attr.inject_size.min(t.tx_attr.inject_size) - wire::LEN;
+    let o = Info::offer(NAME, VERSION).with_caps(caps);
     Info {
-        caps,
-        mode: 0,
         addr_format: addr_format::FI_ADDR_STR,
-        src_addr: None,
-        dest_addr: None,
-        handle: None,
         tx_attr: TxAttr {
-            caps: caps
-                & (FI_MSG
-                    | FI_TAGGED
-                    | FI_SEND
-                    | FI_RMA
-                    | FI_ATOMIC
-                    | FI_READ
-                    | FI_WRITE
-                    | FI_FENCE),
-            mode: 0,
-            op_flags: 0,
             msg_order: order,
-            comp_order: order::FI_ORDER_NONE,
             inject_size: inject,
             size: s.tx_attr.size.min(t.tx_attr.size),
             // A send whose list leaves no entry for the header is copied
@@ -229,36 +206,21 @@ fn offer(inner: &Inners, version: u32) -> Info {
                 .min(t.tx_attr.iov_limit)
                 .min(ofi_core::util::matching::MAX_IOV),
             rma_iov_limit: s.tx_attr.rma_iov_limit.min(t.tx_attr.rma_iov_limit),
-            tclass: 0,
+            ..o.tx_attr
         },
         rx_attr: RxAttr {
-            caps: caps
-                & (FI_MSG
-                    | FI_TAGGED
-                    | FI_RECV
-                    | FI_SOURCE
-                    | FI_DIRECTED_RECV
-                    | FI_RMA
-                    | FI_ATOMIC
-                    | FI_REMOTE_READ
-                    | FI_REMOTE_WRITE
-                    | FI_RMA_EVENT),
-            mode: 0,
-            op_flags: 0,
             msg_order: s.rx_attr.msg_order & t.rx_attr.msg_order,
-            comp_order: order::FI_ORDER_NONE,
-            total_buffered_recv: 0,
             size: s.rx_attr.size.min(t.rx_attr.size),
             iov_limit: s
                 .rx_attr
                 .iov_limit
                 .min(t.rx_attr.iov_limit)
                 .min(ofi_core::util::matching::MAX_IOV),
+            ..o.rx_attr
         },
         ep_attr: EpAttr {
             ep_type: ep_type::FI_EP_RDM,
             protocol: protocol::FI_PROTO_UNSPEC,
-            protocol_version: 1,
             max_msg_size: s.ep_attr.max_msg_size.min(t.ep_attr.max_msg_size),
             max_order_raw_size: s
                 .ep_attr
@@ -273,38 +235,28 @@ fn offer(inner: &Inners, version: u32) -> Info {
                 .max_order_waw_size
                 .min(t.ep_attr.max_order_waw_size),
             mem_tag_format: s.ep_attr.mem_tag_format,
-            tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
-            ..Default::default()
+            ..o.ep_attr
         },
         domain_attr: DomainAttr {
-            name: Some(NAME.into()),
-            threading: threading::FI_THREAD_SAFE,
             control_progress: progress::FI_PROGRESS_MANUAL,
             data_progress: progress::FI_PROGRESS_MANUAL,
-            resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-            av_type: av_type::FI_AV_UNSPEC,
             mr_mode: s.domain_attr.mr_mode & t.domain_attr.mr_mode,
             mr_key_size: 8,
-            cq_data_size: 8,
             cq_cnt: s.domain_attr.cq_cnt.min(t.domain_attr.cq_cnt),
             ep_cnt: s.domain_attr.ep_cnt.min(t.domain_attr.ep_cnt),
             tx_ctx_cnt: s.domain_attr.tx_ctx_cnt.min(t.domain_attr.tx_ctx_cnt),
             rx_ctx_cnt: s.domain_attr.rx_ctx_cnt.min(t.domain_attr.rx_ctx_cnt),
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
             cntr_cnt: s.domain_attr.cntr_cnt.min(t.domain_attr.cntr_cnt),
             mr_iov_limit: s.domain_attr.mr_iov_limit.min(t.domain_attr.mr_iov_limit),
             caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
             mr_cnt: s.domain_attr.mr_cnt.min(t.domain_attr.mr_cnt),
-            ..Default::default()
+            ..o.domain_attr
         },
         fabric_attr: FabricAttr {
-            name: Some(NAME.into()),
-            prov_name: Some(NAME.into()),
-            prov_version: VERSION,
             api_version: version,
+            ..o.fabric_attr
         },
+        ..o
     }
 }
 
@@ -356,6 +308,11 @@ impl Provider for HybridProvider {
     }
     fn tunables(&self) -> Vec<Tunable> {
         tunables()
+    }
+    /// Peers on this node reach this process's memory through shm, which
+    /// copies across processes.
+    fn late_writes(&self) -> bool {
+        true
     }
 }
 
@@ -441,15 +398,10 @@ impl DomainOps for HybridDomain {
     }
 }
 
-/// Registers hybrid with the core (idempotent). Register shm and the
-/// network provider (tcp, or udp for FI_HYBRID_NET=udp) too: the hybrid
-/// offer needs both.
+/// Registers hybrid with the core, at its place in the built-in order
+/// (idempotent; first, see `ofi_core::registry::BUILTIN_ORDER`). Register
+/// shm and the network provider (tcp, or udp for FI_HYBRID_NET=udp) too:
+/// the hybrid offer needs both.
 pub fn register() -> Result<()> {
-    if ofi_core::registry::is_registered(NAME) {
-        return Ok(());
-    }
-    match ofi_core::registry::register(Arc::new(HybridProvider), PRIORITY) {
-        Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
-        r => r,
-    }
+    ofi_core::registry::register_builtin(Arc::new(HybridProvider))
 }

@@ -44,18 +44,16 @@ const SHORT_DATA: u64 = 2;
 
 /// The inner CQ data that marks a short message of this kind, and the
 /// length of its prefix.
+#[inline]
 pub fn short_marker(tagged: bool, has_data: bool) -> (u64, usize) {
-    match (tagged, has_data) {
-        (false, false) => (BARE, 0),
-        (t, d) => (
-            SHORT | if t { SHORT_TAGGED } else { 0 } | if d { SHORT_DATA } else { 0 },
-            8 * (usize::from(t) + usize::from(d)),
-        ),
-    }
+    let kind = (u64::from(tagged) * SHORT_TAGGED) | (u64::from(has_data) * SHORT_DATA);
+    let marker = if kind == 0 { BARE } else { SHORT | kind };
+    (marker, 8 * (usize::from(tagged) + usize::from(has_data)))
 }
 
 /// Writes the prefix of a short message into `out` (at least 16 bytes);
 /// returns its inner CQ data and the prefix length.
+#[inline]
 pub fn short_prefix(tagged: bool, tag: u64, data: Option<u64>, out: &mut [u8; 16]) -> (u64, usize) {
     let (marker, n) = short_marker(tagged, data.is_some());
     let mut at = 0;
@@ -72,23 +70,28 @@ pub fn short_prefix(tagged: bool, tag: u64, data: Option<u64>, out: &mut [u8; 16
 /// A short message from its inner CQ data and bytes: its header (eager,
 /// `len` the payload's) and payload. None when `marker` marks no short
 /// message or the bytes are shorter than its prefix.
+#[inline]
 pub fn parse_short(marker: u64, bytes: &[u8]) -> Option<(Header, &[u8])> {
-    if marker == BARE {
-        return Some((Header::bare(bytes.len()), bytes));
-    }
     let kind = marker ^ SHORT;
-    if kind == 0 || kind > (SHORT_TAGGED | SHORT_DATA) {
+    let (tagged, has_data) = if marker == BARE {
+        (false, false)
+    } else if kind != 0 && kind <= (SHORT_TAGGED | SHORT_DATA) {
+        (kind & SHORT_TAGGED != 0, kind & SHORT_DATA != 0)
+    } else {
+        return None;
+    };
+    let n = 8 * (usize::from(tagged) + usize::from(has_data));
+    if bytes.len() < n {
         return None;
     }
-    let word = |i: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(bytes.get(i..i + 8)?.try_into().ok()?))
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[i..i + 8]);
+        u64::from_le_bytes(w)
     };
-    let tagged = kind & SHORT_TAGGED != 0;
-    let has_data = kind & SHORT_DATA != 0;
-    let tag = if tagged { word(0)? } else { 0 };
-    let at = 8 * usize::from(tagged);
-    let data = if has_data { word(at)? } else { 0 };
-    let body = &bytes[at + 8 * usize::from(has_data)..];
+    let tag = if tagged { word(0) } else { 0 };
+    let data = if has_data { word(n - 8) } else { 0 };
+    let body = &bytes[n..];
     Some((
         Header {
             rts: false,

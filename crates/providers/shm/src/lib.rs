@@ -163,94 +163,49 @@ pub fn offer() -> Info {
         | order::FI_ORDER_SAR
         | order::FI_ORDER_SAW
         | order::FI_ORDER_SAS;
+    let o = Info::offer(NAME, VERSION).with_caps(caps);
     Info {
-        caps,
-        mode: 0,
         addr_format: addr_format::FI_ADDR_STR,
-        src_addr: None,
-        dest_addr: None,
-        handle: None,
         tx_attr: TxAttr {
-            caps: FI_MSG
-                | FI_TAGGED
-                | FI_SEND
-                | FI_RMA
-                | FI_ATOMIC
-                | FI_READ
-                | FI_WRITE
-                | FI_TRIGGER
-                | FI_FENCE,
-            mode: 0,
-            op_flags: 0,
             msg_order: ordering,
-            comp_order: order::FI_ORDER_NONE,
             inject_size: INJECT_SIZE,
             size: 1024,
             iov_limit: IOV_LIMIT,
             rma_iov_limit: IOV_LIMIT,
-            tclass: 0,
+            ..o.tx_attr
         },
         rx_attr: RxAttr {
-            caps: FI_MSG
-                | FI_TAGGED
-                | FI_RECV
-                | FI_MULTI_RECV
-                | FI_SOURCE
-                | FI_DIRECTED_RECV
-                | FI_RMA
-                | FI_ATOMIC
-                | FI_REMOTE_READ
-                | FI_REMOTE_WRITE
-                | FI_RMA_EVENT,
-            mode: 0,
-            op_flags: 0,
             msg_order: ordering,
-            comp_order: order::FI_ORDER_NONE,
-            total_buffered_recv: 0,
             size: 1024,
             iov_limit: IOV_LIMIT,
+            ..o.rx_attr
         },
         ep_attr: EpAttr {
             ep_type: ep_type::FI_EP_RDM,
             protocol: protocol::FI_PROTO_SHM,
-            protocol_version: 1,
             max_msg_size: usize::MAX,
             max_order_raw_size: usize::MAX,
             max_order_war_size: usize::MAX,
             max_order_waw_size: usize::MAX,
             mem_tag_format: 0xaaaa_aaaa_aaaa_aaaa,
-            tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
-            ..Default::default()
+            ..o.ep_attr
         },
         domain_attr: DomainAttr {
-            name: Some(NAME.into()),
-            threading: threading::FI_THREAD_SAFE,
             control_progress: progress::FI_PROGRESS_AUTO,
             data_progress: progress::FI_PROGRESS_MANUAL,
-            resource_mgmt: resource_mgmt::FI_RM_ENABLED,
-            av_type: av_type::FI_AV_UNSPEC,
             mr_mode: mr_mode::FI_MR_VIRT_ADDR | mr_mode::FI_MR_PROV_KEY | mr_mode::FI_MR_ALLOCATED,
             mr_key_size: 8,
-            cq_data_size: 8,
             cq_cnt: 1024,
             ep_cnt: 256,
             tx_ctx_cnt: 1024,
             rx_ctx_cnt: 1024,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
             cntr_cnt: 1024,
             mr_iov_limit: IOV_LIMIT,
             caps: FI_LOCAL_COMM,
             mr_cnt: 65536,
-            ..Default::default()
+            ..o.domain_attr
         },
-        fabric_attr: FabricAttr {
-            name: Some(NAME.into()),
-            prov_name: Some(NAME.into()),
-            prov_version: VERSION,
-            api_version: FI_VERSION_CURRENT,
-        },
+        ..o
     }
 }
 
@@ -296,15 +251,15 @@ impl Provider for ShmProvider {
     fn tunables(&self) -> Vec<Tunable> {
         tunables()
     }
+    /// A peer reads and writes this process's memory itself (cross-process
+    /// copies): a peer declared dead by silence may still be copying.
+    fn late_writes(&self) -> bool {
+        true
+    }
 }
 
-/// Registers shm with the core (idempotent).
+/// Registers shm with the core, at its place in the built-in order
+/// (idempotent).
 pub fn register() -> Result<()> {
-    if ofi_core::registry::is_registered(NAME) {
-        return Ok(());
-    }
-    match ofi_core::registry::register(Arc::new(ShmProvider), 100) {
-        Err(e) if e.code() == ofi_core::error::errno::FI_EALREADY => Ok(()),
-        r => r,
-    }
+    ofi_core::registry::register_builtin(Arc::new(ShmProvider))
 }

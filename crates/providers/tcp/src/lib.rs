@@ -120,7 +120,6 @@ pub struct Tcp;
 impl Inet for Tcp {
     const NAME: &'static str = NAME;
     const VERSION: u32 = VERSION;
-    const PRIORITY: i32 = 50;
     type Config = TcpConfig;
     type Shared = domain::Shared;
 

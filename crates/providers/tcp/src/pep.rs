@@ -309,9 +309,14 @@ impl PassiveEndpointOps for TcpPep {
         self.drive(&mut g);
         Ok(())
     }
-    fn close(&self) {
+    fn release(&self) {
+        // Its waiting connections go (as on close): the address is the
+        // active endpoint's now.
         let mut g = self.inner.lock();
         g.listener = None;
         g.waiting.clear();
+    }
+    fn close(&self) {
+        self.release();
     }
 }

@@ -1,6 +1,6 @@
 //! The udp provider: datagram fabrics, first-class.
 //!
-//! - **DGRAM endpoints** ([`dgram`]): one UDP datagram per message, with
+//! - **DGRAM endpoints** (`dgram.rs`): one UDP datagram per message, with
 //!   tags, remote CQ data, source addresses, inject and multicast
 //!   (`fi_join`); `max_msg_size` is what one datagram carries on the path
 //!   (the interface's MTU; about 64 KiB on loopback).
@@ -108,7 +108,6 @@ pub struct Udp;
 impl Inet for Udp {
     const NAME: &'static str = NAME;
     const VERSION: u32 = VERSION;
-    const PRIORITY: i32 = 40;
     type Config = UdpConfig;
     type Shared = domain::Shared;
 
@@ -221,7 +220,7 @@ fn dgram_offer(p: &Place) -> Info {
     let mut o = p.offer(NAME, VERSION);
     o.caps = caps;
     o.tx_attr = TxAttr {
-        caps: caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_MULTICAST),
+        caps: caps & TX_CAPS,
         op_flags: FI_INJECT_COMPLETE,
         msg_order: order::FI_ORDER_NONE,
         comp_order: order::FI_ORDER_NONE,
@@ -232,7 +231,7 @@ fn dgram_offer(p: &Place) -> Info {
         ..Default::default()
     };
     o.rx_attr = RxAttr {
-        caps: caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTICAST),
+        caps: caps & RX_CAPS,
         msg_order: order::FI_ORDER_NONE,
         comp_order: order::FI_ORDER_NONE,
         size: 1024,

@@ -27,9 +27,10 @@ use ofi_core::util::peer::{DeadPeers, PeerDown};
 use ofi_inet::tcp_core::completions::{drain_rx, rx_error};
 use ofi_inet::tcp_core::one_sided::{ack_level, query_atomic, refused, Ops, Target};
 use ofi_inet::tcp_core::sends::Sends;
-use ofi_proto::tcp::{Memory, RecvReq, Req};
-use ofi_proto::udp::{ChanConfig, Part, Rdm, RdmConfig, RdmEvent, SessionConfig, UserMem};
-use std::collections::HashMap;
+use ofi_proto::tcp::{Ack, Memory, RecvReq, Req, FAST_MAX};
+use ofi_proto::udp::{
+    ChanConfig, FastMap, Part, PeerId, Rdm, RdmConfig, RdmEvent, SessionConfig, UserMem,
+};
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,11 +68,10 @@ struct Inner {
     ops: Ops,
     dead: DeadPeers,
     /// Destination addresses by fi_addr, for the AV generation `dest_gen`.
-    dests: IdMap<u64, Vec<u8>>,
+    dests: IdMap<u64, PeerId>,
     dest_gen: u64,
-    /// Kernel forms of peer addresses (at most [`RAW_CACHE`]; see
-    /// [`raw_addr`]).
-    raw: HashMap<Vec<u8>, RawAddr>,
+    /// Kernel forms of peer addresses (see [`RawCache`]).
+    raw: RawCache,
     /// Encoded form of the last source seen.
     last_src: Option<(SocketAddr, Vec<u8>)>,
     av_gen: u64,
@@ -188,7 +188,7 @@ impl RdmEp {
                 dead: DeadPeers::default(),
                 dests: IdMap::default(),
                 dest_gen: u64::MAX,
-                raw: HashMap::new(),
+                raw: RawCache::default(),
                 last_src: None,
                 av_gen: 0,
                 buf: vec![0u8; max_datagram.max(ofi_wire::udp::HDR_LEN + 1)],
@@ -199,14 +199,15 @@ impl RdmEp {
         }))
     }
 
-    /// The address of `fi_addr` in the AV, cached per AV generation (the
-    /// hot path looks it up without allocating).
-    fn dest<'a>(
+    /// The core's peer at the address of `fi_addr` in the AV, cached per
+    /// AV generation (the hot path looks it up without allocating).
+    fn dest(
         b: &EpBindings,
-        dests: &'a mut IdMap<u64, Vec<u8>>,
+        dests: &mut IdMap<u64, PeerId>,
         dest_gen: &mut u64,
+        rdm: &mut Rdm,
         fi_addr: u64,
-    ) -> Result<&'a [u8]> {
+    ) -> Result<PeerId> {
         let av =
             b.av.as_ref()
                 .ok_or_else(|| Error::new(errno::FI_ENOAV, "udp: no address vector bound"))?;
@@ -215,26 +216,43 @@ impl RdmEp {
             dests.clear();
             *dest_gen = gen;
         }
-        if let std::collections::hash_map::Entry::Vacant(v) = dests.entry(fi_addr) {
-            let bytes = av.lookup(fi_addr).map_err(|_| {
-                Error::inval(format!(
-                    "udp: destination fi_addr {fi_addr} is not in the address vector"
-                ))
-            })?;
-            let sa = crate::addr::decode(&bytes)?;
-            v.insert(crate::addr::encode(&sa));
+        match dests.get(&fi_addr) {
+            Some(&p) => Ok(p),
+            None => Self::learn_dest(av, dests, rdm, fi_addr),
         }
-        Ok(dests.get(&fi_addr).map(Vec::as_slice).unwrap_or_default())
+    }
+
+    /// Looks `fi_addr` up in the AV and caches its address.
+    #[cold]
+    #[inline(never)]
+    fn learn_dest(
+        av: &AvCore,
+        dests: &mut IdMap<u64, PeerId>,
+        rdm: &mut Rdm,
+        fi_addr: u64,
+    ) -> Result<PeerId> {
+        let bytes = av.lookup(fi_addr).map_err(|_| {
+            Error::inval(format!(
+                "udp: destination fi_addr {fi_addr} is not in the address vector"
+            ))
+        })?;
+        let sa = crate::addr::decode(&bytes)?;
+        let peer = rdm.peer(&crate::addr::encode(&sa));
+        dests.insert(fi_addr, peer);
+        Ok(peer)
     }
 
     /// One progress pass: receive, timers, transmit, events. Transmitting
     /// is skipped when nothing since the last time can have given it work
-    /// (no datagram, no timer due, nothing from the receive side, no bound
-    /// hit): the pass of a busy-polling waiter is then one read and a look
-    /// at the clock.
+    /// (no datagram that asks for an answer, no timer due, nothing from the
+    /// receive side, no bound hit; see `Rdm::wants_transmit`): the pass of
+    /// a busy-polling waiter is then one read and a look at the clock, and
+    /// a datagram that only brings data is not followed by a pass over
+    /// every peer.
     fn pass(&self, g: &mut Inner) {
         let now = Instant::now();
-        let mut work = self.receive(g, now) | g.tx_more;
+        self.receive(g, now);
+        let mut work = g.rdm.wants_transmit() | g.tx_more;
         let Inner { b, rdm, .. } = g;
         if rdm.poll_timeout().is_some_and(|t| t <= now) {
             rdm.handle_timeout(now, &mut |a: &[u8]| resolve(&b.av, a));
@@ -255,8 +273,7 @@ impl RdmEp {
     /// it, and a read that would only find the socket empty costs a system
     /// call before the application sees its completion (the rest wait for
     /// the next pass; the socket stays readable for a waiter).
-    /// True when something came in (a datagram or an error report).
-    fn receive(&self, g: &mut Inner, now: Instant) -> bool {
+    fn receive(&self, g: &mut Inner, now: Instant) {
         let Inner {
             b,
             rdm,
@@ -275,7 +292,6 @@ impl RdmEp {
                 rdm.refresh(&mut resolve);
             }
         }
-        let mut got = false;
         let mut drained = false;
         for _ in 0..BATCH {
             let r = match self.sock.recv_from(buf) {
@@ -285,7 +301,6 @@ impl RdmEp {
                     break;
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
-                    got = true;
                     // Nothing listens where an earlier datagram went: the
                     // error queue says where; that peer's operations fail
                     // instead of at the dead bound. Not yet: the kernel
@@ -309,7 +324,6 @@ impl RdmEp {
                     break;
                 }
             };
-            got = true;
             if r.truncated {
                 tracing::debug!(from = %r.from, "udp: dropping a datagram larger than any this endpoint takes");
                 continue;
@@ -328,7 +342,6 @@ impl RdmEp {
                 rdm.on_port_unreachable(&to, &mut resolve);
             }
         }
-        got
     }
 
     /// Sends what every peer has to send.
@@ -336,29 +349,8 @@ impl RdmEp {
         let Inner {
             rdm, raw, tx_more, ..
         } = g;
-        let sock = &self.sock;
-        *tx_more = rdm.poll_transmit(now, &mut Direct, &mut |to: &[u8], parts: &[Part<'_>]| {
-            let Some(a) = raw_addr(raw, to) else {
-                return;
-            };
-            let mut v = [SysPart { base: 0, len: 0 }; SYS_PARTS];
-            let n = parts.len().min(SYS_PARTS);
-            for (o, p) in v.iter_mut().zip(&parts[..n]) {
-                *o = match p {
-                    Part::Bytes(b) => SysPart::bytes(b),
-                    Part::Iov(i) => SysPart {
-                        base: i.base,
-                        len: i.len,
-                    },
-                };
-            }
-            // SAFETY: core bytes live for this call; user ranges belong to
-            // pending sends or requests (readable until they complete).
-            if let Err(e) = unsafe { sock.send_to(a, &v[..n]) } {
-                // Lost like any datagram: the session sends it again.
-                tracing::trace!(error = %e, "udp: a datagram was not sent");
-            }
-        });
+        let mut send = sender(&self.sock, raw);
+        *tx_more = rdm.poll_transmit(now, &mut Direct, &mut send);
     }
 
     /// Turns the core's events into completions, deaths and log lines.
@@ -415,7 +407,47 @@ impl RdmEp {
         }
         let src_ok = g.src_ok;
         let Inner { b, rdm, .. } = &mut *g;
-        drain_rx(b, rdm.rx(), src_ok);
+        if rdm.rx().has_events() {
+            drain_rx(b, rdm.rx(), src_ok);
+        }
+    }
+
+    /// The fast path of a small send to a peer whose session is up and
+    /// whose connection is idle (`Rdm::send_now`): copied and sent at once,
+    /// complete before this returns, nothing registered. False: take the
+    /// queue.
+    fn send_fast(&self, g: &mut Inner, op: &SendOp<'_>) -> bool {
+        // Larger sends are the queue's (as are injects beyond the limit,
+        // which it refuses).
+        if ofi_core::util::iov::iov_len(op.iov) > FAST_MAX.min(crate::INJECT_SIZE) {
+            return false;
+        }
+        let Some(req) = Sends::bare(op) else {
+            return false;
+        };
+        let Inner {
+            b,
+            rdm,
+            dests,
+            dest_gen,
+            raw,
+            tx_more,
+            ..
+        } = g;
+        // An error (no AV, an unknown fi_addr) is the queue's to report.
+        let Ok(to) = Self::dest(b, dests, dest_gen, rdm, op.dest) else {
+            return false;
+        };
+        let now = Instant::now();
+        let mut send = sender(&self.sock, raw);
+        match rdm.send_now(now, op.dest, to, &req, &mut Direct, &mut send) {
+            Some(more) => {
+                *tx_more |= more;
+                Sends::complete_now(b, op);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Queues an operation to `dest` and drives the endpoint.
@@ -427,9 +459,9 @@ impl RdmEp {
             dest_gen,
             ..
         } = g;
-        let to = Self::dest(b, dests, dest_gen, dest).map_err(|e| e.code())?;
+        let to = Self::dest(b, dests, dest_gen, rdm, dest).map_err(|e| e.code())?;
         let now = Instant::now();
-        rdm.queue(now, dest, to, req)?;
+        rdm.queue_to(now, dest, to, req)?;
         // What was queued goes now; receiving waits for the next progress
         // call (a read here would mostly find the socket empty, a system
         // call in front of every send).
@@ -476,8 +508,30 @@ impl Progress for RdmEp {
 /// over when full rather than grow with each forged source.
 const RAW_CACHE: usize = 4096;
 
+/// Kernel forms of peer addresses by their encoded form: the last one
+/// used (consecutive datagrams mostly go to one peer: compared, not
+/// hashed), then a map of at most [`RAW_CACHE`].
+#[derive(Default)]
+struct RawCache {
+    last: Option<(Vec<u8>, RawAddr)>,
+    map: FastMap<Vec<u8>, RawAddr>,
+}
+
+impl RawCache {
+    /// The kernel form of `to` (None: not an address).
+    #[inline]
+    fn get(&mut self, to: &[u8]) -> Option<&RawAddr> {
+        let hit = self.last.as_ref().is_some_and(|(k, _)| k.as_slice() == to);
+        if !hit {
+            let a = raw_addr(&mut self.map, to)?.clone();
+            self.last = Some((to.to_vec(), a));
+        }
+        self.last.as_ref().map(|(_, a)| a)
+    }
+}
+
 /// The kernel form of `to` (None: not an address), cached.
-fn raw_addr<'a>(raw: &'a mut HashMap<Vec<u8>, RawAddr>, to: &[u8]) -> Option<&'a RawAddr> {
+fn raw_addr<'a>(raw: &'a mut FastMap<Vec<u8>, RawAddr>, to: &[u8]) -> Option<&'a RawAddr> {
     if !raw.contains_key(to) {
         let sa = crate::addr::decode(to).ok()?;
         if raw.len() >= RAW_CACHE {
@@ -486,6 +540,33 @@ fn raw_addr<'a>(raw: &'a mut HashMap<Vec<u8>, RawAddr>, to: &[u8]) -> Option<&'a
         raw.insert(to.to_vec(), RawAddr::new(&sa));
     }
     raw.get(to)
+}
+
+/// The core's `send`: one datagram to `to` on `sock`, its parts gathered
+/// by the kernel (or, small, by `send_to`).
+fn sender<'a>(sock: &'a UdpSocket, raw: &'a mut RawCache) -> impl FnMut(&[u8], &[Part<'_>]) + 'a {
+    move |to: &[u8], parts: &[Part<'_>]| {
+        let Some(a) = raw.get(to) else {
+            return;
+        };
+        let mut v = [SysPart { base: 0, len: 0 }; SYS_PARTS];
+        let n = parts.len().min(SYS_PARTS);
+        for (o, p) in v.iter_mut().zip(&parts[..n]) {
+            *o = match p {
+                Part::Bytes(b) => SysPart::bytes(b),
+                Part::Iov(i) => SysPart {
+                    base: i.base,
+                    len: i.len,
+                },
+            };
+        }
+        // SAFETY: core bytes live for this call; user ranges belong to
+        // pending sends or requests (readable until they complete).
+        if let Err(e) = unsafe { sock.send_to(a, &v[..n]) } {
+            // Lost like any datagram: the session sends it again.
+            tracing::trace!(error = %e, "udp: a datagram was not sent");
+        }
+    }
 }
 
 /// The fi_addr of a peer address in `av` (`FI_ADDR_NOTAVAIL` when not in
@@ -523,12 +604,16 @@ impl EndpointOps for RdmEp {
             return Err(not_enabled("send"));
         }
         let mut g = self.inner.lock();
+        let ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        if ack == Ack::None && op.flags & FI_FENCE == 0 && self.send_fast(&mut g, op) {
+            return Ok(());
+        }
         let selective = g.b.tx_selective;
         // SAFETY: post_send's caller keeps `op`'s ranges readable for this
         // call, and until the send completes unless FI_INJECT (which start
         // copies here): start's contract.
         let mut req = unsafe { g.sends.start(op, selective, crate::INJECT_SIZE)? };
-        req.ack = ack_level(op.flags, g.b.info.tx_attr.op_flags);
+        req.ack = ack;
         req.fence = op.flags & FI_FENCE != 0;
         if let Err(e) = self.queue(&mut g, op.dest, Req::Send(req)) {
             g.sends.abandon(&req);
@@ -664,7 +749,7 @@ impl EndpointOps for RdmEp {
             }
         }
         rdm.close(&mut |to: &[u8], parts: &[Part<'_>]| {
-            let Some(a) = raw_addr(raw, to) else {
+            let Some(a) = raw.get(to) else {
                 return;
             };
             let v: Vec<SysPart> = parts
@@ -690,7 +775,7 @@ mod raw_cache_tests {
     /// bounded and still answers each one.
     #[test]
     fn the_address_cache_is_bounded() {
-        let mut raw = HashMap::new();
+        let mut raw = FastMap::default();
         for i in 0..3 * RAW_CACHE as u32 {
             let sa = SocketAddr::from(([10, (i >> 16) as u8, (i >> 8) as u8, i as u8], 9));
             let to = crate::addr::encode(&sa);

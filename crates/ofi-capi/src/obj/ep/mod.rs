@@ -125,7 +125,10 @@ pub(crate) fn cm_ops_table() -> *mut fi_ops_cm {
 }
 
 /// `fi_endpoint`: opens an endpoint of a domain; an `info->handle` naming
-/// a connection request opens the accepting side of that request.
+/// a connection request opens the accepting side of that request; one
+/// naming a passive endpoint gives the new endpoint that passive
+/// endpoint's address (fi_endpoint(3): it acquires its properties, and the
+/// passive endpoint is bound to nothing afterwards).
 ///
 /// # Safety
 /// Arguments as `fi_endpoint(3)`.
@@ -155,6 +158,18 @@ pub(crate) unsafe fn open(
     if let Some(r) = req {
         i.handle = Some(r.handle.clone());
     }
+    let from_pep = if req.is_none() {
+        // SAFETY: info is valid; its handle is NULL or a fid.
+        unsafe { super::pep::pep((*info).handle) }
+    } else {
+        None
+    };
+    if let Some(pe) = from_pep {
+        match pe.getname() {
+            Ok(name) => i.src_addr = Some(name),
+            Err(e) => return guard::err(&e),
+        }
+    }
     let p = publish(EpObj {
         c: fid_ep {
             fid: fid {
@@ -179,6 +194,10 @@ pub(crate) unsafe fn open(
     // Events about this endpoint name it by its C fid.
     match dcore.endpoint_with_context(&i, p as usize) {
         Ok(core) => {
+            // The passive endpoint's address is the new endpoint's now.
+            if let Some(pe) = from_pep {
+                let _ = pe.release();
+            }
             // The first endpoint opened for a request owns its fid.
             let owned = req.filter(|r| r.take());
             // SAFETY: p came from publish and is not yet shared.

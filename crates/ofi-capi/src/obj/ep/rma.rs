@@ -17,6 +17,7 @@ const _: () = assert!(std::mem::size_of::<RmaIov>() == std::mem::size_of::<fi_rm
 /// # Safety
 /// The local ranges stay valid until completion (FI_INJECT: until return).
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 unsafe fn post(
     p: *mut fid_ep,
     iov: &[IoVec],
@@ -33,21 +34,6 @@ unsafe fn post(
         return EINVAL_S;
     };
     let flags = flags.resolve(|| o.tx_flags());
-    if flags & FI_TRIGGER != 0 {
-        let d = ofi_core::Deferred::Rma {
-            iov: iov.to_vec(),
-            addr: peer,
-            rma_iov: rma_iov.to_vec(),
-            data,
-            context: context as usize,
-            flags,
-            dir,
-        };
-        // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
-        // (fi_trigger(3)); the local ranges stay valid until the deferred operation completes (this
-        // function's contract).
-        return unsafe { super::trigger(e, context, d) };
-    }
     let op = RmaOp {
         iov,
         desc,
@@ -58,9 +44,38 @@ unsafe fn post(
         flags,
         dir,
     };
+    if flags & FI_TRIGGER != 0 {
+        // SAFETY: the local ranges stay valid until completion (this
+        // function's contract), as `deferred` requires.
+        return unsafe { deferred(e, &op) };
+    }
     // SAFETY: the local ranges stay valid until completion, with FI_INJECT until return (this
     // function's contract), as `post_rma` requires.
     sret(unsafe { e.post_rma(&op) })
+}
+
+/// An operation with FI_TRIGGER: kept until its counter reaches the
+/// threshold.
+///
+/// # Safety
+/// The local ranges of `op` stay valid until the deferred operation
+/// completes.
+#[cold]
+#[inline(never)]
+unsafe fn deferred(e: &ofi_core::Endpoint, op: &RmaOp<'_>) -> ssize_t {
+    let d = ofi_core::Deferred::Rma {
+        iov: op.iov.to_vec(),
+        addr: op.addr,
+        rma_iov: op.rma_iov.to_vec(),
+        data: op.data,
+        context: op.context,
+        flags: op.flags,
+        dir: op.dir,
+    };
+    // SAFETY: with FI_TRIGGER the context is the application's fi_triggered_context
+    // (fi_trigger(3)); the local ranges stay valid until the deferred operation completes (this
+    // function's contract).
+    unsafe { super::trigger(e, op.context as *mut c_void, d) }
 }
 
 /// The remote range list of a `fi_msg_rma`.

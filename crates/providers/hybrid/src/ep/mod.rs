@@ -24,7 +24,7 @@ mod state;
 
 pub(crate) use peers::Siblings;
 use progress::{Hook, IDLE_POLL_US};
-use state::{Payload, RxRec, State, TxRec};
+use state::{Deferred, Payload, RxRec, State, TxRec};
 
 use crate::addr::HybridAddr;
 use crate::wire;
@@ -43,7 +43,7 @@ use ofi_core::util::lock::{SpinGuard, SpinLock};
 use ofi_core::util::matching::MatchQueues;
 use ofi_core::util::slab::Slab;
 use ofi_core::util::wait::{ReadyWatch, WaitFd};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -139,6 +139,9 @@ pub(crate) struct HybridEp {
     shm_inject: usize,
     /// The inject size the offer advertises (both paths', less a header).
     inject_max: usize,
+    /// Sends up to this size are eager and fit shm's inject size behind
+    /// any short prefix (see [`wire::SHORT`]).
+    fast_max: usize,
     /// shm routes for sends that take no lock.
     shm_routes: fast::ShmRoutes,
     /// The bindings, for sends that take no lock (set once, at enable).
@@ -148,6 +151,9 @@ pub(crate) struct HybridEp {
     /// True while nothing is in flight on the network path and nothing
     /// arrived there lately: progress then polls it only every IDLE_POLL_US.
     net_idle: AtomicBool,
+    /// True while a rendezvous payload waits to be posted again (see
+    /// [`state::Deferred`]): progress then takes the lock.
+    deferring: AtomicBool,
     siblings: Arc<Siblings>,
     enabled: AtomicBool,
     /// The state (shared with the receive hook given to shm).
@@ -223,10 +229,12 @@ impl HybridEp {
             caps,
             shm_inject,
             inject_max,
+            fast_max: shm_inject.saturating_sub(16).min(cfg.eager_max),
             shm_routes: fast::ShmRoutes::new(),
             bound: OnceLock::new(),
             tick: AtomicU32::new(0),
             net_idle: AtomicBool::new(false),
+            deferring: AtomicBool::new(false),
             siblings,
             enabled: AtomicBool::new(false),
             st: Arc::new(SpinLock::new(State {
@@ -243,6 +251,7 @@ impl HybridEp {
                 spill: Vec::new(),
                 bounce: [Vec::new(), Vec::new()],
                 next_cookie: cookie_base(),
+                deferred: [VecDeque::new(), VecDeque::new()],
                 outstanding: [0; 2],
                 recent: [0; 2],
                 polled: [Instant::now(); 2],
@@ -415,7 +424,6 @@ impl EndpointOps for HybridEp {
     }
 
     unsafe fn post_recv(&self, op: &RecvOp<'_>) -> Result<()> {
-        self.check_enabled("receive")?;
         self.recv_inner(op)
     }
 

@@ -74,11 +74,18 @@ impl Siblings {
 
     /// Every endpoint mirrors its AV, when an address was added since the
     /// last time. Takes one endpoint's lock at a time: call it holding none.
+    #[inline(always)]
     pub(super) fn mirror(&self) {
         let n = self.inserts.load(Ordering::Acquire);
-        if n == self.mirrored.load(Ordering::Acquire) {
-            return;
+        if n != self.mirrored.load(Ordering::Acquire) {
+            self.mirror_all(n);
         }
+    }
+
+    /// [`mirror`](Self::mirror)'s work, `n` inserts counted.
+    #[cold]
+    #[inline(never)]
+    fn mirror_all(&self, n: u64) {
         let eps: Vec<Arc<HybridEp>> = self
             .eps
             .lock()

@@ -227,21 +227,25 @@ impl RxHook for Hook {
     /// the sender is not mirrored yet, or it is not a whole eager message:
     /// those take the bounce receives.
     fn arrived(&self, inner_src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
-        if self.cqs.iter().any(|c| c.has_events()) {
+        if self.cqs[SHM].has_events() || self.cqs[NET].has_events() {
             return false;
         }
-        let (h, body) = match data {
-            Some(m) => match wire::parse_short(m, bytes) {
-                Some(x) => x,
-                None => return false,
-            },
-            None => match Header::parse(bytes) {
-                Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
-                    (h, &bytes[wire::LEN..])
-                }
-                _ => return false,
-            },
+        let Some(m) = data else {
+            return self.whole_eager(inner_src, bytes);
         };
+        match wire::parse_short(m, bytes) {
+            Some((h, body)) => self.take(inner_src, h, body),
+            None => false,
+        }
+    }
+}
+
+impl Hook {
+    /// Matches (or holds) an eager message from inner shm address
+    /// `inner_src` unless the state is busy or the sender is not mirrored
+    /// yet.
+    #[inline(always)]
+    fn take(&self, inner_src: u64, h: Header, body: &[u8]) -> bool {
         let Some(mut st) = self.st.try_lock() else {
             return false;
         };
@@ -257,36 +261,29 @@ impl RxHook for Hook {
         st.recent[SHM] = RECENT;
         true
     }
+
+    /// A whole eager message behind a full header (one too large for a
+    /// short message's prefix).
+    #[inline(never)]
+    fn whole_eager(&self, inner_src: u64, bytes: &[u8]) -> bool {
+        match Header::parse(bytes) {
+            Ok(h) if !h.rts && h.len == (bytes.len() - wire::LEN) as u64 => {
+                self.take(inner_src, h, &bytes[wire::LEN..])
+            }
+            _ => false,
+        }
+    }
 }
 
-impl Progress for HybridEp {
-    fn progress(&self) {
-        if !self.enabled.load(Ordering::Acquire) {
-            return;
-        }
-        self.siblings.mirror();
-        // shm is polled on every call (no system call), with the state
-        // unlocked: the small messages it offers the hook take the lock.
-        self.paths[SHM].ep.progress();
-        let tick = self.tick.load(Ordering::Relaxed);
-        self.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
-        // The clock is read every CLOCK_EVERY calls (and for the first).
-        let due = tick.is_multiple_of(CLOCK_EVERY);
-        // Nothing else to do (the usual pass of a local exchange): no lock.
-        // Inner EQs are looked at on the next due pass.
-        if !due
-            && self.net_idle.load(Ordering::Relaxed)
-            && self
-                .watch
-                .get()
-                .is_none_or(|w| w.epoch() == self.seen.load(Ordering::Relaxed))
-            && !self.paths[SHM].cq.has_events()
-            && !self.paths[NET].cq.has_events()
-        {
-            return;
-        }
-        let now = due.then(Instant::now);
+impl HybridEp {
+    /// The progress pass that takes the lock: inner completions and events,
+    /// the network path when due, its watch.
+    #[inline(never)]
+    fn progress_locked(&self, now: Option<Instant>) {
         let mut st = self.lock();
+        if self.deferring.load(Ordering::Relaxed) {
+            self.flush_deferred(&mut st);
+        }
         for path in [SHM, NET] {
             if path == NET && !self.poll_net(&mut st, now) && !self.paths[NET].cq.has_events() {
                 continue;
@@ -310,6 +307,37 @@ impl Progress for HybridEp {
             st.outstanding[NET] == 0 && st.recent[NET] == 0,
             Ordering::Relaxed,
         );
+    }
+}
+
+impl Progress for HybridEp {
+    fn progress(&self) {
+        if !self.enabled.load(Ordering::Acquire) {
+            return;
+        }
+        self.siblings.mirror();
+        // shm is polled on every call (no system call), with the state
+        // unlocked: the small messages it offers the hook take the lock.
+        self.paths[SHM].ep.progress();
+        let tick = self.tick.load(Ordering::Relaxed);
+        self.tick.store(tick.wrapping_add(1), Ordering::Relaxed);
+        // The clock is read every CLOCK_EVERY calls (and for the first).
+        let due = tick.is_multiple_of(CLOCK_EVERY);
+        // Nothing else to do (the usual pass of a local exchange): no lock.
+        // Inner EQs are looked at on the next due pass.
+        if !due
+            && self.net_idle.load(Ordering::Relaxed)
+            && !self.deferring.load(Ordering::Relaxed)
+            && self
+                .watch
+                .get()
+                .is_none_or(|w| w.epoch() == self.seen.load(Ordering::Relaxed))
+            && !self.paths[SHM].cq.has_events()
+            && !self.paths[NET].cq.has_events()
+        {
+            return;
+        }
+        self.progress_locked(due.then(Instant::now));
     }
     fn arm(&self) -> bool {
         let a = self.paths[SHM].ep.arm();

@@ -15,6 +15,7 @@ use ofi_core::provider::Progress;
 use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::{copy_to_iov, iov_len, IoVec};
 use ofi_core::util::matching::{PostedRecv, Unexpected, MAX_IOV};
+use std::sync::atomic::Ordering;
 
 /// Held-payload vectors kept for reuse.
 const POOL_MAX: usize = 256;
@@ -172,9 +173,56 @@ impl HybridEp {
     }
 
     /// An eager message arrived: copied into the matching receive, or held.
+    /// The common case (the oldest posted receive takes it whole) is read
+    /// in place and completed here; any other takes
+    /// [`incoming_eager_general`](Self::incoming_eager_general).
+    #[inline(always)]
     pub(super) fn incoming_eager(st: &mut State, h: Header, src: u64, body: &[u8]) {
+        let body = &body[..(h.len as usize).min(body.len())];
+        let whole = body.len() as u64 == h.len;
+        let Some(r) = st.mq.posted_mut(h.tagged, 0) else {
+            return Self::incoming_eager_general(st, h, src, body);
+        };
+        let takes = if h.tagged {
+            r.matches(src, h.tag)
+        } else {
+            r.src == FI_ADDR_UNSPEC || r.src == src
+        };
+        if !(takes && whole && r.len >= body.len()) {
+            return Self::incoming_eager_general(st, h, src, body);
+        }
+        // SAFETY: post_recv's caller keeps the receive iov valid until completion.
+        let n = unsafe { copy_to_iov(r.iov(), 0, body) };
+        let (context, flags, buf) = (r.context, r.flags, r.iov().first().map_or(0, |v| v.base));
+        st.mq.drop_posted(h.tagged, 0);
+        if flags & FI_COMPLETION != 0 {
+            if let Some(cq) = &st.b.rx_cq {
+                cq.push(
+                    CqTaggedEntry {
+                        op_context: context,
+                        flags: FI_RECV
+                            | if h.tagged { FI_TAGGED } else { FI_MSG }
+                            | if h.has_data { FI_REMOTE_CQ_DATA } else { 0 },
+                        len: n,
+                        buf,
+                        data: if h.has_data { h.data } else { 0 },
+                        tag: if h.tagged { h.tag } else { 0 },
+                    },
+                    visible_src(src),
+                );
+            }
+        }
+        if let Some(c) = &st.b.recv_cntr {
+            c.add(1);
+        }
+    }
+
+    /// [`incoming_eager`](Self::incoming_eager) for a message that no
+    /// posted receive takes whole: truncated into the matching receive, or
+    /// held.
+    #[inline(never)]
+    fn incoming_eager_general(st: &mut State, h: Header, src: u64, body: &[u8]) {
         let m = Meta::of(&h, src);
-        let body = &body[..m.len.min(body.len())];
         match st.mq.find_posted(h.tagged, src, h.tag) {
             Some(i) => {
                 let Some(r) = st.mq.take_posted(h.tagged, i) else {
@@ -308,7 +356,67 @@ impl HybridEp {
         }
     }
 
+    /// Posts a receive. The common one (no peek, claim, discard or
+    /// multi-receive buffer, no message held in its queue, no peer marked
+    /// dead) is queued here; everything else takes
+    /// [`recv_general`](Self::recv_general).
+    #[inline(always)]
     pub(super) fn recv_inner(&self, op: &RecvOp<'_>) -> Result<()> {
+        let need = if op.tagged { FI_TAGGED } else { FI_MSG };
+        if op.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV) == 0
+            && op.iov.len() <= MAX_IOV
+            && self.caps & need != 0
+            && self.enabled.load(Ordering::Acquire)
+        {
+            let mut st = self.lock();
+            // With nothing held in its queue, no message waits for a
+            // sender the AV names since the last look (the general path
+            // syncs the AV for those).
+            if st.mq.unexpected_len(op.tagged) == 0 && st.dead.is_empty() {
+                let src = if self.caps & FI_DIRECTED_RECV != 0 {
+                    op.src
+                } else {
+                    FI_ADDR_UNSPEC
+                };
+                let src = if src == FI_ADDR_UNSPEC {
+                    src
+                } else {
+                    Self::primary(&st, src)
+                };
+                let completion = op.flags & FI_COMPLETION != 0 || !st.b.rx_selective;
+                let mut posted = PostedRecv {
+                    iov: [IoVec::default(); MAX_IOV],
+                    iov_cnt: op.iov.len(),
+                    len: iov_len(op.iov),
+                    src,
+                    tag: op.tag,
+                    ignore: if op.tagged { op.ignore } else { 0 },
+                    context: op.context,
+                    flags: op.flags | if completion { FI_COMPLETION } else { 0 },
+                    consumed: 0,
+                };
+                posted.iov[..op.iov.len()].copy_from_slice(op.iov);
+                st.mq.post(op.tagged, posted);
+                return Ok(());
+            }
+        }
+        self.recv_general(op)
+    }
+
+    /// The entry of the AV that messages from `src`'s address carry (a
+    /// receive directed at any entry of an address inserted more than once
+    /// takes what its sender sends).
+    fn primary(st: &State, src: u64) -> u64 {
+        st.b.av
+            .as_ref()
+            .and_then(|av| av.primary(src))
+            .unwrap_or(src)
+    }
+
+    /// Every receive the common path did not take.
+    #[inline(never)]
+    fn recv_general(&self, op: &RecvOp<'_>) -> Result<()> {
+        self.check_enabled("receive")?;
         if op.iov.len() > MAX_IOV {
             return Err(Error::inval(format!(
                 "hybrid: {} iov entries exceed the limit of {MAX_IOV}",
@@ -356,9 +464,10 @@ impl HybridEp {
         self.sync_av(&mut st);
         // A receive directed at any entry of an address inserted more than
         // once takes what its sender sends (messages carry the primary).
-        let src = match (src, &st.b.av) {
-            (FI_ADDR_UNSPEC, _) | (_, None) => src,
-            (s, Some(av)) => av.primary(s).unwrap_or(s),
+        let src = if src == FI_ADDR_UNSPEC {
+            src
+        } else {
+            Self::primary(&st, src)
         };
         let completion = op.flags & FI_COMPLETION != 0 || !st.b.rx_selective;
         let d = Dest {

@@ -5,9 +5,10 @@
 
 use super::peers::Route;
 use ofi_core::object::EpBindings;
-use ofi_core::util::matching::MatchQueues;
+use ofi_core::util::iov::IoVec;
+use ofi_core::util::matching::{MatchQueues, MAX_IOV};
 use ofi_core::util::slab::Slab;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 /// A held (unexpected) message's payload.
@@ -36,6 +37,24 @@ pub(super) struct TxRec {
     pub(super) header_of: Option<usize>,
     /// Set when the header of this payload failed.
     pub(super) failed: Option<i32>,
+}
+
+/// A rendezvous payload whose header went out but which the inner
+/// endpoint refused for now (FI_EAGAIN): posted again, in order, by
+/// progress (its operation completes only once it is sent).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Deferred {
+    /// The payload's transmit record (on the path it is queued for).
+    pub(super) slot: usize,
+    pub(super) dest: u64,
+    pub(super) cookie: u64,
+    /// The caller's ranges (valid until the send completes), or the copy
+    /// of an inject's payload in `hdrs[slot]`.
+    pub(super) iov: [IoVec; MAX_IOV],
+    pub(super) cnt: usize,
+    pub(super) desc: [u64; MAX_IOV],
+    pub(super) ndesc: usize,
+    pub(super) flags: u64,
 }
 
 /// A receive waiting for a rendezvous payload.
@@ -78,6 +97,8 @@ pub(crate) struct State {
     pub(super) spill: Vec<u8>,
     pub(super) bounce: [Vec<Box<[u8]>>; 2],
     pub(super) next_cookie: u64,
+    /// Per path: rendezvous payloads refused for now, oldest first.
+    pub(super) deferred: [VecDeque<Deferred>; 2],
     /// Inner operations in flight per path (sends, RMA, atomics,
     /// rendezvous receives).
     pub(super) outstanding: [usize; 2],

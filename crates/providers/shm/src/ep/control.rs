@@ -4,7 +4,7 @@
 
 use super::{Inner, Meta, ShmEndpoint, BUDGET};
 use ofi_proto::shm::entry::MsgMeta;
-use ofi_proto::shm::{entry, Body, CtrlQueue, Incoming};
+use ofi_proto::shm::{entry, Answer, Body, CtrlQueue, Incoming};
 use ofi_wire::shm::{Entry, Repr};
 use std::sync::atomic::Ordering;
 
@@ -75,6 +75,10 @@ impl ShmEndpoint {
     /// Every entry but an inline message.
     #[inline(never)]
     fn handle_other(&self, g: &mut Inner, b: &mut [u8]) {
+        // One-sided requests and answers: decoded on their own.
+        if let Some(x) = entry::one_sided(b) {
+            return self.one_sided_entry(g, x);
+        }
         let inc = match entry::decode(b, &self.limits) {
             Ok(i) => i,
             Err(why) => {
@@ -130,10 +134,7 @@ impl ShmEndpoint {
                 self.data_chunk(g, from, cookie, offset, bytes)
             }
             Incoming::Cts { cookie, desc, gen } => self.coop_write(g, cookie, desc, gen),
-            Incoming::Request(req) => match req.ranges() {
-                Ok(ranges) => self.rma_target(g, &req.repr, &ranges, req.payload()),
-                Err(why) => tracing::warn!(reason = %why, "shm: dropping a request entry"),
-            },
+            Incoming::Request(req) => self.rma_target(g, &req),
             Incoming::Answer {
                 from,
                 cookie,
@@ -142,7 +143,18 @@ impl ShmEndpoint {
                 last,
                 offset,
                 bytes,
-            } => self.rma_answer(g, from, cookie, status, push, last, offset, bytes),
+            } => self.rma_answer(
+                g,
+                &Answer {
+                    from,
+                    cookie,
+                    status,
+                    push,
+                    last,
+                    offset,
+                    bytes,
+                },
+            ),
             Incoming::Hello { .. }
             | Incoming::Challenge { .. }
             | Incoming::Proof { .. }

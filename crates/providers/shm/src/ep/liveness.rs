@@ -9,8 +9,9 @@
 //! declared once through `ofi_core::util::peer` (the EQ report naming it)
 //! and everything that waits on it fails with the cause's number: sends,
 //! one-sided operations, receives being pushed by it, directed receives.
-//! A closing endpoint waits (bounded) for reads a live target may still be
-//! writing, then answers every message and request still queued for it.
+//! A closing endpoint waits for reads a live target may still be writing
+//! (until each is answered or its target is known dead), then answers
+//! every message and request still queued for it.
 
 use super::state::in_flight_to;
 use super::{Inner, ShmEndpoint, BUSY_LOOK, LIVENESS_PERIOD};
@@ -24,14 +25,19 @@ use ofi_proto::shm::{ack, entry, rma_answer, Owed};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// How long a closing endpoint waits for reads a live target answers.
-const SETTLE_READS: Duration = Duration::from_secs(5);
+/// How often a closing endpoint that still waits for reads says so.
+const SETTLE_WARN: Duration = Duration::from_secs(5);
+/// How long it spins before it sleeps between looks.
+const SETTLE_SPIN: Duration = Duration::from_millis(100);
 
 impl ShmEndpoint {
     /// After a locked pass: the liveness check when it is due (the clock
     /// is read every pass while operations are pending, else every
     /// [`BUSY_LOOK`]th pass).
     pub(super) fn look_at_peers(&self, g: &mut Inner) {
+        if g.settling {
+            return;
+        }
         let pending = !g.sends.is_empty() || !g.rmas.is_empty() || !g.reasm.is_empty();
         g.passes = g.passes.wrapping_add(1);
         if !pending && g.passes & (BUSY_LOOK - 1) != 0 {
@@ -127,6 +133,10 @@ impl ShmEndpoint {
     /// on it fails with the cause's number. `closed`: the peer closed its
     /// endpoint in an orderly way (logged as such, at info level).
     pub(super) fn peer_down(&self, g: &mut Inner, id: u64, cause: Cause, closed: bool) {
+        // What the peer pushed before it closed or exited is in the ring
+        // below the positions claimed now: read it first, so answers and
+        // messages that came before the close count before it.
+        self.read_before_death(g);
         let addr = ShmAddr::from_id(id);
         let fi_addr = self.fi_addr_of(g, id);
         let err = cause.errno();
@@ -186,6 +196,29 @@ impl ShmEndpoint {
         }
     }
 
+    /// Reads the ring up to the positions producers have claimed now (what
+    /// a peer seen closed or exited pushed before that), as far as it goes:
+    /// a pass that reads nothing (the unexpected budget is spent, a read
+    /// answer holds the ring, an entry is not stamped yet) ends it. Does
+    /// nothing while a pass already reads the ring (this runs inside it).
+    fn read_before_death(&self, g: &mut Inner) {
+        let upto = self.seg.msg_ring().claimed();
+        loop {
+            let Some(at) = g.ring.as_ref().map(|r| r.position()) else {
+                return;
+            };
+            // Positions wrap: `at` has reached `upto` when the distance
+            // from `upto` forward is under half the range.
+            if at.wrapping_sub(upto) < 1 << 63 {
+                return;
+            }
+            self.poll_ring(g);
+            if g.ring.as_ref().map(|r| r.position()) == Some(at) {
+                return;
+            }
+        }
+    }
+
     /// The error number a rendezvous from peer `id` fails with when that
     /// peer was declared dead.
     pub(super) fn dead_id(&self, g: &Inner, id: u64) -> Option<i32> {
@@ -203,21 +236,42 @@ impl ShmEndpoint {
     }
 
     /// Before the endpoint closes: drives progress until no read is waiting
-    /// for a target that may still copy into this process's memory (the
-    /// target is alive and has not closed), for at most five seconds.
+    /// for a target that may still copy into this process's memory. Such a
+    /// target writes the bytes straight into the read's buffer, which the
+    /// application may free once the endpoint is closed: the wait lasts
+    /// until every such read is answered or its target is known dead (its
+    /// process exited or its endpoint closed), never a set time. A silent
+    /// target is not a dead one, so no liveness timeout is declared
+    /// meanwhile; the wait is logged every [`SETTLE_WARN`].
     fn settle_reads(&self, g: &mut Inner) {
         let waiting = |g: &Inner| {
             g.rmas
                 .any(|p| p.is_read() && !p.peer.dead() && !p.peer.closed())
         };
-        let deadline = Instant::now() + SETTLE_READS;
-        while waiting(g) && Instant::now() < deadline {
+        if !waiting(g) {
+            return;
+        }
+        g.settling = true;
+        let start = Instant::now();
+        let mut warn_at = start + SETTLE_WARN;
+        while waiting(g) {
             self.progress_locked(g);
-            std::hint::spin_loop();
+            let now = Instant::now();
+            if now >= warn_at {
+                warn_at = now + SETTLE_WARN;
+                tracing::warn!(
+                    waited_s = now.duration_since(start).as_secs(),
+                    "shm: closing waits for reads a live target has not answered \
+                     (it may still write into their buffers)"
+                );
+            }
+            if now.duration_since(start) < SETTLE_SPIN {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
-        if waiting(g) {
-            tracing::warn!("shm: closing with reads still unanswered by a live target");
-        }
+        g.settling = false;
     }
 
     /// Closes the endpoint: no more operations; peers learn it from the
@@ -226,7 +280,7 @@ impl ShmEndpoint {
     pub(super) fn close_endpoint(&self) {
         self.enabled.store(false, Ordering::Release);
         // Targets answer large reads by writing straight into this
-        // process's memory: wait (bounded) for those answers before the
+        // process's memory: wait for those answers (or the targets' death) before the
         // buffers can be freed and reused.
         {
             let mut g = self.lock();

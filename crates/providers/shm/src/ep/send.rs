@@ -57,12 +57,34 @@ impl ShmEndpoint {
             // The receiver polls the slot's first cache line (sequence,
             // header, first 8 data bytes): fill the rest first and that line
             // last, so it changes hands once.
-            let head = len.min(8);
-            let p = e.payload_mut();
-            // SAFETY: post_send's caller keeps the iov readable for this call.
-            unsafe { copy_from_iov(op.iov, head, &mut p[head..len]) };
-            // SAFETY: as above.
-            unsafe { copy_from_iov(op.iov, 0, &mut p[..head]) };
+            let p = &mut e.payload_mut()[..len];
+            if let [v] = op.iov {
+                let head = len.min(8);
+                if len > head {
+                    // SAFETY: post_send's caller keeps the iov readable for
+                    // this call; bytes head..len of the range are read.
+                    unsafe { copy_from_iov(op.iov, head, &mut p[head..]) };
+                }
+                // SAFETY: the first `head` bytes of the same range.
+                unsafe { copy_from_iov(std::slice::from_ref(v), 0, &mut p[..head]) };
+            } else {
+                // Several ranges (a composing provider's prefix and payload):
+                // each in turn.
+                let mut at = 0;
+                for v in op.iov {
+                    // SAFETY: post_send's caller keeps every range of the
+                    // iov readable for this call; at + v.len <= len, the
+                    // ranges' total.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            v.base as *const u8,
+                            p[at..at + v.len].as_mut_ptr(),
+                            v.len,
+                        )
+                    };
+                    at += v.len;
+                }
+            }
             r.emit(&mut e);
         });
         if pushed.is_err() {

@@ -8,7 +8,9 @@ use crate::peer::Peer;
 use ofi_core::object::EpBindings;
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::matching::MAX_IOV;
+use ofi_core::util::mr::MrCache;
 use ofi_core::util::peer::DeadPeers;
+use ofi_core::util::rma::Resolved;
 use ofi_proto::shm::liveness::Liveness;
 use ofi_proto::shm::rndv::{Reassembly, Sends};
 use ofi_proto::shm::{CtrlQueue, OpTable, RxState};
@@ -77,6 +79,71 @@ pub(super) fn in_flight_to(
     sends.waits_on(id) || rmas.any(|r| r.peer.addr.id() == id)
 }
 
+/// The peers mapped by id, with the one looked up last beside the map: a
+/// run of entries from one peer (requests and answers of a one-sided
+/// stream, the endpoint talking to itself) skips the map's hash.
+#[derive(Debug, Default)]
+pub(super) struct PeerMap {
+    map: HashMap<u64, Arc<Peer>>,
+    last: Option<(u64, Arc<Peer>)>,
+}
+
+impl std::ops::Deref for PeerMap {
+    type Target = HashMap<u64, Arc<Peer>>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl PeerMap {
+    /// The peer mapped for `id`.
+    #[inline]
+    pub(super) fn get(&self, id: &u64) -> Option<&Arc<Peer>> {
+        match &self.last {
+            Some((k, p)) if k == id => Some(p),
+            _ => self.map.get(id),
+        }
+    }
+    /// The peer mapped for `id`, which the next look-ups find first.
+    #[inline]
+    pub(super) fn find(&mut self, id: u64) -> Option<&Arc<Peer>> {
+        if !matches!(&self.last, Some((k, _)) if *k == id) {
+            let p = self.map.get(&id)?.clone();
+            self.last = Some((id, p));
+        }
+        self.last.as_ref().map(|(_, p)| p)
+    }
+    /// Maps `id` to `p`.
+    pub(super) fn insert(&mut self, id: u64, p: Arc<Peer>) -> Option<Arc<Peer>> {
+        self.last = Some((id, p.clone()));
+        self.map.insert(id, p)
+    }
+    /// Forgets `id`.
+    pub(super) fn remove(&mut self, id: &u64) -> Option<Arc<Peer>> {
+        if matches!(&self.last, Some((k, _)) if k == id) {
+            self.last = None;
+        }
+        self.map.remove(id)
+    }
+    /// Forgets every peer.
+    pub(super) fn clear(&mut self) {
+        self.last = None;
+        self.map.clear();
+    }
+}
+
+/// What the one-sided paths reuse, so that they allocate nothing once
+/// warm: the bodies of operations in flight, the list a request's ranges
+/// resolve into at the target, and the region resolved last.
+#[derive(Default)]
+pub(super) struct RmaSpare {
+    /// Boxed: a body moves into an operation and back as a pointer.
+    #[allow(clippy::vec_box)]
+    pub(super) bodies: Vec<Box<rma::RmaBody>>,
+    pub(super) resolved: Vec<Resolved>,
+    pub(super) mrs: MrCache,
+}
+
 /// A multi-receive buffer's messages still landing.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct MultiLanding {
@@ -97,7 +164,7 @@ pub(super) struct Inner {
     pub(super) need_src: bool,
     pub(super) av_gen: u64,
     pub(super) peers: Vec<Option<Arc<Peer>>>,
-    pub(super) by_id: HashMap<u64, Arc<Peer>>,
+    pub(super) by_id: PeerMap,
     pub(super) src_cache: HashMap<u64, u64>,
     /// The last sender `src_addr` resolved and its fi_addr (0: none): a run
     /// of messages from one sender skips the map.
@@ -117,6 +184,8 @@ pub(super) struct Inner {
     pub(super) rma_pushes: VecDeque<u64>,
     /// Reads answered through the initiator's ring in chunks (no CMA).
     pub(super) read_pushes: VecDeque<rma::ReadPush>,
+    /// What the one-sided paths reuse.
+    pub(super) spare: RmaSpare,
     pub(super) pool: Vec<Vec<u8>>,
     /// Peers declared dead (`ofi_core::util::peer`): reported once, their
     /// directed receives refused.
@@ -145,6 +214,9 @@ pub(super) struct Inner {
     pub(super) next_check: Instant,
     /// Locked passes since the last look at the clock.
     pub(super) passes: u32,
+    /// Closing: waiting for reads a live target may still answer (no
+    /// liveness check meanwhile: a silent target is not a dead one).
+    pub(super) settling: bool,
     pub(super) xfer_free: Vec<u32>,
     pub(super) xfer_gen: u32,
     /// The one consumer of the endpoint's ring (taken out while a pass
