@@ -124,6 +124,18 @@ pub struct Welcome {
     pub addr: Vec<u8>,
 }
 
+/// The private data of an MSG connection the target rejects: why, as a
+/// status (u16 BE). (An accepted one carries the session's token.)
+pub fn refusal(status: Status) -> [u8; 2] {
+    (status as u16).to_be_bytes()
+}
+
+/// The status in a rejection's private data, if it is one.
+pub fn parse_refusal(b: &[u8]) -> Option<Status> {
+    let b: [u8; 2] = b.try_into().ok()?;
+    Status::from_u16(u16::from_be_bytes(b))
+}
+
 /// Parses a WELCOME from the start of `b`, as [`parse_hello`].
 pub fn parse_welcome(b: &[u8]) -> Result<Option<(Welcome, usize)>, ControlError> {
     if !magic(b)? || b.len() < 18 {
@@ -192,6 +204,9 @@ mod tests {
             parse_hello(b"OFISTOR2\xff\xff"),
             Err(ControlError::AddrLen(65535))
         );
+        assert_eq!(parse_refusal(&refusal(Status::Busy)), Some(Status::Busy));
+        assert_eq!(parse_refusal(b"\x00"), None);
+        assert_eq!(parse_refusal(b"\x00\xc8"), None);
         let mut w = GOLDEN_WELCOME.to_vec();
         w[9] = 200;
         assert_eq!(parse_welcome(&w), Err(ControlError::Status(200)));

@@ -175,10 +175,11 @@ impl Link {
                         token: u64::from_be_bytes(token),
                     });
                 }
-                Some(CmEvent::Failed { error, .. }) => {
-                    return Err(format!(
-                        "the target at {target} refused the connection: {error}"
-                    ))
+                Some(CmEvent::Failed { error, data, .. }) => {
+                    return Err(match control::parse_refusal(&data) {
+                        Some(why) => format!("the target at {target} refused: {why}"),
+                        None => format!("the target at {target} refused the connection: {error}"),
+                    })
                 }
                 Some(CmEvent::Shutdown { .. }) => {
                     return Err(format!("the target at {target} closed the connection"))

@@ -64,6 +64,7 @@ impl Default for TargetOptions {
 pub struct Limits {
     /// Initiators connected at once (control connections, or MSG
     /// connections), set up or not; more are refused at once (`Busy`).
+    /// (0 counts as 1.)
     pub max_initiators: usize,
     /// From its connection to its session's ACCEPT (HELLO, then CONNECT):
     /// an initiator slower than this is dropped.
@@ -688,7 +689,7 @@ impl<'a> Driver<'a> {
                     if s.set_nonblocking(true).is_err() {
                         continue;
                     }
-                    if self.peers.len() >= self.limits.max_initiators {
+                    if self.peers.len() >= self.limits.max_initiators.max(1) {
                         self.refuse_control(s, from);
                         continue;
                     }
@@ -831,14 +832,7 @@ impl<'a> Driver<'a> {
     /// Turns away a control connection beyond the cap on initiators: a
     /// WELCOME saying `Busy`, then the close.
     fn refuse_control(&mut self, mut s: TcpStream, from: SocketAddr) {
-        self.refused += 1;
-        if self.refused.is_power_of_two() {
-            warn!(
-                "target: {} initiators connected (the most): refusing {from} ({} refused so far)",
-                self.peers.len(),
-                self.refused
-            );
-        }
+        self.count_refusal(&from.to_string());
         let me = self.ch.address().unwrap_or_default();
         let _ = s.write_all(&control::welcome(Status::Busy, 0, &me));
         // What the initiator sent already is read, so that the close is a
@@ -848,24 +842,29 @@ impl<'a> Driver<'a> {
         let _ = s.shutdown(Shutdown::Both);
     }
 
+    /// Counts a connection refused for the cap on initiators, and says so
+    /// at each power of two.
+    fn count_refusal(&mut self, whom: &str) {
+        self.refused += 1;
+        if self.refused.is_power_of_two() {
+            warn!(
+                "target: {} initiators connected (the most): refusing {whom} ({} refused so far)",
+                self.peers.len(),
+                self.refused
+            );
+        }
+    }
+
     /// MSG: accepts an initiator's connection (refused while shutting
     /// down), handing it its token; its receives are posted at once.
     fn accept(&mut self, req: ofi::safe::ConnRequest) {
         if self.stop.load(Ordering::Relaxed) {
-            let _ = self.ch.reject(req, &[]);
+            let _ = self.ch.reject(req, &control::refusal(Status::ShuttingDown));
             return;
         }
-        if self.peers.len() >= self.limits.max_initiators {
-            self.refused += 1;
-            if self.refused.is_power_of_two() {
-                warn!(
-                    "target: {} initiators connected (the most): refusing a connection \
-                     ({} refused so far)",
-                    self.peers.len(),
-                    self.refused
-                );
-            }
-            let _ = self.ch.reject(req, &[]);
+        if self.peers.len() >= self.limits.max_initiators.max(1) {
+            self.count_refusal("a connection");
+            let _ = self.ch.reject(req, &control::refusal(Status::Busy));
             return;
         }
         let t = match token() {
