@@ -921,17 +921,52 @@ fn sigterm_stops_target_and_gateway_cleanly() {
     assert!(!s.sock.exists(), "the gateway removed its socket");
 }
 
+/// Whether this process may create network namespaces and links
+/// (CAP_SYS_ADMIN and CAP_NET_ADMIN in its effective set).
+fn may_make_namespaces() -> bool {
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_SYS_ADMIN: u32 = 21;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    [CAP_NET_ADMIN, CAP_SYS_ADMIN]
+        .iter()
+        .all(|c| eff & (1 << c) != 0)
+}
+
 /// Liveness: an initiator's host that goes silent (its link down, not its
 /// process dead: no FIN, no RST) gives its sessions' credits back within
-/// the target's liveness bound. Two "hosts" (network namespaces joined by
-/// a veth pair): the target on host A; on host B a gateway whose eight
-/// clients hold eight sessions of 128 credits, all 1024 of the target's,
-/// so that a gateway on host A is refused. Host B's link goes down; the
-/// gateway on host A is served again once the target gave up on host B.
-/// Needs root and `ip` (the namespaces are removed at the end).
+/// the target's liveness bound, while a host that is alive keeps them
+/// however idle its sessions are. Two "hosts" (network namespaces joined
+/// by a veth pair, 10.98.x.1 and .2): the target on host A; on host B a
+/// gateway whose eight clients hold eight sessions of 128 credits, all
+/// 1024 of the target's, so that a gateway on host A is refused. Idle for
+/// twice the liveness bound, host B keeps them; then host B's link goes
+/// down, and the gateway on host A is served once the target gave up on
+/// host B (and host B's gateway gave up on the target: its clients hear
+/// of it). Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and `ip`; without the
+/// privilege it says SKIP and returns. The namespaces are removed at the
+/// end, even on failure. About 10 s.
 #[test]
 fn a_partitioned_initiators_credits_come_back() {
+    if !may_make_namespaces() {
+        eprintln!(
+            "SKIP a_partitioned_initiators_credits_come_back: creating network namespaces \
+             needs CAP_SYS_ADMIN and CAP_NET_ADMIN, which this process lacks"
+        );
+        return;
+    }
     need("ip", "iproute2");
+    // The liveness bound, in seconds, on both sides (the least there is).
+    const LIVE: u64 = 2;
+    // How long a partitioned host's credits may take to come back: far
+    // beyond LIVE, so that a slow machine does not fail the test, far
+    // below what the target would take without the bound (forever).
+    const BOUND: Duration = Duration::from_secs(30);
+    let live = LIVE.to_string();
     let net = Netns::pair("stor", 0);
     let d = Dir::new("partition");
     let a_ip = net.addrs[0].clone();
@@ -942,18 +977,35 @@ fn a_partitioned_initiators_credits_come_back() {
         &a_ip,
         &d.path("volume.img"),
         0,
-        &["--size", "8M"],
+        &["--size", "8M", "--liveness", &live],
     );
-    let (_gb, sock_b, _) =
-        start_gateway_on(&d.0, "tcp", Some((&net, 1)), &a_ip, port, &["-q", "128"]);
+    let (_gb, sock_b, _) = start_gateway_on(
+        &d.0,
+        "tcp",
+        Some((&net, 1)),
+        &a_ip,
+        port,
+        &["-q", "128", "--liveness", &live],
+    );
     let (_ga, sock_a, _) = start_gateway_on(&d.0, "tcp", Some((&net, 0)), &a_ip, port, &[]);
-    let held: Vec<Raw> = (0..8).map(|_| Raw::connect(&sock_b)).collect();
-    let refused = Raw::try_connect(&sock_a);
+    let mut held: Vec<Raw> = (0..8).map(|_| Raw::connect(&sock_b)).collect();
+    // Host B's sessions work across the link.
+    held[0].request(1, 0, 1, 0, 4, &[7; 4]);
+    assert_eq!(held[0].reply(0), (0, 1, vec![]));
     assert!(
-        refused.is_err(),
+        Raw::try_connect(&sock_a).is_err(),
         "every credit is held: host A must be refused"
     );
-    drop(refused);
+    // Idle but alive: host B answers the target's probes and keeps its
+    // credits past the bound.
+    std::thread::sleep(Duration::from_secs(2 * LIVE + 1));
+    assert!(
+        Raw::try_connect(&sock_a).is_err(),
+        "host B is alive: its idle sessions must keep their credits"
+    );
+    held[1].request(0, 0, 2, 0, 4, &[]);
+    assert_eq!(held[1].reply(4), (0, 2, vec![7; 4]));
+    // Host B goes silent.
     net.link(1, false);
     let t0 = Instant::now();
     let mut c = loop {
@@ -961,15 +1013,37 @@ fn a_partitioned_initiators_credits_come_back() {
             break c;
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(40),
-            "host B's credits did not come back in 40 s"
+            t0.elapsed() < BOUND,
+            "host B's credits did not come back in {BOUND:?}"
         );
         std::thread::sleep(Duration::from_millis(250));
     };
     eprintln!("host B's credits came back after {:?}", t0.elapsed());
-    c.request(1, 0, 1, 0, 4, &[9; 4]);
-    assert_eq!(c.reply(0).0, 0);
-    c.request(0, 0, 2, 0, 4, &[]);
-    assert_eq!(c.reply(4), (0, 2, vec![9; 4]));
+    c.request(1, 0, 3, 0, 4, &[9; 4]);
+    assert_eq!(c.reply(0), (0, 3, vec![]));
+    c.request(0, 0, 4, 0, 4, &[]);
+    assert_eq!(c.reply(4), (0, 4, vec![9; 4]));
+    // Host B's gateway gave up on the target too: a request fails (an
+    // error, or the client's connection ends) rather than waiting for
+    // the command timeout (30 s) or forever.
+    let h = &mut held[2];
+    // (Well below the command timeout, 30 s.)
+    let within = Duration::from_secs(15);
+    h.0.set_read_timeout(Some(within)).unwrap();
+    h.request(0, 0, 5, 0, 4, &[]);
+    let mut head = [0u8; 16];
+    match h.0.read_exact(&mut head) {
+        Ok(()) => {
+            let e = u32::from_be_bytes(head[4..8].try_into().unwrap());
+            assert_ne!(e, 0, "a READ through a partitioned host succeeded");
+        }
+        Err(e) => assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "host B's gateway still waits after {within:?}"
+        ),
+    }
     drop((c, held));
 }
