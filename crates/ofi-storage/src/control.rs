@@ -22,18 +22,22 @@ use std::time::Duration;
 pub const LIVENESS: Duration = Duration::from_secs(10);
 
 /// Makes `s` fail once its peer has answered nothing for about `within`
-/// (at least 2 s): keepalive probes after `within / 2` of silence, one a
-/// second, and the same bound on unacknowledged data.
+/// (whole seconds, 2 s to a day): keepalive probes after `within / 2` of
+/// silence (at most 32767 s), then spread over the rest (at most 127:
+/// Linux's limits), and the same bound on unacknowledged data
+/// (`TCP_USER_TIMEOUT`, which also ends a probed connection once
+/// `within` has passed without an answer).
 pub fn keepalive(s: &TcpStream, within: Duration) -> std::io::Result<()> {
     use rustix::net::sockopt;
-    let total = within.as_secs().max(2);
-    let idle = total / 2;
+    let total = within.as_secs().clamp(2, 86_400);
+    let idle = (total / 2).min(32_767);
+    let probes = (total - idle).min(127);
+    let every = (total - idle) / probes;
     sockopt::set_socket_keepalive(s, true)?;
     sockopt::set_tcp_keepidle(s, Duration::from_secs(idle))?;
-    sockopt::set_tcp_keepintvl(s, Duration::from_secs(1))?;
-    sockopt::set_tcp_keepcnt(s, (total - idle) as u32)?;
-    let ms = u32::try_from(total * 1000).unwrap_or(u32::MAX);
-    sockopt::set_tcp_user_timeout(s, ms)?;
+    sockopt::set_tcp_keepintvl(s, Duration::from_secs(every))?;
+    sockopt::set_tcp_keepcnt(s, probes as u32)?;
+    sockopt::set_tcp_user_timeout(s, (total * 1000) as u32)?;
     Ok(())
 }
 
@@ -163,6 +167,30 @@ mod tests {
 
     const GOLDEN_HELLO: &[u8] = b"OFISTOR2\x00\x03abc";
     const GOLDEN_WELCOME: &[u8] = b"OFISTOR2\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08\x00\x02xy";
+
+    #[test]
+    fn keepalive_takes_every_bound_it_is_given() {
+        use rustix::net::sockopt;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        for (within, idle, every, probes, user_ms) in [
+            (Duration::ZERO, 1, 1, 1, 2_000),
+            (Duration::from_millis(2500), 1, 1, 1, 2_000),
+            (Duration::from_secs(10), 5, 1, 5, 10_000),
+            (Duration::from_secs(86_400), 32_767, 422, 127, 86_400_000),
+            (Duration::MAX, 32_767, 422, 127, 86_400_000),
+        ] {
+            keepalive(&s, within).unwrap_or_else(|e| panic!("{within:?}: {e}"));
+            assert!(sockopt::socket_keepalive(&s).unwrap());
+            let got = (
+                sockopt::tcp_keepidle(&s).unwrap().as_secs(),
+                sockopt::tcp_keepintvl(&s).unwrap().as_secs(),
+                sockopt::tcp_keepcnt(&s).unwrap(),
+                sockopt::tcp_user_timeout(&s).unwrap(),
+            );
+            assert_eq!(got, (idle, every, probes, user_ms), "{within:?}");
+        }
+    }
 
     #[test]
     fn a_version_one_peer_is_refused_at_setup() {

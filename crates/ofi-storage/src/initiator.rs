@@ -34,7 +34,8 @@ pub struct VolumeOptions {
     /// A command unanswered this long fails the session.
     pub timeout: Duration,
     /// The control connection (RDM) fails, and with it the session, when
-    /// the target's host has answered nothing for this long, idle or not.
+    /// the target's host has answered nothing for this long, idle or not
+    /// (whole seconds, 2 s to a day; see [`crate::control::keepalive`]).
     pub liveness: Duration,
 }
 

@@ -72,7 +72,9 @@ pub struct Limits {
     /// A control connection whose peer has not answered for this long
     /// (TCP keepalive probes, or unacknowledged data) ends, and with it
     /// the session: a host partitioned away or powered off gives its
-    /// credits back after it.
+    /// credits back after it (whole seconds, 2 s to a day; see
+    /// [`control::keepalive`]). A host that answers keeps an idle
+    /// session.
     pub liveness: Duration,
 }
 
