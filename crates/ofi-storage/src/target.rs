@@ -42,6 +42,8 @@ pub struct TargetOptions {
     pub read_only: bool,
     /// Limits of the core (size and read-only are taken from the backend).
     pub config: TargetConfig,
+    /// The control plane's bounds: connections, setup time, liveness.
+    pub limits: Limits,
 }
 
 impl Default for TargetOptions {
@@ -52,6 +54,36 @@ impl Default for TargetOptions {
             size: None,
             read_only: false,
             config: TargetConfig::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// What a connecting or connected initiator may hold, and for how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Initiators connected at once (control connections, or MSG
+    /// connections), set up or not; more are refused at once (`Busy`).
+    /// (0 counts as 1.)
+    pub max_initiators: usize,
+    /// From its connection to its session's ACCEPT (HELLO, then CONNECT):
+    /// an initiator slower than this is dropped.
+    pub setup_timeout: Duration,
+    /// A control connection whose peer has not answered for this long
+    /// (TCP keepalive probes, or unacknowledged data) ends, and with it
+    /// the session: a host partitioned away or powered off gives its
+    /// credits back after it (whole seconds, 2 s to a day; see
+    /// [`control::keepalive`]). A host that answers keeps an idle
+    /// session.
+    pub liveness: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_initiators: 256,
+            setup_timeout: Duration::from_secs(10),
+            liveness: control::LIVENESS,
         }
     }
 }
@@ -65,6 +97,7 @@ pub struct Target {
     backend: Backend,
     core: TargetCore,
     stop: Arc<AtomicBool>,
+    limits: Limits,
 }
 
 #[derive(Debug)]
@@ -74,6 +107,8 @@ struct Peer {
     addr: Option<Addr>,
     token: u64,
     session: Option<u32>,
+    /// Until its session opens: the time by which it must have.
+    setup_by: Option<Instant>,
 }
 
 /// Capsule receives kept posted (RDM: shared by every initiator).
@@ -212,6 +247,7 @@ impl Target {
             backend,
             core: TargetCore::new(cfg),
             stop: Arc::new(AtomicBool::new(false)),
+            limits: opts.limits,
         })
     }
 
@@ -259,6 +295,7 @@ impl Target {
             backend,
             core,
             stop,
+            limits,
         } = &mut self;
         let cfg = *core.config();
         Driver {
@@ -281,6 +318,8 @@ impl Target {
                 .map(|_| Some(Vec::with_capacity(cfg.max_io as usize)))
                 .collect(),
             backlog: Backlog::new(cfg.slots as usize),
+            limits: *limits,
+            refused: 0,
         }
         .run()
     }
@@ -314,6 +353,10 @@ struct Driver<'a> {
     /// RMAs the provider pushed back, retried in order per initiator
     /// (each holds a staging slot: at most `slots` of them).
     backlog: Backlog<PeerId, (PeerId, Rma)>,
+    limits: Limits,
+    /// Connections refused for the cap on initiators (logged at each
+    /// power of two).
+    refused: u64,
 }
 
 impl<'a> Driver<'a> {
@@ -648,6 +691,13 @@ impl<'a> Driver<'a> {
                     if s.set_nonblocking(true).is_err() {
                         continue;
                     }
+                    if self.peers.len() >= self.limits.max_initiators.max(1) {
+                        self.refuse_control(s, from);
+                        continue;
+                    }
+                    if let Err(e) = control::keepalive(&s, self.limits.liveness) {
+                        warn!("target: control connection from {from}: keepalive: {e}");
+                    }
                     let id = PeerId(self.next_peer);
                     self.next_peer += 1;
                     info!("target: initiator {} connects from {from}", id.0);
@@ -659,6 +709,7 @@ impl<'a> Driver<'a> {
                             addr: None,
                             token: 0,
                             session: None,
+                            setup_by: Some(Instant::now() + self.limits.setup_timeout),
                         },
                     );
                 }
@@ -699,6 +750,9 @@ impl<'a> Driver<'a> {
                 if let Err(e) = self.welcome(id, &addr) {
                     closed = Some(e);
                 }
+            }
+            if closed.is_none() {
+                closed = self.late(id);
             }
             if let Some(why) = closed {
                 work = true;
@@ -750,14 +804,69 @@ impl<'a> Driver<'a> {
                 }
             }
         }
+        let ids: Vec<PeerId> = self.peers.keys().copied().collect();
+        for id in ids {
+            if let Some(why) = self.late(id) {
+                work = true;
+                info!("target: initiator {}: {why}", id.0);
+                self.core.close(id);
+                self.forget(id, true);
+            }
+        }
         work
+    }
+
+    /// Why `id` is dropped for not having opened its session in time, if
+    /// it is late.
+    fn late(&self, id: PeerId) -> Option<String> {
+        let p = self.peers.get(&id)?;
+        if p.setup_by.is_none_or(|t| Instant::now() < t) {
+            return None;
+        }
+        let what = if self.listener.is_some() && p.addr.is_none() {
+            "HELLO"
+        } else {
+            "CONNECT"
+        };
+        Some(format!("no {what} within {:?}", self.limits.setup_timeout))
+    }
+
+    /// Turns away a control connection beyond the cap on initiators: a
+    /// WELCOME saying `Busy`, then the close.
+    fn refuse_control(&mut self, mut s: TcpStream, from: SocketAddr) {
+        self.count_refusal(&from.to_string());
+        let me = self.ch.address().unwrap_or_default();
+        let _ = s.write_all(&control::welcome(Status::Busy, 0, &me));
+        // What the initiator sent already is read, so that the close is a
+        // FIN (it reads the WELCOME) rather than a reset.
+        let mut b = [0u8; 1024];
+        let _ = s.read(&mut b);
+        let _ = s.shutdown(Shutdown::Both);
+    }
+
+    /// Counts a connection refused for the cap on initiators, and says so
+    /// at each power of two.
+    fn count_refusal(&mut self, whom: &str) {
+        self.refused += 1;
+        if self.refused.is_power_of_two() {
+            warn!(
+                "target: {} initiators connected (the most): refusing {whom} ({} refused so far)",
+                self.peers.len(),
+                self.refused
+            );
+        }
     }
 
     /// MSG: accepts an initiator's connection (refused while shutting
     /// down), handing it its token; its receives are posted at once.
     fn accept(&mut self, req: ofi::safe::ConnRequest) {
         if self.stop.load(Ordering::Relaxed) {
-            let _ = self.ch.reject(req, &[]);
+            let _ = self.ch.reject(req, &control::refusal(Status::ShuttingDown));
+            return;
+        }
+        if self.peers.len() >= self.limits.max_initiators.max(1) {
+            self.count_refusal("a connection");
+            let _ = self.ch.reject(req, &control::refusal(Status::Busy));
             return;
         }
         let t = match token() {
@@ -799,6 +908,7 @@ impl<'a> Driver<'a> {
                 addr: Some(conn),
                 token: t,
                 session: None,
+                setup_by: Some(Instant::now() + self.limits.setup_timeout),
             },
         );
         self.by_addr.insert(conn.0, id);
@@ -891,6 +1001,7 @@ impl<'a> Driver<'a> {
         };
         if let Ok(Repr::Accept(a)) = Repr::from_bytes(&capsule) {
             p.session = Some(a.session);
+            p.setup_by = None;
             self.sessions.insert(a.session, peer);
         }
         if let Some(addr) = p.addr {
@@ -945,6 +1056,7 @@ impl<'a> Driver<'a> {
                     self.closing.push(c);
                 }
             }
+            p.setup_by = None;
             self.tokens.remove(&p.token);
             if let Some(s) = p.session.take() {
                 self.sessions.remove(&s);
