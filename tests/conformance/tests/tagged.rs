@@ -25,7 +25,7 @@ conformance!(
         let msgs: [(&[u8; 8], u64); 3] = [(b"exact-55", 0x5555), (b"nomatch!", 0x1334), (b"ignored1", 0x12ab)];
         for (i, (m, tag)) in msgs.iter().enumerate() {
             // SAFETY: the static messages outlive the sends.
-            unsafe { p.a.tsend(m.as_ptr(), 8, p.fb, *tag, 0x100 + i) }.unwrap();
+            retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.tsend(m.as_ptr(), 8, p.fb, *tag, 0x100 + i) }).unwrap();
         }
         let (mut sa, cb) = p.wait(0, 2, TIMEOUT);
         assert!(cb.err.is_empty(), "errors: {}", errs(&cb));
