@@ -123,6 +123,8 @@ fn side(me: &'static [u8], other: &[u8], epoch: u64, keyed: bool) -> Side {
             ..Default::default()
         },
         max_half_open: 4,
+        idle_timeout: Duration::from_secs(3600),
+        max_peers: 64,
     };
     let mut s = Sessions::new(cfg, nonces(epoch));
     let peer = Some(s.peer(other));

@@ -91,7 +91,17 @@ fn nonces(seed: u64) -> Box<dyn FnMut() -> Nonce + Send> {
 }
 
 fn node(addr: &str, epoch: u64, timeout: Duration) -> Node {
-    let cfg = RdmConfig {
+    node_with(addr, epoch, timeout, |_| {})
+}
+
+/// A node whose configuration `tweak` changes.
+fn node_with(
+    addr: &str,
+    epoch: u64,
+    timeout: Duration,
+    tweak: impl FnOnce(&mut RdmConfig),
+) -> Node {
+    let mut cfg = RdmConfig {
         proto: tcp::Config::default(),
         rx: tcp::RxConfig::default(),
         session: SessionConfig {
@@ -105,9 +115,15 @@ fn node(addr: &str, epoch: u64, timeout: Duration) -> Node {
                 ..Default::default()
             },
             max_half_open: 16,
+            idle_timeout: Duration::from_secs(3600),
+            max_peers: 1024,
         },
         copy_max: 4096,
+        tx_size: 1024,
+        copy_budget: 4 << 20,
+        copy_total: 64 << 20,
     };
+    tweak(&mut cfg);
     let base = 0x10_0000 * epoch as usize;
     Node {
         addr: addr.as_bytes().to_vec(),
@@ -128,20 +144,75 @@ struct World {
 
 impl World {
     fn new(seed: u64, f: Faults, timeout: Duration) -> World {
+        World::of(seed, f, vec![node("a", 1, timeout), node("b", 2, timeout)])
+    }
+
+    fn of(seed: u64, f: Faults, nodes: Vec<Node>) -> World {
         World {
             net: Net::new(seed, f),
-            nodes: vec![node("a", 1, timeout), node("b", 2, timeout)],
+            nodes,
         }
     }
 
     /// Node i's fi_addr for node j: j itself.
     fn queue(&mut self, i: usize, j: usize, req: Req) {
+        self.try_queue(i, j, req).expect("queue");
+    }
+
+    /// [`queue`](Self::queue), its refusal as it comes.
+    fn try_queue(&mut self, i: usize, j: usize, req: Req) -> Result<(), i32> {
         let to = self.nodes[j].addr.clone();
         let now = self.net.now;
+        self.nodes[i].rdm.queue(now, j as u64, &to, req)
+    }
+
+    /// A send from node i to node j as a driver posts it: the fast path
+    /// first, the queue when it declines. Ok(true): complete at once.
+    fn post(&mut self, i: usize, j: usize, req: SendReq) -> Result<bool, i32> {
+        if self.send_now(i, j, &req) {
+            return Ok(true);
+        }
+        self.try_queue(i, j, Req::Send(req))?;
+        Ok(false)
+    }
+
+    /// Runs for `d` of virtual time.
+    fn run_for(&mut self, d: Duration) {
+        self.run_for_with(d, |_| {});
+    }
+
+    /// [`run_for`](Self::run_for), calling `check` after every step.
+    fn run_for_with(&mut self, d: Duration, check: impl Fn(&World)) {
+        let end = self.net.now + d;
+        for _ in 0..20_000_000 {
+            let moved = self.step();
+            check(self);
+            if moved {
+                continue;
+            }
+            if self.net.now >= end {
+                return;
+            }
+            let next = self
+                .nodes
+                .iter()
+                .filter_map(|n| n.rdm.poll_timeout())
+                .chain(self.net.next_at())
+                .min()
+                .unwrap_or(end)
+                .min(end);
+            self.net.now = next.max(self.net.now);
+        }
+        panic!("too many steps");
+    }
+
+    /// Node i's peer-down events.
+    fn downs(&self, i: usize) -> Vec<&RdmEvent> {
         self.nodes[i]
-            .rdm
-            .queue(now, j as u64, &to, req)
-            .expect("queue");
+            .events
+            .iter()
+            .filter(|e| matches!(e, RdmEvent::PeerDown { .. }))
+            .collect()
     }
 
     /// Node i's fast path of a small send to node j (`Rdm::send_now`):
@@ -593,4 +664,208 @@ fn small_sends_on_the_fast_path_keep_their_order_under_faults() {
             );
         }
     }
+}
+
+/// Node `i`'s completed sends and their results, by context.
+fn sends_done(w: &World, i: usize) -> Vec<(usize, Result<(), i32>)> {
+    w.nodes[i]
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            RdmEvent::Op(Event::SendComplete { context }) => Some((*context, Ok(()))),
+            RdmEvent::Op(Event::SendError { context, err }) => Some((*context, Err(*err))),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn sends_to_peers_that_take_nothing_stay_bounded_and_posts_answer_eagain() {
+    // b and c are alive but post no receive: their unexpected budgets
+    // fill, their windows close. a's small sends complete when copied,
+    // within a copy budget per peer and one for the endpoint; beyond
+    // them sends wait for acknowledgements, and once tx_size of them
+    // wait a post answers FI_EAGAIN (flow control: no completion error).
+    // When the receivers post, everything accepted arrives in order.
+    const TX: usize = 48;
+    const PEER: usize = 24 << 10;
+    const TOTAL: usize = 40 << 10;
+    let tweak = |c: &mut RdmConfig| {
+        c.tx_size = TX;
+        c.copy_budget = PEER;
+        c.copy_total = TOTAL;
+        c.rx.max_unexpected_bytes = 32 << 10;
+        c.session.chan.window = 64 << 10;
+    };
+    let t = Duration::from_secs(600);
+    let mut w = World::of(
+        11,
+        Faults::default(),
+        vec![
+            node_with("a", 1, t, tweak),
+            node_with("b", 2, t, tweak),
+            node_with("c", 3, t, tweak),
+        ],
+    );
+    // Sessions up.
+    for j in [1, 2] {
+        let s = w.nodes[0].host.mem.borrow_mut().alloc_pattern(8, j as u64);
+        let r = w.nodes[j].host.mem.borrow_mut().alloc(8);
+        w.nodes[j]
+            .rdm
+            .rx()
+            .post_recv(&RecvReq::msg(&[r], 1))
+            .unwrap();
+        w.queue(0, j, Req::Send(SendReq::msg(&[s], j)));
+        w.run_until(Duration::from_secs(10), |w| w.recv_done(j, 1).is_some());
+    }
+    // Fast-path sizes and queued ones, to b and c in turn, until refused.
+    let mut accepted: Vec<(usize, usize, usize, u64)> = Vec::new();
+    let mut queued = Vec::new();
+    let mut refused = 0;
+    let slack = 4096 + 256;
+    for k in 0..20_000usize {
+        let to = 1 + k % 2;
+        let len = if k % 3 == 0 { 200 } else { 1000 };
+        let seedv = 1000 + k as u64;
+        let src = w.nodes[0].host.mem.borrow_mut().alloc_pattern(len, seedv);
+        let ctx = 100 + k;
+        match w.post(0, to, SendReq::msg(&[src], ctx)) {
+            Ok(fast) => {
+                accepted.push((to, ctx, len, seedv));
+                if !fast {
+                    queued.push(ctx);
+                }
+            }
+            Err(e) => {
+                assert_eq!(e, errno::FI_EAGAIN, "a post refused for another reason");
+                refused += 1;
+                if refused == 20 {
+                    break;
+                }
+            }
+        }
+        w.run_for(Duration::from_micros(300));
+        let copied = w.nodes[0].rdm.copied();
+        assert!(
+            copied <= TOTAL + slack,
+            "after {} sends a holds {copied} bytes of copies",
+            accepted.len()
+        );
+    }
+    assert!(
+        refused > 0,
+        "{} sends accepted for peers that take nothing, none refused",
+        accepted.len()
+    );
+    assert!(
+        accepted.len() < 2000,
+        "{} sends accepted for peers that take nothing",
+        accepted.len()
+    );
+    // A while later nothing changed: no error completion, a stays bounded.
+    w.run_for(Duration::from_secs(5));
+    assert!(
+        sends_done(&w, 0).iter().all(|(_, r)| r.is_ok()),
+        "{:?}",
+        sends_done(&w, 0)
+    );
+    assert!(w.downs(0).is_empty(), "live peers declared dead");
+    // The receivers post: every accepted send arrives, in order, intact.
+    let mut dsts = Vec::new();
+    for &(to, ctx, len, _) in &accepted {
+        let d = w.nodes[to].host.mem.borrow_mut().alloc(len);
+        w.nodes[to]
+            .rdm
+            .rx()
+            .post_recv(&RecvReq::msg(&[d], ctx))
+            .unwrap();
+        dsts.push(d);
+    }
+    w.run_until(Duration::from_secs(60), |w| {
+        accepted
+            .iter()
+            .all(|&(to, ctx, _, _)| w.recv_done(to, ctx).is_some())
+            && queued.iter().all(|&ctx| w.op_done(0, ctx).is_some())
+    });
+    assert_eq!(w.nodes[0].rdm.pending(), 0);
+    for (&(to, ctx, len, seedv), d) in accepted.iter().zip(&dsts) {
+        match w.recv_done(to, ctx) {
+            Some(Event::RecvComplete(r)) => assert_eq!(r.len, len),
+            e => panic!("{ctx}: {e:?}"),
+        }
+        let got = w.nodes[to].host.mem.borrow().get(*d).to_vec();
+        assert!(
+            got == tcp_common::pattern(seedv, len),
+            "{ctx} out of order or damaged"
+        );
+    }
+    let done = sends_done(&w, 0);
+    // (And the two that brought the sessions up.)
+    assert_eq!(
+        done.len(),
+        queued.len() + 2,
+        "one completion per queued send"
+    );
+    assert!(done.iter().all(|(_, r)| r.is_ok()), "{done:?}");
+    // Flow control lifted: a post is taken again.
+    let src = w.nodes[0].host.mem.borrow_mut().alloc_pattern(1000, 7);
+    assert!(w.post(0, 1, SendReq::msg(&[src], 99_999)).is_ok());
+}
+
+#[test]
+fn a_peer_that_acknowledges_nothing_is_dead_though_every_send_completed() {
+    let timeout = Duration::from_secs(2);
+    let mut w = World::new(12, Faults::default(), timeout);
+    let s0 = w.nodes[0].host.mem.borrow_mut().alloc_pattern(8, 1);
+    let r0 = w.nodes[1].host.mem.borrow_mut().alloc(8);
+    w.nodes[1]
+        .rdm
+        .rx()
+        .post_recv(&RecvReq::msg(&[r0], 1))
+        .unwrap();
+    w.queue(0, 1, Req::Send(SendReq::msg(&[s0], 1)));
+    w.run_until(Duration::from_secs(10), |w| w.recv_done(1, 1).is_some());
+    // Well after the handshake: b's acknowledgements confirmed the session.
+    w.run_for(Duration::from_millis(100));
+    // b goes silent (its host is cut off); a's small sends complete at
+    // once all the same: only the peer's silence can tell a.
+    w.net.cut = true;
+    let cut = w.net.now;
+    for k in 0..5usize {
+        let s = w.nodes[0]
+            .host
+            .mem
+            .borrow_mut()
+            .alloc_pattern(500, 10 + k as u64);
+        assert!(w.post(0, 1, SendReq::msg(&[s], 10 + k)).is_ok());
+        w.step();
+    }
+    w.run_until(Duration::from_secs(1), |w| {
+        (10..15).all(|c| w.op_done(0, c).is_some())
+    });
+    assert!((10..15).all(|c| w.op_done(0, c) == Some(Ok(()))));
+    w.run_until(Duration::from_secs(30), |w| !w.downs(0).is_empty());
+    let downs = w.downs(0);
+    assert_eq!(downs.len(), 1, "{downs:?}");
+    assert!(matches!(
+        downs[0],
+        RdmEvent::PeerDown {
+            fi_addr: 1,
+            cause: Cause::TimedOut,
+            ..
+        }
+    ));
+    assert!(
+        w.net.now <= cut + timeout + Duration::from_millis(50),
+        "declared dead {:?} after the silence began",
+        w.net.now - cut
+    );
+    assert_eq!(w.nodes[0].rdm.copied(), 0, "copies kept for a dead peer");
+    // A later send to the dead peer fails the usual way (its handshake is
+    // not answered), it does not wait forever.
+    let s = w.nodes[0].host.mem.borrow_mut().alloc_pattern(100, 3);
+    w.queue(0, 1, Req::Send(SendReq::msg(&[s], 20)));
+    w.run_until(Duration::from_secs(30), |w| w.op_done(0, 20).is_some());
+    assert_eq!(w.op_done(0, 20), Some(Err(errno::FI_ETIMEDOUT)));
 }

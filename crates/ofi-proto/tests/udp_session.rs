@@ -59,6 +59,8 @@ fn node_with_nonces(
             ..Default::default()
         },
         max_half_open: 16,
+        idle_timeout: Duration::from_secs(3600),
+        max_peers: 1024,
     };
     Node {
         addr: addr.as_bytes().to_vec(),

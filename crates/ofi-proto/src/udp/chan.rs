@@ -35,12 +35,14 @@
 //! window after, and halves on a loss (once per window).
 //!
 //! **Liveness.** While the owner waits for the peer (operations of its
-//! outstanding on it, [`Channel::set_waiting`]) the channel probes the peer
-//! and, when nothing at all arrives from it for `peer_timeout`, it is dead
-//! ([`Channel::is_dead`]). Bytes merely unacknowledged are sent again (at
-//! most `max_rto` apart) without a bound: an application that completed
-//! its operations is not told of a peer that computes for a while without
-//! calling into the library. An idle channel is never declared dead.
+//! outstanding on it, [`Channel::set_waiting`]) the channel probes the peer,
+//! and while bytes of the stream are not acknowledged it sends them again
+//! (at most `max_rto` apart); when nothing at all arrives from the peer for
+//! `peer_timeout` in either case, it is dead ([`Channel::is_dead`]). So a
+//! peer that acknowledges nothing is found dead even when every operation
+//! its bytes carried completed when they were copied (the producer keeps
+//! those copies, and could not otherwise let go of them). An idle channel
+//! is never declared dead.
 
 use super::rtt::Rtt;
 use ofi_wire::udp::{flag, kind, Repr, HDR_LEN};
@@ -335,8 +337,9 @@ impl Channel {
 
     /// The owner waits for the peer (operations outstanding on it): the
     /// channel probes it and declares it dead after `peer_timeout` of
-    /// silence. Unacknowledged bytes alone do not make it wait: they are
-    /// sent again, at most `max_rto` apart, as long as it takes.
+    /// silence. Unacknowledged bytes make it wait for the peer without
+    /// this (they are sent again, at most `max_rto` apart, and the peer is
+    /// dead after `peer_timeout` of silence).
     pub fn set_waiting(&mut self, now: Instant, waiting: bool) {
         self.waiting = waiting;
         self.update_need(now);
@@ -347,14 +350,23 @@ impl Channel {
         self.stream_next < self.stream_end && self.sent.is_empty()
     }
 
+    #[inline]
     fn update_need(&mut self, now: Instant) {
         if self.waiting {
             if self.need_since.is_none() {
                 self.need_since = Some(now);
-                self.probe_at.get_or_insert(now + self.keepalive());
+            }
+            if self.probe_at.is_none() {
+                self.probe_at = Some(now + self.keepalive());
             }
         } else {
-            self.need_since = None;
+            // Bytes not acknowledged (sent or not) wait for the peer too,
+            // even when the operations they carried completed already.
+            if !self.busy() {
+                self.need_since = None;
+            } else if self.need_since.is_none() {
+                self.need_since = Some(now);
+            }
             if !self.window_blocked() {
                 self.probe_at = None;
             }

@@ -59,6 +59,12 @@ pub struct SessionConfig {
     pub chan: ChanConfig,
     /// Peers held in a handshake they started and have not finished.
     pub max_half_open: usize,
+    /// A session that carried nothing either way for this long ends, by
+    /// agreement of both sides (see [`Sessions`]); the next message to or
+    /// from the peer makes a new one.
+    pub idle_timeout: Duration,
+    /// Most peers with a live session or a handshake of ours under way.
+    pub max_peers: usize,
 }
 
 /// What happened to a peer's session.
@@ -292,6 +298,20 @@ impl Sessions {
     /// True when events wait.
     pub fn has_events(&self) -> bool {
         !self.events.is_empty()
+    }
+
+    /// Peers with a live session or a handshake of ours under way (what
+    /// [`SessionConfig::max_peers`] bounds).
+    pub fn live(&self) -> usize {
+        self.peers
+            .values()
+            .filter(|p| p.up.is_some() || p.hello.is_some())
+            .count()
+    }
+
+    /// Peers known to the table in any state.
+    pub fn known(&self) -> usize {
+        self.peers.len()
     }
 
     /// The peers with a live session.
