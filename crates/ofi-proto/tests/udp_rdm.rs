@@ -320,7 +320,7 @@ impl World {
             if done(self) {
                 return;
             }
-            if self.step() {
+            if self.step() || done(self) {
                 continue;
             }
             let next = self
@@ -868,4 +868,211 @@ fn a_peer_that_acknowledges_nothing_is_dead_though_every_send_completed() {
     w.queue(0, 1, Req::Send(SendReq::msg(&[s], 20)));
     w.run_until(Duration::from_secs(30), |w| w.op_done(0, 20).is_some());
     assert_eq!(w.op_done(0, 20), Some(Err(errno::FI_ETIMEDOUT)));
+}
+
+/// True when node `i` keeps nothing of its peers: no live session, no
+/// link.
+fn forgot_everyone(w: &World, i: usize) -> bool {
+    w.nodes[i].rdm.sessions().live() == 0 && w.nodes[i].rdm.links() == 0
+}
+
+#[test]
+fn idle_sessions_expire_on_both_sides_and_come_back_without_loss() {
+    let idle = Duration::from_secs(10);
+    let timeout = Duration::from_secs(3);
+    for (seed, f) in [
+        (13, Faults::default()),
+        (14, Faults::all(100)),
+        (15, Faults::all(200)),
+    ]
+    .into_iter()
+    .chain((100..110).map(|s| (s, Faults::all((s % 4) as u32 * 40))))
+    {
+        let tweak = |c: &mut RdmConfig| c.session.idle_timeout = idle;
+        let mut w = World::of(
+            seed,
+            f,
+            vec![
+                node_with("a", 1, timeout, tweak),
+                node_with("b", 2, timeout, tweak),
+            ],
+        );
+        let mut rng = Rng::new(seed);
+        let mut ctx = 1usize;
+        let mut expired = 0;
+        for round in 0..40 {
+            // One or two messages (both ways at once, sometimes), of a
+            // size that is copied, sent in place or by rendezvous.
+            let dirs: &[(usize, usize)] = match rng.below(3) {
+                0 => &[(0, 1)],
+                1 => &[(1, 0)],
+                _ => &[(0, 1), (1, 0)],
+            };
+            let mut this = Vec::new();
+            for &(from, to) in dirs {
+                let len = [0usize, 100, 3000, 9000, 40_000][rng.below(5) as usize];
+                let seedv = seed * 10_000 + ctx as u64;
+                let src = w.nodes[from]
+                    .host
+                    .mem
+                    .borrow_mut()
+                    .alloc_pattern(len, seedv);
+                let dst = w.nodes[to].host.mem.borrow_mut().alloc(len);
+                w.nodes[to]
+                    .rdm
+                    .rx()
+                    .post_recv(&RecvReq::msg(&[dst], ctx))
+                    .unwrap();
+                let fast = w.post(from, to, SendReq::msg(&[src], ctx)).expect("post");
+                this.push((from, to, ctx, len, seedv, dst, fast));
+                ctx += 1;
+            }
+            w.run_until(Duration::from_secs(60), |w| {
+                this.iter().all(|&(from, to, c, _, _, _, fast)| {
+                    w.recv_done(to, c).is_some() && (fast || w.op_done(from, c).is_some())
+                })
+            });
+            for &(from, to, c, len, seedv, dst, fast) in &this {
+                match w.recv_done(to, c) {
+                    Some(Event::RecvComplete(r)) => assert_eq!(r.len, len),
+                    e => panic!("seed {seed} round {round}: {c}: {e:?}"),
+                }
+                if !fast {
+                    assert_eq!(
+                        w.op_done(from, c),
+                        Some(Ok(())),
+                        "seed {seed} round {round}"
+                    );
+                }
+                let got = w.nodes[to].host.mem.borrow().get(dst).to_vec();
+                assert!(
+                    got == tcp_common::pattern(seedv, len),
+                    "seed {seed}: {c} damaged"
+                );
+            }
+            // Quiet for a while: around the idle bound, either side of it.
+            let quiet = idle.mul_f64(rng.below(3000) as f64 / 1000.0);
+            w.run_for(quiet);
+            // Idle from about now: asked to end at the bound, and ended
+            // within the dead bound after that whatever the network does.
+            if quiet > idle + timeout + Duration::from_secs(1) {
+                assert!(
+                    forgot_everyone(&w, 0) && forgot_everyone(&w, 1),
+                    "seed {seed} round {round}: idle {quiet:?} and still kept: a {} / {} b {} / {}",
+                    w.nodes[0].rdm.sessions().live(),
+                    w.nodes[0].rdm.links(),
+                    w.nodes[1].rdm.sessions().live(),
+                    w.nodes[1].rdm.links(),
+                );
+                expired += 1;
+            }
+        }
+        assert!(expired > 5, "seed {seed}: only {expired} rounds expired");
+        for i in 0..2 {
+            assert!(w.downs(i).is_empty(), "seed {seed}: {:?}", w.downs(i));
+            assert!(
+                w.nodes[i].events.iter().all(|e| !matches!(
+                    e,
+                    RdmEvent::Op(Event::SendError { .. } | Event::RmaError { .. })
+                )),
+                "seed {seed}: an operation failed"
+            );
+        }
+    }
+}
+
+#[test]
+fn live_peers_are_bounded_and_idle_ones_make_room() {
+    for seed in 16..24 {
+        bounded_hub(seed);
+    }
+}
+
+fn bounded_hub(seed: u64) {
+    // A hub that keeps at most three live peers; eight leaves speak to it
+    // one after the other and stay quiet afterwards (their sessions idle,
+    // far from the idle bound). The hub ends the least recently active
+    // idle session to make room for each newcomer; every message arrives.
+    const MAX: usize = 3;
+    let timeout = Duration::from_secs(2);
+    let mut nodes = vec![node_with("hub", 1, timeout, |c| c.session.max_peers = MAX)];
+    for i in 0..8u64 {
+        nodes.push(node(&format!("leaf{i}"), 10 + i, timeout));
+    }
+    let mut w = World::of(seed, Faults::all(50), nodes);
+    let check = |w: &World| {
+        let hub = &w.nodes[0].rdm;
+        assert!(
+            hub.sessions().live() <= MAX && hub.links() <= MAX,
+            "the hub keeps {} live sessions and {} links",
+            hub.sessions().live(),
+            hub.links()
+        );
+    };
+    for i in 1..9usize {
+        let len = 300 * i;
+        let src = w.nodes[i]
+            .host
+            .mem
+            .borrow_mut()
+            .alloc_pattern(len, i as u64);
+        let dst = w.nodes[0].host.mem.borrow_mut().alloc(len);
+        w.nodes[0]
+            .rdm
+            .rx()
+            .post_recv(&RecvReq::msg(&[dst], i))
+            .unwrap();
+        w.queue(i, 0, Req::Send(SendReq::msg(&[src], i)));
+        w.run_until(Duration::from_secs(30), |w| {
+            check(w);
+            w.recv_done(0, i).is_some()
+        });
+        let got = w.nodes[0].host.mem.borrow().get(dst).to_vec();
+        assert!(
+            got == tcp_common::pattern(i as u64, len),
+            "leaf {i}'s message damaged"
+        );
+        w.run_for_with(Duration::from_millis(200), check);
+    }
+    // The hub speaks to every leaf in turn: a post to a new peer while
+    // every slot is taken answers FI_EAGAIN until one is free.
+    let mut eagain = 0;
+    for i in 1..9usize {
+        let src = w.nodes[0]
+            .host
+            .mem
+            .borrow_mut()
+            .alloc_pattern(64, 100 + i as u64);
+        let dst = w.nodes[i].host.mem.borrow_mut().alloc(64);
+        w.nodes[i]
+            .rdm
+            .rx()
+            .post_recv(&RecvReq::msg(&[dst], 100 + i))
+            .unwrap();
+        loop {
+            match w.try_queue(0, i, Req::Send(SendReq::msg(&[src], 100 + i))) {
+                Ok(()) => break,
+                Err(e) => {
+                    assert_eq!(e, errno::FI_EAGAIN);
+                    eagain += 1;
+                    assert!(eagain < 100_000, "never a free slot");
+                    w.step();
+                    check(&w);
+                    w.net.now += Duration::from_micros(100);
+                }
+            }
+        }
+        w.run_until(Duration::from_secs(30), |w| {
+            check(w);
+            w.recv_done(i, 100 + i).is_some()
+        });
+    }
+    for i in 0..9 {
+        assert!(w.downs(i).is_empty(), "node {i}: {:?}", w.downs(i));
+        assert!(
+            sends_done(&w, i).iter().all(|(_, r)| r.is_ok()),
+            "node {i}: {:?}",
+            sends_done(&w, i)
+        );
+    }
 }

@@ -216,8 +216,12 @@ pub struct Channel {
     ack_pending_bytes: usize,
     window_sent: u32,
     pool: Vec<Vec<u8>>,
+    /// The owner refuses to end the session: the next pure ACK says so.
+    idle_refusal: bool,
     // ---- liveness
     last_heard: Instant,
+    /// When a packet last came or data last went.
+    last_active: Instant,
     waiting: bool,
     need_since: Option<Instant>,
     dead: bool,
@@ -270,7 +274,9 @@ impl Channel {
             ack_pending_bytes: 0,
             window_sent: 0,
             pool: Vec::new(),
+            idle_refusal: false,
             last_heard: now,
+            last_active: now,
             waiting: false,
             need_since: None,
             dead: false,
@@ -415,6 +421,7 @@ impl Channel {
             let (off, len) = (s.off, s.len);
             self.in_flight += len as usize;
             self.stats.retransmitted += 1;
+            self.last_active = now;
             self.arm_rto(now);
             self.write_header(hdr, kind::DATA, seq, flag::ACK_NOW);
             return Some(off..off + u64::from(len));
@@ -443,6 +450,7 @@ impl Channel {
                 self.stream_next += len;
                 self.in_flight += len as usize;
                 self.stats.sent += 1;
+                self.last_active = now;
                 self.arm_rto(now);
                 let prompt =
                     self.stream_next == self.stream_end && self.stream_next > self.prompt_after;
@@ -464,7 +472,13 @@ impl Channel {
         let ack_due = self.ack_now || self.ack_at.is_some_and(|t| t <= now);
         if ack_due {
             self.stats.acks_sent += 1;
-            self.write_header(hdr, kind::ACK, 0, 0);
+            let f = if self.idle_refusal {
+                self.idle_refusal = false;
+                flag::IDLE
+            } else {
+                0
+            };
+            self.write_header(hdr, kind::ACK, 0, f);
             let at = self.acked();
             return Some(at..at);
         }
@@ -533,6 +547,7 @@ impl Channel {
             return Recv::Dropped(Drop::BadAck);
         }
         self.last_heard = now;
+        self.last_active = now;
         if let Some(t) = self.need_since.as_mut() {
             *t = now;
         }
@@ -846,6 +861,46 @@ impl Channel {
     /// When the channel last heard from the peer.
     pub fn last_heard(&self) -> Instant {
         self.last_heard
+    }
+
+    /// When a packet of the peer last arrived or data last went to it.
+    pub fn last_active(&self) -> Instant {
+        self.last_active
+    }
+
+    /// Counts `now` as activity (the owner keeps the session a while more).
+    pub fn touch(&mut self, now: Instant) {
+        self.last_active = self.last_active.max(now);
+    }
+
+    /// True when neither side owes the other anything on this channel:
+    /// idle ([`is_idle`](Self::is_idle)), nobody waits on the peer, no
+    /// acknowledgement or probe to send. The session may end (see
+    /// `Sessions`) when its owner agrees.
+    pub fn quiet(&self) -> bool {
+        !self.waiting
+            && !self.dead
+            && self.is_idle()
+            && !self.ack_now
+            && self.ack_at.is_none()
+            && !self.probe_due
+    }
+
+    /// Packets of the peer received in order (the acknowledgement sent).
+    pub fn rcv_nxt(&self) -> u64 {
+        self.rcv_nxt
+    }
+
+    /// DATA packets sent (the next one's number).
+    pub fn snd_nxt(&self) -> u64 {
+        self.snd_nxt
+    }
+
+    /// The owner refuses the peer's request to end the session: a pure
+    /// ACK flagged IDLE goes at once.
+    pub fn refuse_idle(&mut self) {
+        self.idle_refusal = true;
+        self.ack_now = true;
     }
 
     /// Writes a pure acknowledgement of everything received, now (the last

@@ -140,6 +140,12 @@ pub enum RdmEvent {
         /// What went wrong.
         why: &'static str,
     },
+    /// The session with the peer ended idle, both sides agreeing (for
+    /// the debug log): nothing was lost; the next message makes a new one.
+    Expired {
+        /// Its address.
+        addr: Vec<u8>,
+    },
     /// A datagram was dropped (for the debug log).
     Dropped {
         /// Why.
@@ -513,7 +519,9 @@ impl Rdm {
     /// Queues a send or one-sided request to the peer at `addr` (`fi_addr`
     /// in the AV), starting a session with it when there is none.
     /// `FI_EAGAIN` while [`RdmConfig::tx_size`] operations are queued and
-    /// not complete (flow control: post it again once some completed).
+    /// not complete, or when the peer has no session and as many peers
+    /// have one as [`SessionConfig::max_peers`] allows (an idle one is
+    /// then asked to end): flow control, post it again after progress.
     pub fn queue(&mut self, now: Instant, fi_addr: u64, addr: &[u8], req: Req) -> Result<(), i32> {
         let peer = self.sessions.peer(addr);
         self.queue_to(now, fi_addr, peer, req)
@@ -531,6 +539,12 @@ impl Rdm {
             return Err(errno::FI_EAGAIN);
         }
         let up = self.sessions.is_up(peer);
+        if !up && self.sessions.at_bound(peer) {
+            // As many live peers as allowed: an idle one ends to make room.
+            self.sessions.make_room(now);
+            self.dirty = true;
+            return Err(errno::FI_EAGAIN);
+        }
         let reserve = self.cfg.session.chan.window as usize;
         let link = self
             .links
@@ -641,7 +655,7 @@ impl Rdm {
     ) {
         let inc = self.sessions.on_datagram(now, from, bytes);
         if self.sessions.has_events() {
-            self.session_events(resolve);
+            self.session_events(now, resolve);
         }
         match inc {
             Incoming::Data { peer, recv } => {
@@ -775,7 +789,7 @@ impl Rdm {
         });
     }
 
-    fn session_events(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
+    fn session_events(&mut self, now: Instant, resolve: &mut dyn FnMut(&[u8]) -> u64) {
         while let Some(e) = self.sessions.poll_event() {
             self.dirty = true;
             match e {
@@ -808,31 +822,17 @@ impl Rdm {
                     renewed,
                     closed,
                 } => {
-                    let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let Some(link) = self.links.get_mut(peer) else {
-                        continue;
-                    };
-                    let fi_addr = link.fi_addr;
-                    let busy = link.conn.as_ref().is_some_and(|c| c.in_flight() > 0);
-                    if let Some(mut c) = link.conn.take() {
-                        c.on_error(cause.errno(), &mut self.rx);
-                        while let Some(e) = c.poll_event() {
-                            match e {
-                                tcp::Event::ConnectionLost { .. } => {}
-                                e => self.events.push_back(RdmEvent::Op(e)),
-                            }
+                    // The same peer endpoint made a new session in place of
+                    // an idle one: a connection with nothing tied to the
+                    // old stream goes on over the new one (sends queued in
+                    // it included).
+                    if renewed && self.link_quiet(peer, false) {
+                        if let Some(link) = self.links.get_mut(peer) {
+                            self.copied = self.copied.saturating_sub(link.reset_stream());
                         }
-                        self.by_conn.remove(&c.id());
+                        continue;
                     }
-                    self.copied = self.copied.saturating_sub(link.reset_stream());
-                    if !renewed || busy {
-                        self.events.push_back(RdmEvent::PeerDown {
-                            fi_addr,
-                            addr,
-                            cause,
-                            closed,
-                        });
-                    }
+                    self.peer_down(peer, cause, renewed, closed);
                 }
                 SessionEvent::Refused { peer, why } => {
                     let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
@@ -854,8 +854,99 @@ impl Rdm {
                     self.events
                         .push_back(RdmEvent::Refused { fi_addr, addr, why });
                 }
+                SessionEvent::CloseAsked { peer } => {
+                    let agree = self.link_quiet(peer, true);
+                    self.sessions.answer_close(now, peer, agree);
+                }
+                SessionEvent::Expired { peer } => {
+                    self.note_expired(peer);
+                    self.expired(peer);
+                }
             }
         }
+    }
+
+    /// Nothing of `peer`'s link is tied to its session's stream: its
+    /// connection is quiet (operations queued and not started allowed
+    /// unless `strict`) and the receive side needs nothing more of it.
+    fn link_quiet(&mut self, peer: PeerId, strict: bool) -> bool {
+        let Some(c) = self.links.get(peer).and_then(|l| l.conn.as_ref()) else {
+            return true;
+        };
+        let quiet = if strict {
+            c.is_quiet()
+        } else {
+            c.is_quiet_but_queued()
+        };
+        quiet && !self.rx.refers_to(c.id())
+    }
+
+    /// `peer`'s session ended for `cause`: its connection's operations fail
+    /// and the peer is reported down (unless an idle session was renewed
+    /// with nothing in flight here); the link goes.
+    fn peer_down(&mut self, peer: PeerId, cause: Cause, renewed: bool, closed: bool) {
+        let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+        let Some(link) = self.links.get_mut(peer) else {
+            self.sessions.release(peer);
+            return;
+        };
+        let fi_addr = link.fi_addr;
+        let busy = link.conn.as_ref().is_some_and(|c| c.in_flight() > 0);
+        if let Some(mut c) = link.conn.take() {
+            c.on_error(cause.errno(), &mut self.rx);
+            while let Some(e) = c.poll_event() {
+                match e {
+                    tcp::Event::ConnectionLost { .. } => {}
+                    e => self.events.push_back(RdmEvent::Op(e)),
+                }
+            }
+            self.by_conn.remove(&c.id());
+        }
+        self.copied = self.copied.saturating_sub(link.reset_stream());
+        if !renewed || busy {
+            self.events.push_back(RdmEvent::PeerDown {
+                fi_addr,
+                addr,
+                cause,
+                closed,
+            });
+        }
+        // A new session makes a new link; a peer no one asked for by
+        // address is forgotten.
+        if !self.sessions.is_up(peer) {
+            self.links.remove(peer);
+            self.sessions.release(peer);
+        }
+    }
+
+    /// `peer`'s idle session ended by agreement: its link goes, unless
+    /// operations were queued for it meanwhile (they go over the session
+    /// the table makes again). A connection with something tied to the
+    /// stream (which the agreement rules out) is failed as on a reset.
+    fn expired(&mut self, peer: PeerId) {
+        if !self.link_quiet(peer, false) {
+            self.peer_down(peer, Cause::Reset, false, false);
+            return;
+        }
+        let Some(link) = self.links.get_mut(peer) else {
+            return;
+        };
+        self.copied = self.copied.saturating_sub(link.reset_stream());
+        if link.conn.as_ref().is_some_and(|c| !c.is_quiet()) {
+            return;
+        }
+        if let Some(l) = self.links.remove(peer) {
+            if let Some(c) = l.conn {
+                self.by_conn.remove(&c.id());
+            }
+        }
+    }
+
+    /// `peer`'s idle session ended: reported for the log (the table may
+    /// have forgotten the address already: then it is not named).
+    fn note_expired(&mut self, peer: PeerId) {
+        let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
+        self.events.push_back(RdmEvent::Expired { addr });
     }
 
     /// Sends what every peer has to send (handshakes, frames, acknowledgements,
@@ -985,10 +1076,15 @@ impl Rdm {
     /// Nothing listens at `addr` any more (the driver saw an ICMP port
     /// unreachable for a datagram sent there): see
     /// [`Sessions::on_port_unreachable`]. What waits for the peer fails now.
-    pub fn on_port_unreachable(&mut self, addr: &[u8], resolve: &mut dyn FnMut(&[u8]) -> u64) {
+    pub fn on_port_unreachable(
+        &mut self,
+        now: Instant,
+        addr: &[u8],
+        resolve: &mut dyn FnMut(&[u8]) -> u64,
+    ) {
         self.sessions.on_port_unreachable(addr);
         self.dirty = true;
-        self.session_events(resolve);
+        self.session_events(now, resolve);
     }
 
     /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
@@ -998,9 +1094,20 @@ impl Rdm {
 
     /// Runs the timers due at `now` (sessions that end report their peers).
     pub fn handle_timeout(&mut self, now: Instant, resolve: &mut dyn FnMut(&[u8]) -> u64) {
-        self.sessions.handle_timeout(now);
+        let Rdm {
+            sessions,
+            links,
+            rx,
+            ..
+        } = self;
+        sessions.handle_timeout_with(now, &mut |peer| {
+            links
+                .get(peer)
+                .and_then(|l| l.conn.as_ref())
+                .is_none_or(|c| c.is_quiet() && !rx.refers_to(c.id()))
+        });
         self.dirty = true;
-        self.session_events(resolve);
+        self.session_events(now, resolve);
     }
 
     /// The counters of `peer`'s session, if up.

@@ -344,7 +344,7 @@ impl RdmEp {
         }
         if drained {
             for to in unreachable.drain(..) {
-                rdm.on_port_unreachable(&to, &mut resolve);
+                rdm.on_port_unreachable(now, &to, &mut resolve);
             }
         }
     }
@@ -408,6 +408,10 @@ impl RdmEp {
                     );
                 }
                 RdmEvent::Dropped { why } => tracing::debug!("udp: dropped {why}"),
+                RdmEvent::Expired { addr } => {
+                    let peer = crate::addr::decode(&addr).ok();
+                    tracing::debug!(?peer, "udp: an idle session ended");
+                }
             }
         }
         let src_ok = g.src_ok;
