@@ -347,19 +347,14 @@ impl Repr {
         if r.flags & flag::ACK_NOW != 0 && !in_session {
             return Err(WireError::Malformed("ACK_NOW flag outside a session"));
         }
-        let idle_ask = r.kind == kind::RESET && r.flags & flag::IDLE != 0;
-        if r.flags & flag::IDLE != 0 && !matches!(r.kind, kind::RESET | kind::ACK) {
-            return Err(WireError::Malformed(
-                "IDLE flag on a packet that takes none",
-            ));
+        if r.flags & flag::IDLE != 0 {
+            check_idle(&r)?;
         }
-        if idle_ask && r.flags & flag::CLOSED != 0 {
-            return Err(WireError::Malformed("IDLE and CLOSED together"));
-        }
-        if idle_ask && r.ack > MAX_SEQ {
-            return Err(WireError::Malformed("packet number out of range"));
-        }
-        if !in_session && (r.window != 0 || (r.ack != 0 && !idle_ask) || r.sack != 0) {
+        if !in_session
+            && (r.window != 0
+                || r.sack != 0
+                || (r.ack != 0 && (r.kind != kind::RESET || r.flags & flag::IDLE == 0)))
+        {
             return Err(WireError::Malformed(
                 "acknowledgement fields outside a session",
             ));
@@ -428,6 +423,23 @@ impl Repr {
         h[field::SEQ..field::SEQ + 8].copy_from_slice(&self.seq.to_le_bytes());
         h[field::ACK..field::ACK + 8].copy_from_slice(&self.ack.to_le_bytes());
         h[field::SACK..field::SACK + 8].copy_from_slice(&self.sack.to_le_bytes());
+    }
+}
+
+/// The rules of flag IDLE: on RESET (with an `ack` in range, never with
+/// CLOSED) and ACK only.
+#[cold]
+fn check_idle(r: &Repr) -> Result<(), WireError> {
+    match r.kind {
+        kind::ACK => Ok(()),
+        kind::RESET if r.flags & flag::CLOSED != 0 => {
+            Err(WireError::Malformed("IDLE and CLOSED together"))
+        }
+        kind::RESET if r.ack > MAX_SEQ => Err(WireError::Malformed("packet number out of range")),
+        kind::RESET => Ok(()),
+        _ => Err(WireError::Malformed(
+            "IDLE flag on a packet that takes none",
+        )),
     }
 }
 

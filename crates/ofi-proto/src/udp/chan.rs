@@ -220,7 +220,8 @@ pub struct Channel {
     idle_refusal: bool,
     // ---- liveness
     last_heard: Instant,
-    /// When a packet last came or data last went.
+    /// When data last went (or the owner counted activity); with
+    /// `last_heard`, when the channel was last active.
     last_active: Instant,
     waiting: bool,
     need_since: Option<Instant>,
@@ -547,7 +548,6 @@ impl Channel {
             return Recv::Dropped(Drop::BadAck);
         }
         self.last_heard = now;
-        self.last_active = now;
         if let Some(t) = self.need_since.as_mut() {
             *t = now;
         }
@@ -782,6 +782,7 @@ impl Channel {
     // ---- timers -------------------------------------------------------
 
     /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.dead {
             return None;
@@ -865,7 +866,7 @@ impl Channel {
 
     /// When a packet of the peer last arrived or data last went to it.
     pub fn last_active(&self) -> Instant {
-        self.last_active
+        self.last_active.max(self.last_heard)
     }
 
     /// Counts `now` as activity (the owner keeps the session a while more).

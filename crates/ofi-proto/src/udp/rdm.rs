@@ -229,6 +229,7 @@ impl Link {
     /// The peer has every byte below `acked`: forgets their copies. Returns
     /// how many bytes beyond the copies that reaches (sent from user
     /// memory in place): the caller reports them written.
+    #[inline]
     fn forget_acked(&mut self, acked: u64) -> usize {
         if acked <= self.acked {
             return 0;
@@ -458,6 +459,7 @@ impl Rdm {
     }
 
     /// The next event.
+    #[inline]
     pub fn poll_event(&mut self) -> Option<RdmEvent> {
         let e = self.events.pop_front()?;
         if let RdmEvent::Op(

@@ -1114,16 +1114,16 @@ impl Sessions {
         let mut at = self.room_at;
         for p in self.peers.values() {
             if let Some(u) = &p.up {
-                at = earliest(at, u.chan.poll_timeout());
+                let ct = u.chan.poll_timeout();
+                at = earliest(at, ct);
                 if let Some(c) = u.confirm_at {
                     at = earliest(at, Some(c.min(u.since + t)));
                 }
-                match &u.closing {
-                    Some(c) => at = earliest(at, Some(c.next_at.min(c.since + t))),
-                    None if u.chan.quiet() => {
-                        at = earliest(at, Some(u.chan.last_active() + idle));
-                    }
-                    None => {}
+                if let Some(c) = &u.closing {
+                    at = earliest(at, Some(c.next_at.min(c.since + t)));
+                } else if ct.is_none() && u.chan.quiet() {
+                    // (A channel with a timer of its own is not quiet.)
+                    at = earliest(at, Some(u.chan.last_active() + idle));
                 }
             }
             if let Some(h) = &p.hello {
@@ -1189,6 +1189,7 @@ impl Sessions {
             }
             let mut resend_confirm = None;
             let mut chan_dead = false;
+            let mut idle_work = false;
             if let Some(u) = p.up.as_mut() {
                 if !u.confirmed && now >= u.since + t {
                     chan_dead = true;
@@ -1199,6 +1200,10 @@ impl Sessions {
                 }
                 u.chan.handle_timeout(now);
                 chan_dead |= u.chan.is_dead();
+                // The idle bound (the time first: a busy channel was
+                // active just now), or the ending under way.
+                idle_work =
+                    u.closing.is_some() || (now >= u.chan.last_active() + idle && u.chan.quiet());
             }
             if hello_dead {
                 p.hello = None;
@@ -1216,7 +1221,7 @@ impl Sessions {
             } else if let Some((mine, theirs, epoch)) = resend_confirm {
                 self.send_hs(id, kind::CONFIRM, &mine, &theirs, epoch);
             }
-            if !chan_dead {
+            if idle_work && !chan_dead {
                 self.idle_timer(now, id, t, idle, max_rto, may_end);
             }
         }

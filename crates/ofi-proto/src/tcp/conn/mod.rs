@@ -308,6 +308,7 @@ impl Conn {
         self.state == State::Closed
     }
     /// True if `poll_transmit` has (or may stage) something to write.
+    #[inline]
     pub fn wants_transmit(&self) -> bool {
         !self.segs.is_empty()
             || !self.ctrl.is_empty()
@@ -318,6 +319,7 @@ impl Conn {
 
     /// Operations of this connection started and not complete: sends not
     /// written (or not acknowledged), rendezvous, requests not answered.
+    #[inline]
     pub fn in_flight(&self) -> usize {
         self.segs
             .iter()
