@@ -52,7 +52,10 @@
 #              would resolve ofi's features without the other members'
 #              and rebuild ofi and every test on it), each binary from its
 #              package's directory under a 300 s timeout, the stage under
-#              CONSTRAINED_TIMEOUT
+#              CONSTRAINED_TIMEOUT. All ~40 test binaries of the four
+#              packages run (unit and integration tests; doctests are not
+#              rerun): 60 to 85 s in all on 2 busy cores, the longest
+#              conformance's multiprocess at 16 s, so none is left out
 #   loom       the loom models of the shm ring, the cooperative-copy claims
 #              and the sleep/doorbell handshake (cfg loom, own target dir)
 #   fuzz       every cargo-fuzz target in fuzz/ (its own workspace and target
