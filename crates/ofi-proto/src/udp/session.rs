@@ -20,6 +20,18 @@
 //!   new session comes from the same peer endpoint (same epoch) and the old
 //!   one carried nothing, so nothing was lost; a new epoch is a new peer.
 //! - [`SessionEvent::Refused`]: the handshake failed on the auth key.
+//! - [`SessionEvent::Expired`]: the session ended idle, both sides
+//!   agreeing; nothing was lost and nothing is reported. A session quiet
+//!   for [`SessionConfig::idle_timeout`] (or the least recently active
+//!   quiet one, when a new peer needs room under
+//!   [`SessionConfig::max_peers`]) is asked to end with a RESET flagged
+//!   IDLE; the peer agrees (a plain RESET) when it sent nothing the asker
+//!   lacks and its owner has nothing tied to the session
+//!   ([`SessionEvent::CloseAsked`], answered with
+//!   [`Sessions::answer_close`]), or refuses (an ACK flagged IDLE). No new
+//!   data goes while the asker waits for the answer, so nothing is sent
+//!   on a session the other side let go (unless a refusal arrives later
+//!   than the idle bound, and cancels a later request the peer agreed to).
 //!
 //! Nothing a datagram says changes a live session unless it is part of it
 //! (its session name) or completes an authenticated handshake: a HELLO
@@ -59,6 +71,12 @@ pub struct SessionConfig {
     pub chan: ChanConfig,
     /// Peers held in a handshake they started and have not finished.
     pub max_half_open: usize,
+    /// A session that carried nothing either way for this long ends, by
+    /// agreement of both sides (see [`Sessions`]); the next message to or
+    /// from the peer makes a new one.
+    pub idle_timeout: Duration,
+    /// Most peers with a live session or a handshake of ours under way.
+    pub max_peers: usize,
 }
 
 /// What happened to a peer's session.
@@ -91,6 +109,22 @@ pub enum SessionEvent {
         peer: PeerId,
         /// What went wrong, for the log.
         why: &'static str,
+    },
+    /// The session ended idle, both sides agreeing (or the peer silent
+    /// through the ending): nothing was lost, nothing is reported. The
+    /// owner lets go of what it kept for the peer; a peer that only a
+    /// stranger's handshake brought (not asked for with
+    /// [`Sessions::peer`]) is forgotten and its id names nothing any more.
+    Expired {
+        /// The peer.
+        peer: PeerId,
+    },
+    /// The peer asks to end its session, idle on both sides as far as
+    /// this table sees: the owner answers with [`Sessions::answer_close`]
+    /// (agreeing when nothing of its own is tied to the session).
+    CloseAsked {
+        /// The peer.
+        peer: PeerId,
     },
 }
 
@@ -125,6 +159,8 @@ pub struct Drops {
     pub auth: u64,
     /// Dropped by a channel (duplicate, beyond the window, bad ack).
     pub channel: u64,
+    /// Handshakes of new peers held back at [`SessionConfig::max_peers`].
+    pub full: u64,
 }
 
 #[derive(Debug)]
@@ -142,12 +178,32 @@ struct Answered {
     since: Instant,
 }
 
+/// An idle session this side asked to end.
+#[derive(Debug)]
+struct Closing {
+    since: Instant,
+    next_at: Instant,
+    rto: Duration,
+    /// The peer's packets we have (the request's `ack`).
+    ack: u64,
+    /// A new session is wanted once this one ended.
+    reconnect: bool,
+}
+
 #[derive(Debug)]
 struct Up {
     mine: Nonce,
     theirs: Nonce,
     epoch: u64,
     chan: Channel,
+    /// This side asked to end the session and waits for the answer (no
+    /// new data goes meanwhile).
+    closing: Option<Closing>,
+    /// The last request to end it that ended without an answer here:
+    /// (when, the peer's packets we had, our packets sent). A plain RESET
+    /// that comes late for it, with nothing exchanged since, is that
+    /// answer.
+    asked: Option<(Instant, u64, u64)>,
     /// Heard an in-session packet from the peer (it has the session).
     confirmed: bool,
     since: Instant,
@@ -167,6 +223,9 @@ struct Peer {
     /// session with it came up): the entry stays. One made by a stranger's
     /// HELLO alone goes when that HELLO's answer expires.
     held: bool,
+    /// The layer above asked for this peer by address ([`Sessions::peer`]):
+    /// the entry stays after its session expired.
+    pinned: bool,
 }
 
 impl Peer {
@@ -188,6 +247,8 @@ pub struct Sessions {
     events: VecDeque<SessionEvent>,
     ctrl: VecDeque<(Vec<u8>, Vec<u8>)>,
     drops: Drops,
+    /// A new peer waits for room (since when): an idle session is to end.
+    room_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -206,6 +267,15 @@ impl Sessions {
         let mut cfg = cfg;
         cfg.max_datagram = cfg.max_datagram.clamp(HDR_LEN + 1, u32::MAX as usize);
         cfg.max_half_open = cfg.max_half_open.max(1);
+        cfg.max_peers = cfg.max_peers.max(1);
+        // As the channel does: handshake packets too go at least eight
+        // times within the dead bound (sessions are made again after an
+        // idle end, so a handshake must ride out loss as data does).
+        cfg.chan.max_rto = cfg
+            .chan
+            .max_rto
+            .min(cfg.chan.peer_timeout / 8)
+            .max(cfg.chan.min_rto);
         Sessions {
             cfg,
             nonces,
@@ -216,6 +286,7 @@ impl Sessions {
             events: VecDeque::new(),
             ctrl: VecDeque::new(),
             drops: Drops::default(),
+            room_at: None,
         }
     }
 
@@ -234,6 +305,7 @@ impl Sessions {
         let id = self.entry(addr);
         if let Some(p) = self.peers.get_mut(id) {
             p.held = true;
+            p.pinned = true;
         }
         id
     }
@@ -252,6 +324,7 @@ impl Sessions {
             answered: None,
             up: None,
             held: false,
+            pinned: false,
         });
         self.by_addr.insert(addr.to_vec(), id);
         id
@@ -267,9 +340,34 @@ impl Sessions {
         self.peers.get(peer).map(|p| p.addr.as_slice())
     }
 
-    /// True when `peer` has a live session.
+    /// True when `peer` has a live session that carries data (not one
+    /// this side is ending).
     pub fn is_up(&self, peer: PeerId) -> bool {
-        self.peers.get(peer).is_some_and(|p| p.up.is_some())
+        self.peers
+            .get(peer)
+            .and_then(|p| p.up.as_ref())
+            .is_some_and(|u| u.closing.is_none())
+    }
+
+    /// True when a session with `peer` would exceed
+    /// [`SessionConfig::max_peers`]: it has none (and no handshake of ours
+    /// under way) and the table is at the bound. See
+    /// [`make_room`](Self::make_room).
+    pub fn at_bound(&self, peer: PeerId) -> bool {
+        let new = self
+            .peers
+            .get(peer)
+            .is_none_or(|p| p.up.is_none() && p.hello.is_none());
+        new && self.live() >= self.cfg.max_peers
+    }
+
+    /// A new peer waits for room: the next [`handle_timeout_with`]
+    /// (due at once) ends the least recently active idle session the owner
+    /// lets go.
+    ///
+    /// [`handle_timeout_with`]: Self::handle_timeout_with
+    pub fn make_room(&mut self, now: Instant) {
+        self.room_at.get_or_insert(now);
     }
 
     /// The epoch of `peer`'s endpoint, when a session is up.
@@ -282,10 +380,12 @@ impl Sessions {
         self.peers.get_mut(peer)?.up.as_mut().map(|u| &mut u.chan)
     }
 
-    /// The channel of `peer`'s live session and the peer's address.
+    /// The channel of `peer`'s live session and the peer's address, when
+    /// it carries data (not while this side is ending it).
+    #[inline]
     pub fn channel_and_addr(&mut self, peer: PeerId) -> Option<(&mut Channel, &[u8])> {
         let p = self.peers.get_mut(peer)?;
-        let u = p.up.as_mut()?;
+        let u = p.up.as_mut().filter(|u| u.closing.is_none())?;
         Some((&mut u.chan, &p.addr))
     }
 
@@ -294,20 +394,39 @@ impl Sessions {
         !self.events.is_empty()
     }
 
-    /// The peers with a live session.
+    /// Peers with a live session or a handshake of ours under way (what
+    /// [`SessionConfig::max_peers`] bounds).
+    pub fn live(&self) -> usize {
+        self.peers
+            .values()
+            .filter(|p| p.up.is_some() || p.hello.is_some())
+            .count()
+    }
+
+    /// Peers known to the table in any state.
+    pub fn known(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// The peers with a live session that carries data (not one this
+    /// side is ending).
     pub fn up_peers(&self) -> impl Iterator<Item = PeerId> + '_ {
         self.peers
             .iter()
-            .filter(|(_, p)| p.up.is_some())
+            .filter(|(_, p)| p.up.as_ref().is_some_and(|u| u.closing.is_none()))
             .map(|(id, _)| id)
     }
 
     /// Asks for a session with `peer`: starts a handshake unless one is up
-    /// or under way.
+    /// or under way (one this side is ending is made again once it ended).
     pub fn connect(&mut self, now: Instant, peer: PeerId) {
-        let Some(p) = self.peers.get(peer) else {
+        let Some(p) = self.peers.get_mut(peer) else {
             return;
         };
+        if let Some(c) = p.up.as_mut().and_then(|u| u.closing.as_mut()) {
+            c.reconnect = true;
+            return;
+        }
         if p.up.is_some() || p.hello.is_some() {
             return;
         }
@@ -326,6 +445,38 @@ impl Sessions {
             });
         }
         self.send_hs(peer, kind::HELLO, &mine, &[0; NONCE_LEN], 0);
+    }
+
+    /// Answers the peer's request to end its idle session
+    /// ([`SessionEvent::CloseAsked`]): `agree` when nothing of the owner's
+    /// is tied to it. Agreeing ends the session here at once
+    /// ([`SessionEvent::Expired`] follows) and tells the peer; refusing
+    /// tells the peer to keep it.
+    pub fn answer_close(&mut self, now: Instant, peer: PeerId, agree: bool) {
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        let Some(u) = p.up.as_mut() else {
+            return;
+        };
+        if !agree || !u.chan.quiet() {
+            u.chan.refuse_idle();
+            return;
+        }
+        let r = reset_packet(u.chan.session(), false).to_vec();
+        self.ctrl.push_back((p.addr.clone(), r));
+        self.expire(now, peer);
+    }
+
+    /// `peer` has no session nor handshake any more and the layer above no
+    /// longer keeps its id: a peer it never asked for by address is
+    /// forgotten.
+    pub fn release(&mut self, peer: PeerId) {
+        if self.peers.get(peer).is_some_and(|p| {
+            !p.pinned && p.up.is_none() && p.hello.is_none() && p.answered.is_none()
+        }) {
+            self.forget(peer);
+        }
     }
 
     /// Forgets `peer`'s session without telling it (the owner gave it up).
@@ -437,22 +588,7 @@ impl Sessions {
                 };
                 self.on_handshake(now, addr, &r, &hs)
             }
-            kind::RESET => {
-                let Some(id) = self.find(addr) else {
-                    return self.stale("a RESET from an unknown address");
-                };
-                let live = self
-                    .peers
-                    .get(id)
-                    .and_then(|p| p.up.as_ref())
-                    .is_some_and(|u| u.chan.session() == r.session);
-                if !live {
-                    return self.stale("a RESET of no live session");
-                }
-                let closed = r.flags & flag::CLOSED != 0;
-                self.down(id, Cause::Reset, false, closed);
-                Incoming::Control
-            }
+            kind::RESET => self.on_reset(now, addr, &r),
             kind::REFUSE => {
                 let Some(id) = self.find(addr) else {
                     return self.stale("a REFUSE from an unknown address");
@@ -491,6 +627,107 @@ impl Sessions {
         }
     }
 
+    fn on_reset(&mut self, now: Instant, addr: &[u8], r: &Repr) -> Incoming {
+        let ask = r.flags & flag::IDLE != 0;
+        let live = self.find(addr).filter(|&id| {
+            self.peers
+                .get(id)
+                .and_then(|p| p.up.as_ref())
+                .is_some_and(|u| u.chan.session() == r.session)
+        });
+        let Some(id) = live else {
+            if ask {
+                // A session we do not know (any more) may end: say so.
+                self.ctrl
+                    .push_back((addr.to_vec(), reset_packet(r.session, false).to_vec()));
+                return Incoming::Control;
+            }
+            return self.stale("a RESET of no live session");
+        };
+        let t = self.cfg.chan.peer_timeout;
+        let Some(p) = self.peers.get_mut(id) else {
+            return Incoming::Control;
+        };
+        let Some(u) = p.up.as_mut() else {
+            return Incoming::Control;
+        };
+        if r.flags & flag::CLOSED != 0 {
+            self.down(id, Cause::Reset, false, true);
+            return Incoming::Control;
+        }
+        if ask {
+            if u.closing.is_some() {
+                // Both sides asked at once: agreed.
+                let reset = reset_packet(r.session, false).to_vec();
+                self.ctrl.push_back((p.addr.clone(), reset));
+                self.expire(now, id);
+            } else if u.chan.quiet() && u.chan.snd_nxt() == r.ack {
+                // The peer has all we sent, we have nothing to say: the
+                // owner decides.
+                self.events.push_back(SessionEvent::CloseAsked { peer: id });
+            } else {
+                u.chan.refuse_idle();
+            }
+            return Incoming::Control;
+        }
+        // A plain RESET: the answer to our request, or the end.
+        let answers = u.closing.is_some()
+            || u.asked.is_some_and(|(at, ack, sent)| {
+                now < at + t
+                    && u.chan.rcv_nxt() == ack
+                    && u.chan.snd_nxt() == sent
+                    && u.chan.quiet()
+            });
+        if answers {
+            self.expire(now, id);
+        } else {
+            self.down(id, Cause::Reset, false, false);
+        }
+        Incoming::Control
+    }
+
+    /// `id`'s idle session ended (both sides agree, or the peer stayed
+    /// silent through the ending): the owner hears [`SessionEvent::Expired`];
+    /// the session is made again when it was asked for meanwhile, and an
+    /// entry the owner never asked for by address is forgotten.
+    fn expire(&mut self, now: Instant, id: PeerId) {
+        let Some(p) = self.peers.get_mut(id) else {
+            return;
+        };
+        let reconnect =
+            p.up.take()
+                .and_then(|u| u.closing)
+                .is_some_and(|c| c.reconnect);
+        self.events.push_back(SessionEvent::Expired { peer: id });
+        if reconnect {
+            self.connect(now, id);
+        } else {
+            self.release(id);
+        }
+    }
+
+    /// Asks the peer to end `id`'s idle session.
+    fn start_closing(&mut self, now: Instant, id: PeerId) {
+        let rto = self.cfg.chan.initial_rto;
+        let Some(p) = self.peers.get_mut(id) else {
+            return;
+        };
+        let Some(u) = p.up.as_mut() else {
+            return;
+        };
+        let ack = u.chan.rcv_nxt();
+        u.closing = Some(Closing {
+            since: now,
+            next_at: now + rto,
+            rto,
+            ack,
+            reconnect: false,
+        });
+        u.asked = None;
+        let ask = idle_packet(u.chan.session(), ack).to_vec();
+        self.ctrl.push_back((p.addr.clone(), ask));
+    }
+
     fn malformed(&mut self, why: &'static str) -> Incoming {
         self.drops.malformed += 1;
         Incoming::Dropped(why)
@@ -512,6 +749,13 @@ impl Sessions {
             if let Some(u) = p.up.as_mut().filter(|u| u.chan.session() == r.session) {
                 self.last_in = id.unwrap_or_default();
                 let recv = u.chan.on_packet(now, r, payload);
+                if u.closing.is_some()
+                    && (r.kind == kind::DATA || r.flags & (flag::IDLE | flag::ACK_NOW) != 0)
+                {
+                    // The peer sends data (new or again), waits on us or
+                    // refuses to end: the session stays.
+                    keep_open(u, now);
+                }
                 if let Recv::Dropped(d) = recv {
                     self.drops.channel += 1;
                     return Incoming::Dropped(d.describe());
@@ -572,8 +816,15 @@ impl Sessions {
     }
 
     fn on_hello(&mut self, now: Instant, addr: &[u8], hs: &Handshake) -> Incoming {
-        let known = self.find(addr).is_some();
-        if !known {
+        let known = self.find(addr);
+        if known.is_none_or(|id| self.at_bound(id)) && self.live() >= self.cfg.max_peers {
+            // A new peer at the bound: its HELLO waits (it is sent again)
+            // while an idle session ends.
+            self.drops.full += 1;
+            self.make_room(now);
+            return Incoming::Dropped("a HELLO of a new peer at the peer bound (held back)");
+        }
+        if known.is_none() {
             self.make_room_for_half_open();
         }
         let id = self.entry(addr);
@@ -670,6 +921,14 @@ impl Sessions {
         if !current {
             return self.stale("a CONFIRM answering no current HELLO_ACK");
         }
+        if self.at_bound(id) {
+            self.drops.full += 1;
+            self.make_room(now);
+            return Incoming::Dropped("a CONFIRM of a new peer at the peer bound (held back)");
+        }
+        let Some(p) = self.peers.get_mut(id) else {
+            return Incoming::Control;
+        };
         let keyed = self.cfg.key.is_some();
         let addr = p.addr.clone();
         if auth != keyed || !self.verify(LABEL_CONFIRM, &addr, hs) {
@@ -732,6 +991,8 @@ impl Sessions {
             theirs,
             epoch: hs.epoch,
             chan: Channel::new(ccfg, session, hs.window, now),
+            closing: None,
+            asked: None,
             confirmed,
             since: now,
             confirm_at: (!confirmed).then_some(now + rto),
@@ -849,12 +1110,20 @@ impl Sessions {
     /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let t = self.cfg.chan.peer_timeout;
-        let mut at = None;
+        let idle = self.cfg.idle_timeout;
+        let mut at = self.room_at;
         for p in self.peers.values() {
             if let Some(u) = &p.up {
-                at = earliest(at, u.chan.poll_timeout());
+                let ct = u.chan.poll_timeout();
+                at = earliest(at, ct);
                 if let Some(c) = u.confirm_at {
                     at = earliest(at, Some(c.min(u.since + t)));
+                }
+                if let Some(c) = &u.closing {
+                    at = earliest(at, Some(c.next_at.min(c.since + t)));
+                } else if ct.is_none() && u.chan.quiet() {
+                    // (A channel with a timer of its own is not quiet.)
+                    at = earliest(at, Some(u.chan.last_active() + idle));
                 }
             }
             if let Some(h) = &p.hello {
@@ -869,9 +1138,24 @@ impl Sessions {
 
     /// Runs the timers due at `now`: handshake retransmissions and bounds,
     /// half-open expiry, and every channel's timers (a dead channel ends
-    /// its session with `TimedOut`).
+    /// its session with `TimedOut`); sessions idle for
+    /// [`SessionConfig::idle_timeout`] are asked to end (the owner always
+    /// agrees: see [`handle_timeout_with`](Self::handle_timeout_with)).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.handle_timeout_with(now, &mut |_| true);
+    }
+
+    /// [`handle_timeout`](Self::handle_timeout), `may_end(peer)` saying
+    /// whether the owner lets an idle session with `peer` end (nothing of
+    /// its own tied to it). A session idle for
+    /// [`SessionConfig::idle_timeout`], or the least recently active idle
+    /// one when a new peer waits for room ([`make_room`](Self::make_room)),
+    /// is asked to end: the peer agrees (then [`SessionEvent::Expired`]),
+    /// refuses (it stays), or stays silent through `peer_timeout` (then it
+    /// ends all the same: nothing was waiting on it).
+    pub fn handle_timeout_with(&mut self, now: Instant, may_end: &mut dyn FnMut(PeerId) -> bool) {
         let t = self.cfg.chan.peer_timeout;
+        let idle = self.cfg.idle_timeout;
         let max_rto = self.cfg.chan.max_rto;
         // By slot (the table changes under the loop; no allocation on the
         // hot path).
@@ -905,6 +1189,7 @@ impl Sessions {
             }
             let mut resend_confirm = None;
             let mut chan_dead = false;
+            let mut idle_work = false;
             if let Some(u) = p.up.as_mut() {
                 if !u.confirmed && now >= u.since + t {
                     chan_dead = true;
@@ -915,6 +1200,10 @@ impl Sessions {
                 }
                 u.chan.handle_timeout(now);
                 chan_dead |= u.chan.is_dead();
+                // The idle bound (the time first: a busy channel was
+                // active just now), or the ending under way.
+                idle_work =
+                    u.closing.is_some() || (now >= u.chan.last_active() + idle && u.chan.quiet());
             }
             if hello_dead {
                 p.hello = None;
@@ -932,8 +1221,94 @@ impl Sessions {
             } else if let Some((mine, theirs, epoch)) = resend_confirm {
                 self.send_hs(id, kind::CONFIRM, &mine, &theirs, epoch);
             }
+            if idle_work && !chan_dead {
+                self.idle_timer(now, id, t, idle, max_rto, may_end);
+            }
+        }
+        if self.room_at.take().is_some() {
+            self.end_least_active(now, may_end);
         }
     }
+
+    /// The idle bound and the ending of `id`'s session.
+    fn idle_timer(
+        &mut self,
+        now: Instant,
+        id: PeerId,
+        t: Duration,
+        idle: Duration,
+        max_rto: Duration,
+        may_end: &mut dyn FnMut(PeerId) -> bool,
+    ) {
+        let Some(p) = self.peers.get_mut(id) else {
+            return;
+        };
+        let Some(u) = p.up.as_mut() else {
+            return;
+        };
+        match u.closing.as_mut() {
+            Some(c) if now >= c.since + t => {
+                // No answer: the peer is gone or stalled, and nothing
+                // waited on the session.
+                self.expire(now, id);
+            }
+            Some(c) if now >= c.next_at => {
+                c.rto = (c.rto * 2).min(max_rto);
+                c.next_at = now + c.rto;
+                let ask = idle_packet(u.chan.session(), c.ack).to_vec();
+                self.ctrl.push_back((p.addr.clone(), ask));
+            }
+            Some(_) => {}
+            None if u.chan.quiet() && now >= u.chan.last_active() + idle => {
+                if may_end(id) {
+                    self.start_closing(now, id);
+                } else {
+                    // The owner still holds something of it: later.
+                    u.chan.touch(now);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Room for a new peer: unless a session is ending already, asks the
+    /// least recently active idle one the owner lets go to end.
+    #[cold]
+    fn end_least_active(&mut self, now: Instant, may_end: &mut dyn FnMut(PeerId) -> bool) {
+        if self.live() < self.cfg.max_peers
+            || self
+                .peers
+                .values()
+                .any(|p| p.up.as_ref().is_some_and(|u| u.closing.is_some()))
+        {
+            return;
+        }
+        let mut quiet: Vec<(Instant, u64, PeerId)> = self
+            .peers
+            .iter()
+            .filter_map(|(id, p)| {
+                let u = p.up.as_ref()?;
+                (u.chan.quiet() && u.closing.is_none()).then(|| (u.chan.last_active(), p.born, id))
+            })
+            .collect();
+        quiet.sort_unstable();
+        for (_, _, id) in quiet {
+            if may_end(id) {
+                self.start_closing(now, id);
+                return;
+            }
+        }
+    }
+}
+
+/// This side no longer asks to end `u`'s session (the peer still uses
+/// it): the request is remembered, for an answer that comes late.
+#[cold]
+fn keep_open(u: &mut Up, now: Instant) {
+    if let Some(c) = u.closing.take() {
+        u.asked = Some((c.since, c.ack, u.chan.snd_nxt()));
+    }
+    u.chan.touch(now);
 }
 
 /// The parts of a handshake MAC, as the sender computes them.
@@ -995,6 +1370,19 @@ pub fn closing_answer(datagram: &[u8]) -> Option<Vec<u8>> {
     .to_vec();
     v.extend_from_slice(&hs.nonce);
     Some(v)
+}
+
+/// A request to end the idle `session`, having `ack` of the peer's packets
+/// (a RESET flagged [`flag::IDLE`]).
+fn idle_packet(session: u64, ack: u64) -> [u8; HDR_LEN] {
+    Repr {
+        kind: kind::RESET,
+        flags: flag::IDLE,
+        session,
+        ack,
+        ..Default::default()
+    }
+    .to_bytes()
 }
 
 /// A REFUSE of the handshake that carried `nonce`.
