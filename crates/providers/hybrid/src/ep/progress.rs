@@ -66,16 +66,14 @@ impl HybridEp {
     fn on_ok(&self, st: &mut State, path: usize, e: &CqTaggedEntry, src: u64, got: &mut usize) {
         let (kind, _, idx) = unctx(e.op_context);
         *got += 1;
-        if kind == K_BOUNCE {
-            if !Self::in_turn(st, path, idx) {
-                st.order[path].parked.push(Parked::Ok(*e, src));
-                return;
-            }
-            self.on_ok_now(st, path, e, src);
-            self.unpark(st, path);
+        if kind == K_BOUNCE && !Self::in_turn(st, path, idx) {
+            st.order[path].parked.push(Parked::Ok(*e, src));
             return;
         }
         self.on_ok_now(st, path, e, src);
+        if kind == K_BOUNCE && !st.order[path].parked.is_empty() {
+            self.unpark(st, path);
+        }
     }
 
     /// True when bounce receive `idx` of `path` is the next in posting
@@ -92,6 +90,8 @@ impl HybridEp {
     }
 
     /// Takes the parked bounce completions of `path` whose turn came.
+    #[cold]
+    #[inline(never)]
     fn unpark(&self, st: &mut State, path: usize) {
         while !st.order[path].parked.is_empty() {
             let o = &st.order[path];
@@ -114,6 +114,7 @@ impl HybridEp {
     }
 
     /// A successful inner completion, in its turn.
+    #[inline(always)]
     fn on_ok_now(&self, st: &mut State, path: usize, e: &CqTaggedEntry, src: u64) {
         let (kind, _, idx) = unctx(e.op_context);
         // Remote CQ data of an RMA write lands in the application's CQ.
@@ -159,16 +160,14 @@ impl HybridEp {
     fn on_err(&self, st: &mut State, path: usize, e: &CqErrEntry, got: &mut usize) {
         let (kind, _, idx) = unctx(e.op_context);
         *got += 1;
-        if kind == K_BOUNCE {
-            if !Self::in_turn(st, path, idx) {
-                st.order[path].parked.push(Parked::Err(*e));
-                return;
-            }
-            self.on_err_now(st, path, e);
-            self.unpark(st, path);
+        if kind == K_BOUNCE && !Self::in_turn(st, path, idx) {
+            st.order[path].parked.push(Parked::Err(*e));
             return;
         }
         self.on_err_now(st, path, e);
+        if kind == K_BOUNCE && !st.order[path].parked.is_empty() {
+            self.unpark(st, path);
+        }
     }
 
     /// An inner error completion, in its turn.
@@ -290,11 +289,13 @@ impl std::fmt::Debug for Hook {
 
 impl RxHook for Hook {
     /// Taken unless something that arrived earlier still waits in an inner
-    /// CQ (or, completed out of turn, for an earlier one's), the state is
-    /// busy (another thread, or this one up the stack), the sender is not
-    /// mirrored yet, or it is not a whole eager message: those take the
-    /// bounce receives. (shm offers nothing while an earlier message is
-    /// held or still arriving there.)
+    /// CQ, the state is busy (another thread, or this one up the stack),
+    /// the sender is not mirrored yet, or it is not a whole eager message:
+    /// those take the bounce receives. shm offers nothing while an earlier
+    /// message is held or still arriving there, so no bounce completion is
+    /// parked (see [`Bounces`](super::state::Bounces)) when this runs: one
+    /// is parked only while an earlier bounce receive's message still
+    /// arrives in pieces, or its completion waits in the CQ.
     fn arrived(&self, inner_src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
         if self.cqs[SHM].has_events() || self.cqs[NET].has_events() {
             return false;
@@ -318,10 +319,6 @@ impl Hook {
         let Some(mut st) = self.st.try_lock() else {
             return false;
         };
-        if !st.order[SHM].parked.is_empty() {
-            // A bounce receive matched before this message is not taken yet.
-            return false;
-        }
         let src = if inner_src == FI_ADDR_NOTAVAIL {
             FI_ADDR_NOTAVAIL
         } else {
