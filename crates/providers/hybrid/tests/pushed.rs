@@ -65,20 +65,32 @@ fn messages_behind_one_pushed_in_pieces_wait_for_it() {
             if early {
                 post(&mut bufs);
             }
-            // Every send goes into b's ring before b reads it: b reads the
-            // large one's announcement and the small ones behind it in one
-            // pass, before the large one's bytes come.
+            // The sends go into b's ring before b reads it (until the ring
+            // is full: FI_SHM_RING_SLOTS): b reads the large one's
+            // announcement and the small ones behind it in one pass, before
+            // the large one's bytes come.
+            let end = Instant::now() + Duration::from_secs(20);
             for (i, m) in msgs.iter().enumerate() {
                 let ctx = 0x100 + i;
-                // SAFETY: `msgs` outlives the sends, which complete below.
-                let r = unsafe {
-                    if tagged {
-                        a.ep.tsend(m.as_ptr(), m.len(), to_b, 7, ctx)
-                    } else {
-                        a.ep.send(m.as_ptr(), m.len(), to_b, ctx)
+                loop {
+                    // SAFETY: `msgs` outlives the sends, which complete below.
+                    let r = unsafe {
+                        if tagged {
+                            a.ep.tsend(m.as_ptr(), m.len(), to_b, 7, ctx)
+                        } else {
+                            a.ep.send(m.as_ptr(), m.len(), to_b, ctx)
+                        }
+                    };
+                    match r {
+                        Ok(()) => break,
+                        Err(e) if e.code() == ofi::errno::FI_EAGAIN => {
+                            assert!(Instant::now() < end, "{what}: send {i} refused for 20 s");
+                            b.ep.progress();
+                            a.ep.progress();
+                        }
+                        Err(e) => panic!("{what}: send {i}: {e}"),
                     }
-                };
-                r.unwrap_or_else(|e| panic!("{what}: send {i}: {e}"));
+                }
             }
             if !early {
                 // Everything arrives (drives both sides: the large ones'
