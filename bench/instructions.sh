@@ -59,10 +59,18 @@ if [ -z "${LIB:-}" ] || [ -n "$CHECK" ] || [ "${COMPARE:-0}" = 1 ]; then
 fi
 gcc -O2 -o "$WORK/selfsend" "$ROOT/bench/selfsend.c" -I/usr/include -L"$SYSLIB" -lfabric
 # The selfsend measured must load the library asked for, never a fallback.
-if [ -d "$OFILIB" ] && ! LD_LIBRARY_PATH="$OFILIB" ldd "$WORK/selfsend" | grep -q "=> $OFILIB/libfabric.so.1"; then
-    echo "instructions.sh: selfsend does not load $OFILIB/libfabric.so.1:" >&2
-    LD_LIBRARY_PATH="$OFILIB" ldd "$WORK/selfsend" >&2
-    exit 2
+# (ldd's output is read whole first: `ldd | grep -q` under pipefail fails
+# when grep exits at its match before ldd has written everything.)
+if [ -d "$OFILIB" ]; then
+    loads="$(LD_LIBRARY_PATH="$OFILIB" ldd "$WORK/selfsend")"
+    case "$loads" in
+        *"=> $OFILIB/libfabric.so.1"*) ;;
+        *)
+            echo "instructions.sh: selfsend does not load $OFILIB/libfabric.so.1:" >&2
+            echo "$loads" >&2
+            exit 2
+            ;;
+    esac
 fi
 
 # ir LIBDIR PROVIDER OP ITERS: total instructions of one run

@@ -41,6 +41,21 @@
 #              the test stage
 #   conformance:hybrid-udp  the same with FI_HYBRID_NET=udp: the hybrid
 #              offer's network path over ofi's udp provider instead of tcp
+#   constrained-shm  the shm and hybrid provider tests, the conformance suite
+#              and the storage tests again with FI_SHM_DISABLE_CMA=1 (no
+#              cross-process copies: large messages and RMA data go through
+#              the rings, as under Yama's ptrace_scope=1) and
+#              FI_SHM_RING_SLOTS=4 (the provider pushes back with FI_EAGAIN
+#              on almost every burst). It runs the release test binaries the
+#              test stage built, listed by the same cargo command (which
+#              then builds nothing: `cargo test -p` of these packages alone
+#              would resolve ofi's features without the other members'
+#              and rebuild ofi and every test on it), each binary from its
+#              package's directory under a 300 s timeout, the stage under
+#              CONSTRAINED_TIMEOUT. All ~40 test binaries of the four
+#              packages run (unit and integration tests; doctests are not
+#              rerun): 60 to 85 s in all on 2 busy cores, the longest
+#              conformance's multiprocess at 16 s, so none is left out
 #   loom       the loom models of the shm ring, the cooperative-copy claims
 #              and the sleep/doorbell handshake (cfg loom, own target dir)
 #   fuzz       every cargo-fuzz target in fuzz/ (its own workspace and target
@@ -91,7 +106,8 @@
 #
 # Environment: FAIL_FAST=1 stops at the first failed stage; STAGE_TIMEOUT
 # (seconds, default 1200) bounds each cargo stage, TEST_TIMEOUT (default
-# 2400) the test stage; the end-to-end stages get
+# 2400) the test stage, CONSTRAINED_TIMEOUT (default 600) the
+# constrained-shm stage; the end-to-end stages get
 # 120 s; deps has no timeout (sudo may ask for a password); FUZZ_TIME
 # (seconds per fuzz target, default 15; 0 skips the runs but still builds).
 # Inherited FI_* variables are unset (the tests set the ones they need).
@@ -107,6 +123,8 @@ STAGE_TIMEOUT="${STAGE_TIMEOUT:-1200}"
 # them (most of the stage's time): its own bound.
 TEST_TIMEOUT="${TEST_TIMEOUT:-2400}"
 SHORT_TIMEOUT=120
+# The constrained-shm stage only runs binaries the test stage built.
+CONSTRAINED_TIMEOUT="${CONSTRAINED_TIMEOUT:-600}"
 
 PASSED=0
 FAILED=0
@@ -263,6 +281,46 @@ fuzz_run() {
             return 1
         fi
     done
+}
+
+# The test binaries of the shm and hybrid providers, the conformance suite
+# and ofi-storage, as the test stage built them, run
+# with FI_SHM_DISABLE_CMA=1 FI_SHM_RING_SLOTS=4; every binary runs, the
+# failed ones are listed at the end.
+constrained_shm() {
+    local json line exe dir pkg rel t0 rc failed=() ran=0 root
+    local pkgs="crates/providers/shm crates/providers/hybrid tests/conformance crates/ofi-storage"
+    root="$(pwd)"
+    # The same cargo command as the test stage (packages, features,
+    # profile): nothing to build, and its artifacts name every test binary
+    # with its manifest.
+    json="$(cargo test --workspace --release --exclude ofi-capi --no-run --message-format=json)"
+    while IFS= read -r line; do
+        # A test harness: its profile (not only its target) says test.
+        case "$line" in *'"reason":"compiler-artifact"'*'"profile":{'*'"test":true}'*'"executable":"/'*) ;; *) continue ;; esac
+        exe="$(sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' <<<"$line")"
+        dir="$(sed -n 's/.*"manifest_path":"\([^"]*\)\/Cargo.toml".*/\1/p' <<<"$line")"
+        rel="${dir#"$root"/}"
+        for pkg in $pkgs; do
+            [ "$rel" = "$pkg" ] || continue
+            echo "+ (cd $rel && FI_SHM_DISABLE_CMA=1 FI_SHM_RING_SLOTS=4 ${exe#"$root"/})"
+            t0=$SECONDS
+            rc=0
+            (cd "$dir" && FI_SHM_DISABLE_CMA=1 FI_SHM_RING_SLOTS=4 timeout --kill-after=10 300 "$exe") || rc=$?
+            echo "  ($((SECONDS - t0))s, exit $rc)"
+            ran=$((ran + 1))
+            [ "$rc" -eq 0 ] || failed+=("$rel: $(basename "$exe") (exit $rc)")
+        done
+    done <<<"$json"
+    if [ "$ran" -eq 0 ]; then
+        echo "no test binary of $pkgs found" >&2
+        return 1
+    fi
+    echo "$ran test binaries ran"
+    if [ "${#failed[@]}" -gt 0 ]; then
+        printf 'failed: %s\n' "${failed[@]}" >&2
+        return 1
+    fi
 }
 
 # The C ABI crate: the shared object first (its tests run clients on it).
@@ -436,6 +494,7 @@ stage conformance:hybrid-tcp "$STAGE_TIMEOUT" env FI_HYBRID_NODE=@endpoint \
     cargo test --release --no-fail-fast -p ofi-conformance
 stage conformance:hybrid-udp "$STAGE_TIMEOUT" env FI_HYBRID_NODE=@endpoint FI_HYBRID_NET=udp \
     cargo test --release --no-fail-fast -p ofi-conformance
+stage constrained-shm "$CONSTRAINED_TIMEOUT" constrained_shm
 stage loom "$STAGE_TIMEOUT" env LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p ofi-shmem --test loom_ring --test loom_xfer --test loom_wake --release
 stage fuzz "$STAGE_TIMEOUT" fuzz_run

@@ -123,6 +123,8 @@ fn side(me: &'static [u8], other: &[u8], epoch: u64, keyed: bool) -> Side {
             ..Default::default()
         },
         max_half_open: 4,
+        idle_timeout: Duration::from_secs(3600),
+        max_peers: 64,
     };
     let mut s = Sessions::new(cfg, nonces(epoch));
     let peer = Some(s.peer(other));
@@ -314,7 +316,10 @@ fn events(s: &mut Side, r: &mut SessionsReached) {
         match e {
             SessionEvent::Up { .. } => r.ups += 1,
             SessionEvent::Refused { .. } => r.refused += 1,
-            SessionEvent::Down { peer, .. } => {
+            // A forged request to end an idle session: left unanswered
+            // (the asker ends it at its dead bound).
+            SessionEvent::CloseAsked { .. } => {}
+            SessionEvent::Down { peer, .. } | SessionEvent::Expired { peer } => {
                 r.downs += 1;
                 if s.peer == Some(peer) {
                     r.got += s.got.len();

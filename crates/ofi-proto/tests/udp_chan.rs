@@ -405,7 +405,7 @@ fn a_consumer_that_stops_reading_stops_the_sender() {
 }
 
 #[test]
-fn a_silent_peer_is_dead_after_the_bound_only_while_waited_for() {
+fn a_silent_peer_is_dead_after_the_bound_while_waited_for_or_owed_acknowledgements() {
     let t0 = Instant::now();
     let mut c = cfg(1000, 64 << 10);
     c.peer_timeout = Duration::from_secs(2);
@@ -415,8 +415,9 @@ fn a_silent_peer_is_dead_after_the_bound_only_while_waited_for() {
     assert_eq!(a.poll_timeout(), None);
     a.handle_timeout(t0 + Duration::from_secs(3600));
     assert!(!a.is_dead());
-    // Data sent at t1 into a cut link, nobody waiting on it: sent again,
-    // at most max_rto apart, for an hour; never dead.
+    // Data sent at t1 into a cut link, nobody waiting on it (the
+    // operations it carried completed when copied): sent again, at most
+    // max_rto apart, and the peer dead exactly at the bound all the same.
     let t1 = t0 + Duration::from_secs(3600);
     a.set_stream_end(5000);
     let mut sent = 0;
@@ -427,7 +428,7 @@ fn a_silent_peer_is_dead_after_the_bound_only_while_waited_for() {
     let mut now = t1;
     let mut retx = 0;
     let mut last = t1;
-    while now < t1 + Duration::from_secs(3600) {
+    while !a.is_dead() {
         let t = a.poll_timeout().expect("unacknowledged data keeps a timer");
         assert!(t >= now);
         now = t;
@@ -440,23 +441,65 @@ fn a_silent_peer_is_dead_after_the_bound_only_while_waited_for() {
             );
             last = now;
         }
-        assert!(!a.is_dead(), "dead while nobody waited for the peer");
+        assert!(now <= t1 + c.peer_timeout, "not dead at the bound");
     }
-    assert!(retx > 3000, "{retx}");
-    // Someone waits on it now: dead exactly at the bound.
-    let t2 = now;
-    a.set_waiting(t2, true);
-    while !a.is_dead() {
-        now = a.poll_timeout().expect("a waiting channel has a deadline");
-        a.handle_timeout(now);
-        while a.poll_transmit(now, &mut hdr).is_some() {}
-        assert!(now <= t2 + c.peer_timeout, "not dead at the bound");
-    }
-    assert_eq!(now, t2 + c.peer_timeout, "dead before the bound");
+    assert_eq!(now, t1 + c.peer_timeout, "dead before the bound");
+    assert!(retx >= 7, "{retx}");
     assert!(
         a.poll_transmit(now, &mut hdr).is_none(),
         "a dead channel sends"
     );
+    // A peer that answers keeps it alive as long as it takes, even when
+    // it acknowledges nothing (its window closed: it holds what it has).
+    let mut a = Channel::new(c, SESSION, c.window, t0);
+    let mut b = Channel::new(c, SESSION, 1000, t0);
+    a.set_stream_end(200_000);
+    let mut now = t0;
+    let stream: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+    while now < t0 + Duration::from_secs(60) {
+        loop {
+            let mut moved = false;
+            while let Some(r) = a.poll_transmit(now, &mut hdr) {
+                moved = true;
+                let payload = &stream[r.start as usize..r.end as usize];
+                let mut d = hdr.to_vec();
+                d.extend_from_slice(payload);
+                let p = Packet::new_checked(&d[..]).unwrap();
+                let repr = Repr::parse(&p).unwrap();
+                if b.on_packet(now, &repr, payload) == Recv::Deliver {
+                    // b's consumer takes nothing: all of it is held.
+                    b.hold(payload);
+                }
+            }
+            while let Some(_r) = b.poll_transmit(now, &mut hdr) {
+                moved = true;
+                let p = Packet::new_checked(&hdr[..]).unwrap();
+                let repr = Repr::parse(&p).unwrap();
+                a.on_packet(now, &repr, &[]);
+            }
+            if !moved {
+                break;
+            }
+        }
+        assert!(
+            !a.is_dead(),
+            "a peer answering probes declared dead at {:?}: {:?} {:?} held {}",
+            now - t0,
+            a.stats(),
+            b.stats(),
+            b.held_len()
+        );
+        let next = [a.poll_timeout(), b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("a timer");
+        now = next.max(now);
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+    }
+    assert!(a.busy(), "b took everything");
+    assert!(b.held_len() > 0);
     // Waiting with nothing unacknowledged: probes, then dead at the bound.
     let mut w = Channel::new(c, SESSION, c.window, t0);
     w.set_waiting(t0, true);

@@ -23,6 +23,8 @@ struct Node {
     streams: HashMap<PeerId, (Producer, Consumer)>,
     events: Vec<(Duration, SessionEvent)>,
     records: u64,
+    /// The owner refuses to let idle sessions end.
+    keep: bool,
 }
 
 fn nonces(seed: u64) -> Box<dyn FnMut() -> Nonce + Send> {
@@ -38,6 +40,15 @@ fn nonces(seed: u64) -> Box<dyn FnMut() -> Nonce + Send> {
 
 fn node(addr: &str, epoch: u64, key: Option<&[u8]>, records: u64) -> Node {
     node_with_nonces(addr, epoch, key, records, epoch)
+}
+
+/// As [`node`], sessions ending after `idle` without traffic.
+fn idle_node(addr: &str, epoch: u64, records: u64, idle: Duration) -> Node {
+    let mut n = node(addr, epoch, None, records);
+    let mut cfg = n.s.config().clone();
+    cfg.idle_timeout = idle;
+    n.s = Sessions::new(cfg, nonces(epoch));
+    n
 }
 
 /// As [`node`], with the handshake nonces drawn from `nonce_seed`.
@@ -59,6 +70,8 @@ fn node_with_nonces(
             ..Default::default()
         },
         max_half_open: 16,
+        idle_timeout: Duration::from_secs(3600),
+        max_peers: 1024,
     };
     Node {
         addr: addr.as_bytes().to_vec(),
@@ -66,6 +79,7 @@ fn node_with_nonces(
         streams: HashMap::new(),
         events: Vec::new(),
         records,
+        keep: false,
     }
 }
 
@@ -147,8 +161,14 @@ impl World {
             let inc = n.s.on_datagram(now, &from, &bytes);
             // Events first: a session that ended takes its streams along.
             while let Some(e) = n.s.poll_event() {
-                if let SessionEvent::Down { peer, .. } = e {
-                    n.streams.remove(&peer);
+                match e {
+                    SessionEvent::Down { peer, .. } | SessionEvent::Expired { peer } => {
+                        n.streams.remove(&peer);
+                    }
+                    // Nothing of ours is tied to a session but its stream,
+                    // which the table saw idle.
+                    SessionEvent::CloseAsked { peer } => n.s.answer_close(now, peer, !n.keep),
+                    _ => {}
                 }
                 n.events.push((now - self.t0, e));
             }
@@ -173,12 +193,13 @@ impl World {
         let el = self.elapsed();
         for n in self.nodes.iter_mut() {
             if n.s.poll_timeout().is_some_and(|t| t <= now) {
-                n.s.handle_timeout(now);
+                let keep = n.keep;
+                n.s.handle_timeout_with(now, &mut |_| !keep);
                 // Timers may make packets to send before time moves.
                 moved = true;
             }
             while let Some(e) = n.s.poll_event() {
-                if let SessionEvent::Down { peer, .. } = e {
+                if let SessionEvent::Down { peer, .. } | SessionEvent::Expired { peer } = e {
                     // A new session starts new streams.
                     n.streams.remove(&peer);
                 }
@@ -789,4 +810,112 @@ fn a_strangers_hello_that_leads_nowhere_leaves_no_entry() {
         );
     }
     assert_eq!(n.s.poll_timeout(), None, "timers for peers that are gone");
+}
+
+#[test]
+fn an_idle_session_ends_by_agreement_and_a_forged_request_ends_nothing_in_use() {
+    let idle = Duration::from_secs(5);
+    let mut w = World::new(
+        11,
+        Faults::all(50),
+        vec![
+            idle_node("a", 1, 200, idle),
+            idle_node("b", 2, 1_000_000, idle),
+        ],
+    );
+    w.connect(0, 1);
+    w.run_until(Duration::from_secs(30), |w| {
+        w.got(1, 0) == 200 && w.got(0, 1) > 1000
+    });
+    let (session, pb) = live(&mut w.nodes[0], b"b");
+    // b streams on: requests to end the session, forged or with a wrong
+    // count, are refused and change nothing.
+    let now = w.net.now;
+    let pa = w.nodes[1].s.find(b"a").unwrap();
+    let snd = w.nodes[1].s.channel(pa).unwrap().snd_nxt();
+    for ack in [0, snd, snd + 1] {
+        let ask = Repr {
+            kind: kind::RESET,
+            flags: ofi_wire::udp::flag::IDLE,
+            session,
+            ack,
+            ..Default::default()
+        };
+        assert!(matches!(
+            w.nodes[1].s.on_datagram(now, b"a", &ask.to_bytes()),
+            Incoming::Control
+        ));
+        assert!(w.nodes[1].s.poll_event().is_none(), "asked the owner");
+    }
+    let got = w.got(0, 1);
+    w.run_for(Duration::from_millis(100));
+    assert!(w.got(0, 1) > got, "the stream stopped");
+    assert!(w.nodes[1].s.is_up(pa));
+    // b's stream ends (it sent what it had) but b's owner keeps the
+    // session: a, idle, asks to end it and b refuses, again and again.
+    w.nodes[1].keep = true;
+    w.nodes[1].records = 0;
+    for (p, _) in w.nodes[1].streams.values_mut() {
+        p.total = p.records;
+    }
+    let total = w.nodes[1]
+        .streams
+        .values()
+        .map(|(p, _)| p.records)
+        .sum::<u64>();
+    w.run_until(Duration::from_secs(60), |w| w.got(0, 1) >= total);
+    w.run_for(idle * 3);
+    let asked = |w: &World| {
+        w.nodes[1]
+            .events
+            .iter()
+            .filter(|(_, e)| matches!(e, SessionEvent::CloseAsked { .. }))
+            .count()
+    };
+    assert!(asked(&w) >= 2, "a asked {} times", asked(&w));
+    assert!(
+        w.nodes[0].s.is_up(pb) && w.nodes[1].s.is_up(pa),
+        "a session kept ended"
+    );
+    assert!(w.downs(0).is_empty() && w.downs(1).is_empty());
+    // b lets go: the session ends on both sides, no death reported.
+    w.nodes[1].keep = false;
+    w.run_for(idle * 2);
+    for i in 0..2 {
+        assert_eq!(w.nodes[i].s.live(), 0, "node {i} still has a session");
+        assert!(
+            w.nodes[i]
+                .events
+                .iter()
+                .any(|(_, e)| matches!(e, SessionEvent::Expired { .. })),
+            "node {i}: {:?}",
+            w.nodes[i].events
+        );
+    }
+    assert!(w.downs(0).is_empty() && w.downs(1).is_empty());
+    // b asked for nothing by address: it forgot a. a keeps b's entry.
+    assert!(w.nodes[1].s.find(b"a").is_none());
+    assert_eq!(w.nodes[0].s.find(b"b"), Some(pb));
+    // A request for a session nobody knows is answered (the asker may end
+    // it): a plain RESET.
+    let now = w.net.now;
+    let ask = Repr {
+        kind: kind::RESET,
+        flags: ofi_wire::udp::flag::IDLE,
+        session: 0x77,
+        ..Default::default()
+    };
+    assert!(matches!(
+        w.nodes[1].s.on_datagram(now, b"x", &ask.to_bytes()),
+        Incoming::Control
+    ));
+    let (to, bytes) = w.nodes[1].s.poll_ctrl().expect("an answer");
+    assert_eq!(to, b"x");
+    let r = Repr::parse(&Packet::new_checked(&bytes[..]).unwrap()).unwrap();
+    assert_eq!((r.kind, r.flags, r.session), (kind::RESET, 0, 0x77));
+    // a speaks again: a new session, the stream flows.
+    w.nodes[0].records = 50;
+    w.connect(0, 1);
+    w.run_until(Duration::from_secs(30), |w| w.got(1, 0) == 50);
+    assert!(w.downs(0).is_empty() && w.downs(1).is_empty());
 }

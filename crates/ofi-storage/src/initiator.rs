@@ -33,6 +33,10 @@ pub struct VolumeOptions {
     pub max_io: u32,
     /// A command unanswered this long fails the session.
     pub timeout: Duration,
+    /// The control connection (RDM) fails, and with it the session, when
+    /// the target's host has answered nothing for this long, idle or not
+    /// (whole seconds, 2 s to a day; see [`crate::control::keepalive`]).
+    pub liveness: Duration,
 }
 
 impl Default for VolumeOptions {
@@ -42,6 +46,7 @@ impl Default for VolumeOptions {
             queue_depth: 32,
             max_io: 1 << 20,
             timeout: Duration::from_secs(30),
+            liveness: crate::control::LIVENESS,
         }
     }
 }

@@ -88,6 +88,9 @@ impl Link {
         let mut ctl = TcpStream::connect_timeout(&to, Duration::from_secs(5))
             .map_err(|e| format!("control connection to {to}: {e}"))?;
         let _ = ctl.set_nodelay(true);
+        if let Err(e) = control::keepalive(&ctl, opts.liveness) {
+            warn!("initiator: control connection: keepalive: {e}");
+        }
         let mut net = opts.net.clone();
         if net.node.is_none() {
             // The data path takes the control connection's interface.
@@ -172,10 +175,11 @@ impl Link {
                         token: u64::from_be_bytes(token),
                     });
                 }
-                Some(CmEvent::Failed { error, .. }) => {
-                    return Err(format!(
-                        "the target at {target} refused the connection: {error}"
-                    ))
+                Some(CmEvent::Failed { error, data, .. }) => {
+                    return Err(match control::parse_refusal(&data) {
+                        Some(why) => format!("the target at {target} refused: {why}"),
+                        None => format!("the target at {target} refused the connection: {error}"),
+                    })
                 }
                 Some(CmEvent::Shutdown { .. }) => {
                     return Err(format!("the target at {target} closed the connection"))

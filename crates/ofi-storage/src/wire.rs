@@ -252,7 +252,7 @@ impl fmt::Display for Status {
             Status::Io => "backing store I/O error",
             Status::NoSpace => "no space left on the backing store",
             Status::Transfer => "data transfer with the initiator failed",
-            Status::Busy => "target busy (no credits left)",
+            Status::Busy => "target busy (no credits or connections left)",
             Status::Unsupported => "not supported",
             Status::ShuttingDown => "target shutting down",
             Status::Disconnected => "session ended",

@@ -3,7 +3,7 @@
 
 use crate::args::Args;
 use ofi_storage::gateway::{self, GatewayOptions, Listener};
-use ofi_storage::target::{Target, TargetOptions};
+use ofi_storage::target::{Limits, Target, TargetOptions};
 use ofi_storage::{EpKind, NetOptions, VolumeOptions};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const USAGE: &str = "Usage:
-  ofi storage target [-p PROVIDER] [-e rdm|msg] [-B PORT] [-s ADDR] [--size N] [--read-only] PATH
+  ofi storage target [-p PROVIDER] [-e rdm|msg] [-B PORT] [-s ADDR] [--size N] [--read-only]
+                     [--max-initiators N] [--setup-timeout SECS] [--liveness SECS] PATH
       serve PATH (a file or block device) as one volume; PORT is the control
       port initiators connect to (default 9230, 0 picks one), ADDR the address
       to bind (default 0.0.0.0); --size creates or extends a file (K, M, G, T
@@ -19,13 +20,20 @@ const USAGE: &str = "Usage:
       endpoints, e.g. -p tcp) the fabric's passive endpoint listens on
       ADDR:PORT itself and accepts one connection per initiator; a provider
       without MSG endpoints (shm) is an error.
+      At most N initiators are connected at once (default 256; more are told
+      the target is busy); one that has not opened its session SECS after it
+      connected is dropped (default 10); over RDM one whose host answers
+      nothing on the control connection for SECS (TCP keepalive; default 10,
+      at least 2) is dropped and its credits come back.
   ofi storage nbd [-p PROVIDER] [-e rdm|msg] [-P PORT] [-s ADDR] [-q DEPTH]
-                  (--unix SOCKET | --port N) TARGET_ADDR
+                  [--liveness SECS] (--unix SOCKET | --port N) TARGET_ADDR
       an NBD server on SOCKET or port N (bound to ADDR, default 127.0.0.1)
       forwarding every request to the target at TARGET_ADDR, control port PORT
       (default 9230); DEPTH commands in flight per client (default 64). -p and
       -e must match the target's; with -e msg each client's session connects
       to the target (refused or unanswered within 5 s: the client is told).
+      Over RDM a session ends when the target's host has answered nothing on
+      its control connection for SECS (default 10, at least 2).
 Both stop cleanly on SIGINT or SIGTERM.";
 
 /// Entry point of `ofi storage`.
@@ -70,6 +78,20 @@ fn size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("bad size '{s}' (a positive number, optionally with K, M, G or T)"))
 }
 
+/// A positive number of seconds (fractions allowed), at most a day.
+fn secs(s: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| *x > 0.0 && *x <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("bad number of seconds '{s}' (more than 0, at most 86400)"))
+}
+
+/// The value of option `k` as seconds, or `default`.
+fn secs_opt(a: &Args, k: &str, default: Duration) -> Result<Duration, String> {
+    a.get(k).map(secs).unwrap_or(Ok(default))
+}
+
 fn net(a: &Args) -> Result<NetOptions, String> {
     Ok(NetOptions {
         provider: a.get("p").map(str::to_string),
@@ -85,7 +107,11 @@ fn port(a: &Args, k: &str) -> Result<u16, String> {
 }
 
 fn target(argv: &[String]) -> Result<(), String> {
-    let a = Args::parse(argv, "peBs", &["size"])?;
+    let a = Args::parse(
+        argv,
+        "peBs",
+        &["size", "max-initiators", "setup-timeout", "liveness"],
+    )?;
     if a.has("h") || a.has("help") {
         outln!("{USAGE}");
         return Ok(());
@@ -102,11 +128,26 @@ fn target(argv: &[String]) -> Result<(), String> {
     if a.get("s").is_some() {
         net.node = Some(ip.to_string());
     }
+    let d = Limits::default();
+    let limits = Limits {
+        max_initiators: a
+            .get("max-initiators")
+            .map(|n| {
+                n.parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("bad --max-initiators '{n}' (a positive number)"))
+            })
+            .unwrap_or(Ok(d.max_initiators))?,
+        setup_timeout: secs_opt(&a, "setup-timeout", d.setup_timeout)?,
+        liveness: secs_opt(&a, "liveness", d.liveness)?,
+    };
     let opts = TargetOptions {
         net,
         listen: SocketAddr::new(ip, port(&a, "B")?),
         size: a.get("size").map(size).transpose()?,
         read_only: a.has("read-only"),
+        limits,
         ..TargetOptions::default()
     };
     let t = Target::bind(Path::new(path), &opts)?;
@@ -131,7 +172,7 @@ fn target(argv: &[String]) -> Result<(), String> {
 }
 
 fn nbd(argv: &[String]) -> Result<(), String> {
-    let a = Args::parse(argv, "pePsq", &["unix", "port"])?;
+    let a = Args::parse(argv, "pePsq", &["unix", "port", "liveness"])?;
     if a.has("h") || a.has("help") {
         outln!("{USAGE}");
         return Ok(());
@@ -199,6 +240,7 @@ fn nbd(argv: &[String]) -> Result<(), String> {
         volume: VolumeOptions {
             net: net(&a)?,
             queue_depth: qd,
+            liveness: secs_opt(&a, "liveness", VolumeOptions::default().liveness)?,
             ..VolumeOptions::default()
         },
     };
@@ -222,5 +264,14 @@ mod tests {
         assert!(size("0").is_err());
         assert!(size("x").is_err());
         assert!(size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn seconds() {
+        assert_eq!(secs("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(secs("0.5"), Ok(Duration::from_millis(500)));
+        for bad in ["0", "-1", "x", "NaN", "inf", "1e9"] {
+            assert!(secs(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! The clients come from the packages scripts/test.sh installs
 //! (qemu-utils, libnbd-bin, fio, nbdkit).
 
+use ofi_testkit::netns::Netns;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -29,11 +30,30 @@ struct Proc {
 }
 
 impl Proc {
-    fn spawn(dir: &Path, tag: &str, args: &[&str]) -> Proc {
+    /// `ofi ARGS` with the variables `env`, inside network namespace
+    /// `ns` of `net` when given.
+    fn spawn(
+        dir: &Path,
+        tag: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        within: Option<(&Netns, usize)>,
+    ) -> Proc {
+        let mut c = match within {
+            Some((net, ns)) => {
+                let mut c = net.exec(ns);
+                c.arg(env!("CARGO_BIN_EXE_ofi"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_ofi")),
+        };
+        c.args(args).envs(env.iter().copied());
+        Proc::run(dir, tag, c)
+    }
+    fn run(dir: &Path, tag: &str, mut c: Command) -> Proc {
         let out = dir.join(format!("{tag}.out"));
         let err = dir.join(format!("{tag}.err"));
-        let child = Command::new(env!("CARGO_BIN_EXE_ofi"))
-            .args(args)
+        let child = c
             .env_remove("FI_PROVIDER")
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out).expect("stdout file"))
@@ -164,12 +184,30 @@ struct Stack {
     uri: String,
 }
 
-/// The fabric flags for `prov`: a provider name, or `provider/ep` (as
-/// `tcp/msg`) for another endpoint type than RDM.
+/// The name of shm as a host with Yama's ptrace_scope=1 runs it: no
+/// cross-process copies (RMA data through the rings in chunks), on rings
+/// of two entries, so that the provider pushes back (FI_EAGAIN) on most
+/// posts.
+const SHM_CONSTRAINED: &str = "shm-constrained";
+
+/// The fabric flags for `prov`: a provider name, `provider/ep` (as
+/// `tcp/msg`) for another endpoint type than RDM, or [`SHM_CONSTRAINED`].
 fn fabric(prov: &str) -> Vec<&str> {
+    if prov == SHM_CONSTRAINED {
+        return vec!["-p", "shm"];
+    }
     match prov.split_once('/') {
         Some((p, ep)) => vec!["-p", p, "-e", ep],
         None => vec!["-p", prov],
+    }
+}
+
+/// The variables `prov` runs with.
+fn fabric_env(prov: &str) -> Vec<(&'static str, &'static str)> {
+    if prov == SHM_CONSTRAINED {
+        vec![("FI_SHM_DISABLE_CMA", "1"), ("FI_SHM_RING_SLOTS", "2")]
+    } else {
+        Vec::new()
     }
 }
 
@@ -179,14 +217,28 @@ fn tag(prov: &str) -> String {
 }
 
 fn start_target(dir: &Path, prov: &str, file: &Path, port: u16, extra: &[&str]) -> (Proc, u16) {
+    start_target_on(dir, prov, None, "127.0.0.1", file, port, extra)
+}
+
+/// A target bound to `ip`, in a network namespace when `within` says so.
+fn start_target_on(
+    dir: &Path,
+    prov: &str,
+    within: Option<(&Netns, usize)>,
+    ip: &str,
+    file: &Path,
+    port: u16,
+    extra: &[&str],
+) -> (Proc, u16) {
     let p = port.to_string();
     let mut args = vec!["storage", "target"];
     args.extend(fabric(prov));
-    args.extend(["-s", "127.0.0.1", "-B", &p]);
+    args.extend(["-s", ip, "-B", &p]);
     args.extend_from_slice(extra);
     let f = file.to_str().expect("utf-8 path");
     args.push(f);
-    let mut t = Proc::spawn(dir, &format!("target-{}-{port}", tag(prov)), &args);
+    let tag = format!("target-{}-{port}", tag(prov));
+    let mut t = Proc::spawn(dir, &tag, &args, &fabric_env(prov), within);
     let deadline = Instant::now() + STEP;
     loop {
         let out = t.stdout();
@@ -213,7 +265,24 @@ fn start_gateway_with(
     port: u16,
     extra: &[&str],
 ) -> (Proc, PathBuf, String) {
-    let sock = dir.join(format!("nbd-{}.sock", tag(prov)));
+    start_gateway_on(dir, prov, None, "127.0.0.1", port, extra)
+}
+
+/// A gateway to the target at `ip`, run in a network namespace when
+/// `within` says so (its Unix socket is in `dir` all the same).
+fn start_gateway_on(
+    dir: &Path,
+    prov: &str,
+    within: Option<(&Netns, usize)>,
+    ip: &str,
+    port: u16,
+    extra: &[&str],
+) -> (Proc, PathBuf, String) {
+    let name = match within {
+        Some((_, ns)) => format!("{}-ns{ns}", tag(prov)),
+        None => tag(prov),
+    };
+    let sock = dir.join(format!("nbd-{name}.sock"));
     let _ = std::fs::remove_file(&sock);
     let p = port.to_string();
     let s = sock.to_str().expect("utf-8 path");
@@ -221,8 +290,9 @@ fn start_gateway_with(
     args.extend(fabric(prov));
     args.extend(["-P", &p, "--unix", s]);
     args.extend_from_slice(extra);
-    args.push("127.0.0.1");
-    let g = Proc::spawn(dir, &format!("gateway-{}", tag(prov)), &args);
+    args.push(ip);
+    let tag = format!("gateway-{name}");
+    let g = Proc::spawn(dir, &tag, &args, &fabric_env(prov), within);
     let deadline = Instant::now() + STEP;
     // The socket's file appears at its bind, a moment before it listens
     // (a connect then is refused): the gateway says when it listens.
@@ -374,22 +444,26 @@ fn nbdcopy_both_ways_and_nbdkit_serves_the_same_bytes() {
     );
 }
 
-#[test]
-fn fio_nbd_engine_verifies_at_queue_depth_16() {
+/// fio's nbd engine through the gateway over `prov`: `rw` of `bs`
+/// blocks, `iodepth` in flight, over `size` bytes, every block verified
+/// (crc32c) when read back.
+fn fio_verifies(prov: &str, rw: &str, bs: &str, iodepth: u32, size: &str) {
     need("fio", "fio");
-    let d = Dir::new("fio");
-    let s = stack(&d, "shm", "32M", &[]);
+    let d = Dir::new(&format!("fio-{}-{rw}-{bs}", tag(prov)));
+    let s = stack(&d, prov, "64M", &[]);
     let uri = format!("--uri={}", s.uri);
+    let (rw, bs) = (format!("--rw={rw}"), format!("--bs={bs}"));
+    let (qd, size) = (format!("--iodepth={iodepth}"), format!("--size={size}"));
     let out = ok(
         "fio",
         &[
             "--name=verify",
             "--ioengine=nbd",
             &uri,
-            "--rw=randwrite",
-            "--bs=4k",
-            "--size=16M",
-            "--iodepth=16",
+            &rw,
+            &bs,
+            &size,
+            &qd,
             "--verify=crc32c",
             "--do_verify=1",
             "--verify_fatal=1",
@@ -397,6 +471,11 @@ fn fio_nbd_engine_verifies_at_queue_depth_16() {
         ],
     );
     assert!(out.contains("err= 0"), "fio reported errors:\n{out}");
+}
+
+#[test]
+fn fio_nbd_engine_verifies_at_queue_depth_16() {
+    fio_verifies("shm", "randwrite", "4k", 16, "16M");
 }
 
 /// A minimal NBD client for what the real ones never send.
@@ -840,4 +919,131 @@ fn sigterm_stops_target_and_gateway_cleanly() {
         s.target.stderr()
     );
     assert!(!s.sock.exists(), "the gateway removed its socket");
+}
+
+/// Whether this process may create network namespaces and links
+/// (CAP_SYS_ADMIN and CAP_NET_ADMIN in its effective set).
+fn may_make_namespaces() -> bool {
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_SYS_ADMIN: u32 = 21;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    [CAP_NET_ADMIN, CAP_SYS_ADMIN]
+        .iter()
+        .all(|c| eff & (1 << c) != 0)
+}
+
+/// Liveness: an initiator's host that goes silent (its link down, not its
+/// process dead: no FIN, no RST) gives its sessions' credits back within
+/// the target's liveness bound, while a host that is alive keeps them
+/// however idle its sessions are. Two "hosts" (network namespaces joined
+/// by a veth pair, 10.98.x.1 and .2): the target on host A; on host B a
+/// gateway whose eight clients hold eight sessions of 128 credits, all
+/// 1024 of the target's, so that a gateway on host A is refused. Idle for
+/// twice the liveness bound, host B keeps them; then host B's link goes
+/// down, and the gateway on host A is served once the target gave up on
+/// host B (and host B's gateway gave up on the target: its clients hear
+/// of it). Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and `ip`; without the
+/// privilege it says SKIP and returns. The namespaces are removed at the
+/// end, even on failure. About 10 s.
+#[test]
+fn a_partitioned_initiators_credits_come_back() {
+    if !may_make_namespaces() {
+        eprintln!(
+            "SKIP a_partitioned_initiators_credits_come_back: creating network namespaces \
+             needs CAP_SYS_ADMIN and CAP_NET_ADMIN, which this process lacks"
+        );
+        return;
+    }
+    need("ip", "iproute2");
+    // The liveness bound, in seconds, on both sides (the least there is).
+    const LIVE: u64 = 2;
+    // How long a partitioned host's credits may take to come back: far
+    // beyond LIVE, so that a slow machine does not fail the test, far
+    // below what the target would take without the bound (forever).
+    const BOUND: Duration = Duration::from_secs(30);
+    let live = LIVE.to_string();
+    let net = Netns::pair("stor", 0);
+    let d = Dir::new("partition");
+    let a_ip = net.addrs[0].clone();
+    let (_t, port) = start_target_on(
+        &d.0,
+        "tcp",
+        Some((&net, 0)),
+        &a_ip,
+        &d.path("volume.img"),
+        0,
+        &["--size", "8M", "--liveness", &live],
+    );
+    let (_gb, sock_b, _) = start_gateway_on(
+        &d.0,
+        "tcp",
+        Some((&net, 1)),
+        &a_ip,
+        port,
+        &["-q", "128", "--liveness", &live],
+    );
+    let (_ga, sock_a, _) = start_gateway_on(&d.0, "tcp", Some((&net, 0)), &a_ip, port, &[]);
+    let mut held: Vec<Raw> = (0..8).map(|_| Raw::connect(&sock_b)).collect();
+    // Host B's sessions work across the link.
+    held[0].request(1, 0, 1, 0, 4, &[7; 4]);
+    assert_eq!(held[0].reply(0), (0, 1, vec![]));
+    assert!(
+        Raw::try_connect(&sock_a).is_err(),
+        "every credit is held: host A must be refused"
+    );
+    // Idle but alive: host B answers the target's probes and keeps its
+    // credits past the bound.
+    std::thread::sleep(Duration::from_secs(2 * LIVE + 1));
+    assert!(
+        Raw::try_connect(&sock_a).is_err(),
+        "host B is alive: its idle sessions must keep their credits"
+    );
+    held[1].request(0, 0, 2, 0, 4, &[]);
+    assert_eq!(held[1].reply(4), (0, 2, vec![7; 4]));
+    // Host B goes silent.
+    net.link(1, false);
+    let t0 = Instant::now();
+    let mut c = loop {
+        if let Ok(c) = Raw::try_connect(&sock_a) {
+            break c;
+        }
+        assert!(
+            t0.elapsed() < BOUND,
+            "host B's credits did not come back in {BOUND:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    eprintln!("host B's credits came back after {:?}", t0.elapsed());
+    c.request(1, 0, 3, 0, 4, &[9; 4]);
+    assert_eq!(c.reply(0), (0, 3, vec![]));
+    c.request(0, 0, 4, 0, 4, &[]);
+    assert_eq!(c.reply(4), (0, 4, vec![9; 4]));
+    // Host B's gateway gave up on the target too: a request fails (an
+    // error, or the client's connection ends) rather than waiting for
+    // the command timeout (30 s) or forever.
+    let h = &mut held[2];
+    // (Well below the command timeout, 30 s.)
+    let within = Duration::from_secs(15);
+    h.0.set_read_timeout(Some(within)).unwrap();
+    h.request(0, 0, 5, 0, 4, &[]);
+    let mut head = [0u8; 16];
+    match h.0.read_exact(&mut head) {
+        Ok(()) => {
+            let e = u32::from_be_bytes(head[4..8].try_into().unwrap());
+            assert_ne!(e, 0, "a READ through a partitioned host succeeded");
+        }
+        Err(e) => assert!(
+            !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "host B's gateway still waits after {within:?}"
+        ),
+    }
+    drop((c, held));
 }

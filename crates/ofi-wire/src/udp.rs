@@ -38,7 +38,7 @@
 //! | CONFIRM   | [`Handshake`]           | the session it makes | 0   | 0                 |
 //! | DATA      | stream bytes (at least one) | session          | packet number | yes    |
 //! | ACK       | none                    | session              | 0   | yes               |
-//! | RESET     | none                    | the unknown session  | 0   | 0                 |
+//! | RESET     | none                    | the unknown session  | 0   | 0 (flag IDLE: `ack`) |
 //! | REFUSE    | the refused nonce ([`NONCE_LEN`] bytes) | 0    | 0   | 0                 |
 //!
 //! The handshake is symmetric: a side that wants a session sends HELLO with
@@ -51,6 +51,11 @@
 //! packet of a session the receiver does not know (it restarted), and a
 //! closing endpoint sends it, flagged [`flag::CLOSED`], to every peer with a
 //! live session; REFUSE answers a handshake whose auth key does not match.
+//! A session idle for long ends by agreement: one side sends RESET flagged
+//! [`flag::IDLE`] (its `ack` the number of the other's packets it has);
+//! the other, idle too and having sent nothing beyond that, forgets the
+//! session and answers a plain RESET (as to any session it does not know),
+//! or refuses with an ACK flagged `IDLE`.
 
 use crate::WireError;
 
@@ -105,8 +110,13 @@ pub mod flag {
     /// there any more), not a key mismatch. RESET: the sender closes its
     /// endpoint (an orderly end), rather than not knowing the session.
     pub const CLOSED: u8 = 4;
+    /// RESET: the sender asks to end the session, idle on its side (`ack`
+    /// then says how many of the receiver's packets it has: every one, if
+    /// the session is idle both ways); a plain RESET agrees. ACK: the
+    /// sender refuses to end the session (it still uses it).
+    pub const IDLE: u8 = 8;
     /// Every packet flag.
-    pub const ALL: u8 = ACK_NOW | AUTH | CLOSED;
+    pub const ALL: u8 = ACK_NOW | AUTH | CLOSED | IDLE;
 }
 
 /// DGRAM flag bits.
@@ -337,7 +347,14 @@ impl Repr {
         if r.flags & flag::ACK_NOW != 0 && !in_session {
             return Err(WireError::Malformed("ACK_NOW flag outside a session"));
         }
-        if !in_session && (r.window != 0 || r.ack != 0 || r.sack != 0) {
+        if r.flags & flag::IDLE != 0 {
+            check_idle(&r)?;
+        }
+        if !in_session
+            && (r.window != 0
+                || r.sack != 0
+                || (r.ack != 0 && (r.kind != kind::RESET || r.flags & flag::IDLE == 0)))
+        {
             return Err(WireError::Malformed(
                 "acknowledgement fields outside a session",
             ));
@@ -406,6 +423,23 @@ impl Repr {
         h[field::SEQ..field::SEQ + 8].copy_from_slice(&self.seq.to_le_bytes());
         h[field::ACK..field::ACK + 8].copy_from_slice(&self.ack.to_le_bytes());
         h[field::SACK..field::SACK + 8].copy_from_slice(&self.sack.to_le_bytes());
+    }
+}
+
+/// The rules of flag IDLE: on RESET (with an `ack` in range, never with
+/// CLOSED) and ACK only.
+#[cold]
+fn check_idle(r: &Repr) -> Result<(), WireError> {
+    match r.kind {
+        kind::ACK => Ok(()),
+        kind::RESET if r.flags & flag::CLOSED != 0 => {
+            Err(WireError::Malformed("IDLE and CLOSED together"))
+        }
+        kind::RESET if r.ack > MAX_SEQ => Err(WireError::Malformed("packet number out of range")),
+        kind::RESET => Ok(()),
+        _ => Err(WireError::Malformed(
+            "IDLE flag on a packet that takes none",
+        )),
     }
 }
 
@@ -783,6 +817,48 @@ mod tests {
         ack.seq = 0;
         ack.flags = 0;
         assert!(Repr::parse(&Packet::new_unchecked(&ack.to_bytes()[..])).is_ok());
+        // IDLE: on RESET (with an `ack`) and ACK only, never with CLOSED.
+        let ask = Repr {
+            kind: kind::RESET,
+            flags: flag::IDLE,
+            session: 9,
+            ack: 77,
+            ..Default::default()
+        };
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&ask.to_bytes()[..])),
+            Ok(ask)
+        );
+        for m in [
+            Repr {
+                flags: flag::IDLE | flag::CLOSED,
+                ..ask
+            },
+            Repr { window: 1, ..ask },
+            Repr { sack: 1, ..ask },
+            Repr { flags: 0, ..ask },
+            Repr {
+                kind: kind::DATA,
+                ..ask
+            },
+        ] {
+            assert!(
+                Repr::parse(&Packet::new_unchecked(&m.to_bytes()[..])).is_err(),
+                "{m:?}"
+            );
+        }
+        let refuse = Repr {
+            kind: kind::ACK,
+            flags: flag::IDLE,
+            window: 5,
+            session: 9,
+            ack: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&refuse.to_bytes()[..])),
+            Ok(refuse)
+        );
         // HELLO with acknowledgement fields or a session.
         let (r, h) = hs(kind::HELLO, false);
         for m in [

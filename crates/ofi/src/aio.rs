@@ -108,9 +108,61 @@ pub(crate) struct Inner {
     _fabric: Fabric,
 }
 
+/// The channel's lock, held: on release, the buffers of abandoned
+/// operations that finished meanwhile are dropped after the lock is given
+/// back. Dropping a buffer runs its owner's code, which may use the
+/// channel (or drop its last handle, which takes this lock to close it).
+pub(crate) struct CoreGuard<'a> {
+    guard: Option<SpinGuard<'a, Core>>,
+}
+
+impl std::ops::Deref for CoreGuard<'_> {
+    type Target = Core;
+    #[inline(always)]
+    fn deref(&self) -> &Core {
+        match &self.guard {
+            Some(g) => g,
+            None => unreachable!("a CoreGuard holds its lock until it drops"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for CoreGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Core {
+        match &mut self.guard {
+            Some(g) => g,
+            None => unreachable!("a CoreGuard holds its lock until it drops"),
+        }
+    }
+}
+
+impl Drop for CoreGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if let Some(g) = self.guard.take() {
+            if g.table.has_dead() {
+                release_with_dead(g);
+            }
+        }
+    }
+}
+
+/// Gives the lock back, then drops the buffers that waited for it.
+#[cold]
+#[inline(never)]
+fn release_with_dead(g: SpinGuard<'_, Core>) {
+    let dead = g.table.take_dead();
+    drop(g);
+    drop(dead);
+}
+
 impl Inner {
-    pub(crate) fn lock(&self) -> SpinGuard<'_, Core> {
-        self.core.lock()
+    #[inline(always)]
+    pub(crate) fn lock(&self) -> CoreGuard<'_> {
+        CoreGuard {
+            guard: Some(self.core.lock()),
+        }
     }
 
     pub(crate) fn busy(&self) -> bool {
@@ -126,8 +178,9 @@ impl Inner {
     }
 
     /// One progress pass: reads up to 16 completions, each straight into
-    /// its operation's slot, and wakes their tasks (after the queue's lock
-    /// is released). Returns how many arrived.
+    /// its operation's slot, and wakes their tasks. Buffers of abandoned
+    /// operations that finished are dropped when `core`'s guard releases
+    /// the lock. Returns how many arrived.
     pub(crate) fn progress(&self, core: &mut Core) -> usize {
         self.parked.sweep();
         let Core { table, woken, .. } = core;
@@ -136,7 +189,6 @@ impl Inner {
                 woken.push(w);
             }
         });
-        table.bury();
         if !woken.is_empty() {
             for w in woken.drain(..) {
                 w.wake();

@@ -529,6 +529,38 @@ mod tests {
     }
 
     #[test]
+    fn a_handle_that_gave_its_result_never_takes_another_operations() {
+        let info = shm();
+        let a = Channel::open(&info).unwrap();
+        let b = Channel::open(&info).unwrap();
+        let to_b = a.insert(&b.address().unwrap()).unwrap();
+        let mut first = b.trecv(vec![0u8; 8], 1, 0).unwrap();
+        a.tsend(b"first".to_vec(), to_b, 1)
+            .unwrap()
+            .wait(T)
+            .unwrap();
+        assert_eq!(first.wait(T).unwrap().bytes(), b"first");
+        // The slot is free; after 2^30 reuses its generation comes round
+        // to the old handle's again (forced here).
+        b.table
+            .force_generation(first.id, first.done & !table::DONE);
+        let mut second = b.trecv(vec![0u8; 8], 2, 0).unwrap();
+        assert_eq!(second.id, first.id, "the same slot, reused");
+        assert_eq!(second.done, first.done, "under the same key");
+        a.tsend(b"second".to_vec(), to_b, 2)
+            .unwrap()
+            .wait(T)
+            .unwrap();
+        let deadline = Instant::now() + T;
+        while !second.is_done() && Instant::now() < deadline {
+            b.poll().unwrap();
+        }
+        let stale = first.check().expect("answered").unwrap_err();
+        assert_eq!(stale.error.code(), errno::FI_EALREADY);
+        assert_eq!(second.check().expect("done").unwrap().bytes(), b"second");
+    }
+
+    #[test]
     fn operations_past_the_first_slot_chunk_complete_in_their_own_handles() {
         let info = shm();
         let a = Channel::open(&info).unwrap();

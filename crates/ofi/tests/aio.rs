@@ -346,3 +346,58 @@ fn msg_connections_are_accepted_and_made_asynchronously() {
         assert_eq!(server.await.unwrap(), 5);
     });
 }
+
+/// A receive buffer that owns a handle on a channel.
+struct Holding {
+    v: Vec<u8>,
+    _ch: Channel,
+}
+
+impl AsRef<[u8]> for Holding {
+    fn as_ref(&self) -> &[u8] {
+        &self.v
+    }
+}
+
+impl AsMut<[u8]> for Holding {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.v
+    }
+}
+
+// SAFETY: the bytes are the Vec's heap memory, which does not move with it.
+unsafe impl IoBuf for Holding {}
+// SAFETY: the bytes are the Vec's heap memory, which does not move with
+// it, and `as_mut` returns the same slice as `as_ref`.
+unsafe impl IoBufMut for Holding {}
+
+#[test]
+fn a_buffer_that_drops_the_last_handle_does_not_deadlock_the_channel() {
+    let info = shm();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let a = Channel::open_busy(&info).unwrap();
+        let mut other = a.recv(vec![0u8; 8]);
+        // The abandoned receive's buffer holds the channel's last handle
+        // once `a` goes; its cancellation is collected by `other`'s
+        // progress, and dropping the buffer closes the channel.
+        let rx = a.recv(Holding {
+            v: vec![0; 16],
+            _ch: a.clone(),
+        });
+        drop(rx);
+        drop(a);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let got = loop {
+            if let Poll::Ready(r) = poll_once(&mut other) {
+                break r;
+            }
+            assert!(Instant::now() < deadline, "the channel never closed");
+        };
+        done.send(got.map(|d| d.len).map_err(|e| e.kind())).unwrap();
+    });
+    let got = finished
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the progress pass that dropped the buffer deadlocked");
+    assert_eq!(got, Err(ErrorKind::Canceled), "closed with the last handle");
+}

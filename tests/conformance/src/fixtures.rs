@@ -421,6 +421,23 @@ impl Pair {
         }
     }
 
+    /// Reads `b`'s CQ until it has `n` entries (errors included) or the
+    /// timeout passes, driving `a`'s progress too without reading `a`'s CQ
+    /// (its entries stay there for later reads): what `b` waits for may
+    /// need `a` to progress (manual progress; a large message pushed
+    /// through shm's ring moves only while its sender progresses).
+    pub fn wait_b(&self, n: usize, timeout: Duration) -> Completions {
+        let mut out = Completions::default();
+        let deadline = Instant::now() + timeout;
+        while out.total() < n && Instant::now() < deadline {
+            self.a.progress();
+            if poll_cq(&self.cq_b, &mut out) == 0 {
+                std::thread::yield_now();
+            }
+        }
+        out
+    }
+
     /// Reads both CQs into running tallies until `sa` holds `na` entries and
     /// `sb` holds `nb` (errors included), or the timeout passes. Use this
     /// when earlier reads may already have taken some of the entries.

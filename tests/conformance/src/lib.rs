@@ -400,6 +400,38 @@ pub fn wait_for(cq: &CompletionQueue, n: usize, timeout: Duration) -> Completion
     out
 }
 
+/// Waits until `cntr` reaches `threshold`, driving progress on every
+/// endpoint of `eps` meanwhile (manual progress: a message moves only
+/// while both its ends progress, e.g. a large one pushed through the ring
+/// when shm has no cross-process copy); fails when the counter's error
+/// count rises or `timeout` passes.
+pub fn wait_cntr(
+    eps: &[&Endpoint],
+    cntr: &ofi::Counter,
+    threshold: u64,
+    timeout: Duration,
+) -> Result<(), String> {
+    let errs = cntr.readerr();
+    let deadline = Instant::now() + timeout;
+    loop {
+        for ep in eps {
+            ep.progress();
+        }
+        let v = cntr.read();
+        if v >= threshold {
+            return Ok(());
+        }
+        let e = cntr.readerr();
+        if e != errs {
+            return Err(format!("the error count rose to {e} (value {v})"));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("timed out at {v} of {threshold}"));
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// Retries an operation that returns `FI_EAGAIN` (a full queue), driving
 /// progress on `eps` between tries, until it succeeds, fails otherwise, or
 /// `timeout` passes (then the last `FI_EAGAIN` is returned).

@@ -626,8 +626,10 @@ conformance!(
             let op = ofi::SendOp { iov: &si, desc: &[], dest: fb, tag: 0, data: 0, context: 0x92, flags: 0, tagged: false };
             // SAFETY: tx outlives the send; the counter tells when it completed.
             unsafe { a.post_send(&op) }.unwrap();
-            cntrs[1].wait(base.1 + 1, Some(TIMEOUT)).unwrap_or_else(|e| panic!("{size}: quiet receive never counted: {e}"));
-            cntrs[0].wait(base.0 + 1, Some(TIMEOUT)).unwrap_or_else(|e| panic!("{size}: quiet send never counted: {e}"));
+            // Both sides progress while each counter is awaited: a large
+            // message may need its sender's progress to arrive.
+            wait_cntr(&[a, b], &cntrs[1], base.1 + 1, TIMEOUT).unwrap_or_else(|e| panic!("{size}: quiet receive never counted: {e}"));
+            wait_cntr(&[a, b], &cntrs[0], base.0 + 1, TIMEOUT).unwrap_or_else(|e| panic!("{size}: quiet send never counted: {e}"));
             assert_bytes_eq(&quiet, &tx, &format!("{size}: quiet receive"));
             // Operations with FI_COMPLETION (the plain calls) do complete.
             // SAFETY: loud outlives the receive, which completes below.

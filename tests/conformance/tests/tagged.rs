@@ -25,7 +25,7 @@ conformance!(
         let msgs: [(&[u8; 8], u64); 3] = [(b"exact-55", 0x5555), (b"nomatch!", 0x1334), (b"ignored1", 0x12ab)];
         for (i, (m, tag)) in msgs.iter().enumerate() {
             // SAFETY: the static messages outlive the sends.
-            unsafe { p.a.tsend(m.as_ptr(), 8, p.fb, *tag, 0x100 + i) }.unwrap();
+            retry(&[&p.a, &p.b], TIMEOUT, || unsafe { p.a.tsend(m.as_ptr(), 8, p.fb, *tag, 0x100 + i) }).unwrap();
         }
         let (mut sa, cb) = p.wait(0, 2, TIMEOUT);
         assert!(cb.err.is_empty(), "errors: {}", errs(&cb));
@@ -277,7 +277,7 @@ fn peek_until_found(
         // SAFETY: a peek places no data; the empty buffer is never written.
         unsafe { trecv_flags(&p.b, &mut [], tag, ctx, FI_PEEK | flags) }
             .unwrap_or_else(|e| panic!("peek: {e}"));
-        let c = wait_for(&p.cq_b, 1, TIMEOUT);
+        let c = p.wait_b(1, TIMEOUT);
         if let Some(e) = c.ok.first() {
             return Ok(*e);
         }
@@ -370,13 +370,13 @@ conformance!(
             let mut rx = vec![0u8; size];
             // SAFETY: rx outlives the claim, which completes below.
             unsafe { trecv_flags(&p.b, &mut rx, tag, 0x62, FI_CLAIM) }.unwrap_or_else(|e| panic!("{size}: claim: {e}"));
-            let cb = wait_for(&p.cq_b, 1, TIMEOUT);
+            let cb = p.wait_b(1, TIMEOUT);
             assert_eq!(cb.ok.len(), 1, "{size}: claim receive: {}", errs(&cb));
             assert_recv(&cb.ok[0], 0x62, size, true);
             assert_bytes_eq(&rx, &tx, "claimed data");
             sender_completes(&p, &mut sa, 0x61, "claim");
             p.b.cancel(0x63).unwrap_or_else(|e| panic!("cancel of the unmatched receive: {e}"));
-            let cb = wait_for(&p.cq_b, 1, TIMEOUT);
+            let cb = p.wait_b(1, TIMEOUT);
             assert_eq!(cb.err.len(), 1, "cancelled receive: {:?}", cb.ok);
         }
         Ok(())
@@ -388,7 +388,7 @@ conformance!(
 fn assert_gone(p: &Pair, tag: u64, what: &str) {
     // SAFETY: a peek places no data.
     unsafe { trecv_flags(&p.b, &mut [], tag, 0x7f, FI_PEEK) }.unwrap();
-    let c = wait_for(&p.cq_b, 1, TIMEOUT);
+    let c = p.wait_b(1, TIMEOUT);
     assert!(
         c.ok.is_empty(),
         "{what}: discarded message still visible to peek: {:?}",
@@ -419,7 +419,7 @@ conformance!(
             peek_until_found(&p, tag, 0x74, FI_CLAIM).unwrap_or_else(|e| panic!("{size}: peek|claim: err {}", e.err));
             // SAFETY: a discard places no data.
             unsafe { trecv_flags(&p.b, &mut [], tag, 0x74, FI_CLAIM | FI_DISCARD) }.unwrap_or_else(|e| panic!("claim|discard: {e}"));
-            let c = wait_for(&p.cq_b, 1, TIMEOUT);
+            let c = p.wait_b(1, TIMEOUT);
             assert_eq!(c.ok.len(), 1, "{size}: claim|discard: {}", errs(&c));
             assert_eq!(c.ok[0].op_context, 0x74);
             assert_gone(&p, tag, &format!("claim|discard {size}"));

@@ -65,13 +65,15 @@ impl Liveness {
     }
 
     /// Takes a look: `Some(cause)` when the peer is dead. `wait`: what
-    /// this endpoint's operations need the peer to do.
+    /// this endpoint's operations need the peer to do; `bound`: how long
+    /// it may stay silent while it owes something (`None`: a peer whose
+    /// process lives and whose endpoint is open is never dead by silence).
     pub fn observe(
         &mut self,
         s: &Seen,
         wait: Wait,
         now: Instant,
-        bound: Duration,
+        bound: Option<Duration>,
     ) -> Option<Cause> {
         if s.exited || s.closed {
             return Some(Cause::Reset);
@@ -88,7 +90,10 @@ impl Liveness {
             self.since = now;
             return None;
         }
-        (now.saturating_duration_since(self.since) >= bound).then_some(Cause::TimedOut)
+        let silent = now.saturating_duration_since(self.since);
+        bound
+            .is_some_and(|b| silent >= b)
+            .then_some(Cause::TimedOut)
     }
 }
 
@@ -107,13 +112,14 @@ impl CopyWait {
     }
 
     /// Takes a look: `Some(cause)` to give up. `exited`: the peer's owner
-    /// process is gone (or its endpoint closed).
+    /// process is gone (or its endpoint closed); `bound`: as for
+    /// [`Liveness::observe`] (`None`: only the peer's end gives up).
     pub fn observe(
         &mut self,
         done: u64,
         exited: bool,
         now: Instant,
-        bound: Duration,
+        bound: Option<Duration>,
     ) -> Option<Cause> {
         if exited {
             return Some(Cause::Reset);
@@ -123,7 +129,10 @@ impl CopyWait {
             self.since = now;
             return None;
         }
-        (now.saturating_duration_since(self.since) >= bound).then_some(Cause::TimedOut)
+        let silent = now.saturating_duration_since(self.since);
+        bound
+            .is_some_and(|b| silent >= b)
+            .then_some(Cause::TimedOut)
     }
 }
 
@@ -131,7 +140,7 @@ impl CopyWait {
 mod tests {
     use super::*;
 
-    const BOUND: Duration = Duration::from_millis(100);
+    const BOUND: Option<Duration> = Some(Duration::from_millis(100));
 
     fn at(t0: Instant, ms: u64) -> Instant {
         t0 + Duration::from_millis(ms)
@@ -179,6 +188,38 @@ mod tests {
         assert_eq!(
             l.observe(&stuck, Wait::Reading, at(t0, 600), BOUND),
             Some(Cause::TimedOut)
+        );
+    }
+
+    #[test]
+    fn without_a_bound_only_the_peers_end_kills_it() {
+        let t0 = Instant::now();
+        let stuck = Seen {
+            backlog: 3,
+            consumed: 10,
+            beat: 7,
+            ..Default::default()
+        };
+        // Silent for an hour while owing data and answers: alive (its
+        // application computes between progress calls).
+        let mut l = Liveness::new(t0);
+        for wait in [Wait::Reading, Wait::Pushing] {
+            assert_eq!(l.observe(&stuck, wait, at(t0, 3_600_000), None), None);
+        }
+        let mut c = CopyWait::new(2, t0);
+        assert_eq!(c.observe(2, false, at(t0, 3_600_000), None), None);
+        // Its exit or close still counts at once.
+        let gone = Seen {
+            exited: true,
+            ..stuck
+        };
+        assert_eq!(
+            l.observe(&gone, Wait::Reading, at(t0, 3_600_001), None),
+            Some(Cause::Reset)
+        );
+        assert_eq!(
+            c.observe(2, true, at(t0, 3_600_001), None),
+            Some(Cause::Reset)
         );
     }
 

@@ -372,6 +372,11 @@ impl<T> Reassembly<T> {
         self.recvs.iter().any(|r| r.sender == peer)
     }
 
+    /// True when a waiting receive's operation satisfies `f`.
+    pub fn any(&self, mut f: impl FnMut(&T) -> bool) -> bool {
+        self.recvs.iter().any(|r| f(&r.op))
+    }
+
     /// Bytes received so far of message `cookie` from `from`.
     pub fn received(&self, from: PeerId, cookie: u64) -> Option<usize> {
         self.recvs

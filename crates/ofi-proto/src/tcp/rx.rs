@@ -305,6 +305,29 @@ impl Rx {
         !self.acks.is_empty() || !self.matched.is_empty()
     }
 
+    /// True when something here still needs connection `conn`: an
+    /// acknowledgement or CTS it owes, a message it parked waiting for a
+    /// wakeup, an unexpected rendezvous or acknowledged eager message of
+    /// its sender. (Plain unexpected eager messages need nothing more of
+    /// it.) A connection something refers to must not be let go quietly.
+    pub fn refers_to(&mut self, conn: ConnId) -> bool {
+        if self.acks.iter().any(|(c, _)| *c == conn)
+            || self.matched.iter().any(|m| m.conn == conn)
+            || self.blocked.contains(&conn)
+            || self.wake.contains(&conn)
+        {
+            return true;
+        }
+        [false, true].into_iter().any(|tagged| {
+            self.mq.unexpected_iter_mut(tagged).any(|u| {
+                matches!(
+                    u.payload,
+                    Pending::Rndv { conn: c, .. } | Pending::EagerAcked { conn: c, .. } if c == conn
+                )
+            })
+        })
+    }
+
     /// Gives back a [`CopyOut`](super::CopyOut) buffer for reuse.
     pub fn recycle(&mut self, mut v: Vec<u8>) {
         if self.pool.len() < POOL_MAX && v.capacity() > 0 {

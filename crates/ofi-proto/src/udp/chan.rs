@@ -35,12 +35,14 @@
 //! window after, and halves on a loss (once per window).
 //!
 //! **Liveness.** While the owner waits for the peer (operations of its
-//! outstanding on it, [`Channel::set_waiting`]) the channel probes the peer
-//! and, when nothing at all arrives from it for `peer_timeout`, it is dead
-//! ([`Channel::is_dead`]). Bytes merely unacknowledged are sent again (at
-//! most `max_rto` apart) without a bound: an application that completed
-//! its operations is not told of a peer that computes for a while without
-//! calling into the library. An idle channel is never declared dead.
+//! outstanding on it, [`Channel::set_waiting`]) the channel probes the peer,
+//! and while bytes of the stream are not acknowledged it sends them again
+//! (at most `max_rto` apart); when nothing at all arrives from the peer for
+//! `peer_timeout` in either case, it is dead ([`Channel::is_dead`]). So a
+//! peer that acknowledges nothing is found dead even when every operation
+//! its bytes carried completed when they were copied (the producer keeps
+//! those copies, and could not otherwise let go of them). An idle channel
+//! is never declared dead.
 
 use super::rtt::Rtt;
 use ofi_wire::udp::{flag, kind, Repr, HDR_LEN};
@@ -214,8 +216,13 @@ pub struct Channel {
     ack_pending_bytes: usize,
     window_sent: u32,
     pool: Vec<Vec<u8>>,
+    /// The owner refuses to end the session: the next pure ACK says so.
+    idle_refusal: bool,
     // ---- liveness
     last_heard: Instant,
+    /// When data last went (or the owner counted activity); with
+    /// `last_heard`, when the channel was last active.
+    last_active: Instant,
     waiting: bool,
     need_since: Option<Instant>,
     dead: bool,
@@ -268,7 +275,9 @@ impl Channel {
             ack_pending_bytes: 0,
             window_sent: 0,
             pool: Vec::new(),
+            idle_refusal: false,
             last_heard: now,
+            last_active: now,
             waiting: false,
             need_since: None,
             dead: false,
@@ -335,8 +344,9 @@ impl Channel {
 
     /// The owner waits for the peer (operations outstanding on it): the
     /// channel probes it and declares it dead after `peer_timeout` of
-    /// silence. Unacknowledged bytes alone do not make it wait: they are
-    /// sent again, at most `max_rto` apart, as long as it takes.
+    /// silence. Unacknowledged bytes make it wait for the peer without
+    /// this (they are sent again, at most `max_rto` apart, and the peer is
+    /// dead after `peer_timeout` of silence).
     pub fn set_waiting(&mut self, now: Instant, waiting: bool) {
         self.waiting = waiting;
         self.update_need(now);
@@ -347,14 +357,23 @@ impl Channel {
         self.stream_next < self.stream_end && self.sent.is_empty()
     }
 
+    #[inline]
     fn update_need(&mut self, now: Instant) {
         if self.waiting {
             if self.need_since.is_none() {
                 self.need_since = Some(now);
-                self.probe_at.get_or_insert(now + self.keepalive());
+            }
+            if self.probe_at.is_none() {
+                self.probe_at = Some(now + self.keepalive());
             }
         } else {
-            self.need_since = None;
+            // Bytes not acknowledged (sent or not) wait for the peer too,
+            // even when the operations they carried completed already.
+            if !self.busy() {
+                self.need_since = None;
+            } else if self.need_since.is_none() {
+                self.need_since = Some(now);
+            }
             if !self.window_blocked() {
                 self.probe_at = None;
             }
@@ -403,6 +422,7 @@ impl Channel {
             let (off, len) = (s.off, s.len);
             self.in_flight += len as usize;
             self.stats.retransmitted += 1;
+            self.last_active = now;
             self.arm_rto(now);
             self.write_header(hdr, kind::DATA, seq, flag::ACK_NOW);
             return Some(off..off + u64::from(len));
@@ -431,6 +451,7 @@ impl Channel {
                 self.stream_next += len;
                 self.in_flight += len as usize;
                 self.stats.sent += 1;
+                self.last_active = now;
                 self.arm_rto(now);
                 let prompt =
                     self.stream_next == self.stream_end && self.stream_next > self.prompt_after;
@@ -452,7 +473,13 @@ impl Channel {
         let ack_due = self.ack_now || self.ack_at.is_some_and(|t| t <= now);
         if ack_due {
             self.stats.acks_sent += 1;
-            self.write_header(hdr, kind::ACK, 0, 0);
+            let f = if self.idle_refusal {
+                self.idle_refusal = false;
+                flag::IDLE
+            } else {
+                0
+            };
+            self.write_header(hdr, kind::ACK, 0, f);
             let at = self.acked();
             return Some(at..at);
         }
@@ -755,6 +782,7 @@ impl Channel {
     // ---- timers -------------------------------------------------------
 
     /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.dead {
             return None;
@@ -834,6 +862,46 @@ impl Channel {
     /// When the channel last heard from the peer.
     pub fn last_heard(&self) -> Instant {
         self.last_heard
+    }
+
+    /// When a packet of the peer last arrived or data last went to it.
+    pub fn last_active(&self) -> Instant {
+        self.last_active.max(self.last_heard)
+    }
+
+    /// Counts `now` as activity (the owner keeps the session a while more).
+    pub fn touch(&mut self, now: Instant) {
+        self.last_active = self.last_active.max(now);
+    }
+
+    /// True when neither side owes the other anything on this channel:
+    /// idle ([`is_idle`](Self::is_idle)), nobody waits on the peer, no
+    /// acknowledgement or probe to send. The session may end (see
+    /// `Sessions`) when its owner agrees.
+    pub fn quiet(&self) -> bool {
+        !self.waiting
+            && !self.dead
+            && self.is_idle()
+            && !self.ack_now
+            && self.ack_at.is_none()
+            && !self.probe_due
+    }
+
+    /// Packets of the peer received in order (the acknowledgement sent).
+    pub fn rcv_nxt(&self) -> u64 {
+        self.rcv_nxt
+    }
+
+    /// DATA packets sent (the next one's number).
+    pub fn snd_nxt(&self) -> u64 {
+        self.snd_nxt
+    }
+
+    /// The owner refuses the peer's request to end the session: a pure
+    /// ACK flagged IDLE goes at once.
+    pub fn refuse_idle(&mut self) {
+        self.idle_refusal = true;
+        self.ack_now = true;
     }
 
     /// Writes a pure acknowledgement of everything received, now (the last

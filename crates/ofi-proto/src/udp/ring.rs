@@ -22,7 +22,7 @@ impl ByteRing {
     }
 
     /// Bytes held.
-    #[cfg(test)]
+    #[inline]
     pub(super) fn len(&self) -> usize {
         self.len
     }

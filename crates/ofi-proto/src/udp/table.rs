@@ -175,6 +175,16 @@ impl<T> ById<T> {
         }
     }
 
+    /// Forgets the value of `id`.
+    pub(super) fn remove(&mut self, id: PeerId) -> Option<T> {
+        let s = self.slots.get_mut(slot(id))?;
+        if !matches!(s, Some((k, _)) if *k == id) {
+            return None;
+        }
+        self.len -= 1;
+        s.take().map(|(_, v)| v)
+    }
+
     /// The values with their ids, by slot, to change.
     pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (PeerId, &mut T)> + '_ {
         self.slots

@@ -267,6 +267,23 @@ pub fn streaming_large_io(p: &str) {
     }
 }
 
+/// Injects `c` to `to` on `ch`, retrying while the provider answers
+/// FI_EAGAIN (flow control: a full ring, say with FI_SHM_RING_SLOTS) and
+/// driving `ch`'s progress between tries, for at most 10 s; any other
+/// error fails the test.
+pub fn inject(ch: &ofi::safe::Channel, c: &[u8], to: ofi::safe::Addr) {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match ch.inject(c, to) {
+            Err(e) if e.is_again() && std::time::Instant::now() < end => {
+                ch.poll().unwrap();
+                std::thread::yield_now();
+            }
+            r => return r.unwrap(),
+        }
+    }
+}
+
 /// A hand-driven initiator: control connection and a raw channel.
 pub struct Hostile {
     pub ctl: std::net::TcpStream,
@@ -309,7 +326,7 @@ impl Hostile {
         }
     }
     pub fn send(&self, c: &[u8]) {
-        self.ch.inject(c, self.target).unwrap();
+        inject(&self.ch, c, self.target);
     }
     /// The next capsule from the target.
     pub fn recv(&self) -> ofi_storage::wire::Repr {

@@ -249,11 +249,14 @@ impl<B: Send + 'static> Op<B> {
         }
         let mut core = self.inner.lock();
         hand_off(&mut core, self.slot, self.gen);
-        let pending = core.table.orphan(self.slot, self.gen, buf);
-        if pending && self.cancel_on_drop {
+        // A done operation's buffer comes back: dropped after the lock.
+        let back = core.table.orphan(self.slot, self.gen, buf);
+        if back.is_none() && self.cancel_on_drop {
             if let Some(ep) = &core.ep {
                 let _ = ep.cancel(self.slot as usize + 1);
             }
         }
+        drop(core);
+        drop(back);
     }
 }

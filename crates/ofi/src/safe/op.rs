@@ -180,11 +180,13 @@ impl<'ch, B: Send + 'static> Op<'ch, B> {
     /// After it returned the result once, an error (`FI_EALREADY`).
     #[inline(always)]
     pub fn check(&mut self) -> Option<Result<Done<B>, OpError<B>>> {
-        // A slot is done only before its handle took the result (taking
-        // frees it): the buffer is still here.
-        let Some(r) = self.ch.table.take(self.slot, self.id, self.done) else {
-            return self.buf.is_none().then(|| Err(taken()));
-        };
+        // Once the result was taken the slot is free and may be reused,
+        // and after 2^30 reuses its key repeats this handle's: a handle
+        // that gave its result never looks at the slot again.
+        if self.buf.is_none() {
+            return Some(Err(taken()));
+        }
+        let r = self.ch.table.take(self.slot, self.id, self.done)?;
         // The buffer moves once, straight into what is returned.
         Some(match self.buf.take() {
             Some(buf) => finish(r, buf, || self.ch.table.keep_timed_out.get()),
@@ -249,7 +251,13 @@ impl<B: Send + 'static> Op<'_, B> {
         let Some(buf) = self.buf.take() else {
             return;
         };
-        let pending = self.ch.table.orphan(self.id, self.done & !DONE, buf);
+        // A done operation's buffer comes back: dropped here (the safe
+        // layer holds no lock).
+        let pending = self
+            .ch
+            .table
+            .orphan(self.id, self.done & !DONE, buf)
+            .is_none();
         if pending && self.cancel_on_drop {
             let _ = self.ch.cancel_ctx(self.id().0 as usize, self.on);
         }

@@ -393,10 +393,23 @@ impl Table {
 
     #[cold]
     fn bury_dead(&self) {
-        // Out of the table first: a buffer's drop may come back to it.
-        let dead = std::mem::take(&mut *self.dead.borrow_mut());
+        drop(self.take_dead());
+    }
+
+    /// True while buffers of finished orphans wait to be dropped.
+    #[inline(always)]
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub fn has_dead(&self) -> bool {
+        self.any_dead.get()
+    }
+
+    /// The buffers of finished orphans, out of the table (a buffer's drop
+    /// may come back to it), for the caller to drop once it released the
+    /// queue's lock.
+    #[cold]
+    pub fn take_dead(&self) -> Vec<Box<dyn Any + Send>> {
         self.any_dead.set(false);
-        drop(dead);
+        std::mem::take(&mut *self.dead.borrow_mut())
     }
 
     #[cold]
@@ -436,8 +449,10 @@ impl Table {
                 if e.err == crate::errno::FI_ETIMEDOUT && self.keep_timed_out.get() {
                     // The silent peer may still write into the buffers.
                     std::mem::forget(orphan);
-                } else {
-                    drop(orphan);
+                } else if let Some(o) = orphan {
+                    // Dropped by `bury`, after the queue's lock.
+                    self.dead.borrow_mut().push(o);
+                    self.any_dead.set(true);
                 }
                 None
             }
@@ -445,23 +460,25 @@ impl Table {
         }
     }
 
-    /// Gives up an operation's handle: a done one frees its slot (and
-    /// `bufs`) now, a pending one keeps `bufs` until its completion.
-    /// Returns true when the operation was still pending.
-    pub fn orphan<B: Send + 'static>(&self, i: u32, gen: u32, bufs: B) -> bool {
+    /// Gives up an operation's handle: a pending one keeps `bufs` until
+    /// its completion (`None`); a done one frees its slot and hands `bufs`
+    /// back, for the caller to drop once it released the queue's lock
+    /// (dropping a buffer runs its owner's code).
+    #[must_use]
+    pub fn orphan<B: Send + 'static>(&self, i: u32, gen: u32, bufs: B) -> Option<B> {
         let Some((s, x)) = self.live_at(i, gen) else {
-            return false;
+            return Some(bufs);
         };
         if s.key.get() & STATE == PENDING {
             s.key.set(gen | ORPHAN);
             let waker = x.waker.take();
             x.orphan.set(Some(Box::new(bufs)));
             drop(waker);
-            true
+            None
         } else {
-            let freed = self.free_slot(s, x, i);
-            drop((freed, bufs));
-            false
+            // A done slot holds no waker and no orphan: its handle is live.
+            drop(self.free_slot(s, x, i));
+            Some(bufs)
         }
     }
 
@@ -479,19 +496,25 @@ impl Table {
     }
 
     /// Ends every pending operation with `err` (the endpoint is gone);
-    /// orphans are freed. Returns the wakers to wake.
+    /// orphans are freed (their buffers wait for [`bury`](Self::bury) or
+    /// [`take_dead`](Self::take_dead)). Returns the wakers to wake.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub fn end_all(&self, err: i32) -> Vec<Waker> {
         let mut wake = Vec::new();
-        let mut dead = Vec::new();
         for (s, x, i) in self.all() {
             match s.key.get() & STATE {
                 PENDING => wake.extend(Self::fail(s, x, err, 0, 0, 0)),
-                ORPHAN => dead.push(self.free_slot(s, x, i)),
+                ORPHAN => {
+                    let (waker, orphan) = self.free_slot(s, x, i);
+                    wake.extend(waker);
+                    if let Some(o) = orphan {
+                        self.dead.borrow_mut().push(o);
+                        self.any_dead.set(true);
+                    }
+                }
                 _ => {}
             }
         }
-        drop(dead);
         wake
     }
 
@@ -561,6 +584,15 @@ impl Table {
                 x.waker.set(w);
                 c
             })
+    }
+
+    /// Gives free slot `i` generation `gen` (a test hook: stands for the
+    /// 2^30 reuses after which a slot's generation wraps).
+    #[cfg(all(test, not(miri)))]
+    pub(crate) fn force_generation(&self, i: u32, gen: u32) {
+        if let Some(s) = self.slot(i as usize) {
+            s.key.set((gen & !STATE) | (s.key.get() & STATE));
+        }
     }
 
     /// True while handle `(i, gen)` names a live operation (a test hook).
@@ -669,7 +701,10 @@ mod tests {
         let drops = Arc::new(AtomicUsize::new(0));
         let t = Table::default();
         let (_, i, g) = t.open();
-        assert!(t.orphan(i, g, Tracked(drops.clone())), "was pending");
+        assert!(
+            t.orphan(i, g, Tracked(drops.clone())).is_none(),
+            "was pending"
+        );
         assert_eq!(drops.load(Ordering::SeqCst), 0, "provider not done yet");
         assert_eq!(t.in_flight(), 1);
         // A reused context cannot be handed out while the orphan holds it.
@@ -692,7 +727,11 @@ mod tests {
         let t = Table::default();
         let (_, i, g) = t.open();
         t.record::<true>(&entry(i, 0), 0);
-        assert!(!t.orphan(i, g, Tracked(drops.clone())));
+        let back = t
+            .orphan(i, g, Tracked(drops.clone()))
+            .expect("done: handed back");
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "the caller drops it");
+        drop(back);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         // Entries naming no live operation change nothing.
         for ctx in [0usize, 1, 7, usize::MAX] {
@@ -706,7 +745,10 @@ mod tests {
         // A stale handle cannot orphan (and so free) a new operation's slot.
         let (_, j, h) = t.open();
         assert_eq!(j, i);
-        assert!(!t.orphan(i, g, Tracked(drops.clone())));
+        drop(
+            t.orphan(i, g, Tracked(drops.clone()))
+                .expect("stale: handed back"),
+        );
         assert_eq!(drops.load(Ordering::SeqCst), 2, "the stale buffer only");
         assert!(t.live(j, h));
     }
@@ -733,7 +775,7 @@ mod tests {
         // Failed, then abandoned by its handle, then reused.
         let (_, k, gk) = t.open();
         t.record_err(&failure(k));
-        assert!(!t.orphan(k, gk, ()), "already done");
+        assert!(t.orphan(k, gk, ()).is_some(), "already done");
         let (_, l, gl) = t.open();
         assert_eq!(l, k);
         t.record::<false>(&entry(l, 5), 0);
@@ -747,8 +789,15 @@ mod tests {
         let t = Table::default();
         let (_, a, ga) = t.open();
         let (_, b, gb) = t.open();
-        t.orphan(b, gb, Tracked(drops.clone()));
+        assert!(t.orphan(b, gb, Tracked(drops.clone())).is_none());
         let _ = t.end_all(crate::errno::FI_ECANCELED);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            0,
+            "not under the queue's lock"
+        );
+        assert!(t.has_dead());
+        drop(t.take_dead());
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         let failed = t.take_done(a, ga).expect("ended").expect_err("failed");
         assert_eq!(failed.err, crate::errno::FI_ECANCELED);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{open, read};
+use common::{open, post, read};
 
 /// `a` sends to `b` before `b` knows `a`; `b` then inserts `a` and posts
 /// receives directed at it.
@@ -49,15 +49,19 @@ fn early_sender(node: &str, net: &str, what: &str) {
         let what = format!("{what}, tagged {tagged}");
         let to_b = a.av.insert_one(&b.ep.getname().unwrap()).unwrap();
         for (i, m) in msgs.iter().enumerate() {
-            // SAFETY: `msgs` outlives the sends, which complete below.
-            let r = unsafe {
-                if tagged {
-                    a.ep.tsend(m.as_ptr(), m.len(), to_b, 9, 0x100 + i)
-                } else {
-                    a.ep.send(m.as_ptr(), m.len(), to_b, 0x100 + i)
+            // FI_EAGAIN (a full ring, FI_SHM_RING_SLOTS) is flow control:
+            // both sides progress and the send is posted again.
+            post(&[&a.ep, &b.ep], || {
+                // SAFETY: `msgs` outlives the sends, which complete below.
+                unsafe {
+                    if tagged {
+                        a.ep.tsend(m.as_ptr(), m.len(), to_b, 9, 0x100 + i)
+                    } else {
+                        a.ep.send(m.as_ptr(), m.len(), to_b, 0x100 + i)
+                    }
                 }
-            };
-            r.unwrap_or_else(|e| panic!("{what}: send {i}: {e}"));
+            })
+            .unwrap_or_else(|e| panic!("{what}: send {i}: {e}"));
         }
         // The messages reach b, whose AV does not name a.
         let end = Instant::now() + Duration::from_millis(200);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{open, read};
+use common::{open, post, read};
 
 #[test]
 fn small_messages_do_not_overtake_larger_ones_waiting_in_shm() {
@@ -42,15 +42,19 @@ fn small_messages_do_not_overtake_larger_ones_waiting_in_shm() {
     for tagged in [false, true] {
         for (i, m) in msgs.iter().enumerate() {
             let ctx = 0x100 + i;
-            // SAFETY: `msgs` outlives the sends, which complete below.
-            let r = unsafe {
-                if tagged {
-                    a.ep.tsend(m.as_ptr(), m.len(), to_b, 7, ctx)
-                } else {
-                    a.ep.send(m.as_ptr(), m.len(), to_b, ctx)
+            // FI_EAGAIN (a full ring, FI_SHM_RING_SLOTS) is flow control:
+            // both sides progress and the send is posted again.
+            post(&[&a.ep, &b.ep], || {
+                // SAFETY: `msgs` outlives the sends, which complete below.
+                unsafe {
+                    if tagged {
+                        a.ep.tsend(m.as_ptr(), m.len(), to_b, 7, ctx)
+                    } else {
+                        a.ep.send(m.as_ptr(), m.len(), to_b, ctx)
+                    }
                 }
-            };
-            r.unwrap_or_else(|e| panic!("send {i}: {e}"));
+            })
+            .unwrap_or_else(|e| panic!("send {i}: {e}"));
         }
         // Everything reaches b before any receive is posted: some in b's
         // bounce receives, some held by shm, some through the hook.

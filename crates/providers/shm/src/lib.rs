@@ -54,7 +54,10 @@ pub struct Config {
     pub rx_size: usize,
     /// How long a peer this endpoint waits on may stay silent before it is
     /// declared dead (FI_SHM_PEER_TIMEOUT_MS; `ofi_core::util::peer`).
-    pub peer_timeout: std::time::Duration,
+    /// `None` (the default, 0): a peer whose process lives and whose
+    /// endpoint is open is waited for however long it computes between
+    /// progress calls; its exit or close is still seen at once.
+    pub peer_timeout: Option<std::time::Duration>,
 }
 
 /// Why a context size of 0 is refused.
@@ -71,7 +74,12 @@ fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "coop_chunk", 131072, "Chunk size of a cooperative copy"),
         Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offer advertises"),
         Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offer advertises"),
-        ofi_core::util::peer::timeout_tunable(NAME),
+        Tunable::size(
+            NAME,
+            ofi_core::util::peer::TIMEOUT_NAME,
+            0,
+            "Milliseconds a peer this endpoint waits on (for an answer, or the rest of a message it pushes) may stay silent before it is declared dead with FI_ETIMEDOUT; 0: never for silence alone, since a peer's process exit and endpoint close are seen at once and a live peer may compute between progress calls (FI_PROGRESS_MANUAL)",
+        ),
     ]
 }
 
@@ -90,7 +98,10 @@ impl Config {
             coop_chunk: get("coop_chunk").get_size()?,
             tx_size: get("tx_size").get_nonzero_size(CONTEXT_SIZE)?,
             rx_size: get("rx_size").get_nonzero_size(CONTEXT_SIZE)?,
-            peer_timeout: ofi_core::util::peer::timeout_from(&t)?,
+            peer_timeout: match get(ofi_core::util::peer::TIMEOUT_NAME).get_size()? {
+                0 => None,
+                ms => Some(std::time::Duration::from_millis(ms as u64)),
+            },
         };
         let bad = |m: String| Err(ofi_core::Error::inval(m));
         if c.coop_chunk < 4096 {

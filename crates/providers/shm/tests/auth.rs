@@ -218,15 +218,23 @@ impl Forger {
             cached: AtomicU64::new(0),
         }
     }
-    fn push(&self, r: Repr, payload: &[u8]) {
+    /// Pushes into b's ring; while it is full (FI_SHM_RING_SLOTS may be as
+    /// small as 2), b progresses, for at most STEP.
+    fn push(&self, b: &Rdm, r: Repr, payload: &[u8]) {
         let r = Repr { src: self.id, ..r };
-        self.target
+        let deadline = Instant::now() + STEP;
+        while self
+            .target
             .msg_ring()
-            .push_with(&self.cached, |b| {
-                b[HDR_LEN..HDR_LEN + payload.len()].copy_from_slice(payload);
-                r.emit(&mut Entry::new_unchecked(b));
+            .push_with(&self.cached, |buf| {
+                buf[HDR_LEN..HDR_LEN + payload.len()].copy_from_slice(payload);
+                r.emit(&mut Entry::new_unchecked(buf));
             })
-            .unwrap();
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "b never made room in its ring");
+            b.ep.progress();
+        }
     }
     /// The next entry b put in our ring (driving b meanwhile).
     fn next(&mut self, b: &Rdm) -> (Repr, Vec<u8>) {
@@ -244,7 +252,7 @@ impl Forger {
         }
     }
     /// An RMA_WRITE of `data` at `addr` under `key` (no answer expected).
-    fn rma_write(&self, addr: u64, key: u64, data: &[u8]) {
+    fn rma_write(&self, b: &Rdm, addr: u64, key: u64, data: &[u8]) {
         let range = WireRange {
             addr,
             len: data.len() as u64,
@@ -254,6 +262,7 @@ impl Forger {
         let at = put_ranges(&mut pl, &[range], &[]);
         pl[at..].copy_from_slice(data);
         self.push(
+            b,
             Repr {
                 op: op::RMA_WRITE,
                 flags: ofi_wire::shm::flag::LAST,
@@ -266,8 +275,9 @@ impl Forger {
             &pl,
         );
     }
-    fn inline(&self, msg: &[u8], tag: u64) {
+    fn inline(&self, b: &Rdm, msg: &[u8], tag: u64) {
         self.push(
+            b,
             Repr {
                 op: op::INLINE,
                 flags: ofi_wire::shm::flag::TAGGED,
@@ -301,10 +311,11 @@ fn a_peer_that_cannot_prove_the_key_is_refused() {
     // 1. A forged message and a forged RMA write (right key, right
     // address) from a sender that never proved anything.
     let mut f = Forger::new(&b, 0x7fff_0001);
-    f.inline(b"forged, no exchange", 5);
-    f.rma_write(region.as_ptr() as u64, mr.key(), &[0xeeu8; 16]);
+    f.inline(&b, b"forged, no exchange", 5);
+    f.rma_write(&b, region.as_ptr() as u64, mr.key(), &[0xeeu8; 16]);
     // 2. The forger tries the exchange: HELLO, then a PROOF it cannot make.
     f.push(
+        &b,
         Repr {
             op: op::HELLO,
             len: 32,
@@ -325,6 +336,7 @@ fn a_peer_that_cannot_prove_the_key_is_refused() {
     proof[..32].copy_from_slice(&p[32..64]); // b's nonce, echoed
     proof[32..].copy_from_slice(&p[64..96]); // its own proof, replayed
     f.push(
+        &b,
         Repr {
             op: op::PROOF,
             len: PROOF_LEN as u32,
@@ -335,7 +347,7 @@ fn a_peer_that_cannot_prove_the_key_is_refused() {
     let (r, _) = f.next(&b);
     assert_eq!(r.op, op::REJECT, "a bad PROOF is answered REJECT");
     // 3. Its messages after the failed exchange are dropped too.
-    f.inline(b"forged after a bad proof", 5);
+    f.inline(&b, b"forged after a bad proof", 5);
     let mut got = Vec::new();
     for _ in 0..500 {
         poll(&b.cq, &mut got);
@@ -344,7 +356,7 @@ fn a_peer_that_cannot_prove_the_key_is_refused() {
         got.is_empty(),
         "a forged message reached a receive: {got:?}"
     );
-    f.rma_write(region.as_ptr() as u64, mr.key(), &[0xddu8; 16]);
+    f.rma_write(&b, region.as_ptr() as u64, mr.key(), &[0xddu8; 16]);
     for _ in 0..500 {
         b.ep.progress();
     }

@@ -96,10 +96,18 @@ fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
             ..Default::default()
         },
     ];
+    // The ring may hold fewer entries than there are (FI_SHM_RING_SLOTS):
+    // when it is full, b reads (and drops) what it holds before the next.
+    let deadline = Instant::now() + Duration::from_secs(10);
     for r in hostile {
-        seg.msg_ring()
+        while seg
+            .msg_ring()
             .push_with(&cached, |buf| r.emit(&mut Entry::new_unchecked(buf)))
-            .unwrap();
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "b never made room in its ring");
+            b.progress();
+        }
     }
     // Let b chew through them with nothing posted.
     for _ in 0..10 {
@@ -129,31 +137,6 @@ fn malformed_ring_entries_are_dropped_and_the_endpoint_survives() {
         .expect("the good message arrives");
     assert_eq!(r.len, msg.len());
     assert_eq!(&rx[..msg.len()], msg);
-}
-
-/// A sender whose RTS announces more bytes than its ranges hold: the
-/// receiver's cooperative copy comes up short in every chunk past the
-/// ranges' end, and the receive fails (FI_EIO) instead of completing with
-/// bytes that never arrived.
-#[test]
-fn a_rendezvous_copied_short_fails_the_receive() {
-    let p = Pair::new();
-    let total = 1usize << 20;
-    // The sender's memory: 200 KiB, a part of the 1 MiB the RTS announces
-    // (the first 128 KiB chunk is whole, the second short, the rest empty).
-    let src: Vec<u8> = (0..200 << 10).map(|i| (i % 251) as u8).collect();
-    let mut rx = vec![0u8; total];
-    // SAFETY: rx outlives the receive; we wait for its completion.
-    unsafe { p.b.recv(rx.as_mut_ptr(), rx.len(), FI_ADDR_UNSPEC, 7) }.unwrap();
-    p.inject_rts(total as u64, 0x55, (src.as_ptr() as u64, src.len() as u64));
-    for _ in 0..10 {
-        p.b.progress();
-    }
-    match p.wait(7) {
-        Ok(e) => panic!("a receive completed with {} bytes never sent", e.len),
-        Err(e) => assert_eq!(e.err, errno::FI_EIO),
-    }
-    assert_eq!(&rx[..64 << 10], &src[..64 << 10], "the whole chunk landed");
 }
 
 /// Another endpoint of the node guesses the cookie of `a`'s pending read

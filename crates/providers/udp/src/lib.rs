@@ -56,6 +56,13 @@ pub struct UdpConfig {
     pub copy_max: usize,
     /// The bound after which a silent peer is dead (FI_UDP_PEER_TIMEOUT_MS).
     pub peer_timeout: Duration,
+    /// RDM sessions idle this long end (FI_UDP_IDLE_TIMEOUT_MS).
+    pub idle_timeout: Duration,
+    /// Most peers with a live RDM session per endpoint.
+    pub max_peers: usize,
+    /// Bytes of copies of completed sends an RDM endpoint keeps until
+    /// acknowledged, over all its peers.
+    pub copy_budget: usize,
     /// Default transmit and receive context sizes.
     pub tx_size: usize,
     /// See `tx_size`.
@@ -76,6 +83,13 @@ impl UdpConfig {
             max_unexpected_bytes: get("max_unexpected_bytes").get_size()?,
             copy_max: get("copy_max").get_size()?,
             peer_timeout: ofi_core::util::peer::timeout_from(&t)?,
+            idle_timeout: Duration::from_millis(
+                get("idle_timeout_ms")
+                    .get_nonzero_size("an idle session must end some time after")?
+                    as u64,
+            ),
+            max_peers: get("max_peers").get_nonzero_size("an endpoint needs at least one peer")?,
+            copy_budget: get("copy_budget").get_size()?,
             tx_size: get("tx_size").get_nonzero_size(ctx)?,
             rx_size: get("rx_size").get_nonzero_size(ctx)?,
         })
@@ -92,7 +106,10 @@ pub fn tunables() -> Vec<Tunable> {
         Tunable::size(NAME, "eager_max", 16384, "RDM messages up to this size are sent eagerly; larger ones by rendezvous (they land in the matched receive buffer)"),
         Tunable::size(NAME, "max_unexpected_bytes", 4 << 20, "Unexpected eager bytes an RDM endpoint buffers before a peer bringing more is held back (its window closes)"),
         Tunable::size(NAME, "copy_max", 4096, "RDM send payloads (and pieces of them) up to this size are copied when staged and their sends complete at once; larger ones go from the user's buffer and complete when the peer acknowledges them"),
-        Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offers advertise"),
+        Tunable::size(NAME, "tx_size", 1024, "Default transmit context size the offers advertise; an RDM endpoint answers FI_EAGAIN to a post while this many of its operations are not complete"),
+        Tunable::size(NAME, "copy_budget", 16 << 20, "Bytes of copies of completed RDM sends (see FI_UDP_COPY_MAX) an endpoint keeps until its peers acknowledge them, over all peers (each peer at most FI_UDP_WINDOW); beyond it sends complete only when acknowledged"),
+        Tunable::size(NAME, "idle_timeout_ms", 60_000, "Milliseconds after which an RDM session that carried nothing either way ends, by agreement of both sides, freeing its state; the next message to or from the peer makes a new session (not 0)"),
+        Tunable::size(NAME, "max_peers", 1024, "Most peers an RDM endpoint keeps a live session with; at the bound the least recently active idle session ends to make room, a new peer's handshake waits, and a send to a new peer answers FI_EAGAIN (not 0)"),
         Tunable::size(NAME, "rx_size", 1024, "Default receive context size the offers advertise"),
         peer_timeout_tunable(),
     ]

@@ -150,8 +150,13 @@ impl RdmEp {
                     ..Default::default()
                 },
                 max_half_open: 256,
+                idle_timeout: cfg.idle_timeout,
+                max_peers: cfg.max_peers,
             },
             copy_max: cfg.copy_max,
+            tx_size: info.tx_attr.size.max(1),
+            copy_budget: window as usize,
+            copy_total: cfg.copy_budget,
         };
         // Nonces come from the system's random source (which answered for
         // the epoch just now). Should it fail later, a nonce is made unique
@@ -339,7 +344,7 @@ impl RdmEp {
         }
         if drained {
             for to in unreachable.drain(..) {
-                rdm.on_port_unreachable(&to, &mut resolve);
+                rdm.on_port_unreachable(now, &to, &mut resolve);
             }
         }
     }
@@ -403,6 +408,10 @@ impl RdmEp {
                     );
                 }
                 RdmEvent::Dropped { why } => tracing::debug!("udp: dropped {why}"),
+                RdmEvent::Expired { addr } => {
+                    let peer = crate::addr::decode(&addr).ok();
+                    tracing::debug!(?peer, "udp: an idle session ended");
+                }
             }
         }
         let src_ok = g.src_ok;

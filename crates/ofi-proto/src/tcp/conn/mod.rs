@@ -308,6 +308,7 @@ impl Conn {
         self.state == State::Closed
     }
     /// True if `poll_transmit` has (or may stage) something to write.
+    #[inline]
     pub fn wants_transmit(&self) -> bool {
         !self.segs.is_empty()
             || !self.ctrl.is_empty()
@@ -318,6 +319,7 @@ impl Conn {
 
     /// Operations of this connection started and not complete: sends not
     /// written (or not acknowledged), rendezvous, requests not answered.
+    #[inline]
     pub fn in_flight(&self) -> usize {
         self.segs
             .iter()
@@ -338,6 +340,33 @@ impl Conn {
                 self.rstate,
                 RxState::Header { got: 0 } | RxState::Parked(_) | RxState::Closed
             )
+    }
+
+    /// True when nothing of this connection is tied to its stream but
+    /// operations queued and not started: nothing staged, in flight or
+    /// owed either way, the receive side between frames with nothing
+    /// parked. Such a connection may go on over a new stream (the peer's
+    /// connection being as fresh).
+    pub fn is_quiet_but_queued(&self) -> bool {
+        self.state == State::Connected
+            && self.segs.is_empty()
+            && self.ctrl.is_empty()
+            && self.await_cts.is_empty()
+            && self.streams.is_empty()
+            && self.outstanding.is_empty()
+            && self.wstream.is_none()
+            && self.resps.is_empty()
+            && self.read_grants.is_empty()
+            && self.reads_done.is_empty()
+            && self.rndv_rx.is_empty()
+            && self.wr.is_none()
+            && matches!(self.rstate, RxState::Header { got: 0 })
+    }
+
+    /// [`is_quiet_but_queued`](Self::is_quiet_but_queued) with nothing
+    /// queued either: the connection may be let go.
+    pub fn is_quiet(&self) -> bool {
+        self.is_quiet_but_queued() && self.sendq.is_empty()
     }
 
     /// The next queued operation may start: it is not fenced, or nothing

@@ -24,7 +24,7 @@ mod state;
 
 pub(crate) use peers::Siblings;
 use progress::{Hook, IDLE_POLL_US};
-use state::{Deferred, Payload, RxRec, State, TxRec};
+use state::{Deferred, Parked, Payload, RxRec, State, TxRec};
 
 use crate::addr::HybridAddr;
 use crate::wire;
@@ -250,6 +250,7 @@ impl HybridEp {
                 pool: Vec::new(),
                 spill: Vec::new(),
                 bounce: [Vec::new(), Vec::new()],
+                order: Default::default(),
                 next_cookie: cookie_base(),
                 deferred: [VecDeque::new(), VecDeque::new()],
                 outstanding: [0; 2],
@@ -295,8 +296,15 @@ impl HybridEp {
         };
         // SAFETY: the bounce buffer is a boxed slice owned by this endpoint
         // and freed only after the inner endpoint closed.
-        if let Err(e) = unsafe { self.paths[path].ep.post_recv(&op) } {
-            tracing::warn!(path = PATH_NAMES[path], error = %e, "hybrid: bounce receive not posted");
+        match unsafe { self.paths[path].ep.post_recv(&op) } {
+            Ok(()) => {
+                let o = &mut st.order[path];
+                o.seq[idx] = o.posted;
+                o.posted += 1;
+            }
+            Err(e) => {
+                tracing::warn!(path = PATH_NAMES[path], error = %e, "hybrid: bounce receive not posted")
+            }
         }
     }
 
@@ -386,6 +394,7 @@ impl EndpointOps for HybridEp {
             st.bounce[path] = (0..self.bounce_bufs)
                 .map(|_| vec![0u8; size].into_boxed_slice())
                 .collect();
+            st.order[path].seq = vec![0; self.bounce_bufs];
             for i in 0..self.bounce_bufs {
                 self.post_bounce(&mut st, path, i);
             }

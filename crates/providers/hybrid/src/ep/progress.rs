@@ -3,7 +3,9 @@
 //! hook as they leave shm's ring, and polls the network path only when it
 //! is due (an idle one is watched from a thread instead).
 
-use super::{unctx, visible_src, HybridEp, State, K_BOUNCE, K_RX, K_TX, NET, PATH_NAMES, SHM};
+use super::{
+    unctx, visible_src, HybridEp, Parked, State, K_BOUNCE, K_RX, K_TX, NET, PATH_NAMES, SHM,
+};
 use crate::wire::{self, Header};
 use ofi_core::consts::*;
 use ofi_core::error::errno;
@@ -64,6 +66,57 @@ impl HybridEp {
     fn on_ok(&self, st: &mut State, path: usize, e: &CqTaggedEntry, src: u64, got: &mut usize) {
         let (kind, _, idx) = unctx(e.op_context);
         *got += 1;
+        if kind == K_BOUNCE && !Self::in_turn(st, path, idx) {
+            st.order[path].parked.push(Parked::Ok(*e, src));
+            return;
+        }
+        self.on_ok_now(st, path, e, src);
+        if kind == K_BOUNCE && !st.order[path].parked.is_empty() {
+            self.unpark(st, path);
+        }
+    }
+
+    /// True when bounce receive `idx` of `path` is the next in posting
+    /// order (see [`Bounces`](super::state::Bounces)), which it then
+    /// leaves: its completion is taken now.
+    #[inline(always)]
+    fn in_turn(st: &mut State, path: usize, idx: usize) -> bool {
+        let o = &mut st.order[path];
+        if o.seq.get(idx) != Some(&o.next) {
+            return false;
+        }
+        o.next += 1;
+        true
+    }
+
+    /// Takes the parked bounce completions of `path` whose turn came.
+    #[cold]
+    #[inline(never)]
+    fn unpark(&self, st: &mut State, path: usize) {
+        while !st.order[path].parked.is_empty() {
+            let o = &st.order[path];
+            let turn = |p: &Parked| {
+                let c = match p {
+                    Parked::Ok(e, _) => e.op_context,
+                    Parked::Err(e) => e.op_context,
+                };
+                o.seq.get(unctx(c).2) == Some(&o.next)
+            };
+            let Some(i) = o.parked.iter().position(turn) else {
+                return;
+            };
+            st.order[path].next += 1;
+            match st.order[path].parked.swap_remove(i) {
+                Parked::Ok(e, src) => self.on_ok_now(st, path, &e, src),
+                Parked::Err(e) => self.on_err_now(st, path, &e),
+            }
+        }
+    }
+
+    /// A successful inner completion, in its turn.
+    #[inline(always)]
+    fn on_ok_now(&self, st: &mut State, path: usize, e: &CqTaggedEntry, src: u64) {
+        let (kind, _, idx) = unctx(e.op_context);
         // Remote CQ data of an RMA write lands in the application's CQ.
         if e.flags & FI_REMOTE_CQ_DATA != 0 && e.flags & (FI_RMA | FI_ATOMIC) != 0 {
             let src = visible_src(self.outer_src(st, path, src));
@@ -107,6 +160,19 @@ impl HybridEp {
     fn on_err(&self, st: &mut State, path: usize, e: &CqErrEntry, got: &mut usize) {
         let (kind, _, idx) = unctx(e.op_context);
         *got += 1;
+        if kind == K_BOUNCE && !Self::in_turn(st, path, idx) {
+            st.order[path].parked.push(Parked::Err(*e));
+            return;
+        }
+        self.on_err_now(st, path, e);
+        if kind == K_BOUNCE && !st.order[path].parked.is_empty() {
+            self.unpark(st, path);
+        }
+    }
+
+    /// An inner error completion, in its turn.
+    fn on_err_now(&self, st: &mut State, path: usize, e: &CqErrEntry) {
+        let (kind, _, idx) = unctx(e.op_context);
         match kind {
             K_BOUNCE => {
                 if e.err != errno::FI_ECANCELED {
@@ -225,7 +291,11 @@ impl RxHook for Hook {
     /// Taken unless something that arrived earlier still waits in an inner
     /// CQ, the state is busy (another thread, or this one up the stack),
     /// the sender is not mirrored yet, or it is not a whole eager message:
-    /// those take the bounce receives.
+    /// those take the bounce receives. shm offers nothing while an earlier
+    /// message is held or still arriving there, so no bounce completion is
+    /// parked (see [`Bounces`](super::state::Bounces)) when this runs: one
+    /// is parked only while an earlier bounce receive's message still
+    /// arrives in pieces, or its completion waits in the CQ.
     fn arrived(&self, inner_src: u64, data: Option<u64>, bytes: &[u8]) -> bool {
         if self.cqs[SHM].has_events() || self.cqs[NET].has_events() {
             return false;

@@ -5,6 +5,7 @@
 
 use super::peers::Route;
 use ofi_core::object::EpBindings;
+use ofi_core::util::cq::{CqErrEntry, CqTaggedEntry};
 use ofi_core::util::iov::IoVec;
 use ofi_core::util::matching::{MatchQueues, MAX_IOV};
 use ofi_core::util::slab::Slab;
@@ -57,6 +58,31 @@ pub(super) struct Deferred {
     pub(super) flags: u64,
 }
 
+/// A bounce receive's completion taken out of turn (see [`Bounces`]).
+pub(super) enum Parked {
+    Ok(CqTaggedEntry, u64),
+    Err(CqErrEntry),
+}
+
+/// The order of one path's bounce receives. The inner endpoint matches
+/// them in the order they were posted, which is the order its messages
+/// arrived in, but may complete them in another: one taken by a message
+/// whose bytes still come in pieces (shm without cross-process copies)
+/// completes after those matched behind it. Their completions are taken
+/// in posting order; one that comes early waits in `parked`.
+#[derive(Default)]
+pub(super) struct Bounces {
+    /// Per bounce receive: its place in the posting order.
+    pub(super) seq: Vec<u64>,
+    /// The place the next bounce receive posted takes.
+    pub(super) posted: u64,
+    /// The place of the completion to take next.
+    pub(super) next: u64,
+    /// Completions that came before their turn (at most one per bounce
+    /// receive).
+    pub(super) parked: Vec<Parked>,
+}
+
 /// A receive waiting for a rendezvous payload.
 pub(crate) struct RxRec {
     pub(super) context: usize,
@@ -96,6 +122,8 @@ pub(crate) struct State {
     /// entry for the header (reused).
     pub(super) spill: Vec<u8>,
     pub(super) bounce: [Vec<Box<[u8]>>; 2],
+    /// Per path: the posting order of the bounce receives.
+    pub(super) order: [Bounces; 2],
     pub(super) next_cookie: u64,
     /// Per path: rendezvous payloads refused for now, oldest first.
     pub(super) deferred: [VecDeque<Deferred>; 2],

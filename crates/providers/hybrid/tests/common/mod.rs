@@ -54,6 +54,24 @@ pub fn open(info: &Info) -> Side {
     }
 }
 
+/// Posts with `op`, retrying while it answers FI_EAGAIN (flow control: a
+/// full ring or queue) and driving every endpoint of `drive` between tries,
+/// for at most the tests' timeout; any other answer is returned.
+pub fn post(drive: &[&Endpoint], mut op: impl FnMut() -> ofi::Result<()>) -> ofi::Result<()> {
+    let end = Instant::now() + TIMEOUT;
+    loop {
+        match op() {
+            Err(e) if e.is_again() && Instant::now() < end => {
+                for ep in drive {
+                    ep.progress();
+                }
+                std::thread::yield_now();
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Reads `cq` (driving both sides) until `n` entries came; `what` names
 /// the step in failure messages.
 pub fn read(sides: [&Side; 2], cq: &CompletionQueue, n: usize, what: &str) -> Vec<CqTaggedEntry> {

@@ -33,14 +33,22 @@ pub(super) struct Dest<'a> {
 impl ShmEndpoint {
     /// Offers a whole untagged message to the bound receive hook (a
     /// composing provider that matches for this endpoint) when no earlier
-    /// untagged message is held here: true when the hook took it.
+    /// untagged message is held here or still arriving (matched, its bytes
+    /// pushed in pieces): true when the hook took it. The hook's provider
+    /// sees the messages in the order they came.
     pub(super) fn hooked(&self, g: &Inner, m: &Meta, bytes: &[u8]) -> bool {
         match &g.b.rx_hook {
-            Some(h) if !m.tagged && g.rx.mq.unexpected_len(false) == 0 => h.arrived(
-                m.src_addr,
-                m.cq_data.then_some(m.data),
-                &bytes[..m.total.min(bytes.len())],
-            ),
+            Some(h)
+                if !m.tagged
+                    && g.rx.mq.unexpected_len(false) == 0
+                    && (g.reasm.is_empty() || !g.reasm.any(|x| !x.meta.tagged)) =>
+            {
+                h.arrived(
+                    m.src_addr,
+                    m.cq_data.then_some(m.data),
+                    &bytes[..m.total.min(bytes.len())],
+                )
+            }
             _ => false,
         }
     }

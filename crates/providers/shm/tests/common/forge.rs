@@ -88,9 +88,10 @@ impl Pair {
         }
     }
 
-    /// Writes an entry (header and payload) into `b`'s ring.
+    /// Writes an entry (header and payload) into `b`'s ring (when it is
+    /// full, `b` reads what it holds first).
     pub fn inject(&self, r: &Repr, payload: &[u8]) {
-        Self::push(&self.seg, &self.cached, r, payload);
+        Self::push(&self.seg, &self.cached, &self.b, r, payload);
     }
 
     /// Writes into `b`'s ring an RTS from `a` announcing `total` bytes in
@@ -112,19 +113,38 @@ impl Pair {
         );
     }
 
-    /// Writes an entry into `a`'s ring.
+    /// Writes an entry into `a`'s ring (when it is full, `a` reads what it
+    /// holds first).
     pub fn inject_a(&self, r: &Repr, payload: &[u8]) {
-        Self::push(&self.a_seg, &self.a_cached, r, payload);
+        Self::push(&self.a_seg, &self.a_cached, &self.a, r, payload);
     }
 
-    fn push(seg: &Segment, cached: &std::sync::atomic::AtomicU64, r: &Repr, payload: &[u8]) {
-        seg.msg_ring()
+    /// Pushes into `owner`'s ring `seg`. The ring holds FI_SHM_RING_SLOTS
+    /// entries, as few as 2: while it is full, its owner progresses (reads
+    /// and handles what it holds), for at most 10 s.
+    fn push(
+        seg: &Segment,
+        cached: &std::sync::atomic::AtomicU64,
+        owner: &Endpoint,
+        r: &Repr,
+        payload: &[u8],
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while seg
+            .msg_ring()
             .push_with(cached, |buf| {
                 let mut e = Entry::new_unchecked(buf);
                 e.payload_mut()[..payload.len()].copy_from_slice(payload);
                 r.emit(&mut e);
             })
-            .unwrap();
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the ring's owner never made room"
+            );
+            owner.progress();
+        }
     }
 
     /// The completion of `context`: its entry, or its error entry.

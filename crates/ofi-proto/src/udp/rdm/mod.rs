@@ -45,6 +45,8 @@ use ofi_wire::udp::HDR_LEN;
 use std::collections::VecDeque;
 use std::time::Instant;
 
+mod peers;
+
 /// The driver's copies between the core and user memory (the core never
 /// touches user memory itself).
 pub trait UserMem {
@@ -93,6 +95,15 @@ pub struct RdmConfig {
     /// User ranges up to this size are copied when staged; larger ones are
     /// sent from the user's buffer and complete when acknowledged.
     pub copy_max: usize,
+    /// Most operations queued and not complete ([`Rdm::queue`] answers
+    /// `FI_EAGAIN` beyond it): the endpoint's `tx_size`.
+    pub tx_size: usize,
+    /// Most bytes of copies one peer has not acknowledged; beyond it sends
+    /// to that peer go from the user's buffer and complete when
+    /// acknowledged.
+    pub copy_budget: usize,
+    /// The same bound over every peer of the endpoint.
+    pub copy_total: usize,
 }
 
 /// What the core tells its driver (receive completions come from
@@ -130,6 +141,12 @@ pub enum RdmEvent {
         addr: Vec<u8>,
         /// What went wrong.
         why: &'static str,
+    },
+    /// The session with the peer ended idle, both sides agreeing (for
+    /// the debug log): nothing was lost; the next message makes a new one.
+    Expired {
+        /// Its address.
+        addr: Vec<u8>,
     },
     /// A datagram was dropped (for the debug log).
     Dropped {
@@ -201,15 +218,20 @@ impl Link {
             reported: 0,
         }
     }
-    /// A new session starts a new stream.
-    fn reset_stream(&mut self) {
+    /// A new session starts a new stream. Returns the bytes of copies
+    /// dropped.
+    #[must_use]
+    fn reset_stream(&mut self) -> usize {
+        let n = self.ring.len();
         self.ring.clear();
         self.acked = 0;
         self.reported = 0;
+        n
     }
     /// The peer has every byte below `acked`: forgets their copies. Returns
     /// how many bytes beyond the copies that reaches (sent from user
     /// memory in place): the caller reports them written.
+    #[inline]
     fn forget_acked(&mut self, acked: u64) -> usize {
         if acked <= self.acked {
             return 0;
@@ -388,6 +410,12 @@ pub struct Rdm {
     /// Something since the last transmit pass may have given it work
     /// (see [`Rdm::wants_transmit`]).
     dirty: bool,
+    /// Operations queued and not complete (their completion events not
+    /// yet taken): at most [`RdmConfig::tx_size`].
+    pending: usize,
+    /// Bytes of copies over every link (at most [`RdmConfig::copy_total`]
+    /// and one piece).
+    copied: usize,
 }
 
 impl std::fmt::Debug for Rdm {
@@ -415,6 +443,8 @@ impl Rdm {
             peers: Vec::new(),
             flat: Vec::new(),
             dirty: false,
+            pending: 0,
+            copied: 0,
             cfg,
         }
     }
@@ -431,8 +461,36 @@ impl Rdm {
     }
 
     /// The next event.
+    #[inline]
     pub fn poll_event(&mut self) -> Option<RdmEvent> {
-        self.events.pop_front()
+        let e = self.events.pop_front()?;
+        if let RdmEvent::Op(
+            tcp::Event::SendComplete { .. }
+            | tcp::Event::SendError { .. }
+            | tcp::Event::RmaComplete { .. }
+            | tcp::Event::RmaError { .. },
+        ) = e
+        {
+            self.pending = self.pending.saturating_sub(1);
+        }
+        Some(e)
+    }
+
+    /// Peers this core keeps protocol state for (a link: connection and
+    /// copies), live or not.
+    pub fn links(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Bytes of copies held for peers that have not acknowledged them.
+    pub fn copied(&self) -> usize {
+        self.copied
+    }
+
+    /// Operations queued and not complete (their completion events not
+    /// yet taken with [`poll_event`](Self::poll_event)).
+    pub fn pending(&self) -> usize {
+        self.pending
     }
 
     /// True when events wait.
@@ -464,6 +522,10 @@ impl Rdm {
 
     /// Queues a send or one-sided request to the peer at `addr` (`fi_addr`
     /// in the AV), starting a session with it when there is none.
+    /// `FI_EAGAIN` while [`RdmConfig::tx_size`] operations are queued and
+    /// not complete, or when the peer has no session and as many peers
+    /// have one as [`SessionConfig::max_peers`] allows (an idle one is
+    /// then asked to end): flow control, post it again after progress.
     pub fn queue(&mut self, now: Instant, fi_addr: u64, addr: &[u8], req: Req) -> Result<(), i32> {
         let peer = self.sessions.peer(addr);
         self.queue_to(now, fi_addr, peer, req)
@@ -477,7 +539,16 @@ impl Rdm {
         peer: PeerId,
         req: Req,
     ) -> Result<(), i32> {
+        if self.pending >= self.cfg.tx_size {
+            return Err(errno::FI_EAGAIN);
+        }
         let up = self.sessions.is_up(peer);
+        if !up && self.sessions.at_bound(peer) {
+            // As many live peers as allowed: an idle one ends to make room.
+            self.sessions.make_room(now);
+            self.dirty = true;
+            return Err(errno::FI_EAGAIN);
+        }
         let reserve = self.cfg.session.chan.window as usize;
         let link = self
             .links
@@ -489,12 +560,13 @@ impl Rdm {
             self.by_conn.insert(id, peer);
             link.conn = Some(Conn::established(id, fi_addr, self.cfg.proto));
             if !up {
-                link.reset_stream();
+                self.copied = self.copied.saturating_sub(link.reset_stream());
             }
         }
         let conn = link.conn.as_mut().expect("just made");
         conn.set_peer(fi_addr);
         conn.queue(req)?;
+        self.pending += 1;
         self.dirty = true;
         if !up {
             self.sessions.connect(now, peer);
@@ -526,13 +598,18 @@ impl Rdm {
         let mut hdr = [0u8; FRAME_HDR_LEN];
         let total = conn.frame_now(req, &mut hdr)?;
         let len = total - FRAME_HDR_LEN;
-        if len > self.cfg.copy_max || ch.acked() > link.reported {
+        if len > self.cfg.copy_max
+            || ch.acked() > link.reported
+            || link.ring.len() >= self.cfg.copy_budget
+            || self.copied >= self.cfg.copy_total
+        {
             return None;
         }
         link.fi_addr = fi_addr;
         conn.set_peer(fi_addr);
         // The whole frame is taken here (frame_written would have nothing
         // to keep): the send is complete.
+        let before = link.ring.len();
         link.forget_acked(ch.acked());
         link.ring.extend(&hdr);
         for v in req.iov() {
@@ -540,6 +617,7 @@ impl Rdm {
                 copy_in(&mut link.ring, *v, mem);
             }
         }
+        self.copied = (self.copied + link.ring.len()).saturating_sub(before);
         link.reported += total as u64;
         // Nothing is staged in the connection: the stream ends at the copies.
         ch.set_stream_end(link.reported);
@@ -581,7 +659,7 @@ impl Rdm {
     ) {
         let inc = self.sessions.on_datagram(now, from, bytes);
         if self.sessions.has_events() {
-            self.session_events(resolve);
+            self.session_events(now, resolve);
         }
         match inc {
             Incoming::Data { peer, recv } => {
@@ -674,130 +752,6 @@ impl Rdm {
         }
     }
 
-    /// Moves `peer`'s connection events out, and resets its session when
-    /// the connection broke (then false).
-    fn conn_events(&mut self, peer: PeerId) -> bool {
-        let Some(link) = self.links.get_mut(peer) else {
-            return true;
-        };
-        match take_conn_events(link, &mut self.events) {
-            None => true,
-            Some(why) => {
-                self.broken(peer, why);
-                false
-            }
-        }
-    }
-
-    /// `peer`'s connection broke the protocol: its session is reset and
-    /// the peer reported down.
-    #[cold]
-    #[inline(never)]
-    fn broken(&mut self, peer: PeerId, why: String) {
-        let Some(link) = self.links.get_mut(peer) else {
-            return;
-        };
-        let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-        let fi_addr = link.fi_addr;
-        link.conn = None;
-        link.reset_stream();
-        self.sessions.reset(peer);
-        self.dirty = true;
-        self.events.push_back(RdmEvent::Broken {
-            addr: addr.clone(),
-            why,
-        });
-        self.events.push_back(RdmEvent::PeerDown {
-            fi_addr,
-            addr,
-            cause: Cause::Broken,
-            closed: false,
-        });
-    }
-
-    fn session_events(&mut self, resolve: &mut dyn FnMut(&[u8]) -> u64) {
-        while let Some(e) = self.sessions.poll_event() {
-            self.dirty = true;
-            match e {
-                SessionEvent::Up { peer, .. } => {
-                    let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let fa = match self.links.get(peer) {
-                        Some(l) if l.fi_addr != FI_ADDR_NOTAVAIL => l.fi_addr,
-                        _ => resolve(&addr),
-                    };
-                    let reserve = self.cfg.session.chan.window as usize;
-                    let link = self
-                        .links
-                        .get_or_insert_with(peer, || Link::new(fa, reserve));
-                    link.fi_addr = fa;
-                    link.reset_stream();
-                    if link.conn.as_ref().is_none_or(|c| c.is_closed()) {
-                        let c = self.new_conn(peer, fa);
-                        if let Some(l) = self.links.get_mut(peer) {
-                            l.conn = Some(c);
-                        }
-                    } else if let Some(c) = self.links.get_mut(peer).and_then(|l| l.conn.as_mut()) {
-                        c.set_peer(fa);
-                    }
-                    self.events
-                        .push_back(RdmEvent::PeerUp { fi_addr: fa, addr });
-                }
-                SessionEvent::Down {
-                    peer,
-                    cause,
-                    renewed,
-                    closed,
-                } => {
-                    let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let Some(link) = self.links.get_mut(peer) else {
-                        continue;
-                    };
-                    let fi_addr = link.fi_addr;
-                    let busy = link.conn.as_ref().is_some_and(|c| c.in_flight() > 0);
-                    if let Some(mut c) = link.conn.take() {
-                        c.on_error(cause.errno(), &mut self.rx);
-                        while let Some(e) = c.poll_event() {
-                            match e {
-                                tcp::Event::ConnectionLost { .. } => {}
-                                e => self.events.push_back(RdmEvent::Op(e)),
-                            }
-                        }
-                        self.by_conn.remove(&c.id());
-                    }
-                    link.reset_stream();
-                    if !renewed || busy {
-                        self.events.push_back(RdmEvent::PeerDown {
-                            fi_addr,
-                            addr,
-                            cause,
-                            closed,
-                        });
-                    }
-                }
-                SessionEvent::Refused { peer, why } => {
-                    let addr = self.sessions.addr(peer).unwrap_or_default().to_vec();
-                    let Some(link) = self.links.get_mut(peer) else {
-                        continue;
-                    };
-                    let fi_addr = link.fi_addr;
-                    if let Some(mut c) = link.conn.take() {
-                        c.on_error(errno::FI_EKEYREJECTED, &mut self.rx);
-                        while let Some(e) = c.poll_event() {
-                            match e {
-                                tcp::Event::ConnectionLost { .. } => {}
-                                e => self.events.push_back(RdmEvent::Op(e)),
-                            }
-                        }
-                        self.by_conn.remove(&c.id());
-                    }
-                    link.reset_stream();
-                    self.events
-                        .push_back(RdmEvent::Refused { fi_addr, addr, why });
-                }
-            }
-        }
-    }
-
     /// Sends what every peer has to send (handshakes, frames, acknowledgements,
     /// retransmissions): `send(destination, parts)` puts one datagram on
     /// the wire at once.
@@ -852,6 +806,12 @@ impl Rdm {
             return false;
         };
         let mut capped = false;
+        // Copies of the other peers, and the most this one may hold.
+        let others = self.copied.saturating_sub(link.ring.len());
+        let room = self
+            .cfg
+            .copy_budget
+            .min(self.cfg.copy_total.saturating_sub(others));
         // 1. What the peer acknowledged: forget copies, report the rest.
         let reached = link.forget_acked(ch.acked());
         if reached > 0 {
@@ -869,6 +829,11 @@ impl Rdm {
                     let t = conn.poll_transmit(&mut self.rx);
                     let mut n = 0;
                     for s in t.iter() {
+                        // Beyond the budgets the rest goes from where it
+                        // is and completes when acknowledged.
+                        if link.ring.len() >= room {
+                            break;
+                        }
                         match s {
                             TxSlice::Bytes(b) => link.ring.extend(b),
                             TxSlice::Iov(v) if v.len <= copy_max => copy_in(&mut link.ring, v, mem),
@@ -886,6 +851,7 @@ impl Rdm {
             }
             ch.set_waiting(now, conn.in_flight() > 0 || conn.awaits_peer());
         }
+        self.copied = others + link.ring.len();
         let view = link.conn.as_ref().map(|c| c.transmit_view());
         let end = link.reported + view.as_ref().map_or(0, |t| t.len() as u64);
         ch.set_stream_end(end);
@@ -913,10 +879,15 @@ impl Rdm {
     /// Nothing listens at `addr` any more (the driver saw an ICMP port
     /// unreachable for a datagram sent there): see
     /// [`Sessions::on_port_unreachable`]. What waits for the peer fails now.
-    pub fn on_port_unreachable(&mut self, addr: &[u8], resolve: &mut dyn FnMut(&[u8]) -> u64) {
+    pub fn on_port_unreachable(
+        &mut self,
+        now: Instant,
+        addr: &[u8],
+        resolve: &mut dyn FnMut(&[u8]) -> u64,
+    ) {
         self.sessions.on_port_unreachable(addr);
         self.dirty = true;
-        self.session_events(resolve);
+        self.session_events(now, resolve);
     }
 
     /// The earliest time [`handle_timeout`](Self::handle_timeout) has work.
@@ -926,9 +897,20 @@ impl Rdm {
 
     /// Runs the timers due at `now` (sessions that end report their peers).
     pub fn handle_timeout(&mut self, now: Instant, resolve: &mut dyn FnMut(&[u8]) -> u64) {
-        self.sessions.handle_timeout(now);
+        let Rdm {
+            sessions,
+            links,
+            rx,
+            ..
+        } = self;
+        sessions.handle_timeout_with(now, &mut |peer| {
+            links
+                .get(peer)
+                .and_then(|l| l.conn.as_ref())
+                .is_none_or(|c| c.is_quiet() && !rx.refers_to(c.id()))
+        });
         self.dirty = true;
-        self.session_events(resolve);
+        self.session_events(now, resolve);
     }
 
     /// The counters of `peer`'s session, if up.
@@ -982,5 +964,6 @@ impl Rdm {
         }
         self.links.clear();
         self.by_conn.clear();
+        self.copied = 0;
     }
 }

@@ -1,323 +1,46 @@
-//! The target driver: serves one [`Backend`] to every initiator that
-//! connects, running the [`TargetCore`] over an ofi channel. A control
-//! listener (TCP) takes each initiator's fabric address and gives it a
-//! token; capsules arrive as fabric messages; data moves by RMA between
-//! the initiators' registered buffers and staging buffers here; completions
-//! go back as capsules. One thread does everything; file I/O runs inline.
-//!
-//! Over MSG endpoints ([`EpKind::Msg`]) there is no control listener: the
-//! channel listens on the control address itself, accepts one connection
-//! per initiator (the accept carries its token), posts that connection's
-//! receives, and treats its shutdown or failure as the initiator's death.
+//! The target's event loop: one [`Driver`] per [`Target::run`], holding
+//! every initiator's state (peers, sessions, posted capsule receives,
+//! staging slots, RMAs in flight and the backlog of refused ones) and
+//! turning the core's actions into fabric operations and file I/O.
 
-use crate::backend::Backend;
-use crate::backlog::Backlog;
-use crate::control;
-use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
-use crate::net::{EpKind, NetOptions};
-use crate::post;
-use crate::wire::{feature, Repr, Status, BATCH_BYTES, CAPSULE_LEN};
-use ofi::safe::{Addr, Channel, CmEvent, Op};
-use rustix::event::PollFlags;
-use std::collections::{HashMap, VecDeque};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tracing::{info, warn};
+use super::*;
 
-/// How a target is set up.
-#[derive(Clone, Debug)]
-pub struct TargetOptions {
-    /// The fabric.
-    pub net: NetOptions,
-    /// Where the control listener binds (over MSG: the passive endpoint).
-    pub listen: SocketAddr,
-    /// Create or extend the backing file to this size.
-    pub size: Option<u64>,
-    /// Refuse every change.
-    pub read_only: bool,
-    /// Limits of the core (size and read-only are taken from the backend).
-    pub config: TargetConfig,
-}
-
-impl Default for TargetOptions {
-    fn default() -> Self {
-        TargetOptions {
-            net: NetOptions::default(),
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            size: None,
-            read_only: false,
-            config: TargetConfig::default(),
-        }
-    }
-}
-
-/// A bound target, ready to [`run`](Target::run).
-#[derive(Debug)]
-pub struct Target {
-    /// The control listener (RDM; an MSG channel listens itself).
-    listener: Option<TcpListener>,
-    ch: Channel,
-    backend: Backend,
-    core: TargetCore,
-    stop: Arc<AtomicBool>,
-}
-
-#[derive(Debug)]
-struct Peer {
-    ctl: Option<TcpStream>,
-    inbuf: Vec<u8>,
-    addr: Option<Addr>,
-    token: u64,
-    session: Option<u32>,
-}
-
-/// Capsule receives kept posted (RDM: shared by every initiator).
-const RECVS: usize = 256;
-
-/// Capsule receives kept posted on each MSG connection.
-const RECVS_PER_CONN: usize = 64;
-
-/// Longest time between two looks at the control sockets while busy.
-const CONTROL_EVERY: Duration = Duration::from_millis(5);
-
-/// Longest an RMA waits for the provider to take it (FI_EAGAIN each
-/// time) before its command fails with a transfer error: as long as an
-/// initiator waits for an answer by default, so the path to that peer is
-/// stuck rather than busy.
-const RMA_PATIENCE: Duration = Duration::from_secs(30);
-
-/// An RMA of a command: ready to post, or waiting to be after FI_EAGAIN.
-#[derive(Debug)]
-struct Rma {
-    op: OpId,
-    slot: u32,
-    /// Reads the initiator's buffer (a WRITE's data) rather than writes it.
-    read: bool,
-    dest: Addr,
-    addr: u64,
-    key: u64,
-    buf: Vec<u8>,
-}
-
-/// What posting an [`Rma`] did.
-enum Posting<'ch> {
-    /// It runs: (command, slot, peer, handle).
-    Running(Running<'ch>),
-    /// The provider pushed back (FI_EAGAIN): try again later.
-    Again(Rma),
-    /// Refused for good.
-    Failed(Rma, ofi::Error),
-}
-
-/// An RMA in flight: its command, staging slot, peer and handle.
-type Running<'ch> = (OpId, u32, Addr, Op<'ch, Vec<u8>>);
-
-fn post_rma(ch: &Channel, r: Rma) -> Posting<'_> {
-    let Rma {
-        op,
-        slot,
-        read,
-        dest,
-        addr,
-        key,
-        buf,
-    } = r;
-    let posted = if read {
-        ch.read(buf, dest, addr, key)
-    } else {
-        ch.write(buf, dest, addr, key)
-    };
-    match posted {
-        Ok(h) => Posting::Running((op, slot, dest, h)),
-        Err(e) => {
-            let again = e.error.is_again();
-            let r = Rma {
-                op,
-                slot,
-                read,
-                dest,
-                addr,
-                key,
-                buf: e.buf,
-            };
-            if again {
-                Posting::Again(r)
-            } else {
-                Posting::Failed(r, e.error)
-            }
-        }
-    }
-}
-
-/// A connection's token (it ties a CONNECT to its control connection,
-/// where a channel without FI_SOURCE has nothing else to go by), from the
-/// system's random source: a guessable one would let another host's
-/// process claim the connection, so a failed source refuses it instead.
-fn token() -> Result<u64, String> {
-    let mut b = [0u8; 8];
-    getrandom::fill(&mut b).map_err(|e| format!("the system's random source failed: {e}"))?;
-    Ok(u64::from_ne_bytes(b))
-}
-
-impl Target {
-    /// Opens the backing store at `path`, the fabric channel and the
-    /// control listener.
-    pub fn bind(path: &Path, opts: &TargetOptions) -> Result<Target, String> {
-        let backend = Backend::open(path, opts.size, opts.read_only)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        Target::with_backend(backend, opts)
-    }
-
-    /// Serves `backend` (`opts.size` and `opts.read_only` are the
-    /// backend's business here): opens the fabric channel and the control
-    /// listener.
-    pub fn with_backend(backend: Backend, opts: &TargetOptions) -> Result<Target, String> {
-        let (ch, listener) = match opts.net.ep {
-            EpKind::Rdm => {
-                let info = opts.net.offer().map_err(|e| format!("fabric offer: {e}"))?;
-                let ch = Channel::open(&info).map_err(|e| format!("fabric channel: {e}"))?;
-                let listener = TcpListener::bind(opts.listen)
-                    .map_err(|e| format!("control listener on {}: {e}", opts.listen))?;
-                listener
-                    .set_nonblocking(true)
-                    .map_err(|e| format!("control listener: {e}"))?;
-                (ch, Some(listener))
-            }
-            EpKind::Msg => {
-                let (ip, port) = (opts.listen.ip().to_string(), opts.listen.port().to_string());
-                let info = opts
-                    .net
-                    .msg_offer(Some(&ip), Some(&port), true)
-                    .map_err(|e| format!("fabric offer: {e}"))?;
-                let ch = Channel::open(&info).map_err(|e| format!("fabric channel: {e}"))?;
-                ch.listen()
-                    .map_err(|e| format!("listening on {}: {e}", opts.listen))?;
-                (ch, None)
-            }
-        };
-        let mut cfg = opts.config;
-        cfg.size = backend.size();
-        cfg.read_only = backend.read_only();
-        if cfg.read_only {
-            cfg.features &= !(feature::TRIM | feature::ZEROES);
-        }
-        Ok(Target {
-            listener,
-            ch,
-            backend,
-            core: TargetCore::new(cfg),
-            stop: Arc::new(AtomicBool::new(false)),
-        })
-    }
-
-    /// The control address initiators connect to (over MSG: the passive
-    /// endpoint's).
-    pub fn local_addr(&self) -> SocketAddr {
-        let any = SocketAddr::from(([0, 0, 0, 0], 0));
-        match &self.listener {
-            Some(l) => l.local_addr().unwrap_or(any),
-            None => self
-                .ch
-                .address()
-                .ok()
-                .and_then(|a| crate::net::sockaddr(&a))
-                .unwrap_or(any),
-        }
-    }
-
-    /// The volume's size.
-    pub fn size(&self) -> u64 {
-        self.backend.size()
-    }
-
-    /// The provider serving the data path.
-    pub fn provider(&self) -> String {
-        self.ch
-            .info()
-            .fabric_attr
-            .prov_name
-            .clone()
-            .unwrap_or_default()
-    }
-
-    /// A flag that, once set, makes [`run`](Self::run) stop accepting
-    /// work, finish what runs and return.
-    pub fn stop_flag(&self) -> Arc<AtomicBool> {
-        self.stop.clone()
-    }
-
-    /// Serves until the stop flag is set.
-    pub fn run(mut self) -> Result<(), String> {
-        let Target {
-            listener,
-            ch,
-            backend,
-            core,
-            stop,
-        } = &mut self;
-        let cfg = *core.config();
-        Driver {
-            ch,
-            listener: listener.as_ref(),
-            backend,
-            core,
-            stop,
-            peers: HashMap::new(),
-            by_addr: HashMap::new(),
-            tokens: HashMap::new(),
-            sessions: HashMap::new(),
-            next_peer: 1,
-            outbox: VecDeque::new(),
-            collected: false,
-            sources: listener.is_none() || ch.info().caps & ofi::consts::FI_SOURCE != 0,
-            recvs: Vec::new(),
-            closing: Vec::new(),
-            slots: (0..cfg.slots)
-                .map(|_| Some(Vec::with_capacity(cfg.max_io as usize)))
-                .collect(),
-            backlog: Backlog::new(cfg.slots as usize),
-        }
-        .run()
-    }
-}
-
-struct Driver<'a> {
-    ch: &'a Channel,
+pub(super) struct Driver<'a> {
+    pub(super) ch: &'a Channel,
     /// The control listener (RDM), or None: the channel listens (MSG).
-    listener: Option<&'a TcpListener>,
-    backend: &'a Backend,
-    core: &'a mut TargetCore,
-    stop: &'a AtomicBool,
-    peers: HashMap<PeerId, Peer>,
-    by_addr: HashMap<u64, PeerId>,
-    tokens: HashMap<u64, PeerId>,
-    sessions: HashMap<u32, PeerId>,
-    next_peer: u64,
-    outbox: VecDeque<(Addr, [u8; CAPSULE_LEN])>,
+    pub(super) listener: Option<&'a TcpListener>,
+    pub(super) backend: &'a Backend,
+    pub(super) core: &'a mut TargetCore,
+    pub(super) stop: &'a AtomicBool,
+    pub(super) peers: HashMap<PeerId, Peer>,
+    pub(super) by_addr: HashMap<u64, PeerId>,
+    pub(super) tokens: HashMap<u64, PeerId>,
+    pub(super) sessions: HashMap<u32, PeerId>,
+    pub(super) next_peer: u64,
+    pub(super) outbox: VecDeque<(Addr, [u8; CAPSULE_LEN])>,
     /// A poll outside the main pass collected completions.
-    collected: bool,
+    pub(super) collected: bool,
     /// The channel reports each capsule's source (FI_SOURCE, or MSG
     /// connections): capsules are routed by it alone.
-    sources: bool,
+    pub(super) sources: bool,
     /// Posted capsule receives, with the MSG connection each belongs to
     /// (None: RDM, any initiator).
-    recvs: Vec<(Option<Addr>, Op<'a, Vec<u8>>)>,
+    pub(super) recvs: Vec<(Option<Addr>, Op<'a, Vec<u8>>)>,
     /// MSG connections to close once no RMA of theirs runs any more.
-    closing: Vec<Addr>,
+    pub(super) closing: Vec<Addr>,
     /// Staging buffers (None while an RMA or the backlog holds one).
-    slots: Vec<Option<Vec<u8>>>,
+    pub(super) slots: Vec<Option<Vec<u8>>>,
     /// RMAs the provider pushed back, retried in order per initiator
     /// (each holds a staging slot: at most `slots` of them).
-    backlog: Backlog<PeerId, (PeerId, Rma)>,
+    pub(super) backlog: Backlog<PeerId, (PeerId, Rma)>,
+    pub(super) limits: Limits,
+    /// Connections refused for the cap on initiators (logged at each
+    /// power of two).
+    pub(super) refused: u64,
 }
 
 impl<'a> Driver<'a> {
-    fn run(mut self) -> Result<(), String> {
+    pub(super) fn run(mut self) -> Result<(), String> {
         let ch = self.ch;
         let cfg = *self.core.config();
         if self.listener.is_some() {
@@ -648,6 +371,13 @@ impl<'a> Driver<'a> {
                     if s.set_nonblocking(true).is_err() {
                         continue;
                     }
+                    if self.peers.len() >= self.limits.max_initiators.max(1) {
+                        self.refuse_control(s, from);
+                        continue;
+                    }
+                    if let Err(e) = control::keepalive(&s, self.limits.liveness) {
+                        warn!("target: control connection from {from}: keepalive: {e}");
+                    }
                     let id = PeerId(self.next_peer);
                     self.next_peer += 1;
                     info!("target: initiator {} connects from {from}", id.0);
@@ -659,6 +389,7 @@ impl<'a> Driver<'a> {
                             addr: None,
                             token: 0,
                             session: None,
+                            setup_by: Some(Instant::now() + self.limits.setup_timeout),
                         },
                     );
                 }
@@ -699,6 +430,9 @@ impl<'a> Driver<'a> {
                 if let Err(e) = self.welcome(id, &addr) {
                     closed = Some(e);
                 }
+            }
+            if closed.is_none() {
+                closed = self.late(id);
             }
             if let Some(why) = closed {
                 work = true;
@@ -750,14 +484,69 @@ impl<'a> Driver<'a> {
                 }
             }
         }
+        let ids: Vec<PeerId> = self.peers.keys().copied().collect();
+        for id in ids {
+            if let Some(why) = self.late(id) {
+                work = true;
+                info!("target: initiator {}: {why}", id.0);
+                self.core.close(id);
+                self.forget(id, true);
+            }
+        }
         work
+    }
+
+    /// Why `id` is dropped for not having opened its session in time, if
+    /// it is late.
+    fn late(&self, id: PeerId) -> Option<String> {
+        let p = self.peers.get(&id)?;
+        if p.setup_by.is_none_or(|t| Instant::now() < t) {
+            return None;
+        }
+        let what = if self.listener.is_some() && p.addr.is_none() {
+            "HELLO"
+        } else {
+            "CONNECT"
+        };
+        Some(format!("no {what} within {:?}", self.limits.setup_timeout))
+    }
+
+    /// Turns away a control connection beyond the cap on initiators: a
+    /// WELCOME saying `Busy`, then the close.
+    fn refuse_control(&mut self, mut s: TcpStream, from: SocketAddr) {
+        self.count_refusal(&from.to_string());
+        let me = self.ch.address().unwrap_or_default();
+        let _ = s.write_all(&control::welcome(Status::Busy, 0, &me));
+        // What the initiator sent already is read, so that the close is a
+        // FIN (it reads the WELCOME) rather than a reset.
+        let mut b = [0u8; 1024];
+        let _ = s.read(&mut b);
+        let _ = s.shutdown(Shutdown::Both);
+    }
+
+    /// Counts a connection refused for the cap on initiators, and says so
+    /// at each power of two.
+    fn count_refusal(&mut self, whom: &str) {
+        self.refused += 1;
+        if self.refused.is_power_of_two() {
+            warn!(
+                "target: {} initiators connected (the most): refusing {whom} ({} refused so far)",
+                self.peers.len(),
+                self.refused
+            );
+        }
     }
 
     /// MSG: accepts an initiator's connection (refused while shutting
     /// down), handing it its token; its receives are posted at once.
     fn accept(&mut self, req: ofi::safe::ConnRequest) {
         if self.stop.load(Ordering::Relaxed) {
-            let _ = self.ch.reject(req, &[]);
+            let _ = self.ch.reject(req, &control::refusal(Status::ShuttingDown));
+            return;
+        }
+        if self.peers.len() >= self.limits.max_initiators.max(1) {
+            self.count_refusal("a connection");
+            let _ = self.ch.reject(req, &control::refusal(Status::Busy));
             return;
         }
         let t = match token() {
@@ -799,6 +588,7 @@ impl<'a> Driver<'a> {
                 addr: Some(conn),
                 token: t,
                 session: None,
+                setup_by: Some(Instant::now() + self.limits.setup_timeout),
             },
         );
         self.by_addr.insert(conn.0, id);
@@ -891,6 +681,7 @@ impl<'a> Driver<'a> {
         };
         if let Ok(Repr::Accept(a)) = Repr::from_bytes(&capsule) {
             p.session = Some(a.session);
+            p.setup_by = None;
             self.sessions.insert(a.session, peer);
         }
         if let Some(addr) = p.addr {
@@ -945,6 +736,7 @@ impl<'a> Driver<'a> {
                     self.closing.push(c);
                 }
             }
+            p.setup_by = None;
             self.tokens.remove(&p.token);
             if let Some(s) = p.session.take() {
                 self.sessions.remove(&s);
