@@ -287,6 +287,17 @@ fn poll_sets_over_rdm_completion_queues_between_processes() {
     agree("poll_rdm", &["tcp", "counter", "10"]);
 }
 
+/// Several MSG endpoints share one receive context (fi_srx_context, rx_ctx_cnt
+/// FI_SHARED_CONTEXT): buffers posted to it before the clients send, and
+/// after (unexpected messages), each take one message whole; completions
+/// go to the CQ of the endpoint whose peer sent it, in posting order per
+/// connection. ofi refused fi_srx_context (-FI_ENOSYS) and offered nothing
+/// for FI_SHARED_CONTEXT hints.
+#[test]
+fn msg_endpoints_share_a_receive_context() {
+    agree("srx_msg", &["tcp"]);
+}
+
 /// The same flow over connected MSG endpoints (a fabtests client run with
 /// `-e msg`): the greeting alone, 1 KiB and 1 MiB (rendezvous) sends; the
 /// receive buffer holds the peer's greeting, string and length, once

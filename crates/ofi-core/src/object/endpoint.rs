@@ -11,6 +11,7 @@ use crate::provider::{EndpointOps, EpBindings, Progress};
 use crate::util::cntr::CntrCore;
 use crate::util::cq::CqCore;
 use crate::util::mr::MrMap;
+use crate::util::srx::SrxBinding;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -149,6 +150,42 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Binds a shared receive context (`fi_ep_bind` with the handle
+    /// [`Domain::srx_context`](super::Domain::srx_context) opened): its
+    /// receives serve messages none of this endpoint's own takes, and
+    /// complete on this endpoint's receive CQ and counter. `FI_EINVAL`
+    /// for a handle that is no shared receive context, or a second one;
+    /// `FI_ENOSYS` where the provider offers none.
+    pub fn bind_srx(&self, srx: &Endpoint) -> Result<()> {
+        let Some(core) = srx.ops.as_srx() else {
+            return Err(Error::inval("bind srx: not a shared receive context"));
+        };
+        if self.ops.as_srx().is_some() {
+            return Err(Error::inval(
+                "bind srx: a shared receive context binds to no other",
+            ));
+        }
+        if self.info.domain_attr.max_ep_srx_ctx == 0 {
+            return Err(Error::nosys(format!(
+                "bind srx: {} endpoints take no shared receive context",
+                self.info.provider()
+            )));
+        }
+        let mut s = self.not_enabled("bind srx")?;
+        if s.b.srx.is_some() {
+            return Err(Error::inval(
+                "bind srx: a shared receive context is already bound",
+            ));
+        }
+        core.bound.fetch_add(1, Ordering::AcqRel);
+        // The member number comes at enable, when the endpoint joins.
+        s.b.srx = Some(SrxBinding {
+            srx: core.clone(),
+            member: 0,
+        });
+        Ok(())
+    }
+
     pub(super) fn enabled_for(&self, what: &str) -> Result<()> {
         if !self.state().enabled {
             return Err(Error::new(
@@ -248,6 +285,15 @@ impl Endpoint {
         }
         s.b.mr_map = Some(self.mr_map.clone());
         s.b.info = self.info.clone();
+        let b = &mut s.b;
+        if let Some(x) = b.srx.as_mut() {
+            if self.info.ep_attr.ep_type != ep_type::FI_EP_MSG {
+                if let Some(av) = &b.av {
+                    x.srx.check_av(av)?;
+                }
+            }
+            x.member = x.srx.join(Arc::downgrade(&self.ops), b.rx_cq.clone());
+        }
         // No queue of its own: the domain's, if it has one.
         let defaulted = s.b.eq.is_none();
         if defaulted {
@@ -258,6 +304,9 @@ impl Endpoint {
             }
         }
         if let Err(e) = self.ops.enable(s.b.clone()) {
+            if let Some(x) = &s.b.srx {
+                x.srx.leave(x.member);
+            }
             if defaulted {
                 if let Some(q) = s.b.eq.take() {
                     q.bound.fetch_sub(1, Ordering::AcqRel);
@@ -350,8 +399,17 @@ impl Endpoint {
         &self.ops
     }
 
-    /// Closes the endpoint, releasing its bindings.
+    /// Closes the endpoint, releasing its bindings. A shared receive
+    /// context is refused (`FI_EBUSY`) while endpoints are bound to it.
     pub fn close(self) -> CloseResult<Self> {
+        if let Some(n) = self
+            .ops
+            .as_srx()
+            .map(|c| c.bound.load(Ordering::Acquire))
+            .filter(|&n| n > 0)
+        {
+            return super::refuse(self, "shared receive context", n);
+        }
         Ok(())
     }
 }
@@ -372,6 +430,12 @@ impl Drop for Endpoint {
             }
         }
         self.ops.close();
+        if let Some(x) = &s.b.srx {
+            if s.enabled {
+                x.srx.leave(x.member);
+            }
+            x.srx.bound.fetch_sub(1, Ordering::AcqRel);
+        }
         if let Some(eq) = &s.b.eq {
             // Events naming the closed endpoint go with it (a context of 0
             // names nothing apart: others may share it).

@@ -19,6 +19,7 @@ pub mod peer;
 pub mod poll;
 pub mod rma;
 pub mod slab;
+pub mod srx;
 pub mod trigger;
 pub mod wait;
 pub mod waitset;

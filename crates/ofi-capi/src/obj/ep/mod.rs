@@ -77,15 +77,110 @@ impl EpObj {
     }
 }
 
-/// The endpoint behind a `struct fid_ep *`, with its raw-layer endpoint.
+/// The endpoint behind a `struct fid_ep *`, with its raw-layer endpoint;
+/// a shared receive context is one too (its receive and cancel calls).
 ///
 /// # Safety
 /// `p` is NULL or a readable fid.
 #[inline]
 pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)> {
     // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
-    let o = unsafe { get::<EpObj>(p.cast::<fid>()) }?;
+    let o = match unsafe { get::<EpObj>(p.cast::<fid>()) } {
+        Some(o) => o,
+        // SAFETY: as above.
+        None => unsafe { srx_obj(p.cast::<fid>()) }?,
+    };
     Some((o, o.core.as_ref()?))
+}
+
+/// A shared receive context as C sees it (`fi_srx_context`): a
+/// `struct fid_ep` of class FI_CLASS_SRX_CTX whose receive calls post to
+/// the context (the endpoints' msg and tagged tables serve it; its sends
+/// are refused by the raw layer), and whose `fi_cancel` cancels there.
+#[repr(C)]
+pub struct SrxObj {
+    ep: EpObj,
+}
+
+// SAFETY: repr(C), first field EpObj whose first field is fid_ep, whose
+// first field is fid.
+unsafe impl CObj for SrxObj {
+    const CLASS: usize = class::FI_CLASS_SRX_CTX;
+    fn base_ops() -> *const fi_ops {
+        &SRX_FI_OPS
+    }
+    fn shut(&mut self) -> Result<(), c_int> {
+        super::shut_core(&mut self.ep.core, Endpoint::close)
+    }
+}
+
+static SRX_FI_OPS: fi_ops = super::fid_ops::<SrxObj>(super::bind_nosys, super::control_nosys);
+
+/// The endpoint part of a shared receive context's fid.
+///
+/// # Safety
+/// `p` is NULL or a readable fid.
+#[inline(never)]
+unsafe fn srx_obj<'a>(p: *const fid) -> Option<&'a EpObj> {
+    // SAFETY: `p` is NULL or a readable fid (this function's contract).
+    unsafe { get::<SrxObj>(p) }.map(|o| &o.ep)
+}
+
+/// `fi_srx_context`: opens a shared receive context of a domain.
+///
+/// # Safety
+/// Arguments as `fi_srx_context(3)`: `attr` NULL or a valid `fi_rx_attr`,
+/// `out` writable.
+pub(crate) unsafe fn open_srx(
+    d: *mut fid_domain,
+    attr: *mut fi_rx_attr,
+    out: *mut *mut fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: d is NULL or a fid of the application.
+    let Some(dom) = (unsafe { super::domain::domain(d) }) else {
+        return EINVAL;
+    };
+    let Some(dcore) = dom.core() else {
+        return EINVAL;
+    };
+    if out.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: attr is NULL or a valid fi_rx_attr (this function's contract).
+    let a = (!attr.is_null()).then(|| unsafe { crate::info::rx_attr_from_c(attr) });
+    let core = match dcore.srx_context(a.as_ref()) {
+        Ok(c) => c,
+        Err(e) => return guard::err(&e),
+    };
+    let caps = core.info().rx_attr.caps | core.info().caps;
+    let flags = core.info().rx_attr.op_flags;
+    let p = publish(SrxObj {
+        ep: EpObj {
+            c: fid_ep {
+                fid: fid {
+                    fclass: class::FI_CLASS_SRX_CTX,
+                    context,
+                    ops: &SRX_FI_OPS as *const fi_ops as *mut fi_ops,
+                },
+                ops: ep_ops_table(),
+                cm: cm_ops_table(),
+                msg: msg::msg_ops_table(),
+                rma: rma::rma_ops_table(),
+                tagged: msg::tagged_ops_table(),
+                atomic: atomic::atomic_ops_table(),
+                collective: &COLL_OPS as *const fi_ops_collective as *mut fi_ops_collective,
+            },
+            core: Some(core),
+            tx_flags: AtomicU64::new(0),
+            rx_flags: AtomicU64::new(flags),
+            connreq: std::ptr::null_mut(),
+            directed: caps & FI_DIRECTED_RECV != 0,
+        },
+    });
+    // SAFETY: out is non-null and writable (checked above, and the contract).
+    unsafe { *out = p.cast::<fid_ep>() };
+    0
 }
 
 static EP_FI_OPS: fi_ops = super::fid_ops::<EpObj>(ep_bind, ep_control);
@@ -240,6 +335,9 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             }
             if let Some(q) = get::<super::eq::EqObj>(bfid).and_then(|o| o.core.as_ref()) {
                 return super::ret(e.bind_eq(q));
+            }
+            if let Some(x) = srx_obj(bfid).and_then(|o| o.core.as_ref()) {
+                return super::ret(e.bind_srx(x));
             }
         }
         EINVAL
