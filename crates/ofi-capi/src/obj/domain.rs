@@ -238,7 +238,9 @@ unsafe extern "C" fn domain_srx_ctx(
 ) -> c_int {
     // SAFETY: the application's fi_srx_context(3) arguments, passed on
     // unchanged, as `ep::open_srx` requires.
-    ffi(PANIC, || unsafe { super::ep::open_srx(d, attr, rx_ep, context) })
+    ffi(PANIC, || unsafe {
+        super::ep::open_srx(d, attr, rx_ep, context)
+    })
 }
 
 /// `fi_query_atomic`: whether the domain's provider does `op` on

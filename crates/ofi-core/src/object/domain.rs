@@ -13,13 +13,13 @@ use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use crate::info::{Info, RxAttr};
 use crate::provider::DomainOps;
-use crate::util::srx::{SrxCore, SrxEp};
 use crate::util::atomic::AtomicKind;
 use crate::util::av::{AvAttr, AvCore};
 use crate::util::cntr::{CntrAttr, CntrCore};
 use crate::util::cq::{CqAttr, CqCore};
 use crate::util::eq::{EqCore, EqEvent};
 use crate::util::mr::{MrAttr, MrMap};
+use crate::util::srx::{SrxCore, SrxEp};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 

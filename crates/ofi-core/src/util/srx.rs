@@ -175,11 +175,10 @@ impl SrxCore {
                 "shared receive context: no bound endpoint has a receive CQ to report a cancel on",
             ));
         };
-        let (tagged, r) = self
-            .posted
-            .lock()
-            .cancel(context)
-            .ok_or_else(|| Error::new(errno::FI_ENOENT, "no posted receive has this context"))?;
+        let (tagged, r) =
+            self.posted.lock().cancel(context).ok_or_else(|| {
+                Error::new(errno::FI_ENOENT, "no posted receive has this context")
+            })?;
         cq.push_err(
             CqErrEntry {
                 op_context: context,
@@ -351,7 +350,10 @@ mod tests {
             flags: FI_MULTI_RECV,
             ..recv(&v, 5, false, 0)
         };
-        assert_eq!(s.post(&multi).expect_err("multi").code(), errno::FI_EOPNOTSUPP);
+        assert_eq!(
+            s.post(&multi).expect_err("multi").code(),
+            errno::FI_EOPNOTSUPP
+        );
     }
 
     #[test]
@@ -359,7 +361,10 @@ mod tests {
         let s = SrxCore::new(0);
         let v = [IoVec { base: 64, len: 8 }];
         s.post(&recv(&v, 1, false, 0)).expect("post");
-        assert_eq!(s.cancel(1).expect_err("no member").code(), errno::FI_EOPBADSTATE);
+        assert_eq!(
+            s.cancel(1).expect_err("no member").code(),
+            errno::FI_EOPBADSTATE
+        );
         assert_eq!(s.len(), 1, "kept");
     }
 }
