@@ -291,8 +291,9 @@ fn poll_sets_over_rdm_completion_queues_between_processes() {
 /// FI_SHARED_CONTEXT): buffers posted to it before the clients send, and
 /// after (unexpected messages), each take one message whole; completions
 /// go to the CQ of the endpoint whose peer sent it, in posting order per
-/// connection. ofi refused fi_srx_context (-FI_ENOSYS) and offered nothing
-/// for FI_SHARED_CONTEXT hints.
+/// connection. The clients' endpoints share a transmit context on ofi
+/// (fi_stx_context; libfabric 1.17's tcp has none). ofi refused both
+/// (-FI_ENOSYS) and offered nothing for FI_SHARED_CONTEXT hints.
 #[test]
 fn msg_endpoints_share_a_receive_context() {
     agree("srx_msg", &["tcp"]);

@@ -7,11 +7,11 @@
 use super::endpoint::EpState;
 use super::{
     no_set, refuse, AddressVector, CloseResult, CompletionQueue, Counter, DepGuard, Endpoint,
-    EventQueue, MemoryRegion,
+    EventQueue, MemoryRegion, SharedTxContext,
 };
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
-use crate::info::{Info, RxAttr};
+use crate::info::{Info, RxAttr, TxAttr};
 use crate::provider::DomainOps;
 use crate::util::atomic::AtomicKind;
 use crate::util::av::{AvAttr, AvCore};
@@ -20,6 +20,7 @@ use crate::util::cq::{CqAttr, CqCore};
 use crate::util::eq::{EqCore, EqEvent};
 use crate::util::mr::{MrAttr, MrMap};
 use crate::util::srx::{SrxCore, SrxEp};
+use crate::util::stx::StxCore;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -225,6 +226,23 @@ impl Domain {
             mr_map: self.mr_map.clone(),
             state: Mutex::new(EpState::default()),
             default_eq: Arc::new(Mutex::new(None)),
+            _parent: DepGuard::new(&self.deps),
+        })
+    }
+    /// Opens a shared transmit context (`fi_stx_context`) with the
+    /// transmit attributes `attr` (None: the domain's); see
+    /// [`crate::util::stx`]. `FI_ENOSYS` where the provider offers none
+    /// (`max_ep_stx_ctx` 0).
+    pub fn stx_context(&self, attr: Option<&TxAttr>) -> Result<SharedTxContext> {
+        if self.info.domain_attr.max_ep_stx_ctx == 0 {
+            return Err(Error::nosys(format!(
+                "{}: shared transmit contexts are not supported",
+                self.info.provider()
+            )));
+        }
+        let a = attr.cloned().unwrap_or_else(|| self.info.tx_attr.clone());
+        Ok(SharedTxContext {
+            core: StxCore::new(a),
             _parent: DepGuard::new(&self.deps),
         })
     }

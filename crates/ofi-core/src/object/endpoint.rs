@@ -7,11 +7,13 @@ use super::{AddressVector, CloseResult, CompletionQueue, Counter, DepGuard, Even
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use crate::info::Info;
+use crate::info::TxAttr;
 use crate::provider::{EndpointOps, EpBindings, Progress};
 use crate::util::cntr::CntrCore;
 use crate::util::cq::CqCore;
 use crate::util::mr::MrMap;
 use crate::util::srx::SrxBinding;
+use crate::util::stx::StxCore;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +22,32 @@ use std::sync::{Arc, Mutex};
 pub(super) struct EpState {
     pub(super) b: EpBindings,
     pub(super) enabled: bool,
+    /// The shared transmit context it is bound to (the core's alone:
+    /// providers see nothing of it, see [`crate::util::stx`]).
+    pub(super) stx: Option<Arc<StxCore>>,
+}
+
+/// A shared transmit context (`fi_stx_context`): endpoints bound to it
+/// ([`Endpoint::bind_stx`]) keep within its transmit attributes; see
+/// [`crate::util::stx`].
+#[derive(Debug)]
+pub struct SharedTxContext {
+    pub(super) core: Arc<StxCore>,
+    pub(super) _parent: DepGuard,
+}
+
+impl SharedTxContext {
+    /// Its transmit attributes.
+    pub fn attr(&self) -> &TxAttr {
+        self.core.attr()
+    }
+    /// Closes it; refused (`FI_EBUSY`) while endpoints are bound to it.
+    pub fn close(self) -> CloseResult<Self> {
+        match self.core.bound.load(Ordering::Acquire) {
+            0 => Ok(()),
+            n => super::refuse(self, "shared transmit context", n),
+        }
+    }
 }
 
 /// An endpoint.
@@ -183,6 +211,29 @@ impl Endpoint {
             srx: core.clone(),
             member: 0,
         });
+        Ok(())
+    }
+
+    /// Binds a shared transmit context (`fi_ep_bind` with an stx): the
+    /// endpoint's transmit attributes must be within the context's
+    /// (`FI_EINVAL` otherwise, or for a second context); `FI_ENOSYS`
+    /// where the provider offers none.
+    pub fn bind_stx(&self, stx: &SharedTxContext) -> Result<()> {
+        if self.info.domain_attr.max_ep_stx_ctx == 0 {
+            return Err(Error::nosys(format!(
+                "bind stx: {} endpoints take no shared transmit context",
+                self.info.provider()
+            )));
+        }
+        let mut s = self.not_enabled("bind stx")?;
+        if s.stx.is_some() {
+            return Err(Error::inval(
+                "bind stx: a shared transmit context is already bound",
+            ));
+        }
+        stx.core.admits(&self.info.tx_attr)?;
+        stx.core.bound.fetch_add(1, Ordering::AcqRel);
+        s.stx = Some(stx.core.clone());
         Ok(())
     }
 
@@ -430,6 +481,9 @@ impl Drop for Endpoint {
             }
         }
         self.ops.close();
+        if let Some(t) = &s.stx {
+            t.bound.fetch_sub(1, Ordering::AcqRel);
+        }
         if let Some(x) = &s.b.srx {
             if s.enabled {
                 x.srx.leave(x.member);

@@ -39,6 +39,7 @@ pub use cntr::Counter;
 pub use cq::CompletionQueue;
 pub use domain::Domain;
 pub use endpoint::Endpoint;
+pub use endpoint::SharedTxContext;
 pub use eq::EventQueue;
 pub use fabric::Fabric;
 pub use mc::Multicast;

@@ -20,6 +20,7 @@ pub mod poll;
 pub mod rma;
 pub mod slab;
 pub mod srx;
+pub mod stx;
 pub mod trigger;
 pub mod wait;
 pub mod waitset;

@@ -6,7 +6,10 @@
 //! the CQ of the endpoint that received it, with the sender's data, and a
 //! connection's messages take receives in posting order. A cancel is
 //! reported on a member's CQ; the context cannot close while endpoints are
-//! bound; a member with another AV is refused.
+//! bound; a member with another AV is refused. A shared transmit context
+//! (`fi_stx_context`, `ofi_core::util::stx`) takes endpoints whose
+//! transmit attributes are within its own, whose sends complete on their
+//! own CQs.
 #![allow(unsafe_code)]
 
 mod common;
@@ -318,4 +321,83 @@ fn cancel_close_and_address_vectors() {
     drop(b);
     srx.close().expect("closes once no endpoint is bound");
     drop(av);
+}
+
+#[test]
+fn a_shared_transmit_context_takes_endpoints_within_its_attributes() {
+    let info = offer(ep_type::FI_EP_RDM, "127.0.0.1");
+    assert!(info.domain_attr.max_ep_stx_ctx > 0, "tcp offers them");
+    let fabric = Fabric::open(&info.fabric_attr).expect("fabric");
+    let domain = fabric.domain(&info).expect("domain");
+    let av = domain.av(&AvAttr::default()).expect("av");
+    let small = ofi_core::info::TxAttr {
+        size: 16,
+        ..info.tx_attr.clone()
+    };
+    let narrow = domain.stx_context(Some(&small)).expect("stx_context");
+    let stx = domain.stx_context(None).expect("stx_context");
+    let peer = Rdm::open(&offer(ep_type::FI_EP_RDM, "127.0.0.1"));
+    let mut eps = Vec::new();
+    for _ in 0..2 {
+        let cq = domain.cq(&tagged_cq()).expect("cq");
+        let ep = domain.endpoint(&info).expect("endpoint");
+        assert_eq!(
+            ep.bind_stx(&narrow)
+                .expect_err("a deeper queue than the context's")
+                .code(),
+            errno::FI_EINVAL
+        );
+        ep.bind_stx(&stx).expect("bind stx");
+        assert_eq!(
+            ep.bind_stx(&stx).expect_err("twice").code(),
+            errno::FI_EINVAL
+        );
+        ep.bind_cq(&cq, FI_TRANSMIT | FI_RECV).expect("bind cq");
+        ep.bind_av(&av).expect("bind av");
+        ep.enable().expect("enable");
+        eps.push((ep, cq));
+    }
+    let to_peer = av
+        .insert_one(&peer.ep.getname().expect("getname"))
+        .expect("insert");
+    let m = pattern(5, 100);
+    let mut r = [vec![0u8; 100], vec![0u8; 100]];
+    // SAFETY: the buffers outlive the operations, which complete below.
+    unsafe {
+        for (i, b) in r.iter_mut().enumerate() {
+            peer.ep
+                .recv(b.as_mut_ptr(), 100, FI_ADDR_UNSPEC, 0x50 + i)
+                .expect("recv");
+        }
+        for (i, (ep, _)) in eps.iter().enumerate() {
+            ep.send(m.as_ptr(), 100, to_peer, 0x60 + i).expect("send");
+        }
+    }
+    let mut st = Vec::new();
+    for (i, (_, cq)) in eps.iter().enumerate() {
+        let mut own = Vec::new();
+        ok(
+            wait_ctx(cq, &mut own, 0x60 + i, BOUND, &[&peer.ep], "send"),
+            "a send completes on its endpoint's CQ",
+        );
+        ok(
+            wait_ctx(
+                &peer.cq,
+                &mut st,
+                0x50 + i,
+                BOUND,
+                &[&eps[0].0, &eps[1].0],
+                "recv",
+            ),
+            "recv",
+        );
+    }
+    assert!(r.iter().all(|b| b[..] == m[..]));
+    let stx = match stx.close() {
+        Err(e) => e.0,
+        Ok(()) => panic!("closed with endpoints bound"),
+    };
+    drop(eps);
+    stx.close().expect("closes once no endpoint is bound");
+    narrow.close().expect("close");
 }

@@ -126,6 +126,71 @@ unsafe fn srx_obj<'a>(p: *const fid) -> Option<&'a EpObj> {
     unsafe { get::<SrxObj>(p) }.map(|o| &o.ep)
 }
 
+/// A shared transmit context as C sees it (`fi_stx_context`): a
+/// `struct fid_stx`, then the raw-layer context. Endpoints bind it; it
+/// takes no calls of its own.
+#[repr(C)]
+pub struct StxObj {
+    c: fid_stx,
+    core: Option<ofi_core::object::SharedTxContext>,
+}
+
+// SAFETY: repr(C), first field fid_stx whose first field is fid.
+unsafe impl CObj for StxObj {
+    const CLASS: usize = class::FI_CLASS_STX_CTX;
+    fn base_ops() -> *const fi_ops {
+        &STX_FI_OPS
+    }
+    fn shut(&mut self) -> Result<(), c_int> {
+        super::shut_core(&mut self.core, ofi_core::object::SharedTxContext::close)
+    }
+}
+
+static STX_FI_OPS: fi_ops = super::fid_ops::<StxObj>(super::bind_nosys, super::control_nosys);
+
+/// `fi_stx_context`: opens a shared transmit context of a domain.
+///
+/// # Safety
+/// Arguments as `fi_stx_context(3)`: `attr` NULL or a valid `fi_tx_attr`,
+/// `out` writable.
+pub(crate) unsafe fn open_stx(
+    d: *mut fid_domain,
+    attr: *mut fi_tx_attr,
+    out: *mut *mut fid_stx,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: d is NULL or a fid of the application.
+    let Some(dom) = (unsafe { super::domain::domain(d) }) else {
+        return EINVAL;
+    };
+    let Some(dcore) = dom.core() else {
+        return EINVAL;
+    };
+    if out.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: attr is NULL or a valid fi_tx_attr (this function's contract).
+    let a = (!attr.is_null()).then(|| unsafe { crate::info::tx_attr_from_c(attr) });
+    let core = match dcore.stx_context(a.as_ref()) {
+        Ok(c) => c,
+        Err(e) => return guard::err(&e),
+    };
+    let p = publish(StxObj {
+        c: fid_stx {
+            fid: fid {
+                fclass: class::FI_CLASS_STX_CTX,
+                context,
+                ops: &STX_FI_OPS as *const fi_ops as *mut fi_ops,
+            },
+            ops: ep_ops_table(),
+        },
+        core: Some(core),
+    });
+    // SAFETY: out is non-null and writable (checked above, and the contract).
+    unsafe { *out = p.cast::<fid_stx>() };
+    0
+}
+
 /// `fi_srx_context`: opens a shared receive context of a domain.
 ///
 /// # Safety
@@ -314,7 +379,8 @@ pub(crate) unsafe fn open(
 }
 
 /// `fi_ep_bind`: a CQ (FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION),
-/// counter (FI_SEND / FI_RECV / FI_READ / FI_WRITE / FI_REMOTE_*), AV or EQ.
+/// counter (FI_SEND / FI_RECV / FI_READ / FI_WRITE / FI_REMOTE_*), AV, EQ,
+/// or a shared receive or transmit context.
 unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
@@ -338,6 +404,9 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             }
             if let Some(x) = srx_obj(bfid).and_then(|o| o.core.as_ref()) {
                 return super::ret(e.bind_srx(x));
+            }
+            if let Some(x) = get::<StxObj>(bfid).and_then(|o| o.core.as_ref()) {
+                return super::ret(e.bind_stx(x));
             }
         }
         EINVAL
