@@ -257,6 +257,7 @@ impl ShmEndpoint {
                 dead: DeadPeers::default(),
                 dead_ids: Vec::new(),
                 live: HashMap::new(),
+                srx_seen: 0,
                 last_from: 0,
                 senders: Vec::new(),
                 auth: key.map(|k| ofi_proto::shm::auth::Auth::new(k, me.id())),
@@ -519,7 +520,9 @@ impl Progress for ShmEndpoint {
 impl EndpointOps for ShmEndpoint {
     fn enable(&self, b: EpBindings) -> Result<()> {
         let mut g = self.lock();
-        g.need_src = self.caps & (FI_SOURCE | FI_DIRECTED_RECV) != 0;
+        // Receives of a shared context may be directed: its members
+        // resolve every sender.
+        g.need_src = self.caps & (FI_SOURCE | FI_DIRECTED_RECV) != 0 || b.srx.is_some();
         g.b = b;
         drop(g);
         self.enabled.store(true, Ordering::Release);
@@ -566,6 +569,10 @@ impl EndpointOps for ShmEndpoint {
     }
     fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
         atomic::query(kind, op, datatype, rma::ATOMIC_MAX_BYTES)
+    }
+    fn srx_posted(&self) {
+        let mut g = self.lock();
+        self.rescan_shared(&mut g);
     }
     fn cancel(&self, context: usize) -> Result<()> {
         let mut g = self.lock();

@@ -10,7 +10,7 @@ use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::RecvOp;
 use ofi_core::util::cq::CqTaggedEntry;
 use ofi_core::util::iov::{copy_to_iov, iov_len, IoVec};
-use ofi_core::util::matching::{PostedRecv, Unexpected, MAX_IOV};
+use ofi_core::util::matching::{PostedRecv, SharedRecvQueue, Unexpected, MAX_IOV};
 use ofi_proto::shm::entry::MsgMeta;
 use ofi_proto::shm::{ack, consume_multi, Body};
 
@@ -91,9 +91,23 @@ impl ShmEndpoint {
         true
     }
 
-    /// A message arrived: match a posted receive or hold it as unexpected.
+    /// A message arrived: match a posted receive (the endpoint's own, then
+    /// its shared receive context's) or hold it as unexpected.
     pub(super) fn incoming(&self, g: &mut Inner, from: u64, m: Meta, body: Body<'_>) {
         let Some(i) = g.rx.mq.find_posted(m.tagged, m.src_addr, m.tag) else {
+            if let Some(r) = self.shared_recv(g, &m) {
+                let completion = r.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+                let dest = Dest {
+                    iov: r.iov(),
+                    off: 0,
+                    cap: r.len,
+                    context: r.context,
+                    flags: 0,
+                    completion,
+                };
+                self.deliver(g, &dest, m, from, body);
+                return;
+            }
             let payload = match body {
                 Body::Inline(b) => {
                     let mut v = g.pool.pop().unwrap_or_default();
@@ -256,6 +270,54 @@ impl ShmEndpoint {
             cq_data: u.flags & FI_REMOTE_CQ_DATA != 0,
             total: u.len,
             src_addr: u.src,
+        }
+    }
+
+    /// The shared receive context's oldest receive that accepts `m`, when
+    /// the endpoint is bound to one (see `ofi_core::util::srx`). Held
+    /// messages of its queue are offered first when receives were posted
+    /// since they last were: they keep their turn.
+    #[inline(never)]
+    fn shared_recv(&self, g: &mut Inner, m: &Meta) -> Option<PostedRecv> {
+        let x = g.b.srx.clone()?;
+        if x.srx.generation() != g.srx_seen && g.rx.mq.unexpected_len(m.tagged) > 0 {
+            self.rescan_shared(g);
+        }
+        x.srx.take(x.member, m.tagged, m.src_addr, m.tag)
+    }
+
+    /// Offers the held messages, oldest first, to the shared receive
+    /// context: each one a receive there accepts is delivered into it.
+    pub(super) fn rescan_shared(&self, g: &mut Inner) {
+        let Some(x) = g.b.srx.clone() else {
+            return;
+        };
+        g.srx_seen = x.srx.generation();
+        for tagged in [false, true] {
+            let mut i = 0;
+            while let Some(u) = g.rx.mq.unexpected_mut(tagged, i) {
+                if u.claimed.is_some() {
+                    i += 1;
+                    continue;
+                }
+                let Some(r) = x.srx.take(x.member, tagged, u.src, u.tag) else {
+                    i += 1;
+                    continue;
+                };
+                let Some(u) = g.rx.take_unexpected(tagged, i) else {
+                    break;
+                };
+                let completion = r.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+                let d = Dest {
+                    iov: r.iov(),
+                    off: 0,
+                    cap: r.len,
+                    context: r.context,
+                    flags: 0,
+                    completion,
+                };
+                self.deliver_payload(g, &d, Self::meta_of(tagged, &u), u.payload);
+            }
         }
     }
 
