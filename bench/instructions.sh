@@ -59,7 +59,9 @@ if [ -z "${LIB:-}" ] || [ -n "$CHECK" ] || [ "${COMPARE:-0}" = 1 ]; then
 fi
 gcc -O2 -o "$WORK/selfsend" "$ROOT/bench/selfsend.c" -I/usr/include -L"$SYSLIB" -lfabric
 # The selfsend measured must load the library asked for, never a fallback.
-if [ -d "$OFILIB" ] && ! LD_LIBRARY_PATH="$OFILIB" ldd "$WORK/selfsend" | grep -q "=> $OFILIB/libfabric.so.1"; then
+# (grep reads all of ldd's output: with -q it may exit first, and ldd's
+# SIGPIPE fails the pipeline under pipefail.)
+if [ -d "$OFILIB" ] && ! LD_LIBRARY_PATH="$OFILIB" ldd "$WORK/selfsend" | grep "=> $OFILIB/libfabric.so.1" >/dev/null; then
     echo "instructions.sh: selfsend does not load $OFILIB/libfabric.so.1:" >&2
     LD_LIBRARY_PATH="$OFILIB" ldd "$WORK/selfsend" >&2
     exit 2

@@ -210,6 +210,8 @@ impl Endpoint {
         s.b.srx = Some(SrxBinding {
             srx: core.clone(),
             member: 0,
+            seen: 0,
+            held: 0,
         });
         Ok(())
     }

@@ -75,6 +75,11 @@ pub struct SrxBinding {
     pub srx: Arc<SrxCore>,
     /// The endpoint's number with it (what [`SharedRecvQueue::take`] asks).
     pub member: usize,
+    /// For the provider: the context's generation when the endpoint last
+    /// offered it its waiting messages.
+    pub seen: u64,
+    /// For the provider: how many messages waited after that offer.
+    pub held: usize,
 }
 
 impl SrxCore {

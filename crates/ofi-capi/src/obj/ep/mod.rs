@@ -77,26 +77,33 @@ impl EpObj {
     }
 }
 
-/// The endpoint behind a `struct fid_ep *`, with its raw-layer endpoint;
-/// a shared receive context is one too (its receive and cancel calls).
+/// The endpoint behind a `struct fid_ep *`, with its raw-layer endpoint.
 ///
 /// # Safety
 /// `p` is NULL or a readable fid.
 #[inline]
 pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)> {
     // SAFETY: `p` is NULL or a readable fid (this function's contract), all that `get` asks.
-    let o = match unsafe { get::<EpObj>(p.cast::<fid>()) } {
-        Some(o) => o,
-        // SAFETY: as above.
-        None => unsafe { srx_obj(p.cast::<fid>()) }?,
-    };
+    let o = unsafe { get::<EpObj>(p.cast::<fid>()) }?;
+    Some((o, o.core.as_ref()?))
+}
+
+/// [`ep`] for a shared receive context (its own tables' receive and
+/// cancel slots call this): its endpoint part and raw-layer handle.
+///
+/// # Safety
+/// `p` is NULL or a readable fid.
+pub(crate) unsafe fn srx_ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)> {
+    // SAFETY: `p` is NULL or a readable fid (this function's contract).
+    let o = unsafe { srx_obj(p.cast::<fid>()) }?;
     Some((o, o.core.as_ref()?))
 }
 
 /// A shared receive context as C sees it (`fi_srx_context`): a
 /// `struct fid_ep` of class FI_CLASS_SRX_CTX whose receive calls post to
-/// the context (the endpoints' msg and tagged tables serve it; its sends
-/// are refused by the raw layer), and whose `fi_cancel` cancels there.
+/// the context and whose `fi_cancel` cancels there (its own tables: the
+/// endpoints' with those slots resolving the context; every other call
+/// finds no endpoint, -FI_EINVAL).
 #[repr(C)]
 pub struct SrxObj {
     ep: EpObj,
@@ -228,11 +235,11 @@ pub(crate) unsafe fn open_srx(
                     context,
                     ops: &SRX_FI_OPS as *const fi_ops as *mut fi_ops,
                 },
-                ops: ep_ops_table(),
+                ops: &SRX_EP_OPS as *const fi_ops_ep as *mut fi_ops_ep,
                 cm: cm_ops_table(),
-                msg: msg::msg_ops_table(),
+                msg: msg::srx_msg_ops_table(),
                 rma: rma::rma_ops_table(),
-                tagged: msg::tagged_ops_table(),
+                tagged: msg::srx_tagged_ops_table(),
                 atomic: atomic::atomic_ops_table(),
                 collective: &COLL_OPS as *const fi_ops_collective as *mut fi_ops_collective,
             },
@@ -457,6 +464,23 @@ unsafe extern "C" fn ep_cancel(f: fid_t, context: *mut c_void) -> ssize_t {
     ffi(PANIC_S, || {
         // SAFETY: f is NULL or a fid of the application.
         let Some((_, e)) = (unsafe { ep(f.cast::<fid_ep>()) }) else {
+            return EINVAL_S;
+        };
+        super::sret(e.cancel(context as usize))
+    })
+}
+
+static SRX_EP_OPS: fi_ops_ep = fi_ops_ep {
+    cancel: Some(srx_cancel),
+    ..EP_OPS
+};
+
+/// `fi_cancel` on a shared receive context: a receive posted there by its
+/// context completes with FI_ECANCELED (see `ofi_core::util::srx`).
+unsafe extern "C" fn srx_cancel(f: fid_t, context: *mut c_void) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let Some((_, e)) = (unsafe { srx_ep(f.cast::<fid_ep>()) }) else {
             return EINVAL_S;
         };
         super::sret(e.cancel(context as usize))

@@ -15,6 +15,8 @@ impl Rx {
     /// `total` bytes (a multi-receive buffer gives up room).
     pub(crate) fn match_posted(&mut self, meta: &Meta, total: usize) -> Option<Bound> {
         let Some(i) = self.mq.find_posted(meta.tagged, meta.src, meta.tag) else {
+            // Not bound to a shared receive context: unexpected, at once.
+            self.shared.as_ref()?;
             return self.match_shared(meta, total);
         };
         let min = self.cfg.min_multi_recv.max(1);

@@ -257,7 +257,6 @@ impl ShmEndpoint {
                 dead: DeadPeers::default(),
                 dead_ids: Vec::new(),
                 live: HashMap::new(),
-                srx_seen: 0,
                 last_from: 0,
                 senders: Vec::new(),
                 auth: key.map(|k| ofi_proto::shm::auth::Auth::new(k, me.id())),
@@ -450,6 +449,9 @@ impl ShmEndpoint {
             self.run_rma_pushes(g);
         }
         self.poll_ring(g);
+        if g.b.srx.is_some() && g.rx.unexpected() != 0 {
+            self.offer_held(g);
+        }
         self.look_at_peers(g);
         if let Some(ring) = &g.ring {
             self.head_hint.store(ring.position(), Ordering::Relaxed);

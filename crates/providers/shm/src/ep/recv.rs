@@ -91,23 +91,11 @@ impl ShmEndpoint {
         true
     }
 
-    /// A message arrived: match a posted receive (the endpoint's own, then
-    /// its shared receive context's) or hold it as unexpected.
+    /// A message arrived: match a posted receive or hold it as unexpected
+    /// (on an endpoint bound to a shared receive context, the progress
+    /// pass then offers held messages to the context: `offer_held`).
     pub(super) fn incoming(&self, g: &mut Inner, from: u64, m: Meta, body: Body<'_>) {
         let Some(i) = g.rx.mq.find_posted(m.tagged, m.src_addr, m.tag) else {
-            if let Some(r) = self.shared_recv(g, &m) {
-                let completion = r.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
-                let dest = Dest {
-                    iov: r.iov(),
-                    off: 0,
-                    cap: r.len,
-                    context: r.context,
-                    flags: 0,
-                    completion,
-                };
-                self.deliver(g, &dest, m, from, body);
-                return;
-            }
             let payload = match body {
                 Body::Inline(b) => {
                     let mut v = g.pool.pop().unwrap_or_default();
@@ -273,26 +261,33 @@ impl ShmEndpoint {
         }
     }
 
-    /// The shared receive context's oldest receive that accepts `m`, when
-    /// the endpoint is bound to one (see `ofi_core::util::srx`). Held
-    /// messages of its queue are offered first when receives were posted
-    /// since they last were: they keep their turn.
+    /// After a progress pass that left messages held, on an endpoint bound
+    /// to a shared receive context (see `ofi_core::util::srx`): offers
+    /// them to the context when receives were posted there or messages
+    /// were held since the last offer. Messages arriving at such an
+    /// endpoint that none of its own receives takes are held first and
+    /// placed from here, oldest first (an inline message is copied twice;
+    /// the dispatch of ring entries stays as it is without shared
+    /// contexts).
     #[inline(never)]
-    fn shared_recv(&self, g: &mut Inner, m: &Meta) -> Option<PostedRecv> {
-        let x = g.b.srx.clone()?;
-        if x.srx.generation() != g.srx_seen && g.rx.mq.unexpected_len(m.tagged) > 0 {
+    pub(super) fn offer_held(&self, g: &mut Inner) {
+        let held = g.rx.unexpected();
+        let Some(x) = g.b.srx.as_ref() else {
+            return;
+        };
+        if x.srx.generation() != x.seen || held != x.held {
             self.rescan_shared(g);
         }
-        x.srx.take(x.member, m.tagged, m.src_addr, m.tag)
     }
 
     /// Offers the held messages, oldest first, to the shared receive
     /// context: each one a receive there accepts is delivered into it.
     pub(super) fn rescan_shared(&self, g: &mut Inner) {
-        let Some(x) = g.b.srx.clone() else {
+        let Some(x) = g.b.srx.as_mut() else {
             return;
         };
-        g.srx_seen = x.srx.generation();
+        x.seen = x.srx.generation();
+        let x = x.clone();
         for tagged in [false, true] {
             let mut i = 0;
             while let Some(u) = g.rx.mq.unexpected_mut(tagged, i) {
@@ -318,6 +313,10 @@ impl ShmEndpoint {
                 };
                 self.deliver_payload(g, &d, Self::meta_of(tagged, &u), u.payload);
             }
+        }
+        let held = g.rx.unexpected();
+        if let Some(x) = g.b.srx.as_mut() {
+            x.held = held;
         }
     }
 

@@ -195,9 +195,6 @@ pub(super) struct Inner {
     pub(super) dead_ids: Vec<(u64, i32)>,
     /// What the liveness check remembers of each mapped peer (core).
     pub(super) live: HashMap<u64, Liveness>,
-    /// The shared receive context's generation when the unexpected
-    /// messages were last offered to it (see `ofi_core::util::srx`).
-    pub(super) srx_seen: u64,
     /// The sender of the last message read (0: none): a sender seen anew
     /// is noted, so the liveness check watches it too.
     pub(super) last_from: u64,
