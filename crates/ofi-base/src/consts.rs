@@ -567,6 +567,9 @@ pub mod opt {
 
 /// `fi_addr_t` meaning "any" / "not available".
 pub const FI_ADDR_UNSPEC: u64 = u64::MAX;
+/// `ep_attr.tx_ctx_cnt` / `rx_ctx_cnt`: the endpoint uses a shared
+/// transmit or receive context (`fi_stx_context`, `fi_srx_context`).
+pub const FI_SHARED_CONTEXT: usize = usize::MAX;
 /// `fi_addr_t` meaning the source is not known.
 pub const FI_ADDR_NOTAVAIL: u64 = u64::MAX;
 /// Flag value for `getinfo`: node is the source address.

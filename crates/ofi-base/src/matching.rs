@@ -76,6 +76,20 @@ impl<P> Unexpected<P> {
     }
 }
 
+/// Receives posted to a shared receive context (`fi_srx_context`), which
+/// serve every endpoint bound to it. An endpoint consults it when none of
+/// its own receives takes a message; one that holds messages no receive
+/// took yet asks again when a receive is posted (see `generation`).
+pub trait SharedRecvQueue: Send + Sync + std::fmt::Debug {
+    /// Takes the oldest receive of the message (`tagged` false) or tagged
+    /// queue that accepts a message from `src` with `tag`. On a miss,
+    /// `member` (the asking endpoint's number with this context) is
+    /// remembered, to be told when a receive is posted.
+    fn take(&self, member: usize, tagged: bool, src: u64, tag: u64) -> Option<PostedRecv>;
+    /// A count that moves whenever a receive is posted.
+    fn generation(&self) -> u64;
+}
+
 /// Posted and unexpected queues for one endpoint: index 0 is the message
 /// queue, index 1 the tagged queue.
 #[derive(Debug)]

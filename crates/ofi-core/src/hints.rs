@@ -446,8 +446,24 @@ pub fn match_offer_for(offer: &Info, h: &Info, version: u32) -> Result<Info, &'s
         he.max_order_waw_size,
         oe.max_order_waw_size,
     )?;
-    le("ep_attr.tx_ctx_cnt", he.tx_ctx_cnt, oe.tx_ctx_cnt)?;
-    le("ep_attr.rx_ctx_cnt", he.rx_ctx_cnt, oe.rx_ctx_cnt)?;
+    // FI_SHARED_CONTEXT asks for a shared context, which the domain must
+    // offer (max_ep_stx_ctx / max_ep_srx_ctx); the offer then says so.
+    if he.tx_ctx_cnt == FI_SHARED_CONTEXT {
+        if offer.domain_attr.max_ep_stx_ctx == 0 {
+            return Err("ep_attr.tx_ctx_cnt (FI_SHARED_CONTEXT)");
+        }
+        out.ep_attr.tx_ctx_cnt = FI_SHARED_CONTEXT;
+    } else {
+        le("ep_attr.tx_ctx_cnt", he.tx_ctx_cnt, oe.tx_ctx_cnt)?;
+    }
+    if he.rx_ctx_cnt == FI_SHARED_CONTEXT {
+        if offer.domain_attr.max_ep_srx_ctx == 0 {
+            return Err("ep_attr.rx_ctx_cnt (FI_SHARED_CONTEXT)");
+        }
+        out.ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT;
+    } else {
+        le("ep_attr.rx_ctx_cnt", he.rx_ctx_cnt, oe.rx_ctx_cnt)?;
+    }
     if he.mem_tag_format != 0 {
         let offered_bits = if oe.mem_tag_format == 0 {
             64
@@ -565,6 +581,16 @@ pub fn match_offer_for(offer: &Info, h: &Info, version: u32) -> Result<Info, &'s
         "domain_attr.max_ep_rx_ctx",
         hd.max_ep_rx_ctx,
         od.max_ep_rx_ctx,
+    )?;
+    le(
+        "domain_attr.max_ep_stx_ctx",
+        hd.max_ep_stx_ctx,
+        od.max_ep_stx_ctx,
+    )?;
+    le(
+        "domain_attr.max_ep_srx_ctx",
+        hd.max_ep_srx_ctx,
+        od.max_ep_srx_ctx,
     )?;
     le("domain_attr.cntr_cnt", hd.cntr_cnt, od.cntr_cnt)?;
     le("domain_attr.mr_iov_limit", hd.mr_iov_limit, od.mr_iov_limit)?;

@@ -23,6 +23,7 @@ use crate::util::eq::EqCore;
 use crate::util::iov::IoVec;
 use crate::util::mr::MrMap;
 use crate::util::rma::{Ioc, RmaIoc, RmaIov};
+use crate::util::srx::{SrxBinding, SrxCore};
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -276,6 +277,15 @@ pub trait EndpointOps: Progress {
             "this endpoint type has no connected peer",
         ))
     }
+    /// A receive was posted to the shared receive context this endpoint
+    /// is bound to (see [`crate::util::srx`]), after the endpoint asked it
+    /// for one in vain: offer the messages still waiting to it. Providers
+    /// without shared receive contexts never see it.
+    fn srx_posted(&self) {}
+    /// The shared receive context this handle is (the core's own), if it is one.
+    fn as_srx(&self) -> Option<&Arc<SrxCore>> {
+        None
+    }
     /// Joins the multicast group at `addr` (`fi_join`; `flags` FI_SEND
     /// and/or FI_RECV, 0 for both). The join is done when this returns;
     /// dropping the returned group leaves it.
@@ -475,6 +485,10 @@ pub struct EpBindings {
     /// messages first (see [`RxHook`]); providers
     /// that do not support it ignore it.
     pub rx_hook: Option<Arc<dyn RxHook>>,
+    /// The shared receive context the endpoint is bound to
+    /// (`fi_srx_context`): its receives serve messages none of the
+    /// endpoint's own takes (see [`crate::util::srx`]).
+    pub srx: Option<SrxBinding>,
 }
 
 impl EpBindings {

@@ -222,21 +222,29 @@ unsafe extern "C" fn domain_poll_open(
 }
 
 unsafe extern "C" fn domain_stx_ctx(
-    _d: *mut fid_domain,
-    _attr: *mut fi_tx_attr,
-    _stx: *mut *mut fid_stx,
-    _context: *mut c_void,
+    d: *mut fid_domain,
+    attr: *mut fi_tx_attr,
+    stx: *mut *mut fid_stx,
+    context: *mut c_void,
 ) -> c_int {
-    ffi(PANIC, || ENOSYS)
+    // SAFETY: the application's fi_stx_context(3) arguments, passed on
+    // unchanged, as `ep::open_stx` requires.
+    ffi(PANIC, || unsafe {
+        super::ep::open_stx(d, attr, stx, context)
+    })
 }
 
 unsafe extern "C" fn domain_srx_ctx(
-    _d: *mut fid_domain,
-    _attr: *mut fi_rx_attr,
-    _rx_ep: *mut *mut fid_ep,
-    _context: *mut c_void,
+    d: *mut fid_domain,
+    attr: *mut fi_rx_attr,
+    rx_ep: *mut *mut fid_ep,
+    context: *mut c_void,
 ) -> c_int {
-    ffi(PANIC, || ENOSYS)
+    // SAFETY: the application's fi_srx_context(3) arguments, passed on
+    // unchanged, as `ep::open_srx` requires.
+    ffi(PANIC, || unsafe {
+        super::ep::open_srx(d, attr, rx_ep, context)
+    })
 }
 
 /// `fi_query_atomic`: whether the domain's provider does `op` on

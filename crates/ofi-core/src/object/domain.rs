@@ -7,11 +7,11 @@
 use super::endpoint::EpState;
 use super::{
     no_set, refuse, AddressVector, CloseResult, CompletionQueue, Counter, DepGuard, Endpoint,
-    EventQueue, MemoryRegion,
+    EventQueue, MemoryRegion, SharedTxContext,
 };
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
-use crate::info::Info;
+use crate::info::{Info, RxAttr, TxAttr};
 use crate::provider::DomainOps;
 use crate::util::atomic::AtomicKind;
 use crate::util::av::{AvAttr, AvCore};
@@ -19,6 +19,8 @@ use crate::util::cntr::{CntrAttr, CntrCore};
 use crate::util::cq::{CqAttr, CqCore};
 use crate::util::eq::{EqCore, EqEvent};
 use crate::util::mr::{MrAttr, MrMap};
+use crate::util::srx::{SrxCore, SrxEp};
+use crate::util::stx::StxCore;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -204,6 +206,53 @@ impl Domain {
             mr_map: self.mr_map.clone(),
             state: Mutex::new(state),
             default_eq: self.default_eq.clone(),
+            _parent: DepGuard::new(&self.deps),
+        })
+    }
+    /// Opens a shared receive context (`fi_srx_context`) with the receive
+    /// attributes `attr` (None: the domain's): an endpoint handle that
+    /// takes receives (and cancels) for every endpoint bound to it
+    /// ([`Endpoint::bind_srx`]); see [`crate::util::srx`]. `FI_ENOSYS`
+    /// where the provider offers none (`max_ep_srx_ctx` 0).
+    pub fn srx_context(&self, attr: Option<&RxAttr>) -> Result<Endpoint> {
+        if self.info.domain_attr.max_ep_srx_ctx == 0 {
+            return Err(Error::nosys(format!(
+                "{}: shared receive contexts are not supported",
+                self.info.provider()
+            )));
+        }
+        let mut info = self.info.in_force();
+        if let Some(a) = attr {
+            info.rx_attr = a.clone();
+        }
+        info.ep_attr.rx_ctx_cnt = FI_SHARED_CONTEXT;
+        let ops = Arc::new(SrxEp {
+            core: SrxCore::new(info.rx_attr.size),
+        });
+        Ok(Endpoint {
+            ops,
+            coll: None,
+            info,
+            mr_map: self.mr_map.clone(),
+            state: Mutex::new(EpState::default()),
+            default_eq: Arc::new(Mutex::new(None)),
+            _parent: DepGuard::new(&self.deps),
+        })
+    }
+    /// Opens a shared transmit context (`fi_stx_context`) with the
+    /// transmit attributes `attr` (None: the domain's); see
+    /// [`crate::util::stx`]. `FI_ENOSYS` where the provider offers none
+    /// (`max_ep_stx_ctx` 0).
+    pub fn stx_context(&self, attr: Option<&TxAttr>) -> Result<SharedTxContext> {
+        if self.info.domain_attr.max_ep_stx_ctx == 0 {
+            return Err(Error::nosys(format!(
+                "{}: shared transmit contexts are not supported",
+                self.info.provider()
+            )));
+        }
+        let a = attr.cloned().unwrap_or_else(|| self.info.tx_attr.clone());
+        Ok(SharedTxContext {
+            core: StxCore::new(a),
             _parent: DepGuard::new(&self.deps),
         })
     }

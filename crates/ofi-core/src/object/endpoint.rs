@@ -7,10 +7,13 @@ use super::{AddressVector, CloseResult, CompletionQueue, Counter, DepGuard, Even
 use crate::consts::*;
 use crate::error::{errno, Error, Result};
 use crate::info::Info;
+use crate::info::TxAttr;
 use crate::provider::{EndpointOps, EpBindings, Progress};
 use crate::util::cntr::CntrCore;
 use crate::util::cq::CqCore;
 use crate::util::mr::MrMap;
+use crate::util::srx::SrxBinding;
+use crate::util::stx::StxCore;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +22,32 @@ use std::sync::{Arc, Mutex};
 pub(super) struct EpState {
     pub(super) b: EpBindings,
     pub(super) enabled: bool,
+    /// The shared transmit context it is bound to (the core's alone:
+    /// providers see nothing of it, see [`crate::util::stx`]).
+    pub(super) stx: Option<Arc<StxCore>>,
+}
+
+/// A shared transmit context (`fi_stx_context`): endpoints bound to it
+/// ([`Endpoint::bind_stx`]) keep within its transmit attributes; see
+/// [`crate::util::stx`].
+#[derive(Debug)]
+pub struct SharedTxContext {
+    pub(super) core: Arc<StxCore>,
+    pub(super) _parent: DepGuard,
+}
+
+impl SharedTxContext {
+    /// Its transmit attributes.
+    pub fn attr(&self) -> &TxAttr {
+        self.core.attr()
+    }
+    /// Closes it; refused (`FI_EBUSY`) while endpoints are bound to it.
+    pub fn close(self) -> CloseResult<Self> {
+        match self.core.bound.load(Ordering::Acquire) {
+            0 => Ok(()),
+            n => super::refuse(self, "shared transmit context", n),
+        }
+    }
 }
 
 /// An endpoint.
@@ -152,6 +181,67 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Binds a shared receive context (`fi_ep_bind` with the handle
+    /// [`Domain::srx_context`](super::Domain::srx_context) opened): its
+    /// receives serve messages none of this endpoint's own takes, and
+    /// complete on this endpoint's receive CQ and counter. `FI_EINVAL`
+    /// for a handle that is no shared receive context, or a second one;
+    /// `FI_ENOSYS` where the provider offers none.
+    pub fn bind_srx(&self, srx: &Endpoint) -> Result<()> {
+        let Some(core) = srx.ops.as_srx() else {
+            return Err(Error::inval("bind srx: not a shared receive context"));
+        };
+        if self.ops.as_srx().is_some() {
+            return Err(Error::inval(
+                "bind srx: a shared receive context binds to no other",
+            ));
+        }
+        if self.info.domain_attr.max_ep_srx_ctx == 0 {
+            return Err(Error::nosys(format!(
+                "bind srx: {} endpoints take no shared receive context",
+                self.info.provider()
+            )));
+        }
+        let mut s = self.not_enabled("bind srx")?;
+        if s.b.srx.is_some() {
+            return Err(Error::inval(
+                "bind srx: a shared receive context is already bound",
+            ));
+        }
+        core.bound.fetch_add(1, Ordering::AcqRel);
+        // The member number comes at enable, when the endpoint joins.
+        s.b.srx = Some(SrxBinding {
+            srx: core.clone(),
+            member: 0,
+            seen: 0,
+            held: 0,
+        });
+        Ok(())
+    }
+
+    /// Binds a shared transmit context (`fi_ep_bind` with an stx): the
+    /// endpoint's transmit attributes must be within the context's
+    /// (`FI_EINVAL` otherwise, or for a second context); `FI_ENOSYS`
+    /// where the provider offers none.
+    pub fn bind_stx(&self, stx: &SharedTxContext) -> Result<()> {
+        if self.info.domain_attr.max_ep_stx_ctx == 0 {
+            return Err(Error::nosys(format!(
+                "bind stx: {} endpoints take no shared transmit context",
+                self.info.provider()
+            )));
+        }
+        let mut s = self.not_enabled("bind stx")?;
+        if s.stx.is_some() {
+            return Err(Error::inval(
+                "bind stx: a shared transmit context is already bound",
+            ));
+        }
+        stx.core.admits(&self.info.tx_attr)?;
+        stx.core.bound.fetch_add(1, Ordering::AcqRel);
+        s.stx = Some(stx.core.clone());
+        Ok(())
+    }
+
     pub(super) fn enabled_for(&self, what: &str) -> Result<()> {
         if !self.state().enabled {
             return Err(Error::new(
@@ -251,6 +341,15 @@ impl Endpoint {
         }
         s.b.mr_map = Some(self.mr_map.clone());
         s.b.info = self.info.clone();
+        let b = &mut s.b;
+        if let Some(x) = b.srx.as_mut() {
+            if self.info.ep_attr.ep_type != ep_type::FI_EP_MSG {
+                if let Some(av) = &b.av {
+                    x.srx.check_av(av)?;
+                }
+            }
+            x.member = x.srx.join(Arc::downgrade(&self.ops), b.rx_cq.clone());
+        }
         // No queue of its own: the domain's, if it has one.
         let defaulted = s.b.eq.is_none();
         if defaulted {
@@ -266,6 +365,9 @@ impl Endpoint {
             None => Ok(s.b.clone()),
         };
         if let Err(e) = pb.and_then(|pb| self.ops.enable(pb)) {
+            if let Some(x) = &s.b.srx {
+                x.srx.leave(x.member);
+            }
             if defaulted {
                 if let Some(q) = s.b.eq.take() {
                     q.bound.fetch_sub(1, Ordering::AcqRel);
@@ -362,8 +464,17 @@ impl Endpoint {
         self.coll.as_ref().map_or(&self.ops, |c| &c.raw)
     }
 
-    /// Closes the endpoint, releasing its bindings.
+    /// Closes the endpoint, releasing its bindings. A shared receive
+    /// context is refused (`FI_EBUSY`) while endpoints are bound to it.
     pub fn close(self) -> CloseResult<Self> {
+        if let Some(n) = self
+            .ops
+            .as_srx()
+            .map(|c| c.bound.load(Ordering::Acquire))
+            .filter(|&n| n > 0)
+        {
+            return super::refuse(self, "shared receive context", n);
+        }
         Ok(())
     }
 }
@@ -389,6 +500,15 @@ impl Drop for Endpoint {
         self.ops.close();
         if let Some(c) = &self.coll {
             c.detach();
+        }
+        if let Some(t) = &s.stx {
+            t.bound.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Some(x) = &s.b.srx {
+            if s.enabled {
+                x.srx.leave(x.member);
+            }
+            x.srx.bound.fetch_sub(1, Ordering::AcqRel);
         }
         if let Some(eq) = &s.b.eq {
             // Events naming the closed endpoint go with it (a context of 0

@@ -43,6 +43,7 @@ pub use coll::{CollAttr, CollOp};
 pub use cq::CompletionQueue;
 pub use domain::Domain;
 pub use endpoint::Endpoint;
+pub use endpoint::SharedTxContext;
 pub use eq::EventQueue;
 pub use fabric::Fabric;
 pub use mc::Multicast;

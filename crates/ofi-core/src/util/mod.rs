@@ -20,6 +20,8 @@ pub mod peer;
 pub mod poll;
 pub mod rma;
 pub mod slab;
+pub mod srx;
+pub mod stx;
 pub mod tap;
 pub mod trigger;
 pub mod wait;

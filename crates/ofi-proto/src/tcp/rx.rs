@@ -27,8 +27,9 @@ use ofi_base::consts::{
 };
 use ofi_base::error::errno;
 use ofi_base::iov::{iov_len, IoVec};
-use ofi_base::matching::{MatchQueues, PostedRecv, MAX_IOV};
+use ofi_base::matching::{MatchQueues, PostedRecv, SharedRecvQueue, MAX_IOV};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 mod bound;
 mod feed;
@@ -178,6 +179,18 @@ struct MultiState {
     released: bool,
 }
 
+/// The shared receive context an endpoint is bound to: its receives serve
+/// messages none of the endpoint's own receives takes.
+#[derive(Debug)]
+struct SharedSlot {
+    q: Arc<dyn SharedRecvQueue>,
+    /// This endpoint's number with the context.
+    member: usize,
+    /// The context's generation when the unexpected messages were last
+    /// offered to it.
+    seen: u64,
+}
+
 /// The endpoint's registered memory, if it is an RMA target.
 struct MemSlot(Option<Box<dyn Memory>>);
 
@@ -203,6 +216,7 @@ pub struct Rx {
     pool: Vec<Vec<u8>>,
     memory: MemSlot,
     acks: Vec<(ConnId, u64)>,
+    shared: Option<SharedSlot>,
 }
 
 const POOL_MAX: usize = 64;
@@ -223,7 +237,69 @@ impl Rx {
             pool: Vec::new(),
             memory: MemSlot(None),
             acks: Vec::new(),
+            shared: None,
         }
+    }
+
+    /// Binds the endpoint to a shared receive context, as its member
+    /// number `member`: a message that none of the endpoint's own
+    /// receives takes goes to the context's oldest receive that accepts
+    /// it, and waits as unexpected (within the same budget) while there
+    /// is none. Receives then complete on this endpoint, as its own do.
+    pub fn set_shared(&mut self, q: Arc<dyn SharedRecvQueue>, member: usize) {
+        self.shared = Some(SharedSlot {
+            seen: q.generation(),
+            q,
+            member,
+        });
+    }
+
+    /// Offers the unexpected messages, oldest first, to the shared receive
+    /// context (after a receive was posted to it): each one a receive
+    /// there accepts is placed into it. True if any was.
+    pub fn rescan_shared(&mut self) -> bool {
+        let Some(slot) = self.shared.as_mut() else {
+            return false;
+        };
+        slot.seen = slot.q.generation();
+        let (q, member) = (slot.q.clone(), slot.member);
+        let mut any = false;
+        for tagged in [false, true] {
+            let mut i = 0;
+            while let Some(u) = self.mq.unexpected_mut(tagged, i) {
+                if u.claimed.is_some() || matches!(u.payload, Pending::Lost) {
+                    i += 1;
+                    continue;
+                }
+                let Some(p) = q.take(member, tagged, u.src, u.tag) else {
+                    i += 1;
+                    continue;
+                };
+                let Some(u) = self.mq.take_unexpected(tagged, i) else {
+                    break;
+                };
+                let b = Bound::new(&p, 0, p.len, u.len, Meta::of(&u, tagged), false);
+                self.deliver(u.payload, b);
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// A message none of the endpoint's own receives takes: the shared
+    /// context's oldest receive that accepts it, if the endpoint is bound
+    /// to one. Older unexpected messages of its queue are offered first
+    /// when receives were posted since they last were (they keep their
+    /// turn).
+    #[inline(never)]
+    pub(crate) fn match_shared(&mut self, meta: &Meta, total: usize) -> Option<Bound> {
+        let slot = self.shared.as_ref()?;
+        if slot.q.generation() != slot.seen && self.mq.unexpected_len(meta.tagged) > 0 {
+            self.rescan_shared();
+        }
+        let slot = self.shared.as_ref()?;
+        let p = slot.q.take(slot.member, meta.tagged, meta.src, meta.tag)?;
+        Some(Bound::new(&p, 0, p.len, total, *meta, false))
     }
 
     /// Makes the endpoint a target of one-sided requests: peers' writes,

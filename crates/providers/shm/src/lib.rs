@@ -214,6 +214,10 @@ pub fn offer() -> Info {
             mr_iov_limit: IOV_LIMIT,
             caps: FI_LOCAL_COMM,
             mr_cnt: 65536,
+            // Shared receive and transmit contexts (ofi_core::util::srx
+            // and stx), as many as endpoints.
+            max_ep_srx_ctx: 256,
+            max_ep_stx_ctx: 256,
             ..o.domain_attr
         },
         ..o

@@ -219,6 +219,10 @@ fn base_offer(ep: u32, p: &Place) -> Info {
     o.ep_attr.ep_type = ep;
     o.ep_attr.protocol = protocol::FI_PROTO_SOCK_TCP;
     o.ep_attr.mem_tag_format = if rdm { 0xaaaa_aaaa_aaaa_aaaa } else { 0 };
+    // Shared receive and transmit contexts (ofi_core::util::srx and stx),
+    // as many as endpoints.
+    o.domain_attr.max_ep_srx_ctx = o.domain_attr.ep_cnt;
+    o.domain_attr.max_ep_stx_ctx = o.domain_attr.ep_cnt;
     o
 }
 

@@ -338,6 +338,9 @@ impl EndpointOps for TcpMsgEp {
         let mut g = self.inner.lock();
         let target = Target::for_endpoint(&b).map(|t| Box::new(t) as Box<dyn Memory>);
         g.rx.set_memory(target);
+        if let Some(x) = &b.srx {
+            g.rx.set_shared(x.srx.clone(), x.member);
+        }
         g.b = b;
         drop(g);
         self.enabled.store(true, Ordering::Release);
@@ -472,6 +475,15 @@ impl EndpointOps for TcpMsgEp {
         let Inner { b, rx, .. } = &mut *g;
         drain_rx(b, rx, false);
         Ok(())
+    }
+    fn srx_posted(&self) {
+        let mut g = self.inner.lock();
+        if g.rx.rescan_shared() {
+            // Eager messages complete now; a rendezvous shows as a wakeup
+            // (restless: the domain's progress sends its CTS).
+            let Inner { b, rx, .. } = &mut *g;
+            drain_rx(b, rx, false);
+        }
     }
     fn cancel(&self, context: usize) -> Result<()> {
         let mut g = self.inner.lock();

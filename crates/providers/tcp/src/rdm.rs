@@ -277,6 +277,9 @@ impl EndpointOps for TcpRdmEp {
         let mut g = self.inner.lock();
         let target = Target::for_endpoint(&b).map(|t| Box::new(t) as Box<dyn Memory>);
         g.rx.set_memory(target);
+        if let Some(x) = &b.srx {
+            g.rx.set_shared(x.srx.clone(), x.member);
+        }
         g.b = b;
         drop(g);
         self.enabled.store(true, Ordering::Release);
@@ -435,6 +438,12 @@ impl EndpointOps for TcpRdmEp {
             .map_err(|e| Error::new(e, "tcp: receive refused"))?;
         self.finish(&mut g);
         Ok(())
+    }
+    fn srx_posted(&self) {
+        let mut g = self.inner.lock();
+        if g.rx.rescan_shared() {
+            self.finish(&mut g);
+        }
     }
     fn cancel(&self, context: usize) -> Result<()> {
         let mut g = self.inner.lock();

@@ -210,6 +210,10 @@ fn rdm_offer(p: &Place) -> Info {
     attrs::fill(&mut o, attrs::RDM_CAPS);
     o.ep_attr.ep_type = ep_type::FI_EP_RDM;
     o.ep_attr.protocol = protocol::FI_PROTO_UDP;
+    // Shared receive and transmit contexts (ofi_core::util::srx and stx;
+    // the RDM endpoints run tcp's receive core), as many as endpoints.
+    o.domain_attr.max_ep_srx_ctx = o.domain_attr.ep_cnt;
+    o.domain_attr.max_ep_stx_ctx = o.domain_attr.ep_cnt;
     o
 }
 

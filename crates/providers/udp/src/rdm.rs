@@ -599,6 +599,9 @@ impl EndpointOps for RdmEp {
         let mut g = self.inner.lock();
         let target = Target::for_endpoint(&b).map(|t| Box::new(t) as Box<dyn Memory>);
         g.rdm.rx().set_memory(target);
+        if let Some(x) = &b.srx {
+            g.rdm.rx().set_shared(x.srx.clone(), x.member);
+        }
         g.src_ok = b.info.caps & FI_SOURCE != 0;
         g.b = b;
         drop(g);
@@ -700,6 +703,21 @@ impl EndpointOps for RdmEp {
         }
         self.events(&mut g);
         Ok(())
+    }
+    fn srx_posted(&self) {
+        let mut g = self.inner.lock();
+        if !g.rdm.rx().rescan_shared() {
+            return;
+        }
+        // As after a post: a matched rendezvous or a freed connection
+        // answers now.
+        let rx = g.rdm.rx();
+        if rx.has_wakeups() || rx.owes_frames() {
+            let now = Instant::now();
+            g.rdm.wakeups(&mut Direct);
+            self.transmit(&mut g, now);
+        }
+        self.events(&mut g);
     }
     fn cancel(&self, context: usize) -> Result<()> {
         let mut g = self.inner.lock();

@@ -89,6 +89,173 @@ pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)>
     Some((o, o.core.as_ref()?))
 }
 
+/// [`ep`] for a shared receive context (its own tables' receive and
+/// cancel slots call this): its endpoint part and raw-layer handle.
+///
+/// # Safety
+/// `p` is NULL or a readable fid.
+pub(crate) unsafe fn srx_ep<'a>(p: *mut fid_ep) -> Option<(&'a EpObj, &'a Endpoint)> {
+    // SAFETY: `p` is NULL or a readable fid (this function's contract).
+    let o = unsafe { srx_obj(p.cast::<fid>()) }?;
+    Some((o, o.core.as_ref()?))
+}
+
+/// A shared receive context as C sees it (`fi_srx_context`): a
+/// `struct fid_ep` of class FI_CLASS_SRX_CTX whose receive calls post to
+/// the context and whose `fi_cancel` cancels there (its own tables: the
+/// endpoints' with those slots resolving the context; every other call
+/// finds no endpoint, -FI_EINVAL).
+#[repr(C)]
+pub struct SrxObj {
+    ep: EpObj,
+}
+
+// SAFETY: repr(C), first field EpObj whose first field is fid_ep, whose
+// first field is fid.
+unsafe impl CObj for SrxObj {
+    const CLASS: usize = class::FI_CLASS_SRX_CTX;
+    fn base_ops() -> *const fi_ops {
+        &SRX_FI_OPS
+    }
+    fn shut(&mut self) -> Result<(), c_int> {
+        super::shut_core(&mut self.ep.core, Endpoint::close)
+    }
+}
+
+static SRX_FI_OPS: fi_ops = super::fid_ops::<SrxObj>(super::bind_nosys, super::control_nosys);
+
+/// The endpoint part of a shared receive context's fid.
+///
+/// # Safety
+/// `p` is NULL or a readable fid.
+#[inline(never)]
+unsafe fn srx_obj<'a>(p: *const fid) -> Option<&'a EpObj> {
+    // SAFETY: `p` is NULL or a readable fid (this function's contract).
+    unsafe { get::<SrxObj>(p) }.map(|o| &o.ep)
+}
+
+/// A shared transmit context as C sees it (`fi_stx_context`): a
+/// `struct fid_stx`, then the raw-layer context. Endpoints bind it; it
+/// takes no calls of its own.
+#[repr(C)]
+pub struct StxObj {
+    c: fid_stx,
+    core: Option<ofi_core::object::SharedTxContext>,
+}
+
+// SAFETY: repr(C), first field fid_stx whose first field is fid.
+unsafe impl CObj for StxObj {
+    const CLASS: usize = class::FI_CLASS_STX_CTX;
+    fn base_ops() -> *const fi_ops {
+        &STX_FI_OPS
+    }
+    fn shut(&mut self) -> Result<(), c_int> {
+        super::shut_core(&mut self.core, ofi_core::object::SharedTxContext::close)
+    }
+}
+
+static STX_FI_OPS: fi_ops = super::fid_ops::<StxObj>(super::bind_nosys, super::control_nosys);
+
+/// `fi_stx_context`: opens a shared transmit context of a domain.
+///
+/// # Safety
+/// Arguments as `fi_stx_context(3)`: `attr` NULL or a valid `fi_tx_attr`,
+/// `out` writable.
+pub(crate) unsafe fn open_stx(
+    d: *mut fid_domain,
+    attr: *mut fi_tx_attr,
+    out: *mut *mut fid_stx,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: d is NULL or a fid of the application.
+    let Some(dom) = (unsafe { super::domain::domain(d) }) else {
+        return EINVAL;
+    };
+    let Some(dcore) = dom.core() else {
+        return EINVAL;
+    };
+    if out.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: attr is NULL or a valid fi_tx_attr (this function's contract).
+    let a = (!attr.is_null()).then(|| unsafe { crate::info::tx_attr_from_c(attr) });
+    let core = match dcore.stx_context(a.as_ref()) {
+        Ok(c) => c,
+        Err(e) => return guard::err(&e),
+    };
+    let p = publish(StxObj {
+        c: fid_stx {
+            fid: fid {
+                fclass: class::FI_CLASS_STX_CTX,
+                context,
+                ops: &STX_FI_OPS as *const fi_ops as *mut fi_ops,
+            },
+            ops: ep_ops_table(),
+        },
+        core: Some(core),
+    });
+    // SAFETY: out is non-null and writable (checked above, and the contract).
+    unsafe { *out = p.cast::<fid_stx>() };
+    0
+}
+
+/// `fi_srx_context`: opens a shared receive context of a domain.
+///
+/// # Safety
+/// Arguments as `fi_srx_context(3)`: `attr` NULL or a valid `fi_rx_attr`,
+/// `out` writable.
+pub(crate) unsafe fn open_srx(
+    d: *mut fid_domain,
+    attr: *mut fi_rx_attr,
+    out: *mut *mut fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: d is NULL or a fid of the application.
+    let Some(dom) = (unsafe { super::domain::domain(d) }) else {
+        return EINVAL;
+    };
+    let Some(dcore) = dom.core() else {
+        return EINVAL;
+    };
+    if out.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: attr is NULL or a valid fi_rx_attr (this function's contract).
+    let a = (!attr.is_null()).then(|| unsafe { crate::info::rx_attr_from_c(attr) });
+    let core = match dcore.srx_context(a.as_ref()) {
+        Ok(c) => c,
+        Err(e) => return guard::err(&e),
+    };
+    let caps = core.info().rx_attr.caps | core.info().caps;
+    let flags = core.info().rx_attr.op_flags;
+    let p = publish(SrxObj {
+        ep: EpObj {
+            c: fid_ep {
+                fid: fid {
+                    fclass: class::FI_CLASS_SRX_CTX,
+                    context,
+                    ops: &SRX_FI_OPS as *const fi_ops as *mut fi_ops,
+                },
+                ops: &SRX_EP_OPS as *const fi_ops_ep as *mut fi_ops_ep,
+                cm: cm_ops_table(),
+                msg: msg::srx_msg_ops_table(),
+                rma: rma::rma_ops_table(),
+                tagged: msg::srx_tagged_ops_table(),
+                atomic: atomic::atomic_ops_table(),
+                collective: coll::coll_ops_table(),
+            },
+            core: Some(core),
+            tx_flags: AtomicU64::new(0),
+            rx_flags: AtomicU64::new(flags),
+            connreq: std::ptr::null_mut(),
+            directed: caps & FI_DIRECTED_RECV != 0,
+        },
+    });
+    // SAFETY: out is non-null and writable (checked above, and the contract).
+    unsafe { *out = p.cast::<fid_ep>() };
+    0
+}
+
 static EP_FI_OPS: fi_ops = super::fid_ops::<EpObj>(ep_bind, ep_control);
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
@@ -220,7 +387,8 @@ pub(crate) unsafe fn open(
 }
 
 /// `fi_ep_bind`: a CQ (FI_TRANSMIT / FI_RECV / FI_SELECTIVE_COMPLETION),
-/// counter (FI_SEND / FI_RECV / FI_READ / FI_WRITE / FI_REMOTE_*), AV or EQ.
+/// counter (FI_SEND / FI_RECV / FI_READ / FI_WRITE / FI_REMOTE_*), AV, EQ,
+/// or a shared receive or transmit context.
 unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     ffi(PANIC, || {
         // SAFETY: f is NULL or a fid of the application.
@@ -241,6 +409,12 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             }
             if let Some(q) = get::<super::eq::EqObj>(bfid).and_then(|o| o.core.as_ref()) {
                 return super::ret(e.bind_eq(q));
+            }
+            if let Some(x) = srx_obj(bfid).and_then(|o| o.core.as_ref()) {
+                return super::ret(e.bind_srx(x));
+            }
+            if let Some(x) = get::<StxObj>(bfid).and_then(|o| o.core.as_ref()) {
+                return super::ret(e.bind_stx(x));
             }
         }
         EINVAL
@@ -291,6 +465,23 @@ unsafe extern "C" fn ep_cancel(f: fid_t, context: *mut c_void) -> ssize_t {
     ffi(PANIC_S, || {
         // SAFETY: f is NULL or a fid of the application.
         let Some((_, e)) = (unsafe { ep(f.cast::<fid_ep>()) }) else {
+            return EINVAL_S;
+        };
+        super::sret(e.cancel(context as usize))
+    })
+}
+
+static SRX_EP_OPS: fi_ops_ep = fi_ops_ep {
+    cancel: Some(srx_cancel),
+    ..EP_OPS
+};
+
+/// `fi_cancel` on a shared receive context: a receive posted there by its
+/// context completes with FI_ECANCELED (see `ofi_core::util::srx`).
+unsafe extern "C" fn srx_cancel(f: fid_t, context: *mut c_void) -> ssize_t {
+    ffi(PANIC_S, || {
+        // SAFETY: f is NULL or a fid of the application.
+        let Some((_, e)) = (unsafe { srx_ep(f.cast::<fid_ep>()) }) else {
             return EINVAL_S;
         };
         super::sret(e.cancel(context as usize))

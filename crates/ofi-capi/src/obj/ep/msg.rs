@@ -64,13 +64,15 @@ unsafe fn send(
     sret(unsafe { e.post_send(&op) })
 }
 
-/// Posts a receive on the endpoint behind `p`.
+/// Posts a receive on the endpoint behind `p` (`SRX`: on the shared
+/// receive context behind `p`; its own tables call with it, so the
+/// endpoints' lookup stays as it is).
 ///
 /// # Safety
 /// The ranges stay valid and unaliased until the receive completes.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn recv(
+unsafe fn recv<const SRX: bool>(
     p: *mut fid_ep,
     iov: &[IoVec],
     desc: &[u64],
@@ -82,7 +84,13 @@ unsafe fn recv(
     tagged: bool,
 ) -> ssize_t {
     // SAFETY: p is NULL or a fid of the application.
-    let Some((o, e)) = (unsafe { ep(p) }) else {
+    let Some((o, e)) = (unsafe {
+        if SRX {
+            super::srx_ep(p)
+        } else {
+            ep(p)
+        }
+    }) else {
         return EINVAL_S;
     };
     let flags = flags.resolve(|| o.rx_flags());
@@ -195,7 +203,7 @@ unsafe fn send_iov(
 /// completes.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn recv_buf(
+unsafe fn recv_buf<const SRX: bool>(
     p: *mut fid_ep,
     buf: *mut c_void,
     len: usize,
@@ -214,7 +222,7 @@ unsafe fn recv_buf(
     // SAFETY: the one range is `buf`, valid and unaliased until the receive
     // completes (this function's contract).
     unsafe {
-        recv(
+        recv::<SRX>(
             p,
             &iov,
             one_desc(&d),
@@ -236,7 +244,7 @@ unsafe fn recv_buf(
 /// completes; `desc` is NULL or holds `count` descriptors.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn recv_iov(
+unsafe fn recv_iov<const SRX: bool>(
     p: *mut fid_ep,
     iov: *const iovec,
     desc: *mut *mut c_void,
@@ -254,7 +262,7 @@ unsafe fn recv_iov(
     };
     // SAFETY: the ranges stay valid and unaliased until the receive
     // completes (this function's contract).
-    unsafe { recv(p, v, d, src, tag, ignore, context, flags, tagged) }
+    unsafe { recv::<SRX>(p, v, d, src, tag, ignore, context, flags, tagged) }
 }
 
 // ---- fi_ops_msg ----
@@ -270,7 +278,7 @@ unsafe extern "C" fn msg_recv(
     hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { recv_buf(p, buf, len, desc, src, 0, 0, context, f, false) }
+        unsafe { recv_buf::<false>(p, buf, len, desc, src, 0, 0, context, f, false) }
     })
 }
 
@@ -286,7 +294,7 @@ unsafe extern "C" fn msg_recvv(
         let f = Flags::Default(0);
         // SAFETY: iov / desc hold count entries; the application keeps the
         // ranges valid until completion.
-        unsafe { recv_iov(p, iov, desc, count, src, 0, 0, context, f, false) }
+        unsafe { recv_iov::<false>(p, iov, desc, count, src, 0, 0, context, f, false) }
     })
 }
 
@@ -299,7 +307,7 @@ unsafe extern "C" fn msg_recvmsg(p: *mut fid_ep, msg: *const fi_msg, flags: u64)
         let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
         // SAFETY: msg_iov / desc hold iov_count entries; the application
         // keeps the ranges valid until completion.
-        unsafe { recv_iov(p, v, d, n, m.addr, 0, 0, m.context, f, false) }
+        unsafe { recv_iov::<false>(p, v, d, n, m.addr, 0, 0, m.context, f, false) }
     })
 }
 
@@ -426,7 +434,7 @@ unsafe extern "C" fn tagged_recv(
     hot(PANIC_S, || {
         let f = Flags::Default(0);
         // SAFETY: the application keeps buf valid until completion.
-        unsafe { recv_buf(p, buf, len, desc, src, tag, ignore, context, f, true) }
+        unsafe { recv_buf::<false>(p, buf, len, desc, src, tag, ignore, context, f, true) }
     })
 }
 
@@ -445,7 +453,7 @@ unsafe extern "C" fn tagged_recvv(
         let f = Flags::Default(0);
         // SAFETY: iov / desc hold count entries; the application keeps the
         // ranges valid until completion.
-        unsafe { recv_iov(p, iov, desc, count, src, tag, ignore, context, f, true) }
+        unsafe { recv_iov::<false>(p, iov, desc, count, src, tag, ignore, context, f, true) }
     })
 }
 
@@ -463,7 +471,7 @@ unsafe extern "C" fn tagged_recvmsg(
         // SAFETY: msg_iov / desc hold iov_count entries (none for a
         // FI_PEEK / FI_DISCARD without a buffer); the application keeps
         // the ranges valid until completion.
-        unsafe { recv_iov(p, v, d, n, m.addr, m.tag, m.ignore, m.context, f, true) }
+        unsafe { recv_iov::<false>(p, v, d, n, m.addr, m.tag, m.ignore, m.context, f, true) }
     })
 }
 
@@ -585,4 +593,132 @@ static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
 /// The endpoints' `fi_ops_tagged` table.
 pub(crate) fn tagged_ops_table() -> *mut fi_ops_tagged {
     &TAGGED_OPS as *const fi_ops_tagged as *mut fi_ops_tagged
+}
+
+// ---- a shared receive context's tables ----
+//
+// The receive slots of the endpoints' tables, resolving the shared receive
+// context behind the fid (`fi_srx_context`); its send slots are the
+// endpoints' (they find no endpoint there: -FI_EINVAL).
+
+unsafe extern "C" fn srx_msg_recv(
+    p: *mut fid_ep,
+    buf: *mut c_void,
+    len: size_t,
+    desc: *mut c_void,
+    src: fi_addr_t,
+    context: *mut c_void,
+) -> ssize_t {
+    hot(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { recv_buf::<true>(p, buf, len, desc, src, 0, 0, context, f, false) }
+    })
+}
+
+unsafe extern "C" fn srx_msg_recvv(
+    p: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: size_t,
+    src: fi_addr_t,
+    context: *mut c_void,
+) -> ssize_t {
+    hot(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { recv_iov::<true>(p, iov, desc, count, src, 0, 0, context, f, false) }
+    })
+}
+
+unsafe extern "C" fn srx_msg_recvmsg(p: *mut fid_ep, msg: *const fi_msg, flags: u64) -> ssize_t {
+    hot(PANIC_S, || {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return EINVAL_S;
+        };
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries; the application
+        // keeps the ranges valid until completion.
+        unsafe { recv_iov::<true>(p, v, d, n, m.addr, 0, 0, m.context, f, false) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn srx_tagged_recv(
+    p: *mut fid_ep,
+    buf: *mut c_void,
+    len: size_t,
+    desc: *mut c_void,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+) -> ssize_t {
+    hot(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: the application keeps buf valid until completion.
+        unsafe { recv_buf::<true>(p, buf, len, desc, src, tag, ignore, context, f, true) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn srx_tagged_recvv(
+    p: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: size_t,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+) -> ssize_t {
+    hot(PANIC_S, || {
+        let f = Flags::Default(0);
+        // SAFETY: iov / desc hold count entries; the application keeps the
+        // ranges valid until completion.
+        unsafe { recv_iov::<true>(p, iov, desc, count, src, tag, ignore, context, f, true) }
+    })
+}
+
+unsafe extern "C" fn srx_tagged_recvmsg(
+    p: *mut fid_ep,
+    msg: *const fi_msg_tagged,
+    flags: u64,
+) -> ssize_t {
+    hot(PANIC_S, || {
+        // SAFETY: msg is NULL or a valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return EINVAL_S;
+        };
+        let (v, d, n, f) = (m.msg_iov, m.desc, m.iov_count, Flags::Given(flags));
+        // SAFETY: msg_iov / desc hold iov_count entries; the application
+        // keeps the ranges valid until completion.
+        unsafe { recv_iov::<true>(p, v, d, n, m.addr, m.tag, m.ignore, m.context, f, true) }
+    })
+}
+
+static SRX_MSG_OPS: fi_ops_msg = fi_ops_msg {
+    recv: Some(srx_msg_recv),
+    recvv: Some(srx_msg_recvv),
+    recvmsg: Some(srx_msg_recvmsg),
+    ..MSG_OPS
+};
+
+static SRX_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+    recv: Some(srx_tagged_recv),
+    recvv: Some(srx_tagged_recvv),
+    recvmsg: Some(srx_tagged_recvmsg),
+    ..TAGGED_OPS
+};
+
+/// A shared receive context's `fi_ops_msg` table.
+pub(crate) fn srx_msg_ops_table() -> *mut fi_ops_msg {
+    &SRX_MSG_OPS as *const fi_ops_msg as *mut fi_ops_msg
+}
+
+/// A shared receive context's `fi_ops_tagged` table.
+pub(crate) fn srx_tagged_ops_table() -> *mut fi_ops_tagged {
+    &SRX_TAGGED_OPS as *const fi_ops_tagged as *mut fi_ops_tagged
 }

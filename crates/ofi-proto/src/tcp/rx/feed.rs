@@ -14,7 +14,11 @@ impl Rx {
     /// Takes the first posted receive that accepts `meta` for a message of
     /// `total` bytes (a multi-receive buffer gives up room).
     pub(crate) fn match_posted(&mut self, meta: &Meta, total: usize) -> Option<Bound> {
-        let i = self.mq.find_posted(meta.tagged, meta.src, meta.tag)?;
+        let Some(i) = self.mq.find_posted(meta.tagged, meta.src, meta.tag) else {
+            // Not bound to a shared receive context: unexpected, at once.
+            self.shared.as_ref()?;
+            return self.match_shared(meta, total);
+        };
         let min = self.cfg.min_multi_recv.max(1);
         let r = self.mq.posted_mut(meta.tagged, i)?;
         if r.flags & FI_MULTI_RECV == 0 {

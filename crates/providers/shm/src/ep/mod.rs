@@ -449,6 +449,9 @@ impl ShmEndpoint {
             self.run_rma_pushes(g);
         }
         self.poll_ring(g);
+        if g.b.srx.is_some() && g.rx.unexpected() != 0 {
+            self.offer_held(g);
+        }
         self.look_at_peers(g);
         if let Some(ring) = &g.ring {
             self.head_hint.store(ring.position(), Ordering::Relaxed);
@@ -519,7 +522,9 @@ impl Progress for ShmEndpoint {
 impl EndpointOps for ShmEndpoint {
     fn enable(&self, b: EpBindings) -> Result<()> {
         let mut g = self.lock();
-        g.need_src = self.caps & (FI_SOURCE | FI_DIRECTED_RECV) != 0;
+        // Receives of a shared context may be directed: its members
+        // resolve every sender.
+        g.need_src = self.caps & (FI_SOURCE | FI_DIRECTED_RECV) != 0 || b.srx.is_some();
         g.b = b;
         drop(g);
         self.enabled.store(true, Ordering::Release);
@@ -566,6 +571,10 @@ impl EndpointOps for ShmEndpoint {
     }
     fn query_atomic(&self, kind: AtomicKind, op: u32, datatype: u32) -> Result<usize> {
         atomic::query(kind, op, datatype, rma::ATOMIC_MAX_BYTES)
+    }
+    fn srx_posted(&self) {
+        let mut g = self.lock();
+        self.rescan_shared(&mut g);
     }
     fn cancel(&self, context: usize) -> Result<()> {
         let mut g = self.lock();

@@ -10,7 +10,7 @@ use ofi_core::error::{errno, Error, Result};
 use ofi_core::object::RecvOp;
 use ofi_core::util::cq::CqTaggedEntry;
 use ofi_core::util::iov::{copy_to_iov, iov_len, IoVec};
-use ofi_core::util::matching::{PostedRecv, Unexpected, MAX_IOV};
+use ofi_core::util::matching::{PostedRecv, SharedRecvQueue, Unexpected, MAX_IOV};
 use ofi_proto::shm::entry::MsgMeta;
 use ofi_proto::shm::{ack, consume_multi, Body};
 
@@ -99,7 +99,9 @@ impl ShmEndpoint {
         true
     }
 
-    /// A message arrived: match a posted receive or hold it as unexpected.
+    /// A message arrived: match a posted receive or hold it as unexpected
+    /// (on an endpoint bound to a shared receive context, the progress
+    /// pass then offers held messages to the context: `offer_held`).
     pub(super) fn incoming(&self, g: &mut Inner, from: u64, m: Meta, body: Body<'_>) {
         let Some(i) = g.rx.mq.find_posted(m.tagged, m.src_addr, m.tag) else {
             let payload = match body {
@@ -264,6 +266,65 @@ impl ShmEndpoint {
             cq_data: u.flags & FI_REMOTE_CQ_DATA != 0,
             total: u.len,
             src_addr: u.src,
+        }
+    }
+
+    /// After a progress pass that left messages held, on an endpoint bound
+    /// to a shared receive context (see `ofi_core::util::srx`): offers
+    /// them to the context when receives were posted there or messages
+    /// were held since the last offer. Messages arriving at such an
+    /// endpoint that none of its own receives takes are held first and
+    /// placed from here, oldest first (an inline message is copied twice;
+    /// the dispatch of ring entries stays as it is without shared
+    /// contexts).
+    #[inline(never)]
+    pub(super) fn offer_held(&self, g: &mut Inner) {
+        let held = g.rx.unexpected();
+        let Some(x) = g.b.srx.as_ref() else {
+            return;
+        };
+        if x.srx.generation() != x.seen || held != x.held {
+            self.rescan_shared(g);
+        }
+    }
+
+    /// Offers the held messages, oldest first, to the shared receive
+    /// context: each one a receive there accepts is delivered into it.
+    pub(super) fn rescan_shared(&self, g: &mut Inner) {
+        let Some(x) = g.b.srx.as_mut() else {
+            return;
+        };
+        x.seen = x.srx.generation();
+        let x = x.clone();
+        for tagged in [false, true] {
+            let mut i = 0;
+            while let Some(u) = g.rx.mq.unexpected_mut(tagged, i) {
+                if u.claimed.is_some() {
+                    i += 1;
+                    continue;
+                }
+                let Some(r) = x.srx.take(x.member, tagged, u.src, u.tag) else {
+                    i += 1;
+                    continue;
+                };
+                let Some(u) = g.rx.take_unexpected(tagged, i) else {
+                    break;
+                };
+                let completion = r.flags & FI_COMPLETION != 0 || !g.b.rx_selective;
+                let d = Dest {
+                    iov: r.iov(),
+                    off: 0,
+                    cap: r.len,
+                    context: r.context,
+                    flags: 0,
+                    completion,
+                };
+                self.deliver_payload(g, &d, Self::meta_of(tagged, &u), u.payload);
+            }
+        }
+        let held = g.rx.unexpected();
+        if let Some(x) = g.b.srx.as_mut() {
+            x.held = held;
         }
     }
 
