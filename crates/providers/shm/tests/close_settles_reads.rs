@@ -84,8 +84,8 @@ fn close_waits_for_a_live_targets_read_answer() {
     let r = Rdm::open(&shm_offer(FI_RMA, None), 0);
     let peer = r.av.insert_one(&name).expect("insert target");
     let mut buf = vec![0u8; LEN];
-    // The target stops before it can see the read.
-    t.signal(libc::SIGSTOP);
+    // The target stops (every thread of it) before it can see the read.
+    t.stop();
     // SAFETY: buf outlives the endpoint: the endpoint is closed (below)
     // before buf is read or dropped, and the close returns only once the
     // read is answered (what this test checks).

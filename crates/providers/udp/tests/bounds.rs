@@ -77,13 +77,15 @@ fn sends_to_a_peer_that_posts_no_receive_answer_eagain_within_bounds() {
     // unchanged) until the end, completed or not.
     const LEN: usize = 1000;
     let bufs: Vec<Vec<u8>> = (0..20_000u64).map(|k| pattern(100 + k, LEN)).collect();
-    let mut accepted = 0usize;
+    // The buffers accepted, in posting order (a refused one is skipped:
+    // the next post may be accepted again once progress made room).
+    let mut sent: Vec<usize> = Vec::new();
     let mut eagain = 0;
     let deadline = Instant::now() + T;
     for (k, buf) in bufs.iter().enumerate() {
         // SAFETY: buf outlives the send (bufs lives to the end).
         match unsafe { a.ep.send(buf.as_ptr(), LEN, to_b, 100 + k) } {
-            Ok(()) => accepted += 1,
+            Ok(()) => sent.push(k),
             Err(e) => {
                 assert_eq!(
                     e.code(),
@@ -103,6 +105,7 @@ fn sends_to_a_peer_that_posts_no_receive_answer_eagain_within_bounds() {
         pump(&a.cq, &mut sa, &[&b]);
         assert!(Instant::now() < deadline, "posting took too long");
     }
+    let accepted = sent.len();
     assert!(
         eagain > 0,
         "{accepted} sends accepted for a peer that posts no receive, none refused"
@@ -134,12 +137,16 @@ fn sends_to_a_peer_that_posts_no_receive_answer_eagain_within_bounds() {
         );
         assert_eq!(r.len, LEN);
     }
-    for (k, d) in dsts.iter().enumerate() {
-        assert!(*d == bufs[k], "message {k} out of order or damaged");
+    for (i, d) in dsts.iter().enumerate() {
+        let k = sent[i];
+        assert!(
+            *d == bufs[k],
+            "message {i} (buffer {k}) out of order or damaged"
+        );
     }
     // Each accepted send completes successfully (the ones refused never
     // were posted).
-    for k in 0..accepted {
+    for &k in &sent {
         ok(
             wait_ctx(&a.cq, &mut sa, 100 + k, T, &[&b.ep], "send"),
             "send",

@@ -150,6 +150,34 @@ impl Kid {
         unsafe { libc::kill(self.child.id() as i32, signal) };
     }
 
+    /// SIGSTOP, returning once every thread of the child is stopped (kill
+    /// returns before a thread running on another cpu has been stopped).
+    pub fn stop(&self) {
+        self.signal(libc::SIGSTOP);
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let stopped = std::fs::read_dir(&tasks)
+                .expect("the child's tasks")
+                .filter_map(|t| t.ok())
+                .all(|t| {
+                    let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                    // The state follows the command's closing parenthesis.
+                    stat.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+                });
+            if stopped {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: not stopped after 10 s",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// SIGKILL (this child only), and reap it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
