@@ -106,10 +106,13 @@ fn exchange(info: &Info, late: bool) {
     if !late {
         post(&mut bufs);
     }
+    // A refused send waits for room: the members' progress reads their
+    // rings (a small ring fills before a large message is through).
+    let everyone: Vec<&Endpoint> = std::iter::once(&sender).chain(members.iter()).collect();
     for (j, (to, s, _, m)) in msgs.iter().enumerate() {
         // SAFETY: the messages outlive the sends, whose completions are
         // read below.
-        let r = retry(&[&sender], TIMEOUT, || unsafe {
+        let r = retry(&everyone, TIMEOUT, || unsafe {
             sender.send(m.as_ptr(), *s, dest[*to], 0x2000 + j)
         });
         r.unwrap_or_else(|e| panic!("send {s} to member {to}: {e}"));
