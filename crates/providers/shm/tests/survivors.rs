@@ -111,6 +111,9 @@ enum Death {
     KillIdle,
     /// SIGKILL this long into a ping-pong that runs until the death shows.
     KillAfter(Duration),
+    /// SIGKILL (and reaped) before the survivor first reaches it: the
+    /// first send finds nothing alive to map.
+    KillFirst,
     /// Its endpoint closes (the process lives on).
     Close,
 }
@@ -151,6 +154,10 @@ fn survive(how: Death) {
         _ => None,
     };
     let mut t0 = None;
+    if matches!(how, Death::KillFirst) {
+        kid.kill();
+        t0 = Some(Instant::now());
+    }
     let report = loop {
         // SAFETY: buf outlives the endpoint; awaited or left posted.
         unsafe {
@@ -181,7 +188,7 @@ fn survive(how: Death) {
                 .expect("no EQ report within the bound after the peer's death");
         }
         rounds += 1;
-        if rounds == 5 && !matches!(how, Death::KillAfter(_)) {
+        if rounds == 5 && matches!(how, Death::KillIdle | Death::Close) {
             match how {
                 Death::Close => {
                     kid.say("CLOSE");
@@ -262,6 +269,7 @@ fn survivors_of_a_dead_peer() {
         None => {}
     }
     survive(Death::KillIdle);
+    survive(Death::KillFirst);
     for ms in [0, 30, 200] {
         survive(Death::KillAfter(Duration::from_millis(ms)));
     }

@@ -49,7 +49,10 @@ impl ShmEndpoint {
             ))
         })?;
         let addr = ShmAddr::parse(&bytes)?;
-        let p = self.peer_by_id(g, addr.id())?;
+        let p = match self.peer_by_id(g, addr.id()) {
+            Ok(p) => p,
+            Err(e) => return Err(self.unmappable(g, addr.id(), e)),
+        };
         let i = dest as usize;
         if i < 1 << 24 {
             if g.peers.len() <= i {
@@ -58,6 +61,23 @@ impl ShmEndpoint {
             g.peers[i] = Some(p.clone());
         }
         Ok(p)
+    }
+
+    /// A peer in the AV that cannot be mapped because nothing lives at its
+    /// address any more (its process exited or its endpoint closed before
+    /// this endpoint first reached it): noted for the next liveness look,
+    /// which declares it dead once (the EQ report, receives directed at it
+    /// fail) as it does a peer that died while mapped. Returns `e`.
+    #[cold]
+    #[inline(never)]
+    fn unmappable(&self, g: &mut Inner, id: u64, e: Error) -> Error {
+        if e.code() == errno::FI_ECONNREFUSED
+            && self.dead_id(g, id).is_none()
+            && !g.senders.contains(&id)
+        {
+            g.senders.push(id);
+        }
+        e
     }
 
     /// The peer behind `dest`; one whose endpoint has closed is declared
