@@ -329,7 +329,7 @@ fn survivor_of_a_stopped_peer_times_out() {
     let mut waiter = Kid::spawn("waiter", waiter_cmd);
     waiter.say(&format!("PEER {addr}"));
     waiter.expect("READY", STEP);
-    stopped.signal(libc::SIGSTOP);
+    stopped.stop();
     let t0 = Instant::now();
     waiter.say("GO");
     let report = waiter.expect("REPORT ", STEP);
