@@ -1,6 +1,8 @@
 //! The NBD gateway: an NBD server (fixed newstyle, NBD_OPT_GO/INFO,
 //! structured replies) whose every request goes to a target over the
-//! fabric. Each client connection opens its own session and runs on one
+//! fabric. Each client connection opens its own session, once the client
+//! asks for the export (a client idling in the handshake holds none, and
+//! is dropped after [`GatewayOptions::handshake_timeout`]), and runs on one
 //! thread: the same loop reads the client's requests, steps the session
 //! (many requests in flight) and writes the replies as completions arrive,
 //! in any order, several per system call; it sleeps on the client's socket
@@ -24,7 +26,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// Where the gateway listens.
@@ -43,6 +45,9 @@ pub struct GatewayOptions {
     pub target: String,
     /// The session's settings.
     pub volume: VolumeOptions,
+    /// Longest a client may take over the handshake ([`HANDSHAKE_TIMEOUT`]
+    /// by default).
+    pub handshake_timeout: Duration,
 }
 
 /// A client's connection.
@@ -64,13 +69,26 @@ impl Client {
             Client::Unix(s) => s.set_read_timeout(t).and(s.set_write_timeout(t)),
         }
     }
+    /// Writes all of `b` (blocking socket) before `deadline`.
+    fn write_all_by(&mut self, b: &[u8], deadline: Instant) -> std::io::Result<()> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        self.set_timeouts(Some(left))?;
+        self.write_all(b)
+    }
 }
 
-/// Longest a client may take over each step of the handshake, reading or
-/// taking a reply (its session with the target is open meanwhile): a
-/// client that connects and says nothing, or reads nothing, is dropped
-/// after it.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a client may take over the whole handshake by default
+/// ([`GatewayOptions::handshake_timeout`]): a client that connects and
+/// says nothing, trickles its options or reads nothing is dropped after
+/// it. (The time the gateway waits for the target to open the session
+/// once the client selected the export is not counted.)
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most client connections served at once (a thread and a target session
 /// each); more are closed at once, with a warning now and then.
@@ -206,13 +224,26 @@ fn export_of(a: &Accept) -> Export {
 }
 
 fn connection(mut s: Client, o: &GatewayOptions) {
-    let link = Link::connect(&o.target, &o.volume);
-    if let Err(e) = &link {
-        warn!("nbd: target {} unavailable: {e}", o.target);
+    // The whole handshake is bounded: a client that connects and says
+    // nothing, or trickles bytes, is dropped at the deadline. It holds no
+    // session with the target until it selects the export.
+    let mut deadline = Instant::now() + o.handshake_timeout;
+    if s.write_all_by(&Handshake::greeting(), deadline).is_err() {
+        return;
     }
-    let Ok(link) = link else {
-        // The handshake tells the client why.
-        let _ = handshake(&mut s, Err("target unavailable".into()));
+    let mut h = Handshake::deferred();
+    let mut buf = Vec::new();
+    match negotiate(&mut s, &mut h, &mut buf, deadline) {
+        Some(Outcome::NeedExport) => {}
+        _ => return,
+    }
+    let opening = Instant::now();
+    let link = Link::connect(&o.target, &o.volume);
+    let Ok(link) = link.inspect_err(|e| warn!("nbd: target {} unavailable: {e}", o.target)) else {
+        // The handshake tells the client why, until it gives up.
+        h.provide(Err("target unavailable".into()));
+        deadline += opening.elapsed();
+        let _ = negotiate(&mut s, &mut h, &mut buf, deadline);
         return;
     };
     let Link {
@@ -232,52 +263,65 @@ fn connection(mut s: Client, o: &GatewayOptions) {
         .as_ref()
         .map(|(_, a)| export_of(a))
         .map_err(|e| format!("target unavailable: {e}"));
-    let Some((structured, early)) = handshake(&mut s, export.clone()) else {
+    h.provide(export.clone());
+    // The time the target took is not the client's.
+    deadline += opening.elapsed();
+    let outcome = negotiate(&mut s, &mut h, &mut buf, deadline);
+    let (Ok((mut ses, _)), Ok(export)) = (session, export) else {
         return;
     };
-    let (Ok((ses, _)), Ok(export)) = (session, export) else {
+    let Some(Outcome::Transmission(n)) = outcome else {
+        ses.close(&mut |_| {});
         return;
     };
-    if s.set_nonblocking(true).is_err() {
+    if s.set_timeouts(None).is_err() || s.set_nonblocking(true).is_err() {
+        ses.close(&mut |_| {});
         return;
     }
-    Transmission::new(ses, export, structured, early).run(&mut s);
+    Transmission::new(ses, export, n.structured, buf).run(&mut s);
 }
 
-/// Runs the handshake on the (blocking) client socket: `Some` with the
-/// structured-replies choice and the bytes read past its end once the
-/// client moves to transmission.
-fn handshake(s: &mut Client, export: Result<Export, String>) -> Option<(bool, Vec<u8>)> {
-    s.set_timeouts(Some(HANDSHAKE_TIMEOUT)).ok()?;
-    s.write_all(&Handshake::greeting()).ok()?;
-    let mut h = Handshake::new(export);
-    let mut buf = Vec::new();
+/// Runs the handshake on the (blocking) client socket until it needs the
+/// export, moves to transmission (`buf` then holds the bytes read past
+/// its end) or ends (None: closed, broken, or past `deadline`).
+fn negotiate(
+    s: &mut Client,
+    h: &mut Handshake,
+    buf: &mut Vec<u8>,
+    deadline: Instant,
+) -> Option<Outcome> {
     let mut out = Vec::new();
     loop {
+        // What was read already first (the option that needed the export).
+        let (used, outcome) = h.input(buf, &mut out);
+        buf.drain(..used);
+        s.write_all_by(&out, deadline).ok()?;
+        out.clear();
+        match outcome {
+            Outcome::Continue => {}
+            Outcome::Close(why) => {
+                info!("nbd: handshake ended: {why}");
+                return None;
+            }
+            o => return Some(o),
+        }
         let mut b = [0u8; 4096];
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || s.set_timeouts(Some(left)).is_err() {
+            info!("nbd: handshake: the client did not finish it within the bound");
+            return None;
+        }
         let n = match s.read(&mut b) {
             Ok(0) => return None,
             Err(e) => {
                 if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
-                    info!("nbd: handshake: the client said nothing for {HANDSHAKE_TIMEOUT:?}");
+                    info!("nbd: handshake: the client did not finish it within the bound");
                 }
                 return None;
             }
             Ok(n) => n,
         };
         buf.extend_from_slice(&b[..n]);
-        let (used, outcome) = h.input(&buf, &mut out);
-        buf.drain(..used);
-        s.write_all(&out).ok()?;
-        out.clear();
-        match outcome {
-            Outcome::Continue => {}
-            Outcome::Transmission(n) => return Some((n.structured, buf)),
-            Outcome::Close(why) => {
-                info!("nbd: handshake ended: {why}");
-                return None;
-            }
-        }
     }
 }
 

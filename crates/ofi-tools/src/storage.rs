@@ -26,14 +26,18 @@ const USAGE: &str = "Usage:
       nothing on the control connection for SECS (TCP keepalive; default 10,
       at least 2) is dropped and its credits come back.
   ofi storage nbd [-p PROVIDER] [-e rdm|msg] [-P PORT] [-s ADDR] [-q DEPTH]
-                  [--liveness SECS] (--unix SOCKET | --port N) TARGET_ADDR
+                  [--liveness SECS] [--handshake-timeout SECS]
+                  (--unix SOCKET | --port N) TARGET_ADDR
       an NBD server on SOCKET or port N (bound to ADDR, default 127.0.0.1)
       forwarding every request to the target at TARGET_ADDR, control port PORT
       (default 9230); DEPTH commands in flight per client (default 64). -p and
       -e must match the target's; with -e msg each client's session connects
       to the target (refused or unanswered within 5 s: the client is told).
       Over RDM a session ends when the target's host has answered nothing on
-      its control connection for SECS (default 10, at least 2).
+      its control connection for SECS (default 10, at least 2). A client's
+      session opens when it selects the export (NBD_OPT_GO or EXPORT_NAME);
+      one that has not finished its handshake within --handshake-timeout
+      SECS (default 10) is dropped.
 Both stop cleanly on SIGINT or SIGTERM.";
 
 /// Entry point of `ofi storage`.
@@ -172,7 +176,11 @@ fn target(argv: &[String]) -> Result<(), String> {
 }
 
 fn nbd(argv: &[String]) -> Result<(), String> {
-    let a = Args::parse(argv, "pePsq", &["unix", "port", "liveness"])?;
+    let a = Args::parse(
+        argv,
+        "pePsq",
+        &["unix", "port", "liveness", "handshake-timeout"],
+    )?;
     if a.has("h") || a.has("help") {
         outln!("{USAGE}");
         return Ok(());
@@ -243,6 +251,7 @@ fn nbd(argv: &[String]) -> Result<(), String> {
             liveness: secs_opt(&a, "liveness", VolumeOptions::default().liveness)?,
             ..VolumeOptions::default()
         },
+        handshake_timeout: secs_opt(&a, "handshake-timeout", gateway::HANDSHAKE_TIMEOUT)?,
     };
     let r = gateway::serve(listener, opts, stop).map_err(|e| format!("nbd: {e}"));
     if let Some(p) = a.get("unix") {

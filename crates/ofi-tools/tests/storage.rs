@@ -617,6 +617,70 @@ fn a_client_gone_in_the_middle_of_a_write_gives_its_session_back() {
     );
 }
 
+/// Clients that connect and idle in the handshake hold no session with
+/// the target: eight of them (silent, or stopped after their flags)
+/// beside a target that takes two initiators, and two real clients are
+/// still served. They are dropped once the handshake's bound has passed,
+/// and so is one that trickles its options a byte at a time.
+#[test]
+fn clients_idling_in_the_handshake_hold_no_session_and_are_dropped() {
+    let d = Dir::new("idle");
+    let file = d.path("volume.img");
+    let (_t, port) = start_target(
+        &d.0,
+        "tcp",
+        &file,
+        0,
+        &["--size", "1M", "--max-initiators", "2"],
+    );
+    let (_g, sock, _) = start_gateway_with(&d.0, "tcp", port, &["--handshake-timeout", "2"]);
+    let mut idle = Vec::new();
+    for i in 0..8 {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        if i % 2 == 1 {
+            let mut greet = [0u8; 18];
+            s.read_exact(&mut greet).unwrap();
+            s.write_all(&3u32.to_be_bytes()).unwrap();
+        }
+        idle.push(s);
+    }
+    let mut a = Raw::connect(&sock);
+    let mut b = Raw::connect(&sock);
+    a.request(1, 0, 1, 8192, 8, &[0x5a; 8]);
+    assert_eq!(a.reply(0).0, 0, "write");
+    b.request(0, 0, 2, 8192, 8, &[]);
+    assert_eq!(b.reply(8), (0, 2, vec![0x5a; 8]));
+    // Each idle client sees its connection end (after the greeting).
+    for (i, mut s) in idle.into_iter().enumerate() {
+        s.set_read_timeout(Some(STEP)).unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest)
+            .unwrap_or_else(|e| panic!("idle client {i} was not dropped: {e}"));
+        assert!(rest.len() <= 18, "idle client {i} got {} bytes", rest.len());
+    }
+    // A client that sends a byte every 300 ms would take 18 s over its
+    // handshake: it is cut off well before (its writes fail).
+    let mut t = UnixStream::connect(&sock).unwrap();
+    let mut greet = [0u8; 18];
+    t.read_exact(&mut greet).unwrap();
+    let mut bytes = 3u32.to_be_bytes().to_vec();
+    bytes.extend_from_slice(b"IHAVEOPT");
+    bytes.extend_from_slice(&7u32.to_be_bytes());
+    bytes.extend_from_slice(&40u32.to_be_bytes());
+    bytes.resize(60, 0);
+    let sent = bytes
+        .iter()
+        .take_while(|x| {
+            std::thread::sleep(Duration::from_millis(300));
+            t.write_all(&[**x]).is_ok()
+        })
+        .count();
+    assert!(
+        sent < bytes.len(),
+        "a client trickling its handshake was never dropped"
+    );
+}
+
 #[test]
 fn a_client_that_never_reads_its_replies_is_not_read_either() {
     let d = Dir::new("flood");

@@ -27,11 +27,19 @@ pub fn fuzz(data: &[u8]) {
         preferred_block: 4096,
         max_payload: 64 << 10,
     };
-    let mut h = Handshake::new(if step.is_multiple_of(7) {
+    let given = if step.is_multiple_of(7) {
         Err("down".into())
     } else {
         Ok(export)
-    });
+    };
+    // Half the time the export is learnt when the client first needs it.
+    let mut later = None;
+    let mut h = if step.is_multiple_of(2) {
+        later = Some(given);
+        Handshake::deferred()
+    } else {
+        Handshake::new(given)
+    };
     let mut out = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
     let mut pos = 0;
@@ -44,6 +52,19 @@ pub fn fuzz(data: &[u8]) {
         assert!(n <= buf.len());
         buf.drain(..n);
         match o {
+            Outcome::NeedExport => {
+                // Asked once, and answered at once from the same bytes.
+                let e = later.take().expect("the export is needed twice");
+                h.provide(e);
+                let (n, o) = h.input(&buf, &mut out);
+                assert!(o != Outcome::NeedExport);
+                buf.drain(..n);
+                match o {
+                    Outcome::Transmission(neg) => transmission = Some(neg),
+                    Outcome::Close(_) => return,
+                    _ => {}
+                }
+            }
             Outcome::Continue => {}
             Outcome::Transmission(neg) => transmission = Some(neg),
             Outcome::Close(_) => return,
