@@ -488,6 +488,13 @@ impl Raw {
     }
     /// The handshake; why it failed (GO refused, or the socket's error).
     fn try_connect(sock: &Path) -> Result<Raw, String> {
+        Raw::try_connect_with(sock, false)
+    }
+    /// The handshake with structured replies negotiated first.
+    fn connect_structured(sock: &Path) -> Raw {
+        Raw::try_connect_with(sock, true).unwrap()
+    }
+    fn try_connect_with(sock: &Path, structured: bool) -> Result<Raw, String> {
         let e = |e: std::io::Error| e.to_string();
         let mut s = UnixStream::connect(sock).map_err(e)?;
         s.set_read_timeout(Some(STEP)).map_err(e)?;
@@ -495,6 +502,16 @@ impl Raw {
         s.read_exact(&mut greet).map_err(e)?;
         assert_eq!(&greet[..16], b"NBDMAGICIHAVEOPT");
         s.write_all(&3u32.to_be_bytes()).map_err(e)?;
+        if structured {
+            let mut sr = b"IHAVEOPT".to_vec();
+            sr.extend_from_slice(&8u32.to_be_bytes());
+            sr.extend_from_slice(&0u32.to_be_bytes());
+            s.write_all(&sr).map_err(e)?;
+            let mut h = [0u8; 20];
+            s.read_exact(&mut h).map_err(e)?;
+            let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+            assert_eq!(kind, 1, "STRUCTURED_REPLY acknowledged");
+        }
         let mut go = b"IHAVEOPT".to_vec();
         go.extend_from_slice(&7u32.to_be_bytes());
         go.extend_from_slice(&6u32.to_be_bytes());
@@ -855,6 +872,159 @@ fn fua_and_flush_through_the_gateway_answer_only_after_a_sync() {
         assert_eq!(c.reply(0), (want, 1, Vec::new()), "{what}");
     }
     assert_eq!(syncs.load(Ordering::Relaxed), 1, "the store's syncs");
+    drop(c);
+    stop.store(true, Ordering::Relaxed);
+    served.join().unwrap().unwrap();
+}
+
+/// A file whose reads and writes fail (EIO) at and past `.1`.
+#[derive(Debug)]
+struct FailsPast(std::fs::File, u64);
+
+impl ofi_storage::backend::Store for FailsPast {
+    fn pread(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if offset + buf.len() as u64 > self.1 {
+            return Err(std::io::Error::from_raw_os_error(5));
+        }
+        self.0.read_exact_at(buf, offset)
+    }
+    fn pwrite(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if offset + buf.len() as u64 > self.1 {
+            return Err(std::io::Error::from_raw_os_error(5));
+        }
+        self.0.write_all_at(buf, offset)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.0.sync()
+    }
+    fn punch(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.0.punch(offset, len)
+    }
+    fn zero_range(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.0.zero_range(offset, len)
+    }
+}
+
+/// One (error, cookie, data) reply to a READ of `len` bytes at `offset`
+/// over structured replies: a final OFFSET_DATA chunk, or an ERROR chunk.
+fn structured_read_reply(c: &mut Raw, offset: u64, len: usize) -> (u32, u64, Vec<u8>) {
+    let mut h = [0u8; 20];
+    c.0.read_exact(&mut h).unwrap();
+    assert_eq!(h[..4], 0x668e_33efu32.to_be_bytes());
+    let flags = u16::from_be_bytes([h[4], h[5]]);
+    let kind = u16::from_be_bytes([h[6], h[7]]);
+    let cookie = u64::from_be_bytes(h[8..16].try_into().unwrap());
+    let n = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+    assert_eq!(flags, 1, "one final chunk");
+    let mut payload = vec![0u8; n];
+    c.0.read_exact(&mut payload).unwrap();
+    match kind {
+        1 => {
+            assert_eq!(n, 8 + len);
+            assert_eq!(payload[..8], offset.to_be_bytes());
+            (0, cookie, payload.split_off(8))
+        }
+        0x8001 => (
+            u32::from_be_bytes(payload[..4].try_into().unwrap()),
+            cookie,
+            Vec::new(),
+        ),
+        k => panic!("chunk type {k:#x}"),
+    }
+}
+
+/// READ and WRITE above the advertised maximum block size (the target's
+/// largest transfer, 1 MiB) are split by the gateway and answered once
+/// every piece has landed: an unaligned pattern of 8 MiB and 1000 bytes
+/// written in one request reads back the same in one request (simple and
+/// structured replies), in 64 KiB requests and from the backing file; a
+/// READ of 32 MiB (the bound) is served; above the bound, EOVERFLOW and
+/// the connection stays usable.
+#[test]
+fn requests_above_the_maximum_block_size_are_split_and_verified() {
+    let d = Dir::new("split");
+    let s = stack(&d, "tcp", "40M", &[]);
+    let mut c = Raw::connect(&s.sock);
+    let len = (8 << 20) + 1000;
+    let off = 3 * 4096 + 1;
+    let data = random(len, 27);
+    c.request(1, 0, 1, off, len as u32, &data);
+    assert_eq!(c.reply(0), (0, 1, Vec::new()), "the large write");
+    c.request(0, 0, 2, off, len as u32, &[]);
+    let (e, cookie, back) = c.reply(len);
+    assert_eq!((e, cookie), (0, 2));
+    assert!(back == data, "the large read differs from what was written");
+    let step = 64 << 10;
+    for (i, at) in (0..len).step_by(step).enumerate() {
+        let n = step.min(len - at);
+        c.request(0, 0, 100 + i as u64, off + at as u64, n as u32, &[]);
+        let (e, _, part) = c.reply(n);
+        assert_eq!(e, 0);
+        assert!(part == data[at..at + n], "64 KiB read at {at} differs");
+    }
+    let file = std::fs::read(d.path("volume.img")).unwrap();
+    assert!(file[off as usize..off as usize + len] == data[..]);
+    // The bound: 32 MiB read at once; one byte more is refused, and a
+    // refused WRITE's payload is read and dropped.
+    c.request(0, 0, 3, 0, 32 << 20, &[]);
+    let (e, _, whole) = c.reply(32 << 20);
+    assert_eq!(e, 0);
+    assert!(whole[off as usize..off as usize + len] == data[..]);
+    c.request(0, 0, 4, 0, (32 << 20) + 1, &[]);
+    assert_eq!(c.reply(0).0, 75, "EOVERFLOW above 32 MiB");
+    let over = vec![0xee; (32 << 20) + 1];
+    c.request(1, 0, 5, 0, over.len() as u32, &over);
+    assert_eq!(c.reply(0).0, 75, "EOVERFLOW above 32 MiB");
+    c.request(0, 0, 6, off, 16, &[]);
+    assert_eq!(c.reply(16), (0, 6, data[..16].to_vec()), "still in sync");
+
+    // Structured replies: one OFFSET_DATA chunk with every piece.
+    let mut st = Raw::connect_structured(&s.sock);
+    st.request(0, 0, 7, off, len as u32, &[]);
+    let (e, cookie, back) = structured_read_reply(&mut st, off, len);
+    assert_eq!((e, cookie), (0, 7));
+    assert!(back == data, "the structured large read differs");
+}
+
+/// A piece that fails fails its whole request, with its error, and the
+/// reply waits for every piece: on a store that fails past 3 MiB, an
+/// 8 MiB WRITE and READ from 0 (pieces 0 to 2 succeed) get EIO, and no
+/// data; the pieces that landed did.
+#[test]
+fn a_failed_piece_fails_the_whole_request() {
+    use ofi_storage::backend::Backend;
+    use ofi_storage::target::{Target, TargetOptions};
+    use std::sync::atomic::Ordering;
+    let d = Dir::new("pieces");
+    let path = d.path("volume.img");
+    let f = std::fs::File::create_new(&path).unwrap();
+    f.set_len(16 << 20).unwrap();
+    let opts = TargetOptions {
+        net: ofi_storage::NetOptions {
+            provider: Some("tcp".into()),
+            ..Default::default()
+        },
+        ..TargetOptions::default()
+    };
+    let store = FailsPast(f, 3 << 20);
+    let t = Target::with_backend(Backend::new(Box::new(store), 16 << 20, false), &opts).unwrap();
+    let port = t.local_addr().port();
+    let stop = t.stop_flag();
+    let served = std::thread::spawn(move || t.run());
+    let (_g, sock, _) = start_gateway(&d.0, "tcp", port);
+    let mut c = Raw::connect(&sock);
+    let data = random(8 << 20, 5);
+    c.request(1, 0, 1, 0, 8 << 20, &data);
+    assert_eq!(c.reply(0), (5, 1, Vec::new()), "the large write: EIO");
+    c.request(0, 0, 2, 0, 8 << 20, &[]);
+    assert_eq!(c.reply(8 << 20), (5, 2, Vec::new()), "the large read: EIO");
+    // What succeeded is there, and the connection is in sync.
+    c.request(0, 0, 3, 0, 3 << 20, &[]);
+    let (e, _, head) = c.reply(3 << 20);
+    assert_eq!(e, 0);
+    assert!(head == data[..3 << 20]);
     drop(c);
     stop.store(true, Ordering::Relaxed);
     served.join().unwrap().unwrap();

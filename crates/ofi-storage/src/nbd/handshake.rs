@@ -251,7 +251,8 @@ impl Handshake {
                 // The block sizes go whether asked for or not (the protocol
                 // allows it): a client that did not ask would otherwise
                 // assume transfers of up to 32 MiB, past the target's
-                // largest, and meet EOVERFLOW.
+                // largest (the gateway splits those, but a client that
+                // knows the size sends requests that need no split).
                 wire::option_reply(
                     out,
                     o,

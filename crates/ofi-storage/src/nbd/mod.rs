@@ -1,9 +1,11 @@
 //! The NBD server side of the gateway: the wire format ([`wire`]), the
-//! handshake ([`handshake`]) and the transmission-phase request checks
-//! ([`request`]), all sans-IO.
+//! handshake ([`handshake`]), the transmission-phase request checks
+//! ([`request`]) and the splitting of requests larger than a session
+//! carries ([`split`]), all sans-IO.
 
 pub mod handshake;
 pub mod request;
+pub mod split;
 pub mod wire;
 
 pub use handshake::{Export, Handshake, Negotiated, Outcome};
@@ -85,7 +87,7 @@ pub fn fuzz(data: &[u8]) {
                         fwd: Forward::Write { offset, len, .. },
                         ..
                     } => {
-                        assert!(offset + len as u64 <= export.size && len <= export.max_payload);
+                        assert!(offset + len as u64 <= export.size && len <= split::MAX_REQUEST);
                         assert!(!export.read_only);
                         len
                     }
@@ -93,7 +95,7 @@ pub fn fuzz(data: &[u8]) {
                         fwd: Forward::Read { offset, len },
                         ..
                     } => {
-                        assert!(offset + len as u64 <= export.size && len <= export.max_payload);
+                        assert!(offset + len as u64 <= export.size && len <= split::MAX_REQUEST);
                         0
                     }
                     Decoded::Ok { skip, .. } | Decoded::Error { skip, .. } => skip,
