@@ -448,6 +448,12 @@ const MAX_IOV: usize = 256;
 /// many request headers, and little of a WRITE's payload (what comes with
 /// its header is copied; the rest is read straight into its buffer).
 const INBUF: usize = 4 << 10;
+/// A WRITE this large makes the next reads between payloads take one
+/// request header at a time (until a smaller WRITE comes), so that the
+/// payload that follows is read straight into its buffers rather than
+/// partly into `inbuf` and copied: as many system calls (a header, then
+/// its payload), one copy fewer.
+const BIG_WRITE: u32 = (INBUF / 2) as u32;
 
 /// The transmission phase of one connection.
 struct Transmission<'c> {
@@ -459,6 +465,9 @@ struct Transmission<'c> {
     at: usize,
     end: usize,
     input: Input,
+    /// The last WRITE was at least [`BIG_WRITE`]: headers are read one at
+    /// a time.
+    headers_only: bool,
     /// Reading the client (false after DISC, end of stream or an error).
     reading: bool,
     /// Requests forwarded, by id (their pieces' session tags carry it).
@@ -485,6 +494,7 @@ impl<'c> Transmission<'c> {
             at: 0,
             end,
             input: Input::Header,
+            headers_only: false,
             reading: true,
             table: HashMap::new(),
             next_id: 1,
@@ -638,7 +648,15 @@ impl<'c> Transmission<'c> {
         if self.end == self.inbuf.len() {
             self.inbuf.resize(2 * self.inbuf.len(), 0);
         }
-        let n = match s.read(&mut self.inbuf[self.end..]) {
+        // After a large WRITE, the rest of one header only (a payload
+        // read with it would be copied).
+        let upto = if self.headers_only {
+            let partial = (self.end - self.at).min(REQUEST_LEN - 1);
+            (self.end + REQUEST_LEN - partial).min(self.inbuf.len())
+        } else {
+            self.inbuf.len()
+        };
+        let n = match s.read(&mut self.inbuf[self.end..upto]) {
             Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
             Ok(n) => n,
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -793,6 +811,7 @@ impl<'c> Transmission<'c> {
                         return;
                     }
                     Forward::Write { offset, len, fua } => {
+                        self.headers_only = len >= BIG_WRITE;
                         let bufs = split::pieces(offset, len, max)
                             .map(|(_, l)| self.buffer(l as usize))
                             .collect();

@@ -12,11 +12,14 @@ use std::time::Duration;
 
 const USAGE: &str = "Usage:
   ofi storage target [-p PROVIDER] [-e rdm|msg] [-B PORT] [-s ADDR] [--size N] [--read-only]
-                     [--max-initiators N] [--setup-timeout SECS] [--liveness SECS] PATH
+                     [--direct] [--max-initiators N] [--setup-timeout SECS] [--liveness SECS]
+                     PATH
       serve PATH (a file or block device) as one volume; PORT is the control
       port initiators connect to (default 9230, 0 picks one), ADDR the address
       to bind (default 0.0.0.0); --size creates or extends a file (K, M, G, T
-      suffixes). Prints 'listening on ADDR:PORT'. With -e msg (connected
+      suffixes). Prints 'listening on ADDR:PORT'. --direct: reads and writes
+      aligned to 4096 bytes (offset and length) bypass the page cache
+      (O_DIRECT), the others stay buffered. With -e msg (connected
       endpoints, e.g. -p tcp) the fabric's passive endpoint listens on
       ADDR:PORT itself and accepts one connection per initiator; a provider
       without MSG endpoints (shm) is an error.
@@ -151,6 +154,7 @@ fn target(argv: &[String]) -> Result<(), String> {
         listen: SocketAddr::new(ip, port(&a, "B")?),
         size: a.get("size").map(size).transpose()?,
         read_only: a.has("read-only"),
+        direct: a.has("direct"),
         limits,
         ..TargetOptions::default()
     };
