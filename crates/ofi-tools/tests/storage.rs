@@ -1001,6 +1001,110 @@ fn requests_above_the_maximum_block_size_are_split_and_verified() {
     assert!(back == data, "the structured large read differs");
 }
 
+/// Replies to the requests of `want` (cookie -> bytes of data a success
+/// carries), in whatever order they come: cookie -> (error, data).
+fn replies(c: &mut Raw, want: &[(u64, usize)]) -> std::collections::HashMap<u64, (u32, Vec<u8>)> {
+    let mut got = std::collections::HashMap::new();
+    for _ in want {
+        let mut h = [0u8; 16];
+        c.0.read_exact(&mut h).unwrap();
+        assert_eq!(h[..4], 0x6744_6698u32.to_be_bytes());
+        let e = u32::from_be_bytes(h[4..8].try_into().unwrap());
+        let cookie = u64::from_be_bytes(h[8..16].try_into().unwrap());
+        let len = want
+            .iter()
+            .find(|w| w.0 == cookie)
+            .unwrap_or_else(|| panic!("a reply to unknown cookie {cookie}"))
+            .1;
+        let mut d = vec![0u8; if e == 0 { len } else { 0 }];
+        c.0.read_exact(&mut d).unwrap();
+        assert!(
+            got.insert(cookie, (e, d)).is_none(),
+            "two replies to {cookie}"
+        );
+    }
+    got
+}
+
+/// Requests of every size pipelined in one stream (small and large
+/// WRITEs, one split, READs among WRITEs to other ranges): the gateway
+/// keeps the stream in sync whether it reads headers in batches or one
+/// at a time (after a large WRITE), and every byte lands and reads back.
+#[test]
+fn pipelined_requests_of_every_size_keep_the_stream_in_sync() {
+    let d = Dir::new("pipeline");
+    let s = stack(&d, "tcp", "24M", &[]);
+    let mut c = Raw::connect(&s.sock);
+    // (offset, length) of each WRITE, at disjoint places.
+    let writes: [(u64, usize); 8] = [
+        (0, 128 << 10),
+        (1 << 20, 100),
+        (2 << 20, 3000),
+        (3 << 20, (1 << 20) + 5),
+        (5 << 20, 2048),
+        (6 << 20, 7),
+        (7 << 20, 128 << 10),
+        (8 << 20, 4096),
+    ];
+    let data: Vec<Vec<u8>> = (0..writes.len())
+        .map(|i| random(writes[i].1, 100 + i as u64))
+        .collect();
+    let mut stream = Vec::new();
+    let mut want = Vec::new();
+    let header = |kind: u16, cookie: u64, offset: u64, len: usize| {
+        let mut r = 0x2560_9513u32.to_be_bytes().to_vec();
+        r.extend_from_slice(&0u16.to_be_bytes());
+        r.extend_from_slice(&kind.to_be_bytes());
+        r.extend_from_slice(&cookie.to_be_bytes());
+        r.extend_from_slice(&offset.to_be_bytes());
+        r.extend_from_slice(&(len as u32).to_be_bytes());
+        r
+    };
+    // The first four WRITEs, then READs of the far ranges (still zero)
+    // among the last four WRITEs.
+    for (i, (off, len)) in writes.iter().enumerate() {
+        stream.extend(header(1, i as u64, *off, *len));
+        stream.extend_from_slice(&data[i]);
+        want.push((i as u64, 0));
+        if i >= 4 {
+            let cookie = 100 + i as u64;
+            stream.extend(header(0, cookie, (10 << 20) + *off, *len));
+            want.push((cookie, *len));
+        }
+    }
+    let mut w = Raw(c.0.try_clone().unwrap());
+    let writer = std::thread::spawn(move || w.0.write_all(&stream).unwrap());
+    let got = replies(&mut c, &want);
+    writer.join().unwrap();
+    for (cookie, len) in &want {
+        let (e, d) = &got[cookie];
+        assert_eq!(*e, 0, "request {cookie}");
+        if *len > 0 {
+            assert!(d.iter().all(|&x| x == 0), "read {cookie}");
+        }
+    }
+    // Every range back, all READs pipelined (after the large WRITEs the
+    // gateway reads one header at a time until a small WRITE comes).
+    let mut stream = Vec::new();
+    let mut want = Vec::new();
+    for (i, (off, len)) in writes.iter().enumerate() {
+        stream.extend(header(0, 200 + i as u64, *off, *len));
+        want.push((200 + i as u64, *len));
+    }
+    c.0.write_all(&stream).unwrap();
+    let got = replies(&mut c, &want);
+    for i in 0..writes.len() {
+        let (e, d) = &got[&(200 + i as u64)];
+        assert_eq!(*e, 0);
+        assert!(*d == data[i], "range {i} read back differs");
+    }
+    let file = std::fs::read(d.path("volume.img")).unwrap();
+    for (i, (off, len)) in writes.iter().enumerate() {
+        let off = *off as usize;
+        assert!(file[off..off + len] == data[i][..], "range {i} in the file");
+    }
+}
+
 /// A piece that fails fails its whole request, with its error, and the
 /// reply waits for every piece: on a store that fails past 3 MiB, an
 /// 8 MiB WRITE and READ from 0 (pieces 0 to 2 succeed) get EIO, and no
