@@ -90,7 +90,10 @@ fn run(ops: Vec<Vec<Op>>, seed: u64) -> Vec<Vec<Vec<u8>>> {
     let mut steps = 0;
     while done < n * count {
         steps += 1;
-        assert!(steps < 1_000_000, "the group made no progress (seed {seed})");
+        assert!(
+            steps < 1_000_000,
+            "the group made no progress (seed {seed})"
+        );
         let m = rng.below(n);
         let view = View { b: &board, me: m };
         if next[m] < count && rng.below(3) != 0 {
@@ -140,7 +143,10 @@ fn barrier_completes_only_once_every_member_published() {
         for m in 0..n {
             for c in cores.iter_mut().take(m) {
                 c.poll(&View { b: &board, me: 0 });
-                assert!(c.poll_event().is_none(), "n {n}: done before member {m} entered");
+                assert!(
+                    c.poll_event().is_none(),
+                    "n {n}: done before member {m} entered"
+                );
             }
             let view = View { b: &board, me: m };
             cores[m].start(Op::Barrier, 1, &view).unwrap();
@@ -230,11 +236,13 @@ fn every_operation_at_sizes_1_to_9_with_operations_queued() {
                 assert_eq!(r[2], fold_all(FI_SUM, FI_UINT64, &sums), "allreduce");
                 let gathered: Vec<u8> = (0..n).flat_map(|i| at(i)[..8].to_vec()).collect();
                 assert_eq!(r[3], gathered, "allgather");
-                let mine_blocks: Vec<u8> =
-                    (0..n).flat_map(|i| at(i)[m * 16..m * 16 + 16].to_vec()).collect();
+                let mine_blocks: Vec<u8> = (0..n)
+                    .flat_map(|i| at(i)[m * 16..m * 16 + 16].to_vec())
+                    .collect();
                 assert_eq!(r[4], mine_blocks, "alltoall");
-                let blocks: Vec<Vec<u8>> =
-                    (0..n).map(|i| at(i)[m * 16..m * 16 + 16].to_vec()).collect();
+                let blocks: Vec<Vec<u8>> = (0..n)
+                    .map(|i| at(i)[m * 16..m * 16 + 16].to_vec())
+                    .collect();
                 assert_eq!(r[5], fold_all(FI_MAX, FI_UINT64, &blocks), "reduce-scatter");
                 if m as u32 == root {
                     let firsts: Vec<Vec<u8>> = (0..n).map(|i| at(i)[..8].to_vec()).collect();

@@ -131,7 +131,11 @@ mod tests {
         assert_eq!(out, data, "slot 1 keeps operation 1 while 2 is in slot 0");
         let mut part = [0u8; 10];
         l.read(1, 13, &mut part);
-        assert_eq!(&part[..], &data[13..23], "unaligned offsets read the right bytes");
+        assert_eq!(
+            &part[..],
+            &data[13..23],
+            "unaligned offsets read the right bytes"
+        );
         let mut tail = [0xffu8; 4];
         l.read(2, LANE_BYTES - 2, &mut tail);
         assert_eq!(tail, [0, 0, 0, 0], "past the lane reads zeros");

@@ -437,7 +437,9 @@ impl Segment {
         // SAFETY: idx < LANES, so the lane lies inside the mapping
         // (validated geometry, board between the descriptors and the
         // pool); it is 128-aligned and all-atomic.
-        Some(unsafe { &*(self.base.add(self.geo.board_off() + idx * board::LANE_SIZE) as *const Lane) })
+        Some(unsafe {
+            &*(self.base.add(self.geo.board_off() + idx * board::LANE_SIZE) as *const Lane)
+        })
     }
 
     /// Consumer (the owner): about to sleep; true when it may (see

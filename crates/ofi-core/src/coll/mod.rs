@@ -67,6 +67,7 @@
 //! once on one endpoint; frames of a group not joined yet wait, within a
 //! bound, for the join.
 
+pub mod board;
 pub(crate) mod engine;
 pub mod guard;
 pub mod offer;

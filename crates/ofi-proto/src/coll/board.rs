@@ -127,6 +127,15 @@ impl BoardCore {
         self.running.is_some() || !self.queue.is_empty()
     }
 
+    /// True when [`poll`](Self::poll) has something to do: every member
+    /// published the running operation, or one waits to be published.
+    pub fn ready(&self, lanes: &impl Lanes) -> bool {
+        if self.running.is_none() {
+            return !self.queue.is_empty();
+        }
+        (self.seen..self.size).all(|r| r == self.rank || lanes.seq(r) >= self.published)
+    }
+
     /// Looks at the lanes: completes the running operation once every
     /// member published it, and publishes the next. True when an
     /// operation completed.

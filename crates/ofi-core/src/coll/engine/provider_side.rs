@@ -166,6 +166,14 @@ impl CollEp {
                 g.core.lost(r, err);
             }
             self.pump(st, a);
+            self.board_fail(
+                st,
+                a,
+                CollError::Lost {
+                    rank: r,
+                    errno: err,
+                },
+            );
         }
     }
 
@@ -216,7 +224,7 @@ impl CollEp {
             Event::Done { token, result } => (token, Ok(result)),
             Event::Failed { token, error } => (token, Err(error)),
         };
-        let Some((_, waiter)) = st.ops.remove(&token) else {
+        let Some((addr, waiter)) = st.ops.remove(&token) else {
             return;
         };
         match (waiter, outcome) {
@@ -250,13 +258,20 @@ impl CollEp {
                     FI_ADDR_NOTAVAIL,
                 );
             }
-            (Waiter::Join { fid, context }, Ok(_)) => self.eq.push(EqEvent {
-                event: eq_event::FI_JOIN_COMPLETE,
-                fid,
-                context,
-                ..Default::default()
-            }),
-            (Waiter::Join { fid, context }, Err(err)) => {
+            (Waiter::Join { fid, context }, Ok(_)) => self.joined(st, addr, fid, context),
+            (Waiter::Agree { fid, context }, Ok(bytes)) => {
+                self.agreed(st, addr, &bytes);
+                self.eq.push(EqEvent {
+                    event: eq_event::FI_JOIN_COMPLETE,
+                    fid,
+                    context,
+                    ..Default::default()
+                })
+            }
+            (Waiter::Join { fid, context } | Waiter::Agree { fid, context }, Err(err)) => {
+                if let Some(g) = st.groups.get_mut(&addr) {
+                    g.drop_board();
+                }
                 tracing::debug!(error = %err, "collective join failed");
                 self.eq.push_err(EqError {
                     fid,
@@ -322,9 +337,16 @@ impl CollEp {
     /// Handles what the taps recorded, posts what waits.
     pub(super) fn run(&self) {
         if !self.work.swap(false, Ordering::AcqRel) {
+            if self.board_live.load(Ordering::Relaxed) != 0 {
+                let mut st = lock(&self.st);
+                self.poll_boards(&mut st);
+            }
             return;
         }
         let mut st = lock(&self.st);
+        if self.board_live.load(Ordering::Relaxed) != 0 {
+            self.poll_boards(&mut st);
+        }
         let mut rounds = 0;
         loop {
             let inbox = std::mem::take(&mut *lock(&self.inbox));
