@@ -27,8 +27,8 @@
 //! ([`BoardCore::lost`]); the group's core never waits for a member by
 //! itself, as it never sees the clock.
 
-use super::algo::Algo;
-use super::{CollError, Event, Limits, Op};
+use super::algo::{blocks, check_root, Reduction};
+use super::{CollError, Event, Op};
 use ofi_base::atomic::{self, AtomicKind};
 use std::collections::VecDeque;
 
@@ -105,19 +105,65 @@ impl BoardCore {
         if let Some(e) = &self.broken {
             return Err(e.clone());
         }
-        if !matches!(op, Op::Barrier | Op::Join) {
-            // The messages' checks (roots, lengths, reductions) are the
-            // board's: the same calls fail the same way on either path.
-            Algo::new(op.clone(), self.rank, self.size, &Limits::default())?;
-            if input(&op).len() > LANE_BYTES {
-                return Err(CollError::TooLarge(format!(
-                    "{} bytes of input do not fit a board lane of {LANE_BYTES}",
-                    input(&op).len()
-                )));
-            }
-        }
+        self.check(&op)?;
         self.queue.push_back((op, token));
         self.poll(lanes);
+        Ok(())
+    }
+
+    /// The messages' checks (roots, lengths, reductions), so the same calls
+    /// fail the same way on either path, and the lane's size.
+    fn check(&self, op: &Op) -> Result<(), CollError> {
+        let n = self.size as usize;
+        match op {
+            Op::Join | Op::Barrier => return Ok(()),
+            Op::Broadcast { root, .. } => {
+                check_root("fi_broadcast", *root, n)?;
+            }
+            Op::Allreduce { op, datatype, data } => {
+                Reduction::new("fi_allreduce", *op, *datatype, data.len())?;
+            }
+            Op::Allgather { .. } => {}
+            Op::ReduceScatter { op, datatype, data } => {
+                let red = Reduction::new("fi_reduce_scatter", *op, *datatype, data.len())?;
+                let b = blocks("fi_reduce_scatter", data.len(), n)?;
+                if !b.is_multiple_of(red.size()) {
+                    return Err(CollError::Invalid(format!(
+                        "fi_reduce_scatter: blocks of {b} bytes are not whole elements"
+                    )));
+                }
+            }
+            Op::Alltoall { data } => {
+                blocks("fi_alltoall", data.len(), n)?;
+            }
+            Op::Reduce {
+                root,
+                op,
+                datatype,
+                data,
+            } => {
+                check_root("fi_reduce", *root, n)?;
+                Reduction::new("fi_reduce", *op, *datatype, data.len())?;
+            }
+            Op::Scatter { root, block, data } => {
+                let root = check_root("fi_scatter", *root, n)?;
+                if root == self.rank as usize && Some(data.len()) != block.checked_mul(n) {
+                    return Err(CollError::Invalid(format!(
+                        "fi_scatter: the root passes {} bytes for {n} blocks of {block}",
+                        data.len()
+                    )));
+                }
+            }
+            Op::Gather { root, .. } => {
+                check_root("fi_gather", *root, n)?;
+            }
+        }
+        let len = input(op).len();
+        if len > LANE_BYTES {
+            return Err(CollError::TooLarge(format!(
+                "{len} bytes of input do not fit a board lane of {LANE_BYTES}"
+            )));
+        }
         Ok(())
     }
 

@@ -200,7 +200,10 @@ impl CollEp {
         match (lanes, prep.lane) {
             (Some(lanes), Some((_, own))) => {
                 let core = BoardCore::new(rank, n as u32).expect("a candidate's size fits");
-                tracing::debug!(members = n, "collectives: the group runs on the members' boards");
+                tracing::debug!(
+                    members = n,
+                    "collectives: the group runs on the members' boards"
+                );
                 g.board = Some(OnBoard {
                     core,
                     lanes: GroupLanes {
