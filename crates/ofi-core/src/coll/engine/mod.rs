@@ -86,6 +86,18 @@ struct Pending {
     frame: Vec<u8>,
 }
 
+/// Frames of a group not joined yet.
+struct Orphans {
+    /// When the first came: past [`ORPHAN_TTL`] they are dropped.
+    since: Instant,
+    frames: Vec<(u64, Vec<u8>)>,
+}
+
+/// How long frames of a group this endpoint has not joined are kept: a
+/// member that joins later than this after the others does not complete
+/// its join (as a member that never joins keeps theirs waiting).
+const ORPHAN_TTL: Duration = Duration::from_secs(60);
+
 /// A group the endpoint joined.
 struct Group {
     core: GroupCore,
@@ -147,7 +159,7 @@ struct State {
     /// Group address by the name frames carry.
     by_name: IdMap<u64, u64>,
     /// Frames of groups not joined yet (with their sources), by name.
-    orphans: IdMap<u64, Vec<(u64, Vec<u8>)>>,
+    orphans: IdMap<u64, Orphans>,
     orphan_bytes: usize,
     /// Names of groups left: their late frames are dropped.
     left: Vec<u64>,
@@ -415,7 +427,7 @@ impl CollEp {
         }
         // Frames members sent before this join.
         if let Some(held) = st.orphans.remove(&name) {
-            for (src, f) in held {
+            for (src, f) in held.frames {
                 st.orphan_bytes -= f.len();
                 if !self.on_frame(&mut st, &f, src) {
                     st.held.push_back(Held::Owned { src, frame: f });

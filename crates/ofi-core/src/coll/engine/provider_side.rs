@@ -304,7 +304,11 @@ impl CollEp {
             st.orphan_bytes += f.len();
             st.orphans
                 .entry(r.group)
-                .or_default()
+                .or_insert_with(|| Orphans {
+                    since: Instant::now(),
+                    frames: Vec::new(),
+                })
+                .frames
                 .push((src, f.to_vec()));
             return true;
         };
@@ -369,6 +373,9 @@ impl CollEp {
                     break;
                 }
             }
+            if st.orphan_bytes > 0 {
+                self.expire_orphans(&mut st);
+            }
             rounds += 1;
             // More arrived while handling (a repost that matched at once),
             // or frames still wait: another round, within reason.
@@ -378,6 +385,31 @@ impl CollEp {
                     self.work.store(true, Ordering::Release);
                 }
                 return;
+            }
+        }
+    }
+
+    /// Drops the frames of groups not joined within [`ORPHAN_TTL`] of the
+    /// first: what peers can make an endpoint hold has an expiry as well
+    /// as a bound.
+    pub(super) fn expire_orphans(&self, st: &mut State) {
+        let now = Instant::now();
+        let old: Vec<u64> = st
+            .orphans
+            .iter()
+            .filter(|(_, o)| now.duration_since(o.since) >= ORPHAN_TTL)
+            .map(|(n, _)| *n)
+            .collect();
+        for name in old {
+            if let Some(o) = st.orphans.remove(&name) {
+                let bytes: usize = o.frames.iter().map(|(_, f)| f.len()).sum();
+                st.orphan_bytes -= bytes;
+                tracing::warn!(
+                    group = name,
+                    frames = o.frames.len(),
+                    "collectives: frames of a group this endpoint has not joined dropped after {}s",
+                    ORPHAN_TTL.as_secs()
+                );
             }
         }
     }
