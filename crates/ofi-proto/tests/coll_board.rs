@@ -59,12 +59,19 @@ impl Lanes for View<'_> {
     fn seq(&self, rank: u32) -> u64 {
         self.b.seq[rank as usize].get()
     }
-    fn read(&self, rank: u32, seq: u64, offset: usize, out: &mut [u8]) {
+    fn read(&self, rank: u32, seq: u64, offset: usize, out: &mut [u8]) -> bool {
         let s = self.b.slots[rank as usize].borrow();
         let src = &s[(seq % 2) as usize];
         for (i, o) in out.iter_mut().enumerate() {
             *o = src.get(offset + i).copied().unwrap_or(0);
         }
+        // The core never lets a member run two operations ahead of a
+        // reader: what it reads is still there.
+        assert!(
+            self.b.seq[rank as usize].get() < seq + 2,
+            "slot {seq} overwritten"
+        );
+        true
     }
     fn publish(&self, seq: u64, data: &[u8]) {
         assert_eq!(seq, self.b.seq[self.me].get() + 1, "published in order");

@@ -18,8 +18,9 @@ pub trait CollBoard: Send + Sync {
     /// the join).
     fn candidate(&self, members: &[Arc<[u8]>]) -> bool;
     /// Claims a lane of this endpoint's board for group `name` (non-zero):
-    /// its index and the lane, or None when every lane is taken.
-    fn claim(&self, name: u64) -> Option<(u32, Arc<dyn BoardLane>)>;
+    /// its index, the count the group starts from (a lane's count only
+    /// grows) and the lane; None when every lane is taken or resting.
+    fn claim(&self, name: u64) -> Option<(u32, u64, Arc<dyn BoardLane>)>;
     /// The board of the member at address `addr`, mapped.
     fn peer(&self, addr: &[u8]) -> Result<Arc<dyn BoardPeer>>;
 }
@@ -39,8 +40,9 @@ pub trait BoardPeer: Send + Sync {
 pub trait BoardLane: Send + Sync {
     /// Operations its owner published.
     fn seq(&self) -> u64;
-    /// Bytes of operation `seq`'s input from `offset`.
-    fn read(&self, seq: u64, offset: usize, out: &mut [u8]);
+    /// Bytes of operation `seq`'s input from `offset`; false when the
+    /// owner overwrote them before the read ended.
+    fn read(&self, seq: u64, offset: usize, out: &mut [u8]) -> bool;
     /// The owner: publishes operation `seq`'s input.
     fn publish(&self, seq: u64, data: &[u8]);
     /// The owner: gives the lane back.

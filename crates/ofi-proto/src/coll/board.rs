@@ -45,8 +45,9 @@ pub trait Lanes {
     /// Operations member `rank` published so far (this member's own too).
     fn seq(&self, rank: u32) -> u64;
     /// `out.len()` bytes of member `rank`'s input of operation `seq`, from
-    /// byte `offset` of it.
-    fn read(&self, rank: u32, seq: u64, offset: usize, out: &mut [u8]);
+    /// byte `offset` of it; false when the member overwrote them before
+    /// the read ended (it ran two operations ahead: it misbehaves).
+    fn read(&self, rank: u32, seq: u64, offset: usize, out: &mut [u8]) -> bool;
     /// Publishes this member's input of operation `seq`.
     fn publish(&self, seq: u64, data: &[u8]);
 }
@@ -253,39 +254,45 @@ impl BoardCore {
     fn result(&self, op: &Op, k: u64, lanes: &impl Lanes) -> Result<Vec<u8>, CollError> {
         let (me, n) = (self.rank, self.size);
         // Member `r`'s bytes `[off, off + len)` of operation k.
-        let fetch = |r: u32, off: usize, out: &mut [u8]| {
+        let fetch = |r: u32, off: usize, out: &mut [u8]| -> Result<(), CollError> {
             if r == me {
                 let mine = input(op);
                 out.copy_from_slice(&mine[off..off + out.len()]);
+                Ok(())
+            } else if lanes.read(r, k, off, out) {
+                Ok(())
             } else {
-                lanes.read(r, k, off, out);
+                Err(CollError::Peer {
+                    rank: r,
+                    why: "its input was overwritten before it was read".into(),
+                })
             }
         };
         let reduce = |op_: u32, dt: u32, off: usize, len: usize| -> Result<Vec<u8>, CollError> {
             let mut acc = vec![0u8; len];
-            fetch(0, off, &mut acc);
+            fetch(0, off, &mut acc)?;
             let mut operand = vec![0u8; len];
             for r in 1..n {
-                fetch(r, off, &mut operand);
+                fetch(r, off, &mut operand)?;
                 atomic::apply(AtomicKind::Basic, op_, dt, &mut acc, &operand, &[], &mut [])
                     .map_err(|e| CollError::Invalid(e.message().to_string()))?;
             }
             Ok(acc)
         };
-        let concat = |off: usize, len: usize| {
+        let concat = |off: usize, len: usize| -> Result<Vec<u8>, CollError> {
             let mut out = vec![0u8; len * n as usize];
             for (r, chunk) in out.chunks_mut(len.max(1)).enumerate().take(n as usize) {
                 if len > 0 {
-                    fetch(r as u32, off, chunk);
+                    fetch(r as u32, off, chunk)?;
                 }
             }
-            out
+            Ok(out)
         };
         Ok(match op {
             Op::Join | Op::Barrier => Vec::new(),
             Op::Broadcast { root, data } => {
                 let mut out = vec![0u8; data.len()];
-                fetch(*root, 0, &mut out);
+                fetch(*root, 0, &mut out)?;
                 out
             }
             Op::Allreduce { op, datatype, data } => reduce(*op, *datatype, 0, data.len())?,
@@ -301,17 +308,17 @@ impl BoardCore {
                     Vec::new()
                 }
             }
-            Op::Allgather { data } => concat(0, data.len()),
+            Op::Allgather { data } => concat(0, data.len())?,
             Op::Gather { root, data } => {
                 if *root == me {
-                    concat(0, data.len())
+                    concat(0, data.len())?
                 } else {
                     Vec::new()
                 }
             }
             Op::Alltoall { data } => {
                 let block = data.len() / n as usize;
-                concat(me as usize * block, block)
+                concat(me as usize * block, block)?
             }
             Op::ReduceScatter { op, datatype, data } => {
                 let block = data.len() / n as usize;
@@ -319,7 +326,7 @@ impl BoardCore {
             }
             Op::Scatter { root, block, .. } => {
                 let mut out = vec![0u8; *block];
-                fetch(*root, me as usize * block, &mut out);
+                fetch(*root, me as usize * block, &mut out)?;
                 out
             }
         })

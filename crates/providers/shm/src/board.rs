@@ -24,16 +24,14 @@ impl CollBoard for ShmBoard {
         members.iter().all(|m| ShmAddr::parse(m).is_ok())
     }
 
-    fn claim(&self, name: u64) -> Option<(u32, Arc<dyn BoardLane>)> {
+    fn claim(&self, name: u64) -> Option<(u32, u64, Arc<dyn BoardLane>)> {
         (0..LANES).find_map(|i| {
-            let lane = self.seg.lane(i)?;
-            lane.claim(name).then(|| {
-                let l: Arc<dyn BoardLane> = Arc::new(Lane {
-                    seg: self.seg.clone(),
-                    idx: i,
-                });
-                (i as u32, l)
-            })
+            let base = self.seg.lane(i)?.claim(name)?;
+            let l: Arc<dyn BoardLane> = Arc::new(Lane {
+                seg: self.seg.clone(),
+                idx: i,
+            });
+            Some((i as u32, base, l))
         })
     }
 
@@ -61,10 +59,8 @@ impl BoardLane for Lane {
     fn seq(&self) -> u64 {
         self.lane().map_or(0, |l| l.seq())
     }
-    fn read(&self, seq: u64, offset: usize, out: &mut [u8]) {
-        if let Some(l) = self.lane() {
-            l.read(seq, offset, out);
-        }
+    fn read(&self, seq: u64, offset: usize, out: &mut [u8]) -> bool {
+        self.lane().is_some_and(|l| l.read(seq, offset, out))
     }
     fn publish(&self, seq: u64, data: &[u8]) {
         if let Some(l) = self.lane() {
@@ -109,10 +105,11 @@ impl BoardLane for PeerLane {
     fn seq(&self) -> u64 {
         self.peer.seg.lane(self.idx).map_or(0, |l| l.seq())
     }
-    fn read(&self, seq: u64, offset: usize, out: &mut [u8]) {
-        if let Some(l) = self.peer.seg.lane(self.idx) {
-            l.read(seq, offset, out);
-        }
+    fn read(&self, seq: u64, offset: usize, out: &mut [u8]) -> bool {
+        self.peer
+            .seg
+            .lane(self.idx)
+            .is_some_and(|l| l.read(seq, offset, out))
     }
     fn publish(&self, _seq: u64, _data: &[u8]) {}
     fn release(&self) {}

@@ -6,7 +6,10 @@
 //! (`CollBoard::candidate`, a function of the members' addresses, so every
 //! member decides the same) runs one more exchange after the join's: an
 //! allgather of what each member offers, its lane's index once it claimed
-//! a lane and mapped every other member's board (0: nothing). The group
+//! a lane and mapped every other member's board (0: nothing), and the
+//! lane's count the group starts from (a lane's count only grows, so
+//! members still looking at a lane's previous group never see it go
+//! back). The group
 //! runs on boards only when every member offered one; otherwise each gives
 //! its lane back and the group sends frames, as at every member. Only then
 //! does FI_JOIN_COMPLETE come.
@@ -21,14 +24,18 @@
 
 use super::*;
 
+/// Bytes of a member's offer: its lane's index + 1 (u32 LE; 0: no board),
+/// 4 bytes of 0, the lane's starting count (u64 LE).
+const OFFER: usize = 16;
+
 /// How often a board operation that waits looks whether the members it
 /// waits for are still there.
 const LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// What this member brings to the agreement.
 pub(super) struct Prep {
-    /// Its lane (index, lane).
-    lane: Option<(u32, Arc<dyn BoardLane>)>,
+    /// Its lane (index, starting count, lane).
+    lane: Option<(u32, u64, Arc<dyn BoardLane>)>,
     /// The members' boards, by rank (None: this member, or not mapped).
     peers: Vec<Option<Arc<dyn BoardPeer>>>,
     /// Every other member's board mapped and a lane claimed.
@@ -44,29 +51,34 @@ pub(super) struct OnBoard {
     looked: Instant,
 }
 
-/// The lanes of a group's members, by rank.
+/// The lanes of a group's members, by rank, with the counts the group
+/// started from (the core's operation `k` is `base + k` in a lane).
 pub(super) struct GroupLanes {
     own: Arc<dyn BoardLane>,
+    own_base: u64,
     lanes: Vec<Option<Arc<dyn BoardLane>>>,
+    bases: Vec<u64>,
     peers: Vec<Option<Arc<dyn BoardPeer>>>,
 }
 
 impl Lanes for GroupLanes {
     #[inline]
     fn seq(&self, rank: u32) -> u64 {
-        match &self.lanes[rank as usize] {
-            Some(l) => l.seq(),
-            None => self.own.seq(),
+        let r = rank as usize;
+        match &self.lanes[r] {
+            Some(l) => l.seq().wrapping_sub(self.bases[r]),
+            None => self.own.seq().wrapping_sub(self.own_base),
         }
     }
-    fn read(&self, rank: u32, seq: u64, offset: usize, out: &mut [u8]) {
-        match &self.lanes[rank as usize] {
-            Some(l) => l.read(seq, offset, out),
-            None => self.own.read(seq, offset, out),
+    fn read(&self, rank: u32, seq: u64, offset: usize, out: &mut [u8]) -> bool {
+        let r = rank as usize;
+        match &self.lanes[r] {
+            Some(l) => l.read(self.bases[r].wrapping_add(seq), offset, out),
+            None => self.own.read(self.own_base.wrapping_add(seq), offset, out),
         }
     }
     fn publish(&self, seq: u64, data: &[u8]) {
-        self.own.publish(seq, data);
+        self.own.publish(self.own_base.wrapping_add(seq), data);
         for p in self.peers.iter().flatten() {
             p.wake();
         }
@@ -78,7 +90,7 @@ impl Group {
     /// agreement).
     pub(super) fn drop_board(&mut self) {
         if let Some(p) = self.prep.take() {
-            if let Some((_, l)) = p.lane {
+            if let Some((_, _, l)) = p.lane {
                 l.release();
             }
         }
@@ -105,10 +117,10 @@ impl CollEp {
             return;
         }
         let prep = self.prepare(g);
-        let mut offer = [0u8; 8];
-        if prep.ok {
-            let idx = prep.lane.as_ref().map_or(0, |(i, _)| *i);
+        let mut offer = [0u8; OFFER];
+        if let (true, Some((idx, base, _))) = (prep.ok, &prep.lane) {
             offer[..4].copy_from_slice(&(idx + 1).to_le_bytes());
+            offer[8..].copy_from_slice(&base.to_le_bytes());
         }
         g.prep = Some(prep);
         let token = st.next_token;
@@ -180,10 +192,15 @@ impl CollEp {
         let rank = g.core.rank();
         let idx = |r: usize| {
             offers
-                .get(r * 8..r * 8 + 4)
+                .get(r * OFFER..r * OFFER + 4)
                 .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
         };
-        let all = offers.len() == n * 8 && (0..n).all(|r| idx(r) != 0);
+        let base = |r: usize| {
+            offers
+                .get(r * OFFER + 8..(r + 1) * OFFER)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        let all = offers.len() == n * OFFER && (0..n).all(|r| idx(r) != 0);
         let lanes: Option<Vec<Option<Arc<dyn BoardLane>>>> = all
             .then(|| {
                 (0..n)
@@ -198,7 +215,7 @@ impl CollEp {
             })
             .flatten();
         match (lanes, prep.lane) {
-            (Some(lanes), Some((_, own))) => {
+            (Some(lanes), Some((_, own_base, own))) => {
                 let core = BoardCore::new(rank, n as u32).expect("a candidate's size fits");
                 tracing::debug!(
                     members = n,
@@ -208,7 +225,9 @@ impl CollEp {
                     core,
                     lanes: GroupLanes {
                         own,
+                        own_base,
                         lanes,
+                        bases: (0..n).map(base).collect(),
                         peers: prep.peers,
                     },
                     idle: 0,
@@ -219,7 +238,7 @@ impl CollEp {
                 if all {
                     tracing::warn!("collectives: a member offered a board lane that does not exist: the group sends messages");
                 }
-                if let Some((_, l)) = lane {
+                if let Some((_, _, l)) = lane {
                     l.release();
                 }
             }

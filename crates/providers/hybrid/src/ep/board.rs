@@ -28,7 +28,7 @@ impl CollBoard for HybridBoard {
         self.shm.candidate(&shm)
     }
 
-    fn claim(&self, name: u64) -> Option<(u32, Arc<dyn BoardLane>)> {
+    fn claim(&self, name: u64) -> Option<(u32, u64, Arc<dyn BoardLane>)> {
         self.shm.claim(name)
     }
 
