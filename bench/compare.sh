@@ -138,8 +138,9 @@
 # >= 5.00x libfabric; RMA write 1 MiB (ofi bw -p udp -o write) >= 0.50x the
 # raw UDP stream of 64000 B datagrams.
 # Target (shm, atomics): 8 B fetch-and-add latency <= 1.0 usec one-way.
-# Targets (collectives, medians): shm barrier, 8 B allreduce and 4 KiB
-# broadcast <= 1.5x Open MPI's ob1 + vader; tcp the same <= 0.5x Debian's
+# Targets (collectives, medians): shm (and hybrid, the default offer)
+# barrier, 8 B allreduce and 4 KiB broadcast <= 1.5x Open MPI's ob1 +
+# vader; tcp the same <= 0.5x Debian's
 # libfabric (tcp;ofi_rxm); every ofi row's p99 <= 5x its median.
 # Targets (C ABI, the same fi_pingpong binary on ofi's libfabric.so.1 and on
 # Debian's): shm rdm 8 B latency <= 0.80; tcp rdm 8 B <= 0.80 (against
@@ -775,7 +776,7 @@ for round in $(seq 1 "$RUNS"); do
     done
     for prov in $COLL_PROVS; do
         ref=""
-        if [ "$prov" = shm ] && [ "$COLL_MPI" = 1 ]; then ref=vader; fi
+        if { [ "$prov" = shm ] || [ "$prov" = hybrid ]; } && [ "$COLL_MPI" = 1 ]; then ref=vader; fi
         if [ "$prov" = tcp ]; then ref=libfabric; fi
         if [ $((round % 2)) -eq 1 ]; then order="ofi $ref"; else order="$ref ofi"; fi
         for tool in $order; do run_coll "$tool" "$prov" "$round"; done
@@ -1002,7 +1003,7 @@ if [ -n "$COLL_PROVS" ]; then
     for prov in $COLL_PROVS; do
         ref="-"
         refname="none"
-        if [ "$prov" = shm ] && [ "$COLL_MPI" = 1 ]; then ref=vader; refname="Open MPI ob1 + vader"; fi
+        if { [ "$prov" = shm ] || [ "$prov" = hybrid ]; } && [ "$COLL_MPI" = 1 ]; then ref=vader; refname="Open MPI ob1 + vader"; fi
         if [ "$prov" = tcp ]; then ref=libfabric; refname="libfabric tcp;ofi_rxm"; fi
         for op in $COLL_OPS; do
             f="$WORK/coll-ofi-$prov-$op.dat"
@@ -1127,10 +1128,15 @@ fi
 if [ "$HAS_UDP" = 1 ] && [ "$OP_SEND" = 1 ]; then
     REF_NOTES+=("for reference (no target): udp 8 B one-way latency over the raw busy-polled datagram ping-pong: ofi DGRAM $(ratio "${LATO[udp:dgram:msg:8]:--}" "$RAWU_PP_MED")x, ofi RDM $(ratio "${LATO[udp:rdm:msg:8]:--}" "$RAWU_PP_MED")x")
 fi
+if [ "$HAS_TCP" = 1 ] && [[ " $COLL_PROVS " == *" tcp "* ]]; then
+    # A barrier of two members needs one message each way, at once: the
+    # one-way latency of the raw socket is its floor.
+    REF_NOTES+=("for reference (no target): tcp barrier median over the raw busy-polled socket's one-way latency (a two-member barrier's floor): ofi $(ratio "$(col "$WORK/coll-ofi-tcp-barrier.dat" 1)" "$RAW_PP_MED")x, libfabric tcp;ofi_rxm $(ratio "$(col "$WORK/coll-libfabric-tcp-barrier.dat" 1)" "$RAW_PP_MED")x")
+fi
 for prov in $COLL_PROVS; do
     for op in $COLL_OPS; do
-        if [ "$prov" = shm ] && [ "$COLL_MPI" = 1 ]; then
-            target "shm $op median, ofi/Open MPI ob1 + vader" "${COLL_RATIO[$prov:$op]:--}" "<=" 1.50
+        if { [ "$prov" = shm ] || [ "$prov" = hybrid ]; } && [ "$COLL_MPI" = 1 ]; then
+            target "$prov $op median, ofi/Open MPI ob1 + vader" "${COLL_RATIO[$prov:$op]:--}" "<=" 1.50
         elif [ "$prov" = tcp ]; then
             target "tcp $op median, ofi/libfabric tcp;ofi_rxm" "${COLL_RATIO[$prov:$op]:--}" "<=" 0.50
         fi

@@ -73,6 +73,7 @@ fn run_env(prov: &str, n: usize, scenario: &str, env: &[(&str, &str)]) {
         .env_remove("FI_PROVIDER")
         .env_remove("FI_LOG_LEVEL")
         .env_remove("FI_COLL_HELD_BYTES")
+        .env_remove("FI_COLL_BOARD")
         .env("FI_TCP_IFACE", "lo")
         .env("FI_UDP_IFACE", "lo")
         .env("LD_LIBRARY_PATH", &dir)
@@ -124,6 +125,8 @@ fn shm_two_three_four_and_eight_processes() {
     run("shm", 3, "all");
     run("shm", 4, "all");
     run("shm", 8, "basic");
+    // The same group over frames: every member refuses the board.
+    run_env("shm", 3, "all", &[("FI_COLL_BOARD", "0")]);
 }
 
 /// The same over tcp.
@@ -143,12 +146,16 @@ fn udp_and_hybrid() {
     run("hybrid", 2, "basic");
 }
 
-/// A process killed after a barrier: the others' next barrier and
-/// allreduce fail with error entries within the bound, no hang.
+/// A process killed between collectives (on shm's board, where no frame to
+/// it fails) and in the middle of a large allreduce: the others'
+/// operations end within the bound (the next barrier and allreduce with an
+/// error), no hang.
 #[test]
 fn a_process_killed_mid_collective() {
     run("shm", 3, "kill");
-    run("tcp", 4, "kill");
+    run("shm", 3, "killmid");
+    run("tcp", 4, "killmid");
+    run("hybrid", 3, "killmid");
 }
 
 /// A broadcast root far ahead of the others, with 32 KiB held per group:

@@ -90,9 +90,14 @@ impl Tunable {
             help,
         }
     }
-    /// The environment variable name: `FI_SHM_SPIN_US`.
+    /// The environment variable name: `FI_SHM_SPIN_US`; a core tunable's
+    /// has no provider part: `FI_CQ_SPIN_US`.
     pub fn var(&self) -> String {
-        format!("FI_{}_{}", self.prov, self.name).to_ascii_uppercase()
+        if self.prov.is_empty() {
+            format!("FI_{}", self.name).to_ascii_uppercase()
+        } else {
+            format!("FI_{}_{}", self.prov, self.name).to_ascii_uppercase()
+        }
     }
     /// The raw value set in the environment, if any.
     pub fn raw(&self) -> Option<String> {
@@ -180,6 +185,14 @@ pub fn core_tunables() -> Vec<Tunable> {
             "Bytes of collective frames an endpoint holds per group for operations it has not \
              started yet (a member that runs ahead, a broadcast's root, then waits)",
         ),
+        Tunable::boolean(
+            "",
+            "coll_board",
+            true,
+            "Run small collectives among members on one node through the provider's shared-memory \
+             board when every member offers it (agreed at the join; 0 at one member makes its \
+             groups use messages everywhere)",
+        ),
         Tunable::size(
             "",
             "mr_close_ms",
@@ -199,17 +212,10 @@ pub fn core_tunable(name: &str) -> Tunable {
 }
 
 impl Tunable {
-    /// The variable name for core tunables has no provider part: `FI_PROVIDER`.
-    fn fix_core(&self) -> String {
-        if self.prov.is_empty() {
-            format!("FI_{}", self.name).to_ascii_uppercase()
-        } else {
-            self.var()
-        }
-    }
-    /// The variable to set (core tunables: `FI_PROVIDER`, providers: `FI_SHM_X`).
+    /// The variable to set (core tunables: `FI_PROVIDER`, providers:
+    /// `FI_SHM_X`): [`var`](Self::var).
     pub fn env_name(&self) -> String {
-        self.fix_core()
+        self.var()
     }
 }
 
@@ -260,6 +266,9 @@ mod tests {
         let t = Tunable::size("shm", "spin_us", 5, "h");
         assert_eq!(t.var(), "FI_SHM_SPIN_US");
         assert_eq!(core_tunable("provider").env_name(), "FI_PROVIDER");
+        // What a core tunable reads is that variable too.
+        assert_eq!(core_tunable("coll_held_bytes").var(), "FI_COLL_HELD_BYTES");
+        assert_eq!(core_tunable("cq_spin_us").var(), "FI_CQ_SPIN_US");
     }
     #[test]
     fn nonzero_sizes_refuse_zero_naming_the_variable() {

@@ -296,6 +296,11 @@ pub trait EndpointOps: Progress {
             "this endpoint does not join multicast groups",
         ))
     }
+    /// The endpoint's shared-memory board for collectives among members on
+    /// its node ([`crate::coll::board`]), if the provider has one.
+    fn coll_board(&self) -> Option<Arc<dyn crate::coll::board::CollBoard>> {
+        None
+    }
 }
 
 /// A multicast group a provider's endpoint joined: dropping it leaves.

@@ -11,6 +11,8 @@
 //! says, in its documentation, what its safe interface guarantees.
 
 #[cfg(not(loom))]
+pub mod board;
+#[cfg(not(loom))]
 pub mod cma;
 #[cfg(not(loom))]
 pub mod doorbell;

@@ -1,7 +1,8 @@
 //! Shared-memory segments: one per shm endpoint, a file in /dev/shm created
 //! mode 0600, holding a header, the inbound message ring, a ring of free
 //! bounce-buffer indices, cooperative-copy descriptors and the bounce
-//! buffers. Offsets, never pointers.
+//! buffers, and the collectives' board ([`crate::board`]). Offsets, never
+//! pointers.
 //!
 //! What safe code gets: the header's atomics; ring slots to fill or read
 //! inside a closure, each claimed by one caller at a time; bounce buffers
@@ -13,6 +14,7 @@
 //! mapping; every reader validates what it reads.)
 #![allow(unsafe_code)]
 
+use crate::board::{self, Lane};
 use crate::proc;
 use crate::ring::{self, Slots};
 use crate::wake;
@@ -28,7 +30,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// Magic at the start of every segment.
 pub const MAGIC: u64 = 0x6f66_695f_7368_6d31; // "ofi_shm1"
 /// Layout version.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 const READY: u32 = 0x5245_4459;
 /// Directory segments live in.
 pub const SHM_DIR: &str = "/dev/shm";
@@ -135,8 +137,11 @@ impl Geometry {
     fn xfer_off(&self) -> usize {
         (self.free_slots_off() + self.pool_bufs * FREE_SLOT_SIZE).next_multiple_of(128)
     }
+    fn board_off(&self) -> usize {
+        (self.xfer_off() + XFER_DESCS * std::mem::size_of::<XferDesc>()).next_multiple_of(128)
+    }
     fn pool_off(&self) -> usize {
-        (self.xfer_off() + XFER_DESCS * std::mem::size_of::<XferDesc>()).next_multiple_of(4096)
+        (self.board_off() + board::LANES * board::LANE_SIZE).next_multiple_of(4096)
     }
     /// Total bytes of a segment with these sizes.
     pub fn total(&self) -> usize {
@@ -420,6 +425,20 @@ impl Segment {
         // (validated geometry); it is 128-aligned and all-atomic.
         Some(unsafe {
             &*(self.base.add(self.geo.xfer_off() + idx as usize * 128) as *const XferDesc)
+        })
+    }
+
+    /// Lane `idx` of the collectives' board, or None for an out-of-range
+    /// index.
+    pub fn lane(&self, idx: usize) -> Option<&Lane> {
+        if idx >= board::LANES {
+            return None;
+        }
+        // SAFETY: idx < LANES, so the lane lies inside the mapping
+        // (validated geometry, board between the descriptors and the
+        // pool); it is 128-aligned and all-atomic.
+        Some(unsafe {
+            &*(self.base.add(self.geo.board_off() + idx * board::LANE_SIZE) as *const Lane)
         })
     }
 

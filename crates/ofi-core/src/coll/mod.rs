@@ -65,8 +65,17 @@
 //! the groups they share in the same order, as the man page asks of a
 //! collective's calls). Frames name the group, so several groups run at
 //! once on one endpoint; frames of a group not joined yet wait, within a
-//! bound, for the join.
+//! bound and for at most a minute, for the join.
+//!
+//! **Members on one node** skip the messages for small operations: when
+//! the provider has a shared-memory board ([`board`]; shm, and hybrid for
+//! groups of one node) and every member agreed at the join, an operation
+//! whose input fits a lane (256 bytes) is published in the member's lane
+//! and completes once every member published it, read straight from the
+//! lanes (`ofi_proto::coll::board`). Larger operations go as frames in the
+//! same group. `FI_COLL_BOARD=0` at a member keeps its groups on frames.
 
+pub mod board;
 pub(crate) mod engine;
 pub mod guard;
 pub mod offer;

@@ -77,14 +77,19 @@ impl Ctx<'_> {
 
 /// How elements combine: an operation and datatype the atomic engine runs.
 #[derive(Clone, Copy, Debug)]
-struct Reduction {
+pub(super) struct Reduction {
     op: u32,
     datatype: u32,
 }
 
 impl Reduction {
     /// Checks the combination; `what` names the call for the error.
-    fn new(what: &str, op: u32, datatype: u32, len: usize) -> Result<Reduction, CollError> {
+    pub(super) fn new(
+        what: &str,
+        op: u32,
+        datatype: u32,
+        len: usize,
+    ) -> Result<Reduction, CollError> {
         if !atomic::valid(AtomicKind::Basic, op, datatype) {
             let op_name = enum_name(ATOMIC_OP_NAMES, op)
                 .map(str::to_owned)
@@ -126,7 +131,7 @@ impl Reduction {
     }
 
     /// Element size in bytes.
-    fn size(&self) -> usize {
+    pub(super) fn size(&self) -> usize {
         atomic::datatype_size(self.datatype).unwrap_or(1)
     }
 }
@@ -721,7 +726,7 @@ pub(super) enum Algo {
 }
 
 /// `Invalid` unless `root` is a member.
-fn check_root(what: &str, root: u32, n: usize) -> Result<usize, CollError> {
+pub(super) fn check_root(what: &str, root: u32, n: usize) -> Result<usize, CollError> {
     if (root as usize) < n {
         Ok(root as usize)
     } else {
@@ -732,7 +737,7 @@ fn check_root(what: &str, root: u32, n: usize) -> Result<usize, CollError> {
 }
 
 /// `Invalid` unless `len` splits into `n` equal blocks.
-fn blocks(what: &str, len: usize, n: usize) -> Result<usize, CollError> {
+pub(super) fn blocks(what: &str, len: usize, n: usize) -> Result<usize, CollError> {
     if len.is_multiple_of(n) {
         Ok(len / n)
     } else {

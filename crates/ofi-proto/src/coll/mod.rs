@@ -44,8 +44,10 @@
 //! (alltoall).
 
 mod algo;
+pub mod board;
 mod group;
 
+pub use board::BoardCore;
 pub use group::GroupCore;
 
 use ofi_base::error::errno;

@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod addr;
+mod board;
 mod domain;
 mod ep;
 mod fabric;

@@ -6,6 +6,7 @@
 // writing a result into it is the one unsafe act here.
 #![allow(unsafe_code)]
 
+use super::board::{BoardLane, BoardPeer, CollBoard};
 use super::guard::{COLL_IGNORE, COLL_TAG};
 use super::{GROUP_ADDR_TAG, MAX_MEMBERS, MESSAGE_MAX};
 use crate::consts::coll_op::*;
@@ -22,13 +23,16 @@ use crate::util::hash::IdMap;
 use crate::util::iov::IoVec;
 use crate::util::peer::PeerDown;
 use crate::util::tap::{CqTap, EqWatch};
-use ofi_proto::coll::{CollError, Event, Fed, GroupCore, Limits, Op};
+use ofi_proto::coll::board::{self as pboard, Lanes};
+use ofi_proto::coll::{BoardCore, CollError, Event, Fed, GroupCore, Limits, Op};
 use ofi_wire::coll::{Frame, Repr, HDR_LEN};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
+mod on_board;
 mod provider_side;
 
 /// Receive buffers kept posted for frames.
@@ -82,6 +86,18 @@ struct Pending {
     frame: Vec<u8>,
 }
 
+/// Frames of a group not joined yet.
+struct Orphans {
+    /// When the first came: past [`ORPHAN_TTL`] they are dropped.
+    since: Instant,
+    frames: Vec<(u64, Vec<u8>)>,
+}
+
+/// How long frames of a group this endpoint has not joined are kept: a
+/// member that joins later than this after the others does not complete
+/// its join (as a member that never joins keeps theirs waiting).
+const ORPHAN_TTL: Duration = Duration::from_secs(60);
+
 /// A group the endpoint joined.
 struct Group {
     core: GroupCore,
@@ -91,6 +107,14 @@ struct Group {
     primaries: Vec<u64>,
     /// The `FI_*_SET` flags of the collectives it runs.
     allowed: u64,
+    /// The provider's board may carry it: the join agrees on it after its
+    /// exchange ([`on_board`]).
+    board_candidate: bool,
+    /// What this member offers the agreement: its lane, the members'
+    /// boards.
+    prep: Option<on_board::Prep>,
+    /// Its board side, once every member agreed.
+    board: Option<on_board::OnBoard>,
 }
 
 /// Who waits for an operation.
@@ -102,6 +126,8 @@ enum Waiter {
     },
     /// A join: FI_JOIN_COMPLETE naming `fid`, with `context`.
     Join { fid: usize, context: usize },
+    /// The join's agreement on the board, then FI_JOIN_COMPLETE.
+    Agree { fid: usize, context: usize },
 }
 
 /// A frame the layer could not hand in yet (its group's frames of
@@ -133,7 +159,7 @@ struct State {
     /// Group address by the name frames carry.
     by_name: IdMap<u64, u64>,
     /// Frames of groups not joined yet (with their sources), by name.
-    orphans: IdMap<u64, Vec<(u64, Vec<u8>)>>,
+    orphans: IdMap<u64, Orphans>,
     orphan_bytes: usize,
     /// Names of groups left: their late frames are dropped.
     left: Vec<u64>,
@@ -148,6 +174,10 @@ struct State {
     /// `pump`'s scratch (kept to reuse its memory).
     out_frames: Vec<Pending>,
     out_events: Vec<Event>,
+    /// Groups whose board operations run.
+    board_active: Vec<u64>,
+    /// The board's scratch for outcomes.
+    board_events: Vec<Event>,
     shut: bool,
 }
 
@@ -166,6 +196,13 @@ pub(crate) struct CollEp {
     inbox: Mutex<Inbox>,
     /// Progress has work: the inbox holds something, or frames wait.
     work: AtomicBool,
+    /// The provider's board (shared memory among members of one node).
+    board: Option<Arc<dyn CollBoard>>,
+    /// `FI_COLL_BOARD`: this member offers its board at joins.
+    board_on: bool,
+    /// Groups whose board operations run (`State::board_active`'s length):
+    /// progress polls their lanes.
+    board_live: AtomicUsize,
     st: Mutex<State>,
 }
 
@@ -214,7 +251,11 @@ impl CollEp {
             next_token: 1,
             ..Default::default()
         };
+        let board_on = crate::config::core_tunable("coll_board").get_bool()?;
         let c = Arc::new(CollEp {
+            board: b.ops.coll_board(),
+            board_on,
+            board_live: AtomicUsize::new(0),
             ops: b.ops,
             av: b.av,
             tx_cq: b.tx_cq,
@@ -257,6 +298,10 @@ impl CollEp {
                 g.core.fail(CollError::Closed);
             }
             self.pump(&mut st, a);
+            self.board_fail(&mut st, a, CollError::Closed);
+            if let Some(g) = st.groups.get_mut(&a) {
+                g.drop_board();
+            }
         }
         for i in 0..RX_BUFS {
             if st.rx_posted[i] {
@@ -313,6 +358,7 @@ impl CollEp {
             )));
         }
         let mut primaries = Vec::with_capacity(members.len());
+        let mut raws = Vec::with_capacity(members.len());
         let mut hash = Fnv::default();
         for &m in members {
             let raw = self.av.lookup(m).map_err(|_| {
@@ -329,6 +375,7 @@ impl CollEp {
             primaries.push(p);
             hash.write(&(raw.len() as u32).to_le_bytes());
             hash.write(&raw);
+            raws.push(raw);
         }
         let mut st = lock(&self.st);
         if st.shut {
@@ -342,6 +389,10 @@ impl CollEp {
         let name = h.0;
         let core = GroupCore::new(name, rank as u32, members.len() as u32, self.limits)
             .map_err(|e| app_error(&e))?;
+        let board_candidate = !app_managed
+            && members.len() > 1
+            && members.len() <= pboard::MAX_MEMBERS as usize
+            && self.board.as_ref().is_some_and(|b| b.candidate(&raws));
         let addr = GROUP_ADDR_TAG | (GROUPS.fetch_add(1, Ordering::Relaxed) & ((1 << 48) - 1));
         st.groups.insert(
             addr,
@@ -350,6 +401,9 @@ impl CollEp {
                 members: members.to_vec(),
                 primaries,
                 allowed,
+                board_candidate,
+                prep: None,
+                board: None,
             },
         );
         st.by_name.insert(name, addr);
@@ -373,7 +427,7 @@ impl CollEp {
         }
         // Frames members sent before this join.
         if let Some(held) = st.orphans.remove(&name) {
-            for (src, f) in held {
+            for (src, f) in held.frames {
                 st.orphan_bytes -= f.len();
                 if !self.on_frame(&mut st, &f, src) {
                     st.held.push_back(Held::Owned { src, frame: f });
@@ -397,6 +451,10 @@ impl CollEp {
         g.core.fail(CollError::Closed);
         let name = g.core.id();
         self.pump(&mut st, addr);
+        self.board_fail(&mut st, addr, CollError::Closed);
+        if let Some(g) = st.groups.get_mut(&addr) {
+            g.drop_board();
+        }
         st.groups.remove(&addr);
         st.by_name.remove(&name);
         st.left.push(name);
@@ -544,18 +602,33 @@ impl CollEp {
         };
         let token = st.next_token;
         st.next_token += 1;
+        let waiter = Waiter::App {
+            context: op.context,
+            result: (olen > 0).then_some((result_at, olen)),
+        };
+        // The largest input any member publishes: the same at every member.
+        let input_max = match op.coll {
+            FI_BARRIER => 0,
+            FI_SCATTER | FI_ALLTOALL | FI_REDUCE_SCATTER => bytes(n)?,
+            _ => bytes(1)?,
+        };
+        if pboard::carries(n as u32, input_max) {
+            if let Some(ob) = st
+                .groups
+                .get_mut(&op.coll_addr)
+                .and_then(|g| g.board.as_mut())
+            {
+                ob.core
+                    .start(core_op, token, &ob.lanes)
+                    .map_err(|e| app_error(&e))?;
+                st.ops.insert(token, (op.coll_addr, waiter));
+                self.board_outcomes(&mut st, op.coll_addr);
+                return Ok(());
+            }
+        }
         let g = st.groups.get_mut(&op.coll_addr).expect("checked above");
         g.core.start(core_op, token).map_err(|e| app_error(&e))?;
-        st.ops.insert(
-            token,
-            (
-                op.coll_addr,
-                Waiter::App {
-                    context: op.context,
-                    result: (olen > 0).then_some((result_at, olen)),
-                },
-            ),
-        );
+        st.ops.insert(token, (op.coll_addr, waiter));
         self.pump(&mut st, op.coll_addr);
         self.retry_held(&mut st);
         drop(st);
@@ -713,12 +786,12 @@ impl EqWatch for CollEp {
 impl Progress for CollEp {
     #[inline]
     fn progress(&self) {
-        if self.work.load(Ordering::Acquire) {
+        if self.work.load(Ordering::Acquire) || self.board_live.load(Ordering::Relaxed) != 0 {
             self.run();
         }
     }
     fn arm(&self) -> bool {
-        !self.work.load(Ordering::Acquire)
+        !self.work.load(Ordering::Acquire) && !self.board_ready()
     }
     fn disarm(&self) {}
     fn wait_fd(&self) -> Option<RawFd> {

@@ -166,6 +166,14 @@ impl CollEp {
                 g.core.lost(r, err);
             }
             self.pump(st, a);
+            self.board_fail(
+                st,
+                a,
+                CollError::Lost {
+                    rank: r,
+                    errno: err,
+                },
+            );
         }
     }
 
@@ -216,7 +224,7 @@ impl CollEp {
             Event::Done { token, result } => (token, Ok(result)),
             Event::Failed { token, error } => (token, Err(error)),
         };
-        let Some((_, waiter)) = st.ops.remove(&token) else {
+        let Some((addr, waiter)) = st.ops.remove(&token) else {
             return;
         };
         match (waiter, outcome) {
@@ -250,13 +258,20 @@ impl CollEp {
                     FI_ADDR_NOTAVAIL,
                 );
             }
-            (Waiter::Join { fid, context }, Ok(_)) => self.eq.push(EqEvent {
-                event: eq_event::FI_JOIN_COMPLETE,
-                fid,
-                context,
-                ..Default::default()
-            }),
-            (Waiter::Join { fid, context }, Err(err)) => {
+            (Waiter::Join { fid, context }, Ok(_)) => self.joined(st, addr, fid, context),
+            (Waiter::Agree { fid, context }, Ok(bytes)) => {
+                self.agreed(st, addr, &bytes);
+                self.eq.push(EqEvent {
+                    event: eq_event::FI_JOIN_COMPLETE,
+                    fid,
+                    context,
+                    ..Default::default()
+                })
+            }
+            (Waiter::Join { fid, context } | Waiter::Agree { fid, context }, Err(err)) => {
+                if let Some(g) = st.groups.get_mut(&addr) {
+                    g.drop_board();
+                }
                 tracing::debug!(error = %err, "collective join failed");
                 self.eq.push_err(EqError {
                     fid,
@@ -289,7 +304,11 @@ impl CollEp {
             st.orphan_bytes += f.len();
             st.orphans
                 .entry(r.group)
-                .or_default()
+                .or_insert_with(|| Orphans {
+                    since: Instant::now(),
+                    frames: Vec::new(),
+                })
+                .frames
                 .push((src, f.to_vec()));
             return true;
         };
@@ -322,9 +341,16 @@ impl CollEp {
     /// Handles what the taps recorded, posts what waits.
     pub(super) fn run(&self) {
         if !self.work.swap(false, Ordering::AcqRel) {
+            if self.board_live.load(Ordering::Relaxed) != 0 {
+                let mut st = lock(&self.st);
+                self.poll_boards(&mut st);
+            }
             return;
         }
         let mut st = lock(&self.st);
+        if self.board_live.load(Ordering::Relaxed) != 0 {
+            self.poll_boards(&mut st);
+        }
         let mut rounds = 0;
         loop {
             let inbox = std::mem::take(&mut *lock(&self.inbox));
@@ -347,6 +373,9 @@ impl CollEp {
                     break;
                 }
             }
+            if st.orphan_bytes > 0 {
+                self.expire_orphans(&mut st);
+            }
             rounds += 1;
             // More arrived while handling (a repost that matched at once),
             // or frames still wait: another round, within reason.
@@ -356,6 +385,31 @@ impl CollEp {
                     self.work.store(true, Ordering::Release);
                 }
                 return;
+            }
+        }
+    }
+
+    /// Drops the frames of groups not joined within [`ORPHAN_TTL`] of the
+    /// first: what peers can make an endpoint hold has an expiry as well
+    /// as a bound.
+    pub(super) fn expire_orphans(&self, st: &mut State) {
+        let now = Instant::now();
+        let old: Vec<u64> = st
+            .orphans
+            .iter()
+            .filter(|(_, o)| now.duration_since(o.since) >= ORPHAN_TTL)
+            .map(|(n, _)| *n)
+            .collect();
+        for name in old {
+            if let Some(o) = st.orphans.remove(&name) {
+                let bytes: usize = o.frames.iter().map(|(_, f)| f.len()).sum();
+                st.orphan_bytes -= bytes;
+                tracing::warn!(
+                    group = name,
+                    frames = o.frames.len(),
+                    "collectives: frames of a group this endpoint has not joined dropped after {}s",
+                    ORPHAN_TTL.as_secs()
+                );
             }
         }
     }

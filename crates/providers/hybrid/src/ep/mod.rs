@@ -14,6 +14,7 @@
 // forwarded to the inner endpoints: unsafe calls, no unsafe memory access.
 #![allow(unsafe_code)]
 
+mod board;
 mod fast;
 mod liveness;
 mod peers;
@@ -538,6 +539,14 @@ impl EndpointOps for HybridEp {
 
     fn getopt(&self, name: i32) -> Result<usize> {
         self.paths[SHM].ep.getopt(name)
+    }
+
+    fn coll_board(&self) -> Option<Arc<dyn ofi_core::coll::board::CollBoard>> {
+        let shm = self.paths[SHM].ep.coll_board()?;
+        Some(Arc::new(board::HybridBoard {
+            shm,
+            node: self.node as u32,
+        }))
     }
 
     fn close(&self) {

@@ -44,6 +44,7 @@ use ofi_wire::shm::{HDR_LEN, MAX_RTS_IOV};
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -91,7 +92,7 @@ pub struct ShmEndpoint {
     /// The name this endpoint holds (from its source address or
     /// `setname`) and the address `getname` gives for it; released at close.
     name: std::sync::Mutex<Named>,
-    seg: Segment,
+    seg: Arc<Segment>,
     bell: Bell,
     cfg: Config,
     caps: u64,
@@ -234,7 +235,7 @@ impl ShmEndpoint {
                 coop_threshold: cfg.coop_threshold,
                 coop_chunk: cfg.coop_chunk,
             },
-            seg,
+            seg: Arc::new(seg),
             inner: SpinLock::new(Inner {
                 b: EpBindings::default(),
                 need_src: false,
@@ -621,6 +622,13 @@ impl EndpointOps for ShmEndpoint {
             )),
         }
     }
+    fn coll_board(&self) -> Option<Arc<dyn ofi_core::coll::board::CollBoard>> {
+        Some(Arc::new(crate::board::ShmBoard {
+            seg: self.seg.clone(),
+            keyed: self.keyed,
+        }))
+    }
+
     fn close(&self) {
         self.close_endpoint();
     }
