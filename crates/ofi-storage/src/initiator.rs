@@ -175,6 +175,17 @@ impl Volume {
             None,
         );
     }
+    /// Starts a read of `buf.len()` bytes at `offset` into `buf` (a buffer
+    /// handed back by an earlier completion, say: no allocation per read);
+    /// the data comes back in the completion tagged `user`.
+    pub fn submit_read_into(&self, offset: u64, buf: Vec<u8>, user: u64) {
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        self.push(
+            Request::new(Op::Read, offset, len, false, false),
+            user,
+            Some(buf),
+        );
+    }
     /// Starts a write of `buf` at `offset` (durable before completion with
     /// `fua`); the buffer comes back in the completion.
     pub fn submit_write(&self, offset: u64, buf: Vec<u8>, fua: bool, user: u64) {
