@@ -230,7 +230,8 @@ pub fn bench(argv: &[String]) -> Result<(), String> {
     let blocks = span / o.bs;
     if blocks == 0 {
         return Err(format!(
-            "the volume ({span} bytes) is smaller than one block"
+            "--bs {} is larger than the span ({span} bytes)",
+            o.bs
         ));
     }
     let writes = o.mode.read_pct(o.mix) < 100;
