@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # bench/storage.sh: fio's nbd engine through `ofi storage nbd` and one
-# fabric hop to `ofi storage target` (tcp by default), against nbdkit's file
+# fabric hop to `ofi storage target` (tcp by default), and the native
+# initiator (`ofi storage bench`: the initiator's Rust API, no NBD) over the
+# same fabric to the same target, against nbdkit's file
 # plugin serving a file of the same size on a Unix socket and, as second
 # references, nbdkit over TCP and nbdkit over TCP behind a plain byte relay
 # on a Unix socket (bench/nbd_relay.c: the ofi layout's kernel paths,
@@ -22,10 +24,14 @@
 #   randread  4 KiB random read
 # Each cell is the median over RUNS of fio's bandwidth (MB/s) or IOPS; the
 # ratio columns are medians over nbdkit-unix's (the target: ofi >= 0.80 x
-# nbdkit on the Unix socket) and ofi's over the relay's.
+# nbdkit on the Unix socket) and ofi's over the relay's. A second table
+# sets `ofi storage bench` (same workloads, iodepth and runtime) against
+# fio + nbdkit on the Unix socket (issue 27's target: >= 1.0x over shm,
+# >= 0.8x over tcp).
 #
 # Pinning (PIN=1, the default on 2 or more CPUs): fio on CPU 0, every server
 # process (ofi's target and gateway, the nbdkits, the relay) on CPU 1, so
+# (`ofi storage bench`, the client there, on CPU 0 like fio)
 # each server side gets one core and the client another, whatever its shape.
 set -euo pipefail
 
@@ -88,29 +94,44 @@ declare -A URI=(
     [nbdkit-tcp]="$KIT_TCP"
     [relay]="nbd+unix:///?socket=$DIR/relay.sock"
 )
-SERVERS=(ofi nbdkit-unix nbdkit-tcp relay)
+SERVERS=(ofi native nbdkit-unix nbdkit-tcp relay)
 declare -A WL=(
     [seqwrite]="--rw=write --bs=128k"
     [seqread]="--rw=read --bs=128k"
     [randread]="--rw=randread --bs=4k"
 )
+declare -A NATIVE=(
+    [seqwrite]="--rw write --bs 128k"
+    [seqread]="--rw read --bs 128k"
+    [randread]="--rw randread --bs 4k"
+)
 declare -A RES
 
 one() { # server workload -> "MB/s IOPS"
     local out
+    if [ "$1" = native ]; then
+        # shellcheck disable=SC2086
+        out="$(timeout $((RUNTIME + 60)) "${CLI[@]}" "$OFI" storage bench -p "$PROVIDER" -e "$EP" \
+            -P "$PORT" ${NATIVE[$2]} --iodepth 16 --size "$SIZE" --runtime "$RUNTIME" --json 127.0.0.1)"
+        python3 -c 'import json, sys
+r = json.loads(sys.argv[1])[sys.argv[2]]
+print(r["bw_bytes"] / 1e6, r["iops"])' "$out" "$([[ $2 == *write* ]] && echo write || echo read)"
+        return
+    fi
     # shellcheck disable=SC2086
     out="$(timeout $((RUNTIME + 60)) "${CLI[@]}" fio --name=b --ioengine=nbd --uri="${URI[$1]}" ${WL[$2]} \
         --iodepth=16 --size="$SIZE" --time_based --runtime="$RUNTIME" --output-format=terse \
         --terse-version=3)"
     # The engine's "connected" notice shares stdout: only terse lines count.
-    grep ';' <<<"$out" | awk -F';' -v w="$2" '{ if (w ~ /write/) { print $48/1000, $49 } else { print $7/1000, $8 } }'
+    # (fio's terse bandwidth is in KiB/s.)
+    grep ';' <<<"$out" | awk -F';' -v w="$2" '{ if (w ~ /write/) { print $48*1.024/1000, $49 } else { print $7*1.024/1000, $8 } }'
 }
 
 for wl in seqwrite seqread randread; do
     for r in $(seq "$RUNS"); do
         # Alternate the order of the servers from round to round.
         order=("${SERVERS[@]}")
-        if (( r % 2 == 0 )); then order=(relay nbdkit-tcp nbdkit-unix ofi); fi
+        if (( r % 2 == 0 )); then order=(relay nbdkit-tcp nbdkit-unix native ofi); fi
         for s in "${order[@]}"; do
             RES[$wl,$s]+="$(one "$s" "$wl") "
         done
@@ -118,6 +139,8 @@ for wl in seqwrite seqread randread; do
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+declare -A MED=()
 
 printf '%-10s %-6s %11s %11s %11s %11s %9s %9s %9s\n' workload metric ofi nbdkit-unix nbdkit-tcp relay \
     ofi/unix relay/unix ofi/relay
@@ -127,11 +150,25 @@ for wl in seqwrite seqread randread; do
     declare -A M=()
     for s in "${SERVERS[@]}"; do
         M[$s]="$(echo "${RES[$wl,$s]}" | xargs -n2 | awk -v c="$col" '{print $c}' | tr '\n' ' ' | median)"
+        MED[$wl,$s]="${M[$s]}"
     done
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
     printf '%-10s %-6s %11.0f %11.0f %11.0f %11.0f %9s %9s %9s\n' "$wl" "$metric" "${M[ofi]}" "${M[nbdkit-unix]}" \
         "${M[nbdkit-tcp]}" "${M[relay]}" "$(ratio "${M[ofi]}" "${M[nbdkit-unix]}")" \
         "$(ratio "${M[relay]}" "${M[nbdkit-unix]}")" "$(ratio "${M[ofi]}" "${M[relay]}")"
 done
 echo "(target: ofi/unix >= 0.80; provider $PROVIDER $EP, iodepth 16, ${RUNTIME}s per run, median of $RUNS," \
     "pin $PIN, $(nproc) cpus, load $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at end)"
+
+# The native initiator against the classic path.
+case "$PROVIDER" in shm) GOAL=1.0 ;; *) GOAL=0.8 ;; esac
+echo
+printf '%-10s %-6s %11s %11s %12s %s\n' workload metric native nbdkit-unix native/unix "target >= $GOAL"
+for wl in seqwrite seqread randread; do
+    metric="MB/s"
+    [ "$wl" = randread ] && metric=IOPS
+    r="$(ratio "${MED[$wl,native]}" "${MED[$wl,nbdkit-unix]}")"
+    printf '%-10s %-6s %11.0f %11.0f %12s %s\n' "$wl" "$metric" "${MED[$wl,native]}" "${MED[$wl,nbdkit-unix]}" "$r" \
+        "$(awk -v r="$r" -v g="$GOAL" 'BEGIN { print (r != "-" && r + 0 >= g) ? "met" : "missed" }')"
+done
+echo "(native: ofi storage bench over $PROVIDER $EP, the initiator API, no NBD; target: native/unix >= 1.0 over shm," \
+    ">= 0.8 over tcp; same rounds as above)"
