@@ -17,6 +17,7 @@
 #   OFI=/path/to/other/ofi bench/storage.sh     # another build (no cargo build)
 #   PIN=0 bench/storage.sh                      # no CPU pinning
 #   EP=msg bench/storage.sh                     # fabric MSG connections (default rdm)
+#   NATIVE_FLAGS=--inline bench/storage.sh      # ofi storage bench's session on its own thread
 #
 # Workloads (each at iodepth 16, direct file I/O off, time-based):
 #   seqwrite  128 KiB sequential write
@@ -112,7 +113,7 @@ one() { # server workload -> "MB/s IOPS"
     if [ "$1" = native ]; then
         # shellcheck disable=SC2086
         out="$(timeout $((RUNTIME + 60)) "${CLI[@]}" "$OFI" storage bench -p "$PROVIDER" -e "$EP" \
-            -P "$PORT" ${NATIVE[$2]} --iodepth 16 --size "$SIZE" --runtime "$RUNTIME" --json 127.0.0.1)"
+            -P "$PORT" ${NATIVE[$2]} ${NATIVE_FLAGS:-} --iodepth 16 --size "$SIZE" --runtime "$RUNTIME" --json 127.0.0.1)"
         python3 -c 'import json, sys
 r = json.loads(sys.argv[1])[sys.argv[2]]
 print(r["bw_bytes"] / 1e6, r["iops"])' "$out" "$([[ $2 == *write* ]] && echo write || echo read)"

@@ -1,8 +1,10 @@
 //! `ofi storage bench`: fio-like load on a volume served by `ofi storage
-//! target`, through the initiator's Rust API ([`Volume`]) with no NBD in
-//! the way: `--iodepth` requests kept in flight, completion latencies in
-//! a log-linear histogram, and with `--verify` every block written
-//! carrying its offset and a seed, checked when read back.
+//! target`, through the initiator's Rust API with no NBD in the way: a
+//! [`Volume`] and its driver thread, or with `--inline` a session stepped
+//! on the bench's own thread ([`Volume::inline`]); `--iodepth`
+//! requests kept in flight, completion latencies in a log-linear
+//! histogram, and with `--verify` every block written carrying its offset
+//! and a seed, checked when read back.
 //!
 //! The verify pattern, per 512-byte sector at volume offset `off`: the 8
 //! bytes `ofibench`, `off` and the seed (little-endian u64s), then 61
@@ -12,7 +14,7 @@
 
 use crate::args::Args;
 use crate::storage::{net, port, secs, size, target_addr};
-use ofi_storage::{Completion, Volume, VolumeOptions};
+use ofi_storage::{Completion, Inline, Volume, VolumeOptions};
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
 use std::time::{Duration, Instant};
@@ -20,7 +22,8 @@ use std::time::{Duration, Instant};
 pub const USAGE: &str =
     "  ofi storage bench [-p PROVIDER] [-e rdm|msg] [-P PORT] [--rw MODE] [--bs N]
                     [--iodepth N] [--runtime SECS] [--size N] [--rwmixread PCT]
-                    [--verify] [--seed N] [--json] [--progress] TARGET_ADDR
+                    [--verify] [--seed N] [--inline] [--json] [--progress]
+                    TARGET_ADDR
       fio-like load on the target's volume through the initiator API (no
       NBD): MODE read, write, randread, randwrite, rw or randrw (default
       randread; mixed modes read PCT% of the time, default 50), blocks of N
@@ -30,7 +33,9 @@ pub const USAGE: &str =
       (each block once, in random order for rand modes). --verify writes
       a pattern holding each sector's offset and the seed (default 1) and
       reads every block written back at the end; reads check it (a
-      mismatch is an error naming the offset). Prints bandwidth, IOPS and
+      mismatch is an error naming the offset). Requests go through a
+      Volume and its driver thread (--inline: the session is stepped on
+      the bench's own thread). Prints bandwidth, IOPS and
       completion latency percentiles, or one JSON record with --json; a
       progress line on stderr when it is a terminal (or with --progress).";
 
@@ -103,6 +108,7 @@ struct Opts {
     mix: u32,
     verify: bool,
     seed: u64,
+    inline: bool,
     json: bool,
     progress: bool,
 }
@@ -117,7 +123,7 @@ const LONG_VAL: &[&str] = &[
     "rwmixread",
     "seed",
 ];
-const FLAGS: &[&str] = &["verify", "json", "progress", "h", "help"];
+const FLAGS: &[&str] = &["verify", "inline", "json", "progress", "h", "help"];
 
 fn parse(argv: &[String]) -> Result<Option<Opts>, String> {
     let a = Args::parse(argv, SHORT_VAL, LONG_VAL)?;
@@ -139,7 +145,7 @@ fn parse(argv: &[String]) -> Result<Option<Opts>, String> {
     let target = target_addr(target, port(&a, "P")?);
     let mode = Mode::parse(a.get("rw").unwrap_or("randread"))?;
     let bs = a.get("bs").map(size).unwrap_or(Ok(4096))?;
-    if bs % SECTOR as u64 != 0 || bs > u32::MAX as u64 {
+    if !bs.is_multiple_of(SECTOR as u64) || bs > u32::MAX as u64 {
         return Err(format!(
             "bad --bs '{}' (a multiple of 512 below 4G)",
             a.get("bs").unwrap_or("")
@@ -200,6 +206,7 @@ fn parse(argv: &[String]) -> Result<Option<Opts>, String> {
         mix,
         verify: a.has("verify"),
         seed,
+        inline: a.has("inline"),
         json: a.has("json"),
         progress: a.has("progress") || std::io::stderr().is_terminal(),
     }))
@@ -211,20 +218,93 @@ pub fn bench(argv: &[String]) -> Result<(), String> {
         outln!("Usage:\n{USAGE}");
         return Ok(());
     };
-    let vol = Volume::open(&o.target, &o.vol).map_err(|e| format!("{}: {e}", o.target))?;
-    let span = o.size.unwrap_or(vol.size());
-    if span > vol.size() {
+    let at = |e: String| format!("{}: {e}", o.target);
+    if !o.inline {
+        let vol = Volume::open(&o.target, &o.vol).map_err(at)?;
+        let info = Info {
+            size: vol.size(),
+            block_size: vol.block_size(),
+            max_io: vol.max_io(),
+            queue_depth: vol.queue_depth(),
+            read_only: vol.read_only(),
+        };
+        let mut dev = &vol;
+        body(&o, &info, &mut dev)
+    } else {
+        Volume::inline(&o.target, &o.vol, |v| {
+            let info = Info {
+                size: v.size(),
+                block_size: v.block_size(),
+                max_io: v.max_io(),
+                queue_depth: v.queue_depth(),
+                read_only: v.read_only(),
+            };
+            body(&o, &info, v)
+        })
+        .map_err(at)?
+    }
+}
+
+/// What the target granted.
+struct Info {
+    size: u64,
+    block_size: u32,
+    max_io: u32,
+    queue_depth: u32,
+    read_only: bool,
+}
+
+/// Where requests go: a [`Volume`] (driver thread) or an [`Inline`]
+/// session.
+trait Dev {
+    fn read_into(&mut self, off: u64, buf: Vec<u8>, user: u64);
+    fn write(&mut self, off: u64, buf: Vec<u8>, user: u64);
+    /// Adds completions to `out`, waiting up to `timeout` for the first.
+    fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>);
+}
+
+impl Dev for &Volume {
+    fn read_into(&mut self, off: u64, buf: Vec<u8>, user: u64) {
+        self.submit_read_into(off, buf, user);
+    }
+    fn write(&mut self, off: u64, buf: Vec<u8>, user: u64) {
+        self.submit_write(off, buf, false, user);
+    }
+    fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) {
+        if let Some(c) = self.next(timeout) {
+            out.push(c);
+            while let Some(c) = self.next(Duration::ZERO) {
+                out.push(c);
+            }
+        }
+    }
+}
+
+impl Dev for Inline<'_> {
+    fn read_into(&mut self, off: u64, buf: Vec<u8>, user: u64) {
+        self.submit_read_into(off, buf, user);
+    }
+    fn write(&mut self, off: u64, buf: Vec<u8>, user: u64) {
+        self.submit_write(off, buf, false, user);
+    }
+    fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) {
+        self.poll(timeout, out);
+    }
+}
+
+/// The run on an open volume.
+fn body(o: &Opts, vol: &Info, dev: &mut dyn Dev) -> Result<(), String> {
+    let span = o.size.unwrap_or(vol.size);
+    if span > vol.size {
         return Err(format!(
             "--size {span} is larger than the volume ({} bytes)",
-            vol.size()
+            vol.size
         ));
     }
-    if o.bs % vol.block_size() as u64 != 0 || o.bs > vol.max_io() as u64 {
+    if !o.bs.is_multiple_of(vol.block_size as u64) || o.bs > vol.max_io as u64 {
         return Err(format!(
             "--bs {} does not fit the volume (a multiple of its block size {}, at most {})",
-            o.bs,
-            vol.block_size(),
-            vol.max_io()
+            o.bs, vol.block_size, vol.max_io
         ));
     }
     let blocks = span / o.bs;
@@ -235,7 +315,7 @@ pub fn bench(argv: &[String]) -> Result<(), String> {
         ));
     }
     let writes = o.mode.read_pct(o.mix) < 100;
-    if writes && vol.read_only() {
+    if writes && vol.read_only {
         return Err(format!("--rw {}: the volume is read-only", o.mode.name()));
     }
     if o.verify && writes && blocks > 1 << 32 {
@@ -244,18 +324,18 @@ pub fn bench(argv: &[String]) -> Result<(), String> {
         ));
     }
     crate::signals::install();
-    let mut r = Runner::new(&vol, &o, blocks);
-    let mut gen = Gen::new(&o, blocks);
+    let mut r = Runner::new(o, blocks);
+    let mut gen = Gen::new(o, blocks);
     let started = Instant::now();
-    r.run(&mut gen, started)?;
+    r.run(dev, &mut gen, started)?;
     let elapsed = r.last.duration_since(started).max(Duration::from_micros(1));
     // Every block written comes back and is checked.
     let mut checked_after = 0;
     if o.verify && writes && !crate::signals::stopped() {
         let mut back = Gen::readback(r.written.clone(), blocks);
-        let mut v = Runner::new(&vol, &o, blocks);
+        let mut v = Runner::new(o, blocks);
         v.quiet = true;
-        v.run(&mut back, Instant::now())?;
+        v.run(dev, &mut back, Instant::now())?;
         checked_after = v.stats[0].ios;
     }
     let verified = r.checked + checked_after;
@@ -263,10 +343,10 @@ pub fn bench(argv: &[String]) -> Result<(), String> {
     if o.json {
         outln!(
             "{}",
-            json(&o, &vol, span, elapsed, &r.stats, o.verify, verified)
+            json(o, vol, span, elapsed, &r.stats, o.verify, verified)
         );
     } else {
-        human(&o, &vol, span, elapsed, &r.stats, o.verify, verified);
+        human(o, vol, span, elapsed, &r.stats, o.verify, verified);
     }
     if stopped {
         return Err("stopped by a signal".into());
@@ -404,8 +484,7 @@ struct Slot {
     check: bool,
 }
 
-struct Runner<'v> {
-    vol: &'v Volume,
+struct Runner {
     bs: u64,
     iodepth: usize,
     runtime: Option<Duration>,
@@ -425,8 +504,8 @@ struct Runner<'v> {
     quiet: bool,
 }
 
-impl<'v> Runner<'v> {
-    fn new(vol: &'v Volume, o: &Opts, blocks: u64) -> Runner<'v> {
+impl Runner {
+    fn new(o: &Opts, blocks: u64) -> Runner {
         let writes = o.mode.read_pct(o.mix) < 100;
         let n = o.iodepth as usize;
         // Buffers of any content (random bytes when not verifying: no
@@ -443,7 +522,6 @@ impl<'v> Runner<'v> {
             })
             .collect();
         Runner {
-            vol,
             bs: o.bs,
             iodepth: n,
             runtime: o.runtime,
@@ -474,8 +552,11 @@ impl<'v> Runner<'v> {
 
     /// Submits until `iodepth` requests are in flight or the workload is
     /// over.
-    fn fill(&mut self, gen: &mut Gen, open: bool) {
-        while open {
+    fn fill(&mut self, dev: &mut dyn Dev, gen: &mut Gen, open: bool) {
+        if !open {
+            return;
+        }
+        loop {
             let Some(&tag) = self.free.last() else {
                 return;
             };
@@ -497,9 +578,9 @@ impl<'v> Runner<'v> {
                 check,
             });
             if dir == READ {
-                self.vol.submit_read_into(off, buf, tag);
+                dev.read_into(off, buf, tag);
             } else {
-                self.vol.submit_write(off, buf, false, tag);
+                dev.write(off, buf, tag);
             }
         }
     }
@@ -533,30 +614,29 @@ impl<'v> Runner<'v> {
     }
 
     /// Runs the workload from `gen` to its end (or the runtime's).
-    fn run(&mut self, gen: &mut Gen, started: Instant) -> Result<(), String> {
+    fn run(&mut self, dev: &mut dyn Dev, gen: &mut Gen, started: Instant) -> Result<(), String> {
         let deadline = self.runtime.map(|r| started + r);
         let wait = self.vol_timeout();
         let show = self.progress && !self.quiet;
         let mut tick = (started, [0u64; 2], started + Duration::from_secs(1));
         let mut shown = false;
         let mut open = true;
-        self.fill(gen, open);
+        let mut done = Vec::with_capacity(self.iodepth);
+        self.fill(dev, gen, open);
         while self.free.len() < self.iodepth {
-            let c = self
-                .vol
-                .next(wait)
-                .ok_or_else(|| format!("no completion within {} s", wait.as_secs()))?;
-            let mut now = Instant::now();
-            self.complete(c, now)?;
-            while let Some(c) = self.vol.next(Duration::ZERO) {
-                now = Instant::now();
+            dev.wait(wait, &mut done);
+            if done.is_empty() {
+                return Err(format!("no completion within {} s", wait.as_secs()));
+            }
+            let now = Instant::now();
+            for c in done.drain(..) {
                 self.complete(c, now)?;
             }
             self.last = now;
             if deadline.is_some_and(|d| now >= d) || crate::signals::stopped() {
                 open = false;
             }
-            self.fill(gen, open);
+            self.fill(dev, gen, open);
             if show && now >= tick.2 {
                 let ios = [self.stats[0].ios, self.stats[1].ios];
                 let dt = now.duration_since(tick.0).as_secs_f64();
@@ -577,7 +657,7 @@ impl<'v> Runner<'v> {
 }
 
 fn progress_line(
-    r: &Runner<'_>,
+    r: &Runner,
     started: Instant,
     now: Instant,
     deadline: Option<Instant>,
@@ -628,7 +708,7 @@ fn count(n: f64) -> String {
 
 fn human(
     o: &Opts,
-    vol: &Volume,
+    vol: &Info,
     span: u64,
     elapsed: Duration,
     stats: &[Stats; 2],
@@ -636,15 +716,16 @@ fn human(
     verified: u64,
 ) {
     outln!(
-        "ofi storage bench: rw={} bs={} iodepth={} (granted {}) span={} provider={} ep={} target={}",
+        "ofi storage bench: rw={} bs={} iodepth={} (granted {}) span={} provider={} ep={} target={} api={}",
         o.mode.name(),
         o.bs,
         o.iodepth,
-        vol.queue_depth(),
+        vol.queue_depth,
         span,
         o.provider,
         o.ep,
-        o.target
+        o.target,
+        api(o)
     );
     let secs = elapsed.as_secs_f64();
     for (d, name) in [(READ, "read"), (WRITE, "write")] {
@@ -680,7 +761,7 @@ fn human(
 
 fn json(
     o: &Opts,
-    vol: &Volume,
+    vol: &Info,
     span: u64,
     elapsed: Duration,
     stats: &[Stats; 2],
@@ -691,15 +772,16 @@ fn json(
     let mut s = String::new();
     let _ = write!(
         s,
-        "{{\"rw\":\"{}\",\"bs\":{},\"iodepth\":{},\"queue_depth\":{},\"size\":{},\"provider\":\"{}\",\"ep\":\"{}\",\"target\":\"{}\",\"runtime_ms\":{:.3}",
+        "{{\"rw\":\"{}\",\"bs\":{},\"iodepth\":{},\"queue_depth\":{},\"size\":{},\"provider\":\"{}\",\"ep\":\"{}\",\"target\":\"{}\",\"api\":\"{}\",\"runtime_ms\":{:.3}",
         o.mode.name(),
         o.bs,
         o.iodepth,
-        vol.queue_depth(),
+        vol.queue_depth,
         span,
         esc(&o.provider),
         esc(&o.ep),
         esc(&o.target),
+        api(o),
         secs * 1e3
     );
     for (d, name) in [(READ, "read"), (WRITE, "write")] {
@@ -728,6 +810,15 @@ fn json(
         ",\"verify\":{{\"enabled\":{verify},\"blocks_checked\":{verified},\"mismatches\":0}}}}"
     );
     s
+}
+
+/// Which initiator API ran.
+fn api(o: &Opts) -> &'static str {
+    if o.inline {
+        "inline"
+    } else {
+        "volume"
+    }
 }
 
 /// A JSON string's body.

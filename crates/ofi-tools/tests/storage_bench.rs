@@ -207,6 +207,7 @@ fn write_then_read(prov: &str) {
     );
     assert_eq!(field(w, "rw"), "write");
     assert_eq!(field(w, "provider"), prov);
+    assert_eq!(field(w, "api"), "volume");
     assert_eq!(num(w, "bs"), 65536.0);
     assert_eq!(num(w, "iodepth"), 8.0);
     assert_eq!(num(w, "size"), SPAN as f64);
@@ -241,8 +242,10 @@ fn write_then_read(prov: &str) {
     }
     assert!(bytes[SPAN as usize..].iter().all(|b| *b == 0));
 
-    // Random 4 KiB reads for 1 s, each checked.
+    // Random 4 KiB reads for 1 s, each checked, the session stepped on
+    // the bench's thread (Volume::inline).
     let mut a = net.to_vec();
+    a.push("--inline");
     a.extend([
         "--rw",
         "randread",
@@ -256,6 +259,7 @@ fn write_then_read(prov: &str) {
     a.extend(["--verify", "--seed", SEED, "--json", "127.0.0.1"]);
     let r = bench_ok(&a);
     assert_eq!(field(&r, "rw"), "randread");
+    assert_eq!(field(&r, "api"), "inline");
     let ios = num(&r, "read.ios");
     assert!(ios > 0.0, "{r}");
     assert_eq!(num(&r, "read.bytes"), ios * 4096.0);
