@@ -28,7 +28,8 @@
 # nbdkit on the Unix socket) and ofi's over the relay's. A second table
 # sets `ofi storage bench` (same workloads, iodepth and runtime) against
 # fio + nbdkit on the Unix socket (issue 27's target: >= 1.0x over shm,
-# >= 0.8x over tcp).
+# >= 0.8x over tcp), with the CPU time each side spent per request (client:
+# ofi storage bench or fio; server: the target or nbdkit).
 #
 # Pinning (PIN=1, the default on 2 or more CPUs): fio on CPU 0, every server
 # process (ofi's target and gateway, the nbdkits, the relay) on CPU 1, so
@@ -71,6 +72,7 @@ trap cleanup EXIT
 truncate -s "$SIZE" "$DIR/ofi.img" "$DIR/kit.img"
 "${SRV[@]}" "$OFI" storage target -p "$PROVIDER" -e "$EP" -s 127.0.0.1 -B 0 "$DIR/ofi.img" >"$DIR/target.out" 2>"$DIR/target.err" &
 PIDS+=($!)
+TARGET_PID=$!
 for _ in $(seq 100); do grep -q "listening on" "$DIR/target.out" && break; sleep 0.05; done
 PORT="$(sed -n 's/^listening on [^ ]*:\([0-9]*\) .*/\1/p' "$DIR/target.out")"
 [ -n "$PORT" ] || { cat "$DIR/target.err" >&2; exit 1; }
@@ -78,6 +80,7 @@ PORT="$(sed -n 's/^listening on [^ ]*:\([0-9]*\) .*/\1/p' "$DIR/target.out")"
 PIDS+=($!)
 "${SRV[@]}" nbdkit -f -U "$DIR/kit.sock" file "$DIR/kit.img" &
 PIDS+=($!)
+KIT_UNIX_PID=$!
 KIT_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 "${SRV[@]}" nbdkit -f -i 127.0.0.1 -p "$KIT_PORT" file "$DIR/kit.img" &
 PIDS+=($!)
@@ -107,12 +110,23 @@ declare -A NATIVE=(
     [randread]="--rw randread --bs 4k"
 )
 declare -A RES
+# CPU time per request (µs, client and server) of the native rows and
+# nbdkit-unix's: what each path costs, which a loaded machine changes less
+# than the rates (the server's from /proc/PID/stat, the client's from
+# time(1)).
+declare -A CPU
+TIMED=0
+TIMEF=(/usr/bin/time -o "$DIR/time" -f "%U %S")
+[ -x /usr/bin/time ] || TIMEF=()
+TCK="$(getconf CLK_TCK)"
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 one() { # server workload -> "MB/s IOPS"
-    local out
+    local out pre=()
+    [ "$TIMED" = 1 ] && pre=("${TIMEF[@]}")
     if [ "$1" = native ]; then
         # shellcheck disable=SC2086
-        out="$(timeout $((RUNTIME + 60)) "${CLI[@]}" "$OFI" storage bench -p "$PROVIDER" -e "$EP" \
+        out="$(timeout $((RUNTIME + 60)) "${pre[@]}" "${CLI[@]}" "$OFI" storage bench -p "$PROVIDER" -e "$EP" \
             -P "$PORT" ${NATIVE[$2]} ${NATIVE_FLAGS:-} --iodepth 16 --size "$SIZE" --runtime "$RUNTIME" --json 127.0.0.1)"
         python3 -c 'import json, sys
 r = json.loads(sys.argv[1])[sys.argv[2]]
@@ -120,7 +134,7 @@ print(r["bw_bytes"] / 1e6, r["iops"])' "$out" "$([[ $2 == *write* ]] && echo wri
         return
     fi
     # shellcheck disable=SC2086
-    out="$(timeout $((RUNTIME + 60)) "${CLI[@]}" fio --name=b --ioengine=nbd --uri="${URI[$1]}" ${WL[$2]} \
+    out="$(timeout $((RUNTIME + 60)) "${pre[@]}" "${CLI[@]}" fio --name=b --ioengine=nbd --uri="${URI[$1]}" ${WL[$2]} \
         --iodepth=16 --size="$SIZE" --time_based --runtime="$RUNTIME" --output-format=terse \
         --terse-version=3)"
     # The engine's "connected" notice shares stdout: only terse lines count.
@@ -134,7 +148,22 @@ for wl in seqwrite seqread randread; do
         order=("${SERVERS[@]}")
         if (( r % 2 == 0 )); then order=(relay nbdkit-tcp nbdkit-unix native ofi); fi
         for s in "${order[@]}"; do
-            RES[$wl,$s]+="$(one "$s" "$wl") "
+            pid=""
+            [ "$s" = native ] && pid=$TARGET_PID
+            [ "$s" = nbdkit-unix ] && pid=$KIT_UNIX_PID
+            if [ -z "$pid" ] || [ ${#TIMEF[@]} = 0 ]; then
+                RES[$wl,$s]+="$(one "$s" "$wl") "
+                continue
+            fi
+            t0="$(ticks "$pid")"
+            rm -f "$DIR/time"
+            res="$(TIMED=1 one "$s" "$wl")"
+            t1="$(ticks "$pid")"
+            RES[$wl,$s]+="$res "
+            # µs per request: CPU seconds over IOPS x runtime.
+            CPU[$wl,$s]+="$(awk -v r="$res" -v t0="$t0" -v t1="$t1" -v tck="$TCK" -v rt="$RUNTIME" '
+                { split(r, a, " "); n = a[2] * rt; if (n <= 0) n = 1
+                  printf "%.2f %.2f ", ($1 + $2) * 1e6 / n, (t1 - t0) / tck * 1e6 / n }' "$DIR/time")"
         done
     done
 done
@@ -163,13 +192,21 @@ echo "(target: ofi/unix >= 0.80; provider $PROVIDER $EP, iodepth 16, ${RUNTIME}s
 # The native initiator against the classic path.
 case "$PROVIDER" in shm) GOAL=1.0 ;; *) GOAL=0.8 ;; esac
 echo
-printf '%-10s %-6s %11s %11s %12s %s\n' workload metric native nbdkit-unix native/unix "target >= $GOAL"
+printf '%-10s %-6s %11s %11s %12s %-15s %17s %17s\n' workload metric native nbdkit-unix native/unix "target >= $GOAL" \
+    "native cpu us/io" "nbdkit cpu us/io"
+cpu() { # workload server -> "client/server" medians
+    local c
+    c="${CPU[$1,$2]:-}"
+    [ -n "$c" ] || { echo "-"; return; }
+    echo "$(echo "$c" | xargs -n2 | awk '{print $1}' | tr '\n' ' ' | median)/$(echo "$c" | xargs -n2 | awk '{print $2}' | tr '\n' ' ' | median)"
+}
 for wl in seqwrite seqread randread; do
     metric="MB/s"
     [ "$wl" = randread ] && metric=IOPS
     r="$(ratio "${MED[$wl,native]}" "${MED[$wl,nbdkit-unix]}")"
-    printf '%-10s %-6s %11.0f %11.0f %12s %s\n' "$wl" "$metric" "${MED[$wl,native]}" "${MED[$wl,nbdkit-unix]}" "$r" \
-        "$(awk -v r="$r" -v g="$GOAL" 'BEGIN { print (r != "-" && r + 0 >= g) ? "met" : "missed" }')"
+    printf '%-10s %-6s %11.0f %11.0f %12s %-15s %17s %17s\n' "$wl" "$metric" "${MED[$wl,native]}" "${MED[$wl,nbdkit-unix]}" "$r" \
+        "$(awk -v r="$r" -v g="$GOAL" 'BEGIN { print (r != "-" && r + 0 >= g) ? "met" : "missed" }')" \
+        "$(cpu "$wl" native)" "$(cpu "$wl" nbdkit-unix)"
 done
 echo "(native: ofi storage bench over $PROVIDER $EP, the initiator API, no NBD; target: native/unix >= 1.0 over shm," \
-    ">= 0.8 over tcp; same rounds as above)"
+    ">= 0.8 over tcp; same rounds as above; cpu: client/server CPU time per request, medians)"
