@@ -1,16 +1,21 @@
 //! The NBD gateway: an NBD server (fixed newstyle, NBD_OPT_GO/INFO,
 //! structured replies) whose every request goes to a target over the
-//! fabric. Each client connection opens its own session and runs on one
+//! fabric. Each client connection opens its own session, once the client
+//! asks for the export (a client idling in the handshake holds none, and
+//! is dropped after [`GatewayOptions::handshake_timeout`]), and runs on one
 //! thread: the same loop reads the client's requests, steps the session
 //! (many requests in flight) and writes the replies as completions arrive,
 //! in any order, several per system call; it sleeps on the client's socket
 //! and the fabric channel together. Buffers are reused from one request to
-//! the next.
+//! the next. A READ or WRITE larger than the session's largest transfer
+//! (the maximum block size the handshake advertises), up to
+//! [`MAX_REQUEST`](crate::nbd::split::MAX_REQUEST), goes to the target in
+//! pieces and is answered once every piece has ended.
 
 use crate::core::initiator::Request;
-use crate::initiator::Completion;
 use crate::initiator::VolumeOptions;
 use crate::nbd::request::{self, Decoded, Forward};
+use crate::nbd::split::{self, Gather};
 use crate::nbd::wire::{self, chunk, err, REQUEST_LEN};
 use crate::nbd::{Export, Handshake, Outcome};
 use crate::session::{Link, Session, Submit};
@@ -18,13 +23,13 @@ use crate::wait::Woken;
 use crate::wire::{feature, Accept, Op, Status};
 use rustix::event::PollFlags;
 use std::collections::{HashMap, VecDeque};
-use std::io::{ErrorKind, IoSlice, Read, Write};
+use std::io::{ErrorKind, IoSlice, IoSliceMut, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// Where the gateway listens.
@@ -43,6 +48,9 @@ pub struct GatewayOptions {
     pub target: String,
     /// The session's settings.
     pub volume: VolumeOptions,
+    /// Longest a client may take over the handshake ([`HANDSHAKE_TIMEOUT`]
+    /// by default).
+    pub handshake_timeout: Duration,
 }
 
 /// A client's connection.
@@ -64,13 +72,26 @@ impl Client {
             Client::Unix(s) => s.set_read_timeout(t).and(s.set_write_timeout(t)),
         }
     }
+    /// Writes all of `b` (blocking socket) before `deadline`.
+    fn write_all_by(&mut self, b: &[u8], deadline: Instant) -> std::io::Result<()> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        self.set_timeouts(Some(left))?;
+        self.write_all(b)
+    }
 }
 
-/// Longest a client may take over each step of the handshake, reading or
-/// taking a reply (its session with the target is open meanwhile): a
-/// client that connects and says nothing, or reads nothing, is dropped
-/// after it.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a client may take over the whole handshake by default
+/// ([`GatewayOptions::handshake_timeout`]): a client that connects and
+/// says nothing, trickles its options or reads nothing is dropped after
+/// it. (The time the gateway waits for the target to open the session
+/// once the client selected the export is not counted.)
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most client connections served at once (a thread and a target session
 /// each); more are closed at once, with a warning now and then.
@@ -81,6 +102,12 @@ impl Read for Client {
         match self {
             Client::Tcp(s) => s.read(b),
             Client::Unix(s) => s.read(b),
+        }
+    }
+    fn read_vectored(&mut self, b: &mut [IoSliceMut<'_>]) -> std::io::Result<usize> {
+        match self {
+            Client::Tcp(s) => s.read_vectored(b),
+            Client::Unix(s) => s.read_vectored(b),
         }
     }
 }
@@ -206,13 +233,26 @@ fn export_of(a: &Accept) -> Export {
 }
 
 fn connection(mut s: Client, o: &GatewayOptions) {
-    let link = Link::connect(&o.target, &o.volume);
-    if let Err(e) = &link {
-        warn!("nbd: target {} unavailable: {e}", o.target);
+    // The whole handshake is bounded: a client that connects and says
+    // nothing, or trickles bytes, is dropped at the deadline. It holds no
+    // session with the target until it selects the export.
+    let mut deadline = Instant::now() + o.handshake_timeout;
+    if s.write_all_by(&Handshake::greeting(), deadline).is_err() {
+        return;
     }
-    let Ok(link) = link else {
-        // The handshake tells the client why.
-        let _ = handshake(&mut s, Err("target unavailable".into()));
+    let mut h = Handshake::deferred();
+    let mut buf = Vec::new();
+    match negotiate(&mut s, &mut h, &mut buf, deadline) {
+        Some(Outcome::NeedExport) => {}
+        _ => return,
+    }
+    let opening = Instant::now();
+    let link = Link::connect(&o.target, &o.volume);
+    let Ok(link) = link.inspect_err(|e| warn!("nbd: target {} unavailable: {e}", o.target)) else {
+        // The handshake tells the client why, until it gives up.
+        h.provide(Err("target unavailable".into()));
+        deadline += opening.elapsed();
+        let _ = negotiate(&mut s, &mut h, &mut buf, deadline);
         return;
     };
     let Link {
@@ -232,69 +272,97 @@ fn connection(mut s: Client, o: &GatewayOptions) {
         .as_ref()
         .map(|(_, a)| export_of(a))
         .map_err(|e| format!("target unavailable: {e}"));
-    let Some((structured, early)) = handshake(&mut s, export.clone()) else {
+    h.provide(export.clone());
+    // The time the target took is not the client's.
+    deadline += opening.elapsed();
+    let outcome = negotiate(&mut s, &mut h, &mut buf, deadline);
+    let (Ok((mut ses, _)), Ok(export)) = (session, export) else {
         return;
     };
-    let (Ok((ses, _)), Ok(export)) = (session, export) else {
+    let Some(Outcome::Transmission(n)) = outcome else {
+        ses.close(&mut |_| {});
         return;
     };
-    if s.set_nonblocking(true).is_err() {
+    if s.set_timeouts(None).is_err() || s.set_nonblocking(true).is_err() {
+        ses.close(&mut |_| {});
         return;
     }
-    Transmission::new(ses, export, structured, early).run(&mut s);
+    Transmission::new(ses, export, n.structured, buf).run(&mut s);
 }
 
-/// Runs the handshake on the (blocking) client socket: `Some` with the
-/// structured-replies choice and the bytes read past its end once the
-/// client moves to transmission.
-fn handshake(s: &mut Client, export: Result<Export, String>) -> Option<(bool, Vec<u8>)> {
-    s.set_timeouts(Some(HANDSHAKE_TIMEOUT)).ok()?;
-    s.write_all(&Handshake::greeting()).ok()?;
-    let mut h = Handshake::new(export);
-    let mut buf = Vec::new();
+/// Runs the handshake on the (blocking) client socket until it needs the
+/// export, moves to transmission (`buf` then holds the bytes read past
+/// its end) or ends (None: closed, broken, or past `deadline`).
+fn negotiate(
+    s: &mut Client,
+    h: &mut Handshake,
+    buf: &mut Vec<u8>,
+    deadline: Instant,
+) -> Option<Outcome> {
     let mut out = Vec::new();
     loop {
+        // What was read already first (the option that needed the export).
+        let (used, outcome) = h.input(buf, &mut out);
+        buf.drain(..used);
+        s.write_all_by(&out, deadline).ok()?;
+        out.clear();
+        match outcome {
+            Outcome::Continue => {}
+            Outcome::Close(why) => {
+                info!("nbd: handshake ended: {why}");
+                return None;
+            }
+            o => return Some(o),
+        }
         let mut b = [0u8; 4096];
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || s.set_timeouts(Some(left)).is_err() {
+            info!("nbd: handshake: the client did not finish it within the bound");
+            return None;
+        }
         let n = match s.read(&mut b) {
             Ok(0) => return None,
             Err(e) => {
                 if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
-                    info!("nbd: handshake: the client said nothing for {HANDSHAKE_TIMEOUT:?}");
+                    info!("nbd: handshake: the client did not finish it within the bound");
                 }
                 return None;
             }
             Ok(n) => n,
         };
         buf.extend_from_slice(&b[..n]);
-        let (used, outcome) = h.input(&buf, &mut out);
-        buf.drain(..used);
-        s.write_all(&out).ok()?;
-        out.clear();
-        match outcome {
-            Outcome::Continue => {}
-            Outcome::Transmission(n) => return Some((n.structured, buf)),
-            Outcome::Close(why) => {
-                info!("nbd: handshake ended: {why}");
-                return None;
-            }
-        }
     }
 }
 
-/// What a reply needs of its request.
-#[derive(Clone, Copy, Debug)]
+/// What a reply needs of its request, and the pieces it was forwarded
+/// in (one, unless it was larger than the session's largest transfer).
+#[derive(Debug)]
 struct Pending {
     cookie: u64,
     read_at: Option<u64>,
     /// Bytes of buffer the request holds (its READ data or WRITE payload).
     len: u32,
+    /// Its pieces' outcomes (their buffers: a READ's data, in order).
+    gather: Gather<Vec<u8>>,
 }
 
-/// A reply being written: its header, then its data (a READ's).
+/// Bits of a session tag that name a piece of a request (the rest name
+/// the request): room for [`split::MAX_REQUEST`] in pieces of 512 bytes, the
+/// smallest transfer a target grants.
+const PIECE_BITS: u32 = 20;
+
+/// The session tag of piece `i` of request `id`.
+fn piece_tag(id: u64, i: usize) -> u64 {
+    id << PIECE_BITS | i as u64
+}
+
+/// A reply being written: its header, then its data (a READ's, in the
+/// buffers of its pieces, in order).
 struct Reply {
     head: [u8; 32],
     head_len: usize,
-    data: Vec<u8>,
+    data: Vec<Vec<u8>>,
+    data_len: usize,
     /// Bytes of head and data written so far.
     sent: usize,
     /// Bytes of the connection's budget it holds until written (a READ's
@@ -303,19 +371,41 @@ struct Reply {
 }
 
 impl Reply {
-    fn new(head: &[u8], data: Vec<u8>) -> Reply {
+    fn new(head: &[u8], data: Vec<Vec<u8>>) -> Reply {
         let mut h = [0u8; 32];
         h[..head.len()].copy_from_slice(head);
         Reply {
             head: h,
             head_len: head.len(),
+            data_len: data.iter().map(Vec::len).sum(),
             data,
             sent: 0,
             held: 0,
         }
     }
     fn len(&self) -> usize {
-        self.head_len + self.data.len()
+        self.head_len + self.data_len
+    }
+    /// Appends what is left to send to `v`, up to `room` slices in all.
+    fn unsent<'a>(&'a self, v: &mut Vec<IoSlice<'a>>, room: usize) {
+        let mut skip = self.sent;
+        if skip < self.head_len {
+            v.push(IoSlice::new(&self.head[skip..self.head_len]));
+            skip = 0;
+        } else {
+            skip -= self.head_len;
+        }
+        for d in &self.data {
+            if v.len() >= room {
+                return;
+            }
+            if skip >= d.len() {
+                skip -= d.len();
+                continue;
+            }
+            v.push(IoSlice::new(&d[skip..]));
+            skip = 0;
+        }
     }
 }
 
@@ -323,13 +413,15 @@ impl Reply {
 enum Input {
     /// Between requests.
     Header,
-    /// A WRITE's payload arriving into `buf`.
+    /// A WRITE's payload arriving into the buffers of its pieces:
+    /// `bufs[idx][got..]` next.
     Payload {
-        tag: u64,
+        id: u64,
         cookie: u64,
         offset: u64,
         fua: bool,
-        buf: Vec<u8>,
+        bufs: Vec<Vec<u8>>,
+        idx: usize,
         got: usize,
     },
     /// Payload to drop before answering a refused request.
@@ -350,10 +442,18 @@ const MAX_HELD: usize = 64 << 20;
 const MAX_QUEUED: usize = 4096;
 /// Most replies handed to one `writev`.
 const BATCH: usize = 32;
+/// Most slices handed to one `readv` or `writev` (the system takes 1024).
+const MAX_IOV: usize = 256;
 /// Bytes read from the client at a time between payloads: room for
 /// many request headers, and little of a WRITE's payload (what comes with
 /// its header is copied; the rest is read straight into its buffer).
 const INBUF: usize = 4 << 10;
+/// A WRITE this large makes the next reads between payloads take one
+/// request header at a time (until a smaller WRITE comes), so that the
+/// payload that follows is read straight into its buffers rather than
+/// partly into `inbuf` and copied: as many system calls (a header, then
+/// its payload), one copy fewer.
+const BIG_WRITE: u32 = (INBUF / 2) as u32;
 
 /// The transmission phase of one connection.
 struct Transmission<'c> {
@@ -365,10 +465,14 @@ struct Transmission<'c> {
     at: usize,
     end: usize,
     input: Input,
+    /// The last WRITE was at least [`BIG_WRITE`]: headers are read one at
+    /// a time.
+    headers_only: bool,
     /// Reading the client (false after DISC, end of stream or an error).
     reading: bool,
+    /// Requests forwarded, by id (their pieces' session tags carry it).
     table: HashMap<u64, Pending>,
-    next_tag: u64,
+    next_id: u64,
     out: VecDeque<Reply>,
     free: Vec<Vec<u8>>,
     /// Buffers kept for reuse.
@@ -390,9 +494,10 @@ impl<'c> Transmission<'c> {
             at: 0,
             end,
             input: Input::Header,
+            headers_only: false,
             reading: true,
             table: HashMap::new(),
-            next_tag: 1,
+            next_id: 1,
             out: VecDeque::new(),
             free: Vec::new(),
             keep: 64,
@@ -438,10 +543,11 @@ impl<'c> Transmission<'c> {
                             info!("nbd: reading the client: {e}");
                         }
                         // A WRITE cut short is dropped with its payload.
-                        if let Input::Payload { buf, .. } =
+                        if let Input::Payload { bufs, .. } =
                             std::mem::replace(&mut self.input, Input::Header)
                         {
-                            self.held = self.held.saturating_sub(buf.len());
+                            let len: usize = bufs.iter().map(Vec::len).sum();
+                            self.held = self.held.saturating_sub(len);
                         }
                         self.reading = false;
                     }
@@ -456,11 +562,19 @@ impl<'c> Transmission<'c> {
                 &mut self.held,
             );
             work |= self.ses.step(&mut |c| {
-                if let Some(p) = table.remove(&c.user) {
-                    let r = reply(p, c, structured, free, keep);
+                // A request is answered once its last piece has ended.
+                let id = c.user >> PIECE_BITS;
+                let piece = (c.user & ((1 << PIECE_BITS) - 1)) as usize;
+                let Some(p) = table.get_mut(&id) else { return };
+                if !p.gather.done(piece, c.result) {
+                    return;
+                }
+                if let Some(p) = table.remove(&id) {
+                    let len = p.len as usize;
+                    let r = reply(p, structured, free, keep);
                     // A READ's data stays held until written; anything
-                    // else gave its buffer back.
-                    *held = held.saturating_sub(p.len as usize - r.held);
+                    // else gave its buffers back.
+                    *held = held.saturating_sub(len - r.held);
                     out.push_back(r);
                 }
             });
@@ -496,12 +610,21 @@ impl<'c> Transmission<'c> {
     /// The bytes read (0: nothing there); an error ends the reading.
     fn read(&mut self, s: &mut Client) -> std::io::Result<usize> {
         let mut total = 0;
-        // A payload goes straight into its buffer.
-        if let Input::Payload { buf, got, .. } = &mut self.input {
-            match s.read(&mut buf[*got..]) {
+        // A payload goes straight into its pieces' buffers.
+        if let Input::Payload { bufs, idx, got, .. } = &mut self.input {
+            let read = {
+                let mut v: Vec<IoSliceMut<'_>> = Vec::with_capacity(MAX_IOV);
+                let mut first = *got;
+                for b in bufs[*idx..].iter_mut().take(MAX_IOV) {
+                    v.push(IoSliceMut::new(&mut b[first..]));
+                    first = 0;
+                }
+                s.read_vectored(&mut v)
+            };
+            match read {
                 Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
                 Ok(n) => {
-                    *got += n;
+                    advance(bufs, idx, got, n);
                     total += n;
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(0),
@@ -525,7 +648,15 @@ impl<'c> Transmission<'c> {
         if self.end == self.inbuf.len() {
             self.inbuf.resize(2 * self.inbuf.len(), 0);
         }
-        let n = match s.read(&mut self.inbuf[self.end..]) {
+        // After a large WRITE, the rest of one header only (a payload
+        // read with it would be copied).
+        let upto = if self.headers_only {
+            let partial = (self.end - self.at).min(REQUEST_LEN - 1);
+            (self.end + REQUEST_LEN - partial).min(self.inbuf.len())
+        } else {
+            self.inbuf.len()
+        };
+        let n = match s.read(&mut self.inbuf[self.end..upto]) {
             Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
             Ok(n) => n,
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -554,41 +685,53 @@ impl<'c> Transmission<'c> {
         loop {
             let avail = &self.inbuf[self.at..self.end];
             match &mut self.input {
-                Input::Payload { buf, got, .. } => {
-                    let n = avail.len().min(buf.len() - *got);
-                    buf[*got..*got + n].copy_from_slice(&avail[..n]);
-                    *got += n;
-                    self.at += n;
-                    if *got < buf.len() {
+                Input::Payload { bufs, idx, got, .. } => {
+                    // What came with the header (at most INBUF bytes).
+                    let mut avail = avail;
+                    while *idx < bufs.len() && !avail.is_empty() {
+                        let b = &mut bufs[*idx];
+                        let n = avail.len().min(b.len() - *got);
+                        b[*got..*got + n].copy_from_slice(&avail[..n]);
+                        self.at += n;
+                        avail = &avail[n..];
+                        advance(bufs, idx, got, n);
+                    }
+                    if *idx < bufs.len() {
                         return;
                     }
                     let Input::Payload {
-                        tag,
+                        id,
                         cookie,
                         offset,
                         fua,
-                        buf,
+                        bufs,
                         ..
                     } = std::mem::replace(&mut self.input, Input::Header)
                     else {
                         return;
                     };
-                    let len = buf.len() as u32;
+                    let len: usize = bufs.iter().map(Vec::len).sum();
                     // Only a whole WRITE is answered (one cut short by the
                     // client's end is dropped with its payload).
                     self.table.insert(
-                        tag,
+                        id,
                         Pending {
                             cookie,
                             read_at: None,
-                            len,
+                            len: len as u32,
+                            gather: Gather::new(bufs.len()),
                         },
                     );
-                    self.ses.submit(Submit {
-                        req: Request::new(Op::Write, offset, len, fua, false),
-                        user: tag,
-                        buf: Some(buf),
-                    });
+                    let mut at = offset;
+                    for (i, b) in bufs.into_iter().enumerate() {
+                        let n = b.len() as u32;
+                        self.ses.submit(Submit {
+                            req: Request::new(Op::Write, at, n, fua, false),
+                            user: piece_tag(id, i),
+                            buf: Some(b),
+                        });
+                        at += n as u64;
+                    }
                 }
                 Input::Skip { left, .. } => {
                     let n = avail.len().min(*left as usize);
@@ -623,11 +766,13 @@ impl<'c> Transmission<'c> {
         }
     }
 
-    /// Starts a decoded request.
+    /// Starts a decoded request: a READ or WRITE larger than the
+    /// session's largest transfer goes in pieces.
     fn request(&mut self, d: Decoded) {
-        let tag = self.next_tag;
-        self.next_tag += 1;
+        let id = self.next_id;
+        self.next_id += 1;
         let structured = self.structured;
+        let max = self.export.max_payload;
         match d {
             Decoded::Disconnect => self.reading = false,
             Decoded::Ok { cookie, skip } => {
@@ -643,53 +788,68 @@ impl<'c> Transmission<'c> {
                 self.answer(skip, r);
             }
             Decoded::Forward { cookie, fwd } => {
-                let (read_at, len) = match fwd {
-                    Forward::Read { offset, len } => (Some(offset), len),
-                    _ => (None, 0),
-                };
-                let (r, buf) = match fwd {
-                    Forward::Read { offset, len } => (
-                        Request::new(Op::Read, offset, len, false, false),
-                        Some(self.buffer(len as usize)),
-                    ),
+                let r = match fwd {
+                    Forward::Read { offset, len } => {
+                        let n = split::pieces(offset, len, max).count();
+                        self.table.insert(
+                            id,
+                            Pending {
+                                cookie,
+                                read_at: Some(offset),
+                                len,
+                                gather: Gather::new(n),
+                            },
+                        );
+                        for (i, (at, l)) in split::pieces(offset, len, max).enumerate() {
+                            let buf = self.buffer(l as usize);
+                            self.ses.submit(Submit {
+                                req: Request::new(Op::Read, at, l, false, false),
+                                user: piece_tag(id, i),
+                                buf: Some(buf),
+                            });
+                        }
+                        return;
+                    }
                     Forward::Write { offset, len, fua } => {
-                        let buf = self.buffer(len as usize);
+                        self.headers_only = len >= BIG_WRITE;
+                        let bufs = split::pieces(offset, len, max)
+                            .map(|(_, l)| self.buffer(l as usize))
+                            .collect();
                         self.input = Input::Payload {
-                            tag,
+                            id,
                             cookie,
                             offset,
                             fua,
-                            buf,
+                            bufs,
+                            idx: 0,
                             got: 0,
                         };
                         return;
                     }
-                    Forward::Flush => (Request::new(Op::Flush, 0, 0, false, false), None),
+                    Forward::Flush => Request::new(Op::Flush, 0, 0, false, false),
                     Forward::Trim { offset, len, fua } => {
-                        (Request::new(Op::Trim, offset, len, fua, false), None)
+                        Request::new(Op::Trim, offset, len, fua, false)
                     }
                     Forward::Zero {
                         offset,
                         len,
                         fua,
                         no_hole,
-                    } => (
-                        Request::new(Op::WriteZeroes, offset, len, fua, no_hole),
-                        None,
-                    ),
+                    } => Request::new(Op::WriteZeroes, offset, len, fua, no_hole),
                 };
                 self.table.insert(
-                    tag,
+                    id,
                     Pending {
                         cookie,
-                        read_at,
-                        len,
+                        read_at: None,
+                        len: 0,
+                        gather: Gather::new(1),
                     },
                 );
                 self.ses.submit(Submit {
                     req: r,
-                    user: tag,
-                    buf,
+                    user: piece_tag(id, 0),
+                    buf: None,
                 });
             }
         }
@@ -711,17 +871,12 @@ impl<'c> Transmission<'c> {
     fn write(&mut self, s: &mut Client) -> std::io::Result<usize> {
         let mut total = 0;
         while !self.out.is_empty() {
-            let mut v: Vec<IoSlice<'_>> = Vec::with_capacity(2 * BATCH);
+            let mut v: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
             for r in self.out.iter().take(BATCH) {
-                let h = r.head_len;
-                if r.sent < h {
-                    v.push(IoSlice::new(&r.head[r.sent..h]));
-                    if !r.data.is_empty() {
-                        v.push(IoSlice::new(&r.data));
-                    }
-                } else {
-                    v.push(IoSlice::new(&r.data[r.sent - h..]));
+                if v.len() >= MAX_IOV {
+                    break;
                 }
+                r.unsent(&mut v, MAX_IOV);
             }
             let mut n = match s.write_vectored(&v) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
@@ -740,11 +895,27 @@ impl<'c> Transmission<'c> {
                 n -= left;
                 if let Some(r) = self.out.pop_front() {
                     self.held = self.held.saturating_sub(r.held);
-                    recycle(&mut self.free, r.data, self.keep);
+                    for b in r.data {
+                        recycle(&mut self.free, b, self.keep);
+                    }
                 }
             }
         }
         Ok(total)
+    }
+}
+
+/// Moves a payload's position (`bufs[idx][got..]` next) `n` bytes on.
+fn advance(bufs: &[Vec<u8>], idx: &mut usize, got: &mut usize, mut n: usize) {
+    while n > 0 && *idx < bufs.len() {
+        let room = bufs[*idx].len() - *got;
+        if n < room {
+            *got += n;
+            return;
+        }
+        n -= room;
+        *idx += 1;
+        *got = 0;
     }
 }
 
@@ -776,31 +947,28 @@ fn error_reply(cookie: u64, e: u32, structured: bool) -> Reply {
     }
 }
 
-/// The reply to a forwarded request; a WRITE's buffer goes back to `free`.
-fn reply(
-    p: Pending,
-    c: Completion,
-    structured: bool,
-    free: &mut Vec<Vec<u8>>,
-    keep: usize,
-) -> Reply {
-    match (c.result, p.read_at) {
-        (Ok(data), Some(offset)) => {
+/// The reply to a forwarded request whose pieces have all ended; buffers
+/// other than a READ's data go back to `free`.
+fn reply(p: Pending, structured: bool, free: &mut Vec<Vec<u8>>, keep: usize) -> Reply {
+    let (status, bufs) = p.gather.finish().unwrap_or((Err(Status::Io), Vec::new()));
+    match (status, p.read_at) {
+        (Ok(()), Some(offset)) => {
             let mut r = if structured {
-                Reply::new(&wire::read_chunk(p.cookie, offset, data.len() as u32), data)
+                Reply::new(&wire::read_chunk(p.cookie, offset, p.len), bufs)
             } else {
-                Reply::new(&wire::simple_reply(0, p.cookie), data)
+                Reply::new(&wire::simple_reply(0, p.cookie), bufs)
             };
             r.held = p.len as usize;
             r
         }
-        (Ok(buf), None) => {
-            recycle(free, buf, keep);
-            done_reply(p.cookie, structured)
-        }
-        (Err(st), _) => {
-            let e = nbd_error(st);
-            error_reply(p.cookie, e, structured)
+        (status, _) => {
+            for b in bufs {
+                recycle(free, b, keep);
+            }
+            match status {
+                Ok(()) => done_reply(p.cookie, structured),
+                Err(st) => error_reply(p.cookie, nbd_error(st), structured),
+            }
         }
     }
 }

@@ -14,11 +14,14 @@ use std::time::Duration;
 
 const USAGE: &str = "Usage:
   ofi storage target [-p PROVIDER] [-e rdm|msg] [-B PORT] [-s ADDR] [--size N] [--read-only]
-                     [--max-initiators N] [--setup-timeout SECS] [--liveness SECS] PATH
+                     [--direct] [--max-initiators N] [--setup-timeout SECS] [--liveness SECS]
+                     PATH
       serve PATH (a file or block device) as one volume; PORT is the control
       port initiators connect to (default 9230, 0 picks one), ADDR the address
       to bind (default 0.0.0.0); --size creates or extends a file (K, M, G, T
-      suffixes). Prints 'listening on ADDR:PORT'. With -e msg (connected
+      suffixes). Prints 'listening on ADDR:PORT'. --direct: reads and writes
+      aligned to 4096 bytes (offset and length) bypass the page cache
+      (O_DIRECT), the others stay buffered. With -e msg (connected
       endpoints, e.g. -p tcp) the fabric's passive endpoint listens on
       ADDR:PORT itself and accepts one connection per initiator; a provider
       without MSG endpoints (shm) is an error.
@@ -28,14 +31,18 @@ const USAGE: &str = "Usage:
       nothing on the control connection for SECS (TCP keepalive; default 10,
       at least 2) is dropped and its credits come back.
   ofi storage nbd [-p PROVIDER] [-e rdm|msg] [-P PORT] [-s ADDR] [-q DEPTH]
-                  [--liveness SECS] (--unix SOCKET | --port N) TARGET_ADDR
+                  [--liveness SECS] [--handshake-timeout SECS]
+                  (--unix SOCKET | --port N) TARGET_ADDR
       an NBD server on SOCKET or port N (bound to ADDR, default 127.0.0.1)
       forwarding every request to the target at TARGET_ADDR, control port PORT
       (default 9230); DEPTH commands in flight per client (default 64). -p and
       -e must match the target's; with -e msg each client's session connects
       to the target (refused or unanswered within 5 s: the client is told).
       Over RDM a session ends when the target's host has answered nothing on
-      its control connection for SECS (default 10, at least 2).
+      its control connection for SECS (default 10, at least 2). A client's
+      session opens when it selects the export (NBD_OPT_GO or EXPORT_NAME);
+      one that has not finished its handshake within --handshake-timeout
+      SECS (default 10) is dropped.
 Both stop cleanly on SIGINT or SIGTERM.";
 
 /// Entry point of `ofi storage`.
@@ -166,6 +173,7 @@ fn target(argv: &[String]) -> Result<(), String> {
         listen: SocketAddr::new(ip, port(&a, "B")?),
         size: a.get("size").map(size).transpose()?,
         read_only: a.has("read-only"),
+        direct: a.has("direct"),
         limits,
         ..TargetOptions::default()
     };
@@ -191,7 +199,11 @@ fn target(argv: &[String]) -> Result<(), String> {
 }
 
 fn nbd(argv: &[String]) -> Result<(), String> {
-    let a = Args::parse(argv, "pePsq", &["unix", "port", "liveness"])?;
+    let a = Args::parse(
+        argv,
+        "pePsq",
+        &["unix", "port", "liveness", "handshake-timeout"],
+    )?;
     if a.has("h") || a.has("help") {
         outln!("{USAGE}");
         return Ok(());
@@ -253,6 +265,7 @@ fn nbd(argv: &[String]) -> Result<(), String> {
             liveness: secs_opt(&a, "liveness", VolumeOptions::default().liveness)?,
             ..VolumeOptions::default()
         },
+        handshake_timeout: secs_opt(&a, "handshake-timeout", gateway::HANDSHAKE_TIMEOUT)?,
     };
     let r = gateway::serve(listener, opts, stop).map_err(|e| format!("nbd: {e}"));
     if let Some(p) = a.get("unix") {

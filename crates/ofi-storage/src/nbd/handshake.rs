@@ -1,6 +1,8 @@
 //! The server side of NBD's fixed newstyle handshake, sans-IO: bytes from
 //! the client in, bytes to send and the outcome out. Serves one export
-//! under any name (the volume the gateway forwards to), answers
+//! under any name (the volume the gateway forwards to), learnt only once
+//! a client asks for it ([`Outcome::NeedExport`]: the gateway opens its
+//! session with the target then, not for a client that idles), answers
 //! NBD_OPT_INFO and NBD_OPT_GO with its size, transmission flags and block
 //! size constraints, negotiates structured replies, and refuses what it
 //! does not do (TLS, metadata contexts, extended headers) with
@@ -72,12 +74,18 @@ pub enum Outcome {
     /// Close the connection after the output is sent (the client aborted,
     /// or broke the protocol: the reason says which).
     Close(String),
+    /// The next option (NBD_OPT_EXPORT_NAME, INFO or GO) needs the export,
+    /// not known yet: [`provide`](Handshake::provide) it, then call
+    /// [`input`](Handshake::input) again with the bytes not consumed (the
+    /// option's are not).
+    NeedExport,
 }
 
 /// The handshake's state.
 #[derive(Debug)]
 pub struct Handshake {
-    export: Result<Export, String>,
+    /// None until provided.
+    export: Option<Result<Export, String>>,
     got_flags: bool,
     no_zeroes: bool,
     structured: bool,
@@ -89,13 +97,27 @@ impl Handshake {
     /// with NBD_REP_ERR_UNKNOWN and `Err`'s message (the volume cannot be
     /// reached now).
     pub fn new(export: Result<Export, String>) -> Self {
+        let mut h = Handshake::deferred();
+        h.export = Some(export);
+        h
+    }
+
+    /// A handshake whose export is learnt when a client first needs it
+    /// ([`Outcome::NeedExport`]).
+    pub fn deferred() -> Self {
         Handshake {
-            export,
+            export: None,
             got_flags: false,
             no_zeroes: false,
             structured: false,
             done: false,
         }
+    }
+
+    /// The export (or why it cannot be reached) after
+    /// [`Outcome::NeedExport`]; ignored once one was given.
+    pub fn provide(&mut self, export: Result<Export, String>) {
+        self.export.get_or_insert(export);
     }
 
     /// The greeting the server sends first.
@@ -145,8 +167,11 @@ impl Handshake {
             if rest.len() < total {
                 return (used, Outcome::Continue);
             }
-            used += total;
             let data = &rest[OPTION_LEN..total];
+            if self.export.is_none() && needs_export(h.option, data) {
+                return (used, Outcome::NeedExport);
+            }
+            used += total;
             if let Some(o) = self.option(h.option, data, out) {
                 return (used, o);
             }
@@ -163,9 +188,13 @@ impl Handshake {
         match o {
             opt::EXPORT_NAME => {
                 let e = match &self.export {
-                    Ok(e) => *e,
+                    Some(Ok(e)) => *e,
                     // No reply format exists here: the spec says close.
-                    Err(m) => return Some(self.close(format!("export unavailable: {m}"))),
+                    Some(Err(m)) => {
+                        let why = format!("export unavailable: {m}");
+                        return Some(self.close(why));
+                    }
+                    None => return Some(self.close("export not provided".into())),
                 };
                 out.extend_from_slice(&e.size.to_be_bytes());
                 out.extend_from_slice(&e.flags().to_be_bytes());
@@ -208,9 +237,13 @@ impl Handshake {
                     return None;
                 }
                 let e = match &self.export {
-                    Ok(e) => *e,
-                    Err(m) => {
+                    Some(Ok(e)) => *e,
+                    Some(Err(m)) => {
                         wire::option_reply(out, o, rep::ERR_UNKNOWN, m.as_bytes());
+                        return None;
+                    }
+                    None => {
+                        wire::option_reply(out, o, rep::ERR_UNKNOWN, b"export not provided");
                         return None;
                     }
                 };
@@ -218,7 +251,8 @@ impl Handshake {
                 // The block sizes go whether asked for or not (the protocol
                 // allows it): a client that did not ask would otherwise
                 // assume transfers of up to 32 MiB, past the target's
-                // largest, and meet EOVERFLOW.
+                // largest (the gateway splits those, but a client that
+                // knows the size sends requests that need no split).
                 wire::option_reply(
                     out,
                     o,
@@ -239,6 +273,16 @@ impl Handshake {
                 None
             }
         }
+    }
+}
+
+/// Whether option `o` with `data` is answered from the export (a
+/// malformed INFO or GO is refused without it).
+fn needs_export(o: u32, data: &[u8]) -> bool {
+    match o {
+        opt::EXPORT_NAME => true,
+        opt::INFO | opt::GO => parse_info_request(data).is_some(),
+        _ => false,
     }
 }
 
@@ -349,6 +393,59 @@ mod tests {
         assert_eq!(o, Outcome::Transmission(Negotiated { structured: false }));
         let mut want = Vec::new();
         go_reply(&mut want);
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn the_export_is_asked_for_only_when_a_client_selects_it() {
+        let mut h = Handshake::deferred();
+        let mut input = 3u32.to_be_bytes().to_vec();
+        input.extend(option(opt::STRUCTURED_REPLY, &[]));
+        input.extend(option(opt::LIST, &[]));
+        // A malformed GO is refused without the export.
+        input.extend(option(opt::GO, &[0, 0, 0, 9, 1]));
+        let before = input.len();
+        input.extend(option(opt::GO, &go_data(&[])));
+        let mut out = Vec::new();
+        let (n, o) = h.input(&input, &mut out);
+        assert_eq!(o, Outcome::NeedExport);
+        assert_eq!(n, before, "the GO is left for after the export");
+        let mut want = Vec::new();
+        wire::option_reply(&mut want, opt::STRUCTURED_REPLY, rep::ACK, &[]);
+        wire::option_reply(&mut want, opt::LIST, rep::SERVER, &[0; 4]);
+        wire::option_reply(&mut want, opt::LIST, rep::ACK, &[]);
+        wire::option_reply(
+            &mut want,
+            opt::GO,
+            rep::ERR_INVALID,
+            b"malformed INFO/GO request",
+        );
+        assert_eq!(out, want);
+        // Asked again without an answer: still needed, nothing consumed.
+        assert_eq!(h.input(&input[n..], &mut out), (0, Outcome::NeedExport));
+        h.provide(Ok(export()));
+        out.clear();
+        let (m, o) = h.input(&input[n..], &mut out);
+        assert_eq!(m, input.len() - n);
+        assert_eq!(o, Outcome::Transmission(Negotiated { structured: true }));
+        want.clear();
+        go_reply(&mut want);
+        assert_eq!(out, want);
+        // A target that cannot be reached: GO is refused, the client may
+        // try again or abort, and is asked nothing more.
+        let mut h = Handshake::deferred();
+        let mut input = 1u32.to_be_bytes().to_vec();
+        input.extend(option(opt::GO, &go_data(&[])));
+        let (n, o) = h.input(&input, &mut out);
+        assert_eq!((n, o), (4, Outcome::NeedExport));
+        h.provide(Err("target down".into()));
+        out.clear();
+        let mut rest = input[n..].to_vec();
+        rest.extend(option(opt::EXPORT_NAME, b""));
+        let (_, o) = h.input(&rest, &mut out);
+        assert!(matches!(o, Outcome::Close(_)), "{o:?}");
+        want.clear();
+        wire::option_reply(&mut want, opt::GO, rep::ERR_UNKNOWN, b"target down");
         assert_eq!(out, want);
     }
 

@@ -1,9 +1,11 @@
 //! The NBD server side of the gateway: the wire format ([`wire`]), the
-//! handshake ([`handshake`]) and the transmission-phase request checks
-//! ([`request`]), all sans-IO.
+//! handshake ([`handshake`]), the transmission-phase request checks
+//! ([`request`]) and the splitting of requests larger than a session
+//! carries ([`split`]), all sans-IO.
 
 pub mod handshake;
 pub mod request;
+pub mod split;
 pub mod wire;
 
 pub use handshake::{Export, Handshake, Negotiated, Outcome};
@@ -27,11 +29,19 @@ pub fn fuzz(data: &[u8]) {
         preferred_block: 4096,
         max_payload: 64 << 10,
     };
-    let mut h = Handshake::new(if step.is_multiple_of(7) {
+    let given = if step.is_multiple_of(7) {
         Err("down".into())
     } else {
         Ok(export)
-    });
+    };
+    // Half the time the export is learnt when the client first needs it.
+    let mut later = None;
+    let mut h = if step.is_multiple_of(2) {
+        later = Some(given);
+        Handshake::deferred()
+    } else {
+        Handshake::new(given)
+    };
     let mut out = Vec::new();
     let mut buf: Vec<u8> = Vec::new();
     let mut pos = 0;
@@ -44,6 +54,19 @@ pub fn fuzz(data: &[u8]) {
         assert!(n <= buf.len());
         buf.drain(..n);
         match o {
+            Outcome::NeedExport => {
+                // Asked once, and answered at once from the same bytes.
+                let e = later.take().expect("the export is needed twice");
+                h.provide(e);
+                let (n, o) = h.input(&buf, &mut out);
+                assert!(o != Outcome::NeedExport);
+                buf.drain(..n);
+                match o {
+                    Outcome::Transmission(neg) => transmission = Some(neg),
+                    Outcome::Close(_) => return,
+                    _ => {}
+                }
+            }
             Outcome::Continue => {}
             Outcome::Transmission(neg) => transmission = Some(neg),
             Outcome::Close(_) => return,
@@ -64,7 +87,7 @@ pub fn fuzz(data: &[u8]) {
                         fwd: Forward::Write { offset, len, .. },
                         ..
                     } => {
-                        assert!(offset + len as u64 <= export.size && len <= export.max_payload);
+                        assert!(offset + len as u64 <= export.size && len <= split::MAX_REQUEST);
                         assert!(!export.read_only);
                         len
                     }
@@ -72,7 +95,7 @@ pub fn fuzz(data: &[u8]) {
                         fwd: Forward::Read { offset, len },
                         ..
                     } => {
-                        assert!(offset + len as u64 <= export.size && len <= export.max_payload);
+                        assert!(offset + len as u64 <= export.size && len <= split::MAX_REQUEST);
                         0
                     }
                     Decoded::Ok { skip, .. } | Decoded::Error { skip, .. } => skip,

@@ -1,9 +1,12 @@
 //! Transmission-phase requests, checked against the export: each header
 //! becomes a command to forward or an error to answer at once (the
 //! connection stays in sync: a refused WRITE's payload is still read and
-//! dropped). Only a broken magic ends the connection.
+//! dropped). A READ or WRITE above the export's advertised maximum is
+//! taken up to [`MAX_REQUEST`] (the gateway splits it); above, EOVERFLOW.
+//! Only a broken magic ends the connection.
 
 use super::handshake::Export;
+use super::split::MAX_REQUEST;
 use super::wire::{cflag, cmd, err, NbdError, RequestHeader};
 
 /// A request to forward to the volume.
@@ -143,7 +146,9 @@ pub fn check(h: &RequestHeader, e: &Export) -> Decoded {
         };
         return fail(error);
     }
-    if matches!(h.kind, cmd::READ | cmd::WRITE) && h.len > e.max_payload {
+    // Above the advertised maximum and up to MAX_REQUEST, the gateway
+    // splits the request.
+    if matches!(h.kind, cmd::READ | cmd::WRITE) && h.len > MAX_REQUEST {
         return fail(err::EOVERFLOW);
     }
     if h.len == 0 {
@@ -246,9 +251,26 @@ mod tests {
             f(check(&h(cmd::READ, 0, u64::MAX, 1), &e)),
             (err::EINVAL, 0)
         );
+        let big = Export { size: 1 << 30, ..e };
         assert_eq!(
-            f(check(&h(cmd::WRITE, 0, 0, 128 << 10), &e)),
-            (err::EOVERFLOW, 128 << 10)
+            f(check(&h(cmd::WRITE, 0, 0, MAX_REQUEST + 1), &big)),
+            (err::EOVERFLOW, MAX_REQUEST + 1)
+        );
+        assert_eq!(
+            f(check(&h(cmd::READ, 0, 0, MAX_REQUEST + 1), &big)),
+            (err::EOVERFLOW, 0)
+        );
+        // Above the advertised maximum, up to the bound: forwarded whole
+        // (the gateway splits it).
+        assert_eq!(
+            check(&h(cmd::READ, 0, 0, MAX_REQUEST), &big),
+            Decoded::Forward {
+                cookie: 9,
+                fwd: Forward::Read {
+                    offset: 0,
+                    len: MAX_REQUEST
+                }
+            }
         );
         assert_eq!(f(check(&h(99, 0, 0, 0), &e)), (err::EINVAL, 0));
         assert_eq!(f(check(&h(cmd::READ, 0x100, 0, 8), &e)), (err::EINVAL, 0));

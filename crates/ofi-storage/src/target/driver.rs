@@ -29,7 +29,7 @@ pub(super) struct Driver<'a> {
     /// MSG connections to close once no RMA of theirs runs any more.
     pub(super) closing: Vec<Addr>,
     /// Staging buffers (None while an RMA or the backlog holds one).
-    pub(super) slots: Vec<Option<Vec<u8>>>,
+    pub(super) slots: Vec<Option<BytesMut>>,
     /// RMAs the provider pushed back, retried in order per initiator
     /// (each holds a staging slot: at most `slots` of them).
     pub(super) backlog: Backlog<PeerId, (PeerId, Rma)>,
@@ -114,10 +114,8 @@ impl<'a> Driver<'a> {
                     }
                     Err(e) => {
                         warn!("target: RMA failed: {}", e.error);
-                        self.slots[slot as usize] = Some(
-                            e.buf
-                                .unwrap_or_else(|| Vec::with_capacity(cfg.max_io as usize)),
-                        );
+                        self.slots[slot as usize] =
+                            Some(e.buf.unwrap_or_else(|| staging(cfg.max_io as usize)));
                         Err(e.error.code())
                     }
                 };

@@ -3,20 +3,24 @@
 //! listener (TCP) takes each initiator's fabric address and gives it a
 //! token; capsules arrive as fabric messages; data moves by RMA between
 //! the initiators' registered buffers and staging buffers here; completions
-//! go back as capsules. One thread does everything; file I/O runs inline.
+//! go back as capsules. One thread does everything; file I/O runs inline,
+//! straight between the staging buffer the fabric lands the data in and
+//! the file (pread/pwrite, or O_DIRECT with [`TargetOptions::direct`]: the
+//! staging buffers are aligned for it).
 //!
 //! Over MSG endpoints ([`EpKind::Msg`]) there is no control listener: the
 //! channel listens on the control address itself, accepts one connection
 //! per initiator (the accept carries its token), posts that connection's
 //! receives, and treats its shutdown or failure as the initiator's death.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, DIRECT_ALIGN};
 use crate::backlog::Backlog;
 use crate::control;
 use crate::core::target::{Action, Io, OpId, PeerId, TargetConfig, TargetCore};
 use crate::net::{EpKind, NetOptions};
 use crate::post;
 use crate::wire::{feature, Repr, Status, BATCH_BYTES, CAPSULE_LEN};
+use bytes::{Buf, BytesMut};
 use ofi::safe::{Addr, Channel, CmEvent, Op};
 use rustix::event::PollFlags;
 use std::collections::{HashMap, VecDeque};
@@ -43,6 +47,9 @@ pub struct TargetOptions {
     pub size: Option<u64>,
     /// Refuse every change.
     pub read_only: bool,
+    /// Aligned reads and writes bypass the page cache (O_DIRECT; see
+    /// [`Backend::direct`]).
+    pub direct: bool,
     /// Limits of the core (size and read-only are taken from the backend).
     pub config: TargetConfig,
     /// The control plane's bounds: connections, setup time, liveness.
@@ -56,6 +63,7 @@ impl Default for TargetOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             size: None,
             read_only: false,
+            direct: false,
             config: TargetConfig::default(),
             limits: Limits::default(),
         }
@@ -139,7 +147,7 @@ struct Rma {
     dest: Addr,
     addr: u64,
     key: u64,
-    buf: Vec<u8>,
+    buf: BytesMut,
 }
 
 /// What posting an [`Rma`] did.
@@ -153,7 +161,18 @@ enum Posting<'ch> {
 }
 
 /// An RMA in flight: its command, staging slot, peer and handle.
-type Running<'ch> = (OpId, u32, Addr, Op<'ch, Vec<u8>>);
+type Running<'ch> = (OpId, u32, Addr, Op<'ch, BytesMut>);
+
+/// A staging buffer of `cap` bytes whose first byte is aligned to
+/// [`DIRECT_ALIGN`] (a window of a slightly larger allocation; it never
+/// grows past `cap`, so it never moves).
+fn staging(cap: usize) -> BytesMut {
+    let mut b = BytesMut::zeroed(cap + DIRECT_ALIGN);
+    let at = b.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+    b.advance(at);
+    b.truncate(cap);
+    b
+}
 
 fn post_rma(ch: &Channel, r: Rma) -> Posting<'_> {
     let Rma {
@@ -206,8 +225,11 @@ impl Target {
     /// Opens the backing store at `path`, the fabric channel and the
     /// control listener.
     pub fn bind(path: &Path, opts: &TargetOptions) -> Result<Target, String> {
-        let backend = Backend::open(path, opts.size, opts.read_only)
+        let mut backend = Backend::open(path, opts.size, opts.read_only)
             .map_err(|e| format!("{}: {e}", path.display()))?;
+        if opts.direct {
+            backend = backend.direct(path).map_err(|e| e.to_string())?;
+        }
         Target::with_backend(backend, opts)
     }
 
@@ -318,7 +340,7 @@ impl Target {
             recvs: Vec::new(),
             closing: Vec::new(),
             slots: (0..cfg.slots)
-                .map(|_| Some(Vec::with_capacity(cfg.max_io as usize)))
+                .map(|_| Some(staging(cfg.max_io as usize)))
                 .collect(),
             backlog: Backlog::new(cfg.slots as usize),
             limits: *limits,
