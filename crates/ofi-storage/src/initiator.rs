@@ -4,7 +4,8 @@
 //!
 //! A driver thread owns the fabric channel and steps the session
 //! (`session.rs`); requests reach it through a queue and a wake-up
-//! pipe, completions leave through another queue.
+//! pipe, completions leave through another queue. [`Volume::inline`]
+//! runs a session on the caller's thread instead.
 
 use crate::core::initiator::Request;
 use crate::net::NetOptions;
@@ -175,6 +176,17 @@ impl Volume {
             None,
         );
     }
+    /// Starts a read of `buf.len()` bytes at `offset` into `buf` (a buffer
+    /// handed back by an earlier completion, say: no allocation per read);
+    /// the data comes back in the completion tagged `user`.
+    pub fn submit_read_into(&self, offset: u64, buf: Vec<u8>, user: u64) {
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        self.push(
+            Request::new(Op::Read, offset, len, false, false),
+            user,
+            Some(buf),
+        );
+    }
     /// Starts a write of `buf` at `offset` (durable before completion with
     /// `fua`); the buffer comes back in the completion.
     pub fn submit_write(&self, offset: u64, buf: Vec<u8>, fua: bool, user: u64) {
@@ -309,6 +321,104 @@ impl Drop for Volume {
         let _ = (&self.wake).write(&[1]);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// A volume stepped by the caller's own thread ([`Volume::inline`]): no
+/// driver thread and no queues between threads, so a caller that submits
+/// and collects in one loop (a storage service's I/O thread, a benchmark)
+/// pays no thread hand-off per request.
+pub struct Inline<'c> {
+    s: Session<'c>,
+    accept: Accept,
+}
+
+impl std::fmt::Debug for Inline<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inline")
+            .field("accept", &self.accept)
+            .finish()
+    }
+}
+
+impl Volume {
+    /// Connects to the target at `target` (`host:port`), opens a session
+    /// and runs `f` with it on this thread; the session closes when `f`
+    /// returns (requests still pending end with it).
+    pub fn inline<R>(
+        target: &str,
+        opts: &VolumeOptions,
+        f: impl FnOnce(&mut Inline<'_>) -> R,
+    ) -> Result<R, String> {
+        let Link {
+            ch,
+            peer,
+            ctl,
+            token,
+        } = Link::connect(target, opts)?;
+        let mut s = Session::new(&ch, peer, ctl, token, opts)?;
+        let accept = s.wait_open(opts.timeout + Duration::from_secs(1))?;
+        let mut v = Inline { s, accept };
+        let r = f(&mut v);
+        v.s.close(&mut |_| {});
+        Ok(r)
+    }
+}
+
+impl Inline<'_> {
+    /// Volume size in bytes.
+    pub fn size(&self) -> u64 {
+        self.accept.size
+    }
+    /// Logical block size.
+    pub fn block_size(&self) -> u32 {
+        self.accept.block_size
+    }
+    /// Largest READ or WRITE.
+    pub fn max_io(&self) -> u32 {
+        self.accept.max_io
+    }
+    /// Commands the target lets this session have in flight.
+    pub fn queue_depth(&self) -> u32 {
+        self.accept.queue_depth
+    }
+    /// True for a read-only volume.
+    pub fn read_only(&self) -> bool {
+        self.accept.features & feature::READ_ONLY != 0
+    }
+    /// Queues a read of `buf.len()` bytes at `offset` into `buf` (it
+    /// starts at the next [`poll`](Self::poll)).
+    pub fn submit_read_into(&mut self, offset: u64, buf: Vec<u8>, user: u64) {
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        self.s.submit(Submit {
+            req: Request::new(Op::Read, offset, len, false, false),
+            user,
+            buf: Some(buf),
+        });
+    }
+    /// Queues a write of `buf` at `offset` (durable before completion
+    /// with `fua`); the buffer comes back in the completion.
+    pub fn submit_write(&mut self, offset: u64, buf: Vec<u8>, fua: bool, user: u64) {
+        let len = buf.len().min(u32::MAX as usize) as u32;
+        self.s.submit(Submit {
+            req: Request::new(Op::Write, offset, len, fua, false),
+            user,
+            buf: Some(buf),
+        });
+    }
+    /// Starts what was queued and adds the requests finished to `out`,
+    /// sleeping until at least one finished or `timeout` passed; the
+    /// number added.
+    pub fn poll(&mut self, timeout: Duration, out: &mut Vec<Completion>) -> usize {
+        let before = out.len();
+        let deadline = Instant::now() + timeout;
+        loop {
+            let work = self.s.step(&mut |c| out.push(c));
+            if out.len() > before || Instant::now() >= deadline {
+                return out.len() - before;
+            }
+            self.s.park(work, &[]);
         }
     }
 }

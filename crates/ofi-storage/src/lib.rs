@@ -42,7 +42,7 @@ pub mod target;
 mod wait;
 
 #[cfg(feature = "fabric")]
-pub use initiator::{Completion, Volume, VolumeOptions};
+pub use initiator::{Completion, Inline, Volume, VolumeOptions};
 #[cfg(feature = "fabric")]
 pub use net::{EpKind, NetOptions};
 

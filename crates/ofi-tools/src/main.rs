@@ -44,6 +44,7 @@ mod report;
 mod setup;
 mod signals;
 mod storage;
+mod storage_bench;
 mod watch;
 
 const USAGE: &str = "Usage: ofi <command> [options]
@@ -51,7 +52,7 @@ Commands:
   info       list providers and their offers (fi_info)
   pingpong   latency and bandwidth between two endpoints (fi_pingpong)
   bw         bandwidth and message rate of streamed sends, RMA or atomics
-  storage    a block target over the fabric and an NBD gateway to it
+  storage    a block target over the fabric, an NBD gateway and a load generator
 Run 'ofi <command> -h' for a command's options.";
 
 /// The tools' log output: the library's events on stderr at the level

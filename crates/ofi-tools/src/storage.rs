@@ -1,5 +1,7 @@
 //! `ofi storage target` and `ofi storage nbd`: a block target serving a
-//! file or device over the fabric, and an NBD gateway forwarding to it.
+//! file or device over the fabric, and an NBD gateway forwarding to it
+//! (`ofi storage bench`, a load generator on the initiator API, is in
+//! `storage_bench.rs`).
 
 use crate::args::Args;
 use ofi_storage::gateway::{self, GatewayOptions, Listener};
@@ -48,12 +50,16 @@ pub fn run(argv: &[String]) -> i32 {
     match argv.first().map(String::as_str) {
         Some("target") => report(target(&argv[1..])),
         Some("nbd") => report(nbd(&argv[1..])),
+        Some("bench") => report(crate::storage_bench::bench(&argv[1..])),
         Some("-h") | Some("--help") | None => {
-            outln!("{USAGE}");
+            outln!("{USAGE}\n{}", crate::storage_bench::USAGE);
             0
         }
         Some(c) => {
-            eprintln!("ofi storage: unknown command '{c}'\n{USAGE}");
+            eprintln!(
+                "ofi storage: unknown command '{c}'\n{USAGE}\n{}",
+                crate::storage_bench::USAGE
+            );
             2
         }
     }
@@ -70,7 +76,7 @@ fn report(r: Result<(), String>) -> i32 {
 }
 
 /// A size with an optional K/M/G/T suffix (powers of 1024).
-fn size(s: &str) -> Result<u64, String> {
+pub(crate) fn size(s: &str) -> Result<u64, String> {
     let (num, shift) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
         Some('K') => (&s[..s.len() - 1], 10),
         Some('M') => (&s[..s.len() - 1], 20),
@@ -86,7 +92,7 @@ fn size(s: &str) -> Result<u64, String> {
 }
 
 /// A positive number of seconds (fractions allowed), at most a day.
-fn secs(s: &str) -> Result<Duration, String> {
+pub(crate) fn secs(s: &str) -> Result<Duration, String> {
     s.parse::<f64>()
         .ok()
         .filter(|x| *x > 0.0 && *x <= 86_400.0)
@@ -99,7 +105,7 @@ fn secs_opt(a: &Args, k: &str, default: Duration) -> Result<Duration, String> {
     a.get(k).map(secs).unwrap_or(Ok(default))
 }
 
-fn net(a: &Args) -> Result<NetOptions, String> {
+pub(crate) fn net(a: &Args) -> Result<NetOptions, String> {
     Ok(NetOptions {
         provider: a.get("p").map(str::to_string),
         ep: a.get("e").unwrap_or("rdm").parse::<EpKind>()?,
@@ -107,10 +113,23 @@ fn net(a: &Args) -> Result<NetOptions, String> {
     })
 }
 
-fn port(a: &Args, k: &str) -> Result<u16, String> {
+pub(crate) fn port(a: &Args, k: &str) -> Result<u16, String> {
     a.get(k)
         .map(|p| p.parse::<u16>().map_err(|_| format!("bad port '{p}'")))
         .unwrap_or(Ok(9230))
+}
+
+/// `target` as host:port: as given, or a bare host or IP with `port`.
+pub(crate) fn target_addr(target: &str, port: u16) -> String {
+    let has_port = target.parse::<SocketAddr>().is_ok()
+        || (target.contains(':') && target.parse::<IpAddr>().is_err());
+    if has_port {
+        target.to_string()
+    } else if target.contains(':') {
+        format!("[{target}]:{port}")
+    } else {
+        format!("{target}:{port}")
+    }
 }
 
 fn target(argv: &[String]) -> Result<(), String> {
@@ -192,16 +211,7 @@ fn nbd(argv: &[String]) -> Result<(), String> {
     let [target] = a.pos.as_slice() else {
         return Err(format!("nbd: one TARGET_ADDR expected\n{USAGE}"));
     };
-    // host:port as given; a bare host or IP gets the control port.
-    let has_port = target.parse::<SocketAddr>().is_ok()
-        || (target.contains(':') && target.parse::<IpAddr>().is_err());
-    let target = if has_port {
-        target.clone()
-    } else if target.contains(':') {
-        format!("[{target}]:{}", port(&a, "P")?)
-    } else {
-        format!("{target}:{}", port(&a, "P")?)
-    };
+    let target = target_addr(target, port(&a, "P")?);
     let qd = a
         .get("q")
         .map(|q| {
