@@ -3,7 +3,7 @@
 //! other's memory (shm's segments), so a small collective costs one store
 //! and a cache-line read per member instead of rounds of messages. The
 //! protocol is [`ofi_proto::coll::board`]; the layer
-//! ([`super::engine`]) runs a group on the board when its provider offers
+//! (its `engine`) runs a group on the board when its provider offers
 //! one for all the members and every member agreed at the join, and sends
 //! the operations that do not fit a lane as frames.
 
