@@ -86,6 +86,8 @@
 #                 collective rows (not in the default); OPS=send is the
 #                 script as it was before the one-sided rows
 #   COLL_ITERS    operations of each kind per collective run (default 20000)
+#   COLL_HYBRID   1: collective rows for hybrid (the default RDM offer) too,
+#                 against Open MPI's vader like shm (default 0)
 #   PROVIDERS     providers to measure, in order (default "shm tcp"); the old
 #                 PROVIDER (one name) is still honoured when PROVIDERS is unset
 #   SIZES         shm msg sizes in bytes (default "8 4096 1048576")
@@ -701,7 +703,8 @@ for n in $NO_CAP; do
 done
 COLL_PROVS=""
 if [ "$OP_COLL" = 1 ]; then
-    for p in $PROVIDERS; do
+    # hybrid (the default RDM offer) has collective rows only (COLL_HYBRID=1).
+    for p in $PROVIDERS $([ "${COLL_HYBRID:-0}" = 1 ] && echo hybrid); do
         if "$OFI_BIN" info -p "$p" -c FI_COLLECTIVE -t FI_EP_RDM 2>/dev/null | grep -q '^provider:'; then
             COLL_PROVS="$COLL_PROVS $p"
         else
