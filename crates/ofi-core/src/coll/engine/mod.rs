@@ -298,10 +298,7 @@ impl CollEp {
                 g.core.fail(CollError::Closed);
             }
             self.pump(&mut st, a);
-            self.board_fail(&mut st, a, CollError::Closed);
-            if let Some(g) = st.groups.get_mut(&a) {
-                g.drop_board();
-            }
+            self.close_board(&mut st, a);
         }
         for i in 0..RX_BUFS {
             if st.rx_posted[i] {
@@ -451,10 +448,7 @@ impl CollEp {
         g.core.fail(CollError::Closed);
         let name = g.core.id();
         self.pump(&mut st, addr);
-        self.board_fail(&mut st, addr, CollError::Closed);
-        if let Some(g) = st.groups.get_mut(&addr) {
-            g.drop_board();
-        }
+        self.close_board(&mut st, addr);
         st.groups.remove(&addr);
         st.by_name.remove(&name);
         st.left.push(name);

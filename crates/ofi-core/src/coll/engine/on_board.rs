@@ -51,34 +51,36 @@ pub(super) struct OnBoard {
     looked: Instant,
 }
 
-/// The lanes of a group's members, by rank, with the counts the group
-/// started from (the core's operation `k` is `base + k` in a lane).
+/// The lanes of a group's members by rank (this member's own at its
+/// rank), with the counts the group started from (the core's operation `k`
+/// is `base + k` in a lane).
 pub(super) struct GroupLanes {
-    own: Arc<dyn BoardLane>,
-    own_base: u64,
-    lanes: Vec<Option<Arc<dyn BoardLane>>>,
+    rank: usize,
+    lanes: Vec<Arc<dyn BoardLane>>,
     bases: Vec<u64>,
     peers: Vec<Option<Arc<dyn BoardPeer>>>,
+}
+
+impl GroupLanes {
+    /// This member's own lane.
+    fn own(&self) -> &Arc<dyn BoardLane> {
+        &self.lanes[self.rank]
+    }
 }
 
 impl Lanes for GroupLanes {
     #[inline]
     fn seq(&self, rank: u32) -> u64 {
         let r = rank as usize;
-        match &self.lanes[r] {
-            Some(l) => l.seq().wrapping_sub(self.bases[r]),
-            None => self.own.seq().wrapping_sub(self.own_base),
-        }
+        self.lanes[r].seq().wrapping_sub(self.bases[r])
     }
     fn read(&self, rank: u32, seq: u64, offset: usize, out: &mut [u8]) -> bool {
         let r = rank as usize;
-        match &self.lanes[r] {
-            Some(l) => l.read(self.bases[r].wrapping_add(seq), offset, out),
-            None => self.own.read(self.own_base.wrapping_add(seq), offset, out),
-        }
+        self.lanes[r].read(self.bases[r].wrapping_add(seq), offset, out)
     }
     fn publish(&self, seq: u64, data: &[u8]) {
-        self.own.publish(self.own_base.wrapping_add(seq), data);
+        self.own()
+            .publish(self.bases[self.rank].wrapping_add(seq), data);
         for p in self.peers.iter().flatten() {
             p.wake();
         }
@@ -95,7 +97,7 @@ impl Group {
             }
         }
         if let Some(b) = self.board.take() {
-            b.lanes.own.release();
+            b.lanes.own().release();
         }
     }
 }
@@ -201,21 +203,21 @@ impl CollEp {
                 .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
         };
         let all = offers.len() == n * OFFER && (0..n).all(|r| idx(r) != 0);
-        let lanes: Option<Vec<Option<Arc<dyn BoardLane>>>> = all
-            .then(|| {
-                (0..n)
-                    .map(|r| {
-                        if r == rank as usize {
-                            Some(None)
-                        } else {
-                            prep.peers[r].as_ref()?.lane(idx(r) - 1).map(Some)
-                        }
-                    })
-                    .collect()
-            })
-            .flatten();
+        let me = rank as usize;
+        let lanes: Option<Vec<Arc<dyn BoardLane>>> = match (&prep.lane, all) {
+            (Some((_, _, own)), true) => (0..n)
+                .map(|r| {
+                    if r == me {
+                        Some(own.clone())
+                    } else {
+                        prep.peers[r].as_ref()?.lane(idx(r) - 1)
+                    }
+                })
+                .collect(),
+            _ => None,
+        };
         match (lanes, prep.lane) {
-            (Some(lanes), Some((_, own_base, own))) => {
+            (Some(lanes), Some(_)) => {
                 let core = BoardCore::new(rank, n as u32).expect("a candidate's size fits");
                 tracing::debug!(
                     members = n,
@@ -224,8 +226,7 @@ impl CollEp {
                 g.board = Some(OnBoard {
                     core,
                     lanes: GroupLanes {
-                        own,
-                        own_base,
+                        rank: me,
                         lanes,
                         bases: (0..n).map(base).collect(),
                         peers: prep.peers,
@@ -321,6 +322,15 @@ impl CollEp {
         };
         ob.core.fail(e);
         self.board_outcomes(st, addr);
+    }
+
+    /// The group or the endpoint closes: its board operations fail with
+    /// `FI_ECANCELED` and its lane is given back.
+    pub(super) fn close_board(&self, st: &mut State, addr: u64) {
+        self.board_fail(st, addr, CollError::Closed);
+        if let Some(g) = st.groups.get_mut(&addr) {
+            g.drop_board();
+        }
     }
 
     /// True when a board operation can complete now (so a wait must not
