@@ -37,7 +37,13 @@ mod provider_side;
 
 /// Receive buffers kept posted for frames.
 const RX_BUFS: usize = 16;
-/// Contexts of the layer's own operations: `RX_BUFS` receives, then sends.
+/// Receive buffers at most: while every posted one holds a frame that
+/// cannot be taken yet (frames of operations far ahead, of a group not
+/// joined yet), one more is posted, so the frame that unblocks them (of
+/// the running operation, the join's, from another member) still comes
+/// in; past this many, frames wait with the provider.
+const RX_MAX: usize = 256;
+/// Contexts of the layer's own operations: `RX_MAX` receives, then sends.
 const CONTEXTS: usize = 4096;
 /// Contexts of injected frames after those, one per destination: they
 /// complete silently, and a failure names the member it was sent to.
@@ -151,7 +157,7 @@ struct State {
     rx_held: Vec<bool>,
     /// Frames not handed in yet, oldest first.
     held: VecDeque<Held>,
-    /// Sends in flight by context index (from `RX_BUFS`).
+    /// Sends in flight by context index (from `RX_MAX`).
     tx: IdMap<usize, TxSlot>,
     tx_free: Vec<usize>,
     waiting: VecDeque<Pending>,
@@ -247,7 +253,7 @@ impl CollEp {
             rx: (0..RX_BUFS).map(|_| vec![0u8; frame_len]).collect(),
             rx_posted: vec![false; RX_BUFS],
             rx_held: vec![false; RX_BUFS],
-            tx_free: (RX_BUFS..CONTEXTS).rev().collect(),
+            tx_free: (RX_MAX..CONTEXTS).rev().collect(),
             next_token: 1,
             ..Default::default()
         };
@@ -278,7 +284,7 @@ impl CollEp {
         let watch: Arc<dyn EqWatch> = self.clone();
         self.eq.watchers().add(watch);
         let mut st = lock(&self.st);
-        for i in 0..RX_BUFS {
+        for i in 0..st.rx.len() {
             self.post_rx(&mut st, i);
         }
     }
@@ -300,7 +306,7 @@ impl CollEp {
             self.pump(&mut st, a);
             self.close_board(&mut st, a);
         }
-        for i in 0..RX_BUFS {
+        for i in 0..st.rx.len() {
             if st.rx_posted[i] {
                 let _ = self.ops.cancel(self.context(i));
             }

@@ -38,6 +38,20 @@ impl CollEp {
         }
     }
 
+    /// Every receive buffer holds a frame that waits: one more is posted
+    /// (up to [`RX_MAX`]).
+    fn grow_rx(&self, st: &mut State) {
+        let n = st.rx.len();
+        if st.shut || n >= RX_MAX || st.rx_held.iter().any(|h| !h) {
+            return;
+        }
+        let len = st.rx[0].len();
+        st.rx.push(vec![0u8; len]);
+        st.rx_posted.push(false);
+        st.rx_held.push(false);
+        self.post_rx(st, n);
+    }
+
     /// Posts a frame, or gives it back when it must wait.
     pub(super) fn post_frame(
         &self,
@@ -361,7 +375,7 @@ impl CollEp {
                 self.lost_peer(&mut st, fi_addr, err);
             }
             if !st.shut {
-                for i in 0..RX_BUFS {
+                for i in 0..st.rx.len() {
                     if !st.rx_posted[i] && !st.rx_held[i] {
                         self.post_rx(&mut st, i);
                     }
@@ -425,7 +439,7 @@ impl CollEp {
             }
             return;
         }
-        if d.slot < RX_BUFS {
+        if d.slot < RX_MAX {
             st.rx_posted[d.slot] = false;
             if d.err == 0 {
                 let buf = std::mem::take(&mut st.rx[d.slot]);
@@ -439,6 +453,7 @@ impl CollEp {
                         len,
                         src: d.src,
                     });
+                    self.grow_rx(st);
                     return;
                 }
             } else if d.err != errno::FI_ECANCELED {
